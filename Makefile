@@ -1,0 +1,67 @@
+# The verbs of the project. `make run` and `make test` are the two-command
+# quick start; everything they need is installed from this file and pyproject.toml.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export HF_HUB_OFFLINE := 1
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-smoke bench bench-smoke clean
+
+install: $(STAMP)
+
+# torch 2.13.0 first: it is the local CPU build; any other resolution would
+# pull gigabytes of CUDA wheels through sentence-transformers.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+proto: install
+	$(BIN)/python scripts/gen_protos.py
+
+run: install proto
+	$(BIN)/python scripts/run_local.py
+
+run-check: install proto
+	$(BIN)/python scripts/run_local.py --check --data-dir $$(mktemp -d)
+
+# System packages the integration and browser tests use: a real redis-server
+# (gateway limits shared across instances) and Debian's chromium (browser test).
+test-deps:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium redis-server >/dev/null; \
+	fi
+
+test: install test-deps
+	$(BIN)/pytest -p no:cacheprovider -q
+
+test-unit: install
+	$(BIN)/pytest -p no:cacheprovider -q -m unit
+
+lint: install
+	$(BIN)/ruff check services gateway tests scripts bench
+	$(BIN)/ruff format --check services gateway tests scripts bench
+
+typecheck: install
+	$(BIN)/mypy services gateway
+
+eval: install
+	$(BIN)/python -m bench.eval
+
+eval-smoke: install
+	$(BIN)/python -m bench.eval --smoke
+
+bench: install
+	$(BIN)/python -m bench.bench
+
+bench-smoke: install
+	$(BIN)/python -m bench.bench --smoke
+
+clean:
+	rm -rf .data bench/results/tmp tests/artifacts

@@ -1,0 +1,258 @@
+"""The gateway's HTTP app: `create_app(settings)` builds it.
+
+Routes: POST /v1/search (every public gate), GET /healthz (the process is
+up), GET /readyz (the Retriever — and Redis when configured — answer),
+GET /metrics (Prometheus), GET /openapi.json, and the web page: `/`,
+`/widget.js` and `/static/*`, all served from `gateway/static` (no CDN).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from limits.aio.storage import Storage
+from redis.asyncio import ConnectionPool
+from starlette.exceptions import HTTPException
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.breaker import RetrieverBreaker, build_breaker_storage
+from gateway.errors import ApiError, ErrorBody, ErrorCode, error_response
+from gateway.metrics import GatewayMetrics
+from gateway.origin import OriginMiddleware, OriginPolicy
+from gateway.querylog import QueryLogPolicy
+from gateway.quotas import ClientRateLimiter, DailyBudget, build_storage
+from gateway.retriever_client import RetrieverClient, RetrieverStubFactory
+from gateway.schema import SearchLimits, SearchRequest, SearchResponse
+from gateway.search import Gates, SearchGateway
+from gateway.settings import GatewaySettings
+from services.common.logging import get_logger
+
+log = get_logger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "invalid_json or upstream_rejected",
+        403: "origin_not_allowed",
+        413: "body_too_large",
+        415: "unsupported_media_type",
+        422: "invalid_request, query_too_long or top_k_out_of_range",
+        429: "rate_limited or budget_exhausted (see Retry-After)",
+        502: "upstream_unavailable",
+        503: "public_disabled, breaker_open or limiter_unavailable",
+        504: "upstream_timeout",
+    }.items()
+}
+
+
+@dataclass
+class Runtime:
+    """What the app builds at start-up and closes at shutdown."""
+
+    storage: Storage
+    retriever: RetrieverClient
+    search: SearchGateway
+    redis_pool: ConnectionPool | None  # the limits storage's connections
+    breaker_redis: redis.Redis | None  # pybreaker's (synchronous) client
+
+
+def create_app(
+    settings: GatewaySettings, retriever_stub_factory: RetrieverStubFactory | None = None
+) -> FastAPI:
+    metrics = GatewayMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = _start_runtime(settings, metrics, retriever_stub_factory)
+        app.state.runtime = runtime
+        log.info(
+            "gateway_started", public=settings.gateway_public_enabled, redis=settings.uses_redis
+        )
+        try:
+            yield
+        finally:
+            await _stop_runtime(runtime)
+
+    app = FastAPI(
+        title="RAG gateway",
+        version="1.0.0",
+        summary="Public HTTP/JSON front door to hybrid retrieval",
+        lifespan=lifespan,
+        docs_url=None,  # the Swagger UI would load from a CDN
+        redoc_url=None,
+    )
+    app.state.metrics = metrics
+    app.state.settings = settings
+    _add_routes(app, settings, metrics)
+    _add_error_handlers(app)
+    policy = OriginPolicy(
+        settings.gateway_allowed_origins,
+        allow_same_origin=settings.gateway_allow_same_origin,
+        allow_missing_origin=settings.gateway_allow_missing_origin,
+    )
+    app.add_middleware(
+        OriginMiddleware, policy=policy, on_reject=lambda s: metrics.observe("origin_rejected", s)
+    )
+    app.add_middleware(RequestIdMiddleware)
+    return app
+
+
+def _start_runtime(
+    settings: GatewaySettings, metrics: GatewayMetrics, stub_factory: RetrieverStubFactory | None
+) -> Runtime:
+    namespace = settings.gateway_redis_namespace
+    storage, pool = build_storage(settings.gateway_redis_url, namespace)
+    breaker_storage, breaker_client = build_breaker_storage(settings.gateway_redis_url, namespace)
+    gates = Gates(
+        rate_limiter=ClientRateLimiter(storage, settings.gateway_rate_limit),
+        budget=DailyBudget(storage, settings.gateway_daily_budget),
+        breaker=RetrieverBreaker(
+            settings.gateway_breaker_fail_max,
+            settings.gateway_breaker_reset_s,
+            breaker_storage,
+            on_state=metrics.set_breaker_state,
+        ),
+        limits=SearchLimits(
+            settings.gateway_max_query_chars,
+            settings.gateway_max_top_k,
+            settings.gateway_max_filter_values,
+        ),
+    )
+    retriever = RetrieverClient(
+        settings.retriever_addr, settings.max_message_bytes, stub_factory=stub_factory
+    )
+    retriever.open()
+    search = SearchGateway(
+        settings, gates, retriever, metrics, QueryLogPolicy(settings.gateway_query_log_retention)
+    )
+    return Runtime(storage, retriever, search, redis_pool=pool, breaker_redis=breaker_client)
+
+
+async def _stop_runtime(runtime: Runtime) -> None:
+    await runtime.retriever.close()
+    if runtime.redis_pool is not None:
+        await runtime.redis_pool.aclose()
+    if runtime.breaker_redis is not None:
+        runtime.breaker_redis.close()
+    log.info("gateway_stopped")
+
+
+def _add_routes(app: FastAPI, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
+    @app.post(
+        "/v1/search",
+        response_model=SearchResponse,
+        responses=ERROR_RESPONSES,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": SearchRequest.model_json_schema()}},
+            }
+        },
+        summary="Hybrid search with evidence and citations",
+    )
+    async def search(request: Request) -> Response:
+        runtime: Runtime = request.app.state.runtime
+        return await runtime.search.handle(request)
+
+    @app.get("/healthz", summary="Liveness: the process answers")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Readiness: the Retriever (and Redis, if used) answer")
+    async def readyz(request: Request) -> JSONResponse:
+        runtime: Runtime = request.app.state.runtime
+        ready, reason = await runtime.retriever.is_serving(settings.gateway_readiness_timeout_s)
+        if ready and settings.uses_redis and not await _storage_ok(runtime.storage):
+            ready, reason = False, "redis does not answer"
+        if ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not_ready", "reason": reason}, status_code=503)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
+
+    @app.get("/widget.js", include_in_schema=False)
+    async def widget() -> FileResponse:
+        return FileResponse(
+            STATIC_DIR / "widget.js",
+            media_type="text/javascript",
+            headers={"Cache-Control": "public, max-age=300", "X-Content-Type-Options": "nosniff"},
+        )
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+
+async def _storage_ok(storage: Storage) -> bool:
+    try:
+        return bool(await storage.check())
+    except Exception:  # any failure to answer means not ready
+        return False
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    codes = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        code = codes.get(status, ErrorCode.INVALID_REQUEST if status < 500 else ErrorCode.INTERNAL)
+        error = ApiError(code, str(getattr(exc, "detail", "")) or code.value)
+        return error_response(error, getattr(request.state, "request_id", ""))
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled_error", path=request.url.path)
+        error = ApiError(ErrorCode.INTERNAL, "internal error")
+        return error_response(error, getattr(request.state, "request_id", ""))
+
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, http_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+class RequestIdMiddleware:
+    """Gives every request an id (the caller's X-Request-Id when well-formed),
+    visible to handlers as `request.state.request_id` and echoed back."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)

@@ -1,0 +1,125 @@
+"""Every error the gateway answers, as JSON with a stable code.
+
+Clients branch on `error.code` (never on the message, which is for people):
+
+    {"error": {"code": "rate_limited", "message": "...", "request_id": "..."}}
+
+The codes and their HTTP statuses are part of the public API; add new ones,
+never rename or repurpose one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+from starlette.responses import JSONResponse
+
+
+class ErrorCode(StrEnum):
+    PUBLIC_DISABLED = "public_disabled"
+    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
+    RATE_LIMITED = "rate_limited"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    BREAKER_OPEN = "breaker_open"
+    LIMITER_UNAVAILABLE = "limiter_unavailable"
+    BODY_TOO_LARGE = "body_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    INVALID_JSON = "invalid_json"
+    INVALID_REQUEST = "invalid_request"
+    QUERY_TOO_LONG = "query_too_long"
+    TOP_K_OUT_OF_RANGE = "top_k_out_of_range"
+    UPSTREAM_REJECTED = "upstream_rejected"
+    UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    UPSTREAM_TIMEOUT = "upstream_timeout"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    INTERNAL = "internal"
+
+
+STATUS: dict[ErrorCode, int] = {
+    ErrorCode.PUBLIC_DISABLED: 503,
+    ErrorCode.ORIGIN_NOT_ALLOWED: 403,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.BUDGET_EXHAUSTED: 429,
+    ErrorCode.BREAKER_OPEN: 503,
+    ErrorCode.LIMITER_UNAVAILABLE: 503,
+    ErrorCode.BODY_TOO_LARGE: 413,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+    ErrorCode.INVALID_JSON: 400,
+    ErrorCode.INVALID_REQUEST: 422,
+    ErrorCode.QUERY_TOO_LONG: 422,
+    ErrorCode.TOP_K_OUT_OF_RANGE: 422,
+    ErrorCode.UPSTREAM_REJECTED: 400,
+    ErrorCode.UPSTREAM_UNAVAILABLE: 502,
+    ErrorCode.UPSTREAM_TIMEOUT: 504,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.METHOD_NOT_ALLOWED: 405,
+    ErrorCode.INTERNAL: 500,
+}
+
+# Metric outcomes that differ from the code: input errors share one label.
+OUTCOME: dict[ErrorCode, str] = {
+    ErrorCode.ORIGIN_NOT_ALLOWED: "origin_rejected",
+    ErrorCode.BODY_TOO_LARGE: "invalid",
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: "invalid",
+    ErrorCode.INVALID_JSON: "invalid",
+    ErrorCode.INVALID_REQUEST: "invalid",
+    ErrorCode.QUERY_TOO_LONG: "invalid",
+    ErrorCode.TOP_K_OUT_OF_RANGE: "invalid",
+    ErrorCode.NOT_FOUND: "invalid",
+    ErrorCode.METHOD_NOT_ALLOWED: "invalid",
+}
+
+
+class ApiError(Exception):
+    """Raised anywhere in a request; rendered by `error_response`."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        retry_after_s: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+    @property
+    def status(self) -> int:
+        return STATUS[self.code]
+
+    @property
+    def outcome(self) -> str:
+        """The metrics label (see `gateway.metrics.OUTCOMES`)."""
+        return OUTCOME.get(self.code, self.code.value)
+
+
+class ErrorDetail(BaseModel):
+    code: ErrorCode
+    message: str
+    request_id: str = ""
+    retry_after_s: int | None = Field(None, description="Set with 429/503 when waiting helps")
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def error_response(error: ApiError, request_id: str = "") -> JSONResponse:
+    detail = ErrorDetail(
+        code=error.code,
+        message=error.message,
+        request_id=request_id,
+        retry_after_s=error.retry_after_s,
+    )
+    headers = {"Cache-Control": "no-store"}
+    if error.retry_after_s is not None:
+        headers["Retry-After"] = str(error.retry_after_s)
+    return JSONResponse(
+        ErrorBody(error=detail).model_dump(mode="json", exclude_none=True),
+        status_code=error.status,
+        headers=headers,
+    )

@@ -1,0 +1,157 @@
+"""JSON ↔ Retriever proto, field by field.
+
+Explicit rather than `json_format`, so the JSON names and enum spellings stay
+stable when the proto grows (enums appear as lower-case words without their
+prefix: `CHANNEL_VECTOR` → `"vector"`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway import schema
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+
+SNIPPET_CHARS = 280
+
+
+def to_retrieve_request(
+    request: schema.SearchRequest, query: str, top_k: int, debug: bool
+) -> pb.RetrieveRequest:
+    scope = request.scope
+    page_url = request.page_url.strip().split("#", 1)[0]
+    urls = list(scope.urls)
+    if request.this_page:
+        # Restrict by URL as well as passing the page: "this page" must never
+        # widen to the whole site, whatever wording the query uses.
+        urls = [page_url]
+    return pb.RetrieveRequest(
+        query=query,
+        top_k=top_k,
+        page_url=page_url,
+        debug=debug,
+        filter=pb.ScopeFilter(
+            scope_id=scope.scope_id,
+            locale=scope.locale,
+            doc_ids=scope.doc_ids,
+            urls=urls,
+            metadata=scope.metadata,
+        ),
+    )
+
+
+def _label(enum: Any, value: int, prefix: str) -> Any:
+    """`pb.Channel, 1, "CHANNEL_"` → "vector" (unknown numbers: "unspecified")."""
+    try:
+        name = enum.Name(value)
+    except ValueError:
+        return "unspecified"
+    return name.removeprefix(prefix).lower()
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+def _channels(matches: Any) -> list[schema.ChannelMatch]:
+    return [
+        schema.ChannelMatch(
+            channel=_label(pb.Channel, m.channel, "CHANNEL_"), rank=m.rank, score=m.score
+        )
+        for m in matches
+    ]
+
+
+def _hit(hit: pb.Hit, citation: int | None) -> schema.Hit:
+    return schema.Hit(
+        rank=hit.rank,
+        citation=citation,
+        chunk_id=hit.chunk_id,
+        doc_id=hit.doc_id,
+        url=hit.url,
+        title=hit.title,
+        heading_path=hit.heading_path,
+        snippet=snippet(hit.text),
+        text=hit.text,
+        position=hit.position,
+        scope_id=hit.scope_id,
+        locale=hit.locale,
+        score=hit.score,
+        fused_score=hit.fused_score,
+        reranked=hit.reranked,
+        rerank_score=hit.rerank_score if hit.reranked else None,
+        channels=_channels(hit.channels),
+    )
+
+
+def _citation(c: pb.Citation) -> schema.Citation:
+    return schema.Citation(
+        number=c.number,
+        chunk_id=c.chunk_id,
+        doc_id=c.doc_id,
+        url=c.url,
+        title=c.title,
+        heading_path=c.heading_path,
+    )
+
+
+def _debug(report: pb.DebugReport) -> schema.DebugReport:
+    channels = [
+        schema.ChannelReport(
+            channel=_label(pb.Channel, c.channel, "CHANNEL_"),
+            status=_label(pb.ChannelStatus, c.status, "CHANNEL_STATUS_"),
+            latency_ms=c.latency_ms,
+            hits=c.hits,
+            error=c.error,
+        )
+        for c in report.channels
+    ]
+    return schema.DebugReport(
+        channels=channels,
+        normalized_query=report.normalized_query,
+        lexical_query=report.lexical_query,
+        notes=list(report.notes),
+    )
+
+
+def _rerank(r: pb.RerankOutcome) -> schema.Rerank:
+    return schema.Rerank(
+        used=r.used,
+        fallback=r.fallback,
+        reason=r.reason,
+        candidates=r.candidates,
+        reranked=r.reranked,
+        model=r.model,
+        latency_ms=r.latency_ms,
+    )
+
+
+def to_search_response(
+    response: pb.RetrieveResponse, request_id: str, debug: bool, message: str = ""
+) -> schema.SearchResponse:
+    citation_of = {c.chunk_id: c.number for c in response.evidence.citations}
+    evidence = response.evidence
+    return schema.SearchResponse(
+        request_id=request_id,
+        intent=_label(pb.Intent, response.intent, "INTENT_"),
+        page_status=_label(pb.PageStatus, response.page_status, "PAGE_STATUS_"),
+        message=response.message or message,
+        hits=[_hit(h, citation_of.get(h.chunk_id)) for h in response.hits],
+        evidence=schema.Evidence(
+            text=evidence.text,
+            chars=evidence.chars,
+            dropped_chunks=evidence.dropped_chunks,
+            truncated=evidence.truncated,
+        ),
+        citations=[_citation(c) for c in evidence.citations],
+        rerank=_rerank(response.rerank),
+        degraded=[
+            schema.Degradation(component=d.component, reason=d.reason) for d in response.degraded
+        ],
+        timings_ms={t.stage: t.ms for t in response.timings},
+        debug=_debug(response.debug) if debug and response.HasField("debug") else None,
+    )

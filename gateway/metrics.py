@@ -1,0 +1,77 @@
+"""Prometheus metrics of one gateway app, in its own registry.
+
+A registry per app (not the process-global default) lets several apps live in
+one process, as the tests do with two instances sharing Redis.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# Every value the `outcome` label can take, so each series exists (at 0) from
+# the start and rate() queries never see a gap.
+OUTCOMES = (
+    "allowed",
+    "public_disabled",
+    "origin_rejected",
+    "rate_limited",
+    "budget_exhausted",
+    "breaker_open",
+    "limiter_unavailable",
+    "invalid",
+    "upstream_rejected",
+    "upstream_unavailable",
+    "upstream_timeout",
+    "internal",
+)
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BREAKER_STATES = ("closed", "open", "half-open")
+
+
+class GatewayMetrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "gateway_search_requests",
+            "Search requests by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "gateway_search_duration_seconds",
+            "Time from request arrival to response, by outcome",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.retriever_calls = Counter(
+            "gateway_retriever_calls",
+            "Retrieve RPCs sent downstream, by gRPC status",
+            ["code"],
+            registry=self.registry,
+        )
+        self.breaker_state = Gauge(
+            "gateway_breaker_state",
+            "1 for the breaker's current state as this instance last saw it",
+            ["state"],
+            registry=self.registry,
+        )
+        for outcome in OUTCOMES:
+            self.requests.labels(outcome=outcome)
+            self.latency.labels(outcome=outcome)
+        self.set_breaker_state("closed")
+
+    def observe(self, outcome: str, seconds: float) -> None:
+        self.requests.labels(outcome=outcome).inc()
+        self.latency.labels(outcome=outcome).observe(seconds)
+
+    def set_breaker_state(self, state: str) -> None:
+        for name in BREAKER_STATES:
+            self.breaker_state.labels(state=name).set(1.0 if name == state else 0.0)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

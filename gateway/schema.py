@@ -1,0 +1,163 @@
+"""The JSON API's request and response shapes (stable, snake_case).
+
+These models are both the validation of incoming JSON and the source of the
+OpenAPI description; bounds that depend on settings (query length, top_k) are
+checked by `SearchLimits` so their errors carry their own codes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from gateway.errors import ApiError, ErrorCode
+
+ShortText = Annotated[StrictStr, Field(max_length=2048)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Scope(Strict):
+    """Restricts the search; empty fields do not filter."""
+
+    scope_id: ShortText = ""
+    locale: Annotated[StrictStr, Field(max_length=35)] = ""
+    doc_ids: list[ShortText] = Field(default_factory=list)
+    urls: list[ShortText] = Field(default_factory=list)
+    metadata: dict[Annotated[StrictStr, Field(max_length=128)], ShortText] = Field(
+        default_factory=dict
+    )
+
+
+class SearchRequest(Strict):
+    query: StrictStr = Field(description="What to search for (bounded length)")
+    page_url: ShortText = Field("", description="The page the user is on, if any")
+    this_page: StrictBool = Field(False, description="Search only `page_url`'s own content")
+    scope: Scope = Field(default_factory=Scope)
+    top_k: StrictInt | None = Field(None, description="Hits wanted (default and maximum are set)")
+    debug: StrictBool = Field(False, description="Include provenance and channel status")
+
+
+class SearchLimits:
+    """The configured bounds of one search request."""
+
+    def __init__(self, max_query_chars: int, max_top_k: int, max_filter_values: int) -> None:
+        self.max_query_chars = max_query_chars
+        self.max_top_k = max_top_k
+        self.max_filter_values = max_filter_values
+
+    def check(self, request: SearchRequest) -> str:
+        """Return the whitespace-normalized query, or raise a 4xx ApiError."""
+        query = " ".join(request.query.split())
+        if not query:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "query is empty")
+        if len(query) > self.max_query_chars:
+            raise ApiError(
+                ErrorCode.QUERY_TOO_LONG,
+                f"query has {len(query)} characters; the limit is {self.max_query_chars}",
+            )
+        if request.top_k is not None and not 1 <= request.top_k <= self.max_top_k:
+            raise ApiError(
+                ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be between 1 and {self.max_top_k}"
+            )
+        if request.this_page and not request.page_url.strip():
+            raise ApiError(ErrorCode.INVALID_REQUEST, "this_page needs a page_url")
+        scope = request.scope
+        if max(len(scope.doc_ids), len(scope.urls), len(scope.metadata)) > self.max_filter_values:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"scope lists hold at most {self.max_filter_values} values",
+            )
+        return query
+
+
+ChannelName = Literal["vector", "lexical", "unspecified"]
+
+
+class ChannelMatch(BaseModel):
+    channel: ChannelName
+    rank: int = Field(description="1-based rank in that channel's list")
+    score: float = Field(description="The channel's own score (cosine or BM25)")
+
+
+class Hit(BaseModel):
+    rank: int
+    citation: int | None = Field(description="The n of [n] in the evidence, if cited")
+    chunk_id: str
+    doc_id: str
+    url: str
+    title: str
+    heading_path: str
+    snippet: str = Field(description="The start of the text, cut at a word boundary")
+    text: str
+    position: int
+    scope_id: str
+    locale: str
+    score: float
+    fused_score: float
+    reranked: bool
+    rerank_score: float | None
+    channels: list[ChannelMatch]
+
+
+class Citation(BaseModel):
+    number: int
+    chunk_id: str
+    doc_id: str
+    url: str
+    title: str
+    heading_path: str
+
+
+class Evidence(BaseModel):
+    text: str = Field(description="Numbered reference blocks, [n] as in `citations`")
+    chars: int
+    dropped_chunks: int
+    truncated: bool
+
+
+class Rerank(BaseModel):
+    used: bool
+    fallback: bool
+    reason: str
+    candidates: int
+    reranked: int
+    model: str
+    latency_ms: float
+
+
+class Degradation(BaseModel):
+    component: str
+    reason: str
+
+
+class ChannelReport(BaseModel):
+    channel: ChannelName
+    status: Literal["ok", "error", "timeout", "skipped", "unspecified"]
+    latency_ms: float
+    hits: int
+    error: str
+
+
+class DebugReport(BaseModel):
+    channels: list[ChannelReport]
+    normalized_query: str
+    lexical_query: str
+    notes: list[str]
+
+
+class SearchResponse(BaseModel):
+    request_id: str
+    intent: Literal["site_search", "current_page", "unspecified"]
+    page_status: Literal["indexed", "not_indexed", "unspecified"]
+    message: str
+    hits: list[Hit]
+    evidence: Evidence
+    citations: list[Citation]
+    rerank: Rerank
+    degraded: list[Degradation]
+    timings_ms: dict[str, float]
+    debug: DebugReport | None = None

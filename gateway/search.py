@@ -1,0 +1,161 @@
+"""POST /v1/search: every gate in order, then one Retrieve under a deadline.
+
+Order (the origin gate runs earlier, in `OriginMiddleware`):
+1. public switch      — off: 503 with the configured message
+2. client rate limit  — counted for every request, valid or not, so malformed
+                        floods are limited too
+3. body and input     — size, media type, JSON, schema, query length, top_k
+4. daily budget       — spent only by requests that will go downstream
+5. circuit breaker    — open: 503 at once
+6. Retrieve           — with the time left of the request's deadline
+Nothing before step 6 calls the Retriever, so a refusal costs no search.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import grpc
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway import mapping
+from gateway.breaker import RetrieverBreaker
+from gateway.errors import ApiError, ErrorCode, error_response
+from gateway.metrics import GatewayMetrics
+from gateway.querylog import QueryLogPolicy
+from gateway.quotas import ClientRateLimiter, DailyBudget, client_key
+from gateway.retriever_client import RetrieverClient, api_error_for
+from gateway.schema import SearchLimits, SearchRequest
+from gateway.settings import GatewaySettings
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.common.logging import get_logger
+
+log = get_logger(__name__)
+
+MIN_DOWNSTREAM_S = 0.02  # below this, a Retrieve cannot do useful work
+NOT_ON_PAGE = "Nothing on this page matched (the page may not be indexed yet)."
+
+
+@dataclass
+class Gates:
+    rate_limiter: ClientRateLimiter
+    budget: DailyBudget
+    breaker: RetrieverBreaker
+    limits: SearchLimits
+
+
+class SearchGateway:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        gates: Gates,
+        retriever: RetrieverClient,
+        metrics: GatewayMetrics,
+        log_policy: QueryLogPolicy,
+    ) -> None:
+        self.settings = settings
+        self.gates = gates
+        self.retriever = retriever
+        self.metrics = metrics
+        self.log_policy = log_policy
+
+    async def handle(self, request: Request) -> Response:
+        started = time.perf_counter()
+        request_id: str = getattr(request.state, "request_id", "")
+        fields: dict[str, object] = {"request_id": request_id}
+        outcome = "internal"
+        try:
+            response = await self._run(request, started, request_id, fields)
+            outcome = "allowed"
+            return response
+        except ApiError as error:
+            outcome = error.outcome
+            fields["error"] = error.code.value
+            return error_response(error, request_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            self.metrics.observe(outcome, elapsed)
+            log.info("search", outcome=outcome, ms=round(elapsed * 1000, 2), **fields)
+
+    async def _run(
+        self, request: Request, started: float, request_id: str, fields: dict[str, object]
+    ) -> Response:
+        if not self.settings.gateway_public_enabled:
+            raise ApiError(ErrorCode.PUBLIC_DISABLED, self.settings.gateway_disabled_message)
+        client = client_key(request.client.host if request.client else None)
+        fields.update(self.log_policy.client_fields(client))
+        await self.gates.rate_limiter.acquire(client)
+        search = await self._read_request(request)
+        query = self.gates.limits.check(search)
+        fields.update(self.log_policy.query_fields(query))
+        await self.gates.budget.spend()
+        debug = search.debug and self.settings.gateway_allow_debug
+        top_k = search.top_k or self.settings.gateway_default_top_k
+        retrieve_request = mapping.to_retrieve_request(search, query, top_k, debug)
+        reply = await self._retrieve(retrieve_request, started)
+        note = NOT_ON_PAGE if search.this_page and not reply.hits else ""
+        body = mapping.to_search_response(reply, request_id, debug, note)
+        fields.update(intent=body.intent, hits=len(body.hits), rerank_used=body.rerank.used)
+        return JSONResponse(
+            body.model_dump(mode="json", exclude_none=True),
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def _read_request(self, request: Request) -> SearchRequest:
+        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media_type != "application/json":
+            raise ApiError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
+        raw = await read_bounded_body(request, self.settings.gateway_max_body_bytes)
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(ErrorCode.INVALID_JSON, "the body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise ApiError(ErrorCode.INVALID_JSON, "the body must be a JSON object")
+        try:
+            return SearchRequest.model_validate(data)
+        except ValidationError as exc:
+            raise ApiError(ErrorCode.INVALID_REQUEST, describe_validation(exc)) from None
+
+    async def _retrieve(self, request: pb.RetrieveRequest, started: float) -> pb.RetrieveResponse:
+        remaining = self.settings.gateway_request_deadline_s - (time.perf_counter() - started)
+        if remaining < MIN_DOWNSTREAM_S:
+            raise ApiError(ErrorCode.UPSTREAM_TIMEOUT, "the request ran out of time")
+        try:
+            async with self.gates.breaker.guard():
+                reply = await self.retriever.retrieve(request, timeout_s=remaining)
+        except grpc.aio.AioRpcError as exc:
+            self.metrics.retriever_calls.labels(code=exc.code().name).inc()
+            raise api_error_for(exc) from None
+        self.metrics.retriever_calls.labels(code="OK").inc()
+        return reply
+
+
+async def read_bounded_body(request: Request, max_bytes: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed `max_bytes`
+    (by Content-Length, or while streaming one sent without it)."""
+    too_large = ApiError(ErrorCode.BODY_TOO_LARGE, f"the body exceeds {max_bytes} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """One readable line per problem, without echoing the input back."""
+    problems = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(part) for part in err["loc"]) or "body"
+        problems.append(f"{where}: {err['msg']}")
+    return "; ".join(problems)

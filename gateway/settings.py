@@ -1,0 +1,109 @@
+"""Gateway settings: every gate is configured here and fails closed by default.
+
+Gateway variables are `RAG_GATEWAY_*` (e.g. `RAG_GATEWAY_PUBLIC_ENABLED`); the
+Retriever's address is `RAG_RETRIEVER_ADDR`, the name every client of it reads;
+the shared ones (`RAG_HOST`, `RAG_LOG_LEVEL`, ...) come from the base class.
+Lists are comma-separated
+(`RAG_GATEWAY_ALLOWED_ORIGINS=https://a.example,https://b.example`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from limits import parse_many
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_settings import NoDecode
+
+from services.common.settings import BaseServiceSettings
+
+KiB = 1024
+CommaList = Annotated[list[str], NoDecode]
+
+
+class GatewaySettings(BaseServiceSettings):
+    gateway_port: int = Field(8080, ge=0, le=65535, description="HTTP port (0: pick a free one)")
+    retriever_addr: str = Field("localhost:50052", description="host:port of the Retriever")
+    gateway_public_enabled: bool = Field(
+        False, description="Serve searches at all; off answers 503 without any downstream call"
+    )
+    gateway_disabled_message: str = Field(
+        "Search is not open to the public yet. Please try again later.",
+        description="The controlled message sent while the public switch is off",
+    )
+    gateway_allowed_origins: CommaList = Field(
+        default_factory=list, description="Origins (scheme://host[:port]) that may call the API"
+    )
+    gateway_allow_same_origin: bool = Field(
+        True, description="The gateway's own page may call the API without being listed"
+    )
+    gateway_allow_missing_origin: bool = Field(
+        False, description="Accept API calls that carry no Origin header (curl, servers)"
+    )
+    gateway_rate_limit: str = Field(
+        "5/second;60/minute",
+        description="Per-client limits (a burst and a sustained rate), `limits` notation",
+    )
+    gateway_daily_budget: int = Field(
+        10_000, ge=1, description="Searches forwarded per UTC day across all instances"
+    )
+    gateway_breaker_fail_max: int = Field(
+        5, ge=1, description="Consecutive failures that open the breaker"
+    )
+    gateway_breaker_reset_s: float = Field(
+        15.0, gt=0, le=3600, description="How long the breaker stays open before a probe"
+    )
+    gateway_max_body_bytes: int = Field(16 * KiB, ge=256, le=1024 * KiB)
+    gateway_max_query_chars: int = Field(512, ge=1, le=4096)
+    gateway_max_top_k: int = Field(20, ge=1, le=100)
+    gateway_default_top_k: int = Field(5, ge=1, le=100)
+    gateway_max_filter_values: int = Field(
+        20, ge=0, le=200, description="Bound on scope list/map sizes"
+    )
+    gateway_request_deadline_s: float = Field(
+        3.0, gt=0, le=60, description="Deadline of one search, passed on to Retrieve"
+    )
+    gateway_readiness_timeout_s: float = Field(1.0, gt=0, le=30)
+    gateway_redis_url: str = Field(
+        "", description="redis://host:port/db shared by instances; empty: counters in memory"
+    )
+    gateway_redis_namespace: str = Field("rag-gateway", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    gateway_query_log_retention: Literal["none", "raw"] = Field(
+        "none", description="`raw` allows query text in logs; `none` logs length and a keyed hash"
+    )
+    gateway_allow_debug: bool = Field(True, description="Clients may ask for the debug report")
+    gateway_forwarded_allow_ips: str = Field(
+        "127.0.0.1", description="Proxies whose X-Forwarded-For names the client (uvicorn)"
+    )
+
+    @field_validator("gateway_allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.split(",")
+        if isinstance(value, list):
+            return [str(item).strip().rstrip("/").lower() for item in value if str(item).strip()]
+        return value
+
+    @field_validator("gateway_rate_limit")
+    @classmethod
+    def _parse_rate_limit(cls, value: str) -> str:
+        try:
+            if not parse_many(value):
+                raise ValueError("no limit given")
+        except ValueError as exc:
+            raise ValueError(f"not a limits expression like '5/second;60/minute' ({exc})") from exc
+        return value
+
+    @field_validator("gateway_default_top_k")
+    @classmethod
+    def _default_top_k_within_max(cls, value: int, info: ValidationInfo) -> int:
+        # Declared after gateway_max_top_k, so that field is already validated here.
+        max_top_k = info.data.get("gateway_max_top_k")
+        if max_top_k is not None and value > max_top_k:
+            raise ValueError(f"exceeds RAG_GATEWAY_MAX_TOP_K={max_top_k}")
+        return value
+
+    @property
+    def uses_redis(self) -> bool:
+        return bool(self.gateway_redis_url)

@@ -1,0 +1,1 @@
+"""Code every service uses: settings, server bootstrap, errors, stores, embedding."""

@@ -1,0 +1,51 @@
+"""The project's exception tree. Core code raises these; the gRPC layer maps
+them to status codes in exactly one place (`services.common.grpc_errors`).
+
+    RagError
+    ├── InvalidArgument      bad input from the caller
+    ├── NotFound             a named thing does not exist
+    ├── ResourceExhausted    a limit was hit
+    ├── DeadlineExceeded     the time budget ran out
+    ├── Unavailable          a dependency or the service itself cannot serve
+    │   └── StoreUnavailable a store cannot be reached
+    ├── StoreError           a store rejected or failed an operation
+    └── ConfigError          settings are invalid or contradictory (start-up)
+"""
+
+from __future__ import annotations
+
+
+class RagError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class InvalidArgument(RagError):
+    pass
+
+
+class NotFound(RagError):
+    pass
+
+
+class ResourceExhausted(RagError):
+    pass
+
+
+class DeadlineExceeded(RagError):
+    pass
+
+
+class Unavailable(RagError):
+    pass
+
+
+class StoreUnavailable(Unavailable):
+    pass
+
+
+class StoreError(RagError):
+    pass
+
+
+class ConfigError(RagError):
+    pass

@@ -1,0 +1,93 @@
+"""Plain data types shared by the services (no gRPC, no store specifics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ContentType(StrEnum):
+    MARKDOWN = "markdown"
+    HTML = "html"
+    TEXT = "text"
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    text: str
+    url: str = ""
+    title: str = ""
+    locale: str = "en"
+    scope_id: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    content_type: ContentType = ContentType.MARKDOWN
+    updated_at: str = ""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrievable unit. `chunk_id` is stable for (locale, doc_id, position)."""
+
+    chunk_id: str
+    doc_id: str
+    position: int
+    text: str
+    content_hash: str
+    url: str = ""
+    title: str = ""
+    heading_path: str = ""
+    scope_id: str = ""
+    locale: str = "en"
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChunkPayload:
+    """Everything about a chunk except its text: what a metadata-only update rewrites."""
+
+    url: str
+    title: str
+    heading_path: str
+    scope_id: str
+    locale: str
+    metadata: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ScopeFilter:
+    """Filters applied identically by every store. Empty fields do not filter."""
+
+    scope_id: str = ""
+    locale: str = ""
+    doc_ids: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()
+    metadata: tuple[tuple[str, str], ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.scope_id or self.locale or self.doc_ids or self.urls or self.metadata)
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as read back from a store (search hit or lookup)."""
+
+    chunk_id: str
+    doc_id: str
+    position: int
+    text: str
+    url: str
+    title: str
+    heading_path: str
+    scope_id: str
+    locale: str
+    content_hash: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    """A store's search result: the chunk and that store's own score."""
+
+    chunk: StoredChunk
+    score: float

@@ -1,0 +1,108 @@
+"""One server bootstrap for every service.
+
+`GrpcServer` wires a `grpc.aio` server with the standard health service
+(NOT_SERVING until the service says it is ready), server reflection, bounded
+message sizes and graceful shutdown on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.common.logging import get_logger
+
+log = get_logger(__name__)
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    host: str = "0.0.0.0"
+    port: int = 0  # 0: pick a free port (tests)
+    max_message_bytes: int = 16 * 1024 * 1024
+    shutdown_grace_s: float = 5.0
+
+
+def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+
+
+class GrpcServer:
+    """A grpc.aio server plus health and reflection. Register servicers on
+    `.server` before `start()`; call `set_serving()` once ready."""
+
+    def __init__(self, options: ServerOptions, service_names: Sequence[str]) -> None:
+        self.options = options
+        self.service_names = list(service_names)
+        self.server = grpc.aio.server(options=channel_options(options.max_message_bytes))
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.port = 0
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> int:
+        names = [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
+        reflection.enable_server_reflection(names, self.server)
+        self.port = self.server.add_insecure_port(f"{self.options.host}:{self.options.port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind {self.options.host}:{self.options.port}")
+        await self.set_serving(False)
+        await self.server.start()
+        log.info("server_started", port=self.port, services=self.service_names)
+        return self.port
+
+    async def set_serving(self, serving: bool, service: str | None = None) -> None:
+        """Set health for one service, or for all of them and the overall ("")."""
+        status = SERVING if serving else NOT_SERVING
+        targets = [service] if service is not None else ["", *self.service_names]
+        for name in targets:
+            await self.health.set(name, status)
+
+    async def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        await self.set_serving(False)
+        await self.server.stop(self.options.shutdown_grace_s)
+        self._stopped.set()
+        log.info("server_stopped", port=self.port)
+
+    async def wait(self) -> None:
+        await self._stopped.wait()
+
+
+async def run_until_signal(servers: Sequence[GrpcServer]) -> None:
+    """Block until SIGTERM/SIGINT, then stop every server gracefully (in-flight
+    RPCs get the grace period; health flips to NOT_SERVING first)."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutdown_requested")
+    await asyncio.gather(*(s.stop() for s in servers))
+
+
+def run_main(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Entry point of every service process: a configuration error is printed
+    (it names the bad variable and value) and exits with status 2."""
+    from services.common.errors import ConfigError
+
+    try:
+        asyncio.run(main())
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,77 @@
+"""The store interfaces every implementation (embedded and server) satisfies.
+
+All methods are synchronous and may block; async callers run them in a worker
+thread. Writes are idempotent upserts keyed by `chunk_id`, so re-running an
+interrupted ingest converges. Implementations raise `StoreError` (or
+`StoreUnavailable` for connection problems) from `services.common.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Dense vectors with a compact payload (identity + filter/cite/debug fields)."""
+
+    name: str
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+        """Insert or replace chunks with their vectors (same order, same length)."""
+        ...
+
+    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+        """Rewrite payload fields of existing chunks, keeping their vectors."""
+        ...
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks; ids that do not exist are ignored."""
+        ...
+
+    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        """Nearest chunks by cosine similarity, best first, honoring `scope`."""
+        ...
+
+    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+        """Chunks by id (missing ids are skipped), in no particular order."""
+        ...
+
+    def count(self, scope: ScopeFilter | None = None) -> int: ...
+
+    def ping(self) -> None:
+        """Raise StoreUnavailable when the store cannot serve."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class LexicalStore(Protocol):
+    """BM25 over title + heading_path + text, with keyword fields for filters."""
+
+    name: str
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None: ...
+
+    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+        """Rewrite non-text fields of existing chunks (title/url/locale/metadata...)."""
+        ...
+
+    def delete(self, chunk_ids: Sequence[str]) -> None: ...
+
+    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        """BM25 search. `query` is raw user text: implementations must never let it
+        become query syntax (operators, field prefixes, wildcards) or a parse error."""
+        ...
+
+    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]: ...
+
+    def count(self, scope: ScopeFilter | None = None) -> int: ...
+
+    def ping(self) -> None: ...
+
+    def close(self) -> None: ...

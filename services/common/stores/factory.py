@@ -1,0 +1,44 @@
+"""Opens the stores and the manifest for the mode the settings select.
+
+The rest of the code only sees `VectorStore`, `LexicalStore` and `Manifest`,
+so switching from embedded to server mode is a change of environment
+variables, never of code. Implementations are imported inside the functions:
+an embedded process never loads the server clients and vice versa.
+"""
+
+from __future__ import annotations
+
+from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.settings import StoreSettings
+from services.indexer.manifest import Manifest
+
+MANIFEST_FILE = "manifest.sqlite3"
+
+
+def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, LexicalStore]:
+    if not settings.is_server:
+        from services.common.stores.embedded import open_embedded_stores
+
+        return open_embedded_stores(settings.data_dir, dim)
+
+    from services.common.stores.opensearch_store import OpenSearchLexicalStore
+    from services.common.stores.qdrant_server import QdrantVectorStore
+
+    vectors = QdrantVectorStore.from_settings(settings, dim)
+    try:
+        lexical = OpenSearchLexicalStore.from_settings(settings)
+    except BaseException:
+        vectors.close()  # do not leak the Qdrant channel when start-up fails half-way
+        raise
+    return vectors, lexical
+
+
+def open_manifest(settings: StoreSettings) -> Manifest:
+    if not settings.is_server:
+        from services.indexer.manifest_sqlite import SqliteManifest
+
+        return SqliteManifest(settings.data_dir / MANIFEST_FILE)
+
+    from services.indexer.manifest_opensearch import OpenSearchManifest
+
+    return OpenSearchManifest.from_settings(settings)

@@ -1,0 +1,188 @@
+"""`VectorStore` on Qdrant Edge: the Qdrant engine in-process, data in a folder.
+
+Concurrency: `EdgeShard` is internally synchronised (searches release the GIL
+and may run while an update is applied; measured: no errors with concurrent
+readers and a writer), so searches take no lock. Writes go through one lock
+because `update_payload` is read-then-write and the embedded mode promises a
+single writer anyway.
+
+Durability: the shard keeps a write-ahead log, so every applied update
+survives a crash; `close()` flushes segments so the next open skips WAL replay.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import qdrant_edge as qe
+
+from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.guards import store_errors
+from services.common.stores.payload import (
+    METADATA_TERMS_FIELD,
+    chunk_payload,
+    metadata_term,
+    payload_fields,
+    stored_chunk_from_payload,
+)
+from services.indexer.identity import point_uuid
+
+# Keyword indexes let filtered searches skip non-matching points instead of
+# scanning payloads.
+_KEYWORD_INDEXED_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", METADATA_TERMS_FIELD)
+_CONFIG_FILE = "edge_config.json"
+
+
+def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
+    """ScopeFilter as a Qdrant filter: every set field must match."""
+    if scope is None or scope.is_empty():
+        return None
+    must: list[qe.FieldCondition] = []
+    if scope.scope_id:
+        must.append(qe.FieldCondition("scope_id", match=qe.MatchValue(scope.scope_id)))
+    if scope.locale:
+        must.append(qe.FieldCondition("locale", match=qe.MatchValue(scope.locale)))
+    if scope.doc_ids:
+        must.append(qe.FieldCondition("doc_id", match=qe.MatchAny(list(scope.doc_ids))))
+    if scope.urls:
+        must.append(qe.FieldCondition("url", match=qe.MatchAny(list(scope.urls))))
+    for key, value in scope.metadata:
+        term = metadata_term(key, value)
+        must.append(qe.FieldCondition(METADATA_TERMS_FIELD, match=qe.MatchValue(term)))
+    return qe.Filter(must=list(must))
+
+
+def _as_floats(vector: Sequence[float]) -> list[float]:
+    tolist = getattr(vector, "tolist", None)  # numpy arrays convert natively, much faster
+    return tolist() if callable(tolist) else [float(x) for x in vector]
+
+
+class EdgeVectorStore:
+    """Cosine-similarity vector store in `path` (created on first use)."""
+
+    def __init__(self, path: Path, dim: int, *, name: str = "qdrant-edge") -> None:
+        if dim <= 0:
+            raise ConfigError(f"vector dimension must be positive, got {dim}")
+        self.name = name
+        self.dim = dim
+        self._path = Path(path)
+        self._write_lock = threading.Lock()
+        self._shard: qe.EdgeShard | None = self._open()
+
+    def _open(self) -> qe.EdgeShard:
+        config = qe.EdgeConfig(
+            vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)
+        )
+        if (self._path / _CONFIG_FILE).exists():
+            try:
+                return qe.EdgeShard.load(str(self._path), config)
+            except Exception as exc:  # the library reports a size mismatch this way
+                raise ConfigError(
+                    f"cannot open vector shard {self._path} with dim={self.dim}: {exc}"
+                ) from exc
+        with store_errors(self.name, "create shard"):
+            self._path.mkdir(parents=True, exist_ok=True)
+            shard = qe.EdgeShard.create(str(self._path), config)
+            for field in _KEYWORD_INDEXED_FIELDS:
+                schema = qe.PayloadSchemaType.Keyword
+                shard.update(qe.UpdateOperation.create_field_index(field, schema))
+        return shard
+
+    def _live_shard(self) -> qe.EdgeShard:
+        shard = self._shard
+        if shard is None:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        return shard
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+        if len(chunks) != len(vectors):
+            raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        if not chunks:
+            return
+        points = [self._point(chunk, vector) for chunk, vector in zip(chunks, vectors, strict=True)]
+        with self._write_lock, store_errors(self.name, "upsert"):
+            self._live_shard().update(qe.UpdateOperation.upsert_points(points))
+
+    def _point(self, chunk: Chunk, vector: Sequence[float]) -> qe.Point:
+        values = _as_floats(vector)
+        if len(values) != self.dim:
+            raise StoreError(
+                f"vector of chunk {chunk.chunk_id} has {len(values)} dimensions, "
+                f"store expects {self.dim}"
+            )
+        return qe.Point(point_uuid(chunk.chunk_id), values, chunk_payload(chunk))
+
+    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+        """Rewrite payload fields of existing chunks; unknown ids are ignored
+        (the library refuses to set payload on a missing point)."""
+        if not updates:
+            return
+        with self._write_lock, store_errors(self.name, "update payload"):
+            shard = self._live_shard()
+            wanted: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id, _ in updates]
+            records = shard.retrieve(wanted, with_payload=False, with_vector=False)
+            existing = {str(record.id) for record in records}
+            for point_id, (_, payload) in zip(wanted, updates, strict=True):
+                if point_id in existing:
+                    operation = qe.UpdateOperation.set_payload([point_id], payload_fields(payload))
+                    shard.update(operation)
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        if not chunk_ids:
+            return
+        point_ids: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id in chunk_ids]
+        with self._write_lock, store_errors(self.name, "delete"):
+            self._live_shard().update(qe.UpdateOperation.delete_points(point_ids))
+
+    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        if limit <= 0:
+            return []
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(_as_floats(vector)),
+            filter=edge_filter(scope),
+            with_payload=True,
+        )
+        with store_errors(self.name, "search"):
+            points = self._live_shard().query(request)
+        hits = [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]
+        # The engine's order among equal scores is not part of its contract.
+        hits.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
+        return hits
+
+    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+        if not chunk_ids:
+            return []
+        point_ids: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id in set(chunk_ids)]
+        with store_errors(self.name, "get"):
+            records = self._live_shard().retrieve(point_ids, with_payload=True, with_vector=False)
+        return [stored_chunk_from_payload(record.payload or {}) for record in records]
+
+    def count(self, scope: ScopeFilter | None = None) -> int:
+        with store_errors(self.name, "count"):
+            return self._live_shard().count(qe.CountRequest(exact=True, filter=edge_filter(scope)))
+
+    def optimize(self) -> bool:
+        """Build the HNSW index and merge segments (Edge has no background
+        optimizer); worth calling after a bulk ingest. True if anything changed."""
+        with self._write_lock, store_errors(self.name, "optimize"):
+            return self._live_shard().optimize()
+
+    def ping(self) -> None:
+        try:
+            self._live_shard().info()
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable(f"{self.name}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._write_lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                with store_errors(self.name, "close"):
+                    shard.flush()
+                    shard.close()

@@ -1,0 +1,316 @@
+"""`VectorStore` on a Qdrant server or cluster (server mode), via qdrant-client.
+
+Same payload layout and filter semantics as the embedded Qdrant Edge store
+(`services.common.stores.payload`), so both pass one conformance suite. gRPC is
+the default transport (`QDRANT_PREFER_GRPC`): smaller messages and no JSON
+encoding of 384-float vectors on the hot path.
+
+At start-up the collection is created when missing (cosine, the embedding
+model's dimension, keyword payload indexes for every filter field) and
+refused when it exists with another size or distance: silently searching
+vectors of one model with another model's query embedding returns garbage.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import grpc
+import httpx
+import numpy as np
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.payload import (
+    METADATA_TERMS_FIELD,
+    chunk_payload,
+    metadata_term,
+    payload_fields,
+    stored_chunk_from_payload,
+)
+from services.common.stores.server_calls import ServerCallPolicy, batched
+from services.common.stores.settings import StoreSettings
+from services.indexer.identity import point_uuid
+
+# Filter fields get keyword indexes; scope_id is the tenant key, which lets
+# Qdrant co-locate a tenant's points and plan per-tenant searches cheaply.
+TENANT_FIELD = "scope_id"
+KEYWORD_INDEX_FIELDS = ("locale", "doc_id", "url", METADATA_TERMS_FIELD)
+
+_TRANSIENT_GRPC_CODES = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.ABORTED,
+}
+_TRANSIENT_HTTP_STATUS = {429, 502, 503, 504}
+
+
+def is_transient_qdrant_error(exc: BaseException) -> bool:
+    """Errors worth retrying: the server was unreachable, overloaded or slow."""
+    if isinstance(exc, grpc.RpcError):
+        return exc.code() in _TRANSIENT_GRPC_CODES  # type: ignore[attr-defined]
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code in _TRANSIENT_HTTP_STATUS
+    return isinstance(exc, ResponseHandlingException | httpx.TransportError | TimeoutError)
+
+
+def connect_qdrant(settings: StoreSettings, **client_options: Any) -> QdrantClient:
+    """A client for `QDRANT_URL`. `client_options` go to `QdrantClient` as-is."""
+    api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+    return QdrantClient(
+        url=settings.qdrant_url,
+        api_key=api_key,
+        prefer_grpc=settings.qdrant_prefer_grpc,
+        grpc_port=settings.qdrant_grpc_port,
+        timeout=math.ceil(settings.qdrant_timeout_s),
+        **client_options,
+    )
+
+
+def scope_to_filter(scope: ScopeFilter | None) -> models.Filter | None:
+    """All conditions must hold; doc_ids and urls match any of their values."""
+    if scope is None or scope.is_empty():
+        return None
+    must: list[models.Condition] = []
+    if scope.scope_id:
+        must.append(_match("scope_id", scope.scope_id))
+    if scope.locale:
+        must.append(_match("locale", scope.locale))
+    if scope.doc_ids:
+        must.append(_match_any("doc_id", scope.doc_ids))
+    if scope.urls:
+        must.append(_match_any("url", scope.urls))
+    for key, value in scope.metadata:
+        must.append(_match(METADATA_TERMS_FIELD, metadata_term(key, value)))
+    return models.Filter(must=must)
+
+
+def _match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _match_any(key: str, values: Sequence[str]) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+
+
+class QdrantVectorStore:
+    """Cosine kNN over chunk vectors in one Qdrant collection."""
+
+    name = "qdrant"
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection: str,
+        dim: int,
+        timeout_s: float = 5.0,
+        batch_size: int = 256,
+        write_attempts: int = 4,
+    ) -> None:
+        self.client = client
+        self._closed = False
+        self.collection = collection
+        self.dim = dim
+        self.batch_size = batch_size
+        # qdrant-client takes whole seconds; round up so a 0.5 s budget is not "no timeout".
+        self._timeout = max(1, math.ceil(timeout_s))
+        self._calls = ServerCallPolicy("qdrant", is_transient_qdrant_error, write_attempts)
+        self._calls.write("ensure collection", self._ensure_collection)
+
+    @classmethod
+    def from_settings(cls, settings: StoreSettings, dim: int) -> QdrantVectorStore:
+        return cls(
+            connect_qdrant(settings),
+            settings.qdrant_collection,
+            dim,
+            timeout_s=settings.qdrant_timeout_s,
+        )
+
+    # -- collection lifecycle -------------------------------------------------
+
+    def _ensure_collection(self) -> None:
+        if not self._live().collection_exists(self.collection):
+            self._create_collection()
+        info = self._live().get_collection(self.collection)
+        self._check_compatible(info.config.params.vectors)
+        self._create_missing_indexes(set(info.payload_schema or {}))
+
+    def _create_collection(self) -> None:
+        try:
+            self._live().create_collection(
+                self.collection,
+                vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
+                timeout=self._timeout,
+            )
+        except (UnexpectedResponse, grpc.RpcError):
+            # Another replica may have created it between our check and create.
+            if not self._live().collection_exists(self.collection):
+                raise
+
+    def _create_missing_indexes(self, indexed: set[str]) -> None:
+        # Checked on every start so a start-up interrupted after creating the
+        # collection still ends with every filter field indexed.
+        wanted: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+            TENANT_FIELD: models.KeywordIndexParams(
+                type=models.KeywordIndexType.KEYWORD, is_tenant=True
+            ),
+            **{field: models.PayloadSchemaType.KEYWORD for field in KEYWORD_INDEX_FIELDS},
+        }
+        for field, schema in wanted.items():
+            if field not in indexed:
+                self._live().create_payload_index(
+                    self.collection, field, field_schema=schema, wait=True, timeout=self._timeout
+                )
+
+    def _check_compatible(self, vectors: object) -> None:
+        if not isinstance(vectors, models.VectorParams):
+            raise ConfigError(
+                f"Qdrant collection {self.collection!r} (QDRANT_COLLECTION) uses named vectors; "
+                "this service needs a single unnamed vector per point"
+            )
+        if vectors.size != self.dim or vectors.distance != models.Distance.COSINE:
+            raise ConfigError(
+                f"Qdrant collection {self.collection!r} (QDRANT_COLLECTION) holds "
+                f"{vectors.size}-d vectors with {vectors.distance.value} distance, but the "
+                f"embedding model produces {self.dim}-d vectors compared by Cosine; point "
+                "QDRANT_COLLECTION at a new collection and re-index (see deploy/README.md)"
+            )
+
+    # -- writes ---------------------------------------------------------------
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+        if len(chunks) != len(vectors):
+            raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        points = [self._point(chunk, vector) for chunk, vector in zip(chunks, vectors, strict=True)]
+        for batch in batched(points, self.batch_size):
+            upsert = partial(
+                self._live().upsert, self.collection, points=batch, wait=True, timeout=self._timeout
+            )
+            self._calls.write("upsert", upsert)
+
+    def _point(self, chunk: Chunk, vector: Sequence[float]) -> models.PointStruct:
+        values = np.asarray(vector, dtype=np.float32).tolist()
+        if len(values) != self.dim:
+            raise StoreError(
+                f"vector of chunk {chunk.chunk_id} has {len(values)} dimensions, "
+                f"collection {self.collection!r} expects {self.dim}"
+            )
+        return models.PointStruct(
+            id=point_uuid(chunk.chunk_id), vector=values, payload=chunk_payload(chunk)
+        )
+
+    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+        """Rewrite payload fields of existing chunks; unknown ids are ignored
+        (Qdrant rejects a whole batch that names a missing point)."""
+        for batch in batched(list(updates), self.batch_size):
+            existing = self._existing_ids([point_uuid(chunk_id) for chunk_id, _ in batch])
+            # set_payload replaces the named top-level keys (metadata as a
+            # whole) and keeps the vector, text and identity fields.
+            operations: list[models.UpdateOperation] = [
+                models.SetPayloadOperation(
+                    set_payload=models.SetPayload(
+                        payload=payload_fields(payload), points=[point_uuid(chunk_id)]
+                    )
+                )
+                for chunk_id, payload in batch
+                if point_uuid(chunk_id) in existing
+            ]
+            if operations:
+                update = partial(
+                    self._live().batch_update_points,
+                    self.collection,
+                    update_operations=operations,
+                    wait=True,
+                    timeout=self._timeout,
+                )
+                self._calls.write("update payload", update)
+
+    def _existing_ids(self, point_ids: list[models.ExtendedPointId]) -> set[str]:
+        retrieve = partial(
+            self._live().retrieve,
+            self.collection,
+            ids=point_ids,
+            with_payload=False,
+            timeout=self._timeout,
+        )
+        return {str(record.id) for record in self._calls.write("check points", retrieve)}
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in chunk_ids]
+        for batch in batched(ids, self.batch_size):
+            delete = partial(
+                self._live().delete,
+                self.collection,
+                points_selector=models.PointIdsList(points=batch),
+                wait=True,
+                timeout=self._timeout,
+            )
+            self._calls.write("delete", delete)
+
+    # -- reads ----------------------------------------------------------------
+
+    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        if limit <= 0:
+            return []
+        query = partial(
+            self._live().query_points,
+            self.collection,
+            query=np.asarray(vector, dtype=np.float32).tolist(),
+            query_filter=scope_to_filter(scope),
+            limit=limit,
+            with_payload=True,
+            timeout=self._timeout,
+        )
+        points = self._calls.read("search", query).points
+        hits = [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]
+        # Same tie order as the embedded store: equal scores by chunk_id.
+        hits.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
+        return hits
+
+    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+        found: list[StoredChunk] = []
+        ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in dict.fromkeys(chunk_ids)]
+        for batch in batched(ids, self.batch_size):
+            retrieve = partial(
+                self._live().retrieve,
+                self.collection,
+                ids=batch,
+                with_payload=True,
+                timeout=self._timeout,
+            )
+            records = self._calls.read("get", retrieve)
+            found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
+        return found
+
+    def count(self, scope: ScopeFilter | None = None) -> int:
+        count = partial(
+            self._live().count,
+            self.collection,
+            count_filter=scope_to_filter(scope),
+            exact=True,
+            timeout=self._timeout,
+        )
+        return int(self._calls.read("count", count).count)
+
+    def ping(self) -> None:
+        self._calls.read("ping", self._require_collection)
+
+    def _require_collection(self) -> None:
+        if not self._live().collection_exists(self.collection):
+            raise StoreUnavailable(f"Qdrant collection {self.collection!r} does not exist")
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.client.close()
+
+    def _live(self) -> QdrantClient:
+        if self._closed:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        return self.client

@@ -1,0 +1,126 @@
+"""Which stores a process opens, chosen by environment variables alone.
+
+Embedded mode (default) keeps Qdrant Edge + tantivy + SQLite under
+`RAG_DATA_DIR`. Server mode talks to a Qdrant server and an OpenSearch cluster;
+it is selected by setting both `QDRANT_URL` and `OPENSEARCH_URL`. Settings that
+contradict each other stop the process at start-up with a `ConfigError` naming
+the variables, instead of silently running half in one mode and half in the
+other (e.g. vectors on a cluster, BM25 in a container's local folder).
+
+The store variables keep the names operators know from the servers' own docs
+(no `RAG_` prefix); `validation_alias` makes `load_settings` name them in errors.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.common.errors import ConfigError
+from services.common.settings import ENV_PREFIX, default_data_dir
+
+
+class StoreMode(StrEnum):
+    AUTO = "auto"
+    EMBEDDED = "embedded"
+    SERVER = "server"
+
+
+class RefreshPolicy(StrEnum):
+    """OpenSearch `refresh` parameter on writes (see deploy/README.md)."""
+
+    WAIT_FOR = "wait_for"  # the call returns once the write is searchable
+    FALSE = "false"  # fastest bulk loads; searchable after refresh_interval
+    TRUE = "true"  # forces a refresh per request: tests only
+
+
+class StoreSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir, description="Embedded mode: folder of all local data"
+    )
+    store_mode: StoreMode = Field(
+        StoreMode.AUTO, description="auto | embedded | server (auto: decided by the URLs)"
+    )
+
+    qdrant_url: str | None = Field(
+        None, validation_alias="QDRANT_URL", description="Qdrant server, e.g. http://qdrant:6333"
+    )
+    qdrant_api_key: SecretStr | None = Field(None, validation_alias="QDRANT_API_KEY")
+    qdrant_collection: str = Field("rag_chunks", min_length=1, validation_alias="QDRANT_COLLECTION")
+    qdrant_prefer_grpc: bool = Field(
+        True, validation_alias="QDRANT_PREFER_GRPC", description="gRPC on port 6334 (else REST)"
+    )
+    qdrant_grpc_port: int = Field(6334, ge=1, le=65535, validation_alias="QDRANT_GRPC_PORT")
+    qdrant_shards: int = Field(
+        1, ge=1, le=1024, validation_alias="QDRANT_SHARDS", description="when creating"
+    )
+    qdrant_replication_factor: int = Field(
+        1, ge=1, le=16, validation_alias="QDRANT_REPLICATION_FACTOR", description="when creating"
+    )
+    qdrant_timeout_s: float = Field(5.0, gt=0, le=300, validation_alias="QDRANT_TIMEOUT_S")
+
+    opensearch_url: str | None = Field(
+        None, validation_alias="OPENSEARCH_URL", description="e.g. https://opensearch:9200"
+    )
+    opensearch_index: str = Field("rag-chunks", min_length=1, validation_alias="OPENSEARCH_INDEX")
+    opensearch_manifest_index: str = Field(
+        "rag-manifest", min_length=1, validation_alias="OPENSEARCH_MANIFEST_INDEX"
+    )
+    opensearch_user: str | None = Field(None, validation_alias="OPENSEARCH_USER")
+    opensearch_password: SecretStr | None = Field(None, validation_alias="OPENSEARCH_PASSWORD")
+    opensearch_verify_certs: bool = Field(True, validation_alias="OPENSEARCH_VERIFY_CERTS")
+    opensearch_timeout_s: float = Field(5.0, gt=0, le=300, validation_alias="OPENSEARCH_TIMEOUT_S")
+    opensearch_shards: int = Field(
+        1, ge=1, le=1024, validation_alias="OPENSEARCH_SHARDS", description="when creating"
+    )
+    opensearch_replicas: int = Field(
+        1, ge=0, le=16, validation_alias="OPENSEARCH_REPLICAS", description="when creating"
+    )
+    opensearch_refresh: RefreshPolicy = Field(
+        RefreshPolicy.WAIT_FOR, validation_alias="OPENSEARCH_REFRESH"
+    )
+
+    @field_validator("qdrant_url", "opensearch_url", "opensearch_user", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # `FOO=` in a compose file or k8s manifest means "not set", not "empty host".
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> StoreSettings:
+        self.resolved_mode()  # raises ConfigError on contradictions
+        return self
+
+    def resolved_mode(self) -> StoreMode:
+        """EMBEDDED or SERVER; ConfigError (naming the variables) when contradictory."""
+        qdrant, opensearch = self.qdrant_url is not None, self.opensearch_url is not None
+        if self.store_mode is StoreMode.EMBEDDED and (qdrant or opensearch):
+            raise ConfigError(
+                "RAG_STORE_MODE=embedded contradicts QDRANT_URL/OPENSEARCH_URL being set: "
+                "unset the URLs or use RAG_STORE_MODE=server"
+            )
+        if self.store_mode is StoreMode.SERVER and not (qdrant and opensearch):
+            raise ConfigError(
+                "RAG_STORE_MODE=server needs both QDRANT_URL and OPENSEARCH_URL "
+                f"(QDRANT_URL {_state(qdrant)}, OPENSEARCH_URL {_state(opensearch)})"
+            )
+        if qdrant != opensearch:
+            raise ConfigError(
+                "QDRANT_URL and OPENSEARCH_URL must be set together (server mode) or both "
+                f"left unset (embedded mode); QDRANT_URL is {_state(qdrant)}, "
+                f"OPENSEARCH_URL is {_state(opensearch)}"
+            )
+        return StoreMode.SERVER if qdrant else StoreMode.EMBEDDED
+
+    @property
+    def is_server(self) -> bool:
+        return self.resolved_mode() is StoreMode.SERVER
+
+
+def _state(is_set: bool) -> str:
+    return "set" if is_set else "unset"

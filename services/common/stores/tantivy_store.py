@@ -1,0 +1,258 @@
+"""`LexicalStore` on tantivy: Lucene-style BM25 in-process, data in a folder.
+
+Schema: `title`, `heading_path` and `text` are analyzed with tantivy's
+`en_stem` tokenizer (and weighted at query time, see `tantivy_query`);
+`chunk_id`, `doc_id`, `url`, `scope_id`, `locale`, `content_hash` and the
+metadata terms (`meta`, one `key=value` term per pair) are raw keywords for
+exact filters. Every field is stored, so a hit rebuilds a `StoredChunk`
+without another lookup, and a metadata-only update can rewrite a document
+without losing its text.
+
+Concurrency: one `IndexWriter` owned by this object behind a lock (tantivy
+allows one writer per directory). Each write batch is committed and the
+reader reloaded before the call returns, so the next search sees it.
+Searches take no lock: each grabs the current searcher snapshot, and tantivy
+releases the GIL while searching.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import tantivy as tv
+
+from services.common.errors import ConfigError, StoreUnavailable
+from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.guards import store_errors
+from services.common.stores.payload import (
+    METADATA_TERMS_FIELD,
+    metadata_from_terms,
+    metadata_term,
+    metadata_terms,
+)
+from services.common.stores.tantivy_query import FIELD_BOOSTS, LexicalQueryBuilder
+
+_KEYWORD_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", "content_hash")
+_WRITER_HEAP_BYTES = 64_000_000
+# One indexing thread: the machine's cores belong to the embedding model.
+_WRITER_THREADS = 1
+
+
+def build_schema() -> tv.Schema:
+    builder = tv.SchemaBuilder()
+    for field in (*_KEYWORD_FIELDS, METADATA_TERMS_FIELD):
+        # "basic" indexing: filters need neither frequencies nor positions.
+        builder.add_text_field(field, stored=True, tokenizer_name="raw", index_option="basic")
+    for field in FIELD_BOOSTS:
+        builder.add_text_field(field, stored=True, tokenizer_name="en_stem")
+    builder.add_integer_field("position", stored=True)
+    return builder.build()
+
+
+def _document(chunk: Chunk) -> tv.Document:
+    doc = tv.Document()
+    for field in (*_KEYWORD_FIELDS, *FIELD_BOOSTS):
+        doc.add_text(field, getattr(chunk, field))
+    for term in metadata_terms(chunk.metadata):
+        doc.add_text(METADATA_TERMS_FIELD, term)
+    doc.add_integer("position", chunk.position)
+    return doc
+
+
+def _stored_chunk(doc: tv.Document) -> StoredChunk:
+    values: dict[str, list[Any]] = doc.to_dict()
+
+    def first(field: str) -> str:
+        return str(values.get(field, [""])[0])
+
+    return StoredChunk(
+        chunk_id=first("chunk_id"),
+        doc_id=first("doc_id"),
+        position=int(values.get("position", [0])[0]),
+        text=first("text"),
+        url=first("url"),
+        title=first("title"),
+        heading_path=first("heading_path"),
+        scope_id=first("scope_id"),
+        locale=first("locale"),
+        content_hash=first("content_hash"),
+        metadata=metadata_from_terms(values.get(METADATA_TERMS_FIELD, [])),
+    )
+
+
+def _with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
+    return Chunk(
+        chunk_id=stored.chunk_id,
+        doc_id=stored.doc_id,
+        position=stored.position,
+        text=stored.text,
+        content_hash=stored.content_hash,
+        url=payload.url,
+        title=payload.title,
+        heading_path=payload.heading_path,
+        scope_id=payload.scope_id,
+        locale=payload.locale,
+        metadata=dict(payload.metadata),
+    )
+
+
+class TantivyLexicalStore:
+    """BM25 over title + heading_path + text, persisted in `path`."""
+
+    def __init__(self, path: Path, *, name: str = "tantivy") -> None:
+        self.name = name
+        self._path = Path(path)
+        self._schema = build_schema()
+        self._queries = LexicalQueryBuilder(self._schema)
+        self._write_lock = threading.Lock()
+        self._path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._index: tv.Index | None = tv.Index(self._schema, path=str(self._path), reuse=True)
+            self._writer: tv.IndexWriter | None = self._index.writer(
+                heap_size=_WRITER_HEAP_BYTES, num_threads=_WRITER_THREADS
+            )
+        except ValueError as exc:  # schema mismatch, or another writer holds the lock
+            raise ConfigError(f"cannot open lexical index {self._path}: {exc}") from exc
+
+    # -- reads ---------------------------------------------------------------
+
+    def _searcher(self) -> tv.Searcher:
+        index = self._index
+        if index is None:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        return index.searcher()
+
+    def describe_query(self, query: str) -> str:
+        """The query actually run for `query` (debug output)."""
+        plan = self._queries.plan(query)
+        return "<empty>" if plan.is_empty() else plan.describe()
+
+    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        plan = self._queries.plan(query)
+        if limit <= 0 or plan.is_empty():
+            return []
+        text_query = self._queries.build(plan)
+        filters = self._filter_query(scope)
+        if filters is not None:
+            # Filters must not move BM25 scores: they only narrow the candidates.
+            no_score = tv.Query.const_score_query(filters, 0.0)
+            text_query = tv.Query.boolean_query(
+                [(tv.Occur.Must, text_query), (tv.Occur.Must, no_score)]
+            )
+        with store_errors(self.name, "search"):
+            searcher = self._searcher()
+            result = searcher.search(text_query, limit, count=False)
+            hits = [
+                ScoredChunk(_stored_chunk(searcher.doc(address)), float(score))
+                for score, address in result.hits
+            ]
+        hits.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
+        return hits
+
+    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+        wanted = sorted(set(chunk_ids))
+        if not wanted:
+            return []
+        query = tv.Query.term_set_query(self._schema, "chunk_id", wanted)
+        with store_errors(self.name, "get"):
+            searcher = self._searcher()
+            result = searcher.search(query, len(wanted), count=False)
+            return [_stored_chunk(searcher.doc(address)) for _, address in result.hits]
+
+    def count(self, scope: ScopeFilter | None = None) -> int:
+        filters = self._filter_query(scope)
+        with store_errors(self.name, "count"):
+            searcher = self._searcher()
+            if filters is None:
+                return int(searcher.num_docs)
+            result = searcher.search(filters, 1, count=True)
+            return int(result.count)  # type: ignore[attr-defined]  # missing from the stub
+
+    def _filter_query(self, scope: ScopeFilter | None) -> tv.Query | None:
+        """ScopeFilter as keyword-term clauses that must all match."""
+        if scope is None or scope.is_empty():
+            return None
+        clauses: list[tv.Query] = []
+        for field, value in (("scope_id", scope.scope_id), ("locale", scope.locale)):
+            if value:
+                clauses.append(self._keyword(field, value))
+        for field, values in (("doc_id", scope.doc_ids), ("url", scope.urls)):
+            if values:
+                clauses.append(tv.Query.term_set_query(self._schema, field, list(values)))
+        for key, value in scope.metadata:
+            clauses.append(self._keyword(METADATA_TERMS_FIELD, metadata_term(key, value)))
+        return tv.Query.boolean_query([(tv.Occur.Must, clause) for clause in clauses])
+
+    def _keyword(self, field: str, value: str) -> tv.Query:
+        return tv.Query.term_query(self._schema, field, value, index_option="basic")
+
+    # -- writes --------------------------------------------------------------
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if chunks:
+            self._write("upsert", [(chunk.chunk_id, _document(chunk)) for chunk in chunks])
+
+    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+        """Rewrite the non-text fields of existing chunks; unknown ids are ignored."""
+        if not updates:
+            return
+        with self._write_lock:
+            current = {c.chunk_id: c for c in self.get([chunk_id for chunk_id, _ in updates])}
+            rewrites = [
+                (chunk_id, _document(_with_payload(current[chunk_id], payload)))
+                for chunk_id, payload in updates
+                if chunk_id in current
+            ]
+            self._apply("update payload", rewrites)
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        if chunk_ids:
+            self._write("delete", [(chunk_id, None) for chunk_id in chunk_ids])
+
+    def _write(self, action: str, changes: Sequence[tuple[str, tv.Document | None]]) -> None:
+        with self._write_lock:
+            self._apply(action, changes)
+
+    def _apply(self, action: str, changes: Sequence[tuple[str, tv.Document | None]]) -> None:
+        """Replace (or, for None, remove) each chunk, then commit once.
+
+        Delete-then-add is idempotent: a delete only hides documents added
+        before it, so re-running the same batch leaves exactly one copy."""
+        if not changes:
+            return
+        writer = self._writer
+        if writer is None or self._index is None:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        with store_errors(self.name, action):
+            try:
+                for chunk_id, doc in changes:
+                    writer.delete_documents_by_term("chunk_id", chunk_id)
+                    if doc is not None:
+                        writer.add_document(doc)
+                writer.commit()
+            except BaseException:
+                writer.rollback()  # leave no half-applied batch for the next commit
+                raise
+            self._index.reload()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def ping(self) -> None:
+        try:
+            self._searcher().num_docs  # noqa: B018 - touching the reader is the check
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            raise StoreUnavailable(f"{self.name}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._write_lock:
+            writer, self._writer = self._writer, None
+            self._index = None
+            if writer is not None:
+                with store_errors(self.name, "close"):
+                    # Consumes the writer and releases the directory lock.
+                    writer.wait_merging_threads()

@@ -1,0 +1,44 @@
+"""Stable identities: the same input gives the same ids on every run and machine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+from services.common.models import Document
+
+# A fixed namespace so point UUIDs are reproducible across machines.
+_POINT_NAMESPACE = uuid.UUID("6f1c0d2e-3b7a-5c49-9e2d-1a8b4c7d9e10")
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def chunk_id(locale: str, doc_id: str, index: int) -> str:
+    """Stable id of the `index`-th chunk of a document in a locale."""
+    # The separator cannot occur in the JSON encoding of the parts, so
+    # ("a|b", "c") and ("a", "b|c") never collide.
+    return _sha256(json.dumps([locale, doc_id, index]))[:32]
+
+
+def content_hash(text: str) -> str:
+    """Tells whether a chunk's (or document's) text changed."""
+    return _sha256(text)[:32]
+
+
+def metadata_hash(doc: Document) -> str:
+    """Hash of everything but the body: a change here alone is metadata-only."""
+    fields = {
+        "url": doc.url,
+        "title": doc.title,
+        "scope_id": doc.scope_id,
+        "metadata": sorted(doc.metadata.items()),
+    }
+    return _sha256(json.dumps(fields, sort_keys=True))[:32]
+
+
+def point_uuid(chunk_id_value: str) -> str:
+    """Qdrant point ids must be ints or UUIDs: derive one deterministically."""
+    return str(uuid.uuid5(_POINT_NAMESPACE, chunk_id_value))

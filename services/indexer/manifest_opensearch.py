@@ -1,0 +1,323 @@
+"""`Manifest` in an OpenSearch index, for server mode: every Indexer replica
+reads and writes the same one (OPENSEARCH_MANIFEST_INDEX, default
+`rag-manifest`).
+
+One index holds three kinds of small documents, told apart by `kind`:
+`entry` (one per (doc_id, locale), the `ManifestEntry`), `pending` (one per
+(doc_id, locale): chunk ids written before the entry was committed) and
+`meta` (index-level key/values). Document ids are hashes of the key, so lookups
+are real-time GETs and never wait for a refresh.
+
+Atomicity differs from SQLite, by necessity: OpenSearch has no multi-document
+transactions. `put_many` and `delete_many` send one bulk request (entries plus
+their pending records) and every document in it is replaced atomically, but
+a failure part-way can leave some entries written and others not. That is
+still safe, because the manifest is written only after both stores accepted
+the chunks: a written entry never claims more than the stores hold, and an
+unwritten one makes the next run redo that document with idempotent upserts.
+Writes wait for a refresh (`refresh=wait_for`) so the searches behind
+`keys_in_scope`, `count` and `chunk_counts_by_locale` see them at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import RequestError
+
+from services.common.errors import StoreUnavailable
+from services.common.stores.opensearch_client import (
+    BulkAction,
+    BulkWriter,
+    WriteConflict,
+    connect_opensearch,
+    is_transient_opensearch_error,
+)
+from services.common.stores.server_calls import ServerCallPolicy, batched
+from services.common.stores.settings import RefreshPolicy, StoreSettings
+from services.indexer.manifest import ManifestEntry
+
+Key = tuple[str, str]
+Version = tuple[int, int]  # (seq_no, primary_term)
+_PAGE = 1000
+_BATCH = 500
+_CONFLICT_ATTEMPTS = 5
+_STORED_ONLY = {"type": "keyword", "index": False, "doc_values": False}
+
+MANIFEST_MAPPINGS: dict[str, Any] = {
+    "dynamic": "strict",
+    "properties": {
+        "kind": {"type": "keyword"},
+        "doc_id": {"type": "keyword"},
+        "locale": {"type": "keyword"},
+        "scope_id": {"type": "keyword"},
+        "chunk_count": {"type": "integer"},
+        "content_hash": _STORED_ONLY,
+        "metadata_hash": _STORED_ONLY,
+        "chunk_ids": _STORED_ONLY,
+        "chunk_hashes": _STORED_ONLY,
+        "updated_at": _STORED_ONLY,
+        "key": {"type": "keyword"},
+        "value": _STORED_ONLY,
+    },
+}
+
+
+def manifest_doc_id(kind: str, *parts: str) -> str:
+    # Hashed: doc ids (often URLs) can exceed OpenSearch's 512-byte _id limit.
+    return f"{kind}-" + hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()[:40]
+
+
+def _version(doc: dict[str, Any]) -> Version | None:
+    if "_seq_no" in doc and "_primary_term" in doc:
+        return int(doc["_seq_no"]), int(doc["_primary_term"])
+    return None
+
+
+def _entry_source(entry: ManifestEntry) -> dict[str, Any]:
+    return {
+        "kind": "entry",
+        "doc_id": entry.doc_id,
+        "locale": entry.locale,
+        "scope_id": entry.scope_id,
+        "chunk_count": len(entry.chunk_ids),
+        "content_hash": entry.content_hash,
+        "metadata_hash": entry.metadata_hash,
+        "chunk_ids": list(entry.chunk_ids),
+        "chunk_hashes": list(entry.chunk_hashes),
+        "updated_at": entry.updated_at,
+    }
+
+
+def _entry(source: dict[str, Any]) -> ManifestEntry:
+    return ManifestEntry(
+        doc_id=source["doc_id"],
+        locale=source["locale"],
+        scope_id=source["scope_id"],
+        content_hash=source["content_hash"],
+        metadata_hash=source["metadata_hash"],
+        chunk_ids=tuple(source.get("chunk_ids") or ()),
+        chunk_hashes=tuple(source.get("chunk_hashes") or ()),
+        updated_at=source.get("updated_at", ""),
+    )
+
+
+class OpenSearchManifest:
+    """`Manifest` shared by every Indexer replica through one OpenSearch index."""
+
+    name = "opensearch manifest"
+
+    def __init__(
+        self,
+        client: OpenSearch,
+        index: str,
+        timeout_s: float = 5.0,
+        replicas: int = 1,
+        refresh: RefreshPolicy = RefreshPolicy.WAIT_FOR,
+        write_attempts: int = 4,
+    ) -> None:
+        self.client = client
+        self._closed = False
+        self.index = index
+        self.timeout_s = timeout_s
+        self._calls = ServerCallPolicy(
+            "opensearch manifest", is_transient_opensearch_error, write_attempts
+        )
+        # `false` would let a sync miss documents indexed a moment ago.
+        policy = RefreshPolicy.TRUE if refresh is RefreshPolicy.TRUE else RefreshPolicy.WAIT_FOR
+        self._bulk = BulkWriter(client, self._calls, index, policy.value, timeout_s)
+        self._calls.write("ensure index", partial(self._ensure_index, replicas))
+
+    @classmethod
+    def from_settings(cls, settings: StoreSettings) -> OpenSearchManifest:
+        return cls(
+            connect_opensearch(settings),
+            settings.opensearch_manifest_index,
+            timeout_s=settings.opensearch_timeout_s,
+            replicas=settings.opensearch_replicas,
+            refresh=settings.opensearch_refresh,
+        )
+
+    def _ensure_index(self, replicas: int) -> None:
+        if self._live().indices.exists(index=self.index, request_timeout=self.timeout_s):
+            return
+        body = {
+            # Small and read by key: one shard is plenty; replicas for availability.
+            "settings": {"index": {"number_of_shards": 1, "number_of_replicas": replicas}},
+            "mappings": MANIFEST_MAPPINGS,
+        }
+        try:
+            self._live().indices.create(index=self.index, body=body, request_timeout=self.timeout_s)
+        except RequestError as exc:
+            if exc.error != "resource_already_exists_exception":  # lost a benign race
+                raise
+
+    # -- entries --------------------------------------------------------------
+
+    def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
+        return self.get_many([(doc_id, locale)]).get((doc_id, locale))
+
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, ManifestEntry]:
+        found: dict[Key, ManifestEntry] = {}
+        for source in self._sources([manifest_doc_id("entry", *key) for key in keys]).values():
+            entry = _entry(source)
+            found[(entry.doc_id, entry.locale)] = entry
+        return found
+
+    def put_many(self, entries: Sequence[ManifestEntry]) -> None:
+        actions: list[BulkAction] = []
+        for entry in entries:
+            key = (entry.doc_id, entry.locale)
+            actions.append(
+                BulkAction("index", manifest_doc_id("entry", *key), _entry_source(entry))
+            )
+            actions.append(BulkAction("delete", manifest_doc_id("pending", *key)))
+        for batch in batched(actions, _BATCH):
+            self._bulk.write("put entries", batch, ignored_status=frozenset({404}))
+
+    def delete_many(self, keys: Sequence[Key]) -> None:
+        actions = [
+            BulkAction("delete", manifest_doc_id(kind, *key))
+            for key in keys
+            for kind in ("entry", "pending")
+        ]
+        for batch in batched(actions, _BATCH):
+            self._bulk.write("delete entries", batch, ignored_status=frozenset({404}))
+
+    def keys_in_scope(self, scope_id: str) -> Iterable[Key]:
+        query = {
+            "bool": {"filter": [{"term": {"kind": "entry"}}, {"term": {"scope_id": scope_id}}]}
+        }
+        return [(s["doc_id"], s["locale"]) for s in self._scan(query, ["doc_id", "locale"])]
+
+    def locales_of(self, doc_id: str) -> list[str]:
+        query = {"bool": {"filter": [{"term": {"kind": "entry"}}, {"term": {"doc_id": doc_id}}]}}
+        return [s["locale"] for s in self._scan(query, ["locale"])]
+
+    def count(self) -> int:
+        body = {"query": {"term": {"kind": "entry"}}}
+        count = partial(
+            self._live().count, index=self.index, body=body, request_timeout=self.timeout_s
+        )
+        return int(self._calls.read("count", count)["count"])
+
+    def chunk_counts_by_locale(self) -> dict[str, int]:
+        body = {
+            "size": 0,
+            "query": {"term": {"kind": "entry"}},
+            "aggs": {
+                "locales": {
+                    "terms": {"field": "locale", "size": 10_000},
+                    "aggs": {"chunks": {"sum": {"field": "chunk_count"}}},
+                }
+            },
+        }
+        search = partial(
+            self._live().search, index=self.index, body=body, request_timeout=self.timeout_s
+        )
+        buckets = self._calls.read("chunk counts", search)["aggregations"]["locales"]["buckets"]
+        return {b["key"]: int(b["chunks"]["value"]) for b in buckets}
+
+    # -- pending chunk ids ----------------------------------------------------
+
+    def add_pending(self, pending: dict[Key, Sequence[str]]) -> None:
+        """Union with what is already pending; optimistic concurrency (seq_no)
+        makes two replicas adding to the same document retry, not overwrite."""
+        for attempt in range(_CONFLICT_ATTEMPTS):
+            try:
+                self._add_pending_once(pending)
+                return
+            except WriteConflict:
+                if attempt == _CONFLICT_ATTEMPTS - 1:
+                    raise
+
+    def _add_pending_once(self, pending: dict[Key, Sequence[str]]) -> None:
+        ids = {key: manifest_doc_id("pending", *key) for key in pending}
+        current = self._versioned_sources(list(ids.values()))
+        actions = []
+        for key, chunk_ids in pending.items():
+            source, version = current.get(ids[key], ({}, None))
+            merged = sorted({*source.get("chunk_ids", ()), *chunk_ids})
+            body = {"kind": "pending", "doc_id": key[0], "locale": key[1], "chunk_ids": merged}
+            # create fails with 409 if another replica created it meanwhile.
+            op = "index" if ids[key] in current else "create"
+            actions.append(BulkAction(op, ids[key], body, if_version=version))
+        for batch in batched(actions, _BATCH):
+            self._bulk.write("add pending", batch, ignored_status=frozenset())
+
+    def get_pending(self, keys: Sequence[Key]) -> dict[Key, set[str]]:
+        found: dict[Key, set[str]] = {}
+        for source in self._sources([manifest_doc_id("pending", *key) for key in keys]).values():
+            if source.get("chunk_ids"):
+                found[(source["doc_id"], source["locale"])] = set(source["chunk_ids"])
+        return found
+
+    # -- index-level values ---------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        source = self._sources([manifest_doc_id("meta", key)]).get(manifest_doc_id("meta", key))
+        return None if source is None else str(source["value"])
+
+    def set_meta(self, key: str, value: str) -> None:
+        body = {"kind": "meta", "key": key, "value": value}
+        action = BulkAction("index", manifest_doc_id("meta", key), body)
+        self._bulk.write("set meta", [action], ignored_status=frozenset())
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.client.close()
+
+    def _live(self) -> OpenSearch:
+        if self._closed:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        return self.client
+
+    # -- helpers --------------------------------------------------------------
+
+    def _sources(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        return {doc_id: source for doc_id, (source, _) in self._versioned_sources(ids).items()}
+
+    def _versioned_sources(
+        self, ids: list[str]
+    ) -> dict[str, tuple[dict[str, Any], Version | None]]:
+        """Real-time multi-get: id → (source, (seq_no, primary_term)) of found docs."""
+        found: dict[str, tuple[dict[str, Any], Version | None]] = {}
+        for batch in batched(list(dict.fromkeys(ids)), _BATCH):
+            mget = partial(
+                self._live().mget,
+                index=self.index,
+                body={"ids": batch},
+                request_timeout=self.timeout_s,
+            )
+            for doc in self._calls.read("get", mget)["docs"]:
+                if doc.get("found"):
+                    found[doc["_id"]] = (doc["_source"], _version(doc))
+        return found
+
+    def _scan(self, query: dict[str, Any], fields: list[str]) -> Iterator[dict[str, Any]]:
+        """Every matching document's `fields`, sorted by them, paged by search_after."""
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": _PAGE,
+                "query": query,
+                "_source": fields,
+                "sort": [{field: "asc"} for field in fields],
+                "track_total_hits": False,
+            }
+            if after is not None:
+                body["search_after"] = after
+            search = partial(
+                self._live().search, index=self.index, body=body, request_timeout=self.timeout_s
+            )
+            hits = self._calls.read("scan", search)["hits"]["hits"]
+            yield from (hit["_source"] for hit in hits)
+            if len(hits) < _PAGE:
+                return
+            after = hits[-1]["sort"]

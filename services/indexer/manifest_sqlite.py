@@ -1,0 +1,158 @@
+"""SQLite manifest for embedded mode (one file next to the store folders)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from services.indexer.manifest import ManifestEntry
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT NOT NULL,
+    locale TEXT NOT NULL,
+    scope_id TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    metadata_hash TEXT NOT NULL,
+    chunk_ids TEXT NOT NULL,
+    chunk_hashes TEXT NOT NULL,
+    updated_at TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (doc_id, locale)
+);
+CREATE INDEX IF NOT EXISTS documents_scope ON documents (scope_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pending (
+    doc_id TEXT NOT NULL,
+    locale TEXT NOT NULL,
+    chunk_id TEXT NOT NULL,
+    PRIMARY KEY (doc_id, locale, chunk_id)
+);
+"""
+
+
+class SqliteManifest:
+    """`Manifest` on SQLite (WAL mode; writes are transactions, so a crash
+    leaves either the old or the new entries, never a mix)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
+        return self.get_many([(doc_id, locale)]).get((doc_id, locale))
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ManifestEntry]:
+        found: dict[tuple[str, str], ManifestEntry] = {}
+        with self._lock:
+            for doc_id, locale in keys:
+                row = self._db.execute(
+                    "SELECT * FROM documents WHERE doc_id = ? AND locale = ?", (doc_id, locale)
+                ).fetchone()
+                if row is not None:
+                    found[(doc_id, locale)] = _entry(row)
+        return found
+
+    def put_many(self, entries: Sequence[ManifestEntry]) -> None:
+        rows = [
+            (e.doc_id, e.locale, e.scope_id, e.content_hash, e.metadata_hash,
+             json.dumps(list(e.chunk_ids)), json.dumps(list(e.chunk_hashes)), e.updated_at)
+            for e in entries
+        ]
+        keys = [(e.doc_id, e.locale) for e in entries]
+        with self._lock, self._transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            self._db.executemany("DELETE FROM pending WHERE doc_id = ? AND locale = ?", keys)
+
+    def add_pending(self, pending: dict[tuple[str, str], Sequence[str]]) -> None:
+        rows = [(d, loc, cid) for (d, loc), ids in pending.items() for cid in ids]
+        with self._lock, self._transaction():
+            self._db.executemany("INSERT OR IGNORE INTO pending VALUES (?, ?, ?)", rows)
+
+    def get_pending(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], set[str]]:
+        found: dict[tuple[str, str], set[str]] = {}
+        with self._lock:
+            for doc_id, locale in keys:
+                rows = self._db.execute(
+                    "SELECT chunk_id FROM pending WHERE doc_id = ? AND locale = ?",
+                    (doc_id, locale),
+                ).fetchall()
+                if rows:
+                    found[(doc_id, locale)] = {r[0] for r in rows}
+        return found
+
+    def delete_many(self, keys: Sequence[tuple[str, str]]) -> None:
+        with self._lock, self._transaction():
+            self._db.executemany("DELETE FROM documents WHERE doc_id = ? AND locale = ?", keys)
+            self._db.executemany("DELETE FROM pending WHERE doc_id = ? AND locale = ?", keys)
+
+    def keys_in_scope(self, scope_id: str) -> Iterable[tuple[str, str]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT doc_id, locale FROM documents WHERE scope_id = ? ORDER BY doc_id, locale",
+                (scope_id,),
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def locales_of(self, doc_id: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT locale FROM documents WHERE doc_id = ? ORDER BY locale", (doc_id,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+
+    def chunk_counts_by_locale(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT locale, chunk_ids FROM documents").fetchall()
+        counts: dict[str, int] = {}
+        for locale, chunk_ids in rows:
+            counts[locale] = counts.get(locale, 0) + len(json.loads(chunk_ids))
+        return counts
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _entry(row: tuple[str, ...]) -> ManifestEntry:
+    return ManifestEntry(
+        doc_id=row[0], locale=row[1], scope_id=row[2], content_hash=row[3],
+        metadata_hash=row[4], chunk_ids=tuple(json.loads(row[5])),
+        chunk_hashes=tuple(json.loads(row[6])), updated_at=row[7],
+    )

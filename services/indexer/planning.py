@@ -1,0 +1,235 @@
+"""Turn incoming documents into a plan: one of the five states per document,
+with the exact chunks to embed and the rows to write, update and delete.
+
+A plan is computed the same way for a dry run and a real run, so a dry run's
+counts are the real run's counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from services.common.errors import InvalidArgument
+from services.common.models import Chunk, ChunkPayload, Document
+from services.indexer.chunking import Chunker
+from services.indexer.identity import chunk_id, content_hash, metadata_hash
+from services.indexer.loaders import normalize_body
+from services.indexer.manifest import Manifest, ManifestEntry
+from services.indexer.validation import DocumentLimits, validate_document
+
+
+class DocState(StrEnum):
+    UNCHANGED = "unchanged"
+    METADATA_ONLY = "metadata_only"
+    CHANGED = "changed"
+    ADDED = "added"
+    REMOVED = "removed"
+    REJECTED = "rejected"
+
+
+@dataclass
+class DocumentPlan:
+    doc_id: str
+    locale: str
+    state: DocState
+    chunks: list[Chunk] = field(default_factory=list)  # full new version
+    to_embed: list[Chunk] = field(default_factory=list)  # new text → vectors + rows
+    payload_updates: list[tuple[str, ChunkPayload]] = field(default_factory=list)
+    to_delete: list[str] = field(default_factory=list)
+    entry: ManifestEntry | None = None  # what the manifest holds after the run
+    error: str = ""
+    error_code: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.doc_id, self.locale)
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.to_embed or self.payload_updates or self.to_delete)
+
+
+@dataclass(frozen=True)
+class PlanCounts:
+    unchanged: int = 0
+    metadata_only: int = 0
+    changed: int = 0
+    added: int = 0
+    removed: int = 0
+    rejected: int = 0
+    chunks_to_embed: int = 0
+    vectors_to_upsert: int = 0
+    vectors_to_delete: int = 0
+    rows_to_upsert: int = 0
+    rows_to_delete: int = 0
+    payload_updates: int = 0
+
+    @staticmethod
+    def of(plans: Sequence[DocumentPlan]) -> PlanCounts:
+        states = [p.state for p in plans]
+        embed = sum(len(p.to_embed) for p in plans)
+        delete = sum(len(p.to_delete) for p in plans)
+        return PlanCounts(
+            unchanged=states.count(DocState.UNCHANGED),
+            metadata_only=states.count(DocState.METADATA_ONLY),
+            changed=states.count(DocState.CHANGED),
+            added=states.count(DocState.ADDED),
+            removed=states.count(DocState.REMOVED),
+            rejected=states.count(DocState.REJECTED),
+            chunks_to_embed=embed, vectors_to_upsert=embed, rows_to_upsert=embed,
+            vectors_to_delete=delete, rows_to_delete=delete,
+            payload_updates=sum(len(p.payload_updates) for p in plans),
+        )
+
+    def __add__(self, other: PlanCounts) -> PlanCounts:
+        return PlanCounts(**{k: getattr(self, k) + getattr(other, k) for k in _COUNT_FIELDS})
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in _COUNT_FIELDS}
+
+
+_COUNT_FIELDS = list(PlanCounts.__dataclass_fields__)
+
+
+def payload_of(doc: Document, heading_path: str) -> ChunkPayload:
+    return ChunkPayload(
+        url=doc.url, title=doc.title, heading_path=heading_path,
+        scope_id=doc.scope_id, locale=doc.locale, metadata=dict(doc.metadata),
+    )
+
+
+class Planner:
+    """Decides each document's state against the manifest (reads only)."""
+
+    def __init__(self, chunker: Chunker, manifest: Manifest, limits: DocumentLimits) -> None:
+        self.chunker = chunker
+        self.manifest = manifest
+        self.limits = limits
+        # Chunking parameters are part of every document's content hash, so a
+        # change of parameters re-chunks everything instead of mixing builds.
+        self._params_key = json.dumps(chunker.params.as_dict(), sort_keys=True)
+
+    def plan_upserts(self, docs: Sequence[Document]) -> list[DocumentPlan]:
+        """One plan per input document, in input order."""
+        plans, accepted = self._validate(docs)
+        keys = [(d.doc_id, d.locale) for _, d in accepted]
+        existing = self.manifest.get_many(keys)
+        pending = self.manifest.get_pending(keys)
+        for index, doc in accepted:
+            key = (doc.doc_id, doc.locale)
+            plans[index] = self._plan_one(doc, existing.get(key), pending.get(key, set()))
+        return plans
+
+    def plan_removals(self, keys: Sequence[tuple[str, str]]) -> list[DocumentPlan]:
+        existing = self.manifest.get_many(keys)
+        pending = self.manifest.get_pending(keys)
+        plans = []
+        for key in keys:
+            entry, stale = existing.get(key), pending.get(key, set())
+            if entry is None and not stale:
+                plans.append(DocumentPlan(
+                    key[0], key[1], DocState.REJECTED, error_code="NOT_FOUND",
+                    error=f"doc_id {key[0]!r} (locale {key[1]!r}) is not indexed",
+                ))
+                continue
+            ids = set(entry.chunk_ids if entry else ()) | stale
+            plans.append(DocumentPlan(key[0], key[1], DocState.REMOVED, to_delete=sorted(ids)))
+        return plans
+
+    def _validate(
+        self, docs: Sequence[Document]
+    ) -> tuple[list[DocumentPlan], list[tuple[int, Document]]]:
+        """Rejected documents get their final plan here; accepted ones a
+        placeholder that `plan_upserts` replaces."""
+        plans: list[DocumentPlan] = []
+        accepted: list[tuple[int, Document]] = []
+        seen: set[tuple[str, str]] = set()
+        for index, doc in enumerate(docs):
+            try:
+                validate_document(doc, self.limits)
+                if (doc.doc_id, doc.locale) in seen:
+                    raise InvalidArgument(f"doc_id: {doc.doc_id!r} appears twice in the batch")
+            except InvalidArgument as exc:
+                plans.append(_rejected(doc, str(exc)))
+                continue
+            seen.add((doc.doc_id, doc.locale))
+            plans.append(_rejected(doc, "placeholder"))
+            accepted.append((index, doc))
+        return plans, accepted
+
+    def _plan_one(
+        self, doc: Document, old: ManifestEntry | None, stale: set[str]
+    ) -> DocumentPlan:
+        body = normalize_body(doc)
+        doc_hash = content_hash(self._params_key + "\x00" + body)
+        meta_hash = metadata_hash(doc)
+        if old and not stale and old.content_hash == doc_hash:
+            if old.metadata_hash == meta_hash:
+                return DocumentPlan(doc.doc_id, doc.locale, DocState.UNCHANGED, entry=old)
+            return self._metadata_only(doc, old, meta_hash)
+        chunks = self._chunk(doc, body)
+        entry = ManifestEntry(
+            doc.doc_id, doc.locale, doc.scope_id, doc_hash, meta_hash,
+            tuple(c.chunk_id for c in chunks), tuple(c.content_hash for c in chunks),
+            doc.updated_at,
+        )
+        state = DocState.CHANGED if old else DocState.ADDED
+        plan = DocumentPlan(doc.doc_id, doc.locale, state, chunks=chunks, entry=entry)
+        self._diff(plan, doc, old, stale, meta_hash)
+        return plan
+
+    def _diff(
+        self, plan: DocumentPlan, doc: Document, old: ManifestEntry | None,
+        stale: set[str], meta_hash: str,
+    ) -> None:
+        """Only chunks whose text changed are re-embedded; unchanged chunks
+        get a payload update when the metadata changed too."""
+        old_hashes = dict(zip(old.chunk_ids, old.chunk_hashes, strict=True)) if old else {}
+        metadata_changed = old is not None and old.metadata_hash != meta_hash
+        for chunk in plan.chunks:
+            same_text = old_hashes.get(chunk.chunk_id) == chunk.content_hash
+            if not same_text or chunk.chunk_id in stale:
+                plan.to_embed.append(chunk)
+            elif metadata_changed:
+                plan.payload_updates.append(
+                    (chunk.chunk_id, payload_of(doc, chunk.heading_path))
+                )
+        new_ids = {c.chunk_id for c in plan.chunks}
+        plan.to_delete = sorted((set(old_hashes) | stale) - new_ids)
+
+    def _metadata_only(self, doc: Document, old: ManifestEntry, meta_hash: str) -> DocumentPlan:
+        # Heading paths live in the chunk hash's input, not here; re-chunking is
+        # not needed because the body is byte-identical.
+        spans = self.chunker.split(normalize_body(doc))
+        updates = [
+            (cid, payload_of(doc, span.heading_path))
+            for cid, span in zip(old.chunk_ids, spans, strict=False)
+        ]
+        entry = ManifestEntry(
+            doc.doc_id, doc.locale, doc.scope_id, old.content_hash, meta_hash,
+            old.chunk_ids, old.chunk_hashes, doc.updated_at,
+        )
+        return DocumentPlan(
+            doc.doc_id, doc.locale, DocState.METADATA_ONLY, payload_updates=updates, entry=entry
+        )
+
+    def _chunk(self, doc: Document, body: str) -> list[Chunk]:
+        chunks = []
+        for index, span in enumerate(self.chunker.split(body)):
+            chunks.append(Chunk(
+                chunk_id=chunk_id(doc.locale, doc.doc_id, index), doc_id=doc.doc_id,
+                position=index, text=span.text,
+                content_hash=content_hash(span.heading_path + "\n" + span.text),
+                url=doc.url, title=doc.title, heading_path=span.heading_path,
+                scope_id=doc.scope_id, locale=doc.locale, metadata=dict(doc.metadata),
+            ))
+        return chunks
+
+
+def _rejected(doc: Document, error: str) -> DocumentPlan:
+    return DocumentPlan(
+        doc.doc_id, doc.locale, DocState.REJECTED, error=error, error_code="INVALID_ARGUMENT"
+    )

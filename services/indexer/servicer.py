@@ -1,0 +1,156 @@
+"""gRPC adapter for the Indexer: proto messages ↔ IndexingPipeline."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from services.common import grpc_errors
+from services.common.errors import InvalidArgument
+from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.common.models import ContentType, Document
+from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
+from services.indexer.planning import DocState
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Indexer"].full_name
+
+_CONTENT_TYPES = {
+    pb.CONTENT_TYPE_UNSPECIFIED: ContentType.MARKDOWN,
+    pb.CONTENT_TYPE_MARKDOWN: ContentType.MARKDOWN,
+    pb.CONTENT_TYPE_HTML: ContentType.HTML,
+    pb.CONTENT_TYPE_TEXT: ContentType.TEXT,
+}
+_STATES = {
+    DocState.UNCHANGED: pb.DOCUMENT_STATE_UNCHANGED,
+    DocState.METADATA_ONLY: pb.DOCUMENT_STATE_METADATA_ONLY,
+    DocState.CHANGED: pb.DOCUMENT_STATE_CHANGED,
+    DocState.ADDED: pb.DOCUMENT_STATE_ADDED,
+    DocState.REMOVED: pb.DOCUMENT_STATE_REMOVED,
+    DocState.REJECTED: pb.DOCUMENT_STATE_REJECTED,
+}
+
+
+def document_from_proto(msg: pb.Document, default_locale: str = "en") -> Document:
+    return Document(
+        doc_id=msg.doc_id, text=msg.text, url=msg.url, title=msg.title,
+        locale=msg.locale or default_locale, scope_id=msg.scope_id,
+        metadata=dict(msg.metadata), content_type=_CONTENT_TYPES[msg.content_type],
+        updated_at=msg.updated_at,
+    )
+
+
+def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
+    outcomes = [
+        pb.DocumentOutcome(
+            doc_id=p.doc_id, state=_STATES[p.state], chunks=len(p.entry.chunk_ids) if p.entry else 0,
+            chunks_embedded=len(p.to_embed), chunks_deleted=len(p.to_delete),
+            error_code=p.error_code, error=p.error,
+        )
+        for p in report.plans
+    ]
+    counts = pb.PlanCounts(**report.counts.as_dict())
+    return pb.UpsertResponse(outcomes=outcomes, counts=counts, dry_run=report.dry_run)
+
+
+class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
+    def __init__(self, pipeline: IndexingPipeline) -> None:
+        self.pipeline = pipeline
+        # Embedded stores have a single writer: runs are serialised.
+        self._write_lock = asyncio.Lock()
+
+    async def _locked(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async with self._write_lock:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+
+    @grpc_errors.unary
+    async def Upsert(self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext) -> pb.UpsertResponse:
+        docs = [document_from_proto(d) for d in request.documents]
+        report = await self._locked(self.pipeline.upsert, docs, dry_run=request.dry_run)
+        return report_to_proto(report)
+
+    @grpc_errors.streaming
+    async def UpsertStream(
+        self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.UpsertProgress]:
+        docs = [document_from_proto(d) for d in request.documents]
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Progress | IndexReport | BaseException] = asyncio.Queue()
+
+        def on_progress(p: Progress) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, p)
+
+        async def run() -> None:
+            try:
+                report = await self._locked(
+                    self.pipeline.upsert, docs, dry_run=request.dry_run, progress=on_progress
+                )
+                await queue.put(report)
+            except BaseException as exc:  # handed to the stream below
+                await queue.put(exc)
+
+        task = asyncio.create_task(run())
+        while True:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, IndexReport):
+                n = len(item.plans)
+                yield pb.UpsertProgress(documents_done=n, documents_total=n,
+                                        chunks_embedded=item.counts.chunks_to_embed,
+                                        result=report_to_proto(item))
+                break
+            yield pb.UpsertProgress(documents_done=item.documents_done,
+                                    documents_total=item.documents_total,
+                                    chunks_embedded=item.chunks_embedded)
+        await task
+
+    @grpc_errors.unary
+    async def Delete(self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
+        if not request.doc_ids:
+            raise InvalidArgument("doc_ids: at least one document id is required")
+        report = await self._locked(
+            self.pipeline.delete, list(request.doc_ids), request.locale, dry_run=request.dry_run
+        )
+        response = report_to_proto(report)
+        return pb.DeleteResponse(outcomes=response.outcomes, counts=response.counts,
+                                 dry_run=response.dry_run)
+
+    @grpc_errors.unary
+    async def Sync(self, request: pb.SyncRequest, context: grpc.aio.ServicerContext) -> pb.UpsertResponse:
+        if not request.scope_id:
+            raise InvalidArgument("scope_id: sync needs the scope it makes complete")
+        docs = [document_from_proto(d) for d in request.documents]
+        foreign = [d.doc_id for d in docs if d.scope_id != request.scope_id]
+        if foreign:
+            raise InvalidArgument(
+                f"documents: {len(foreign)} are not in scope {request.scope_id!r} "
+                f"(first: {foreign[0]!r})"
+            )
+        keep = [(k.doc_id, k.locale or "en") for k in request.keep]
+        report = await self._locked(
+            self.pipeline.sync, request.scope_id, docs, keep, dry_run=request.dry_run
+        )
+        return report_to_proto(report)
+
+    @grpc_errors.unary
+    async def Stats(self, request: pb.StatsRequest, context: grpc.aio.ServicerContext) -> pb.StatsResponse:
+        stats = await asyncio.to_thread(collect_stats, self.pipeline)
+        chunking = stats.chunking
+        return pb.StatsResponse(
+            documents=stats.documents, chunks=stats.chunks,
+            chunks_by_locale=stats.chunks_by_locale, vectors=stats.vectors,
+            lexical_rows=stats.lexical_rows, manifest_rows=stats.documents,
+            chunking=pb.ChunkingParams(
+                target_chars=chunking.get("target_chars", 0),
+                overlap_chars=chunking.get("overlap_chars", 0),
+                max_chars=chunking.get("max_chars", 0), version=chunking.get("version", ""),
+            ),
+            last_run=pb.PlanCounts(**stats.last_run),
+            embedding_model=self.pipeline.embedder.model_name,
+            embedding_dim=self.pipeline.embedder.dim,
+            vector_backend=self.pipeline.vectors.name, lexical_backend=self.pipeline.lexical.name,
+        )

@@ -1,0 +1,89 @@
+"""Run one retrieval channel under its own timeout and report what happened.
+
+A channel never raises: failures and timeouts become a `ChannelOutcome` with
+a status and reason, which is what lets Retrieve degrade instead of failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from services.common.models import ScoredChunk
+from services.retriever.types import Channel
+
+
+class ChannelStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class ChannelOutcome:
+    channel: Channel
+    status: ChannelStatus
+    latency_ms: float = 0.0
+    hits: list[ScoredChunk] = field(default_factory=list)
+    error: str = ""
+    component: str = ""  # which part failed ("embedding" inside the vector channel)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ChannelStatus.OK
+
+
+def remaining_s(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+async def run_channel(
+    channel: Channel,
+    executor: Executor,
+    fn: Callable[[], list[ScoredChunk]],
+    timeout_s: float,
+) -> ChannelOutcome:
+    """Run the blocking `fn` in `executor`, giving up after `timeout_s`. A call
+    that hangs keeps its worker thread, which is why the executor is sized well
+    above the number of channels."""
+    if timeout_s <= 0:
+        return ChannelOutcome(channel, ChannelStatus.SKIPPED, error="no time left in the deadline")
+    start = time.perf_counter()
+    loop = asyncio.get_running_loop()
+    try:
+        hits = await asyncio.wait_for(loop.run_in_executor(executor, fn), timeout_s)
+    except TimeoutError:
+        return ChannelOutcome(channel, ChannelStatus.TIMEOUT, _ms(start),
+                              error=f"timed out after {timeout_s * 1000:.0f} ms",
+                              component=channel.value)
+    except Exception as exc:
+        return ChannelOutcome(channel, ChannelStatus.ERROR, _ms(start),
+                              error=f"{type(exc).__name__}: {exc}",
+                              component=getattr(exc, "component", channel.value))
+    return ChannelOutcome(channel, ChannelStatus.OK, _ms(start), hits=hits)
+
+
+class ComponentError(Exception):
+    """Wraps a failure with the component that caused it (e.g. the embedder
+    inside the vector channel), so the degradation report can name it."""
+
+    def __init__(self, component: str, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.component = component
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+def call_as(component: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:
+        raise ComponentError(component, exc) from exc

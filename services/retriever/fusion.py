@@ -1,0 +1,203 @@
+"""Reciprocal Rank Fusion and the post-fusion steps of the query path.
+
+RRF combines ranked lists by rank alone, so a cosine similarity and a BM25
+score never have to be put on one scale:
+
+    score(chunk) = sum over lists containing it of  w_list / (k + rank)
+
+with ranks starting at 1 and k = 60 by default. Ties are broken
+deterministically (see `RrfFuser`), and every hit records where each channel
+ranked it so responses can explain themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+from services.common.errors import ConfigError, InvalidArgument
+from services.common.models import ScoredChunk, StoredChunk
+from services.retriever.types import Channel, ChannelRank, FusedHit
+
+DEFAULT_RRF_K = 60.0
+DEFAULT_WEIGHT = 1.0
+MAX_WEIGHT = 10.0
+
+# Channels are always visited in this order, so the floating-point sum of a
+# chunk's contributions (and the order of its recorded ranks) does not depend
+# on the order of the caller's dict.
+_CHANNEL_ORDER = tuple(Channel)
+
+
+def validate_weights(
+    weights: Mapping[Channel, float], *, max_weight: float = MAX_WEIGHT
+) -> dict[Channel, float]:
+    """Check per-channel weights: each finite in [0, max_weight], not all zero.
+
+    Raises InvalidArgument naming the channel and the bad value. Channels not
+    in `weights` are left out (the fuser treats them as DEFAULT_WEIGHT).
+    """
+    for channel, weight in weights.items():
+        if not (math.isfinite(weight) and 0.0 <= weight <= max_weight):
+            raise InvalidArgument(
+                f"weight for channel {Channel(channel).value!r} must be a number in "
+                f"[0, {max_weight:g}], got {weight!r}"
+            )
+    if weights and all(weight == 0.0 for weight in weights.values()):
+        raise InvalidArgument("channel weights must not all be 0 (nothing would be ranked)")
+    return dict(weights)
+
+
+def resolve_request_weights(
+    requested: Mapping[Channel, float],
+    defaults: Mapping[Channel, float] | None = None,
+    *,
+    max_weight: float = MAX_WEIGHT,
+) -> dict[Channel, float]:
+    """Map proto-style weights (0 = "use the default") to the weights to fuse with.
+
+    Every channel gets a weight: the requested one when non-zero, else the
+    configured default, else DEFAULT_WEIGHT. Negative or out-of-range requests
+    are rejected rather than silently defaulted.
+    """
+    validate_weights({c: w for c, w in requested.items() if w != 0.0}, max_weight=max_weight)
+    base = defaults or {}
+    resolved = {
+        channel: requested.get(channel, 0.0) or base.get(channel, DEFAULT_WEIGHT)
+        for channel in _CHANNEL_ORDER
+    }
+    return validate_weights(resolved, max_weight=max_weight)
+
+
+@dataclasses.dataclass
+class _Accumulator:
+    chunk: StoredChunk
+    score: float = 0.0
+    channels: list[ChannelRank] = dataclasses.field(default_factory=list)
+
+
+class RrfFuser:
+    """Fuses per-channel ranked lists with (weighted) Reciprocal Rank Fusion.
+
+    Tie-break, applied in order until two hits differ:
+      1. higher fused score;
+      2. found by more channels (agreement between retrievers);
+      3. better (lower) best single-channel rank;
+      4. chunk_id, ascending (arbitrary but stable across runs and machines).
+
+    A chunk listed twice by one channel keeps its first (best) rank; the other
+    ranks stay positional, i.e. as the store returned them. When channels
+    return differing copies of a chunk, a copy with text wins over one without
+    (a compact vector payload may omit the text).
+    """
+
+    def __init__(self, k: float = DEFAULT_RRF_K) -> None:
+        if not (math.isfinite(k) and k >= 0):
+            raise ConfigError(f"RRF k must be a finite number >= 0, got {k!r}")
+        self.k = k
+
+    def fuse(
+        self,
+        ranked: Mapping[Channel, Sequence[ScoredChunk]],
+        weights: Mapping[Channel, float] | None = None,
+    ) -> list[FusedHit]:
+        """All chunks of all lists, best first, with per-channel provenance."""
+        given = weights or {}
+        channel_weights = validate_weights(
+            {channel: given.get(channel, DEFAULT_WEIGHT) for channel in _CHANNEL_ORDER}
+        )
+        fused: dict[str, _Accumulator] = {}
+        for channel in _CHANNEL_ORDER:
+            if channel in ranked:
+                self._add_list(fused, channel, ranked[channel], channel_weights[channel])
+        hits = [FusedHit(acc.chunk, acc.score, acc.channels) for acc in fused.values()]
+        hits.sort(key=_tie_break_key)
+        return hits
+
+    def _add_list(
+        self,
+        fused: dict[str, _Accumulator],
+        channel: Channel,
+        results: Sequence[ScoredChunk],
+        weight: float,
+    ) -> None:
+        seen: set[str] = set()
+        for rank, result in enumerate(results, start=1):
+            chunk_id = result.chunk.chunk_id
+            if chunk_id in seen:
+                continue
+            seen.add(chunk_id)
+            acc = fused.get(chunk_id)
+            if acc is None:
+                acc = fused[chunk_id] = _Accumulator(result.chunk)
+            elif not acc.chunk.text and result.chunk.text:
+                acc.chunk = result.chunk
+            acc.score += weight / (self.k + rank)
+            acc.channels.append(ChannelRank(channel, rank, result.score))
+
+
+def _tie_break_key(hit: FusedHit) -> tuple[float, int, int, str]:
+    best_rank = min((c.rank for c in hit.channels), default=0)
+    return (-hit.fused_score, -len(hit.channels), best_rank, hit.chunk.chunk_id)
+
+
+def cap_per_document(hits: Sequence[FusedHit], max_per_doc: int) -> list[FusedHit]:
+    """Keep the order, but at most `max_per_doc` hits of any one doc_id.
+
+    Without a cap, one long page whose chunks all match crowds every other
+    source out of the top results.
+    """
+    if max_per_doc < 1:
+        raise InvalidArgument(f"max chunks per document must be at least 1, got {max_per_doc}")
+    kept_per_doc: dict[str, int] = {}
+    kept: list[FusedHit] = []
+    for hit in hits:
+        count = kept_per_doc.get(hit.chunk.doc_id, 0)
+        if count < max_per_doc:
+            kept_per_doc[hit.chunk.doc_id] = count + 1
+            kept.append(hit)
+    return kept
+
+
+def drop_weak_vector_only(hits: Sequence[FusedHit], min_cosine: float) -> list[FusedHit]:
+    """Drop hits found only by the vector channel with a cosine below `min_cosine`.
+
+    Any hit with a lexical rank passes: an exact keyword match is evidence on
+    its own, whatever the embedding thinks. `min_cosine == 0` turns this off.
+    """
+    if not (math.isfinite(min_cosine) and 0.0 <= min_cosine <= 1.0):
+        raise InvalidArgument(f"minimum vector score must be in [0, 1], got {min_cosine!r}")
+    if min_cosine == 0.0:
+        return list(hits)
+    return [hit for hit in hits if not _is_weak_vector_only(hit, min_cosine)]
+
+
+def _is_weak_vector_only(hit: FusedHit, min_cosine: float) -> bool:
+    vector = hit.rank_in(Channel.VECTOR)
+    if vector is None or hit.rank_in(Channel.LEXICAL) is not None:
+        return False
+    return vector.score < min_cosine
+
+
+def merge_rerank(hits: Sequence[FusedHit], scores: Sequence[float]) -> list[FusedHit]:
+    """Apply reranker scores that belong to `hits[:len(scores)]`.
+
+    A deadline-bound reranker may score only a prefix of the candidates. The
+    scored prefix is ordered by rerank score (equal scores keep fused order) and
+    the unscored rest follows in fused order. The inputs are not modified.
+    Raises ValueError on more scores than hits or a non-finite score, which
+    means the reranker answered something else than what was asked.
+    """
+    if len(scores) > len(hits):
+        raise ValueError(f"{len(scores)} rerank scores for only {len(hits)} hits")
+    bad = [score for score in scores if not math.isfinite(score)]
+    if bad:
+        raise ValueError(f"rerank scores must be finite, got {bad[0]!r}")
+    scored = [
+        dataclasses.replace(hit, rerank_score=float(score), channels=list(hit.channels))
+        for hit, score in zip(hits, scores, strict=False)
+    ]
+    # sorted() is stable, so equal rerank scores keep their fused order.
+    scored.sort(key=lambda hit: -(hit.rerank_score or 0.0))
+    return scored + list(hits[len(scores) :])

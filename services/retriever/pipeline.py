@@ -1,0 +1,203 @@
+"""Retrieve: normalize → route → parallel channels → RRF → caps → rerank
+under a deadline → evidence. Plain async Python; the servicer adapts protos."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, replace
+
+from services.common.embedding import Embedder
+from services.common.errors import InvalidArgument, RagError
+from services.common.models import ScopeFilter, ScoredChunk
+from services.common.stores.base import LexicalStore, VectorStore
+from services.retriever.channels import ChannelOutcome, call_as, remaining_s, run_channel
+from services.retriever.evidence import EvidenceAssembler
+from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
+from services.retriever.query import QueryNormalizer
+from services.retriever.rerank_client import RerankClient
+from services.retriever.reranking import RerankOutcome, RerankStep
+from services.retriever.routing import IntentRouter
+from services.retriever.types import Channel, Evidence, FusedHit, Intent
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    default_top_k: int = 10
+    max_top_k: int = 50
+    candidates_per_channel: int = 50
+    max_candidates_per_channel: int = 200
+    rrf_k: int = 60
+    max_chunks_per_document: int = 2
+    context_char_budget: int = 6000
+    rerank_candidates: int = 20
+    rerank_budget_ms: int = 300
+    channel_timeout_ms: int = 1000
+    safety_margin_ms: int = 10
+    max_query_chars: int = 1000
+
+
+@dataclass(frozen=True)
+class RetrievalRequest:
+    query: str
+    top_k: int = 0
+    scope: ScopeFilter = ScopeFilter()
+    page_url: str = ""
+    debug: bool = False
+    rerank: bool = True
+    weights: dict[Channel, float] | None = None
+    max_chunks_per_document: int = 0
+    context_char_budget: int = 0
+    min_vector_score: float = 0.0
+    candidates_per_channel: int = 0
+
+
+@dataclass
+class RetrievalResult:
+    hits: list[FusedHit]
+    intent: Intent
+    normalized_query: str
+    rerank: RerankOutcome
+    evidence: Evidence
+    channels: list[ChannelOutcome]
+    page_indexed: bool | None = None  # None: no page scoping
+    lexical_query: str = ""
+    degraded: list[tuple[str, str]] = field(default_factory=list)
+    message: str = ""
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+
+class RetrievalPipeline:
+    def __init__(
+        self,
+        embedder: Embedder,
+        vectors: VectorStore,
+        lexical: LexicalStore,
+        reranker: RerankClient | None,
+        executor: Executor,
+        config: RetrievalConfig = RetrievalConfig(),
+    ) -> None:
+        self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
+        self.executor = executor
+        self.config = config
+        self.normalizer = QueryNormalizer(config.max_query_chars)
+        self.router = IntentRouter()
+        self.fuser = RrfFuser(config.rrf_k)
+        self.assembler = EvidenceAssembler(config.context_char_budget)
+        self.rerank_step = RerankStep(reranker, config.rerank_candidates, config.rerank_budget_ms,
+                                      config.safety_margin_ms)
+
+    async def retrieve(self, request: RetrievalRequest, deadline: float) -> RetrievalResult:
+        timings: list[tuple[str, float]] = []
+        started = time.perf_counter()
+        query = self.normalizer.normalize(request.query)
+        top_k, depth = self._limits(request)
+        intent = self.router.route(query, request.page_url)
+        scope = request.scope
+        if intent is Intent.CURRENT_PAGE:
+            scope = replace(scope, urls=(request.page_url,), doc_ids=())
+        vector, lexical = await self._fan_out(query, scope, depth, deadline)
+        timings += [("vector", vector.latency_ms), ("lexical", lexical.latency_ms)]
+        fused = self._fuse(request, vector, lexical)
+        rerank_started = time.perf_counter()
+        hits, rerank = await self.rerank_step.run(query, fused, request.rerank, deadline)
+        timings.append(("rerank", _ms(rerank_started)))
+        hits = hits[:top_k]
+        evidence_started = time.perf_counter()
+        budget = request.context_char_budget or self.config.context_char_budget
+        evidence = self.assembler.assemble(hits, char_budget=budget)
+        timings.append(("evidence", _ms(evidence_started)))
+        result = RetrievalResult(hits, intent, query, rerank, evidence, [vector, lexical],
+                                 timings=timings)
+        if request.debug:
+            result.lexical_query = self._describe_lexical(query)
+        _record_degradation(result, vector, lexical)
+        if intent is Intent.CURRENT_PAGE:
+            await self._check_page(result, scope, deadline)
+        timings.append(("total", _ms(started)))
+        return result
+
+    def _limits(self, request: RetrievalRequest) -> tuple[int, int]:
+        cfg = self.config
+        top_k = request.top_k or cfg.default_top_k
+        if not 1 <= top_k <= cfg.max_top_k:
+            raise InvalidArgument(f"top_k: {request.top_k} is outside 1..{cfg.max_top_k}")
+        depth = request.candidates_per_channel or cfg.candidates_per_channel
+        if not 1 <= depth <= cfg.max_candidates_per_channel:
+            raise InvalidArgument(
+                f"candidates_per_channel: {depth} is outside 1..{cfg.max_candidates_per_channel}"
+            )
+        if not 0.0 <= request.min_vector_score <= 1.0:
+            raise InvalidArgument(f"min_vector_score: {request.min_vector_score} is outside 0..1")
+        if request.max_chunks_per_document < 0:
+            raise InvalidArgument("max_chunks_per_document: must not be negative")
+        return top_k, max(depth, top_k)
+
+    async def _fan_out(
+        self, query: str, scope: ScopeFilter, depth: int, deadline: float
+    ) -> tuple[ChannelOutcome, ChannelOutcome]:
+        budget_s = min(self.config.channel_timeout_ms / 1000,
+                       remaining_s(deadline) - self.config.safety_margin_ms / 1000)
+
+        def vector_search() -> list[ScoredChunk]:
+            vector = call_as("embedding", self.embedder.embed_query, query)
+            return call_as("vector", self.vectors.search, vector.tolist(), depth, scope)
+
+        def lexical_search() -> list[ScoredChunk]:
+            return self.lexical.search(query, depth, scope)
+
+        results = await asyncio.gather(
+            run_channel(Channel.VECTOR, self.executor, vector_search, budget_s),
+            run_channel(Channel.LEXICAL, self.executor, lexical_search, budget_s),
+        )
+        return results[0], results[1]
+
+    def _fuse(
+        self, request: RetrievalRequest, vector: ChannelOutcome, lexical: ChannelOutcome
+    ) -> list[FusedHit]:
+        ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
+        fused = self.fuser.fuse(ranked, request.weights)
+        fused = drop_weak_vector_only(fused, request.min_vector_score)
+        per_doc = request.max_chunks_per_document or self.config.max_chunks_per_document
+        return cap_per_document(fused, per_doc)
+
+    def _describe_lexical(self, query: str) -> str:
+        describe = getattr(self.lexical, "describe_query", None)
+        return str(describe(query)) if callable(describe) else ""
+
+    async def _check_page(self, result: RetrievalResult, scope: ScopeFilter, deadline: float) -> None:
+        """A current-page request never falls back to site-wide results; when
+        the page has no chunks it says so explicitly."""
+        if result.hits:
+            result.page_indexed = True
+            return
+        loop = asyncio.get_running_loop()
+        timeout = remaining_s(deadline) - self.config.safety_margin_ms / 1000
+        try:
+            count = await asyncio.wait_for(
+                loop.run_in_executor(self.executor, self.lexical.count, scope), max(timeout, 0.001)
+            )
+        except (TimeoutError, RagError, OSError):
+            return
+        result.page_indexed = count > 0
+        if count == 0:
+            result.message = "This page is not indexed, so there is nothing to answer from."
+
+
+def _record_degradation(
+    result: RetrievalResult, vector: ChannelOutcome, lexical: ChannelOutcome
+) -> None:
+    for outcome in (vector, lexical):
+        if not outcome.ok:
+            result.degraded.append((outcome.component or outcome.channel.value,
+                                    f"{outcome.status.value}: {outcome.error}"))
+    if result.rerank.fallback and result.rerank.requested:
+        result.degraded.append(("reranker", result.rerank.reason))
+    if not vector.ok and not lexical.ok:
+        result.message = ("Search is temporarily unavailable: both retrieval channels failed. "
+                          "Please try again shortly.")
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000

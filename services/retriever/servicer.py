@@ -1,0 +1,111 @@
+"""gRPC adapter for the Retriever: proto messages ↔ RetrievalPipeline."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from services.common import grpc_errors
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.common.models import ScopeFilter
+from services.retriever.channels import ChannelStatus
+from services.retriever.fusion import resolve_request_weights
+from services.retriever.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResult
+from services.retriever.types import Channel, FusedHit, Intent
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Retriever"].full_name
+
+_CHANNELS = {Channel.VECTOR: pb.CHANNEL_VECTOR, Channel.LEXICAL: pb.CHANNEL_LEXICAL}
+_INTENTS = {Intent.SITE_SEARCH: pb.INTENT_SITE_SEARCH, Intent.CURRENT_PAGE: pb.INTENT_CURRENT_PAGE}
+_STATUSES = {
+    ChannelStatus.OK: pb.CHANNEL_STATUS_OK,
+    ChannelStatus.ERROR: pb.CHANNEL_STATUS_ERROR,
+    ChannelStatus.TIMEOUT: pb.CHANNEL_STATUS_TIMEOUT,
+    ChannelStatus.SKIPPED: pb.CHANNEL_STATUS_SKIPPED,
+}
+
+
+def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
+    f = msg.filter
+    scope = ScopeFilter(
+        scope_id=f.scope_id, locale=f.locale, doc_ids=tuple(f.doc_ids), urls=tuple(f.urls),
+        metadata=tuple(sorted(f.metadata.items())),
+    )
+    return RetrievalRequest(
+        query=msg.query, top_k=msg.top_k, scope=scope, page_url=msg.page_url, debug=msg.debug,
+        rerank=not msg.disable_rerank, weights=_weights(msg.weights),
+        max_chunks_per_document=msg.max_chunks_per_document,
+        context_char_budget=msg.context_char_budget, min_vector_score=msg.min_vector_score,
+        candidates_per_channel=msg.candidates_per_channel,
+    )
+
+
+def _weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
+    """0 means "default" (1.0), so clients that never set weights get plain RRF."""
+    if not msg.vector and not msg.lexical:
+        return None
+    return resolve_request_weights({Channel.VECTOR: msg.vector, Channel.LEXICAL: msg.lexical})
+
+
+def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
+    c = hit.chunk
+    return pb.Hit(
+        chunk_id=c.chunk_id, doc_id=c.doc_id, url=c.url, title=c.title,
+        heading_path=c.heading_path, text=c.text, position=c.position, scope_id=c.scope_id,
+        locale=c.locale, rank=rank,
+        score=hit.rerank_score if hit.rerank_score is not None else hit.fused_score,
+        fused_score=hit.fused_score,
+        channels=[pb.ChannelMatch(channel=_CHANNELS[r.channel], rank=r.rank, score=r.score)
+                  for r in hit.channels],
+        reranked=hit.reranked, rerank_score=hit.rerank_score or 0.0,
+    )
+
+
+def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse:
+    r = result.rerank
+    page_status = {None: pb.PAGE_STATUS_UNSPECIFIED, True: pb.PAGE_STATUS_INDEXED,
+                   False: pb.PAGE_STATUS_NOT_INDEXED}[result.page_indexed]
+    ev = result.evidence
+    response = pb.RetrieveResponse(
+        hits=[hit_to_proto(h, i) for i, h in enumerate(result.hits, start=1)],
+        intent=_INTENTS[result.intent], page_status=page_status,
+        rerank=pb.RerankOutcome(used=r.used, fallback=r.fallback, reason=r.reason,
+                                candidates=r.candidates, reranked=r.reranked, model=r.model,
+                                latency_ms=r.latency_ms),
+        degraded=[pb.Degradation(component=c, reason=why) for c, why in result.degraded],
+        message=result.message,
+        timings=[pb.StageTiming(stage=s, ms=ms) for s, ms in result.timings],
+        evidence=pb.Evidence(
+            text=ev.text, chars=ev.chars, dropped_chunks=ev.dropped_chunks, truncated=ev.truncated,
+            citations=[pb.Citation(number=c.number, chunk_id=c.chunk_id, doc_id=c.doc_id,
+                                   url=c.url, title=c.title, heading_path=c.heading_path)
+                       for c in ev.citations],
+        ),
+    )
+    if debug:
+        response.debug.CopyFrom(pb.DebugReport(
+            channels=[pb.ChannelReport(channel=_CHANNELS[o.channel], status=_STATUSES[o.status],
+                                       latency_ms=o.latency_ms, hits=len(o.hits), error=o.error)
+                      for o in result.channels],
+            normalized_query=result.normalized_query,
+            lexical_query=result.lexical_query,
+        ))
+    return response
+
+
+class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
+    def __init__(self, pipeline: RetrievalPipeline, default_deadline_ms: int) -> None:
+        self.pipeline = pipeline
+        self.default_deadline_s = default_deadline_ms / 1000
+
+    @grpc_errors.unary
+    async def Retrieve(
+        self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetrieveResponse:
+        remaining = context.time_remaining()
+        budget = self.default_deadline_s if remaining is None else min(remaining, self.default_deadline_s)
+        deadline = time.monotonic() + budget
+        result = await self.pipeline.retrieve(request_from_proto(request), deadline)
+        return result_to_proto(result, request.debug)

@@ -1,0 +1,31 @@
+"""Retriever settings (environment variables with the RAG_ prefix)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from services.common.embedding import PACKAGED_MODEL
+from services.common.settings import BaseServiceSettings
+
+
+class RetrieverSettings(BaseServiceSettings):
+    retriever_port: int = Field(50052, ge=0, le=65535, description="gRPC port of the Retriever")
+    reranker_addr: str = Field("localhost:50053", description="host:port; empty disables reranking")
+    embedding_model: str = Field(PACKAGED_MODEL)
+    query_cache_size: int = Field(1024, ge=0)
+    query_cache_ttl_s: float = Field(300.0, ge=0)
+    max_query_chars: int = Field(1000, ge=16, le=100_000)
+    default_top_k: int = Field(10, ge=1, le=100)
+    max_top_k: int = Field(50, ge=1, le=1000)
+    candidates_per_channel: int = Field(50, ge=1, le=1000)
+    max_candidates_per_channel: int = Field(200, ge=1, le=5000)
+    rrf_k: int = Field(60, ge=1, le=1000)
+    max_chunks_per_document: int = Field(2, ge=1, le=100)
+    context_char_budget: int = Field(6000, ge=200, le=200_000)
+    rerank_candidates: int = Field(20, ge=1, le=200)
+    rerank_budget_ms: int = Field(300, ge=10, le=60_000)
+    channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
+    default_deadline_ms: int = Field(5000, ge=50, le=600_000, description="when the caller sets none")
+    safety_margin_ms: int = Field(10, ge=0, le=1000)
+    health_check_interval_s: float = Field(5.0, gt=0, le=600)
+    worker_threads: int = Field(32, ge=2, le=512, description="threads for store and model calls")

@@ -1,0 +1,61 @@
+"""Typed values flowing through the query path (no gRPC here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from services.common.models import StoredChunk
+
+
+class Channel(StrEnum):
+    VECTOR = "vector"
+    LEXICAL = "lexical"
+
+
+class Intent(StrEnum):
+    SITE_SEARCH = "site_search"
+    CURRENT_PAGE = "current_page"
+
+
+@dataclass(frozen=True)
+class ChannelRank:
+    """Where one channel ranked a chunk (rank is 1-based) and its own score."""
+
+    channel: Channel
+    rank: int
+    score: float
+
+
+@dataclass
+class FusedHit:
+    chunk: StoredChunk
+    fused_score: float
+    channels: list[ChannelRank] = field(default_factory=list)
+    rerank_score: float | None = None
+
+    @property
+    def reranked(self) -> bool:
+        return self.rerank_score is not None
+
+    def rank_in(self, channel: Channel) -> ChannelRank | None:
+        return next((c for c in self.channels if c.channel is channel), None)
+
+
+@dataclass(frozen=True)
+class Citation:
+    number: int
+    chunk_id: str
+    doc_id: str
+    url: str
+    title: str
+    heading_path: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    text: str
+    citations: list[Citation]
+    chars: int
+    dropped_chunks: int
+    truncated: bool

@@ -1,0 +1,146 @@
+"""Open the shared parts (embedder, stores, manifest) and start the Indexer
+and/or Retriever gRPC servers on them.
+
+Used by `python -m services.indexer`, `python -m services.retriever` (one
+service per process, server mode) and `python -m services.stack` (both in one
+process: embedded stores have a single writer, so the Retriever reads through
+the Indexer's open handles).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from services.common.embedding import Embedder, EmbedderConfig
+from services.common.errors import ConfigError
+from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.common.logging import get_logger
+from services.common.server import GrpcServer, ServerOptions
+from services.common.settings import BaseServiceSettings
+from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.factory import open_manifest, open_stores
+from services.common.stores.settings import StoreSettings
+from services.indexer.app import build_indexing_pipeline
+from services.indexer.manifest import Manifest
+from services.indexer.servicer import SERVICE_NAME as INDEXER_SERVICE
+from services.indexer.servicer import IndexerServicer
+from services.indexer.settings import IndexerSettings
+from services.retriever.app import StoreHealthMonitor, build_retrieval_pipeline
+from services.retriever.servicer import SERVICE_NAME as RETRIEVER_SERVICE
+from services.retriever.servicer import RetrieverServicer
+from services.retriever.settings import RetrieverSettings
+
+log = get_logger(__name__)
+
+
+@dataclass
+class Runtime:
+    embedder: Embedder
+    vectors: VectorStore
+    lexical: LexicalStore
+    manifest: Manifest | None
+    executor: ThreadPoolExecutor
+    servers: list[GrpcServer] = field(default_factory=list)
+    monitors: list[StoreHealthMonitor] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        for monitor in self.monitors:
+            await monitor.stop()
+        await asyncio.gather(*(s.stop() for s in self.servers))
+        for closeable in (self.vectors, self.lexical, self.manifest):
+            if closeable is not None:
+                closeable.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def embedder_config(
+    indexer: IndexerSettings | None, retriever: RetrieverSettings | None
+) -> EmbedderConfig:
+    if indexer and retriever and indexer.embedding_model != retriever.embedding_model:
+        raise ConfigError(
+            f"RAG_EMBEDDING_MODEL differs between indexer ({indexer.embedding_model!r}) and "
+            f"retriever ({retriever.embedding_model!r}); queries must use the index's model"
+        )
+    source = indexer or retriever
+    assert source is not None
+    return EmbedderConfig(
+        model=source.embedding_model,
+        batch_size=indexer.embedding_batch_size if indexer else 64,
+        query_cache_size=retriever.query_cache_size if retriever else 0,
+        query_cache_ttl_s=retriever.query_cache_ttl_s if retriever else 0.0,
+    )
+
+
+def open_runtime(
+    stores: StoreSettings,
+    indexer: IndexerSettings | None,
+    retriever: RetrieverSettings | None,
+    embedder: Embedder | None = None,
+) -> Runtime:
+    """Open everything the chosen services need (`embedder` may be shared, e.g. by tests)."""
+    embedder = embedder or Embedder(embedder_config(indexer, retriever))
+    vectors, lexical = open_stores(stores, embedder.dim)
+    manifest = open_manifest(stores) if indexer else None
+    threads = retriever.worker_threads if retriever else 8
+    executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rag-io")
+    return Runtime(embedder, vectors, lexical, manifest, executor)
+
+
+def _options(settings: BaseServiceSettings, port: int) -> ServerOptions:
+    return ServerOptions(host=settings.host, port=port,
+                         max_message_bytes=settings.max_message_bytes,
+                         shutdown_grace_s=settings.shutdown_grace_s)
+
+
+async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) -> GrpcServer:
+    assert runtime.manifest is not None
+    pipeline = build_indexing_pipeline(settings, runtime.embedder, runtime.vectors,
+                                       runtime.lexical, runtime.manifest)
+    server = GrpcServer(_options(settings, port), [INDEXER_SERVICE])
+    indexer_pb2_grpc.add_IndexerServicer_to_server(IndexerServicer(pipeline), server.server)
+    await server.start()
+    await server.set_serving(True)
+    runtime.servers.append(server)
+    return server
+
+
+async def start_retriever(runtime: Runtime, settings: RetrieverSettings, port: int) -> GrpcServer:
+    pipeline = build_retrieval_pipeline(settings, runtime.embedder, runtime.vectors,
+                                        runtime.lexical, runtime.executor)
+    server = GrpcServer(_options(settings, port), [RETRIEVER_SERVICE])
+    servicer = RetrieverServicer(pipeline, settings.default_deadline_ms)
+    retriever_pb2_grpc.add_RetrieverServicer_to_server(servicer, server.server)
+    await server.start()
+    monitor = StoreHealthMonitor(server, RETRIEVER_SERVICE, runtime.vectors, runtime.lexical,
+                                 settings.health_check_interval_s)
+    await monitor.check_once()
+    monitor.start()
+    runtime.servers.append(server)
+    runtime.monitors.append(monitor)
+    return server
+
+
+async def serve(*, indexer: bool, retriever: bool) -> None:
+    """Run the chosen services in this process until SIGTERM/SIGINT."""
+    from services.common.logging import configure_logging
+    from services.common.server import run_until_signal
+    from services.common.settings import load_settings
+
+    indexer_settings = load_settings(IndexerSettings) if indexer else None
+    retriever_settings = load_settings(RetrieverSettings) if retriever else None
+    stores = load_settings(StoreSettings)
+    first = indexer_settings or retriever_settings
+    assert first is not None
+    configure_logging(first.log_level, first.log_json)
+    runtime = await asyncio.to_thread(open_runtime, stores, indexer_settings, retriever_settings)
+    if indexer_settings:
+        await start_indexer(runtime, indexer_settings, indexer_settings.indexer_port)
+    if retriever_settings:
+        await start_retriever(runtime, retriever_settings, retriever_settings.retriever_port)
+    log.info("services_ready", ports=[s.port for s in runtime.servers],
+             mode=stores.resolved_mode().value, data_dir=str(stores.data_dir))
+    await run_until_signal(runtime.servers)
+    await runtime.stop()

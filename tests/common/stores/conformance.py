@@ -1,0 +1,289 @@
+"""The one conformance suite every `VectorStore` / `LexicalStore` passes.
+
+In the spirit of qdrant-client's congruence tests: the same assertions run
+against every implementation, and filter results are checked against one
+reference oracle (`harness.reference_match`), so the embedded and server
+stores of both kinds mean the same thing by a ScopeFilter.
+
+Usage: subclass a contract in a `test_*.py` module and provide a `factory`
+fixture returning a `StoreFactory` (see `conftest.py` for the registered
+embedded and server factories):
+
+    class TestMyVectorStore(VectorStoreContract):
+        @pytest.fixture
+        def factory(self, server_vector_factory): return server_vector_factory
+
+The contract classes are not collected by themselves (no `Test` prefix).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+
+from services.common.errors import RagError, StoreUnavailable
+from services.common.models import ScopeFilter
+from tests.common.stores.harness import (
+    COMMON_WORD,
+    DIM,
+    PROBE_VECTOR,
+    SCOPE_CASES,
+    StoreFactory,
+    StoreHarness,
+    filter_corpus,
+    make_chunk,
+    payload_of,
+    reference_match,
+    stored,
+)
+
+
+class StoreContract:
+    """Behaviour shared by both store kinds."""
+
+    @pytest.fixture
+    def harness(self, factory: StoreFactory, tmp_path) -> Iterator[StoreHarness]:
+        harness = StoreHarness.open(factory, tmp_path / "store")
+        yield harness
+        harness.close()
+
+    def test_ping_succeeds_on_an_open_store(self, harness: StoreHarness) -> None:
+        harness.store.ping()
+
+    def test_fresh_store_is_empty(self, harness: StoreHarness) -> None:
+        assert harness.store.count() == 0
+        assert harness.matching_ids() == set()
+        assert harness.store.get([make_chunk("doc-1").chunk_id]) == []
+
+    def test_upsert_round_trips_every_field(self, harness: StoreHarness) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        assert harness.store.count() == len(corpus)
+        for chunk in corpus:
+            assert harness.get_one(chunk.chunk_id) == stored(chunk)
+
+    def test_search_hits_carry_the_whole_chunk(self, harness: StoreHarness) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        by_id = {chunk.chunk_id: stored(chunk) for chunk in corpus}
+        for hit in harness.search():
+            assert hit.chunk == by_id[hit.chunk.chunk_id]
+
+    def test_reupsert_is_idempotent(self, harness: StoreHarness) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        harness.upsert(corpus)
+        harness.upsert([corpus[0], corpus[0]])  # a duplicate inside one batch too
+        assert harness.store.count() == len(corpus)
+        assert harness.matching_ids() == {chunk.chunk_id for chunk in corpus}
+
+    def test_reupsert_replaces_a_changed_chunk(self, harness: StoreHarness) -> None:
+        original = make_chunk("doc-1", title="Old title")
+        harness.upsert([original])
+        changed = make_chunk("doc-1", text=f"{COMMON_WORD} rewritten body", title="New title")
+        assert changed.chunk_id == original.chunk_id
+        harness.upsert([changed])
+        assert harness.store.count() == 1
+        assert harness.get_one(changed.chunk_id) == stored(changed)
+
+    def test_update_payload_rewrites_fields_and_keeps_the_text(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1", metadata={"product": "api", "tier": "free"})
+        harness.upsert([chunk])
+        payload = payload_of(
+            chunk,
+            url="https://example.test/moved",
+            title="Renamed",
+            heading_path="Guide > Moved",
+            scope_id="site-z",
+            locale="fr",
+            metadata={"product": "cli"},
+        )
+        harness.store.update_payload([(chunk.chunk_id, payload)])
+        got = harness.get_one(chunk.chunk_id)
+        assert (got.url, got.title, got.heading_path) == (payload.url, "Renamed", "Guide > Moved")
+        assert (got.scope_id, got.locale, got.metadata) == ("site-z", "fr", {"product": "cli"})
+        assert (got.text, got.content_hash) == (chunk.text, chunk.content_hash)
+        assert (got.doc_id, got.position) == (chunk.doc_id, chunk.position)
+
+    def test_update_payload_moves_the_chunk_between_filters(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1", metadata={"product": "api", "tier": "free"})
+        harness.upsert([chunk])
+        payload = payload_of(chunk, scope_id="site-z", locale="fr", metadata={"product": "cli"})
+        harness.store.update_payload([(chunk.chunk_id, payload)])
+        for scope in (
+            ScopeFilter(scope_id="site-z"),
+            ScopeFilter(locale="fr"),
+            ScopeFilter(metadata=(("product", "cli"),)),
+        ):
+            assert harness.matching_ids(scope) == {chunk.chunk_id}, scope
+            assert harness.store.count(scope) == 1
+        for scope in (
+            ScopeFilter(scope_id="site-a"),
+            ScopeFilter(metadata=(("product", "api"),)),
+            ScopeFilter(metadata=(("tier", "free"),)),  # a dropped key must not linger
+        ):
+            assert harness.matching_ids(scope) == set(), scope
+
+    def test_update_payload_ignores_unknown_ids(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1")
+        harness.upsert([chunk])
+        ghost = make_chunk("doc-ghost")
+        harness.store.update_payload([(ghost.chunk_id, payload_of(ghost))])
+        assert harness.store.count() == 1
+        assert harness.store.get([ghost.chunk_id]) == []
+
+    def test_delete_removes_chunks_and_ignores_missing_ids(self, harness: StoreHarness) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        doomed = [corpus[0].chunk_id, corpus[3].chunk_id, make_chunk("doc-ghost").chunk_id]
+        harness.store.delete(doomed)
+        harness.store.delete([])
+        remaining = {chunk.chunk_id for chunk in corpus} - set(doomed)
+        assert harness.store.count() == len(remaining)
+        assert harness.matching_ids() == remaining
+        assert harness.store.get(doomed) == []
+
+    @pytest.mark.parametrize("case", sorted(SCOPE_CASES))
+    def test_filters_follow_the_reference(self, harness: StoreHarness, case: str) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        scope = SCOPE_CASES[case]
+        expected = {chunk.chunk_id for chunk in corpus if reference_match(chunk, scope)}
+        assert harness.matching_ids(scope) == expected
+        assert harness.store.count(scope) == len(expected)
+
+    def test_get_skips_missing_ids_and_repeats(self, harness: StoreHarness) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        wanted = [corpus[1].chunk_id, "no-such-chunk", corpus[1].chunk_id, corpus[2].chunk_id]
+        found = harness.store.get(wanted)
+        assert sorted(c.chunk_id for c in found) == sorted([corpus[1].chunk_id, corpus[2].chunk_id])
+        assert harness.store.get([]) == []
+
+    def test_search_respects_the_limit(self, harness: StoreHarness) -> None:
+        harness.upsert(filter_corpus())
+        assert len(harness.search(limit=3)) == 3
+        assert harness.search(limit=0) == []
+
+    def test_results_are_best_first_and_deterministic(self, harness: StoreHarness) -> None:
+        harness.upsert(filter_corpus())
+        first = [(hit.chunk.chunk_id, hit.score) for hit in harness.search()]
+        scores = [score for _, score in first]
+        assert scores == sorted(scores, reverse=True)
+        assert all(math.isfinite(score) for score in scores)
+        assert [(hit.chunk.chunk_id, hit.score) for hit in harness.search()] == first
+
+    def test_reopening_keeps_every_write(self, harness: StoreHarness) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        renamed = payload_of(corpus[2], title="Renamed before restart")
+        harness.store.update_payload([(corpus[2].chunk_id, renamed)])
+        harness.store.delete([corpus[0].chunk_id])
+        harness.reopen()
+        assert harness.store.count() == len(corpus) - 1
+        assert harness.store.get([corpus[0].chunk_id]) == []
+        assert harness.get_one(corpus[2].chunk_id).title == "Renamed before restart"
+        assert harness.get_one(corpus[1].chunk_id) == stored(corpus[1])
+
+    def test_a_closed_store_is_unavailable(self, harness: StoreHarness) -> None:
+        harness.store.close()
+        with pytest.raises(StoreUnavailable):
+            harness.store.ping()
+        harness.store.close()  # closing twice is harmless
+
+
+class VectorStoreContract(StoreContract):
+    """Cosine-similarity search specifics."""
+
+    def test_scores_are_cosine_similarities_best_first(self, harness: StoreHarness) -> None:
+        axis = [make_chunk(f"doc-{name}") for name in ("same", "diagonal", "orthogonal", "opposite")]
+        vectors = [_vec(1, 0), _vec(1, 1), _vec(0, 1), _vec(-1, 0)]
+        harness.upsert(axis, vectors)
+        hits = harness.store.search(_vec(3, 0), 10, ScopeFilter())  # length must not matter
+        assert [hit.chunk.chunk_id for hit in hits] == [chunk.chunk_id for chunk in axis]
+        expected = [1.0, math.sqrt(0.5), 0.0, -1.0]
+        assert [hit.score for hit in hits] == pytest.approx(expected, abs=1e-5)
+
+    def test_equal_scores_are_ordered_by_chunk_id(self, harness: StoreHarness) -> None:
+        twins = [make_chunk(f"doc-twin-{n}") for n in range(5)]
+        harness.upsert(twins, [_vec(1, 2)] * len(twins))
+        hits = harness.store.search(_vec(1, 0), 10, ScopeFilter())
+        assert [hit.chunk.chunk_id for hit in hits] == sorted(chunk.chunk_id for chunk in twins)
+
+    def test_filtered_search_ranks_within_the_scope(self, harness: StoreHarness) -> None:
+        best = make_chunk("doc-best", scope_id="site-a")
+        inside = make_chunk("doc-inside", scope_id="site-b")
+        harness.upsert([best, inside], [_vec(1, 0), _vec(1, 1)])
+        hits = harness.store.search(_vec(1, 0), 1, ScopeFilter(scope_id="site-b"))
+        assert [hit.chunk.chunk_id for hit in hits] == [inside.chunk_id]
+
+    def test_update_payload_keeps_the_vector(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1")
+        harness.upsert([chunk], [_vec(1, 1)])
+        harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, title="Renamed"))])
+        [hit] = harness.store.search(PROBE_VECTOR, 10, ScopeFilter())
+        assert hit.score == pytest.approx(math.sqrt(0.5), abs=1e-5)
+        assert hit.chunk.title == "Renamed"
+
+    def test_mismatched_vectors_are_rejected(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1")
+        with pytest.raises(RagError):
+            harness.store.upsert([chunk], [])
+        with pytest.raises(RagError):
+            harness.store.upsert([chunk], [[1.0] * (DIM + 1)])
+        assert harness.store.count() == 0
+
+
+def _vec(x: float, y: float) -> list[float]:
+    return [float(x), float(y)] + [0.0] * (DIM - 2)
+
+
+class LexicalStoreContract(StoreContract):
+    """BM25 specifics: ranking, field weights, stemming."""
+
+    def test_denser_match_ranks_first(self, harness: StoreHarness) -> None:
+        dense = make_chunk("doc-dense", text="kubernetes pods: kubernetes scheduling in kubernetes")
+        sparse = make_chunk("doc-sparse", text="a long note that mentions kubernetes once " * 3)
+        harness.upsert([sparse, dense])
+        hits = harness.store.search("kubernetes", 10, ScopeFilter())
+        assert [hit.chunk.chunk_id for hit in hits] == [dense.chunk_id, sparse.chunk_id]
+        assert hits[0].score > hits[1].score > 0
+
+    def test_title_match_outranks_body_match(self, harness: StoreHarness) -> None:
+        in_title = make_chunk("doc-title", title="Webhooks", text="how events reach you")
+        in_body = make_chunk("doc-body", title="Events", text="how webhooks reach you")
+        harness.upsert([in_body, in_title])
+        hits = harness.store.search("webhooks", 10, ScopeFilter())
+        assert [hit.chunk.chunk_id for hit in hits] == [in_title.chunk_id, in_body.chunk_id]
+
+    def test_heading_path_is_searchable(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1", heading_path="Guide > Troubleshooting", text="see below")
+        harness.upsert([chunk, make_chunk("doc-2")])
+        hits = harness.store.search("troubleshooting", 10, ScopeFilter())
+        assert [hit.chunk.chunk_id for hit in hits] == [chunk.chunk_id]
+
+    def test_english_stemming_matches_word_forms(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1", text="The service was configured to retry requests.")
+        harness.upsert([chunk, make_chunk("doc-2")])
+        for query in ("configuring", "configuration", "retries", "request"):
+            hits = harness.store.search(query, 10, ScopeFilter())
+            assert [hit.chunk.chunk_id for hit in hits] == [chunk.chunk_id], query
+
+    def test_update_payload_keeps_the_text_searchable(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1", title="Quarterly report", text="revenue grew strongly")
+        harness.upsert([chunk])
+        payload = payload_of(chunk, title="Annual summary")
+        harness.store.update_payload([(chunk.chunk_id, payload)])
+        assert _ids(harness, "revenue") == [chunk.chunk_id]
+        assert _ids(harness, "annual") == [chunk.chunk_id]
+        assert _ids(harness, "quarterly") == []
+
+    def test_unknown_words_find_nothing(self, harness: StoreHarness) -> None:
+        harness.upsert(filter_corpus())
+        assert harness.store.search("zyzzyva", 10, ScopeFilter()) == []
+
+
+def _ids(harness: StoreHarness, query: str) -> list[str]:
+    return [hit.chunk.chunk_id for hit in harness.store.search(query, 10, ScopeFilter())]

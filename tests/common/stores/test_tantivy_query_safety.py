@@ -1,0 +1,59 @@
+"""Raw user text against the tantivy store: never syntax, never an error."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.common.models import ScopeFilter
+from services.common.stores.tantivy_query import FIELD_BOOSTS, MAX_PHRASES, MAX_TERMS
+from services.common.stores.tantivy_store import TantivyLexicalStore
+from tests.common.stores.harness import StoreFactory, StoreHarness
+from tests.common.stores.query_safety import HOSTILE_QUERIES, LexicalQuerySafetyContract
+
+pytestmark = pytest.mark.unit
+
+
+class TestTantivyQuerySafety(LexicalQuerySafetyContract):
+    @pytest.fixture
+    def factory(self, embedded_lexical_factory: StoreFactory) -> StoreFactory:
+        return embedded_lexical_factory
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory):
+    from tests.common.stores.query_safety import identifier_corpus
+
+    store = TantivyLexicalStore(tmp_path_factory.mktemp("tantivy"))
+    store.upsert(identifier_corpus())
+    yield store
+    store.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=st.text(max_size=300))
+def test_any_text_is_searchable_and_describable(store: TantivyLexicalStore, query: str) -> None:
+    assert isinstance(store.search(query, 5, ScopeFilter(locale="en")), list)
+    assert isinstance(store.describe_query(query), str)
+
+
+def test_identifier_becomes_a_phrase_plus_its_terms(store: TantivyLexicalStore) -> None:
+    description = store.describe_query("text-embedding-v4")
+    assert 'text embed v4 "text embed v4"' in description
+    assert all(f"{field}^" in description for field in FIELD_BOOSTS)
+
+
+def test_syntax_characters_do_not_reach_the_description(store: TantivyLexicalStore) -> None:
+    description = store.describe_query(HOSTILE_QUERIES["mixed-syntax"])
+    # Only words survive; AND/OR/TO are ordinary lowercase terms.
+    assert description.startswith('title^2:(titl x and y or z 2 a to "titl x" "z 2") ')
+    assert store.describe_query(HOSTILE_QUERIES["only-punctuation"]) == "<empty>"
+
+
+def test_long_input_is_bounded(store: TantivyLexicalStore) -> None:
+    words = " ".join(f"word{n} id-{n}-x" for n in range(500))
+    plan_text = store.describe_query(words)
+    per_field = plan_text.split(" heading_path^")[0]
+    assert per_field.count('"') == 2 * MAX_PHRASES
+    assert len(per_field.split()) <= MAX_TERMS + 3 * MAX_PHRASES + 1

@@ -1,0 +1,38 @@
+"""Shared fixtures: the real embedding model (loaded once) and the real
+embedded stack with the test corpus indexed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from services.common.embedding import Embedder, EmbedderConfig  # noqa: E402
+from tests.support.corpus import corpus_documents  # noqa: E402
+from tests.support.stack import BackgroundStack, free_port  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    return Embedder(EmbedderConfig())
+
+
+@pytest.fixture(scope="session")
+def embedded_stack(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[BackgroundStack]:
+    """Indexer + Retriever with the test corpus; the reranker address points
+    at a closed port, so every Retrieve shows the fallback path."""
+    stack = BackgroundStack(tmp_path_factory.mktemp("stack"), embedder,
+                            reranker_addr=f"127.0.0.1:{free_port()}").start()
+    reply = stack.upsert(corpus_documents())
+    assert reply.counts.added == len(corpus_documents())
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"

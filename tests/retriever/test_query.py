@@ -1,0 +1,96 @@
+"""QueryNormalizer: whitespace/Unicode clean-up that never changes meaning."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.common.errors import ConfigError, InvalidArgument
+from services.retriever.query import QueryNormalizer
+
+pytestmark = pytest.mark.unit
+
+normalizer = QueryNormalizer(max_chars=50)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("  hello world  ", "hello world"),
+        ("a\t\tb\n\nc\r\nd", "a b c d"),
+        ("nbsp\u00a0\u00a0here", "nbsp here"),
+        ("thin\u2009and\u3000ideographic", "thin and ideographic"),
+        ("line\u2028separator", "line separator"),
+        ("bell\x07 and\x00nul", "bell andnul"),
+        ("zero\u200bwidth", "zerowidth"),
+        ("soft\u00adhyphen", "softhyphen"),
+        ("\ufeffbom first", "bom first"),
+        ("cafe\u0301", "caf\u00e9"),  # decomposed é becomes the composed form
+        ("e\x00\u0301", "\u00e9"),  # composes once the control between them is gone
+    ],
+)
+def test_cleans_whitespace_controls_and_composition(raw: str, expected: str) -> None:
+    assert normalizer.normalize(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "identifier_query",
+    [
+        "text-embedding-v4 dimensions",
+        "chunkSize=800 overlap=200",
+        "HTTP 429 Retry-After",
+        "safeFetch() timeout",
+        "upgrade to v1.2.3",
+        "foo_bar vs fooBar",
+        "C++ and C# bindings",
+        "what's RRF (k=60)?",
+        "path/to/file.py:42",
+    ],
+)
+def test_keeps_identifiers_case_and_punctuation(identifier_query: str) -> None:
+    assert normalizer.normalize(identifier_query) == identifier_query
+
+
+def test_does_not_fold_compatibility_characters() -> None:
+    # NFC, not NFKC: a ligature or superscript stays what the user typed.
+    assert normalizer.normalize("\ufb01le x\u00b2") == "\ufb01le x\u00b2"
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\n\t", "\u00a0\u2009", "\x00\x07", "\u200b"])
+def test_rejects_empty_query(blank: str) -> None:
+    with pytest.raises(InvalidArgument, match="query is empty"):
+        normalizer.normalize(blank)
+
+
+def test_rejects_overlong_query_naming_length_and_limit() -> None:
+    with pytest.raises(InvalidArgument, match=r"too long: 51 characters, the limit is 50"):
+        normalizer.normalize("x" * 51)
+
+
+def test_limit_applies_after_normalization() -> None:
+    padded = "   " + "x " * 24 + "x" + "\n" * 100
+    assert normalizer.normalize(padded) == "x " * 24 + "x"
+    assert len(normalizer.normalize("y" * 50)) == 50
+
+
+def test_rejects_nonpositive_limit() -> None:
+    with pytest.raises(ConfigError, match="got 0"):
+        QueryNormalizer(max_chars=0)
+
+
+@settings(deadline=None)  # never fail on a slow, shared CI machine
+@given(st.text(max_size=60))
+def test_output_is_a_fixed_point_without_edge_or_double_spaces(raw: str) -> None:
+    try:
+        cleaned = QueryNormalizer(max_chars=1000).normalize(raw)
+    except InvalidArgument:
+        return
+    assert cleaned == cleaned.strip()
+    assert "  " not in cleaned
+    assert not any(ch.isspace() and ch != " " for ch in cleaned)
+    assert not any(unicodedata.category(ch) == "Cc" for ch in cleaned)
+    assert unicodedata.is_normalized("NFC", cleaned)
+    assert QueryNormalizer(max_chars=1000).normalize(cleaned) == cleaned
