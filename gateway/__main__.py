@@ -2,12 +2,14 @@
 
 On a signal uvicorn stops accepting connections, lets in-flight requests
 finish for up to RAG_SHUTDOWN_GRACE_S, then runs the app's shutdown (closing
-the Retriever channel and Redis connections).
+the Retriever channel and Redis connections) and the process exits with 0.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+from types import FrameType
 
 import uvicorn
 
@@ -43,8 +45,16 @@ def main() -> int:
     get_logger("gateway").info(
         "gateway_starting", port=settings.gateway_port, retriever=settings.retriever_addr
     )
+    # uvicorn finishes its graceful shutdown and then re-raises the signal it
+    # caught against the handler it found; make that a normal exit status.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, _exit_normally)
     build_server(settings).run()
     return 0
+
+
+def _exit_normally(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":

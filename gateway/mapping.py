@@ -7,6 +7,7 @@ prefix: `CHANNEL_VECTOR` → `"vector"`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gateway import schema
@@ -49,8 +50,25 @@ def _label(enum: Any, value: int, prefix: str) -> Any:
     return name.removeprefix(prefix).lower()
 
 
+_HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_INLINE_MARKUP = re.compile(r"\*\*|__|`+")
+_LINE_MARKUP = re.compile(r"^\s*(?:[>*+-]|#{1,6}|\d+\.)\s+|\|", re.MULTILINE)
+
+
+def plain_text(markdown: str) -> str:
+    """Chunk text as a person reads it in a result list: heading lines dropped
+    (the heading path shows them), link targets and emphasis markers removed."""
+    text = _HEADING_LINE.sub(" ", markdown)
+    if not text.strip():  # a heading alone: keep its words
+        text = markdown
+    text = _LINK.sub(r"\1", text)
+    return _LINE_MARKUP.sub(" ", _INLINE_MARKUP.sub("", text))
+
+
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
-    flat = " ".join(text.split())
+    # Only the head of the text can end up in the snippet; skip cleaning the rest.
+    flat = " ".join(plain_text(text[: limit * 4]).split())
     if len(flat) <= limit:
         return flat
     cut = flat[:limit].rsplit(" ", 1)[0]

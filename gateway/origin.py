@@ -15,6 +15,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import ApiError, ErrorCode, error_response
+from services.common.logging import get_logger
+
+log = get_logger(__name__)
 
 PREFLIGHT_MAX_AGE_S = 600
 ALLOWED_METHODS = "GET, POST, OPTIONS"
@@ -106,6 +109,8 @@ class OriginMiddleware:
         error = ApiError(ErrorCode.ORIGIN_NOT_ALLOWED, "this origin may not call the API")
         request_id = scope.get("state", {}).get("request_id", "")
         await error_response(error, request_id)(scope, receive, send)
+        origin = Headers(scope=scope).get("origin", "")
+        log.info("search", outcome="origin_rejected", origin=origin[:200], request_id=request_id)
         if self.on_reject is not None:
             self.on_reject(time.perf_counter() - started)
 

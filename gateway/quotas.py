@@ -5,9 +5,13 @@ Redis when several instances must share them (`build_storage`). A storage that
 cannot answer fails closed: the request is refused with 503, never let through.
 
 `limits` has no token-bucket strategy; a token bucket's two parameters (burst
-size and refill rate) map onto two moving-window limits checked together, e.g.
+size and refill rate) map onto two limits checked together, e.g.
 `5/second;60/minute`: a client may burst five requests, and is held to sixty a
-minute after that. The moving window is exact (no boundary doubling).
+minute after that. Each limit is a sliding-window counter: two counters per
+client and window (constant memory, however busy the client), weighting the
+previous window by how much of it still overlaps, so there is no doubling at
+window boundaries. (`limits`' exact moving window keeps one entry per request
+and, in memory, expires them through a thread hop per client key per request.)
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from limits import RateLimitItem, RateLimitItemPerDay, parse_many
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
-from limits.aio.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+from limits.aio.strategies import FixedWindowRateLimiter, SlidingWindowCounterRateLimiter
 from limits.errors import StorageError
 from redis.asyncio import ConnectionPool
 
@@ -73,7 +77,7 @@ class ClientRateLimiter:
     """Holds each client to every limit in `rate_limit` (`limits` notation)."""
 
     def __init__(self, storage: Storage, rate_limit: str, clock: Clock = time.time) -> None:
-        self.limiter = MovingWindowRateLimiter(storage)
+        self.limiter = SlidingWindowCounterRateLimiter(storage)
         self.items: list[RateLimitItem] = parse_many(rate_limit)
         self.clock = clock
 

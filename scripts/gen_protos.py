@@ -29,6 +29,7 @@ def generate(out_dir: Path) -> list[Path]:
         f"-I{PROTO_DIR}",
         f"--python_out={out_dir}",
         f"--grpc_python_out={out_dir}",
+        f"--plugin=protoc-gen-mypy={Path(sys.executable).parent / 'protoc-gen-mypy'}",
         f"--mypy_out={out_dir}",
         *[str(p) for p in protos],
     ]

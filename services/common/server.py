@@ -24,6 +24,10 @@ log = get_logger(__name__)
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+# Health entry that is SERVING for as long as the server answers at all, for
+# liveness probes: readiness ("" and the service names) goes NOT_SERVING while
+# a dependency is down, and restarting the process would not fix that.
+LIVENESS_SERVICE = "liveness"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class GrpcServer:
         if self.port == 0:
             raise OSError(f"cannot bind {self.options.host}:{self.options.port}")
         await self.set_serving(False)
+        await self.health.set(LIVENESS_SERVICE, SERVING)
         await self.server.start()
         log.info("server_started", port=self.port, services=self.service_names)
         return self.port

@@ -16,8 +16,10 @@ exact slices of the input, so ``text == source[start:end]``.
 Decisions worth knowing:
 - Only ATX headings (``# Title``) are recognised; ``#`` lines inside code
   fences are code. Setext headings (underlined) are treated as paragraphs.
-- No overlap is carried across a heading or into a fitting block that starts
-  right at the cut: the next chunk begins with the heading/block itself.
+- No overlap is carried across a heading: a chunk that reaches a heading is
+  followed by one that starts at it. Overlap is shortened (or dropped) when a
+  fitting block begins just after the cut, so the next chunk can hold the
+  block whole instead of stopping short before it.
 - Short tail: if what would remain after a cut is shorter than
   ``min_tail_chars`` and the whole rest fits in ``max_chars``, the rest is
   merged into the current chunk (unless the cut is before a heading: a short
@@ -91,8 +93,10 @@ _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?$")
 # A sentence ends at ./!/? (plus closing quotes/brackets) followed by space and
 # something that is not a lower-case letter ("e.g. the" is not an end), or at
-# CJK full stops, which need no space.
-_SENTENCE_END = re.compile(r"""[.!?…]["'”’)\]]*(?=\s+[^\sa-z])|[。！？]["'”’」』)]*""")
+# CJK full stops, which need no space. The regex finds candidates cheaply;
+# `_is_sentence_end` applies the context rule.
+_SENTENCE_PUNCT = re.compile(r"""[.!?…。！？]["'”’)\]」』]*""")
+_CJK_STOPS = "。！？"
 _WHITESPACE = re.compile(r"\s+")
 _NON_SPACE = re.compile(r"\S")
 
@@ -178,14 +182,28 @@ class _Layout:
 
     def sentence_ends(self, lo: int, hi: int) -> list[int]:
         """Sentence-end offsets in [lo, hi] outside code fences and tables."""
-        found = _SENTENCE_END.finditer(self.text, max(lo - 4, 0), min(hi + 64, len(self.text)))
+        found = _SENTENCE_PUNCT.finditer(self.text, max(lo - 4, 0), hi)
         return [
-            m.end() for m in found if lo <= m.end() <= hi and not self.inside_any_block(m.end())
+            m.end()
+            for m in found
+            if lo <= m.end()
+            and _is_sentence_end(self.text, m)
+            and not self.inside_any_block(m.end())
         ]
 
     def word_bounds(self, lo: int, hi: int, *, at_word_start: bool) -> list[int]:
         found = _WHITESPACE.finditer(self.text, lo, hi)
         return [m.end() if at_word_start else m.start() for m in found]
+
+
+def _is_sentence_end(text: str, punct: re.Match[str]) -> bool:
+    if text[punct.start()] in _CJK_STOPS:
+        return True
+    after = punct.end()
+    if after >= len(text) or not text[after].isspace():
+        return False
+    following = _NON_SPACE.search(text, after)
+    return following is not None and not "a" <= following.group() <= "z"
 
 
 def _in_range(sorted_positions: list[int], lo: int, hi: int) -> list[int]:
@@ -247,15 +265,13 @@ class Chunker:
         if end is None:  # the hard cut would land inside a block that fits: cut before it
             end = hi if not layout.inside_fitting_block(hi) else layout.fitting_block_containing(hi)
         short_tail = limit - end < p.min_tail_chars and limit - start <= p.max_chars
-        if short_tail and end not in layout.heading_starts:
+        if short_tail and not _in_range(layout.heading_starts, end, end):
             return limit
         return end
 
     def _choose_next_start(self, layout: _Layout, start: int, end: int) -> int:
         """Where the next chunk begins: up to overlap_chars before `end`, at a boundary."""
-        if _in_range(layout.heading_starts, end, end) or _in_range(layout.fit_starts, end, end):
-            return end
-        lo = max(end - self._params.overlap_chars - 3, start + 1, self._fit_guard(layout, end))
+        lo = max(end - self._params.overlap_chars, start + 1, self._fit_guard(layout, end))
         headings_before = _in_range(layout.heading_starts, lo, end)
         if headings_before:  # never carry text from the previous section
             lo = headings_before[-1]

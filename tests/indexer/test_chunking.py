@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import pytest
@@ -40,7 +41,7 @@ _code_line = st.one_of(
 # Free text may hold any character except those that would open fences,
 # tables or headings, so the generator knows exactly where those are.
 _free_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="`~|#"),
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="`~|#"),
     max_size=400,
 )
 _long_token = st.text(alphabet="abcdefXYZ0123456789", min_size=1, max_size=3000)
@@ -52,7 +53,11 @@ def _blocks(draw: st.DrawFn) -> tuple[str, str, int]:
     kind = draw(st.sampled_from(["heading", "para", "para", "fence", "table", "long", "free"]))
     if kind == "heading":
         level = draw(st.integers(1, 6))
-        return kind, "#" * level + " " + " ".join(draw(st.lists(_word, min_size=1, max_size=4))), level
+        return (
+            kind,
+            "#" * level + " " + " ".join(draw(st.lists(_word, min_size=1, max_size=4))),
+            level,
+        )
     if kind == "fence":
         marker = draw(st.sampled_from(["```", "~~~", "````"]))
         lines = draw(st.lists(_code_line, max_size=40))
@@ -111,7 +116,7 @@ def _assert_invariants(text: str, spans: list[TextSpan], params: ChunkingParams)
         covered[span.start : span.end] = b"\x01" * (span.end - span.start)
     uncovered = [i for i, ch in enumerate(text) if not ch.isspace() and not covered[i]]
     assert not uncovered, f"characters outside every chunk at {uncovered[:5]}"
-    for prev, nxt in zip(spans, spans[1:], strict=False):
+    for prev, nxt in itertools.pairwise(spans):
         assert nxt.start > prev.start and nxt.end > prev.end
         assert prev.end - nxt.start <= params.overlap_chars
 
@@ -133,6 +138,8 @@ def test_generated_markdown_keeps_every_invariant(doc: _Doc, params: ChunkingPar
     for span in spans:
         assert span.heading_path == _expected_heading_path(doc, span.start)
         assert "NOTAHEADING" not in span.heading_path
+    for prev, nxt in itertools.pairwise(spans):  # no overlap across a heading
+        assert not any(nxt.start < offset < prev.end for offset, _, _ in doc.headings)
 
 
 @settings(max_examples=200, deadline=None)
@@ -149,10 +156,18 @@ def _sentences(count: int, word: str = "alpha") -> str:
 
 
 def test_heading_path_follows_the_hierarchy() -> None:
-    text = "\n\n".join([
-        "# Guide", _sentences(5), "## Setup", _sentences(5), "### Ports", _sentences(12),
-        "## Other", _sentences(5),
-    ])
+    text = "\n\n".join(
+        [
+            "# Guide",
+            _sentences(5),
+            "## Setup",
+            _sentences(5),
+            "### Ports",
+            _sentences(12),
+            "## Other",
+            _sentences(5),
+        ]
+    )
     spans = Chunker(SMALL).split(text)
     paths = {s.heading_path for s in spans}
     assert {"Guide", "Guide > Setup", "Guide > Setup > Ports", "Guide > Other"} <= paths
@@ -179,16 +194,36 @@ def test_plain_prose_is_cut_at_sentence_ends_with_overlap() -> None:
     for span in spans:
         assert span.text.endswith(".") and span.text[0].isupper()
         assert 400 <= len(span.text) <= 1000
-    assert all(a.end > b.start for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a.end > b.start for a, b in itertools.pairwise(spans))
 
 
 def test_fence_that_fits_is_kept_whole_even_across_the_target() -> None:
-    fence = "```python\n" + "\n".join(f"value_{i} = compute({i})  # step" for i in range(20)) + "\n```"
+    fence = (
+        "```python\n" + "\n".join(f"value_{i} = compute({i})  # step" for i in range(20)) + "\n```"
+    )
     text = _sentences(9) + "\n\n" + fence + "\n\n" + _sentences(10)
     spans = Chunker().split(text)
     start = text.index("```python")
     assert any(s.start <= start and start + len(fence) <= s.end for s in spans)
     assert not any(s.start < start < s.end < start + len(fence) for s in spans)
+
+
+def test_block_just_after_a_cut_needs_no_sliver_chunk() -> None:
+    # The first cut falls at the sentence end near 950; the fence starts beyond
+    # the first window. The overlap must shrink so the next chunk can hold the
+    # fence whole, instead of a short chunk made mostly of overlap.
+    opening = "Opening words make a first sentence here." + " filler" * 40 + "."
+    middle = " word" * 130 + "."
+    tail = " trailing words without end"
+    code = "\n".join(f"step_{i:02d} = run({i})" for i in range(42))
+    fence = "```\n" + code + "\n```"
+    text = opening + middle + tail + "\n\n" + fence + "\n\nClosing text."
+    assert 900 < text.index(middle) + len(middle) < 1000 < text.index("```") < 1050
+    assert 750 < len(fence) < 900
+    spans = Chunker().split(text)
+    start = text.index("```")
+    assert any(s.start <= start and start + len(fence) <= s.end for s in spans)
+    assert all(len(s.text) >= ChunkingParams().min_chars for s in spans[:-1])
 
 
 def test_oversized_fence_is_split_at_line_breaks() -> None:
@@ -266,6 +301,9 @@ def test_params_describe_themselves() -> None:
     params = ChunkingParams(target_chars=500, overlap_chars=100, max_slack_chars=50)
     assert params.max_chars == 550
     assert params.as_dict() == {
-        "target_chars": 500, "overlap_chars": 100, "max_slack_chars": 50,
-        "version": "struct-v1", "max_chars": 550,
+        "target_chars": 500,
+        "overlap_chars": 100,
+        "max_slack_chars": 50,
+        "version": "struct-v1",
+        "max_chars": 550,
     }

@@ -57,7 +57,11 @@ class ServerCallPolicy:
     def write(self, operation: str, call: Callable[[], T]) -> T:
         retrying = Retrying(
             stop=stop_after_attempt(self.write_attempts),
-            wait=wait_exponential_jitter(initial=self.backoff_initial_s, max=self.backoff_max_s),
+            wait=wait_exponential_jitter(
+                initial=self.backoff_initial_s,
+                max=self.backoff_max_s,
+                jitter=self.backoff_initial_s,
+            ),
             retry=retry_if_exception(self._retryable),
             before_sleep=self._log_retry(operation),
             reraise=True,

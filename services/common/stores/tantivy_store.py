@@ -18,7 +18,7 @@ releases the GIL while searching.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +102,20 @@ def _with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
 class TantivyLexicalStore:
     """BM25 over title + heading_path + text, persisted in `path`."""
 
-    def __init__(self, path: Path, *, name: str = "tantivy") -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        name: str = "tantivy",
+        field_boosts: Mapping[str, float] = FIELD_BOOSTS,
+        drop_stopwords: bool = True,
+    ) -> None:
         self.name = name
         self._path = Path(path)
         self._schema = build_schema()
-        self._queries = LexicalQueryBuilder(self._schema)
+        self._queries = LexicalQueryBuilder(
+            self._schema, field_boosts=field_boosts, drop_stopwords=drop_stopwords
+        )
         self._write_lock = threading.Lock()
         self._path.mkdir(parents=True, exist_ok=True)
         try:
@@ -127,8 +136,7 @@ class TantivyLexicalStore:
 
     def describe_query(self, query: str) -> str:
         """The query actually run for `query` (debug output)."""
-        plan = self._queries.plan(query)
-        return "<empty>" if plan.is_empty() else plan.describe()
+        return self._queries.describe(self._queries.plan(query))
 
     def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
         plan = self._queries.plan(query)

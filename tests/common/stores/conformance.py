@@ -154,6 +154,14 @@ class StoreContract:
         assert harness.matching_ids(scope) == expected
         assert harness.store.count(scope) == len(expected)
 
+    def test_filters_narrow_without_changing_scores(self, harness: StoreHarness) -> None:
+        harness.upsert(filter_corpus())
+        unfiltered = {hit.chunk.chunk_id: hit.score for hit in harness.search()}
+        filtered = harness.search(SCOPE_CASES["everything"])
+        assert filtered
+        for hit in filtered:
+            assert hit.score == pytest.approx(unfiltered[hit.chunk.chunk_id], rel=1e-6)
+
     def test_get_skips_missing_ids_and_repeats(self, harness: StoreHarness) -> None:
         corpus = filter_corpus()
         harness.upsert(corpus)
@@ -198,7 +206,8 @@ class VectorStoreContract(StoreContract):
     """Cosine-similarity search specifics."""
 
     def test_scores_are_cosine_similarities_best_first(self, harness: StoreHarness) -> None:
-        axis = [make_chunk(f"doc-{name}") for name in ("same", "diagonal", "orthogonal", "opposite")]
+        names = ("same", "diagonal", "orthogonal", "opposite")
+        axis = [make_chunk(f"doc-{name}") for name in names]
         vectors = [_vec(1, 0), _vec(1, 1), _vec(0, 1), _vec(-1, 0)]
         harness.upsert(axis, vectors)
         hits = harness.store.search(_vec(3, 0), 10, ScopeFilter())  # length must not matter

@@ -35,29 +35,35 @@ SERVER_VECTOR_FACTORIES: list[StoreFactory] = []
 SERVER_LEXICAL_FACTORIES: list[StoreFactory] = []
 
 
-@pytest.fixture(params=factory_params(EMBEDDED_VECTOR_FACTORIES, none_reason="none"))
+@pytest.fixture(
+    scope="session", params=factory_params(EMBEDDED_VECTOR_FACTORIES, none_reason="none")
+)
 def embedded_vector_factory(request: pytest.FixtureRequest) -> StoreFactory:
     return request.param
 
 
-@pytest.fixture(params=factory_params(EMBEDDED_LEXICAL_FACTORIES, none_reason="none"))
+@pytest.fixture(
+    scope="session", params=factory_params(EMBEDDED_LEXICAL_FACTORIES, none_reason="none")
+)
 def embedded_lexical_factory(request: pytest.FixtureRequest) -> StoreFactory:
     return request.param
 
 
 @pytest.fixture(
+    scope="session",
     params=factory_params(
         SERVER_VECTOR_FACTORIES, none_reason="no server vector store factory registered"
-    )
+    ),
 )
 def server_vector_factory(request: pytest.FixtureRequest) -> StoreFactory:
     return request.param
 
 
 @pytest.fixture(
+    scope="session",
     params=factory_params(
         SERVER_LEXICAL_FACTORIES, none_reason="no server lexical store factory registered"
-    )
+    ),
 )
 def server_lexical_factory(request: pytest.FixtureRequest) -> StoreFactory:
     return request.param

@@ -28,6 +28,7 @@ DIM = 8
 COMMON_WORD = "conformance"  # every corpus text contains it: the lexical "match all" probe
 PROBE_VECTOR = [1.0] + [0.0] * (DIM - 1)
 ENOUGH = 1000  # a search limit above any corpus size used here
+EVERYWHERE = ScopeFilter()
 
 StoreKind = Literal["vector", "lexical"]
 
@@ -60,7 +61,8 @@ def factory_params(factories: Sequence[StoreFactory], *, none_reason: str) -> li
     """pytest params for a factory fixture; unavailable servers become skips
     whose reason `pytest -rs` prints."""
     if not factories:
-        return [pytest.param(None, id="none-registered", marks=pytest.mark.skip(reason=none_reason))]
+        skip = pytest.mark.skip(reason=none_reason)
+        return [pytest.param(None, id="none-registered", marks=skip)]
     params = []
     for factory in factories:
         reason = factory.skip_reason()
@@ -208,14 +210,15 @@ class StoreHarness:
         if not self.is_vector:
             self.store.upsert(chunks)
             return
-        chosen = list(vectors) if vectors is not None else [seeded_vector(c.chunk_id) for c in chunks]
-        self.store.upsert(chunks, chosen)
+        if vectors is None:
+            vectors = [seeded_vector(chunk.chunk_id) for chunk in chunks]
+        self.store.upsert(chunks, list(vectors))
 
-    def search(self, scope: ScopeFilter = ScopeFilter(), limit: int = ENOUGH) -> list[ScoredChunk]:
+    def search(self, scope: ScopeFilter = EVERYWHERE, limit: int = ENOUGH) -> list[ScoredChunk]:
         probe: Any = PROBE_VECTOR if self.is_vector else COMMON_WORD
         return list(self.store.search(probe, limit, scope))
 
-    def matching_ids(self, scope: ScopeFilter = ScopeFilter()) -> set[str]:
+    def matching_ids(self, scope: ScopeFilter = EVERYWHERE) -> set[str]:
         hits = self.search(scope)
         ids = [hit.chunk.chunk_id for hit in hits]
         assert len(ids) == len(set(ids)), f"duplicate hits: {ids}"

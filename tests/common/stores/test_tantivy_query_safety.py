@@ -6,10 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.common.errors import ConfigError
 from services.common.models import ScopeFilter
 from services.common.stores.tantivy_query import FIELD_BOOSTS, MAX_PHRASES, MAX_TERMS
 from services.common.stores.tantivy_store import TantivyLexicalStore
-from tests.common.stores.harness import StoreFactory, StoreHarness
+from tests.common.stores.harness import StoreFactory
 from tests.common.stores.query_safety import HOSTILE_QUERIES, LexicalQuerySafetyContract
 
 pytestmark = pytest.mark.unit
@@ -46,8 +47,8 @@ def test_identifier_becomes_a_phrase_plus_its_terms(store: TantivyLexicalStore) 
 
 def test_syntax_characters_do_not_reach_the_description(store: TantivyLexicalStore) -> None:
     description = store.describe_query(HOSTILE_QUERIES["mixed-syntax"])
-    # Only words survive; AND/OR/TO are ordinary lowercase terms.
-    assert description.startswith('title^2:(titl x and y or z 2 a to "titl x" "z 2") ')
+    # Only words survive; AND/OR/TO are ordinary (stop)words, not operators.
+    assert description.startswith('title^2:(titl x y z 2 "titl x" "z 2") ')
     assert store.describe_query(HOSTILE_QUERIES["only-punctuation"]) == "<empty>"
 
 
@@ -57,3 +58,22 @@ def test_long_input_is_bounded(store: TantivyLexicalStore) -> None:
     per_field = plan_text.split(" heading_path^")[0]
     assert per_field.count('"') == 2 * MAX_PHRASES
     assert len(per_field.split()) <= MAX_TERMS + 3 * MAX_PHRASES + 1
+
+
+def test_stopwords_are_dropped_unless_nothing_else_is_left(store: TantivyLexicalStore) -> None:
+    assert store.describe_query("the gateway is in the cloud").startswith(
+        "title^2:(gateway cloud) "
+    )
+    assert store.describe_query("to be or not").startswith("title^2:(to be or not) ")
+    # Inside an identifier the stopword stays: it holds a position in the phrase.
+    assert '"state of the art"' in store.describe_query("state-of-the-art")
+
+
+def test_field_boosts_are_configurable(tmp_path) -> None:
+    store = TantivyLexicalStore(tmp_path / "lexical", field_boosts={"title": 0.5, "text": 1.0})
+    try:
+        assert store.describe_query("gateway") == "title^0.5:(gateway) text^1:(gateway)"
+    finally:
+        store.close()
+    with pytest.raises(ConfigError):
+        TantivyLexicalStore(tmp_path / "other", field_boosts={"body": 1.0})

@@ -1,0 +1,362 @@
+/*
+ * RAG search widget: one <script> tag, no dependencies.
+ *
+ *   <script src="https://gateway.example/widget.js" defer></script>
+ *
+ * adds a "Search" button that opens a search panel; results cite their sources
+ * as [n]. The gateway is the script's own origin unless data-endpoint says
+ * otherwise. The site's origin must be in the gateway's allowlist.
+ *
+ * Options (data-* attributes on the script tag):
+ *   data-endpoint="https://..."  gateway base URL
+ *   data-mount="#css-selector"   render inline in that element instead of a panel
+ *   data-page-url-field="true"   let the user type the page for "This page" mode
+ *   data-debug-toggle="true"     show the debug toggle (provenance, rerank outcome)
+ *   data-scope-id="docs"         restrict searches to one scope
+ *
+ * Everything is rendered with textContent (never innerHTML), so nothing the
+ * index or the user supplies can inject markup.
+ */
+(function () {
+  "use strict";
+
+  var script = document.currentScript;
+  var data = (script && script.dataset) || {};
+  var endpoint = (data.endpoint || (script ? new URL(script.src, location.href).origin : ""))
+    .replace(/\/+$/, "");
+
+  var STYLE = [
+    ":host{all:initial;font:16px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;",
+    "color:#1d232b;--accent:#2457c5;--muted:#5b6470;--line:#d9dee5;--soft:#f3f5f8;--warn:#8a4b00}",
+    "@media (prefers-color-scheme:dark){:host{color:#e6e9ee;--accent:#8fb1ff;--muted:#a3acb8;",
+    "--line:#38404b;--soft:#20262e;--warn:#ffbf69}}",
+    "*{box-sizing:border-box}",
+    ".rag{display:flex;flex-direction:column;gap:.9rem}",
+    "form{display:flex;gap:.5rem}",
+    "input[type=search],input[type=url]{flex:1;min-width:0;font:inherit;color:inherit;",
+    "background:transparent;padding:.6rem .8rem;border:1px solid var(--line);border-radius:.5rem}",
+    "input:focus-visible,button:focus-visible,a:focus-visible{outline:3px solid var(--accent);",
+    "outline-offset:2px}",
+    "button{font:inherit;cursor:pointer;border-radius:.5rem;border:1px solid var(--accent);",
+    "background:var(--accent);color:#fff;padding:.55rem 1.1rem;font-weight:600}",
+    "@media (prefers-color-scheme:dark){button{color:#10151c}}",
+    "button:disabled{opacity:.6;cursor:progress}",
+    ".options{display:flex;flex-wrap:wrap;gap:.4rem 1.2rem;align-items:center;",
+    "color:var(--muted);font-size:.9rem}",
+    ".options fieldset{border:0;margin:0;padding:0;display:flex;gap:.8rem;align-items:center}",
+    ".options legend{float:left;margin-right:.4rem}",
+    ".options label{display:inline-flex;gap:.3rem;align-items:center;cursor:pointer}",
+    ".page-url{flex-basis:100%;display:flex;gap:.5rem;align-items:center}",
+    ".page-url[hidden]{display:none}",
+    ".status{margin:0;color:var(--muted);font-size:.92rem;min-height:1.4em}",
+    ".status.error{color:var(--warn)}",
+    ".results{list-style:none;margin:0;padding:0;display:flex;flex-direction:column;gap:1rem}",
+    ".hit{border:1px solid var(--line);border-radius:.6rem;padding:.8rem 1rem}",
+    ".hit h3{margin:0;font-size:1.05rem;line-height:1.35;display:flex;gap:.5rem;",
+    "align-items:baseline}",
+    ".hit h3 a{color:var(--accent);text-decoration:none}",
+    ".hit h3 a:hover{text-decoration:underline}",
+    ".cite{font:600 .8rem/1 ui-monospace,SFMono-Regular,Menlo,monospace;color:var(--accent);",
+    "background:var(--soft);border:1px solid var(--line);border-radius:.3rem;padding:.2rem .35rem;",
+    "flex:none}",
+    ".crumbs{margin:.15rem 0 0;color:var(--muted);font-size:.85rem}",
+    ".snippet{margin:.45rem 0 .35rem}",
+    ".source{margin:0;color:var(--muted);font-size:.82rem;overflow-wrap:anywhere}",
+    ".prov{display:flex;flex-wrap:wrap;gap:.35rem;margin:.5rem 0 0;padding:0;list-style:none}",
+    ".prov li{font:.78rem/1.2 ui-monospace,SFMono-Regular,Menlo,monospace;",
+    "background:var(--soft);border:1px solid var(--line);border-radius:1rem;padding:.2rem .55rem}",
+    ".sources h2,.debug h2{font-size:.95rem;margin:0 0 .4rem}",
+    ".sources ol{margin:0;padding-left:2rem;font-size:.9rem}",
+    ".sources a{color:var(--accent)}",
+    ".debug{border:1px dashed var(--line);border-radius:.6rem;padding:.7rem 1rem;font-size:.88rem}",
+    ".debug dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem .9rem;margin:0}",
+    ".debug dt{color:var(--muted)}.debug dd{margin:0}",
+    ".debug table{border-collapse:collapse;margin-top:.5rem;width:100%}",
+    ".debug th,.debug td{text-align:left;padding:.2rem .5rem;border-bottom:1px solid var(--line)}",
+    "[hidden]{display:none!important}",
+    ".sr-only{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}",
+    ".launcher{position:fixed;right:1.2rem;bottom:1.2rem;z-index:2147483000;",
+    "box-shadow:0 4px 14px rgba(0,0,0,.2);border-radius:2rem}",
+    ".panel{position:fixed;right:1.2rem;bottom:4.6rem;z-index:2147483000;",
+    "width:min(32rem,calc(100vw - 2.4rem));max-height:min(40rem,calc(100vh - 6rem));overflow:auto;",
+    "background:Canvas;color:CanvasText;border:1px solid var(--line);border-radius:.8rem;",
+    "padding:1rem;box-shadow:0 10px 30px rgba(0,0,0,.25)}",
+    ".panel-head{display:flex;justify-content:space-between;align-items:center;margin-bottom:.6rem}",
+    ".panel-head h2{margin:0;font-size:1rem}",
+    ".close{background:transparent;color:inherit;border-color:var(--line);padding:.2rem .6rem}",
+  ].join("");
+
+  var FRIENDLY = {
+    rate_limited: "You are searching very quickly. Please wait {s} s and try again.",
+    budget_exhausted: "Search is paused for today (the daily budget is used up).",
+    breaker_open: "Search is temporarily unavailable. Please try again in {s} s.",
+    origin_not_allowed: "This site is not allowed to use this search service.",
+    upstream_timeout: "The search took too long. Please try again.",
+    upstream_unavailable: "The search backend is unavailable right now.",
+  };
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) {
+      if (key === "text") node.textContent = attrs[key];
+      else if (key === "className") node.className = attrs[key];
+      else node.setAttribute(key, attrs[key]);
+    });
+    (children || []).forEach(function (child) { if (child) node.appendChild(child); });
+    return node;
+  }
+
+  function safeHref(url) {
+    try {
+      var parsed = new URL(url, location.href);
+      return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
+    } catch (e) { return null; }
+  }
+
+  function shortSource(url) {
+    try { var u = new URL(url); return u.host + u.pathname; } catch (e) { return url; }
+  }
+
+  // "Rate limits" + "Rate limits > Status 429" reads "Rate limits › Status 429".
+  function sectionLabel(title, headingPath) {
+    var parts = (headingPath || "").split(" > ").filter(Boolean);
+    if (parts.length && parts[0] === title) parts.shift();
+    return [title].concat(parts).join(" › ");
+  }
+
+  function num(x, digits) { return typeof x === "number" ? x.toFixed(digits) : "–"; }
+
+  function SearchUI(root, options) {
+    this.options = options;
+    this.lastQuery = "";
+    this.build(root);
+  }
+
+  SearchUI.prototype.build = function (root) {
+    var uid = Math.random().toString(36).slice(2, 8);
+    this.input = el("input", { type: "search", id: "q-" + uid, name: "q", required: "",
+      maxlength: "512", autocomplete: "off", placeholder: "Search the docs…" });
+    this.button = el("button", { type: "submit", text: "Search" });
+    this.form = el("form", { role: "search", "aria-label": "Site search" }, [
+      el("label", { for: "q-" + uid, className: "sr-only", text: "Search query" }),
+      this.input, this.button]);
+    this.siteRadio = el("input", { type: "radio", name: "mode-" + uid, value: "site" });
+    this.siteRadio.checked = true;
+    this.pageRadio = el("input", { type: "radio", name: "mode-" + uid, value: "page" });
+    this.pageUrl = el("input", { type: "url", "aria-label": "Page URL",
+      placeholder: "https://example.com/page", value: location.href.split("#")[0] });
+    this.pageRow = el("div", { className: "page-url", hidden: "" },
+      [el("span", { text: "Page" }), this.pageUrl]);
+    this.debugBox = el("input", { type: "checkbox", name: "debug" });
+    var mode = el("fieldset", {}, [el("legend", { text: "Search in" }),
+      el("label", {}, [this.siteRadio, document.createTextNode("Whole site")]),
+      el("label", {}, [this.pageRadio, document.createTextNode("This page")])]);
+    var debugLabel = this.options.debugToggle
+      ? el("label", {}, [this.debugBox, document.createTextNode("Debug")]) : null;
+    var pageRow = this.options.pageUrlField ? this.pageRow : null;
+    this.status = el("p", { className: "status", role: "status", "aria-live": "polite" });
+    this.results = el("ol", { className: "results", "aria-label": "Results" });
+    this.sources = el("section", { className: "sources", hidden: "", "aria-label": "Sources" });
+    this.debug = el("section", { className: "debug", hidden: "", "aria-label": "Debug report" });
+    root.appendChild(el("div", { className: "rag" }, [this.form,
+      el("div", { className: "options" }, [mode, debugLabel, pageRow]),
+      this.status, this.results, this.sources, this.debug]));
+    this.bind();
+  };
+
+  SearchUI.prototype.bind = function () {
+    var self = this;
+    this.form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      self.search(self.input.value);
+    });
+    var onMode = function () { self.pageRow.hidden = !self.pageRadio.checked; };
+    this.siteRadio.addEventListener("change", onMode);
+    this.pageRadio.addEventListener("change", onMode);
+    this.debugBox.addEventListener("change", function () {
+      if (self.lastQuery) self.search(self.lastQuery);
+      else self.debug.hidden = true;
+    });
+  };
+
+  SearchUI.prototype.payload = function (query) {
+    var body = { query: query, debug: this.debugBox.checked };
+    var pageUrl = this.options.pageUrlField ? this.pageUrl.value.trim() : location.href;
+    if (pageUrl) body.page_url = pageUrl.split("#")[0];
+    if (this.pageRadio.checked) body.this_page = true;
+    if (this.options.scopeId) body.scope = { scope_id: this.options.scopeId };
+    return body;
+  };
+
+  SearchUI.prototype.search = function (raw) {
+    var self = this;
+    var query = raw.trim();
+    if (!query) return;
+    this.lastQuery = query;
+    this.button.disabled = true;
+    this.setStatus("Searching…", false);
+    fetch(endpoint + "/v1/search", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(this.payload(query)),
+      credentials: "omit",
+    }).then(function (response) {
+      return response.json().then(function (json) {
+        return { ok: response.ok, json: json, retry: response.headers.get("Retry-After") };
+      });
+    }).then(function (result) {
+      if (result.ok) self.render(result.json);
+      else self.showError(result.json.error || {}, result.retry);
+    }).catch(function () {
+      self.clear();
+      self.setStatus("Could not reach the search service.", true);
+    }).finally(function () { self.button.disabled = false; });
+  };
+
+  SearchUI.prototype.setStatus = function (text, isError) {
+    this.status.textContent = text;
+    this.status.className = isError ? "status error" : "status";
+  };
+
+  SearchUI.prototype.clear = function () {
+    this.results.replaceChildren();
+    this.sources.replaceChildren();
+    this.debug.replaceChildren();
+    this.sources.hidden = true;
+    this.debug.hidden = true;
+  };
+
+  SearchUI.prototype.showError = function (error, retryAfter) {
+    this.clear();
+    var template = FRIENDLY[error.code] || error.message || "The search failed.";
+    this.setStatus(template.replace("{s}", retryAfter || error.retry_after_s || "a few"), true);
+  };
+
+  SearchUI.prototype.render = function (data) {
+    var self = this;
+    this.clear();
+    var count = data.hits.length;
+    var note = data.message ? " " + data.message : "";
+    this.setStatus(count ? count + (count === 1 ? " result." : " results.") + note
+      : (data.message || "No results."), false);
+    data.hits.forEach(function (hit) { self.results.appendChild(self.renderHit(hit, data.debug)); });
+    this.renderSources(data.citations);
+    if (data.debug) this.renderDebug(data);
+  };
+
+  SearchUI.prototype.renderHit = function (hit, debug) {
+    var href = safeHref(hit.url);
+    var title = href ? el("a", { href: href, text: hit.title || hit.url })
+      : el("span", { text: hit.title || hit.doc_id });
+    var cite = hit.citation ? el("span", { className: "cite", text: "[" + hit.citation + "]",
+      title: "Citation " + hit.citation }) : null;
+    var section = sectionLabel(hit.title, hit.heading_path).split(" › ").slice(1).join(" › ");
+    var crumbs = section ? el("p", { className: "crumbs", text: section }) : null;
+    var item = el("li", { className: "hit" }, [el("article", {}, [
+      el("h3", {}, [cite, title]), crumbs,
+      el("p", { className: "snippet", text: hit.snippet }),
+      el("p", { className: "source", text: "Source: " + shortSource(hit.url) })])]);
+    if (debug) item.firstChild.appendChild(this.renderProvenance(hit));
+    return item;
+  };
+
+  SearchUI.prototype.renderProvenance = function (hit) {
+    var chips = hit.channels.map(function (c) {
+      return el("li", { text: c.channel + " #" + c.rank + " · " + num(c.score, 3),
+        title: "rank " + c.rank + " in the " + c.channel + " list, its score " + num(c.score, 3) });
+    });
+    chips.push(el("li", { text: "fused " + num(hit.fused_score, 4),
+      title: "reciprocal rank fusion score" }));
+    chips.push(el("li", { text: hit.reranked ? "rerank " + num(hit.rerank_score, 3)
+      : "not reranked", title: "cross-encoder score" }));
+    return el("ul", { className: "prov", "aria-label": "Provenance" }, chips);
+  };
+
+  SearchUI.prototype.renderSources = function (citations) {
+    if (!citations.length) return;
+    var list = el("ol", {}, citations.map(function (c) {
+      var href = safeHref(c.url);
+      var label = sectionLabel(c.title || c.url, c.heading_path);
+      var link = href ? el("a", { href: href, text: label }) : el("span", { text: label });
+      return el("li", { value: String(c.number) }, [link]);
+    }));
+    this.sources.appendChild(el("h2", { text: "Sources" }));
+    this.sources.appendChild(list);
+    this.sources.hidden = false;
+  };
+
+  SearchUI.prototype.renderDebug = function (data) {
+    var r = data.rerank;
+    var rerankText = r.used ? "used (" + r.reranked + "/" + r.candidates + " scored, "
+      + num(r.latency_ms, 1) + " ms" + (r.model ? ", " + r.model : "") + ")"
+      : "not used" + (r.reason ? " — " + r.reason : "");
+    if (r.fallback && r.used) rerankText += "; partial fallback: " + r.reason;
+    var rows = [["Intent", data.intent], ["Page", data.page_status], ["Rerank", rerankText],
+      ["Degraded", data.degraded.map(function (d) { return d.component + ": " + d.reason; })
+        .join("; ") || "none"],
+      ["Timings", Object.keys(data.timings_ms).map(function (k) {
+        return k + " " + num(data.timings_ms[k], 1) + " ms"; }).join(", ") || "–"]];
+    var dl = el("dl", {});
+    rows.forEach(function (row) {
+      dl.appendChild(el("dt", { text: row[0] }));
+      dl.appendChild(el("dd", { className: "dbg-" + row[0].toLowerCase(), text: row[1] }));
+    });
+    var table = el("table", {}, [el("thead", {}, [el("tr", {}, ["Channel", "Status", "Hits", "ms"]
+      .map(function (h) { return el("th", { scope: "col", text: h }); }))])]);
+    var body = el("tbody", {});
+    data.debug.channels.forEach(function (c) {
+      body.appendChild(el("tr", {}, [c.channel, c.status + (c.error ? " (" + c.error + ")" : ""),
+        String(c.hits), num(c.latency_ms, 1)].map(function (v) { return el("td", { text: v }); })));
+    });
+    table.appendChild(body);
+    this.debug.appendChild(el("h2", { text: "Debug" }));
+    this.debug.appendChild(dl);
+    this.debug.appendChild(table);
+    this.debug.hidden = false;
+  };
+
+  function mountInline(target) {
+    var shadow = target.attachShadow({ mode: "open" });
+    shadow.appendChild(el("style", { text: STYLE }));
+    return new SearchUI(shadow, options());
+  }
+
+  function mountFloating() {
+    var host = el("div", { id: "rag-search-widget" });
+    document.body.appendChild(host);
+    var shadow = host.attachShadow({ mode: "open" });
+    shadow.appendChild(el("style", { text: STYLE }));
+    var launcher = el("button", { className: "launcher", type: "button", "aria-expanded": "false",
+      text: "Search" });
+    var close = el("button", { className: "close", type: "button", text: "Close",
+      "aria-label": "Close search" });
+    var panel = el("div", { className: "panel", role: "dialog", "aria-label": "Search",
+      hidden: "" }, [el("div", { className: "panel-head" },
+      [el("h2", { text: "Search this site" }), close])]);
+    shadow.appendChild(launcher);
+    shadow.appendChild(panel);
+    var ui = new SearchUI(panel, options());
+    function toggle(open) {
+      panel.hidden = !open;
+      launcher.setAttribute("aria-expanded", String(open));
+      if (open) ui.input.focus(); else launcher.focus();
+    }
+    launcher.addEventListener("click", function () { toggle(panel.hidden); });
+    close.addEventListener("click", function () { toggle(false); });
+    panel.addEventListener("keydown", function (e) { if (e.key === "Escape") toggle(false); });
+    return ui;
+  }
+
+  function options() {
+    return { pageUrlField: data.pageUrlField === "true", debugToggle: data.debugToggle === "true",
+      scopeId: data.scopeId || "" };
+  }
+
+  function start() {
+    var target = data.mount ? document.querySelector(data.mount) : null;
+    window.RagSearch = target ? mountInline(target) : mountFloating();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

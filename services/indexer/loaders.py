@@ -1,0 +1,273 @@
+"""Document loaders and body normalisation for the Indexer.
+
+Loaders stream `LoadedItem`s: either a `Document` or a `LoadError` naming the
+file (and line) that could not be read and why. A bad file or line never stops
+a load, so a CLI can report every failure and index everything else; only a
+missing root/file raises (`NotFound`), since then nothing can be loaded.
+
+HTML is turned into Markdown-ish text once, at load time or in
+`normalize_body`, so the chunker sees headings, paragraphs, lists, code
+fences and tables in one syntax.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from services.common.errors import InvalidArgument, NotFound
+from services.common.models import ContentType, Document
+from services.indexer.chunking import iter_headings
+from services.indexer.html_markdown import html_to_markdown
+
+__all__ = [
+    "LoadError",
+    "LoadedItem",
+    "content_type_for_filename",
+    "html_to_markdown",
+    "load_beir_jsonl",
+    "load_directory",
+    "load_jsonl_documents",
+    "normalize_body",
+]
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """One source that could not be loaded; `source` is a path or `path:line`."""
+
+    source: str
+    reason: str
+
+
+LoadedItem = Document | LoadError
+
+_SUFFIX_TYPES = {
+    ".md": ContentType.MARKDOWN,
+    ".markdown": ContentType.MARKDOWN,
+    ".html": ContentType.HTML,
+    ".htm": ContentType.HTML,
+    ".txt": ContentType.TEXT,
+}
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_\-]+)""", re.I)
+
+
+def content_type_for_filename(name: str) -> ContentType:
+    """The content type a file name's suffix implies; other suffixes are rejected."""
+    content_type = _SUFFIX_TYPES.get(Path(name).suffix.lower())
+    if content_type is None:
+        supported = ", ".join(sorted(_SUFFIX_TYPES))
+        raise InvalidArgument(f"unsupported file type {name!r}: expected one of {supported}")
+    return content_type
+
+
+def normalize_body(doc: Document) -> str:
+    """The Markdown or plain text to chunk for a document."""
+    if doc.content_type is ContentType.HTML:
+        return html_to_markdown(doc.text)[1]
+    return _normalize_newlines(doc.text)
+
+
+def _normalize_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+# ------------------------------------------------------------------ directories
+
+
+def load_directory(
+    root: Path, *, scope_id: str, locale: str = "en", base_url: str = ""
+) -> Iterator[LoadedItem]:
+    """Every .md/.markdown/.html/.htm/.txt file under `root`, in sorted path order.
+
+    Hidden files and folders (name starting with ".") are skipped. HTML is
+    converted to Markdown here, so the Document's content_type is MARKDOWN.
+    """
+    if not root.is_dir():
+        raise NotFound(f"document folder {str(root)!r} does not exist")
+    files = (p for p in root.rglob("*") if p.suffix.lower() in _SUFFIX_TYPES and p.is_file())
+    for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
+        relpath = path.relative_to(root).as_posix()
+        if any(part.startswith(".") for part in Path(relpath).parts):
+            continue
+        try:
+            yield _load_file(path, relpath, scope_id=scope_id, locale=locale, base_url=base_url)
+        except (OSError, UnicodeDecodeError, LookupError) as exc:
+            yield LoadError(relpath, _describe(exc))
+
+
+def _load_file(path: Path, relpath: str, *, scope_id: str, locale: str, base_url: str) -> Document:
+    content_type = content_type_for_filename(path.name)
+    text = _normalize_newlines(_decode(path.read_bytes(), content_type))
+    if content_type is ContentType.HTML:
+        title, text = html_to_markdown(text)
+        content_type = ContentType.MARKDOWN
+    else:
+        title = _first_h1(text) if content_type is ContentType.MARKDOWN else ""
+    modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+    return Document(
+        doc_id=relpath,
+        text=text,
+        url=base_url + quote(relpath) if base_url else f"file:{relpath}",
+        title=title or path.stem,
+        locale=locale,
+        scope_id=scope_id,
+        metadata={"path": relpath},
+        content_type=content_type,
+        updated_at=modified.isoformat(timespec="seconds"),
+    )
+
+
+def _decode(raw: bytes, content_type: ContentType) -> str:
+    """UTF-8 unless a byte-order mark (or, for HTML, a <meta charset>) says otherwise."""
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            return raw.decode(encoding)
+    if content_type is ContentType.HTML and (declared := _META_CHARSET.search(raw[:4096])):
+        return raw.decode(declared.group(1).decode("ascii"))
+    return raw.decode("utf-8")
+
+
+def _first_h1(markdown: str) -> str:
+    return next((h.title for h in iter_headings(markdown) if h.level == 1 and h.title), "")
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"cannot decode as {exc.encoding} at byte {exc.start}: {exc.reason}"
+    if isinstance(exc, LookupError):
+        return f"unknown declared charset: {exc}"
+    return f"cannot read: {exc}"
+
+
+# ------------------------------------------------------------------ JSON lines
+
+
+def load_beir_jsonl(path: Path, *, scope_id: str, locale: str = "en") -> Iterator[LoadedItem]:
+    """A BEIR corpus (`{"_id", "title", "text", "metadata"?}` per line), streamed.
+
+    The title stays in `title` (the lexical store indexes it; the body is the
+    abstract only); `url` is empty because BEIR documents have no address.
+    """
+    for source, record in _iter_json_records(path):
+        if isinstance(record, LoadError):
+            yield record
+            continue
+        try:
+            yield Document(
+                doc_id=_required_id(record, "_id"),
+                text=_optional_str(record, "text"),
+                title=_optional_str(record, "title"),
+                locale=locale,
+                scope_id=scope_id,
+                metadata=_string_map(record.get("metadata")),
+                content_type=ContentType.TEXT,
+            )
+        except InvalidArgument as exc:
+            yield LoadError(source, str(exc))
+
+
+def load_jsonl_documents(
+    path: Path, *, scope_id: str = "", locale: str = "en"
+) -> Iterator[LoadedItem]:
+    """Our own JSON-lines format: one object a line with the fields of `Document`.
+
+    `doc_id` and `text` are required; a record's own `scope_id`/`locale` win
+    over the arguments, which are defaults.
+    """
+    for source, record in _iter_json_records(path):
+        if isinstance(record, LoadError):
+            yield record
+            continue
+        try:
+            yield _document_from_record(record, scope_id=scope_id, locale=locale)
+        except InvalidArgument as exc:
+            yield LoadError(source, str(exc))
+
+
+def _document_from_record(record: dict[str, Any], *, scope_id: str, locale: str) -> Document:
+    content_type = _optional_str(record, "content_type") or ContentType.MARKDOWN.value
+    try:
+        parsed_type = ContentType(content_type)
+    except ValueError:
+        raise InvalidArgument(f"unknown content_type {content_type!r}") from None
+    if not isinstance(record.get("text"), str):
+        raise InvalidArgument("field 'text' is required and must be a string")
+    return Document(
+        doc_id=_required_id(record, "doc_id"),
+        text=record["text"],
+        url=_optional_str(record, "url"),
+        title=_optional_str(record, "title"),
+        locale=_optional_str(record, "locale") or locale,
+        scope_id=_optional_str(record, "scope_id") or scope_id,
+        metadata=_string_map(record.get("metadata")),
+        content_type=parsed_type,
+        updated_at=_optional_str(record, "updated_at"),
+    )
+
+
+def _iter_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any] | LoadError]]:
+    """(source, object) per non-blank line; a line that is not a JSON object
+    becomes a LoadError. Lines are decoded one by one so a bad byte costs one line."""
+    if not path.is_file():
+        raise NotFound(f"JSON-lines file {str(path)!r} does not exist")
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            source = f"{path.name}:{number}"
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+            except UnicodeDecodeError as exc:
+                yield source, LoadError(source, _describe(exc))
+                continue
+            except json.JSONDecodeError as exc:
+                yield source, LoadError(source, f"not valid JSON: {exc}")
+                continue
+            if not isinstance(record, dict):
+                yield source, LoadError(source, "not a JSON object")
+                continue
+            yield source, record
+
+
+def _required_id(record: dict[str, Any], key: str) -> str:
+    value = record.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"field {key!r} is required and must be a non-empty string")
+    return value
+
+
+def _optional_str(record: dict[str, Any], key: str) -> str:
+    value = record.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"field {key!r} must be a string")
+    return value
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    """Metadata as a string map: non-string values are JSON-encoded."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidArgument("field 'metadata' must be an object")
+    return {
+        str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)
+        for k, v in value.items()
+    }

@@ -1,0 +1,46 @@
+"""`python -m services.reranker`: serve the cross-encoder over gRPC.
+
+Exit status 2 on invalid settings; a model that cannot be loaded does not stop
+the process: health stays NOT_SERVING and the Info RPC says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from services.common.errors import ConfigError
+from services.common.logging import configure_logging
+from services.common.server import run_until_signal
+from services.common.settings import load_settings
+from services.reranker.settings import RerankerSettings
+
+
+async def serve(settings: RerankerSettings) -> None:
+    # Imported here so a settings error is reported before torch loads.
+    from services.reranker.app import RerankerApp
+
+    app = RerankerApp(settings)
+    await app.start()
+    loading = asyncio.create_task(app.load_model())
+    try:
+        await run_until_signal([app.server])
+    finally:
+        if not loading.done():
+            loading.cancel()
+        await app.stop()
+
+
+def main() -> int:
+    try:
+        settings = load_settings(RerankerSettings)
+    except ConfigError as exc:
+        print(f"reranker: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_json)
+    asyncio.run(serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""How many pairs can the next batch hold and still finish before the deadline?
+
+A cross-encoder batch costs roughly a fixed per-call overhead (tokenization,
+dispatch) plus a cost per *padded* token: every pair in a batch is padded to
+the longest one, so a batch of k pairs costs like k × its longest pair. Token
+counts are estimated from characters (tokenizing twice would cost as much as a
+small batch); because the per-token cost is calibrated against the same
+estimate, a constant bias in characters-per-token cancels out.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from itertools import accumulate
+
+# English subword tokenizers average ~4-5 characters per token; 4 leans towards
+# over-estimating tokens, i.e. towards stopping early rather than late.
+CHARS_PER_TOKEN = 4.0
+# [CLS] query [SEP] passage [SEP]
+SPECIAL_TOKENS = 3
+
+
+class TokenEstimator:
+    """Estimates tokens of (query, passage) pairs, capped by the model's max length."""
+
+    def __init__(self, max_length: int, chars_per_token: float = CHARS_PER_TOKEN) -> None:
+        self.max_length = max_length
+        self.chars_per_token = chars_per_token
+
+    def pair_tokens(self, query_chars: int, passage_chars: int) -> int:
+        raw = math.ceil((query_chars + passage_chars) / self.chars_per_token) + SPECIAL_TOKENS
+        return min(self.max_length, raw)
+
+    def padded_batch_tokens(self, query: str, passages: Sequence[str]) -> int:
+        if not passages:
+            return 0
+        longest = max(len(passage) for passage in passages)
+        return len(passages) * self.pair_tokens(len(query), longest)
+
+
+class BatchCostModel:
+    """Predicts a batch's run time as `overhead + ms_per_token × padded tokens`.
+
+    The overhead is measured once at warm-up; the per-token cost starts from the
+    warm-up measurement and then follows real batches as an exponentially
+    weighted moving average, so it tracks load on the machine. The average
+    rises fast and falls slowly (a slow batch on a busy machine predicts the
+    next one better than a fast one does), and predictions are inflated by
+    `headroom`: overrunning a deadline is worse than scoring one batch fewer.
+    """
+
+    def __init__(self, rise: float = 0.7, fall: float = 0.2, headroom: float = 1.25) -> None:
+        for name, weight in (("rise", rise), ("fall", fall)):
+            if not 0 < weight <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {weight}")
+        self.rise = rise
+        self.fall = fall
+        self.headroom = headroom
+        self.overhead_ms = 0.0
+        self.ms_per_token: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def calibrated(self) -> bool:
+        return self.ms_per_token is not None
+
+    def calibrate(self, overhead_ms: float, tokens: int, elapsed_ms: float) -> None:
+        """Set the model from warm-up: a minimal call and a full batch of `tokens`."""
+        with self._lock:
+            self.overhead_ms = max(overhead_ms, 0.0)
+            self.ms_per_token = self._per_token(tokens, elapsed_ms)
+
+    def observe(self, tokens: int, elapsed_ms: float) -> None:
+        sample = self._per_token(tokens, elapsed_ms)
+        with self._lock:
+            if self.ms_per_token is None:
+                self.ms_per_token = sample
+            else:
+                weight = self.rise if sample > self.ms_per_token else self.fall
+                self.ms_per_token += weight * (sample - self.ms_per_token)
+
+    def predict_ms(self, tokens: int) -> float | None:
+        """Expected run time of a batch of `tokens` padded tokens, None before any measurement."""
+        if self.ms_per_token is None:
+            return None
+        return self.headroom * (self.overhead_ms + self.ms_per_token * tokens)
+
+    def _per_token(self, tokens: int, elapsed_ms: float) -> float:
+        return max(elapsed_ms - self.overhead_ms, 0.0) / max(tokens, 1)
+
+
+class BatchPlanner:
+    """Chooses the size of the next batch: the configured batch size when time
+    allows, fewer pairs when only those fit, none when not even one does."""
+
+    def __init__(
+        self, max_length: int, batch_size: int, cost: BatchCostModel | None = None
+    ) -> None:
+        self.tokens = TokenEstimator(max_length)
+        self.batch_size = batch_size
+        self.cost = cost or BatchCostModel()
+
+    def next_batch_size(
+        self, query: str, pending: Sequence[str], remaining_ms: float | None
+    ) -> int:
+        largest = min(self.batch_size, len(pending))
+        if remaining_ms is None:
+            return largest
+        if remaining_ms <= 0 or largest == 0:
+            return 0
+        if not self.cost.calibrated:
+            return 1  # one pair teaches the cost of the rest
+        longest = list(accumulate((len(p) for p in pending[:largest]), max))
+        for size in range(largest, 0, -1):
+            tokens = size * self.tokens.pair_tokens(len(query), longest[size - 1])
+            predicted = self.cost.predict_ms(tokens)
+            if predicted is not None and predicted <= remaining_ms:
+                return size
+        return 0
+
+    def observe(self, query: str, batch: Sequence[str], elapsed_ms: float) -> None:
+        self.cost.observe(self.tokens.padded_batch_tokens(query, batch), elapsed_ms)

@@ -1,0 +1,90 @@
+"""gRPC adapter for the Reranker: proto messages in and out, scoring in the core.
+
+Scoring runs on a dedicated, bounded thread pool so the event loop keeps
+answering health, Info and new calls while the model computes. The pool only
+bounds how many requests are in flight; the model itself is shared through the
+scorer's per-batch lock (see `services.reranker.scorer`), so concurrent
+requests interleave batch by batch and each stops at its own deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from services.common.grpc_errors import unary
+from services.common.logging import get_logger
+from services.reranker.scorer import CrossEncoderScorer, InputLimits, ScoreResult
+
+log = get_logger(__name__)
+
+SERVICE_NAME: str = reranker_pb2.DESCRIPTOR.services_by_name["Reranker"].full_name
+
+
+class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
+    def __init__(
+        self,
+        scorer: CrossEncoderScorer,
+        limits: InputLimits,
+        safety_margin_ms: float = 15.0,
+        workers: int = 8,
+    ) -> None:
+        self.scorer = scorer
+        self.limits = limits
+        self.safety_margin_ms = safety_margin_ms
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rerank")
+
+    @unary
+    async def Rerank(
+        self, request: reranker_pb2.RerankRequest, context: grpc.aio.ServicerContext
+    ) -> reranker_pb2.RerankResponse:
+        query, passages = self.limits.clean(request.query, list(request.passages))
+        deadline = self._scoring_deadline(context)
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(
+            self._executor, self.scorer.score, query, passages, deadline
+        )
+        log.debug(
+            "reranked",
+            passages=len(passages),
+            scored=result.scored,
+            partial=result.partial,
+            elapsed_ms=round(result.elapsed_ms, 1),
+        )
+        return self._response(result)
+
+    def _scoring_deadline(self, context: grpc.aio.ServicerContext) -> float | None:
+        """The RPC deadline on the monotonic clock, less the time the reply needs."""
+        remaining = context.time_remaining()
+        if remaining is None:
+            return None
+        return time.monotonic() + remaining - self.safety_margin_ms / 1000
+
+    def _response(self, result: ScoreResult) -> reranker_pb2.RerankResponse:
+        return reranker_pb2.RerankResponse(
+            scores=result.scores,
+            scored=result.scored,
+            partial=result.partial,
+            stop_reason=result.stop_reason,
+            model=self.scorer.model,
+            elapsed_ms=result.elapsed_ms,
+        )
+
+    @unary
+    async def Info(
+        self, request: reranker_pb2.InfoRequest, context: grpc.aio.ServicerContext
+    ) -> reranker_pb2.InfoResponse:
+        return reranker_pb2.InfoResponse(
+            **self.scorer.describe(),
+            loaded=self.scorer.loaded,
+            reason=self.scorer.reason,
+            max_passages=self.limits.max_passages,
+            max_passage_chars=self.limits.max_passage_chars,
+        )
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

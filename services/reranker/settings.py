@@ -1,0 +1,55 @@
+"""Reranker settings (`RAG_` prefix): which cross-encoder, how it runs, and the
+request limits. Field names are chosen so the variables read naturally:
+`rerank_model` → `RAG_RERANK_MODEL`, `reranker_port` → `RAG_RERANKER_PORT`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from services.common.settings import BaseServiceSettings, default_data_dir
+
+Backend = Literal["torch", "onnx", "onnx-int8"]
+Activation = Literal["none", "sigmoid"]
+
+DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
+
+
+class RerankerSettings(BaseServiceSettings):
+    reranker_port: int = Field(50053, ge=0, le=65535, description="gRPC port (0: any free port)")
+    rerank_model: str = Field(
+        DEFAULT_MODEL,
+        min_length=1,
+        description="sentence-transformers CrossEncoder: local directory or hub name",
+    )
+    rerank_backend: Backend = Field("torch", description="torch | onnx | onnx-int8")
+    rerank_max_length: int = Field(256, ge=16, le=8192, description="tokens per (query, passage)")
+    rerank_batch_size: int = Field(8, ge=1, le=512)
+    rerank_device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
+    rerank_activation: Activation = Field("none", description="applied to the raw logits")
+    rerank_max_passages: int = Field(64, ge=1, le=10_000, description="per request")
+    rerank_max_passage_chars: int = Field(
+        2000, ge=16, le=1_000_000, description="longer passages (and queries) are truncated"
+    )
+    rerank_safety_margin_ms: float = Field(
+        15.0, ge=0, le=10_000, description="kept free before the RPC deadline for the reply"
+    )
+    rerank_threads: int = Field(0, ge=0, le=256, description="compute threads (0: library default)")
+    rerank_workers: int = Field(8, ge=1, le=256, description="requests scoring at once")
+    rerank_cache_dir: Path = Field(
+        default_factory=lambda: default_data_dir() / "reranker",
+        description="where ONNX exports of the model are kept",
+    )
+
+    @field_validator("rerank_device")
+    @classmethod
+    def _onnx_runs_on_cpu(cls, device: str, info: ValidationInfo) -> str:
+        backend = info.data.get("rerank_backend")
+        if backend is not None and backend != "torch" and device != "cpu":
+            raise ValueError(
+                f"RAG_RERANK_BACKEND={backend} runs on CPU only; use RAG_RERANK_DEVICE=cpu"
+            )
+        return device

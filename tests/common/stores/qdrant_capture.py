@@ -1,0 +1,187 @@
+"""REQUEST-CAPTURE DOUBLE for a Qdrant server (test-only, not a Qdrant).
+
+A real gRPC server on a free local port that implements the Qdrant
+`Collections` and `Points` services just far enough to answer the calls our
+adapter makes. It records every request as it arrived on the wire (the
+protobuf message as a dict, the call metadata, the deadline), so tests pin what
+the real `qdrant-client` sends, and it can fail chosen calls with a status
+code to inject faults. Search results are whatever the test scripts; it
+implements no storage or ranking.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+from qdrant_client import grpc as qg
+from qdrant_client import models
+from qdrant_client.conversions.conversion import RestToGrpc
+from qdrant_client.grpc import collections_service_pb2_grpc, points_service_pb2_grpc
+
+
+@dataclass(frozen=True)
+class CapturedCall:
+    method: str
+    request: dict[str, Any]
+    metadata: dict[str, str]
+    deadline_s: float | None
+
+
+def rest_collection_info(
+    size: int, distance: models.Distance, indexed: tuple[str, ...] = ()
+) -> models.CollectionInfo:
+    """What the server reports about a collection (REST model)."""
+    return models.CollectionInfo(
+        status=models.CollectionStatus.GREEN,
+        optimizer_status=models.OptimizersStatusOneOf.OK,
+        segments_count=1,
+        payload_schema={
+            name: models.PayloadIndexInfo(data_type=models.PayloadSchemaType.KEYWORD, points=0)
+            for name in indexed
+        },
+        config=models.CollectionConfig(
+            params=models.CollectionParams(
+                vectors=models.VectorParams(size=size, distance=distance)
+            ),
+            hnsw_config=models.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10000),
+            optimizer_config=models.OptimizersConfig(
+                deleted_threshold=0.2,
+                vacuum_min_vector_number=1000,
+                default_segment_number=0,
+                flush_interval_sec=5,
+            ),
+            wal_config=models.WalConfig(wal_capacity_mb=32, wal_segments_ahead=0),
+        ),
+    )
+
+
+def collection_info(
+    size: int, distance: models.Distance, indexed: tuple[str, ...] = ()
+) -> qg.CollectionInfo:
+    """The same as a gRPC message."""
+    return RestToGrpc.convert_collection_info(rest_collection_info(size, distance, indexed))
+
+
+def _done() -> qg.PointsOperationResponse:
+    return qg.PointsOperationResponse(
+        result=qg.UpdateResult(operation_id=1, status=qg.UpdateStatus.Completed)
+    )
+
+
+@dataclass
+class QdrantCapture:
+    """What the double answers; tests change these fields before acting."""
+
+    exists: bool = False
+    info: qg.CollectionInfo = field(
+        default_factory=lambda: collection_info(8, models.Distance.COSINE)
+    )
+    stored_points: list[qg.RetrievedPoint] = field(default_factory=list)
+    scored_points: list[qg.ScoredPoint] = field(default_factory=list)
+    count: int = 0
+    # method -> status codes to fail the next calls with, in order
+    failures: dict[str, deque[grpc.StatusCode]] = field(default_factory=lambda: defaultdict(deque))
+    calls: list[CapturedCall] = field(default_factory=list)
+
+    def fail_next(self, method: str, *codes: grpc.StatusCode) -> None:
+        self.failures[method].extend(codes)
+
+    def methods(self) -> list[str]:
+        return [call.method for call in self.calls]
+
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        return [call.request for call in self.calls if call.method == method]
+
+    def record(self, method: str, request: Any, context: grpc.ServicerContext) -> None:
+        self.calls.append(
+            CapturedCall(
+                method=method,
+                request=MessageToDict(request, preserving_proto_field_name=True),
+                metadata={k: str(v) for k, v in context.invocation_metadata()},
+                deadline_s=context.time_remaining(),
+            )
+        )
+        pending = self.failures.get(method)
+        if pending:
+            context.abort(pending.popleft(), f"injected failure of {method}")
+
+    def answer(self, method: str) -> Any:
+        answers = {
+            "CollectionExists": lambda: qg.CollectionExistsResponse(
+                result=qg.CollectionExists(exists=self.exists)
+            ),
+            "Create": lambda: qg.CollectionOperationResponse(result=True),
+            "GetCollection": lambda: qg.GetCollectionInfoResponse(result=self.info),
+            "CreateFieldIndex": _done,
+            "Upsert": _done,
+            "UpdateBatch": lambda: qg.UpdateBatchResponse(
+                result=[qg.UpdateResult(operation_id=1, status=qg.UpdateStatus.Completed)]
+            ),
+            "Delete": _done,
+            "Query": lambda: qg.QueryResponse(result=self.scored_points),
+            "GetPoints": lambda: qg.GetResponse(result=self.stored_points),
+            "Count": lambda: qg.CountResponse(result=qg.CountResult(count=self.count)),
+        }
+        return answers[method]()
+
+
+class _Collections(collections_service_pb2_grpc.CollectionsServicer):
+    def __init__(self, capture: QdrantCapture) -> None:
+        self.capture = capture
+
+    def _handle(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
+        self.capture.record(method, request, context)
+        return self.capture.answer(method)
+
+    def CollectionExists(self, request, context):
+        return self._handle("CollectionExists", request, context)
+
+    def Create(self, request, context):
+        return self._handle("Create", request, context)
+
+    def Get(self, request, context):
+        return self._handle("GetCollection", request, context)
+
+
+class _Points(points_service_pb2_grpc.PointsServicer):
+    def __init__(self, capture: QdrantCapture) -> None:
+        self.capture = capture
+
+    def _handle(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
+        self.capture.record(method, request, context)
+        return self.capture.answer(method)
+
+    def CreateFieldIndex(self, request, context):
+        return self._handle("CreateFieldIndex", request, context)
+
+    def Upsert(self, request, context):
+        return self._handle("Upsert", request, context)
+
+    def UpdateBatch(self, request, context):
+        return self._handle("UpdateBatch", request, context)
+
+    def Delete(self, request, context):
+        return self._handle("Delete", request, context)
+
+    def Query(self, request, context):
+        return self._handle("Query", request, context)
+
+    def Get(self, request, context):
+        return self._handle("GetPoints", request, context)
+
+    def Count(self, request, context):
+        return self._handle("Count", request, context)
+
+
+def start_capture_server(capture: QdrantCapture) -> tuple[grpc.Server, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    collections_service_pb2_grpc.add_CollectionsServicer_to_server(_Collections(capture), server)
+    points_service_pb2_grpc.add_PointsServicer_to_server(_Points(capture), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port

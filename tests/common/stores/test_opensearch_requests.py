@@ -1,0 +1,416 @@
+"""Pins the exact requests OpenSearchLexicalStore sends through the real
+opensearch-py client, captured below its transport by a request-capture
+double (`opensearch_capture.CaptureConnection`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.models import Chunk, ChunkPayload, ScopeFilter
+from services.common.stores.opensearch_client import connect_opensearch
+from services.common.stores.opensearch_store import OpenSearchLexicalStore
+from services.common.stores.settings import RefreshPolicy
+from tests.common.stores.opensearch_capture import (
+    CaptureConnection,
+    CapturedRequest,
+    OpenSearchCapture,
+    bulk_ok,
+    capture_settings,
+    connection_refused,
+)
+
+pytestmark = pytest.mark.unit
+
+INDEX = "rag-chunks"
+FIELDS = ["title^2", "heading_path^1.5", "text^1"]
+GOOD_MAPPING = {
+    INDEX: {
+        "mappings": {
+            "properties": {
+                "text": {"type": "text"},
+                "chunk_id": {"type": "keyword"},
+                "meta": {"type": "keyword"},
+            }
+        }
+    }
+}
+TEXT_FIELD = {"type": "text", "analyzer": "rag_english", "similarity": "rag_bm25"}
+EXPECTED_TEMPLATE = {
+    "index_patterns": ["rag-chunks", "rag-chunks-v*"],
+    "priority": 100,
+    "template": {
+        "settings": {
+            "index": {"number_of_shards": 3, "number_of_replicas": 2, "refresh_interval": "1s"},
+            "similarity": {"rag_bm25": {"type": "BM25", "k1": 1.2, "b": 0.75}},
+            "analysis": {
+                "tokenizer": {"rag_words": {"type": "pattern", "pattern": "[^\\p{L}\\p{N}]+"}},
+                "filter": {
+                    "rag_max_token": {"type": "length", "max": 40},
+                    "rag_stemmer": {"type": "stemmer", "language": "porter2"},
+                },
+                "analyzer": {
+                    "rag_english": {
+                        "type": "custom",
+                        "tokenizer": "rag_words",
+                        "filter": ["rag_max_token", "lowercase", "rag_stemmer"],
+                    }
+                },
+            },
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "properties": {
+                "chunk_id": {"type": "keyword"},
+                "doc_id": {"type": "keyword"},
+                "url": {"type": "keyword"},
+                "scope_id": {"type": "keyword"},
+                "locale": {"type": "keyword"},
+                "meta": {"type": "keyword"},
+                "content_hash": {"type": "keyword", "index": False},
+                "position": {"type": "integer"},
+                "title": TEXT_FIELD,
+                "heading_path": TEXT_FIELD,
+                "text": TEXT_FIELD,
+            },
+        },
+    },
+}
+
+
+def chunk(chunk_id: str, **fields: Any) -> Chunk:
+    values: dict[str, Any] = {
+        "doc_id": "guide/setup",
+        "position": 0,
+        "text": "Set chunkSize=800 for long pages.",
+        "content_hash": "4dcdadc6",
+        "url": "https://docs.test/setup",
+        "title": "Setup",
+        "heading_path": "Guide > Setup",
+        "scope_id": "docs",
+        "locale": "en",
+        "metadata": {"product": "api", "a=b": "c"},
+    }
+    values.update(fields)
+    return Chunk(chunk_id=chunk_id, **values)
+
+
+SOURCE = {
+    "url": "https://docs.test/setup",
+    "title": "Setup",
+    "heading_path": "Guide > Setup",
+    "scope_id": "docs",
+    "locale": "en",
+    "meta": ["a%3Db=c", "product=api"],
+    "chunk_id": "c-1",
+    "doc_id": "guide/setup",
+    "position": 0,
+    "content_hash": "4dcdadc6",
+    "text": "Set chunkSize=800 for long pages.",
+}
+
+
+def open_store(capture: OpenSearchCapture, **kwargs: Any) -> OpenSearchLexicalStore:
+    client = connect_opensearch(
+        capture_settings(), connection_class=CaptureConnection, capture=capture
+    )
+    return OpenSearchLexicalStore(client, INDEX, timeout_s=2.5, **kwargs)
+
+
+@pytest.fixture
+def capture() -> OpenSearchCapture:
+    double = OpenSearchCapture()
+    double.on("HEAD", f"/{INDEX}", (200, {}))
+    double.on("GET", f"/{INDEX}/_mapping", (200, GOOD_MAPPING))
+    double.on_call("POST", f"/{INDEX}/_bulk", lambda r: (200, bulk_ok(r.body)))
+    return double
+
+
+@pytest.fixture
+def store(capture: OpenSearchCapture) -> Iterator[OpenSearchLexicalStore]:
+    opened = open_store(capture)
+    capture.requests.clear()
+    yield opened
+    opened.close()
+
+
+# -- index set-up -------------------------------------------------------------
+
+
+def test_start_up_writes_the_template_and_creates_a_missing_index(capture) -> None:
+    capture.on("HEAD", f"/{INDEX}", (404, {}))
+    open_store(capture, shards=3, replicas=2).close()
+    assert [(r.method, r.path, r.body) for r in capture.requests] == [
+        ("PUT", "/_index_template/rag-chunks-template", EXPECTED_TEMPLATE),
+        ("HEAD", "/rag-chunks", None),
+        ("PUT", "/rag-chunks", None),  # settings and mappings come from the template
+        ("GET", "/rag-chunks/_mapping", None),
+    ]
+    assert {r.timeout for r in capture.requests} == {2.5}
+
+
+def test_an_index_with_a_foreign_mapping_is_refused(capture) -> None:
+    foreign = {INDEX: {"mappings": {"properties": {"text": {"type": "keyword"}}}}}
+    capture.on("GET", f"/{INDEX}/_mapping", (200, foreign))
+    with pytest.raises(ConfigError, match="OPENSEARCH_INDEX") as refused:
+        open_store(capture)
+    assert "['text', 'chunk_id', 'meta']" in str(refused.value)
+
+
+def test_losing_the_creation_race_is_fine(capture) -> None:
+    exists = {"error": {"type": "resource_already_exists_exception"}, "status": 400}
+    capture.on("HEAD", f"/{INDEX}", (404, {}))
+    capture.on("PUT", f"/{INDEX}", (400, exists))
+    open_store(capture).close()
+    assert ("GET", f"/{INDEX}/_mapping") in [(r.method, r.path) for r in capture.requests]
+
+
+# -- search -------------------------------------------------------------------
+
+EVERY_FILTER = ScopeFilter(
+    scope_id="docs",
+    locale="en",
+    doc_ids=("guide/setup", "faq"),
+    urls=("https://docs.test/setup",),
+    metadata=(("product", "api"), ("a=b", "c")),
+)
+EVERY_CLAUSE = [
+    {"term": {"scope_id": "docs"}},
+    {"term": {"locale": "en"}},
+    {"terms": {"doc_id": ["guide/setup", "faq"]}},
+    {"terms": {"url": ["https://docs.test/setup"]}},
+    {"term": {"meta": "product=api"}},
+    {"term": {"meta": "a%3Db=c"}},
+]
+
+
+def search_body(should: list[dict[str, Any]], filters: list[dict[str, Any]], size: int = 10):
+    return {
+        "size": size,
+        "query": {
+            "bool": {
+                "must": [{"bool": {"should": should, "minimum_should_match": 1}}],
+                "filter": filters,
+            }
+        },
+        "sort": [{"_score": "desc"}, {"chunk_id": "asc"}],
+        "track_scores": True,
+        "track_total_hits": False,
+    }
+
+
+def most_fields(text: str) -> dict[str, Any]:
+    return {"multi_match": {"query": text, "type": "most_fields", "fields": FIELDS}}
+
+
+def phrases(piece: str) -> list[dict[str, Any]]:
+    return [
+        {"match_phrase": {"title": {"query": piece, "boost": 2.0}}},
+        {"match_phrase": {"heading_path": {"query": piece, "boost": 1.5}}},
+        {"match_phrase": {"text": {"query": piece, "boost": 1.0}}},
+    ]
+
+
+def test_search_sends_weighted_fields_identifier_phrases_and_every_filter(capture, store) -> None:
+    store.search("how to set chunkSize=800", 10, EVERY_FILTER)
+    [request] = capture.requests
+    assert (request.method, request.path, request.timeout) == ("POST", "/rag-chunks/_search", 2.5)
+    assert request.body == search_body(
+        [most_fields("how to set chunkSize=800"), *phrases("chunkSize=800")], EVERY_CLAUSE
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "should"),
+    [
+        # Quotes, OR and field prefixes stay text: `title:x` is an identifier
+        # piece (a phrase of `title x`), never a field restriction.
+        ('title:x OR "a', [most_fields('title:x OR "a'), *phrases("title:x")]),
+        ("*", [most_fields("*")]),
+        ("gate* AND NOT (x)^2~", [most_fields("gate* AND NOT (x)^2~"), *phrases("(x)^2~")]),
+        ("a\\b {a TO z}", [most_fields("a\\b {a TO z}"), *phrases("a\\b")]),
+        ("  repeated   repeated\tword ", [most_fields("repeated word")]),
+    ],
+)
+def test_hostile_text_only_travels_as_a_match_query_value(capture, store, query, should) -> None:
+    store.search(query, 5, ScopeFilter(scope_id="docs"))
+    [request] = capture.requests
+    assert request.body == search_body(should, [{"term": {"scope_id": "docs"}}], size=5)
+    assert "query_string" not in str(request.body)
+
+
+def test_blank_text_and_zero_limit_send_nothing(capture, store) -> None:
+    assert store.search("   \t", 10, ScopeFilter()) == []
+    assert store.search("gateway", 0, ScopeFilter()) == []
+    assert capture.requests == []
+
+
+def test_hits_become_chunks_with_their_metadata(capture, store) -> None:
+    hits = {"hits": {"hits": [{"_id": "c-1", "_score": 3.5, "_source": SOURCE}]}}
+    capture.on("POST", f"/{INDEX}/_search", (200, hits))
+    [hit] = store.search("chunkSize", 3, ScopeFilter())
+    assert hit.score == 3.5
+    assert hit.chunk.metadata == {"product": "api", "a=b": "c"}
+    assert (hit.chunk.chunk_id, hit.chunk.text) == ("c-1", SOURCE["text"])
+
+
+# -- writes -------------------------------------------------------------------
+
+
+def test_upsert_is_one_bulk_of_index_actions(capture, store) -> None:
+    store.upsert([chunk("c-1")])
+    [request] = capture.requests
+    assert (request.method, request.path) == ("POST", "/rag-chunks/_bulk")
+    assert request.params == {"refresh": "wait_for"}
+    assert request.timeout == 2.5
+    assert request.body == [{"index": {"_id": "c-1"}}, SOURCE]
+
+
+def test_update_payload_sends_partial_docs_without_the_text(capture, store) -> None:
+    payload = ChunkPayload(
+        url="https://docs.test/moved",
+        title="Moved",
+        heading_path="Guide > Moved",
+        scope_id="docs",
+        locale="de",
+        metadata={"tier": "pro"},
+    )
+    store.update_payload([("c-1", payload)])
+    assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
+        [
+            {"update": {"_id": "c-1"}},
+            {
+                "doc": {
+                    "url": "https://docs.test/moved",
+                    "title": "Moved",
+                    "heading_path": "Guide > Moved",
+                    "scope_id": "docs",
+                    "locale": "de",
+                    "meta": ["tier=pro"],
+                }
+            },
+        ]
+    ]
+
+
+def test_writes_are_batched_and_deletes_deduplicated(capture) -> None:
+    store = open_store(capture, batch_size=2, refresh=RefreshPolicy.FALSE)
+    capture.requests.clear()
+    store.upsert([chunk(f"c-{n}") for n in range(3)])
+    store.delete(["c-1", "c-2", "c-1"])
+    bodies = capture.bodies("POST", f"/{INDEX}/_bulk")
+    assert [len(body) for body in bodies] == [4, 2, 2]
+    assert bodies[2] == [{"delete": {"_id": "c-1"}}, {"delete": {"_id": "c-2"}}]
+    assert {r.params["refresh"] for r in capture.requests} == {"false"}
+
+
+def test_get_and_count_requests(capture, store) -> None:
+    capture.on(
+        "POST",
+        f"/{INDEX}/_mget",
+        (
+            200,
+            {
+                "docs": [
+                    {"_id": "c-1", "found": True, "_source": SOURCE},
+                    {"_id": "x", "found": False},
+                ]
+            },
+        ),
+    )
+    capture.on("POST", f"/{INDEX}/_count", (200, {"count": 7}))
+    assert [c.chunk_id for c in store.get(["c-1", "x", "c-1"])] == ["c-1"]
+    assert store.count(EVERY_FILTER) == 7
+    assert store.count() == 7
+    assert [(r.path, r.body) for r in capture.requests] == [
+        ("/rag-chunks/_mget", {"ids": ["c-1", "x"]}),
+        ("/rag-chunks/_count", {"query": {"bool": {"filter": EVERY_CLAUSE}}}),
+        ("/rag-chunks/_count", {"query": {"bool": {"filter": []}}}),
+    ]
+
+
+# -- per-item bulk results and faults (injected by the double) ----------------
+
+
+def item_statuses(statuses: dict[str, int]):
+    def respond(request: CapturedRequest):
+        items = []
+        for line in request.body:
+            op = next(iter(line))
+            if op in ("index", "update", "delete"):
+                doc_id = line[op]["_id"]
+                status = statuses.pop(doc_id, 200)
+                error = (
+                    {"type": "injected", "reason": f"status {status}"} if status >= 300 else None
+                )
+                items.append({op: {"_id": doc_id, "status": status, "error": error}})
+        return 200, {
+            "errors": any(next(iter(i.values()))["status"] >= 300 for i in items),
+            "items": items,
+        }
+
+    return respond
+
+
+def test_rejected_items_are_resent_alone(capture, store) -> None:
+    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-2": 429}))
+    store.upsert([chunk("c-1"), chunk("c-2"), chunk("c-3")])
+    sent = [
+        [line["index"]["_id"] for line in body if "index" in line]
+        for body in capture.bodies("POST", f"/{INDEX}/_bulk")
+    ]
+    assert sent == [["c-1", "c-2", "c-3"], ["c-2"]]
+
+
+def test_a_failed_item_fails_the_write_naming_it(capture, store) -> None:
+    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-2": 400}))
+    with pytest.raises(StoreError, match=r"1 item\(s\) failed: c-2: 400 injected"):
+        store.upsert([chunk("c-1"), chunk("c-2")])
+    assert len(capture.requests) == 1
+
+
+def test_missing_documents_are_not_errors_for_delete_and_update(capture, store) -> None:
+    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"gone": 404, "ghost": 404}))
+    store.delete(["gone"])
+    store.update_payload([("ghost", ChunkPayload("", "", "", "", "en", {}))])
+    assert len(capture.requests) == 2
+
+
+def test_connection_errors_retry_writes_but_not_reads(capture, store) -> None:
+    capture.on(
+        "POST", f"/{INDEX}/_bulk", connection_refused(), (200, {"errors": False, "items": []})
+    )
+    store.delete(["c-1"])
+    capture.on("POST", f"/{INDEX}/_search", connection_refused())
+    with pytest.raises(StoreUnavailable, match="opensearch search failed"):
+        store.search("gateway", 3, ScopeFilter())
+    assert [r.path for r in capture.requests] == [f"/{INDEX}/_bulk"] * 2 + [f"/{INDEX}/_search"]
+
+
+def test_ping_checks_index_health_and_a_closed_store_sends_nothing(capture, store) -> None:
+    capture.on(
+        "GET", f"/_cluster/health/{INDEX}", (200, {"status": "yellow"}), (200, {"status": "red"})
+    )
+    store.ping()
+    with pytest.raises(StoreUnavailable, match="health is red"):
+        store.ping()
+    store.close()
+    with pytest.raises(StoreUnavailable):
+        store.ping()
+    assert len(capture.requests) == 2
+
+
+def test_credentials_and_tls_come_from_settings(capture) -> None:
+    client = connect_opensearch(
+        capture_settings(OPENSEARCH_VERIFY_CERTS=False),
+        connection_class=CaptureConnection,
+        capture=capture,
+    )
+    [connection] = client.transport.connection_pool.connections
+    assert connection.host == "https://opensearch.test:9200"
+    assert connection.options["http_auth"] == ("rag", "secret")
+    assert connection.options["verify_certs"] is False
+    assert client.transport.max_retries == 0

@@ -1,0 +1,48 @@
+"""Metadata terms and the shared vector payload layout."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.common.stores.payload import (
+    chunk_payload,
+    metadata_from_terms,
+    metadata_term,
+    metadata_terms,
+    stored_chunk_from_payload,
+)
+from tests.common.stores.harness import make_chunk, stored
+
+pytestmark = pytest.mark.unit
+
+
+def test_keys_are_escaped_so_pairs_never_collide() -> None:
+    assert metadata_term("a=b", "c") != metadata_term("a", "b=c")
+    assert metadata_term("100%", "x") != metadata_term("100%25", "x")
+
+
+@given(st.dictionaries(st.text(), st.text(), max_size=6))
+def test_terms_round_trip(metadata: dict[str, str]) -> None:
+    assert metadata_from_terms(metadata_terms(metadata)) == metadata
+
+
+@given(st.text(), st.text(), st.text(), st.text())
+def test_distinct_pairs_give_distinct_terms(k1: str, v1: str, k2: str, v2: str) -> None:
+    if (k1, v1) != (k2, v2):
+        assert metadata_term(k1, v1) != metadata_term(k2, v2)
+
+
+def test_payload_round_trips_a_chunk() -> None:
+    chunk = make_chunk("doc-1", 3, metadata={"product": "api", "a=b": "c"})
+    assert stored_chunk_from_payload(chunk_payload(chunk)) == stored(chunk)
+
+
+def test_payload_is_compact() -> None:
+    payload = chunk_payload(make_chunk("doc-1", metadata={"product": "api"}))
+    assert set(payload) == {
+        "chunk_id", "doc_id", "position", "url", "title", "heading_path", "scope_id",
+        "locale", "content_hash", "metadata", "meta", "text",
+    }  # fmt: skip
+    assert payload["meta"] == ["product=api"]

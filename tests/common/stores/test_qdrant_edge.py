@@ -1,0 +1,98 @@
+"""Qdrant Edge specifics beyond the conformance suite: on-disk identity,
+dimension checks, numpy input and concurrent use."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import qdrant_edge as qe
+
+from services.common.errors import ConfigError
+from services.common.models import ScopeFilter
+from services.common.stores.qdrant_edge import EdgeVectorStore
+from services.indexer.identity import point_uuid
+from tests.common.stores.harness import DIM, make_chunk, seeded_vector
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    store = EdgeVectorStore(tmp_path / "vectors", DIM)
+    yield store
+    store.close()
+
+
+def test_point_ids_are_uuids_derived_from_chunk_ids(tmp_path: Path) -> None:
+    store = EdgeVectorStore(tmp_path / "vectors", DIM)
+    chunk = make_chunk("doc-1")
+    store.upsert([chunk], [seeded_vector("a")])
+    store.close()
+    shard = qe.EdgeShard.load(str(tmp_path / "vectors"))
+    try:
+        [record] = shard.retrieve(
+            [point_uuid(chunk.chunk_id)], with_payload=True, with_vector=False
+        )
+        assert str(record.id) == point_uuid(chunk.chunk_id)
+        assert record.payload is not None and record.payload["chunk_id"] == chunk.chunk_id
+    finally:
+        shard.close()
+
+
+def test_reopening_with_another_dimension_is_refused(tmp_path: Path) -> None:
+    EdgeVectorStore(tmp_path / "vectors", DIM).close()
+    with pytest.raises(ConfigError, match="dim=4"):
+        EdgeVectorStore(tmp_path / "vectors", 4)
+    EdgeVectorStore(tmp_path / "vectors", DIM).close()  # the right size still opens
+
+
+def test_non_positive_dimension_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        EdgeVectorStore(tmp_path / "vectors", 0)
+
+
+def test_numpy_vectors_are_accepted(store: EdgeVectorStore) -> None:
+    chunks = [make_chunk(f"doc-{n}") for n in range(3)]
+    matrix = np.eye(3, DIM, dtype=np.float32)
+    store.upsert(chunks, list(matrix))
+    hits = store.search(np.eye(1, DIM, 1, dtype=np.float32)[0], 1, ScopeFilter())
+    assert [hit.chunk.chunk_id for hit in hits] == [chunks[1].chunk_id]
+    assert hits[0].score == pytest.approx(1.0)
+
+
+def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
+    base = [make_chunk(f"doc-base-{n}") for n in range(50)]
+    store.upsert(base, [seeded_vector(c.chunk_id) for c in base])
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def search_until_done() -> None:
+        try:
+            while not done.is_set():
+                assert len(store.search(seeded_vector("q"), 10, ScopeFilter())) == 10
+        except BaseException as exc:
+            errors.append(exc)
+
+    readers = [threading.Thread(target=search_until_done) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    for batch in range(20):
+        chunks = [make_chunk(f"doc-w{batch}-{n}") for n in range(10)]
+        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+    done.set()
+    for reader in readers:
+        reader.join()
+    assert errors == []
+    assert store.count() == 50 + 200
+
+
+def test_optimize_keeps_results(store: EdgeVectorStore) -> None:
+    chunks = [make_chunk(f"doc-{n}") for n in range(200)]
+    store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+    before = [h.chunk.chunk_id for h in store.search(seeded_vector("q"), 5, ScopeFilter())]
+    store.optimize()
+    after = [h.chunk.chunk_id for h in store.search(seeded_vector("q"), 5, ScopeFilter())]
+    assert after == before

@@ -1,0 +1,465 @@
+"""Pins the exact gRPC requests QdrantVectorStore sends through the real
+qdrant-client, captured by a request-capture double on a local port
+(`qdrant_capture`), plus the REST bodies for the same calls when
+QDRANT_PREFER_GRPC=false (captured by an httpx transport double)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from qdrant_client import grpc as qg
+from qdrant_client import models
+
+from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.models import Chunk, ChunkPayload, ScopeFilter
+from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
+from services.common.stores.settings import StoreSettings
+from tests.common.stores.qdrant_capture import (
+    QdrantCapture,
+    collection_info,
+    rest_collection_info,
+    start_capture_server,
+)
+
+pytestmark = [
+    pytest.mark.unit,
+    # The double listens on plain TCP; production URLs use https with an API key.
+    pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection"),
+]
+ALL_INDEXED = ("scope_id", "locale", "doc_id", "url", "meta")
+
+DIM = 4
+SETUP_0 = "95d95013-3170-57a1-bcab-8de8ee983296"  # point_uuid("chunk-setup-0")
+SETUP_1 = "b55d03d8-62c8-5dca-b401-9e02c5aa7258"  # point_uuid("chunk-setup-1")
+FAQ_0 = "f032e1ef-62ee-5607-9ecf-79dc6dd85a77"  # point_uuid("chunk-faq-0")
+
+
+def chunk(chunk_id: str, position: int = 0, **fields: Any) -> Chunk:
+    values: dict[str, Any] = {
+        "doc_id": "guide/setup",
+        "text": "Ports: the gateway listens on 8080.",
+        "content_hash": "b733a12a",
+        "url": "https://docs.test/setup",
+        "title": "Setup",
+        "heading_path": "Guide > Setup > Ports",
+        "scope_id": "docs",
+        "locale": "en",
+        "metadata": {"product": "api"},
+    }
+    values.update(fields)
+    return Chunk(chunk_id=chunk_id, position=position, **values)
+
+
+def settings(**extra: Any) -> StoreSettings:
+    return StoreSettings(
+        QDRANT_URL="http://127.0.0.1:1",
+        OPENSEARCH_URL="http://127.0.0.1:2",
+        QDRANT_API_KEY="test-key",
+        QDRANT_TIMEOUT_S=3,
+        **extra,
+    )
+
+
+@pytest.fixture
+def capture() -> Iterator[tuple[QdrantCapture, int]]:
+    double = QdrantCapture(info=collection_info(DIM, models.Distance.COSINE))
+    server, port = start_capture_server(double)
+    yield double, port
+    server.stop(grace=None)
+
+
+def open_store(capture: tuple[QdrantCapture, int], batch_size: int = 256) -> QdrantVectorStore:
+    double, port = capture
+    client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
+    store = QdrantVectorStore(client, "rag_chunks", DIM, timeout_s=3, batch_size=batch_size)
+    double.calls.clear()  # each test pins only the calls it is about
+    return store
+
+
+@pytest.fixture
+def store(capture: tuple[QdrantCapture, int]) -> Iterator[QdrantVectorStore]:
+    capture[0].exists = True
+    capture[0].info = collection_info(DIM, models.Distance.COSINE, ALL_INDEXED)
+    opened = open_store(capture)
+    yield opened
+    opened.close()
+
+
+# -- collection set-up --------------------------------------------------------
+
+
+def test_missing_collection_is_created_with_cosine_and_keyword_indexes(capture) -> None:
+    double, port = capture
+    client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
+    QdrantVectorStore(client, "rag_chunks", DIM, timeout_s=3).close()
+    index = {
+        "collection_name": "rag_chunks",
+        "wait": True,
+        "field_type": "FieldTypeKeyword",
+        "timeout": "3",
+    }
+    assert [(c.method, c.request) for c in double.calls] == [
+        ("CollectionExists", {"collection_name": "rag_chunks"}),
+        (
+            "Create",
+            {
+                "collection_name": "rag_chunks",
+                "timeout": "3",
+                "vectors_config": {"params": {"size": "4", "distance": "Cosine"}},
+            },
+        ),
+        ("GetCollection", {"collection_name": "rag_chunks"}),
+        (
+            "CreateFieldIndex",
+            {
+                **index,
+                "field_name": "scope_id",
+                "field_index_params": {"keyword_index_params": {"is_tenant": True}},
+            },
+        ),
+        ("CreateFieldIndex", {**index, "field_name": "locale"}),
+        ("CreateFieldIndex", {**index, "field_name": "doc_id"}),
+        ("CreateFieldIndex", {**index, "field_name": "url"}),
+        ("CreateFieldIndex", {**index, "field_name": "meta"}),
+    ]
+    assert all(call.metadata["api-key"] == "test-key" for call in double.calls)
+
+
+def test_existing_collection_only_gets_its_missing_indexes(capture) -> None:
+    double, port = capture
+    double.exists = True
+    double.info = collection_info(DIM, models.Distance.COSINE, ("scope_id", "locale"))
+    client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
+    QdrantVectorStore(client, "rag_chunks", DIM).close()
+    assert double.methods() == ["CollectionExists", "GetCollection", *["CreateFieldIndex"] * 3]
+    assert [r["field_name"] for r in double.requests("CreateFieldIndex")] == [
+        "doc_id",
+        "url",
+        "meta",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("size", "distance", "expected"),
+    [
+        (384, models.Distance.COSINE, "holds 384-d vectors with Cosine distance"),
+        (DIM, models.Distance.DOT, "holds 4-d vectors with Dot distance"),
+    ],
+)
+def test_an_incompatible_collection_is_refused(capture, size, distance, expected) -> None:
+    double, port = capture
+    double.exists, double.info = True, collection_info(size, distance)
+    client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
+    with pytest.raises(ConfigError) as refused:
+        QdrantVectorStore(client, "rag_chunks", DIM)
+    message = str(refused.value)
+    assert expected in message and "QDRANT_COLLECTION" in message and "4-d" in message
+    assert "Create" not in double.methods() and "CreateFieldIndex" not in double.methods()
+
+
+# -- writes -------------------------------------------------------------------
+
+
+def test_upsert_sends_uuid_ids_vectors_and_the_shared_payload(capture, store) -> None:
+    double, _ = capture
+    store.upsert(
+        [chunk("chunk-setup-0", metadata={"a=b": "c", "product": "api"})], [[0.5, 0, 0, 1]]
+    )
+    assert double.requests("Upsert") == [
+        {
+            "collection_name": "rag_chunks",
+            "wait": True,
+            "timeout": "3",
+            "points": [
+                {
+                    "id": {"uuid": SETUP_0},
+                    "vectors": {"vector": {"dense": {"data": [0.5, 0.0, 0.0, 1.0]}}},
+                    "payload": {
+                        "chunk_id": {"string_value": "chunk-setup-0"},
+                        "doc_id": {"string_value": "guide/setup"},
+                        "position": {"integer_value": "0"},
+                        "text": {"string_value": "Ports: the gateway listens on 8080."},
+                        "content_hash": {"string_value": "b733a12a"},
+                        "url": {"string_value": "https://docs.test/setup"},
+                        "title": {"string_value": "Setup"},
+                        "heading_path": {"string_value": "Guide > Setup > Ports"},
+                        "scope_id": {"string_value": "docs"},
+                        "locale": {"string_value": "en"},
+                        "metadata": {
+                            "struct_value": {
+                                "fields": {
+                                    "a=b": {"string_value": "c"},
+                                    "product": {"string_value": "api"},
+                                }
+                            }
+                        },
+                        "meta": {
+                            "list_value": {
+                                "values": [
+                                    {"string_value": "a%3Db=c"},
+                                    {"string_value": "product=api"},
+                                ]
+                            }
+                        },
+                    },
+                }
+            ],
+        }
+    ]
+
+
+def test_upsert_is_sent_in_batches(capture) -> None:
+    double, _ = capture
+    double.exists = True
+    store = open_store(capture, batch_size=2)
+    chunks = [chunk(f"chunk-{n}", n) for n in range(5)]
+    store.upsert(chunks, [[1.0, 0, 0, 0]] * 5)
+    assert [len(r["points"]) for r in double.requests("Upsert")] == [2, 2, 1]
+
+
+def test_update_payload_sets_fields_only_on_points_that_exist(capture, store) -> None:
+    double, _ = capture
+    double.stored_points = [qg.RetrievedPoint(id=qg.PointId(uuid=SETUP_0))]
+    payload = ChunkPayload(
+        url="https://docs.test/moved",
+        title="Moved",
+        heading_path="Guide > Moved",
+        scope_id="docs",
+        locale="de",
+        metadata={},
+    )
+    store.update_payload([("chunk-setup-0", payload), ("chunk-faq-0", payload)])
+    assert double.requests("GetPoints") == [
+        {
+            "collection_name": "rag_chunks",
+            "ids": [{"uuid": SETUP_0}, {"uuid": FAQ_0}],
+            "with_payload": {"enable": False},
+            "with_vectors": {"enable": False},
+            "timeout": "3",
+        }
+    ]
+    assert double.requests("UpdateBatch") == [
+        {
+            "collection_name": "rag_chunks",
+            "wait": True,
+            "timeout": "3",
+            "operations": [
+                {
+                    "set_payload": {
+                        "payload": {
+                            "url": {"string_value": "https://docs.test/moved"},
+                            "title": {"string_value": "Moved"},
+                            "heading_path": {"string_value": "Guide > Moved"},
+                            "scope_id": {"string_value": "docs"},
+                            "locale": {"string_value": "de"},
+                            "metadata": {"struct_value": {}},
+                            "meta": {"list_value": {}},
+                        },
+                        "points_selector": {"points": {"ids": [{"uuid": SETUP_0}]}},
+                    }
+                }
+            ],
+        }
+    ]
+
+
+def test_delete_names_the_point_uuids(capture, store) -> None:
+    double, _ = capture
+    store.delete(["chunk-setup-0", "chunk-setup-1"])
+    assert double.requests("Delete") == [
+        {
+            "collection_name": "rag_chunks",
+            "wait": True,
+            "timeout": "3",
+            "points": {"points": {"ids": [{"uuid": SETUP_0}, {"uuid": SETUP_1}]}},
+        }
+    ]
+
+
+# -- reads --------------------------------------------------------------------
+
+EVERY_FILTER = ScopeFilter(
+    scope_id="docs",
+    locale="en",
+    doc_ids=("guide/setup", "faq"),
+    urls=("https://docs.test/setup",),
+    metadata=(("product", "api"), ("a=b", 'c" OR 1=1')),
+)
+EVERY_CONDITION = {
+    "must": [
+        {"field": {"key": "scope_id", "match": {"keyword": "docs"}}},
+        {"field": {"key": "locale", "match": {"keyword": "en"}}},
+        {"field": {"key": "doc_id", "match": {"keywords": {"strings": ["guide/setup", "faq"]}}}},
+        {"field": {"key": "url", "match": {"keywords": {"strings": ["https://docs.test/setup"]}}}},
+        {"field": {"key": "meta", "match": {"keyword": "product=api"}}},
+        {"field": {"key": "meta", "match": {"keyword": 'a%3Db=c" OR 1=1'}}},
+    ]
+}
+
+
+def test_search_sends_the_vector_and_every_filter(capture, store) -> None:
+    double, _ = capture
+    store.search([0.25, 0.5, 0, 1], 7, EVERY_FILTER)
+    [call] = [c for c in double.calls if c.method == "Query"]
+    assert call.request == {
+        "collection_name": "rag_chunks",
+        "query": {"nearest": {"dense": {"data": [0.25, 0.5, 0.0, 1.0]}}},
+        "filter": EVERY_CONDITION,
+        "limit": "7",
+        "with_payload": {"enable": True},
+        "with_vectors": {"enable": False},
+        "timeout": "3",
+    }
+    assert call.deadline_s is not None and call.deadline_s <= 3.5
+
+
+def test_search_without_scope_sends_no_filter_and_orders_ties_by_chunk_id(capture, store) -> None:
+    double, _ = capture
+    double.scored_points = [
+        qg.ScoredPoint(
+            id=qg.PointId(uuid=u), score=0.5, payload={"chunk_id": qg.Value(string_value=c)}
+        )
+        for u, c in ((SETUP_1, "chunk-setup-1"), (SETUP_0, "chunk-setup-0"))
+    ]
+    hits = store.search([1, 0, 0, 0], 2, ScopeFilter())
+    assert "filter" not in double.requests("Query")[0]
+    assert [h.chunk.chunk_id for h in hits] == ["chunk-setup-0", "chunk-setup-1"]
+    assert store.search([1, 0, 0, 0], 0, ScopeFilter()) == []
+    assert len(double.requests("Query")) == 1  # limit 0 asks nothing
+
+
+def test_count_and_get_requests(capture, store) -> None:
+    double, _ = capture
+    double.count = 3
+    assert store.count(EVERY_FILTER) == 3
+    store.get(["chunk-setup-0", "chunk-setup-0", "chunk-faq-0"])
+    assert double.requests("Count") == [
+        {"collection_name": "rag_chunks", "filter": EVERY_CONDITION, "exact": True, "timeout": "3"}
+    ]
+    assert double.requests("GetPoints") == [
+        {
+            "collection_name": "rag_chunks",
+            "ids": [{"uuid": SETUP_0}, {"uuid": FAQ_0}],
+            "with_payload": {"enable": True},
+            "with_vectors": {"enable": False},
+            "timeout": "3",
+        }
+    ]
+
+
+# -- faults: injected by the double -------------------------------------------
+
+
+def test_transient_write_errors_are_retried(capture, store) -> None:
+    double, _ = capture
+    double.fail_next("Upsert", grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
+    store.upsert([chunk("chunk-setup-0")], [[1.0, 0, 0, 0]])
+    assert double.methods().count("Upsert") == 3
+
+
+def test_rejected_writes_fail_at_once_and_reads_are_not_retried(capture, store) -> None:
+    double, _ = capture
+    double.fail_next("Delete", grpc.StatusCode.INVALID_ARGUMENT)
+    with pytest.raises(StoreError, match="qdrant delete failed"):
+        store.delete(["chunk-setup-0"])
+    double.fail_next("Query", grpc.StatusCode.UNAVAILABLE)
+    with pytest.raises(StoreUnavailable, match="qdrant search failed"):
+        store.search([1, 0, 0, 0], 3, ScopeFilter())
+    assert double.methods() == ["Delete", "Query"]
+
+
+def test_a_closed_store_sends_nothing(capture, store) -> None:
+    double, _ = capture
+    store.close()
+    with pytest.raises(StoreUnavailable):
+        store.ping()
+    assert double.methods() == []
+
+
+# -- REST transport (QDRANT_PREFER_GRPC=false) -------------------------------
+
+
+def test_rest_bodies_for_upsert_and_search() -> None:
+    """REQUEST-CAPTURE DOUBLE: an httpx transport that records each request
+    and answers like a Qdrant server whose collection already exists."""
+    sent: list[tuple[str, str, Any]] = []
+    info = rest_collection_info(DIM, models.Distance.COSINE, ALL_INDEXED)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        sent.append((request.method, request.url.path + "?" + request.url.query.decode(), body))
+        result: Any = {"operation_id": 1, "status": "completed"}
+        if request.url.path.endswith("/exists"):
+            result = {"exists": True}
+        elif request.url.path == "/collections/rag_chunks":
+            result = info.model_dump(mode="json")
+        elif request.url.path.endswith("/points/query"):
+            result = {"points": []}
+        return httpx.Response(200, json={"result": result, "status": "ok", "time": 0.0})
+
+    client = connect_qdrant(
+        StoreSettings(
+            QDRANT_URL="http://qdrant.test:6333",
+            OPENSEARCH_URL="http://os.test:9200",
+            QDRANT_PREFER_GRPC=False,
+        ),
+        check_compatibility=False,
+        transport=httpx.MockTransport(answer),
+    )
+    store = QdrantVectorStore(client, "rag_chunks", DIM, timeout_s=2)
+    store.upsert([chunk("chunk-setup-0", metadata={})], [[1, 0, 0, 0]])
+    store.search([0, 1, 0, 0], 5, ScopeFilter(scope_id="docs", doc_ids=("faq",)))
+    assert [(method, path) for method, path, _ in sent[:2]] == [
+        ("GET", "/collections/rag_chunks/exists?"),
+        ("GET", "/collections/rag_chunks?"),
+    ]
+    assert sent[2:] == [
+        (
+            "PUT",
+            "/collections/rag_chunks/points?wait=true&timeout=2",
+            {
+                "points": [
+                    {
+                        "id": SETUP_0,
+                        "vector": [1.0, 0.0, 0.0, 0.0],
+                        "payload": {
+                            "url": "https://docs.test/setup",
+                            "title": "Setup",
+                            "heading_path": "Guide > Setup > Ports",
+                            "scope_id": "docs",
+                            "locale": "en",
+                            "metadata": {},
+                            "meta": [],
+                            "chunk_id": "chunk-setup-0",
+                            "doc_id": "guide/setup",
+                            "position": 0,
+                            "content_hash": "b733a12a",
+                            "text": "Ports: the gateway listens on 8080.",
+                        },
+                    }
+                ]
+            },
+        ),
+        (
+            "POST",
+            "/collections/rag_chunks/points/query?timeout=2",
+            {
+                "query": {"nearest": [0.0, 1.0, 0.0, 0.0]},
+                "filter": {
+                    "must": [
+                        {"key": "scope_id", "match": {"value": "docs"}},
+                        {"key": "doc_id", "match": {"any": ["faq"]}},
+                    ]
+                },
+                "limit": 5,
+                "with_vector": False,
+                "with_payload": True,
+            },
+        ),
+    ]
+    store.close()

@@ -1,0 +1,200 @@
+"""The gateway's web page in headless Chromium (Debian's `chromium`, driven by
+Playwright over CDP — no browser download): search, numbered citations, the
+debug view, "this page" mode, and a page on a disallowed origin that cannot
+use the API. A screenshot lands in tests/artifacts/ (or $RAG_TEST_ARTIFACTS)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+from starlette.applications import Starlette
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+from tests.gateway.support import gateway_settings, serve_asgi, serve_gateway
+from tests.support.stack import BackgroundStack
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(os.environ.get("RAG_TEST_ARTIFACTS", Path(__file__).parents[1] / "artifacts"))
+
+QUERY = "What does status 429 with Retry-After mean?"
+PAGE_URL = "https://docs.example/rate-limits"
+
+
+@pytest.fixture
+def retriever_addr(embedded_stack: BackgroundStack) -> str:
+    """The real Retriever (embedded stack with the test corpus indexed)."""
+    return embedded_stack.retriever_addr
+
+
+@pytest_asyncio.fixture
+async def browser() -> AsyncIterator[object]:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (Debian package `chromium`)")
+    playwright_api = pytest.importorskip("playwright.async_api")
+    async with playwright_api.async_playwright() as playwright:
+        instance = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            yield instance
+        finally:
+            await instance.close()
+
+
+async def _metric(url: str, name: str) -> float:
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"{url}/metrics")).text
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, flags=re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+async def test_page_searches_cites_and_shows_debug(browser: object, retriever_addr: str) -> None:
+    settings = gateway_settings(retriever_addr, gateway_allowed_origins=[])
+    async with serve_gateway(settings) as gw:
+        page = await browser.new_page(viewport={"width": 1000, "height": 1100})  # type: ignore[attr-defined]
+        await page.goto(f"{gw.url}/")
+        await page.get_by_role("searchbox", name="Search query").fill(QUERY)
+        await page.get_by_role("button", name="Search", exact=True).click()
+        first = page.locator(".hit").first
+        await first.wait_for()
+
+        assert "Rate limits" in await first.locator("h3").inner_text()
+        assert await first.locator(".cite").inner_text() == "[1]"
+        snippets = await page.locator(".hit .snippet").all_inner_texts()
+        assert any("429" in snippet for snippet in snippets)
+        sources = page.locator(".sources li")
+        assert await sources.count() >= 1
+        assert "docs.example" in (await first.locator(".source").inner_text())
+
+        await page.get_by_role("checkbox", name="Debug").check()
+        chips = page.locator(".hit .prov li")
+        await chips.first.wait_for()
+        chip_texts = await chips.all_inner_texts()
+        assert any(re.match(r"(vector|lexical) #\d+", text) for text in chip_texts)
+        rerank = await page.locator(".dbg-rerank").inner_text()
+        assert re.match(r"(used|not used)", rerank)
+        channels = await page.locator(".debug tbody td:first-child").all_inner_texts()
+        assert {"vector", "lexical"} <= set(channels)
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / "gateway-page.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot: {shot}")
+        assert shot.stat().st_size > 10_000
+
+
+async def test_this_page_mode_searches_only_the_given_page(
+    browser: object, retriever_addr: str
+) -> None:
+    settings = gateway_settings(retriever_addr, gateway_allowed_origins=[])
+    async with serve_gateway(settings) as gw:
+        page = await browser.new_page()  # type: ignore[attr-defined]
+        await page.goto(f"{gw.url}/")
+        await page.get_by_role("radio", name="This page").check()
+        await page.get_by_role("textbox", name="Page URL").fill(PAGE_URL)
+        await page.get_by_role("searchbox", name="Search query").fill("daily budget")
+        await page.get_by_role("button", name="Search", exact=True).click()
+        await page.locator(".hit").first.wait_for()
+        sources = await page.locator(".hit .source").all_inner_texts()
+    assert sources and all(text.endswith("docs.example/rate-limits") for text in sources)
+
+
+FOREIGN_PAGE = """<!doctype html><html><body><pre id="out">running</pre><script>
+const gateway = %r;
+const out = document.getElementById("out");
+const results = [];
+async function attempt(label, init) {
+  try {
+    const response = await fetch(gateway + "/v1/search", init);
+    results.push(label + ":status " + response.status + " type " + response.type);
+  } catch (error) {
+    results.push(label + ":blocked");
+  }
+}
+(async () => {
+  await attempt("cors", {method: "POST", headers: {"Content-Type": "application/json"},
+                         body: JSON.stringify({query: "rate limits"})});
+  // A "simple" request skips the preflight and reaches the server; only the
+  // server's own origin check can stop it from costing a search.
+  await attempt("simple", {method: "POST", mode: "no-cors",
+                           headers: {"Content-Type": "text/plain"},
+                           body: JSON.stringify({query: "rate limits"})});
+  out.textContent = results.join("\\n");
+})();
+</script></body></html>"""
+
+
+async def test_page_on_a_disallowed_origin_cannot_call_the_api(
+    browser: object, retriever_addr: str
+) -> None:
+    settings = gateway_settings(retriever_addr, gateway_allowed_origins=["http://allowed.example"])
+    async with serve_gateway(settings) as gw:
+
+        async def foreign(_: object) -> HTMLResponse:
+            return HTMLResponse(FOREIGN_PAGE % gw.url)
+
+        calls_before = await _metric(gw.url, 'gateway_retriever_calls_total{code="OK"}')
+        async with serve_asgi(Starlette(routes=[Route("/", foreign)])) as (foreign_url, _):
+            page = await browser.new_page()  # type: ignore[attr-defined]
+            await page.goto(f"{foreign_url}/")
+            out = page.locator("#out")
+            await page.wait_for_function("document.getElementById('out').textContent !== 'running'")
+            lines = (await out.inner_text()).splitlines()
+        rejected = await _metric(gw.url, 'gateway_search_requests_total{outcome="origin_rejected"}')
+        calls_after = await _metric(gw.url, 'gateway_retriever_calls_total{code="OK"}')
+    assert lines[0] == "cors:blocked"
+    assert lines[1].startswith("simple:status 0 type opaque")  # sent, but refused by the gateway
+    assert rejected == 2  # the preflight and the simple request
+    assert calls_after == calls_before  # the Retriever saw nothing
+
+
+STATIC_SITE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>Docs</title></head><body style="font-family:sans-serif;margin:2rem"><h1>Rate limits</h1>
+<p>A static page that embeds the search widget with one script tag.</p>
+<script src="%s/widget.js" defer></script></body></html>"""
+
+
+async def test_widget_embeds_on_an_allowed_static_site(
+    browser: object, retriever_addr: str
+) -> None:
+    site: dict[str, str] = {}
+
+    async def static_page(_: object) -> HTMLResponse:
+        return HTMLResponse(STATIC_SITE % site["gateway"])
+
+    async with serve_asgi(Starlette(routes=[Route("/rate-limits", static_page)])) as (url, _):
+        settings = gateway_settings(retriever_addr, gateway_allowed_origins=[url])
+        async with serve_gateway(settings) as gw:
+            site["gateway"] = gw.url
+            page = await browser.new_page(viewport={"width": 900, "height": 800})  # type: ignore[attr-defined]
+            await page.goto(f"{url}/rate-limits")
+            await page.get_by_role("button", name="Search", exact=True).first.click()
+            dialog = page.get_by_role("dialog", name="Search")
+            await dialog.get_by_role("searchbox").fill("how long to wait after a 429")
+            await dialog.get_by_role("button", name="Search", exact=True).click()
+            first = dialog.locator(".hit").first
+            await first.wait_for()
+            title = await first.locator("h3").inner_text()
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "gateway-widget.png"))
+    assert "Rate limits" in title
+    assert title.startswith("[1]")

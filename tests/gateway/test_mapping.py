@@ -1,0 +1,93 @@
+"""JSON ↔ Retriever proto mapping and the input bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.errors import ApiError, ErrorCode
+from gateway.mapping import snippet, to_retrieve_request, to_search_response
+from gateway.schema import SearchLimits, SearchRequest
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from tests.gateway.support import canned_response
+
+pytestmark = pytest.mark.unit
+
+LIMITS = SearchLimits(max_query_chars=20, max_top_k=10, max_filter_values=2)
+
+
+def test_request_maps_scope_and_drops_the_fragment() -> None:
+    request = SearchRequest.model_validate(
+        {
+            "query": "ports",
+            "page_url": " https://docs.example/deployment#ports ",
+            "scope": {"scope_id": "docs", "doc_ids": ["a"], "metadata": {"k": "v"}},
+        }
+    )
+    proto = to_retrieve_request(request, "ports", top_k=4, debug=False)
+    assert proto.page_url == "https://docs.example/deployment"
+    assert (proto.top_k, proto.filter.scope_id, list(proto.filter.doc_ids)) == (4, "docs", ["a"])
+    assert dict(proto.filter.metadata) == {"k": "v"}
+    assert list(proto.filter.urls) == []
+
+
+def test_this_page_pins_the_url_filter_to_the_page() -> None:
+    request = SearchRequest.model_validate(
+        {
+            "query": "q",
+            "page_url": "https://x.example/p#top",
+            "this_page": True,
+            "scope": {"urls": ["https://x.example/other"]},
+        }
+    )
+    proto = to_retrieve_request(request, "q", top_k=3, debug=False)
+    assert list(proto.filter.urls) == ["https://x.example/p"]
+
+
+def test_response_uses_stable_lowercase_names_and_links_citations() -> None:
+    reply = canned_response(pb.RetrieveRequest(query="status 429 retry", top_k=2, debug=True))
+    body = to_search_response(reply, "rid", debug=True).model_dump(mode="json")
+    assert body["intent"] == "site_search"
+    assert body["page_status"] == "unspecified"
+    assert body["hits"][0]["citation"] == body["citations"][0]["number"] == 1
+    assert body["hits"][0]["channels"][0] == {"channel": "vector", "rank": 1, "score": 0.8}
+    assert body["debug"]["channels"][1]["status"] == "ok"
+    assert body["timings_ms"] == {"fanout": 1.5, "rerank": 4.2}
+
+
+def test_debug_report_is_left_out_unless_asked() -> None:
+    reply = canned_response(pb.RetrieveRequest(query="status 429", debug=True))
+    assert to_search_response(reply, "rid", debug=False).debug is None
+
+
+def test_unknown_enum_numbers_read_as_unspecified() -> None:
+    reply = pb.RetrieveResponse(intent=99)  # type: ignore[arg-type]
+    assert to_search_response(reply, "rid", debug=False).intent == "unspecified"
+
+
+def test_snippet_reads_as_plain_text_and_cuts_at_a_word() -> None:
+    text = "# Title\n\n## Part\n\nSome **bold** text with [a link](https://x) and `code`.\n"
+    assert snippet(text) == "Some bold text with a link and code."
+    cut = snippet("word " * 100, limit=22)
+    assert cut == "word word word word…"
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"query": "a" * 21}, ErrorCode.QUERY_TOO_LONG),
+        ({"query": " \t\n "}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "top_k": 0}, ErrorCode.TOP_K_OUT_OF_RANGE),
+        ({"query": "q", "top_k": 11}, ErrorCode.TOP_K_OUT_OF_RANGE),
+        ({"query": "q", "this_page": True}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "scope": {"doc_ids": ["a", "b", "c"]}}, ErrorCode.INVALID_REQUEST),
+    ],
+)
+def test_limits_refuse_out_of_bounds_requests(body: dict[str, object], code: ErrorCode) -> None:
+    with pytest.raises(ApiError) as caught:
+        LIMITS.check(SearchRequest.model_validate(body))
+    assert caught.value.code is code
+
+
+def test_limits_count_the_query_after_collapsing_whitespace() -> None:
+    padded = SearchRequest.model_validate({"query": "  a" + " " * 50 + "b  ", "top_k": 10})
+    assert LIMITS.check(padded) == "a b"

@@ -1,0 +1,61 @@
+"""GatewaySettings: fail-closed defaults, environment names, start-up errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.settings import GatewaySettings
+from services.common.errors import ConfigError
+from services.common.settings import load_settings
+
+pytestmark = pytest.mark.unit
+
+
+def test_defaults_are_closed_and_match_the_documented_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("RAG_GATEWAY_PUBLIC_ENABLED", "RAG_GATEWAY_PORT", "RAG_RETRIEVER_ADDR"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings(GatewaySettings)
+    assert settings.gateway_public_enabled is False
+    assert settings.gateway_allowed_origins == []
+    assert settings.gateway_allow_missing_origin is False
+    assert settings.gateway_query_log_retention == "none"
+    assert settings.gateway_port == 8080
+    assert settings.retriever_addr == "localhost:50052"
+    assert settings.uses_redis is False
+
+
+def test_reads_gateway_and_retriever_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_GATEWAY_PUBLIC_ENABLED", "true")
+    monkeypatch.setenv("RAG_GATEWAY_PORT", "9090")
+    monkeypatch.setenv("RAG_RETRIEVER_ADDR", "retriever:7000")
+    monkeypatch.setenv(
+        "RAG_GATEWAY_ALLOWED_ORIGINS", "https://Docs.Example/, http://localhost:3000"
+    )
+    monkeypatch.setenv("RAG_GATEWAY_REDIS_URL", "redis://cache:6379/1")
+    settings = load_settings(GatewaySettings)
+    assert settings.gateway_public_enabled is True
+    assert settings.gateway_port == 9090
+    assert settings.retriever_addr == "retriever:7000"
+    assert settings.gateway_allowed_origins == ["https://docs.example", "http://localhost:3000"]
+    assert settings.uses_redis is True
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RAG_GATEWAY_RATE_LIMIT", "lots"),
+        ("RAG_GATEWAY_DAILY_BUDGET", "0"),
+        ("RAG_GATEWAY_MAX_TOP_K", "0"),
+        ("RAG_GATEWAY_DEFAULT_TOP_K", "50"),
+        ("RAG_GATEWAY_QUERY_LOG_RETENTION", "forever"),
+        ("RAG_GATEWAY_REQUEST_DEADLINE_S", "-1"),
+    ],
+)
+def test_bad_values_fail_at_start_up_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable):
+        load_settings(GatewaySettings)

@@ -1,0 +1,101 @@
+"""What every `Manifest` implementation must do (SQLite and OpenSearch alike).
+
+Subclass `ManifestContract` and provide a `manifest_factory` fixture: a
+callable that opens the manifest stored at a given path (the OpenSearch one
+derives an index name from it), so reopening the same path sees the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.indexer.manifest import ManifestEntry
+
+ManifestFactory = Callable[[Path], Any]
+
+
+def entry(
+    doc_id: str, locale: str = "en", scope_id: str = "docs", chunks: int = 2
+) -> ManifestEntry:
+    return ManifestEntry(
+        doc_id=doc_id,
+        locale=locale,
+        scope_id=scope_id,
+        content_hash=f"content-{doc_id}",
+        metadata_hash=f"meta-{doc_id}",
+        chunk_ids=tuple(f"{doc_id}#{n}" for n in range(chunks)),
+        chunk_hashes=tuple(f"hash-{doc_id}-{n}" for n in range(chunks)),
+        updated_at="2026-01-02T03:04:05Z",
+    )
+
+
+class ManifestContract:
+    @pytest.fixture
+    def manifest(self, manifest_factory: ManifestFactory, tmp_path: Path) -> Iterator[Any]:
+        opened = manifest_factory(tmp_path / "manifest")
+        yield opened
+        opened.close()
+
+    def test_put_then_get_round_trips_every_field(self, manifest) -> None:
+        long_id = "https://docs.test/" + "a" * 700  # longer than an OpenSearch _id may be
+        entries = [entry("guide/setup"), entry("guide/setup", "de"), entry(long_id, chunks=0)]
+        manifest.put_many(entries)
+        assert manifest.get("guide/setup", "en") == entries[0]
+        assert manifest.get_many([(e.doc_id, e.locale) for e in entries] + [("x", "en")]) == {
+            (e.doc_id, e.locale): e for e in entries
+        }
+        assert manifest.get("guide/setup", "fr") is None
+
+    def test_put_replaces_an_entry(self, manifest) -> None:
+        manifest.put_many([entry("a", chunks=3)])
+        changed = entry("a", scope_id="other", chunks=1)
+        manifest.put_many([changed])
+        assert manifest.get("a", "en") == changed
+        assert manifest.count() == 1
+
+    def test_scope_locales_and_counts(self, manifest) -> None:
+        manifest.put_many(
+            [entry("b"), entry("a"), entry("a", "de", chunks=5), entry("c", scope_id="blog")]
+        )
+        assert list(manifest.keys_in_scope("docs")) == [("a", "de"), ("a", "en"), ("b", "en")]
+        assert list(manifest.keys_in_scope("nowhere")) == []
+        assert manifest.locales_of("a") == ["de", "en"]
+        assert manifest.locales_of("missing") == []
+        assert manifest.count() == 4
+        assert manifest.chunk_counts_by_locale() == {"en": 6, "de": 5}
+
+    def test_delete_removes_entries_and_their_pending_records(self, manifest) -> None:
+        manifest.put_many([entry("a"), entry("b")])
+        manifest.add_pending({("a", "en"): ["a#9"]})
+        manifest.delete_many([("a", "en"), ("never", "en")])
+        assert manifest.get("a", "en") is None
+        assert manifest.get_pending([("a", "en")]) == {}
+        assert [k for k in manifest.keys_in_scope("docs")] == [("b", "en")]
+
+    def test_pending_accumulates_until_the_entry_is_committed(self, manifest) -> None:
+        manifest.add_pending({("a", "en"): ["a#0", "a#1"], ("b", "en"): ["b#0"]})
+        manifest.add_pending({("a", "en"): ["a#1", "a#2"]})
+        assert manifest.get_pending([("a", "en"), ("b", "en"), ("c", "en")]) == {
+            ("a", "en"): {"a#0", "a#1", "a#2"},
+            ("b", "en"): {"b#0"},
+        }
+        manifest.put_many([entry("a")])
+        assert manifest.get_pending([("a", "en"), ("b", "en")]) == {("b", "en"): {"b#0"}}
+
+    def test_meta_values_and_reopening(self, manifest_factory, tmp_path: Path) -> None:
+        first = manifest_factory(tmp_path / "manifest")
+        assert first.get_meta("chunking") is None
+        first.set_meta("chunking", '{"target": 800}')
+        first.set_meta("chunking", '{"target": 600}')
+        first.put_many([entry("a")])
+        first.close()
+        again = manifest_factory(tmp_path / "manifest")
+        try:
+            assert again.get_meta("chunking") == '{"target": 600}'
+            assert again.get("a", "en") == entry("a")
+        finally:
+            again.close()

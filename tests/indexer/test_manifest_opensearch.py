@@ -1,0 +1,260 @@
+"""OpenSearchManifest: the shared Manifest contract (on SQLite always, on
+OpenSearch when OPENSEARCH_URL points at a live cluster, skipped with the
+reason otherwise) and the exact requests it sends, captured below the real
+client's transport by a request-capture double."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.common.settings import load_settings
+from services.common.stores.opensearch_client import WriteConflict, connect_opensearch
+from services.common.stores.settings import StoreSettings
+from services.indexer.manifest_opensearch import OpenSearchManifest, manifest_doc_id
+from services.indexer.manifest_sqlite import SqliteManifest
+from tests.common.stores.opensearch_capture import (
+    CaptureConnection,
+    CapturedRequest,
+    OpenSearchCapture,
+    bulk_ok,
+    capture_settings,
+)
+from tests.indexer.manifest_contract import ManifestContract, entry
+
+pytestmark = pytest.mark.unit
+INDEX = "rag-manifest"
+LIVE_REASON = "OpenSearchManifest: set OPENSEARCH_URL to a live cluster to run this suite"
+
+
+# -- the contract --------------------------------------------------------------
+
+
+class TestSqliteManifestContract(ManifestContract):
+    @pytest.fixture
+    def manifest_factory(self):
+        return SqliteManifest
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.environ.get("OPENSEARCH_URL"), reason=LIVE_REASON)
+class TestOpenSearchManifestContract(ManifestContract):
+    @pytest.fixture
+    def manifest_factory(self):
+        settings = load_settings(
+            StoreSettings, store_mode="server", QDRANT_URL="http://unused.invalid"
+        )
+        created: list[str] = []
+
+        def open_manifest(path: Path) -> OpenSearchManifest:
+            index = "rag-manifest-test-" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+            created.append(index)
+            return OpenSearchManifest(connect_opensearch(settings), index, replicas=0)
+
+        yield open_manifest
+        client = connect_opensearch(settings)
+        for index in set(created):
+            client.indices.delete(index=index, ignore_unavailable=True)
+        client.close()
+
+
+# -- request shapes ------------------------------------------------------------
+
+
+def entry_id(doc_id: str, locale: str = "en") -> str:
+    return manifest_doc_id("entry", doc_id, locale)
+
+
+def pending_id(doc_id: str, locale: str = "en") -> str:
+    return manifest_doc_id("pending", doc_id, locale)
+
+
+@pytest.fixture
+def capture() -> OpenSearchCapture:
+    double = OpenSearchCapture()
+    double.on("HEAD", f"/{INDEX}", (200, {}))
+    double.on_call("POST", f"/{INDEX}/_bulk", lambda r: (200, bulk_ok(r.body)))
+    return double
+
+
+def open_manifest(capture: OpenSearchCapture) -> OpenSearchManifest:
+    client = connect_opensearch(
+        capture_settings(), connection_class=CaptureConnection, capture=capture
+    )
+    manifest = OpenSearchManifest(client, INDEX, timeout_s=2.5, replicas=1)
+    capture.requests.clear()
+    return manifest
+
+
+def test_ids_are_hashed_keys_that_fit_any_doc_id() -> None:
+    assert manifest_doc_id("entry", "guide", "en") == manifest_doc_id("entry", "guide", "en")
+    assert manifest_doc_id("entry", "a", "b-c") != manifest_doc_id("entry", "a-b", "c")
+    assert len(manifest_doc_id("entry", "x" * 5000, "en")) == len("entry-") + 40
+
+
+def test_a_missing_index_is_created_with_strict_mappings(capture) -> None:
+    capture.on("HEAD", f"/{INDEX}", (404, {}))
+    stored_only = {"type": "keyword", "index": False, "doc_values": False}
+    client = connect_opensearch(
+        capture_settings(), connection_class=CaptureConnection, capture=capture
+    )
+    OpenSearchManifest(client, INDEX, replicas=2)
+    assert capture.bodies("PUT", f"/{INDEX}") == [
+        {
+            "settings": {"index": {"number_of_shards": 1, "number_of_replicas": 2}},
+            "mappings": {
+                "dynamic": "strict",
+                "properties": {
+                    "kind": {"type": "keyword"},
+                    "doc_id": {"type": "keyword"},
+                    "locale": {"type": "keyword"},
+                    "scope_id": {"type": "keyword"},
+                    "chunk_count": {"type": "integer"},
+                    "content_hash": stored_only,
+                    "metadata_hash": stored_only,
+                    "chunk_ids": stored_only,
+                    "chunk_hashes": stored_only,
+                    "updated_at": stored_only,
+                    "key": {"type": "keyword"},
+                    "value": stored_only,
+                },
+            },
+        }
+    ]
+
+
+def test_put_many_writes_entries_and_clears_pending_in_one_bulk(capture) -> None:
+    open_manifest(capture).put_many([entry("guide", chunks=1)])
+    [request] = capture.requests
+    assert request.params == {"refresh": "wait_for"}
+    assert request.body == [
+        {"index": {"_id": entry_id("guide")}},
+        {
+            "kind": "entry",
+            "doc_id": "guide",
+            "locale": "en",
+            "scope_id": "docs",
+            "chunk_count": 1,
+            "content_hash": "content-guide",
+            "metadata_hash": "meta-guide",
+            "chunk_ids": ["guide#0"],
+            "chunk_hashes": ["hash-guide-0"],
+            "updated_at": "2026-01-02T03:04:05Z",
+        },
+        {"delete": {"_id": pending_id("guide")}},
+    ]
+
+
+def test_reads_by_key_are_realtime_gets(capture) -> None:
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": entry_id("a"), "found": False}]}))
+    manifest = open_manifest(capture)
+    assert manifest.get_many([("a", "en"), ("a", "en")]) == {}
+    assert capture.bodies("POST", f"/{INDEX}/_mget") == [{"ids": [entry_id("a")]}]
+
+
+def test_keys_in_scope_pages_with_search_after(capture) -> None:
+    def page(request: CapturedRequest) -> tuple[int, Any]:
+        start = 0 if "search_after" not in request.body else 1000
+        count = 1000 if start == 0 else 3
+        hits = [
+            {"_source": {"doc_id": f"d{n:05}", "locale": "en"}, "sort": [f"d{n:05}", "en"]}
+            for n in range(start, start + count)
+        ]
+        return 200, {"hits": {"hits": hits}}
+
+    capture.on_call("POST", f"/{INDEX}/_search", page)
+    keys = list(open_manifest(capture).keys_in_scope("docs"))
+    assert len(keys) == 1003 and keys[-1] == ("d01002", "en")
+    first, second = capture.bodies("POST", f"/{INDEX}/_search")
+    assert first == {
+        "size": 1000,
+        "query": {
+            "bool": {"filter": [{"term": {"kind": "entry"}}, {"term": {"scope_id": "docs"}}]}
+        },
+        "_source": ["doc_id", "locale"],
+        "sort": [{"doc_id": "asc"}, {"locale": "asc"}],
+        "track_total_hits": False,
+    }
+    assert second == {**first, "search_after": ["d00999", "en"]}
+
+
+def test_chunk_counts_use_one_aggregation(capture) -> None:
+    buckets = [{"key": "en", "chunks": {"value": 6.0}}, {"key": "de", "chunks": {"value": 5.0}}]
+    capture.on(
+        "POST", f"/{INDEX}/_search", (200, {"aggregations": {"locales": {"buckets": buckets}}})
+    )
+    assert open_manifest(capture).chunk_counts_by_locale() == {"en": 6, "de": 5}
+    assert capture.bodies("POST", f"/{INDEX}/_search") == [
+        {
+            "size": 0,
+            "query": {"term": {"kind": "entry"}},
+            "aggs": {
+                "locales": {
+                    "terms": {"field": "locale", "size": 10000},
+                    "aggs": {"chunks": {"sum": {"field": "chunk_count"}}},
+                }
+            },
+        }
+    ]
+
+
+def test_add_pending_merges_under_optimistic_concurrency(capture) -> None:
+    existing = {
+        "_id": pending_id("a"),
+        "found": True,
+        "_seq_no": 7,
+        "_primary_term": 1,
+        "_source": {"kind": "pending", "doc_id": "a", "locale": "en", "chunk_ids": ["a#0"]},
+    }
+    missing = {"_id": pending_id("b"), "found": False}
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [existing, missing]}))
+    open_manifest(capture).add_pending({("a", "en"): ["a#1"], ("b", "en"): ["b#0"]})
+    assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
+        [
+            {"index": {"_id": pending_id("a"), "if_seq_no": 7, "if_primary_term": 1}},
+            {"kind": "pending", "doc_id": "a", "locale": "en", "chunk_ids": ["a#0", "a#1"]},
+            {"create": {"_id": pending_id("b")}},
+            {"kind": "pending", "doc_id": "b", "locale": "en", "chunk_ids": ["b#0"]},
+        ]
+    ]
+
+
+def test_a_concurrent_pending_write_makes_add_pending_reread(capture) -> None:
+    conflict = {"errors": True, "items": [{"create": {"_id": pending_id("a"), "status": 409}}]}
+    ok = {"errors": False, "items": [{"create": {"_id": pending_id("a"), "status": 201}}]}
+    capture.on("POST", f"/{INDEX}/_bulk", (200, conflict), (200, ok))
+    capture.on(
+        "POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": pending_id("a"), "found": False}]})
+    )
+    open_manifest(capture).add_pending({("a", "en"): ["a#0"]})
+    assert [r.path for r in capture.requests] == [f"/{INDEX}/_mget", f"/{INDEX}/_bulk"] * 2
+
+
+def test_endless_conflicts_surface_as_write_conflict(capture) -> None:
+    conflict = {"errors": True, "items": [{"create": {"_id": pending_id("a"), "status": 409}}]}
+    capture.on("POST", f"/{INDEX}/_bulk", (200, conflict))
+    capture.on(
+        "POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": pending_id("a"), "found": False}]})
+    )
+    with pytest.raises(WriteConflict):
+        open_manifest(capture).add_pending({("a", "en"): ["a#0"]})
+
+
+def test_meta_values_are_documents_keyed_by_name(capture) -> None:
+    meta_id = manifest_doc_id("meta", "chunking")
+    found = {
+        "_id": meta_id,
+        "found": True,
+        "_source": {"kind": "meta", "key": "chunking", "value": "{}"},
+    }
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [found]}))
+    manifest = open_manifest(capture)
+    manifest.set_meta("chunking", "{}")
+    assert manifest.get_meta("chunking") == "{}"
+    assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
+        [{"index": {"_id": meta_id}}, {"kind": "meta", "key": "chunking", "value": "{}"}]
+    ]

@@ -1,0 +1,146 @@
+"""CrossEncoderScorer on real (tiny, self-built) cross-encoders: loading,
+input order, activation, deadlines, limits and shared use across threads."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.common.errors import InvalidArgument, Unavailable
+from services.reranker.scorer import CrossEncoderScorer, InputLimits, ModelLoadError
+from tests.reranker.texts import QUERY, passages
+
+pytestmark = pytest.mark.integration
+
+
+def test_loads_by_path_and_reports_loaded(tiny_scorer: CrossEncoderScorer) -> None:
+    assert tiny_scorer.loaded
+    assert tiny_scorer.reason == ""
+    assert tiny_scorer.planner.cost.calibrated  # warm-up measured the batch cost
+
+
+def test_scores_are_in_input_order(tiny_scorer: CrossEncoderScorer) -> None:
+    texts = passages(12, chars=300)
+    forward = tiny_scorer.score(QUERY, texts)
+    backward = tiny_scorer.score(QUERY, texts[::-1])
+    one_by_one = [tiny_scorer.score(QUERY, [text]).scores[0] for text in texts]
+    assert (forward.scored, forward.partial, forward.stop_reason) == (12, False, "")
+    np.testing.assert_allclose(forward.scores, one_by_one, atol=1e-4)
+    np.testing.assert_allclose(forward.scores, backward.scores[::-1], atol=1e-4)
+    assert len({round(score, 3) for score in forward.scores}) > 6  # the scores do differ
+
+
+def test_sigmoid_activation_maps_logits(tiny_model_dir: Path, tiny_scorer: CrossEncoderScorer) -> None:
+    sigmoid = CrossEncoderScorer(str(tiny_model_dir), activation="sigmoid")
+    sigmoid.load()
+    texts = passages(5)
+    logits = tiny_scorer.score(QUERY, texts).scores
+    expected = [1 / (1 + math.exp(-value)) for value in logits]
+    np.testing.assert_allclose(sigmoid.score(QUERY, texts).scores, expected, atol=1e-5)
+
+
+def test_missing_path_is_not_loaded_with_the_reason(tmp_path: Path) -> None:
+    scorer = CrossEncoderScorer(str(tmp_path / "no-such-model"))
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        scorer.load()
+    assert not scorer.loaded
+    assert "does not exist" in scorer.reason
+    with pytest.raises(Unavailable, match="not loaded: model path"):
+        scorer.score(QUERY, ["passage"])
+
+
+def test_hub_name_fails_fast_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    scorer = CrossEncoderScorer("rag-tests/no-such-cross-encoder")
+    started = time.monotonic()
+    with pytest.raises(ModelLoadError, match=r"HF_HUB_OFFLINE=1"):
+        scorer.load()
+    assert time.monotonic() - started < 30  # no network retries
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_max_length_beyond_the_model_positions_is_refused(tiny_model_dir: Path) -> None:
+    scorer = CrossEncoderScorer(str(tiny_model_dir), max_length=1024)
+    with pytest.raises(ModelLoadError, match="exceeds the 512 positions"):
+        scorer.load()
+
+
+def test_no_deadline_scores_everything(tiny_scorer: CrossEncoderScorer) -> None:
+    result = tiny_scorer.score(QUERY, passages(30))
+    assert (result.scored, result.partial) == (30, False)
+    assert len(result.scores) == 30
+
+
+def test_expired_deadline_scores_nothing(tiny_scorer: CrossEncoderScorer) -> None:
+    result = tiny_scorer.score(QUERY, passages(5), deadline=time.monotonic() - 0.001)
+    assert (result.scores, result.scored, result.partial) == ([], 0, True)
+    assert result.stop_reason == "deadline"
+
+
+@pytest.fixture(scope="module")
+def small_scorer(small_model_dir: Path, onnx_cache: Path) -> CrossEncoderScorer:
+    scorer = CrossEncoderScorer(str(small_model_dir), batch_size=2, cache_dir=onnx_cache)
+    scorer.load()
+    scorer.warm_up()
+    return scorer
+
+
+def test_short_deadline_returns_a_scored_prefix_in_time(small_scorer: CrossEncoderScorer) -> None:
+    texts = passages(24, chars=800)
+    full = small_scorer.score(QUERY, texts)
+    budget_s = full.elapsed_ms / 1000 / 3
+    deadline = time.monotonic() + budget_s
+    result = small_scorer.score(QUERY, texts, deadline=deadline)
+    finished = time.monotonic()
+    assert result.partial and result.stop_reason == "deadline"
+    assert 0 < result.scored < len(texts)
+    assert len(result.scores) == result.scored
+    assert finished <= deadline  # stopped *before* the batch that would overrun
+    np.testing.assert_allclose(result.scores, full.scores[: result.scored], atol=1e-3)
+
+
+def test_concurrent_requests_share_the_model_safely(tiny_scorer: CrossEncoderScorer) -> None:
+    queries = [f"{QUERY} {i}" for i in range(4)]
+    texts = passages(12)
+    expected = {q: tiny_scorer.score(q, texts).scores for q in queries}
+    results: dict[str, list[float]] = {}
+
+    def run(query: str) -> None:
+        results[query] = tiny_scorer.score(query, texts).scores
+
+    threads = [threading.Thread(target=run, args=(q,)) for q in queries]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert set(results) == set(queries)
+    for query in queries:
+        np.testing.assert_allclose(results[query], expected[query], atol=1e-4)
+
+
+class TestInputLimits:
+    limits = InputLimits(max_passages=3, max_passage_chars=10)
+
+    def test_query_and_passages_are_truncated_not_rejected(self) -> None:
+        query, texts = self.limits.clean("  q" * 20, ["a" * 50, "short"])
+        assert len(query) == 10 and query == query.strip()
+        assert texts == ["a" * 10, "short"]
+
+    @pytest.mark.parametrize(
+        ("query", "texts", "message"),
+        [
+            ("", ["p"], "query is empty"),
+            ("  \n\t ", ["p"], "query is empty"),
+            ("q", [], "no passages"),
+            ("q", ["p"] * 4, "4 passages; at most 3"),
+        ],
+    )
+    def test_bad_requests_are_invalid(self, query: str, texts: list[str], message: str) -> None:
+        with pytest.raises(InvalidArgument, match=message):
+            self.limits.clean(query, texts)

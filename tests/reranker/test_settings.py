@@ -1,0 +1,67 @@
+"""Reranker settings: environment names, defaults and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.errors import ConfigError
+from services.common.settings import load_settings
+from services.reranker.settings import DEFAULT_MODEL, RerankerSettings
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(RerankerSettings.model_fields):
+        monkeypatch.delenv(f"RAG_{name.upper()}", raising=False)
+
+
+def test_defaults() -> None:
+    settings = load_settings(RerankerSettings)
+    assert settings.reranker_port == 50053
+    assert settings.rerank_model == DEFAULT_MODEL == "cross-encoder/ms-marco-MiniLM-L6-v2"
+    assert (settings.rerank_backend, settings.rerank_device) == ("torch", "cpu")
+    assert (settings.rerank_max_length, settings.rerank_batch_size) == (256, 8)
+    assert (settings.rerank_max_passages, settings.rerank_max_passage_chars) == (64, 2000)
+    assert settings.rerank_activation == "none"
+
+
+def test_variables_read_naturally(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_RERANKER_PORT", "6000")
+    monkeypatch.setenv("RAG_RERANK_MODEL", "/models/my-cross-encoder")
+    monkeypatch.setenv("RAG_RERANK_BACKEND", "onnx-int8")
+    monkeypatch.setenv("RAG_RERANK_ACTIVATION", "sigmoid")
+    monkeypatch.setenv("RAG_RERANK_BATCH_SIZE", "4")
+    settings = load_settings(RerankerSettings)
+    assert settings.reranker_port == 6000
+    assert settings.rerank_model == "/models/my-cross-encoder"
+    assert settings.rerank_backend == "onnx-int8"
+    assert settings.rerank_activation == "sigmoid"
+    assert settings.rerank_batch_size == 4
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RAG_RERANK_BACKEND", "tensorrt"),
+        ("RAG_RERANK_ACTIVATION", "softmax"),
+        ("RAG_RERANK_BATCH_SIZE", "0"),
+        ("RAG_RERANK_MAX_LENGTH", "4"),
+        ("RAG_RERANK_DEVICE", "gpu"),
+        ("RAG_RERANK_MAX_PASSAGES", "-1"),
+        ("RAG_RERANKER_PORT", "70000"),
+    ],
+)
+def test_bad_value_is_named(monkeypatch: pytest.MonkeyPatch, variable: str, value: str) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as raised:
+        load_settings(RerankerSettings)
+    assert f"{variable}={value!r}" in str(raised.value)
+
+
+def test_onnx_on_a_gpu_device_is_contradictory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_RERANK_BACKEND", "onnx")
+    monkeypatch.setenv("RAG_RERANK_DEVICE", "cuda")
+    with pytest.raises(ConfigError, match="RAG_RERANK_DEVICE='cuda'.*RAG_RERANK_BACKEND=onnx"):
+        load_settings(RerankerSettings)
