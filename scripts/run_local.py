@@ -29,23 +29,26 @@ DEMO_QUERY = "How do I keep an ingest from leaving the two stores out of step?"
 
 def service_env(data_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "RAG_DATA_DIR": str(data_dir),
-        "RAG_LOG_JSON": "false",
-        "HF_HUB_OFFLINE": "1",
-        # The local demo page is public on this machine only (the gateway is
-        # fail-closed by default; a real deployment sets its own origins).
-        "RAG_GATEWAY_PUBLIC_ENABLED": "true",
-        "RAG_GATEWAY_ALLOWED_ORIGINS": "http://localhost:8080,http://127.0.0.1:8080",
-    })
+    env.update(
+        {
+            "RAG_DATA_DIR": str(data_dir),
+            "RAG_LOG_JSON": "false",
+            "HF_HUB_OFFLINE": "1",
+            # The local demo page is public on this machine only (the gateway is
+            # fail-closed by default; a real deployment sets its own origins).
+            "RAG_GATEWAY_PUBLIC_ENABLED": "true",
+            "RAG_GATEWAY_ALLOWED_ORIGINS": "http://localhost:8080,http://127.0.0.1:8080",
+        }
+    )
     return env
 
 
 def start(name: str, module: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
     log_file = (logs / f"{name}.log").open("wb")
     print(f"  starting {name:<9} (python -m {module}; log: {log_file.name})")
-    return subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=env,
-                            stdout=log_file, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", module], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
+    )
 
 
 def wait_grpc_serving(port: int, timeout_s: float) -> bool:
@@ -78,9 +81,22 @@ def wait_http_ok(url: str, timeout_s: float) -> bool:
 
 def index_docs() -> None:
     print("\nIndexing the demo corpus (this project's docs/) through the Indexer:")
-    subprocess.run([sys.executable, "-m", "services.indexer.cli", "ingest", str(ROOT / "docs"),
-                    "--scope", "docs", "--base-url", "https://example.invalid/rag-services/docs/",
-                    "--sync"], cwd=ROOT, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.indexer.cli",
+            "ingest",
+            str(ROOT / "docs"),
+            "--scope",
+            "docs",
+            "--base-url",
+            "https://example.invalid/rag-services/docs/",
+            "--sync",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
 
 
 def usage() -> str:
@@ -90,12 +106,12 @@ def usage() -> str:
     return f"""
 The stack is up. Try it:
 
-  {grpcurl} -plaintext localhost:{PORTS['retriever']} list
-  {grpcurl} -plaintext -d '{request}' localhost:{PORTS['retriever']} rag.retriever.v1.Retriever/Retrieve
-  {grpcurl} -plaintext localhost:{PORTS['indexer']} rag.indexer.v1.Indexer/Stats
-  curl -s -X POST localhost:{PORTS['gateway']}/v1/search -H 'content-type: application/json' \\
+  {grpcurl} -plaintext localhost:{PORTS["retriever"]} list
+  {grpcurl} -plaintext -d '{request}' localhost:{PORTS["retriever"]} rag.retriever.v1.Retriever/Retrieve
+  {grpcurl} -plaintext localhost:{PORTS["indexer"]} rag.indexer.v1.Indexer/Stats
+  curl -s -X POST localhost:{PORTS["gateway"]}/v1/search -H 'content-type: application/json' \\
        -H 'origin: http://localhost:8080' -d '{body}'
-  open http://localhost:{PORTS['gateway']}/   (the search page)
+  open http://localhost:{PORTS["gateway"]}/   (the search page)
 
 The Reranker reports NOT_SERVING when its cross-encoder cannot be loaded (no
 model hub on this machine); Retrieve then returns the fused order and says so.
@@ -106,8 +122,11 @@ Ctrl-C stops everything.
 def smoke_query() -> None:
     body = json.dumps({"query": DEMO_QUERY, "top_k": 3}).encode()
     request = urllib.request.Request(
-        f"http://localhost:{PORTS['gateway']}/v1/search", data=body, method="POST",
-        headers={"content-type": "application/json", "origin": "http://localhost:8080"})
+        f"http://localhost:{PORTS['gateway']}/v1/search",
+        data=body,
+        method="POST",
+        headers={"content-type": "application/json", "origin": "http://localhost:8080"},
+    )
     with urllib.request.urlopen(request, timeout=30) as reply:
         result = json.load(reply)
     for hit in result.get("hits", []):
@@ -126,11 +145,15 @@ def main() -> int:
     logs.mkdir(parents=True, exist_ok=True)
     env = service_env(data_dir)
     print("Starting the embedded stack:")
-    procs = [start("stack", "services.stack", env, logs),
-             start("reranker", "services.reranker", env, logs),
-             start("gateway", "gateway", env, logs)]
+    procs = [
+        start("stack", "services.stack", env, logs),
+        start("reranker", "services.reranker", env, logs),
+        start("gateway", "gateway", env, logs),
+    ]
     try:
-        if not (wait_grpc_serving(PORTS["indexer"], 180) and wait_grpc_serving(PORTS["retriever"], 60)):
+        if not (
+            wait_grpc_serving(PORTS["indexer"], 180) and wait_grpc_serving(PORTS["retriever"], 60)
+        ):
             raise SystemExit(f"the stack did not become ready; see {logs}/stack.log")
         if not wait_http_ok(f"http://localhost:{PORTS['gateway']}/readyz", 60):
             raise SystemExit(f"the gateway did not become ready; see {logs}/gateway.log")

@@ -11,9 +11,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from services.common.embedding import Embedder, EmbedderConfig  # noqa: E402
-from tests.support.corpus import corpus_documents  # noqa: E402
-from tests.support.stack import BackgroundStack, free_port  # noqa: E402
+from services.common.embedding import Embedder, EmbedderConfig
+from tests.support.corpus import corpus_documents
+from tests.support.stack import BackgroundStack, free_port
 
 
 @pytest.fixture(scope="session")
@@ -22,11 +22,14 @@ def embedder() -> Embedder:
 
 
 @pytest.fixture(scope="session")
-def embedded_stack(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[BackgroundStack]:
+def embedded_stack(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[BackgroundStack]:
     """Indexer + Retriever with the test corpus; the reranker address points
     at a closed port, so every Retrieve shows the fallback path."""
-    stack = BackgroundStack(tmp_path_factory.mktemp("stack"), embedder,
-                            reranker_addr=f"127.0.0.1:{free_port()}").start()
+    stack = BackgroundStack(
+        tmp_path_factory.mktemp("stack"), embedder, reranker_addr=f"127.0.0.1:{free_port()}"
+    ).start()
     reply = stack.upsert(corpus_documents())
     assert reply.counts.added == len(corpus_documents())
     yield stack

@@ -70,7 +70,9 @@ def streaming(
     """Same as `unary` for server-streaming methods."""
 
     @functools.wraps(fn)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
+    async def wrapper(
+        self: Any, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[R]:
         try:
             async for item in fn(self, request, context):
                 yield item

@@ -31,5 +31,6 @@ def build_indexing_pipeline(
         allowed_locales=locales,
     )
     planner = Planner(Chunker(params), manifest, limits)
-    return IndexingPipeline(planner, embedder, vectors, lexical, manifest,
-                            write_batch=settings.write_batch)
+    return IndexingPipeline(
+        planner, embedder, vectors, lexical, manifest, write_batch=settings.write_batch
+    )

@@ -1,9 +1,9 @@
 """Operator CLI for the Indexer (talks to it over gRPC).
 
-    python -m services.indexer.cli ingest docs/ --scope handbook [--dry-run] [--sync]
-    python -m services.indexer.cli ingest corpus.jsonl --scope scifact --format beir
-    python -m services.indexer.cli delete DOC_ID [DOC_ID ...] [--locale en]
-    python -m services.indexer.cli stats
+python -m services.indexer.cli ingest docs/ --scope handbook [--dry-run] [--sync]
+python -m services.indexer.cli ingest corpus.jsonl --scope scifact --format beir
+python -m services.indexer.cli delete DOC_ID [DOC_ID ...] [--locale en]
+python -m services.indexer.cli stats
 """
 
 from __future__ import annotations
@@ -24,15 +24,26 @@ from services.common.models import ContentType, Document
 from services.common.server import channel_options
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 
-_CONTENT = {ContentType.MARKDOWN: pb.CONTENT_TYPE_MARKDOWN, ContentType.HTML: pb.CONTENT_TYPE_HTML,
-            ContentType.TEXT: pb.CONTENT_TYPE_TEXT}
+_CONTENT = {
+    ContentType.MARKDOWN: pb.CONTENT_TYPE_MARKDOWN,
+    ContentType.HTML: pb.CONTENT_TYPE_HTML,
+    ContentType.TEXT: pb.CONTENT_TYPE_TEXT,
+}
 _COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
 
 
 def document_to_proto(doc: Document) -> pb.Document:
-    return pb.Document(doc_id=doc.doc_id, url=doc.url, title=doc.title, locale=doc.locale,
-                       scope_id=doc.scope_id, text=doc.text, metadata=doc.metadata,
-                       content_type=_CONTENT[doc.content_type], updated_at=doc.updated_at)
+    return pb.Document(
+        doc_id=doc.doc_id,
+        url=doc.url,
+        title=doc.title,
+        locale=doc.locale,
+        scope_id=doc.scope_id,
+        text=doc.text,
+        metadata=doc.metadata,
+        content_type=_CONTENT[doc.content_type],
+        updated_at=doc.updated_at,
+    )
 
 
 def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
@@ -41,8 +52,9 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
     if fmt == "auto":
         fmt = "dir" if path.is_dir() else "beir"
     if fmt == "dir":
-        yield from load_directory(path, scope_id=args.scope, locale=args.locale,
-                                  base_url=args.base_url)
+        yield from load_directory(
+            path, scope_id=args.scope, locale=args.locale, base_url=args.base_url
+        )
     else:
         yield from load_beir_jsonl(path, scope_id=args.scope, locale=args.locale)
 
@@ -75,8 +87,10 @@ class Ingest:
             self._send(batch, bar)
         bar.close()
         if self.args.sync:
-            reply = self.stub.Sync(pb.SyncRequest(scope_id=self.args.scope, keep=self.kept,
-                                                  dry_run=self.args.dry_run), timeout=600)
+            reply = self.stub.Sync(
+                pb.SyncRequest(scope_id=self.args.scope, keep=self.kept, dry_run=self.args.dry_run),
+                timeout=600,
+            )
             self._add(reply)
         self._report()
         return 1 if self.rejected else 0
@@ -89,8 +103,9 @@ class Ingest:
             yield item
 
     def _send(self, batch: list[Document], bar: tqdm) -> None:
-        request = pb.UpsertRequest(documents=[document_to_proto(d) for d in batch],
-                                   dry_run=self.args.dry_run)
+        request = pb.UpsertRequest(
+            documents=[document_to_proto(d) for d in batch], dry_run=self.args.dry_run
+        )
         done_before = bar.n
         for message in self.stub.UpsertStream(request, timeout=self.args.timeout):
             bar.update(done_before + message.documents_done - bar.n)
@@ -115,22 +130,33 @@ class Ingest:
 
 
 def cmd_delete(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> int:
-    reply = stub.Delete(pb.DeleteRequest(doc_ids=args.doc_ids, locale=args.locale,
-                                         dry_run=args.dry_run), timeout=args.timeout)
+    reply = stub.Delete(
+        pb.DeleteRequest(doc_ids=args.doc_ids, locale=args.locale, dry_run=args.dry_run),
+        timeout=args.timeout,
+    )
     print(json.dumps(MessageToDict(reply, preserving_proto_field_name=True), indent=2))
     return 0
 
 
 def cmd_stats(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> int:
     reply = stub.Stats(pb.StatsRequest(), timeout=args.timeout)
-    print(json.dumps(MessageToDict(reply, preserving_proto_field_name=True,
-                                   always_print_fields_with_no_presence=True), indent=2))
+    print(
+        json.dumps(
+            MessageToDict(
+                reply, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            ),
+            indent=2,
+        )
+    )
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rag-indexer", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="rag-indexer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--addr", default="localhost:50051", help="Indexer host:port")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per RPC")
     sub = p.add_subparsers(dest="command", required=True)
@@ -141,8 +167,11 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--base-url", default="", help="URL prefix for directory documents")
     ingest.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
     ingest.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-    ingest.add_argument("--sync", action="store_true",
-                        help="also remove documents of the scope that are not in PATH")
+    ingest.add_argument(
+        "--sync",
+        action="store_true",
+        help="also remove documents of the scope that are not in PATH",
+    )
     ingest.add_argument("--batch", type=int, default=64, help="documents per request")
     ingest.add_argument("--batch-chars", type=int, default=4_000_000)
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")

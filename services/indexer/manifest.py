@@ -7,7 +7,7 @@ so it never claims more than the stores hold. `Manifest` is the interface;
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -17,8 +17,8 @@ class ManifestEntry:
     doc_id: str
     locale: str
     scope_id: str
-    content_hash: str           # hash of the document body
-    metadata_hash: str          # hash of url/title/scope/metadata
+    content_hash: str  # hash of the document body
+    metadata_hash: str  # hash of url/title/scope/metadata
     chunk_ids: tuple[str, ...]  # in position order
     chunk_hashes: tuple[str, ...]  # content hash per chunk, same order
     updated_at: str = ""
@@ -35,7 +35,7 @@ class Manifest(Protocol):
         pending records."""
         ...
 
-    def add_pending(self, pending: dict[tuple[str, str], Sequence[str]]) -> None:
+    def add_pending(self, pending: Mapping[tuple[str, str], Sequence[str]]) -> None:
         """Record, before any store write, which chunk ids a document is about
         to get. If the run dies before `put_many`, the next plan deletes these
         too, so an interrupted update can never leave orphan chunks."""

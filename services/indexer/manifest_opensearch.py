@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -225,7 +225,7 @@ class OpenSearchManifest:
 
     # -- pending chunk ids ----------------------------------------------------
 
-    def add_pending(self, pending: dict[Key, Sequence[str]]) -> None:
+    def add_pending(self, pending: Mapping[Key, Sequence[str]]) -> None:
         """Union with what is already pending; optimistic concurrency (seq_no)
         makes two replicas adding to the same document retry, not overwrite."""
         for attempt in range(_CONFLICT_ATTEMPTS):

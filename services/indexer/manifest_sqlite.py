@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from services.indexer.manifest import ManifestEntry
@@ -62,8 +62,16 @@ class SqliteManifest:
 
     def put_many(self, entries: Sequence[ManifestEntry]) -> None:
         rows = [
-            (e.doc_id, e.locale, e.scope_id, e.content_hash, e.metadata_hash,
-             json.dumps(list(e.chunk_ids)), json.dumps(list(e.chunk_hashes)), e.updated_at)
+            (
+                e.doc_id,
+                e.locale,
+                e.scope_id,
+                e.content_hash,
+                e.metadata_hash,
+                json.dumps(list(e.chunk_ids)),
+                json.dumps(list(e.chunk_hashes)),
+                e.updated_at,
+            )
             for e in entries
         ]
         keys = [(e.doc_id, e.locale) for e in entries]
@@ -73,7 +81,7 @@ class SqliteManifest:
             )
             self._db.executemany("DELETE FROM pending WHERE doc_id = ? AND locale = ?", keys)
 
-    def add_pending(self, pending: dict[tuple[str, str], Sequence[str]]) -> None:
+    def add_pending(self, pending: Mapping[tuple[str, str], Sequence[str]]) -> None:
         rows = [(d, loc, cid) for (d, loc), ids in pending.items() for cid in ids]
         with self._lock, self._transaction():
             self._db.executemany("INSERT OR IGNORE INTO pending VALUES (?, ?, ?)", rows)
@@ -152,7 +160,12 @@ class _Transaction:
 
 def _entry(row: tuple[str, ...]) -> ManifestEntry:
     return ManifestEntry(
-        doc_id=row[0], locale=row[1], scope_id=row[2], content_hash=row[3],
-        metadata_hash=row[4], chunk_ids=tuple(json.loads(row[5])),
-        chunk_hashes=tuple(json.loads(row[6])), updated_at=row[7],
+        doc_id=row[0],
+        locale=row[1],
+        scope_id=row[2],
+        content_hash=row[3],
+        metadata_hash=row[4],
+        chunk_ids=tuple(json.loads(row[5])),
+        chunk_hashes=tuple(json.loads(row[6])),
+        updated_at=row[7],
     )

@@ -96,7 +96,9 @@ class IndexingPipeline:
     ) -> IndexReport:
         return self._run(self.planner.plan_upserts(docs), dry_run, progress)
 
-    def delete(self, doc_ids: Sequence[str], locale: str = "", *, dry_run: bool = False) -> IndexReport:
+    def delete(
+        self, doc_ids: Sequence[str], locale: str = "", *, dry_run: bool = False
+    ) -> IndexReport:
         keys = [
             (doc_id, loc)
             for doc_id in doc_ids

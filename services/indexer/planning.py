@@ -79,8 +79,11 @@ class PlanCounts:
             added=states.count(DocState.ADDED),
             removed=states.count(DocState.REMOVED),
             rejected=states.count(DocState.REJECTED),
-            chunks_to_embed=embed, vectors_to_upsert=embed, rows_to_upsert=embed,
-            vectors_to_delete=delete, rows_to_delete=delete,
+            chunks_to_embed=embed,
+            vectors_to_upsert=embed,
+            rows_to_upsert=embed,
+            vectors_to_delete=delete,
+            rows_to_delete=delete,
             payload_updates=sum(len(p.payload_updates) for p in plans),
         )
 
@@ -96,8 +99,12 @@ _COUNT_FIELDS = list(PlanCounts.__dataclass_fields__)
 
 def payload_of(doc: Document, heading_path: str) -> ChunkPayload:
     return ChunkPayload(
-        url=doc.url, title=doc.title, heading_path=heading_path,
-        scope_id=doc.scope_id, locale=doc.locale, metadata=dict(doc.metadata),
+        url=doc.url,
+        title=doc.title,
+        heading_path=heading_path,
+        scope_id=doc.scope_id,
+        locale=doc.locale,
+        metadata=dict(doc.metadata),
     )
 
 
@@ -130,10 +137,15 @@ class Planner:
         for key in keys:
             entry, stale = existing.get(key), pending.get(key, set())
             if entry is None and not stale:
-                plans.append(DocumentPlan(
-                    key[0], key[1], DocState.REJECTED, error_code="NOT_FOUND",
-                    error=f"doc_id {key[0]!r} (locale {key[1]!r}) is not indexed",
-                ))
+                plans.append(
+                    DocumentPlan(
+                        key[0],
+                        key[1],
+                        DocState.REJECTED,
+                        error_code="NOT_FOUND",
+                        error=f"doc_id {key[0]!r} (locale {key[1]!r}) is not indexed",
+                    )
+                )
                 continue
             ids = set(entry.chunk_ids if entry else ()) | stale
             plans.append(DocumentPlan(key[0], key[1], DocState.REMOVED, to_delete=sorted(ids)))
@@ -160,9 +172,7 @@ class Planner:
             accepted.append((index, doc))
         return plans, accepted
 
-    def _plan_one(
-        self, doc: Document, old: ManifestEntry | None, stale: set[str]
-    ) -> DocumentPlan:
+    def _plan_one(self, doc: Document, old: ManifestEntry | None, stale: set[str]) -> DocumentPlan:
         body = normalize_body(doc)
         doc_hash = content_hash(self._params_key + "\x00" + body)
         meta_hash = metadata_hash(doc)
@@ -172,8 +182,13 @@ class Planner:
             return self._metadata_only(doc, old, meta_hash)
         chunks = self._chunk(doc, body)
         entry = ManifestEntry(
-            doc.doc_id, doc.locale, doc.scope_id, doc_hash, meta_hash,
-            tuple(c.chunk_id for c in chunks), tuple(c.content_hash for c in chunks),
+            doc.doc_id,
+            doc.locale,
+            doc.scope_id,
+            doc_hash,
+            meta_hash,
+            tuple(c.chunk_id for c in chunks),
+            tuple(c.content_hash for c in chunks),
             doc.updated_at,
         )
         state = DocState.CHANGED if old else DocState.ADDED
@@ -182,8 +197,12 @@ class Planner:
         return plan
 
     def _diff(
-        self, plan: DocumentPlan, doc: Document, old: ManifestEntry | None,
-        stale: set[str], meta_hash: str,
+        self,
+        plan: DocumentPlan,
+        doc: Document,
+        old: ManifestEntry | None,
+        stale: set[str],
+        meta_hash: str,
     ) -> None:
         """Only chunks whose text changed are re-embedded; unchanged chunks
         get a payload update when the metadata changed too."""
@@ -194,9 +213,7 @@ class Planner:
             if not same_text or chunk.chunk_id in stale:
                 plan.to_embed.append(chunk)
             elif metadata_changed:
-                plan.payload_updates.append(
-                    (chunk.chunk_id, payload_of(doc, chunk.heading_path))
-                )
+                plan.payload_updates.append((chunk.chunk_id, payload_of(doc, chunk.heading_path)))
         new_ids = {c.chunk_id for c in plan.chunks}
         plan.to_delete = sorted((set(old_hashes) | stale) - new_ids)
 
@@ -209,8 +226,14 @@ class Planner:
             for cid, span in zip(old.chunk_ids, spans, strict=False)
         ]
         entry = ManifestEntry(
-            doc.doc_id, doc.locale, doc.scope_id, old.content_hash, meta_hash,
-            old.chunk_ids, old.chunk_hashes, doc.updated_at,
+            doc.doc_id,
+            doc.locale,
+            doc.scope_id,
+            old.content_hash,
+            meta_hash,
+            old.chunk_ids,
+            old.chunk_hashes,
+            doc.updated_at,
         )
         return DocumentPlan(
             doc.doc_id, doc.locale, DocState.METADATA_ONLY, payload_updates=updates, entry=entry
@@ -219,13 +242,21 @@ class Planner:
     def _chunk(self, doc: Document, body: str) -> list[Chunk]:
         chunks = []
         for index, span in enumerate(self.chunker.split(body)):
-            chunks.append(Chunk(
-                chunk_id=chunk_id(doc.locale, doc.doc_id, index), doc_id=doc.doc_id,
-                position=index, text=span.text,
-                content_hash=content_hash(span.heading_path + "\n" + span.text),
-                url=doc.url, title=doc.title, heading_path=span.heading_path,
-                scope_id=doc.scope_id, locale=doc.locale, metadata=dict(doc.metadata),
-            ))
+            chunks.append(
+                Chunk(
+                    chunk_id=chunk_id(doc.locale, doc.doc_id, index),
+                    doc_id=doc.doc_id,
+                    position=index,
+                    text=span.text,
+                    content_hash=content_hash(span.heading_path + "\n" + span.text),
+                    url=doc.url,
+                    title=doc.title,
+                    heading_path=span.heading_path,
+                    scope_id=doc.scope_id,
+                    locale=doc.locale,
+                    metadata=dict(doc.metadata),
+                )
+            )
         return chunks
 
 

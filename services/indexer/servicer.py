@@ -36,9 +36,14 @@ _STATES = {
 
 def document_from_proto(msg: pb.Document, default_locale: str = "en") -> Document:
     return Document(
-        doc_id=msg.doc_id, text=msg.text, url=msg.url, title=msg.title,
-        locale=msg.locale or default_locale, scope_id=msg.scope_id,
-        metadata=dict(msg.metadata), content_type=_CONTENT_TYPES[msg.content_type],
+        doc_id=msg.doc_id,
+        text=msg.text,
+        url=msg.url,
+        title=msg.title,
+        locale=msg.locale or default_locale,
+        scope_id=msg.scope_id,
+        metadata=dict(msg.metadata),
+        content_type=_CONTENT_TYPES[msg.content_type],
         updated_at=msg.updated_at,
     )
 
@@ -46,9 +51,13 @@ def document_from_proto(msg: pb.Document, default_locale: str = "en") -> Documen
 def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
     outcomes = [
         pb.DocumentOutcome(
-            doc_id=p.doc_id, state=_STATES[p.state], chunks=len(p.entry.chunk_ids) if p.entry else 0,
-            chunks_embedded=len(p.to_embed), chunks_deleted=len(p.to_delete),
-            error_code=p.error_code, error=p.error,
+            doc_id=p.doc_id,
+            state=_STATES[p.state],
+            chunks=len(p.entry.chunk_ids) if p.entry else 0,
+            chunks_embedded=len(p.to_embed),
+            chunks_deleted=len(p.to_delete),
+            error_code=p.error_code,
+            error=p.error,
         )
         for p in report.plans
     ]
@@ -67,7 +76,9 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
             return await asyncio.to_thread(fn, *args, **kwargs)
 
     @grpc_errors.unary
-    async def Upsert(self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext) -> pb.UpsertResponse:
+    async def Upsert(
+        self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpsertResponse:
         docs = [document_from_proto(d) for d in request.documents]
         report = await self._locked(self.pipeline.upsert, docs, dry_run=request.dry_run)
         return report_to_proto(report)
@@ -99,28 +110,38 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
                 raise item
             if isinstance(item, IndexReport):
                 n = len(item.plans)
-                yield pb.UpsertProgress(documents_done=n, documents_total=n,
-                                        chunks_embedded=item.counts.chunks_to_embed,
-                                        result=report_to_proto(item))
+                yield pb.UpsertProgress(
+                    documents_done=n,
+                    documents_total=n,
+                    chunks_embedded=item.counts.chunks_to_embed,
+                    result=report_to_proto(item),
+                )
                 break
-            yield pb.UpsertProgress(documents_done=item.documents_done,
-                                    documents_total=item.documents_total,
-                                    chunks_embedded=item.chunks_embedded)
+            yield pb.UpsertProgress(
+                documents_done=item.documents_done,
+                documents_total=item.documents_total,
+                chunks_embedded=item.chunks_embedded,
+            )
         await task
 
     @grpc_errors.unary
-    async def Delete(self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
+    async def Delete(
+        self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteResponse:
         if not request.doc_ids:
             raise InvalidArgument("doc_ids: at least one document id is required")
         report = await self._locked(
             self.pipeline.delete, list(request.doc_ids), request.locale, dry_run=request.dry_run
         )
         response = report_to_proto(report)
-        return pb.DeleteResponse(outcomes=response.outcomes, counts=response.counts,
-                                 dry_run=response.dry_run)
+        return pb.DeleteResponse(
+            outcomes=response.outcomes, counts=response.counts, dry_run=response.dry_run
+        )
 
     @grpc_errors.unary
-    async def Sync(self, request: pb.SyncRequest, context: grpc.aio.ServicerContext) -> pb.UpsertResponse:
+    async def Sync(
+        self, request: pb.SyncRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpsertResponse:
         if not request.scope_id:
             raise InvalidArgument("scope_id: sync needs the scope it makes complete")
         docs = [document_from_proto(d) for d in request.documents]
@@ -137,20 +158,27 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         return report_to_proto(report)
 
     @grpc_errors.unary
-    async def Stats(self, request: pb.StatsRequest, context: grpc.aio.ServicerContext) -> pb.StatsResponse:
+    async def Stats(
+        self, request: pb.StatsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StatsResponse:
         stats = await asyncio.to_thread(collect_stats, self.pipeline)
         chunking = stats.chunking
         return pb.StatsResponse(
-            documents=stats.documents, chunks=stats.chunks,
-            chunks_by_locale=stats.chunks_by_locale, vectors=stats.vectors,
-            lexical_rows=stats.lexical_rows, manifest_rows=stats.documents,
+            documents=stats.documents,
+            chunks=stats.chunks,
+            chunks_by_locale=stats.chunks_by_locale,
+            vectors=stats.vectors,
+            lexical_rows=stats.lexical_rows,
+            manifest_rows=stats.documents,
             chunking=pb.ChunkingParams(
                 target_chars=chunking.get("target_chars", 0),
                 overlap_chars=chunking.get("overlap_chars", 0),
-                max_chars=chunking.get("max_chars", 0), version=chunking.get("version", ""),
+                max_chars=chunking.get("max_chars", 0),
+                version=chunking.get("version", ""),
             ),
             last_run=pb.PlanCounts(**stats.last_run),
             embedding_model=self.pipeline.embedder.model_name,
             embedding_dim=self.pipeline.embedder.dim,
-            vector_backend=self.pipeline.vectors.name, lexical_backend=self.pipeline.lexical.name,
+            vector_backend=self.pipeline.vectors.name,
+            lexical_backend=self.pipeline.lexical.name,
         )

@@ -51,7 +51,7 @@ class BatchCostModel:
     `headroom`: overrunning a deadline is worse than scoring one batch fewer.
     """
 
-    def __init__(self, rise: float = 0.7, fall: float = 0.2, headroom: float = 1.25) -> None:
+    def __init__(self, rise: float = 0.7, fall: float = 0.2, headroom: float = 1.5) -> None:
         for name, weight in (("rise", rise), ("fall", fall)):
             if not 0 < weight <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {weight}")

@@ -34,8 +34,9 @@ def build_retrieval_pipeline(
         if settings.reranker_addr
         else None
     )
-    return RetrievalPipeline(embedder, vectors, lexical, reranker, executor,
-                             retrieval_config(settings))
+    return RetrievalPipeline(
+        embedder, vectors, lexical, reranker, executor, retrieval_config(settings)
+    )
 
 
 class StoreHealthMonitor:
@@ -43,7 +44,11 @@ class StoreHealthMonitor:
     degrades to the other), NOT_SERVING when neither does."""
 
     def __init__(
-        self, server: GrpcServer, service: str, vectors: VectorStore, lexical: LexicalStore,
+        self,
+        server: GrpcServer,
+        service: str,
+        vectors: VectorStore,
+        lexical: LexicalStore,
         interval_s: float,
     ) -> None:
         self.server, self.service = server, service

@@ -59,13 +59,21 @@ async def run_channel(
     try:
         hits = await asyncio.wait_for(loop.run_in_executor(executor, fn), timeout_s)
     except TimeoutError:
-        return ChannelOutcome(channel, ChannelStatus.TIMEOUT, _ms(start),
-                              error=f"timed out after {timeout_s * 1000:.0f} ms",
-                              component=channel.value)
+        return ChannelOutcome(
+            channel,
+            ChannelStatus.TIMEOUT,
+            _ms(start),
+            error=f"timed out after {timeout_s * 1000:.0f} ms",
+            component=channel.value,
+        )
     except Exception as exc:
-        return ChannelOutcome(channel, ChannelStatus.ERROR, _ms(start),
-                              error=f"{type(exc).__name__}: {exc}",
-                              component=getattr(exc, "component", channel.value))
+        return ChannelOutcome(
+            channel,
+            ChannelStatus.ERROR,
+            _ms(start),
+            error=f"{type(exc).__name__}: {exc}",
+            component=getattr(exc, "component", channel.value),
+        )
     return ChannelOutcome(channel, ChannelStatus.OK, _ms(start), hits=hits)
 
 

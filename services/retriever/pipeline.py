@@ -42,7 +42,7 @@ class RetrievalConfig:
 class RetrievalRequest:
     query: str
     top_k: int = 0
-    scope: ScopeFilter = ScopeFilter()
+    scope: ScopeFilter = field(default_factory=ScopeFilter)
     page_url: str = ""
     debug: bool = False
     rerank: bool = True
@@ -85,8 +85,9 @@ class RetrievalPipeline:
         self.router = IntentRouter()
         self.fuser = RrfFuser(config.rrf_k)
         self.assembler = EvidenceAssembler(config.context_char_budget)
-        self.rerank_step = RerankStep(reranker, config.rerank_candidates, config.rerank_budget_ms,
-                                      config.safety_margin_ms)
+        self.rerank_step = RerankStep(
+            reranker, config.rerank_candidates, config.rerank_budget_ms, config.safety_margin_ms
+        )
 
     async def retrieve(self, request: RetrievalRequest, deadline: float) -> RetrievalResult:
         timings: list[tuple[str, float]] = []
@@ -108,8 +109,9 @@ class RetrievalPipeline:
         budget = request.context_char_budget or self.config.context_char_budget
         evidence = self.assembler.assemble(hits, char_budget=budget)
         timings.append(("evidence", _ms(evidence_started)))
-        result = RetrievalResult(hits, intent, query, rerank, evidence, [vector, lexical],
-                                 timings=timings)
+        result = RetrievalResult(
+            hits, intent, query, rerank, evidence, [vector, lexical], timings=timings
+        )
         if request.debug:
             result.lexical_query = self._describe_lexical(query)
         _record_degradation(result, vector, lexical)
@@ -137,8 +139,10 @@ class RetrievalPipeline:
     async def _fan_out(
         self, query: str, scope: ScopeFilter, depth: int, deadline: float
     ) -> tuple[ChannelOutcome, ChannelOutcome]:
-        budget_s = min(self.config.channel_timeout_ms / 1000,
-                       remaining_s(deadline) - self.config.safety_margin_ms / 1000)
+        budget_s = min(
+            self.config.channel_timeout_ms / 1000,
+            remaining_s(deadline) - self.config.safety_margin_ms / 1000,
+        )
 
         def vector_search() -> list[ScoredChunk]:
             vector = call_as("embedding", self.embedder.embed_query, query)
@@ -166,7 +170,9 @@ class RetrievalPipeline:
         describe = getattr(self.lexical, "describe_query", None)
         return str(describe(query)) if callable(describe) else ""
 
-    async def _check_page(self, result: RetrievalResult, scope: ScopeFilter, deadline: float) -> None:
+    async def _check_page(
+        self, result: RetrievalResult, scope: ScopeFilter, deadline: float
+    ) -> None:
         """A current-page request never falls back to site-wide results; when
         the page has no chunks it says so explicitly."""
         if result.hits:
@@ -190,13 +196,19 @@ def _record_degradation(
 ) -> None:
     for outcome in (vector, lexical):
         if not outcome.ok:
-            result.degraded.append((outcome.component or outcome.channel.value,
-                                    f"{outcome.status.value}: {outcome.error}"))
+            result.degraded.append(
+                (
+                    outcome.component or outcome.channel.value,
+                    f"{outcome.status.value}: {outcome.error}",
+                )
+            )
     if result.rerank.fallback and result.rerank.requested:
         result.degraded.append(("reranker", result.rerank.reason))
     if not vector.ok and not lexical.ok:
-        result.message = ("Search is temporarily unavailable: both retrieval channels failed. "
-                          "Please try again shortly.")
+        result.message = (
+            "Search is temporarily unavailable: both retrieval channels failed. "
+            "Please try again shortly."
+        )
 
 
 def _ms(start: float) -> float:

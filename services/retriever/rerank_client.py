@@ -34,7 +34,9 @@ class RerankClient:
             reply = await self._stub.Rerank(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise DeadlineExceeded(f"reranker did not answer within {timeout_s * 1000:.0f} ms") from exc
+                raise DeadlineExceeded(
+                    f"reranker did not answer within {timeout_s * 1000:.0f} ms"
+                ) from exc
             raise Unavailable(f"reranker {exc.code().name}: {exc.details()}") from exc
         return RerankReply(list(reply.scores), reply.partial, reply.stop_reason, reply.model)
 

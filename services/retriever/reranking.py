@@ -19,9 +19,9 @@ MIN_USEFUL_BUDGET_S = 0.005
 
 @dataclass
 class RerankOutcome:
-    used: bool = False          # the final order reflects reranking
-    fallback: bool = False      # fused order kept, in whole or in part
-    requested: bool = False     # reranking was wanted and possible
+    used: bool = False  # the final order reflects reranking
+    fallback: bool = False  # fused order kept, in whole or in part
+    requested: bool = False  # reranking was wanted and possible
     reason: str = ""
     candidates: int = 0
     reranked: int = 0
@@ -62,7 +62,11 @@ class RerankStep:
         return await self._call(query, head, tail, budget, outcome)
 
     async def _call(
-        self, query: str, head: list[FusedHit], tail: list[FusedHit], budget: float,
+        self,
+        query: str,
+        head: list[FusedHit],
+        tail: list[FusedHit],
+        budget: float,
         outcome: RerankOutcome,
     ) -> tuple[list[FusedHit], RerankOutcome]:
         assert self.client is not None
@@ -87,6 +91,8 @@ class RerankStep:
         outcome.used = bool(scores)
         if reply.partial or len(scores) < len(head):
             outcome.fallback = True
-            outcome.reason = (f"partial: {len(scores)} of {len(head)} scored "
-                              f"({reply.stop_reason or 'stopped early'}); rest in fused order")
+            outcome.reason = (
+                f"partial: {len(scores)} of {len(head)} scored "
+                f"({reply.stop_reason or 'stopped early'}); rest in fused order"
+            )
         return merged + tail, outcome

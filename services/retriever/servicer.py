@@ -30,14 +30,23 @@ _STATUSES = {
 def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
     f = msg.filter
     scope = ScopeFilter(
-        scope_id=f.scope_id, locale=f.locale, doc_ids=tuple(f.doc_ids), urls=tuple(f.urls),
+        scope_id=f.scope_id,
+        locale=f.locale,
+        doc_ids=tuple(f.doc_ids),
+        urls=tuple(f.urls),
         metadata=tuple(sorted(f.metadata.items())),
     )
     return RetrievalRequest(
-        query=msg.query, top_k=msg.top_k, scope=scope, page_url=msg.page_url, debug=msg.debug,
-        rerank=not msg.disable_rerank, weights=_weights(msg.weights),
+        query=msg.query,
+        top_k=msg.top_k,
+        scope=scope,
+        page_url=msg.page_url,
+        debug=msg.debug,
+        rerank=not msg.disable_rerank,
+        weights=_weights(msg.weights),
         max_chunks_per_document=msg.max_chunks_per_document,
-        context_char_budget=msg.context_char_budget, min_vector_score=msg.min_vector_score,
+        context_char_budget=msg.context_char_budget,
+        min_vector_score=msg.min_vector_score,
         candidates_per_channel=msg.candidates_per_channel,
     )
 
@@ -52,46 +61,86 @@ def _weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
 def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
     c = hit.chunk
     return pb.Hit(
-        chunk_id=c.chunk_id, doc_id=c.doc_id, url=c.url, title=c.title,
-        heading_path=c.heading_path, text=c.text, position=c.position, scope_id=c.scope_id,
-        locale=c.locale, rank=rank,
+        chunk_id=c.chunk_id,
+        doc_id=c.doc_id,
+        url=c.url,
+        title=c.title,
+        heading_path=c.heading_path,
+        text=c.text,
+        position=c.position,
+        scope_id=c.scope_id,
+        locale=c.locale,
+        rank=rank,
         score=hit.rerank_score if hit.rerank_score is not None else hit.fused_score,
         fused_score=hit.fused_score,
-        channels=[pb.ChannelMatch(channel=_CHANNELS[r.channel], rank=r.rank, score=r.score)
-                  for r in hit.channels],
-        reranked=hit.reranked, rerank_score=hit.rerank_score or 0.0,
+        channels=[
+            pb.ChannelMatch(channel=_CHANNELS[r.channel], rank=r.rank, score=r.score)
+            for r in hit.channels
+        ],
+        reranked=hit.reranked,
+        rerank_score=hit.rerank_score or 0.0,
     )
 
 
 def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse:
     r = result.rerank
-    page_status = {None: pb.PAGE_STATUS_UNSPECIFIED, True: pb.PAGE_STATUS_INDEXED,
-                   False: pb.PAGE_STATUS_NOT_INDEXED}[result.page_indexed]
+    page_status = {
+        None: pb.PAGE_STATUS_UNSPECIFIED,
+        True: pb.PAGE_STATUS_INDEXED,
+        False: pb.PAGE_STATUS_NOT_INDEXED,
+    }[result.page_indexed]
     ev = result.evidence
     response = pb.RetrieveResponse(
         hits=[hit_to_proto(h, i) for i, h in enumerate(result.hits, start=1)],
-        intent=_INTENTS[result.intent], page_status=page_status,
-        rerank=pb.RerankOutcome(used=r.used, fallback=r.fallback, reason=r.reason,
-                                candidates=r.candidates, reranked=r.reranked, model=r.model,
-                                latency_ms=r.latency_ms),
+        intent=_INTENTS[result.intent],
+        page_status=page_status,
+        rerank=pb.RerankOutcome(
+            used=r.used,
+            fallback=r.fallback,
+            reason=r.reason,
+            candidates=r.candidates,
+            reranked=r.reranked,
+            model=r.model,
+            latency_ms=r.latency_ms,
+        ),
         degraded=[pb.Degradation(component=c, reason=why) for c, why in result.degraded],
         message=result.message,
         timings=[pb.StageTiming(stage=s, ms=ms) for s, ms in result.timings],
         evidence=pb.Evidence(
-            text=ev.text, chars=ev.chars, dropped_chunks=ev.dropped_chunks, truncated=ev.truncated,
-            citations=[pb.Citation(number=c.number, chunk_id=c.chunk_id, doc_id=c.doc_id,
-                                   url=c.url, title=c.title, heading_path=c.heading_path)
-                       for c in ev.citations],
+            text=ev.text,
+            chars=ev.chars,
+            dropped_chunks=ev.dropped_chunks,
+            truncated=ev.truncated,
+            citations=[
+                pb.Citation(
+                    number=c.number,
+                    chunk_id=c.chunk_id,
+                    doc_id=c.doc_id,
+                    url=c.url,
+                    title=c.title,
+                    heading_path=c.heading_path,
+                )
+                for c in ev.citations
+            ],
         ),
     )
     if debug:
-        response.debug.CopyFrom(pb.DebugReport(
-            channels=[pb.ChannelReport(channel=_CHANNELS[o.channel], status=_STATUSES[o.status],
-                                       latency_ms=o.latency_ms, hits=len(o.hits), error=o.error)
-                      for o in result.channels],
-            normalized_query=result.normalized_query,
-            lexical_query=result.lexical_query,
-        ))
+        response.debug.CopyFrom(
+            pb.DebugReport(
+                channels=[
+                    pb.ChannelReport(
+                        channel=_CHANNELS[o.channel],
+                        status=_STATUSES[o.status],
+                        latency_ms=o.latency_ms,
+                        hits=len(o.hits),
+                        error=o.error,
+                    )
+                    for o in result.channels
+                ],
+                normalized_query=result.normalized_query,
+                lexical_query=result.lexical_query,
+            )
+        )
     return response
 
 
@@ -105,7 +154,11 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetrieveResponse:
         remaining = context.time_remaining()
-        budget = self.default_deadline_s if remaining is None else min(remaining, self.default_deadline_s)
+        budget = (
+            self.default_deadline_s
+            if remaining is None
+            else min(remaining, self.default_deadline_s)
+        )
         deadline = time.monotonic() + budget
         result = await self.pipeline.retrieve(request_from_proto(request), deadline)
         return result_to_proto(result, request.debug)

@@ -25,7 +25,9 @@ class RetrieverSettings(BaseServiceSettings):
     rerank_candidates: int = Field(20, ge=1, le=200)
     rerank_budget_ms: int = Field(300, ge=10, le=60_000)
     channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
-    default_deadline_ms: int = Field(5000, ge=50, le=600_000, description="when the caller sets none")
+    default_deadline_ms: int = Field(
+        5000, ge=50, le=600_000, description="when the caller sets none"
+    )
     safety_margin_ms: int = Field(10, ge=0, le=1000)
     health_check_interval_s: float = Field(5.0, gt=0, le=600)
     worker_threads: int = Field(32, ge=2, le=512, description="threads for store and model calls")

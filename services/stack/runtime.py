@@ -90,15 +90,19 @@ def open_runtime(
 
 
 def _options(settings: BaseServiceSettings, port: int) -> ServerOptions:
-    return ServerOptions(host=settings.host, port=port,
-                         max_message_bytes=settings.max_message_bytes,
-                         shutdown_grace_s=settings.shutdown_grace_s)
+    return ServerOptions(
+        host=settings.host,
+        port=port,
+        max_message_bytes=settings.max_message_bytes,
+        shutdown_grace_s=settings.shutdown_grace_s,
+    )
 
 
 async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) -> GrpcServer:
     assert runtime.manifest is not None
-    pipeline = build_indexing_pipeline(settings, runtime.embedder, runtime.vectors,
-                                       runtime.lexical, runtime.manifest)
+    pipeline = build_indexing_pipeline(
+        settings, runtime.embedder, runtime.vectors, runtime.lexical, runtime.manifest
+    )
     server = GrpcServer(_options(settings, port), [INDEXER_SERVICE])
     indexer_pb2_grpc.add_IndexerServicer_to_server(IndexerServicer(pipeline), server.server)
     await server.start()
@@ -108,14 +112,20 @@ async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) 
 
 
 async def start_retriever(runtime: Runtime, settings: RetrieverSettings, port: int) -> GrpcServer:
-    pipeline = build_retrieval_pipeline(settings, runtime.embedder, runtime.vectors,
-                                        runtime.lexical, runtime.executor)
+    pipeline = build_retrieval_pipeline(
+        settings, runtime.embedder, runtime.vectors, runtime.lexical, runtime.executor
+    )
     server = GrpcServer(_options(settings, port), [RETRIEVER_SERVICE])
     servicer = RetrieverServicer(pipeline, settings.default_deadline_ms)
     retriever_pb2_grpc.add_RetrieverServicer_to_server(servicer, server.server)
     await server.start()
-    monitor = StoreHealthMonitor(server, RETRIEVER_SERVICE, runtime.vectors, runtime.lexical,
-                                 settings.health_check_interval_s)
+    monitor = StoreHealthMonitor(
+        server,
+        RETRIEVER_SERVICE,
+        runtime.vectors,
+        runtime.lexical,
+        settings.health_check_interval_s,
+    )
     await monitor.check_once()
     monitor.start()
     runtime.servers.append(server)
@@ -140,7 +150,11 @@ async def serve(*, indexer: bool, retriever: bool) -> None:
         await start_indexer(runtime, indexer_settings, indexer_settings.indexer_port)
     if retriever_settings:
         await start_retriever(runtime, retriever_settings, retriever_settings.retriever_port)
-    log.info("services_ready", ports=[s.port for s in runtime.servers],
-             mode=stores.resolved_mode().value, data_dir=str(stores.data_dir))
+    log.info(
+        "services_ready",
+        ports=[s.port for s in runtime.servers],
+        mode=stores.resolved_mode().value,
+        data_dir=str(stores.data_dir),
+    )
     await run_until_signal(runtime.servers)
     await runtime.stop()

@@ -17,7 +17,7 @@ import pytest
 from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.settings import StoreSettings
+from services.common.stores.settings import StoreMode, StoreSettings
 from services.indexer.manifest_sqlite import SqliteManifest
 from tests.stack.test_process import wait_serving
 from tests.support.stack import free_port
@@ -31,7 +31,9 @@ BATCH = 4
 def write_corpus(path: Path) -> Path:
     with path.open("w") as out:
         for i in range(DOCS):
-            body = " ".join(f"Finding {i}.{j}: compound {i * 7 + j} alters pathway {j}." for j in range(8))
+            body = " ".join(
+                f"Finding {i}.{j}: compound {i * 7 + j} alters pathway {j}." for j in range(8)
+            )
             out.write(json.dumps({"_id": f"d{i:03d}", "title": f"Study {i}", "text": body}) + "\n")
     return path
 
@@ -39,17 +41,41 @@ def write_corpus(path: Path) -> Path:
 class IndexerProcess:
     def __init__(self, data_dir: Path) -> None:
         self.port = free_port()
-        env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "RAG_INDEXER_PORT": str(self.port),
-               "RAG_LOG_JSON": "false"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "services.indexer"], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            "RAG_DATA_DIR": str(data_dir),
+            "RAG_INDEXER_PORT": str(self.port),
+            "RAG_LOG_JSON": "false",
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.indexer"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         assert wait_serving(self.port, 120), "indexer did not start"
 
     def ingest(self, corpus: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "services.indexer.cli", "--addr", f"127.0.0.1:{self.port}",
-             "ingest", str(corpus), "--scope", "s", "--format", "beir", "--batch", str(BATCH),
-             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [
+                sys.executable,
+                "-m",
+                "services.indexer.cli",
+                "--addr",
+                f"127.0.0.1:{self.port}",
+                "ingest",
+                str(corpus),
+                "--scope",
+                "s",
+                "--format",
+                "beir",
+                "--batch",
+                str(BATCH),
+                "--quiet",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def manifest_rows(self) -> int:
         with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
@@ -91,7 +117,7 @@ def run_with_crash(data_dir: Path, corpus: Path) -> int:
 
 
 def snapshot(data_dir: Path) -> dict[str, object]:
-    settings = StoreSettings(data_dir=data_dir, store_mode="embedded")
+    settings = StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED)
     manifest = open_manifest(settings)
     assert isinstance(manifest, SqliteManifest)
     keys = [(f"d{i:03d}", "en") for i in range(DOCS)]
@@ -104,13 +130,15 @@ def snapshot(data_dir: Path) -> dict[str, object]:
         return {
             "manifest": {k: e.chunk_ids for k, e in sorted(entries.items())},
             "pending": pending,
-            "vector_count": vectors.count(), "lexical_count": lexical.count(),
+            "vector_count": vectors.count(),
+            "lexical_count": lexical.count(),
             "vector_ids": sorted(c.chunk_id for c in vectors.get(ids)),
             "lexical_ids": sorted(c.chunk_id for c in lexical.get(ids)),
             "ids": ids,
         }
     finally:
-        vectors.close(), lexical.close()
+        vectors.close()
+        lexical.close()
 
 
 def test_killed_ingest_converges_to_a_clean_run(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from services.common.embedding import Embedder
 from services.common.models import ContentType, Document, ScopeFilter
 from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.settings import StoreSettings
+from services.common.stores.settings import StoreMode, StoreSettings
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
@@ -37,19 +37,28 @@ class CountingEmbedder:
 
 @pytest.fixture
 def pipeline(tmp_path: Path, embedder: Embedder) -> Iterator[IndexingPipeline]:
-    stores = StoreSettings(data_dir=tmp_path, store_mode="embedded")
+    stores = StoreSettings(data_dir=tmp_path, store_mode=StoreMode.EMBEDDED)
     vectors, lexical = open_stores(stores, embedder.dim)
     manifest = open_manifest(stores)
     spy = CountingEmbedder(embedder)
-    settings = IndexerSettings(chunk_target_chars=300, chunk_overlap_chars=50,
-                               chunk_max_slack_chars=100)
+    settings = IndexerSettings(
+        chunk_target_chars=300, chunk_overlap_chars=50, chunk_max_slack_chars=100
+    )
     yield build_indexing_pipeline(settings, spy, vectors, lexical, manifest)  # type: ignore[arg-type]
-    vectors.close(), lexical.close(), manifest.close()
+    vectors.close()
+    lexical.close()
+    manifest.close()
 
 
 def doc(doc_id: str, text: str, **fields: object) -> Document:
-    base = Document(doc_id=doc_id, text=text, url=f"https://x.test/{doc_id}", title=doc_id.title(),
-                    scope_id="site", content_type=ContentType.MARKDOWN)
+    base = Document(
+        doc_id=doc_id,
+        text=text,
+        url=f"https://x.test/{doc_id}",
+        title=doc_id.title(),
+        scope_id="site",
+        content_type=ContentType.MARKDOWN,
+    )
     return replace(base, **fields)  # type: ignore[arg-type]
 
 
@@ -79,12 +88,18 @@ def test_metadata_only_updates_payloads_without_embedding(pipeline: IndexingPipe
     assert pipeline.embedder.texts == before  # type: ignore[attr-defined]
     assert report.counts.payload_updates == len(report.plans[0].payload_updates) > 1
     scope = ScopeFilter(metadata=(("team", "search"),))
-    assert pipeline.vectors.count(scope) == pipeline.lexical.count(scope) == report.counts.payload_updates
+    assert (
+        pipeline.vectors.count(scope)
+        == pipeline.lexical.count(scope)
+        == report.counts.payload_updates
+    )
     hits = pipeline.lexical.search("topic", 50, scope)
     assert hits and all(h.chunk.title == "Renamed" for h in hits)
 
 
-def test_changed_reembeds_only_changed_chunks_and_deletes_vanished(pipeline: IndexingPipeline) -> None:
+def test_changed_reembeds_only_changed_chunks_and_deletes_vanished(
+    pipeline: IndexingPipeline,
+) -> None:
     first = pipeline.upsert([doc("a", LONG)])
     total = first.counts.chunks_to_embed
     edited = LONG.replace("Sentence 5 about topic 5.", "Completely new closing words.", 1)
@@ -109,29 +124,46 @@ def test_removed_by_delete_and_by_sync(pipeline: IndexingPipeline) -> None:
     assert pipeline.manifest.count() == 1
     assert pipeline.vectors.count() == pipeline.lexical.count() == 1
     missing = pipeline.delete(["nope"])
-    assert missing.plans[0].state is DocState.REJECTED and missing.plans[0].error_code == "NOT_FOUND"
+    assert (
+        missing.plans[0].state is DocState.REJECTED and missing.plans[0].error_code == "NOT_FOUND"
+    )
 
 
 def test_dry_run_plan_equals_the_real_run(pipeline: IndexingPipeline) -> None:
     pipeline.upsert([doc("keep", "# K\n\nSame."), doc("meta", LONG), doc("edit", LONG)])
-    batch = [doc("keep", "# K\n\nSame."), doc("meta", LONG, title="New title"),
-             doc("edit", LONG + "\n\nOne more paragraph."), doc("new", "# N\n\nNew doc."),
-             doc("", "empty id")]
+    batch = [
+        doc("keep", "# K\n\nSame."),
+        doc("meta", LONG, title="New title"),
+        doc("edit", LONG + "\n\nOne more paragraph."),
+        doc("new", "# N\n\nNew doc."),
+        doc("", "empty id"),
+    ]
     before = (pipeline.vectors.count(), pipeline.lexical.count(), pipeline.embedder.texts)  # type: ignore[attr-defined]
     plan = pipeline.upsert(batch, dry_run=True)
     assert (pipeline.vectors.count(), pipeline.lexical.count(), pipeline.embedder.texts) == before  # type: ignore[attr-defined]
     real = pipeline.upsert(batch)
     assert plan.counts == real.counts
-    assert states(real) == [DocState.UNCHANGED, DocState.METADATA_ONLY, DocState.CHANGED,
-                            DocState.ADDED, DocState.REJECTED]
+    assert states(real) == [
+        DocState.UNCHANGED,
+        DocState.METADATA_ONLY,
+        DocState.CHANGED,
+        DocState.ADDED,
+        DocState.REJECTED,
+    ]
 
 
 def test_bad_documents_are_rejected_alone(pipeline: IndexingPipeline) -> None:
-    report = pipeline.upsert([
-        doc("", "body"), doc("x" * 600, "body"), doc("empty", "   "),
-        doc("loc", "body", locale="english!"), doc("nul", "bad\x00byte"), doc("good", "# G\n\nFine."),
-        doc("good", "# G\n\nDuplicate in the same batch."),
-    ])
+    report = pipeline.upsert(
+        [
+            doc("", "body"),
+            doc("x" * 600, "body"),
+            doc("empty", "   "),
+            doc("loc", "body", locale="english!"),
+            doc("nul", "bad\x00byte"),
+            doc("good", "# G\n\nFine."),
+            doc("good", "# G\n\nDuplicate in the same batch."),
+        ]
+    )
     errors = [p.error for p in report.plans]
     assert states(report)[:5] == [DocState.REJECTED] * 5
     assert "doc_id" in errors[0] and "512" in errors[1] and "text" in errors[2]

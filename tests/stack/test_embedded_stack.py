@@ -41,8 +41,9 @@ def test_error_code_ranks_first(embedded_stack: BackgroundStack) -> None:
 
 def test_paraphrase_is_found_by_vectors_that_bm25_misses(embedded_stack: BackgroundStack) -> None:
     # No word of the query (after stemming) occurs in supervisor.md.
-    reply = embedded_stack.retrieve("keep my daemon alive when it dies", top_k=3,
-                                    candidates_per_channel=5)
+    reply = embedded_stack.retrieve(
+        "keep my daemon alive when it dies", top_k=3, candidates_per_channel=5
+    )
     hit = find(reply, "supervisor.md")
     assert hit is not None, [h.url for h in reply.hits]
     ranks = channel_ranks(hit)
@@ -60,7 +61,9 @@ def test_fused_scores_follow_rrf_from_reported_ranks(embedded_stack: BackgroundS
     assert scores == sorted(scores, reverse=True)
 
 
-def test_unreachable_reranker_keeps_fused_order_and_says_so(embedded_stack: BackgroundStack) -> None:
+def test_unreachable_reranker_keeps_fused_order_and_says_so(
+    embedded_stack: BackgroundStack,
+) -> None:
     reply = embedded_stack.retrieve("restore from snapshots", top_k=3)
     assert reply.hits
     assert not reply.rerank.used

@@ -19,8 +19,9 @@ GRPCURL = str(Path(sys.executable).parent / "grpcurl")
 
 
 def grpcurl(*args: str) -> str:
-    result = subprocess.run([GRPCURL, "-plaintext", *args], capture_output=True, text=True,
-                            timeout=30, check=False)
+    result = subprocess.run(
+        [GRPCURL, "-plaintext", *args], capture_output=True, text=True, timeout=30, check=False
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -28,7 +29,11 @@ def grpcurl(*args: str) -> str:
 @pytest.mark.parametrize(
     ("which", "service", "methods"),
     [
-        ("indexer_addr", "rag.indexer.v1.Indexer", ["Upsert", "UpsertStream", "Delete", "Sync", "Stats"]),
+        (
+            "indexer_addr",
+            "rag.indexer.v1.Indexer",
+            ["Upsert", "UpsertStream", "Delete", "Sync", "Stats"],
+        ),
         ("retriever_addr", "rag.retriever.v1.Retriever", ["Retrieve"]),
     ],
 )
@@ -46,8 +51,12 @@ def test_grpcurl_lists_and_describes(
 
 
 def test_grpcurl_retrieve_returns_hits_with_channels(embedded_stack: BackgroundStack) -> None:
-    out = grpcurl("-d", '{"query": "X7Q-4291", "top_k": 2}', embedded_stack.retriever_addr,
-                  "rag.retriever.v1.Retriever/Retrieve")
+    out = grpcurl(
+        "-d",
+        '{"query": "X7Q-4291", "top_k": 2}',
+        embedded_stack.retriever_addr,
+        "rag.retriever.v1.Retriever/Retrieve",
+    )
     assert "billing.md" in out
     assert "CHANNEL_LEXICAL" in out
 
@@ -64,8 +73,10 @@ def test_bad_input_maps_to_invalid_argument(embedded_stack: BackgroundStack) -> 
 
 
 def test_health_is_serving_for_each_service(embedded_stack: BackgroundStack) -> None:
-    for addr, name in [(embedded_stack.indexer_addr, "rag.indexer.v1.Indexer"),
-                       (embedded_stack.retriever_addr, "rag.retriever.v1.Retriever")]:
+    for addr, name in [
+        (embedded_stack.indexer_addr, "rag.indexer.v1.Indexer"),
+        (embedded_stack.retriever_addr, "rag.retriever.v1.Retriever"),
+    ]:
         with grpc.insecure_channel(addr) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             for service in ("", name):

@@ -15,12 +15,22 @@ def corpus_documents(scope_id: str = "handbook") -> list[ipb.Document]:
     for path in sorted(CORPUS_DIR.glob("*.md")):
         text = path.read_text(encoding="utf-8")
         title = text.splitlines()[0].lstrip("# ").strip()
-        docs.append(ipb.Document(
-            doc_id=path.name, url=BASE_URL + path.stem, title=title, locale="en",
-            scope_id=scope_id, text=text, content_type=ipb.CONTENT_TYPE_MARKDOWN,
-            metadata={"section": "ops" if path.stem in {"deployment", "backups", "supervisor"}
-                      else "general"},
-        ))
+        docs.append(
+            ipb.Document(
+                doc_id=path.name,
+                url=BASE_URL + path.stem,
+                title=title,
+                locale="en",
+                scope_id=scope_id,
+                text=text,
+                content_type=ipb.CONTENT_TYPE_MARKDOWN,
+                metadata={
+                    "section": "ops"
+                    if path.stem in {"deployment", "backups", "supervisor"}
+                    else "general"
+                },
+            )
+        )
     return docs
 
 

@@ -18,7 +18,7 @@ from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.stores.settings import StoreSettings
+from services.common.stores.settings import StoreMode, StoreSettings
 from services.indexer.settings import IndexerSettings
 from services.retriever.settings import RetrieverSettings
 from services.stack.runtime import Runtime, open_runtime, start_indexer, start_retriever
@@ -69,13 +69,15 @@ class BackgroundStack:
     def start(self) -> BackgroundStack:
         self._loop = BackgroundLoop()
         self._loop.run(self._start())
-        self._channels = [grpc.insecure_channel(a) for a in (self.indexer_addr, self.retriever_addr)]
+        self._channels = [
+            grpc.insecure_channel(a) for a in (self.indexer_addr, self.retriever_addr)
+        ]
         self.indexer = indexer_pb2_grpc.IndexerStub(self._channels[0])
         self.retriever = retriever_pb2_grpc.RetrieverStub(self._channels[1])
         return self
 
     async def _start(self) -> None:
-        stores = StoreSettings(data_dir=self.data_dir, store_mode="embedded")
+        stores = StoreSettings(data_dir=self.data_dir, store_mode=StoreMode.EMBEDDED)
         self.runtime = await asyncio.to_thread(
             open_runtime, stores, self.indexer_settings, self.retriever_settings, self.embedder
         )

@@ -112,12 +112,16 @@ class QdrantVectorStore:
         timeout_s: float = 5.0,
         batch_size: int = 256,
         write_attempts: int = 4,
+        shards: int = 1,
+        replication_factor: int = 1,
     ) -> None:
         self.client = client
         self._closed = False
         self.collection = collection
         self.dim = dim
         self.batch_size = batch_size
+        self.shards = shards
+        self.replication_factor = replication_factor
         # qdrant-client takes whole seconds; round up so a 0.5 s budget is not "no timeout".
         self._timeout = max(1, math.ceil(timeout_s))
         self._calls = ServerCallPolicy("qdrant", is_transient_qdrant_error, write_attempts)
@@ -130,6 +134,8 @@ class QdrantVectorStore:
             settings.qdrant_collection,
             dim,
             timeout_s=settings.qdrant_timeout_s,
+            shards=settings.qdrant_shards,
+            replication_factor=settings.qdrant_replication_factor,
         )
 
     # -- collection lifecycle -------------------------------------------------
@@ -146,6 +152,9 @@ class QdrantVectorStore:
             self._live().create_collection(
                 self.collection,
                 vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
+                # Fixed at creation: see deploy/README.md on sharding.
+                shard_number=self.shards,
+                replication_factor=self.replication_factor,
                 timeout=self._timeout,
             )
         except (UnexpectedResponse, grpc.RpcError):

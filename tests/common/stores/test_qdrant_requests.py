@@ -96,7 +96,9 @@ def store(capture: tuple[QdrantCapture, int]) -> Iterator[QdrantVectorStore]:
 def test_missing_collection_is_created_with_cosine_and_keyword_indexes(capture) -> None:
     double, port = capture
     client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
-    QdrantVectorStore(client, "rag_chunks", DIM, timeout_s=3).close()
+    QdrantVectorStore(
+        client, "rag_chunks", DIM, timeout_s=3, shards=3, replication_factor=2
+    ).close()
     index = {
         "collection_name": "rag_chunks",
         "wait": True,
@@ -111,6 +113,8 @@ def test_missing_collection_is_created_with_cosine_and_keyword_indexes(capture) 
                 "collection_name": "rag_chunks",
                 "timeout": "3",
                 "vectors_config": {"params": {"size": "4", "distance": "Cosine"}},
+                "shard_number": 3,
+                "replication_factor": 2,
             },
         ),
         ("GetCollection", {"collection_name": "rag_chunks"}),
