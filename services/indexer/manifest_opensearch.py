@@ -236,7 +236,7 @@ class OpenSearchManifest:
                 if attempt == _CONFLICT_ATTEMPTS - 1:
                     raise
 
-    def _add_pending_once(self, pending: dict[Key, Sequence[str]]) -> None:
+    def _add_pending_once(self, pending: Mapping[Key, Sequence[str]]) -> None:
         ids = {key: manifest_doc_id("pending", *key) for key in pending}
         current = self._versioned_sources(list(ids.values()))
         actions = []

@@ -33,10 +33,15 @@ class ChannelOutcome:
     hits: list[ScoredChunk] = field(default_factory=list)
     error: str = ""
     component: str = ""  # which part failed ("embedding" inside the vector channel)
+    requested: bool = True  # False: the caller left this channel out on purpose
 
     @property
     def ok(self) -> bool:
         return self.status is ChannelStatus.OK
+
+
+def not_requested(channel: Channel) -> ChannelOutcome:
+    return ChannelOutcome(channel, ChannelStatus.SKIPPED, error="not requested", requested=False)
 
 
 def remaining_s(deadline: float) -> float:

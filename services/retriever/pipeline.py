@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
@@ -12,7 +13,13 @@ from services.common.embedding import Embedder
 from services.common.errors import InvalidArgument, RagError
 from services.common.models import ScopeFilter, ScoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
-from services.retriever.channels import ChannelOutcome, call_as, remaining_s, run_channel
+from services.retriever.channels import (
+    ChannelOutcome,
+    call_as,
+    not_requested,
+    remaining_s,
+    run_channel,
+)
 from services.retriever.evidence import EvidenceAssembler
 from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
 from services.retriever.query import QueryNormalizer
@@ -51,6 +58,7 @@ class RetrievalRequest:
     context_char_budget: int = 0
     min_vector_score: float = 0.0
     candidates_per_channel: int = 0
+    channels: frozenset[Channel] = frozenset(Channel)
 
 
 @dataclass
@@ -98,7 +106,7 @@ class RetrievalPipeline:
         scope = request.scope
         if intent is Intent.CURRENT_PAGE:
             scope = replace(scope, urls=(request.page_url,), doc_ids=())
-        vector, lexical = await self._fan_out(query, scope, depth, deadline)
+        vector, lexical = await self._fan_out(query, scope, depth, deadline, request.channels)
         timings += [("vector", vector.latency_ms), ("lexical", lexical.latency_ms)]
         fused = self._fuse(request, vector, lexical)
         rerank_started = time.perf_counter()
@@ -137,7 +145,12 @@ class RetrievalPipeline:
         return top_k, max(depth, top_k)
 
     async def _fan_out(
-        self, query: str, scope: ScopeFilter, depth: int, deadline: float
+        self,
+        query: str,
+        scope: ScopeFilter,
+        depth: int,
+        deadline: float,
+        wanted: frozenset[Channel],
     ) -> tuple[ChannelOutcome, ChannelOutcome]:
         budget_s = min(
             self.config.channel_timeout_ms / 1000,
@@ -152,10 +165,21 @@ class RetrievalPipeline:
             return self.lexical.search(query, depth, scope)
 
         results = await asyncio.gather(
-            run_channel(Channel.VECTOR, self.executor, vector_search, budget_s),
-            run_channel(Channel.LEXICAL, self.executor, lexical_search, budget_s),
+            self._maybe_run(Channel.VECTOR, wanted, vector_search, budget_s),
+            self._maybe_run(Channel.LEXICAL, wanted, lexical_search, budget_s),
         )
         return results[0], results[1]
+
+    async def _maybe_run(
+        self,
+        channel: Channel,
+        wanted: frozenset[Channel],
+        search: Callable[[], list[ScoredChunk]],
+        budget_s: float,
+    ) -> ChannelOutcome:
+        if channel not in wanted:
+            return not_requested(channel)
+        return await run_channel(channel, self.executor, search, budget_s)
 
     def _fuse(
         self, request: RetrievalRequest, vector: ChannelOutcome, lexical: ChannelOutcome
@@ -194,19 +218,16 @@ class RetrievalPipeline:
 def _record_degradation(
     result: RetrievalResult, vector: ChannelOutcome, lexical: ChannelOutcome
 ) -> None:
-    for outcome in (vector, lexical):
+    requested = [o for o in (vector, lexical) if o.requested]
+    for outcome in requested:
         if not outcome.ok:
-            result.degraded.append(
-                (
-                    outcome.component or outcome.channel.value,
-                    f"{outcome.status.value}: {outcome.error}",
-                )
-            )
+            reason = f"{outcome.status.value}: {outcome.error}"
+            result.degraded.append((outcome.component or outcome.channel.value, reason))
     if result.rerank.fallback and result.rerank.requested:
         result.degraded.append(("reranker", result.rerank.reason))
-    if not vector.ok and not lexical.ok:
+    if requested and not any(o.ok for o in requested):
         result.message = (
-            "Search is temporarily unavailable: both retrieval channels failed. "
+            "Search is temporarily unavailable: the retrieval channels failed. "
             "Please try again shortly."
         )
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import grpc
 
 from services.common import grpc_errors
+from services.common.errors import InvalidArgument
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.models import ScopeFilter
@@ -48,7 +50,16 @@ def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
         context_char_budget=msg.context_char_budget,
         min_vector_score=msg.min_vector_score,
         candidates_per_channel=msg.candidates_per_channel,
+        channels=_channels(msg.channels),
     )
+
+
+def _channels(requested: Sequence[int]) -> frozenset[Channel]:
+    by_proto: dict[int, Channel] = {int(v): k for k, v in _CHANNELS.items()}
+    unknown = [c for c in requested if c not in by_proto]
+    if unknown:
+        raise InvalidArgument(f"channels: unknown channel value(s) {unknown}")
+    return frozenset(by_proto[c] for c in requested) or frozenset(Channel)
 
 
 def _weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:

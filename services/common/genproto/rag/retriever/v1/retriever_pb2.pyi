@@ -191,6 +191,7 @@ class RetrieveRequest(_message.Message):
     CONTEXT_CHAR_BUDGET_FIELD_NUMBER: _builtins.int
     MIN_VECTOR_SCORE_FIELD_NUMBER: _builtins.int
     CANDIDATES_PER_CHANNEL_FIELD_NUMBER: _builtins.int
+    CHANNELS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     top_k: _builtins.int
     """0 = server default"""
@@ -210,6 +211,12 @@ class RetrieveRequest(_message.Message):
     def filter(self) -> Global___ScopeFilter: ...
     @_builtins.property
     def weights(self) -> Global___ChannelWeights: ...
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedScalarFieldContainer[Global___Channel.ValueType]:
+        """Which channels to search; empty = all. Lets evaluations and callers run
+        lexical-only or vector-only through the same RPC.
+        """
+
     def __init__(
         self,
         *,
@@ -224,10 +231,11 @@ class RetrieveRequest(_message.Message):
         context_char_budget: _builtins.int = ...,
         min_vector_score: _builtins.float = ...,
         candidates_per_channel: _builtins.int = ...,
+        channels: _abc.Iterable[Global___Channel.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
