@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.errors import ApiError, ErrorCode
 from services.common.genproto.rag.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from services.common.server import channel_options
+from services.common.server import client_channel_options
 
 RETRIEVER_SERVICE = "rag.retriever.v1.Retriever"
 
@@ -47,7 +47,7 @@ class RetrieverClient:
     def open(self) -> None:
         """Create the channel; must run inside the serving event loop."""
         self._channel = grpc.aio.insecure_channel(
-            self.address, options=channel_options(self.max_message_bytes)
+            self.address, options=client_channel_options(self.max_message_bytes)
         )
         self._stub = self.stub_factory(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)

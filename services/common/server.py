@@ -45,6 +45,12 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
     ]
 
 
+def client_channel_options(max_message_bytes: int) -> list[tuple[str, int | str]]:
+    """Client channels balance calls (not just connections) over every address
+    the name resolves to, e.g. a Kubernetes headless Service's pods."""
+    return [*channel_options(max_message_bytes), ("grpc.lb_policy_name", "round_robin")]
+
+
 class GrpcServer:
     """A grpc.aio server plus health and reflection. Register servicers on
     `.server` before `start()`; call `set_serving()` once ready."""

@@ -56,7 +56,12 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
             path, scope_id=args.scope, locale=args.locale, base_url=args.base_url
         )
     else:
-        yield from load_beir_jsonl(path, scope_id=args.scope, locale=args.locale)
+        yield from load_beir_jsonl(
+            path,
+            scope_id=args.scope,
+            locale=args.locale,
+            title_as_heading=args.title_as_heading,
+        )
 
 
 def batches(items: Iterable[Document], size: int, max_chars: int) -> Iterator[list[Document]]:
@@ -166,6 +171,11 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--locale", default="en")
     ingest.add_argument("--base-url", default="", help="URL prefix for directory documents")
     ingest.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
+    ingest.add_argument(
+        "--title-as-heading",
+        action="store_true",
+        help="BEIR: also put the title into the body as a Markdown H1, so it is embedded",
+    )
     ingest.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     ingest.add_argument(
         "--sync",

@@ -155,28 +155,47 @@ def _describe(exc: Exception) -> str:
 # ------------------------------------------------------------------ JSON lines
 
 
-def load_beir_jsonl(path: Path, *, scope_id: str, locale: str = "en") -> Iterator[LoadedItem]:
+def load_beir_jsonl(
+    path: Path, *, scope_id: str, locale: str = "en", title_as_heading: bool = False
+) -> Iterator[LoadedItem]:
     """A BEIR corpus (`{"_id", "title", "text", "metadata"?}` per line), streamed.
 
     The title stays in `title` (the lexical store indexes it; the body is the
     abstract only); `url` is empty because BEIR documents have no address.
+
+    `title_as_heading` also makes the title part of the content, as a Markdown
+    H1 above the abstract (`# Title\n\nabstract`): the chunks then carry it as
+    their heading path and the vectors embed it. The embedder never sees the
+    `title` field itself (a title change must stay a metadata-only update), so
+    for corpora whose titles say what a document is about, such as BEIR's,
+    this is how the title reaches the vector channel. A title change then
+    changes the content and re-embeds the document.
     """
     for source, record in _iter_json_records(path):
         if isinstance(record, LoadError):
             yield record
             continue
         try:
-            yield Document(
-                doc_id=_required_id(record, "_id"),
-                text=_optional_str(record, "text"),
-                title=_optional_str(record, "title"),
-                locale=locale,
-                scope_id=scope_id,
-                metadata=_string_map(record.get("metadata")),
-                content_type=ContentType.TEXT,
-            )
+            yield _beir_document(record, scope_id, locale, title_as_heading)
         except InvalidArgument as exc:
             yield LoadError(source, str(exc))
+
+
+def _beir_document(
+    record: dict[str, Any], scope_id: str, locale: str, title_as_heading: bool
+) -> Document:
+    title, text = _optional_str(record, "title"), _optional_str(record, "text")
+    heading = " ".join(title.split())  # a heading is one line
+    as_heading = title_as_heading and bool(heading)
+    return Document(
+        doc_id=_required_id(record, "_id"),
+        text=f"# {heading}\n\n{text}" if as_heading else text,
+        title=title,
+        locale=locale,
+        scope_id=scope_id,
+        metadata=_string_map(record.get("metadata")),
+        content_type=ContentType.MARKDOWN if as_heading else ContentType.TEXT,
+    )
 
 
 def load_jsonl_documents(

@@ -12,6 +12,8 @@ import hashlib
 import inspect
 import os
 import tempfile
+import threading
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +25,7 @@ import torch
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from services.common.logging import get_logger
+from services.reranker.backends import BatchInterrupted
 
 log = get_logger(__name__)
 
@@ -163,7 +166,33 @@ class OnnxBackend:
     def _features(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
         return dict(self._cross_encoder.preprocess(list(pairs)))
 
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def logits(self, pairs: Sequence[tuple[str, str]], deadline: float | None = None) -> np.ndarray:
         features = self._features(pairs)
         feeds = {name: features[name].numpy().astype(np.int64) for name in self._input_names}
-        return np.asarray(self._session.run(["logits"], feeds)[0], dtype=np.float32)
+        options = ort.RunOptions()
+        watchdog = _terminate_at(options, deadline)
+        try:
+            outputs = self._session.run(["logits"], feeds, options)
+        except Exception as exc:
+            if options.terminate:
+                raise BatchInterrupted("deadline reached inside the batch") from exc
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        return np.asarray(outputs[0], dtype=np.float32)
+
+
+def _terminate_at(options: ort.RunOptions, deadline: float | None) -> threading.Timer | None:
+    """Make ORT abandon the run (between operators) once the deadline passes,
+    so even a batch slowed down by a busy machine cannot overrun it."""
+    if deadline is None:
+        return None
+    watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), _set_terminate, (options,))
+    watchdog.daemon = True
+    watchdog.start()
+    return watchdog
+
+
+def _set_terminate(options: ort.RunOptions) -> None:
+    options.terminate = True

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from sentence_transformers import CrossEncoder
 from services.common.errors import InvalidArgument, Unavailable
 from services.common.logging import get_logger
 from services.common.settings import default_data_dir
+from services.reranker.backends import BatchInterrupted, ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
 from services.reranker.onnx_backend import OnnxBackend
 from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
@@ -77,34 +78,6 @@ class InputLimits:
             )
         cap = self.max_passage_chars
         return query[:cap], [passage[:cap] for passage in passages]
-
-
-class ScoringBackend(Protocol):
-    name: str
-
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Raw model outputs for one batch, shape (n,) or (n, labels)."""
-        ...
-
-
-class TorchBackend:
-    """The sentence-transformers CrossEncoder itself (PyTorch)."""
-
-    name = "torch"
-
-    def __init__(self, cross_encoder: CrossEncoder) -> None:
-        self._cross_encoder = cross_encoder
-        self._identity = torch.nn.Identity()
-
-    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        raw = self._cross_encoder.predict(
-            list(pairs),
-            batch_size=len(pairs),
-            activation_fn=self._identity,  # the scorer applies the configured activation
-            show_progress_bar=False,
-            convert_to_numpy=True,
-        )
-        return np.asarray(raw, dtype=np.float32)
 
 
 def hub_offline() -> bool:
@@ -291,8 +264,10 @@ class CrossEncoderScorer:
                 return []
             batch = pending[:size]
             started = time.perf_counter()
-            logits = backend.logits([(query, passage) for passage in batch])
+            logits = backend.logits([(query, passage) for passage in batch], deadline)
             self.planner.observe(query, batch, (time.perf_counter() - started) * 1000)
+        except BatchInterrupted:
+            return []
         finally:
             self._model_lock.release()
         return self._activate(logits)

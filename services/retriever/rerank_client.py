@@ -10,7 +10,7 @@ import grpc
 from services.common.errors import DeadlineExceeded, Unavailable
 from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.server import channel_options
+from services.common.server import client_channel_options
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class RerankReply:
 class RerankClient:
     def __init__(self, addr: str, max_message_bytes: int = 16 * 1024 * 1024) -> None:
         self.addr = addr
-        self._channel = grpc.aio.insecure_channel(addr, options=channel_options(max_message_bytes))
+        self._channel = grpc.aio.insecure_channel(addr, options=client_channel_options(max_message_bytes))
         self._stub = reranker_pb2_grpc.RerankerStub(self._channel)
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> RerankReply:

@@ -142,7 +142,7 @@ def test_compose_dependencies_wait_for_health(compose) -> None:
 @pytest.fixture(scope="module")
 def k8s() -> list[dict[str, Any]]:
     kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
-    documents = []
+    documents: list[dict[str, Any]] = []
     for resource in kustomization["resources"]:
         documents.extend(
             d for d in yaml.safe_load_all((DEPLOY / "k8s" / resource).read_text()) if d

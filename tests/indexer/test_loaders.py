@@ -238,6 +238,26 @@ def test_beir_loader_streams_documents_and_reports_bad_lines(tmp_path: Path) -> 
     assert "cannot decode" in errors[3].reason
 
 
+def test_beir_title_as_heading_puts_the_title_into_the_content(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    records = [
+        {"_id": "1", "title": "Vitamin D\nand bones", "text": "First sentence. " * 80},
+        {"_id": "2", "title": "", "text": "Untitled body."},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+    titled, untitled = list(load_beir_jsonl(path, scope_id="s", title_as_heading=True))
+    assert isinstance(titled, Document) and isinstance(untitled, Document)
+    assert titled.text.startswith("# Vitamin D and bones\n\nFirst sentence.")
+    assert (titled.title, titled.content_type) == ("Vitamin D\nand bones", ContentType.MARKDOWN)
+    # Every chunk, not only the first, carries the title as its heading path.
+    spans = Chunker().split(normalize_body(titled))
+    assert len(spans) > 1 and {s.heading_path for s in spans} == {"Vitamin D and bones"}
+    # Without a title there is no empty heading: the body stays as it was.
+    assert (untitled.text, untitled.content_type) == ("Untitled body.", ContentType.TEXT)
+    plain = next(iter(load_beir_jsonl(path, scope_id="s")))
+    assert isinstance(plain, Document) and plain.text == records[0]["text"]
+
+
 def test_beir_loader_on_the_first_scifact_lines(tmp_path: Path) -> None:
     if not SCIFACT.is_file():
         pytest.skip("SciFact corpus not present on this machine")

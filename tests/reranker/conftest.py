@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from services.reranker.scorer import CrossEncoderScorer
-from tests.support.tiny_cross_encoder import SMALL, build_random_cross_encoder, build_tiny_cross_encoder
+from tests.support.tiny_cross_encoder import (
+    SMALL,
+    build_random_cross_encoder,
+    build_tiny_cross_encoder,
+)
 
 
 @pytest.fixture(scope="session")

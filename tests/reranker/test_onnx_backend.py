@@ -32,7 +32,9 @@ def onnx_scorer(tiny_model_dir: Path, onnx_cache: Path) -> CrossEncoderScorer:
     return loaded(tiny_model_dir, onnx_cache, "onnx")
 
 
-def test_onnx_ranks_like_torch(tiny_scorer: CrossEncoderScorer, onnx_scorer: CrossEncoderScorer) -> None:
+def test_onnx_ranks_like_torch(
+    tiny_scorer: CrossEncoderScorer, onnx_scorer: CrossEncoderScorer
+) -> None:
     texts = passages(20, chars=500)
     torch_scores = tiny_scorer.score(QUERY, texts).scores
     onnx_scores = onnx_scorer.score(QUERY, texts).scores

@@ -18,6 +18,8 @@ from tests.reranker.texts import QUERY, passages
 
 pytestmark = pytest.mark.integration
 
+SCHEDULING_TOLERANCE_S = 0.05
+
 
 def test_loads_by_path_and_reports_loaded(tiny_scorer: CrossEncoderScorer) -> None:
     assert tiny_scorer.loaded
@@ -36,7 +38,9 @@ def test_scores_are_in_input_order(tiny_scorer: CrossEncoderScorer) -> None:
     assert len({round(score, 3) for score in forward.scores}) > 6  # the scores do differ
 
 
-def test_sigmoid_activation_maps_logits(tiny_model_dir: Path, tiny_scorer: CrossEncoderScorer) -> None:
+def test_sigmoid_activation_maps_logits(
+    tiny_model_dir: Path, tiny_scorer: CrossEncoderScorer
+) -> None:
     sigmoid = CrossEncoderScorer(str(tiny_model_dir), activation="sigmoid")
     sigmoid.load()
     texts = passages(5)
@@ -83,9 +87,16 @@ def test_expired_deadline_scores_nothing(tiny_scorer: CrossEncoderScorer) -> Non
     assert result.stop_reason == "deadline"
 
 
-@pytest.fixture(scope="module")
-def small_scorer(small_model_dir: Path, onnx_cache: Path) -> CrossEncoderScorer:
-    scorer = CrossEncoderScorer(str(small_model_dir), batch_size=2, cache_dir=onnx_cache)
+SMALL_BATCH = 2
+
+
+@pytest.fixture(scope="module", params=["torch", "onnx"])
+def small_scorer(
+    request: pytest.FixtureRequest, small_model_dir: Path, onnx_cache: Path
+) -> CrossEncoderScorer:
+    scorer = CrossEncoderScorer(
+        str(small_model_dir), backend=request.param, batch_size=SMALL_BATCH, cache_dir=onnx_cache
+    )
     scorer.load()
     scorer.warm_up()
     return scorer
@@ -94,15 +105,21 @@ def small_scorer(small_model_dir: Path, onnx_cache: Path) -> CrossEncoderScorer:
 def test_short_deadline_returns_a_scored_prefix_in_time(small_scorer: CrossEncoderScorer) -> None:
     texts = passages(24, chars=800)
     full = small_scorer.score(QUERY, texts)
-    budget_s = full.elapsed_ms / 1000 / 3
-    deadline = time.monotonic() + budget_s
+    mean_batch_s = full.elapsed_ms / 1000 / math.ceil(len(texts) / SMALL_BATCH)
+    deadline = time.monotonic() + full.elapsed_ms / 1000 / 3
     result = small_scorer.score(QUERY, texts, deadline=deadline)
-    finished = time.monotonic()
+    overrun_s = time.monotonic() - deadline
     assert result.partial and result.stop_reason == "deadline"
     assert 0 < result.scored < len(texts)
     assert len(result.scores) == result.scored
-    assert finished <= deadline  # stopped *before* the batch that would overrun
     np.testing.assert_allclose(result.scores, full.scores[: result.scored], atol=1e-3)
+    if small_scorer.backend == "torch":
+        # Planned stop only: a forward pass cannot be interrupted, so a batch
+        # slowed down by a busy machine may end late, but never by much more.
+        assert overrun_s <= max(3 * mean_batch_s, 0.1)
+    else:
+        # ONNX Runtime abandons the batch at the deadline itself.
+        assert overrun_s <= SCHEDULING_TOLERANCE_S
 
 
 def test_concurrent_requests_share_the_model_safely(tiny_scorer: CrossEncoderScorer) -> None:

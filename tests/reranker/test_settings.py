@@ -63,5 +63,5 @@ def test_bad_value_is_named(monkeypatch: pytest.MonkeyPatch, variable: str, valu
 def test_onnx_on_a_gpu_device_is_contradictory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_RERANK_BACKEND", "onnx")
     monkeypatch.setenv("RAG_RERANK_DEVICE", "cuda")
-    with pytest.raises(ConfigError, match="RAG_RERANK_DEVICE='cuda'.*RAG_RERANK_BACKEND=onnx"):
+    with pytest.raises(ConfigError, match=r"RAG_RERANK_DEVICE='cuda'.*RAG_RERANK_BACKEND=onnx"):
         load_settings(RerankerSettings)

@@ -7,10 +7,36 @@ import random
 QUERY = "how does hybrid retrieval fuse lexical and vector rankings"
 
 _WORDS = (
-    "retrieval fusion ranking passage vector lexical deadline budget chunk overlap "
-    "heading token reranker cross encoder score batch qdrant tantivy query document "
-    "citation evidence latency throughput fallback cache index manifest"
-).split()
+    "retrieval",
+    "fusion",
+    "ranking",
+    "passage",
+    "vector",
+    "lexical",
+    "deadline",
+    "budget",
+    "chunk",
+    "overlap",
+    "heading",
+    "token",
+    "reranker",
+    "cross",
+    "encoder",
+    "score",
+    "batch",
+    "qdrant",
+    "tantivy",
+    "query",
+    "document",
+    "citation",
+    "evidence",
+    "latency",
+    "throughput",
+    "fallback",
+    "cache",
+    "index",
+    "manifest",
+)
 
 
 def passages(count: int, chars: int = 400, seed: int = 7) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ class BackgroundStack:
         reranker_addr: str = "",
         retriever: dict[str, Any] | None = None,
         indexer: dict[str, Any] | None = None,
+        wrap_stores: Callable[[Any, Any], tuple[Any, Any]] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.embedder = embedder
@@ -62,6 +63,7 @@ class BackgroundStack:
         self.retriever_settings = RetrieverSettings(
             host="127.0.0.1", log_json=False, reranker_addr=reranker_addr, **(retriever or {})
         )
+        self.wrap_stores = wrap_stores
         self.runtime: Runtime | None = None
         self._loop: BackgroundLoop | None = None
         self.indexer_addr = self.retriever_addr = ""
@@ -81,6 +83,9 @@ class BackgroundStack:
         self.runtime = await asyncio.to_thread(
             open_runtime, stores, self.indexer_settings, self.retriever_settings, self.embedder
         )
+        if self.wrap_stores:
+            rt = self.runtime
+            rt.vectors, rt.lexical = self.wrap_stores(rt.vectors, rt.lexical)
         indexer = await start_indexer(self.runtime, self.indexer_settings, 0)
         retriever = await start_retriever(self.runtime, self.retriever_settings, 0)
         self.indexer_addr = f"127.0.0.1:{indexer.port}"

@@ -56,8 +56,8 @@ def build_random_cross_encoder(path: Path, shape: CrossEncoderShape, *, seed: in
         intermediate_size=shape.intermediate_size,
         max_position_embeddings=512,
         initializer_range=shape.initializer_range,
-        num_labels=1,
     )
+    config.num_labels = 1  # one relevance logit per pair
     # Seed a private RNG state so building a model never shifts other tests' randomness.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from services.common.stores.qdrant_edge import EdgeVectorStore
+from services.common.stores.tantivy_query import FIELD_BOOSTS
 from services.common.stores.tantivy_store import TantivyLexicalStore
 
 VECTOR_SUBDIR = "vectors"
 LEXICAL_SUBDIR = "lexical"
 
 
-def open_embedded_stores(data_dir: Path, dim: int) -> tuple[EdgeVectorStore, TantivyLexicalStore]:
+def open_embedded_stores(
+    data_dir: Path, dim: int, field_boosts: Mapping[str, float] = FIELD_BOOSTS
+) -> tuple[EdgeVectorStore, TantivyLexicalStore]:
     """Vector store in `data_dir/vectors`, lexical store in `data_dir/lexical`."""
     vectors = EdgeVectorStore(Path(data_dir) / VECTOR_SUBDIR, dim)
     try:
-        lexical = TantivyLexicalStore(Path(data_dir) / LEXICAL_SUBDIR)
+        lexical = TantivyLexicalStore(Path(data_dir) / LEXICAL_SUBDIR, field_boosts=field_boosts)
     except BaseException:
         vectors.close()  # do not leave the shard open when start-up fails half-way
         raise

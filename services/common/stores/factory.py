@@ -19,7 +19,7 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
     if not settings.is_server:
         from services.common.stores.embedded import open_embedded_stores
 
-        return open_embedded_stores(settings.data_dir, dim)
+        return open_embedded_stores(settings.data_dir, dim, settings.lexical_field_boosts)
 
     from services.common.stores.opensearch_store import OpenSearchLexicalStore
     from services.common.stores.qdrant_server import QdrantVectorStore

@@ -14,15 +14,16 @@ User text only ever travels as the `query` value of `multi_match` and
 so `title:x OR "a`, `*` or `\\` can neither change the query nor fail it.
 
 Index settings and mappings come from an index template (`<index>-template`,
-matching `<index>` and `<index>-v*`), so a blue/green re-index into a new
-index gets exactly the same analysis. Refresh policy: see `RefreshPolicy`
-and deploy/README.md.
+matching exactly `<index>`; a wildcard would overlap the template of the next
+blue/green index and OpenSearch refuses overlapping templates of equal
+priority), rewritten at every start. Refresh policy: see `RefreshPolicy` and
+deploy/README.md.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -54,13 +55,10 @@ KEYWORD_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", METADATA_TE
 # A piece with punctuation between word characters is an identifier
 # (`chunkSize=800`, `v1.2`): it also gets a phrase clause, as in tantivy_query.
 _IDENTIFIER = re.compile(r"\w[^\w\s]+\w")
-_BOOSTED_FIELDS = [f"{field}^{boost:g}" for field, boost in FIELD_BOOSTS.items()]
-
-
 def index_template(index: str, shards: int, replicas: int) -> dict[str, Any]:
     text_field = {"type": "text", "analyzer": ANALYZER, "similarity": SIMILARITY}
     return {
-        "index_patterns": [index, f"{index}-v*"],
+        "index_patterns": [index],
         "priority": 100,
         "template": {
             "settings": {
@@ -102,7 +100,9 @@ def index_template(index: str, shards: int, replicas: int) -> dict[str, Any]:
     }
 
 
-def lexical_query(text: str) -> dict[str, Any] | None:
+def lexical_query(
+    text: str, boosts: Mapping[str, float] = FIELD_BOOSTS
+) -> dict[str, Any] | None:
     """The scoring part of a search: None when the text has no pieces at all.
 
     Every clause is a `should`, so per-field and per-phrase scores add up as
@@ -115,7 +115,7 @@ def lexical_query(text: str) -> dict[str, Any] | None:
             "multi_match": {
                 "query": " ".join(pieces),
                 "type": "most_fields",
-                "fields": _BOOSTED_FIELDS,
+                "fields": [f"{field}^{boost:g}" for field, boost in boosts.items()],
             }
         }
     ]
@@ -123,7 +123,7 @@ def lexical_query(text: str) -> dict[str, Any] | None:
     should.extend(
         {"match_phrase": {field: {"query": piece, "boost": boost}}}
         for piece in identifiers
-        for field, boost in FIELD_BOOSTS.items()
+        for field, boost in boosts.items()
     )
     return {"bool": {"should": should, "minimum_should_match": 1}}
 
@@ -184,8 +184,10 @@ class OpenSearchLexicalStore:
         replicas: int = 1,
         batch_size: int = 500,
         write_attempts: int = 4,
+        field_boosts: Mapping[str, float] = FIELD_BOOSTS,
     ) -> None:
         self.client = client
+        self.field_boosts = dict(field_boosts)
         self._closed = False
         self.index = index
         self.timeout_s = timeout_s
@@ -203,6 +205,7 @@ class OpenSearchLexicalStore:
             refresh=settings.opensearch_refresh,
             shards=settings.opensearch_shards,
             replicas=settings.opensearch_replicas,
+            field_boosts=settings.lexical_field_boosts,
         )
 
     # -- index lifecycle ------------------------------------------------------
@@ -269,7 +272,7 @@ class OpenSearchLexicalStore:
     # -- reads ----------------------------------------------------------------
 
     def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        scoring = lexical_query(query)
+        scoring = lexical_query(query, self.field_boosts)
         if limit <= 0 or scoring is None:
             return []
         body = {

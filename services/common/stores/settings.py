@@ -85,6 +85,24 @@ class StoreSettings(BaseSettings):
         RefreshPolicy.WAIT_FOR, validation_alias="OPENSEARCH_REFRESH"
     )
 
+    lexical_title_boost: float = Field(
+        2.0, gt=0, le=100, description="BM25 weight of a chunk's title (query time)"
+    )
+    lexical_heading_boost: float = Field(
+        1.5, gt=0, le=100, description="BM25 weight of a chunk's heading path (query time)"
+    )
+    lexical_text_boost: float = Field(
+        1.0, gt=0, le=100, description="BM25 weight of a chunk's text (query time)"
+    )
+
+    @property
+    def lexical_field_boosts(self) -> dict[str, float]:
+        return {
+            "title": self.lexical_title_boost,
+            "heading_path": self.lexical_heading_boost,
+            "text": self.lexical_text_boost,
+        }
+
     @field_validator("qdrant_url", "opensearch_url", "opensearch_user", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import tantivy as tv
 
@@ -63,23 +62,21 @@ def _document(chunk: Chunk) -> tv.Document:
 
 
 def _stored_chunk(doc: tv.Document) -> StoredChunk:
-    values: dict[str, list[Any]] = doc.to_dict()
-
-    def first(field: str) -> str:
-        return str(values.get(field, [""])[0])
-
+    # get_first per field: several times cheaper than doc.to_dict() (measured),
+    # which matters at tens of hits per search.
+    first = doc.get_first
     return StoredChunk(
-        chunk_id=first("chunk_id"),
-        doc_id=first("doc_id"),
-        position=int(values.get("position", [0])[0]),
-        text=first("text"),
-        url=first("url"),
-        title=first("title"),
-        heading_path=first("heading_path"),
-        scope_id=first("scope_id"),
-        locale=first("locale"),
-        content_hash=first("content_hash"),
-        metadata=metadata_from_terms(values.get(METADATA_TERMS_FIELD, [])),
+        chunk_id=first("chunk_id") or "",
+        doc_id=first("doc_id") or "",
+        position=first("position") or 0,
+        text=first("text") or "",
+        url=first("url") or "",
+        title=first("title") or "",
+        heading_path=first("heading_path") or "",
+        scope_id=first("scope_id") or "",
+        locale=first("locale") or "",
+        content_hash=first("content_hash") or "",
+        metadata=metadata_from_terms(doc.get_all(METADATA_TERMS_FIELD)),
     )
 
 
@@ -142,15 +139,15 @@ class TantivyLexicalStore:
         plan = self._queries.plan(query)
         if limit <= 0 or plan.is_empty():
             return []
-        text_query = self._queries.build(plan)
-        filters = self._filter_query(scope)
-        if filters is not None:
-            # Filters must not move BM25 scores: they only narrow the candidates.
-            no_score = tv.Query.const_score_query(filters, 0.0)
-            text_query = tv.Query.boolean_query(
-                [(tv.Occur.Must, text_query), (tv.Occur.Must, no_score)]
-            )
         with store_errors(self.name, "search"):
+            text_query = self._queries.build(plan)
+            filters = self._filter_query(scope)
+            if filters is not None:
+                # Filters must not move BM25 scores: they only narrow the candidates.
+                no_score = tv.Query.const_score_query(filters, 0.0)
+                text_query = tv.Query.boolean_query(
+                    [(tv.Occur.Must, text_query), (tv.Occur.Must, no_score)]
+                )
             searcher = self._searcher()
             result = searcher.search(text_query, limit, count=False)
             hits = [

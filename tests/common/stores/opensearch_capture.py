@@ -80,7 +80,9 @@ class CaptureConnection(Connection):
         ignore: Any = (),
         headers: Any = None,
     ) -> tuple[int, dict[str, str], str]:
-        query = {k: v.decode() if isinstance(v, bytes) else str(v) for k, v in (params or {}).items()}
+        query = {
+            k: v.decode() if isinstance(v, bytes) else str(v) for k, v in (params or {}).items()
+        }
         request = CapturedRequest(method, url, query, _decode(body), timeout)
         answer = self.capture.answer(request)
         if isinstance(answer, Exception):

@@ -23,6 +23,31 @@ from qdrant_client import models
 from qdrant_client.conversions.conversion import RestToGrpc
 from qdrant_client.grpc import collections_service_pb2_grpc, points_service_pb2_grpc
 
+from services.common.models import Chunk
+
+# Sample data the request tests pin.
+ALL_INDEXED = ("scope_id", "locale", "doc_id", "url", "meta")
+DIM = 4
+SETUP_0 = "95d95013-3170-57a1-bcab-8de8ee983296"  # point_uuid("chunk-setup-0")
+SETUP_1 = "b55d03d8-62c8-5dca-b401-9e02c5aa7258"  # point_uuid("chunk-setup-1")
+FAQ_0 = "f032e1ef-62ee-5607-9ecf-79dc6dd85a77"  # point_uuid("chunk-faq-0")
+
+
+def chunk(chunk_id: str, position: int = 0, **fields: Any) -> Chunk:
+    values: dict[str, Any] = {
+        "doc_id": "guide/setup",
+        "text": "Ports: the gateway listens on 8080.",
+        "content_hash": "b733a12a",
+        "url": "https://docs.test/setup",
+        "title": "Setup",
+        "heading_path": "Guide > Setup > Ports",
+        "scope_id": "docs",
+        "locale": "en",
+        "metadata": {"product": "api"},
+    }
+    values.update(fields)
+    return Chunk(chunk_id=chunk_id, position=position, **values)
+
 
 @dataclass(frozen=True)
 class CapturedCall:

@@ -40,7 +40,7 @@ GOOD_MAPPING = {
 }
 TEXT_FIELD = {"type": "text", "analyzer": "rag_english", "similarity": "rag_bm25"}
 EXPECTED_TEMPLATE = {
-    "index_patterns": ["rag-chunks", "rag-chunks-v*"],
+    "index_patterns": ["rag-chunks"],
     "priority": 100,
     "template": {
         "settings": {
@@ -177,7 +177,7 @@ EVERY_FILTER = ScopeFilter(
     urls=("https://docs.test/setup",),
     metadata=(("product", "api"), ("a=b", "c")),
 )
-EVERY_CLAUSE = [
+EVERY_CLAUSE: list[dict[str, Any]] = [
     {"term": {"scope_id": "docs"}},
     {"term": {"locale": "en"}},
     {"terms": {"doc_id": ["guide/setup", "faq"]}},

@@ -1,28 +1,31 @@
 """Pins the exact gRPC requests QdrantVectorStore sends through the real
 qdrant-client, captured by a request-capture double on a local port
-(`qdrant_capture`), plus the REST bodies for the same calls when
-QDRANT_PREFER_GRPC=false (captured by an httpx transport double)."""
+(`qdrant_capture`). The REST bodies (QDRANT_PREFER_GRPC=false) are pinned in
+test_qdrant_rest_requests.py."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import grpc
-import httpx
 import pytest
 from qdrant_client import grpc as qg
 from qdrant_client import models
 
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
-from services.common.models import Chunk, ChunkPayload, ScopeFilter
+from services.common.models import ChunkPayload, ScopeFilter
 from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
 from services.common.stores.settings import StoreSettings
 from tests.common.stores.qdrant_capture import (
+    ALL_INDEXED,
+    DIM,
+    FAQ_0,
+    SETUP_0,
+    SETUP_1,
     QdrantCapture,
+    chunk,
     collection_info,
-    rest_collection_info,
     start_capture_server,
 )
 
@@ -31,28 +34,6 @@ pytestmark = [
     # The double listens on plain TCP; production URLs use https with an API key.
     pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection"),
 ]
-ALL_INDEXED = ("scope_id", "locale", "doc_id", "url", "meta")
-
-DIM = 4
-SETUP_0 = "95d95013-3170-57a1-bcab-8de8ee983296"  # point_uuid("chunk-setup-0")
-SETUP_1 = "b55d03d8-62c8-5dca-b401-9e02c5aa7258"  # point_uuid("chunk-setup-1")
-FAQ_0 = "f032e1ef-62ee-5607-9ecf-79dc6dd85a77"  # point_uuid("chunk-faq-0")
-
-
-def chunk(chunk_id: str, position: int = 0, **fields: Any) -> Chunk:
-    values: dict[str, Any] = {
-        "doc_id": "guide/setup",
-        "text": "Ports: the gateway listens on 8080.",
-        "content_hash": "b733a12a",
-        "url": "https://docs.test/setup",
-        "title": "Setup",
-        "heading_path": "Guide > Setup > Ports",
-        "scope_id": "docs",
-        "locale": "en",
-        "metadata": {"product": "api"},
-    }
-    values.update(fields)
-    return Chunk(chunk_id=chunk_id, position=position, **values)
 
 
 def settings(**extra: Any) -> StoreSettings:
@@ -383,87 +364,3 @@ def test_a_closed_store_sends_nothing(capture, store) -> None:
     with pytest.raises(StoreUnavailable):
         store.ping()
     assert double.methods() == []
-
-
-# -- REST transport (QDRANT_PREFER_GRPC=false) -------------------------------
-
-
-def test_rest_bodies_for_upsert_and_search() -> None:
-    """REQUEST-CAPTURE DOUBLE: an httpx transport that records each request
-    and answers like a Qdrant server whose collection already exists."""
-    sent: list[tuple[str, str, Any]] = []
-    info = rest_collection_info(DIM, models.Distance.COSINE, ALL_INDEXED)
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else None
-        sent.append((request.method, request.url.path + "?" + request.url.query.decode(), body))
-        result: Any = {"operation_id": 1, "status": "completed"}
-        if request.url.path.endswith("/exists"):
-            result = {"exists": True}
-        elif request.url.path == "/collections/rag_chunks":
-            result = info.model_dump(mode="json")
-        elif request.url.path.endswith("/points/query"):
-            result = {"points": []}
-        return httpx.Response(200, json={"result": result, "status": "ok", "time": 0.0})
-
-    client = connect_qdrant(
-        StoreSettings(
-            QDRANT_URL="http://qdrant.test:6333",
-            OPENSEARCH_URL="http://os.test:9200",
-            QDRANT_PREFER_GRPC=False,
-        ),
-        check_compatibility=False,
-        transport=httpx.MockTransport(answer),
-    )
-    store = QdrantVectorStore(client, "rag_chunks", DIM, timeout_s=2)
-    store.upsert([chunk("chunk-setup-0", metadata={})], [[1, 0, 0, 0]])
-    store.search([0, 1, 0, 0], 5, ScopeFilter(scope_id="docs", doc_ids=("faq",)))
-    assert [(method, path) for method, path, _ in sent[:2]] == [
-        ("GET", "/collections/rag_chunks/exists?"),
-        ("GET", "/collections/rag_chunks?"),
-    ]
-    assert sent[2:] == [
-        (
-            "PUT",
-            "/collections/rag_chunks/points?wait=true&timeout=2",
-            {
-                "points": [
-                    {
-                        "id": SETUP_0,
-                        "vector": [1.0, 0.0, 0.0, 0.0],
-                        "payload": {
-                            "url": "https://docs.test/setup",
-                            "title": "Setup",
-                            "heading_path": "Guide > Setup > Ports",
-                            "scope_id": "docs",
-                            "locale": "en",
-                            "metadata": {},
-                            "meta": [],
-                            "chunk_id": "chunk-setup-0",
-                            "doc_id": "guide/setup",
-                            "position": 0,
-                            "content_hash": "b733a12a",
-                            "text": "Ports: the gateway listens on 8080.",
-                        },
-                    }
-                ]
-            },
-        ),
-        (
-            "POST",
-            "/collections/rag_chunks/points/query?timeout=2",
-            {
-                "query": {"nearest": [0.0, 1.0, 0.0, 0.0]},
-                "filter": {
-                    "must": [
-                        {"key": "scope_id", "match": {"value": "docs"}},
-                        {"key": "doc_id", "match": {"any": ["faq"]}},
-                    ]
-                },
-                "limit": 5,
-                "with_vector": False,
-                "with_payload": True,
-            },
-        ),
-    ]
-    store.close()

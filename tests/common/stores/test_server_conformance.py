@@ -1,10 +1,11 @@
 """The conformance suite on the server stores (Qdrant server, OpenSearch).
 
-Runs only against live servers: set QDRANT_URL and/or OPENSEARCH_URL (plus
-credentials if the cluster needs them, e.g. `make compose-up` and the values in
-deploy/README.md). Otherwise every test is skipped and `pytest -rs` prints the
-reason. Each test gets its own collection / index (named after its tmp path)
-and drops it afterwards, so runs never see each other's data.
+The server classes run only against live servers: set QDRANT_URL and/or
+OPENSEARCH_URL (plus credentials if the cluster needs them; deploy/README.md
+shows how to start both with docker compose). Otherwise they are skipped and
+`pytest -rs` prints the reason. Each test gets its own collection / index
+(named after its tmp path) and drops it afterwards, so runs never see each
+other's data. `TestQdrantAdapterOnLocalEngine` always runs (see its docstring).
 """
 
 from __future__ import annotations

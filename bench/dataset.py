@@ -1,0 +1,92 @@
+"""BEIR-layout datasets: queries and relevance judgments, and the small
+subset the smoke runs use.
+
+Layout (as in `shared/datasets/scifact`): `corpus.jsonl`,
+`queries-<split>.jsonl` (or BEIR's single `queries.jsonl`) and
+`qrels/<split>.tsv` with a header line `query-id corpus-id score`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+Qrels = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    root: Path
+    split: str = "test"
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def corpus(self) -> Path:
+        return self.root / "corpus.jsonl"
+
+    @property
+    def queries_path(self) -> Path:
+        per_split = self.root / f"queries-{self.split}.jsonl"
+        return per_split if per_split.is_file() else self.root / "queries.jsonl"
+
+    def check(self) -> None:
+        for path in (self.corpus, self.queries_path, self.root / "qrels" / f"{self.split}.tsv"):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} is missing (BEIR layout expected)")
+
+    def qrels(self) -> Qrels:
+        judged: Qrels = {}
+        with (self.root / "qrels" / f"{self.split}.tsv").open(newline="") as rows:
+            reader = csv.reader(rows, delimiter="\t")
+            for row in reader:
+                if not row or row[0] == "query-id":
+                    continue
+                query_id, doc_id, score = row[0], row[1], int(row[2])
+                judged.setdefault(query_id, {})[doc_id] = score
+        return judged
+
+    def queries(self) -> dict[str, str]:
+        """The queries that have judgments in this split, in file order."""
+        judged = self.qrels()
+        found: dict[str, str] = {}
+        with self.queries_path.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.strip():
+                    record = json.loads(line)
+                    if str(record["_id"]) in judged:
+                        found[str(record["_id"])] = record["text"]
+        return found
+
+
+def write_subset(source: BeirDataset, target: Path, *, queries: int, filler_docs: int) -> Path:
+    """A small BEIR folder: the first `queries` judged queries, every document
+    judged for them, and `filler_docs` other documents so the search has
+    something to reject. Used by the smoke runs."""
+    chosen = dict(list(source.queries().items())[:queries])
+    qrels = {q: docs for q, docs in source.qrels().items() if q in chosen}
+    relevant = {doc for docs in qrels.values() for doc in docs}
+    target.mkdir(parents=True, exist_ok=True)
+    kept = 0
+    with source.corpus.open(encoding="utf-8") as src, (target / "corpus.jsonl").open("w") as out:
+        for line in src:
+            if not line.strip():
+                continue
+            doc_id = str(json.loads(line)["_id"])
+            if doc_id in relevant or kept < filler_docs:
+                kept += doc_id not in relevant
+                out.write(line.rstrip("\n") + "\n")
+    with (target / f"queries-{source.split}.jsonl").open("w") as out:
+        for query_id, text in chosen.items():
+            out.write(json.dumps({"_id": query_id, "text": text}) + "\n")
+    (target / "qrels").mkdir(exist_ok=True)
+    with (target / "qrels" / f"{source.split}.tsv").open("w") as out:
+        out.write("query-id\tcorpus-id\tscore\n")
+        for query_id, docs in qrels.items():
+            for doc_id, score in docs.items():
+                out.write(f"{query_id}\t{doc_id}\t{score}\n")
+    return target

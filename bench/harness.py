@@ -1,0 +1,331 @@
+"""Shared parts of the evaluation and benchmark commands: the real service
+processes on free ports, the run record (command, date, revision, machine)
+and latency summaries.
+
+The services run exactly as an operator starts them (`python -m
+services.stack`, `python -m services.reranker`), configured by environment
+variables only, so what is measured is the deployed code path, gRPC included.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import grpc
+import numpy as np
+import psutil
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
+SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
+BENCH_VENV_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServiceProcess:
+    """One service as its own OS process, logging to `log_path`, stopped with
+    SIGTERM (graceful shutdown) and killed only if that hangs."""
+
+    def __init__(self, module: str, env: Mapping[str, str], log_path: Path) -> None:
+        self.module = module
+        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAG_LOG_JSON": "false", **env}
+        self.log_path = log_path
+        self._log: TextIO | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServiceProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", self.module],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def wait_health(self, addr: str, service: str = "", timeout_s: float = 180) -> bool:
+        """True once `addr` reports SERVING; False if it answers but stays
+        NOT_SERVING until the timeout. Raises if the process dies first."""
+        deadline = time.monotonic() + timeout_s
+        with grpc.insecure_channel(addr) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while time.monotonic() < deadline:
+                self._raise_if_dead()
+                try:
+                    reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
+                    if reply.status == SERVING:
+                        return True
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.25)
+        return False
+
+    def _raise_if_dead(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.module} exited with {self.proc.returncode}:\n{tail}")
+
+    def memory(self) -> dict[str, float]:
+        """Resident memory now and its peak (VmHWM), in MiB."""
+        info = psutil.Process(self.pid).memory_info()
+        peak_kib = _proc_status_kib(self.pid, "VmHWM")
+        return {"rss_mib": round(info.rss / 2**20, 1), "peak_rss_mib": round(peak_kib / 1024, 1)}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _proc_status_kib(pid: int, key: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return float(line.split()[1])
+    return 0.0
+
+
+@dataclass
+class Stack:
+    """`python -m services.stack` (Indexer + Retriever) on free ports."""
+
+    process: ServiceProcess
+    indexer_addr: str
+    retriever_addr: str
+
+    @classmethod
+    def start(cls, data_dir: Path, log_dir: Path, env: Mapping[str, str] | None = None) -> Stack:
+        ports = {"RAG_INDEXER_PORT": free_port(), "RAG_RETRIEVER_PORT": free_port()}
+        full_env = {
+            "RAG_DATA_DIR": str(data_dir),
+            "RAG_STORE_MODE": "embedded",
+            "RAG_HOST": "127.0.0.1",
+            "RAG_RERANKER_ADDR": "",
+            **{k: str(v) for k, v in ports.items()},
+            **(env or {}),
+        }
+        process = ServiceProcess("services.stack", full_env, log_dir / "stack.log").start()
+        stack = cls(
+            process,
+            f"127.0.0.1:{ports['RAG_INDEXER_PORT']}",
+            f"127.0.0.1:{ports['RAG_RETRIEVER_PORT']}",
+        )
+        try:
+            for addr in (stack.indexer_addr, stack.retriever_addr):
+                if not process.wait_health(addr):
+                    raise RuntimeError(f"stack at {addr} never became SERVING")
+        except BaseException:
+            process.stop()
+            raise
+        return stack
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+@dataclass
+class Reranker:
+    """`python -m services.reranker` on a free port; `loaded`/`reason` say
+    whether its model could be loaded (else it stays NOT_SERVING)."""
+
+    process: ServiceProcess
+    addr: str
+    loaded: bool
+    reason: str
+    model: str
+
+    @classmethod
+    def start(
+        cls, model: str, log_dir: Path, env: Mapping[str, str] | None = None, timeout_s: float = 240
+    ) -> Reranker:
+        port = free_port()
+        full_env = {
+            "RAG_RERANKER_PORT": str(port),
+            "RAG_RERANK_MODEL": model,
+            "RAG_HOST": "127.0.0.1",
+            **(env or {}),
+        }
+        process = ServiceProcess("services.reranker", full_env, log_dir / "reranker.log").start()
+        addr = f"127.0.0.1:{port}"
+        try:
+            return cls._await_model(process, addr, model, timeout_s)
+        except BaseException:
+            process.stop()
+            raise
+
+    @classmethod
+    def _await_model(
+        cls, process: ServiceProcess, addr: str, model: str, timeout_s: float
+    ) -> Reranker:
+        """SERVING, or the reason from Info once loading has given up."""
+        deadline = time.monotonic() + timeout_s
+        with grpc.insecure_channel(addr) as channel:
+            stub = reranker_pb2_grpc.RerankerStub(channel)
+            while time.monotonic() < deadline:
+                if process.wait_health(addr, timeout_s=2):
+                    return cls(process, addr, True, "", model)
+                try:
+                    info = stub.Info(reranker_pb2.InfoRequest(), timeout=2)
+                except grpc.RpcError:
+                    continue
+                if info.reason:
+                    return cls(process, addr, False, info.reason, model)
+        return cls(process, addr, False, f"not SERVING after {timeout_s:.0f} s", model)
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+# ------------------------------------------------------------------ the record
+
+
+def run_record(argv: Sequence[str]) -> dict[str, Any]:
+    """Who ran what, when, on which revision and machine: written into every
+    result file so no figure there needs a hand-typed context."""
+    return {
+        "command": shlex.join([Path(sys.executable).name, *argv]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_revision": _git_revision(),
+        "machine": machine_description(),
+    }
+
+
+def _git_revision() -> str:
+    def git(*args: str) -> str:
+        out = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=30
+        )
+        return out.stdout.strip()
+
+    revision = git("rev-parse", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"{revision}{' (uncommitted changes)' if dirty else ''}"
+
+
+def machine_description() -> dict[str, Any]:
+    import torch
+
+    return {
+        "cpu": _cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        # The machine may be shared: the load at the start says how quiet it was.
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+# ------------------------------------------------------------------ summaries
+
+
+def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99/mean/max in ms (empty input: zeros)."""
+    if not latencies_ms:
+        return {"n": 0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0, "mean_ms": 0.0, "max_ms": 0.0}
+    values = np.asarray(latencies_ms, dtype=float)
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {
+        "n": int(values.size),
+        "p50_ms": round(float(p50), 2),
+        "p95_ms": round(float(p95), 2),
+        "p99_ms": round(float(p99), 2),
+        "mean_ms": round(float(values.mean()), 2),
+        "max_ms": round(float(values.max()), 2),
+    }
+
+
+# ------------------------------------------------------------------ indexing
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    seconds: float
+    counts: dict[str, int]
+    rejected: list[str]
+
+    @property
+    def documents(self) -> int:
+        return sum(self.counts[k] for k in ("unchanged", "metadata_only", "changed", "added"))
+
+    @property
+    def reused(self) -> bool:
+        """The index already held exactly this corpus: nothing was written."""
+        return self.documents > 0 and self.counts["unchanged"] == self.documents
+
+
+def ingest_beir(indexer_addr: str, corpus: Path, scope: str, *, title_as_heading: bool) -> IngestReport:
+    """Send a BEIR corpus through the Indexer exactly as the operator CLI does
+    (same loader, options and batching), timing the whole run."""
+    from services.common.server import channel_options
+    from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
+    from services.indexer.cli import Ingest, parser
+
+    argv = ["ingest", str(corpus), "--scope", scope, "--format", "beir", "--quiet"]
+    args = parser().parse_args(argv + (["--title-as-heading"] if title_as_heading else []))
+    with grpc.insecure_channel(indexer_addr, options=channel_options(64 * 2**20)) as channel:
+        ingest = Ingest(indexer_pb2_grpc.IndexerStub(channel), args)
+        started = time.perf_counter()
+        ingest.run()
+        seconds = time.perf_counter() - started
+    return IngestReport(round(seconds, 2), dict(ingest.totals), list(ingest.rejected))
+
+
+def index_stats(indexer_addr: str) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    from services.common.genproto.rag.indexer.v1 import indexer_pb2, indexer_pb2_grpc
+
+    with grpc.insecure_channel(indexer_addr) as channel:
+        reply = indexer_pb2_grpc.IndexerStub(channel).Stats(indexer_pb2.StatsRequest(), timeout=60)
+    return MessageToDict(
+        reply, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )

@@ -1,0 +1,57 @@
+"""The targets of DESIGN.md ("Performance targets") and how a measurement
+compares with them. The report shows every figure next to its target and
+says by how much a missed one falls short."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Direction = Literal["at_least", "at_most"]
+
+
+@dataclass(frozen=True)
+class Target:
+    what: str
+    threshold: float
+    direction: Direction
+    unit: str = ""
+    source: str = 'DESIGN.md "Performance targets"'
+
+    def assess(self, measured: float | None, note: str = "") -> dict[str, Any]:
+        """The target with the measurement, whether it is met and the gap."""
+        entry: dict[str, Any] = {**asdict(self), "measured": measured, "note": note}
+        if measured is None:
+            return {**entry, "met": None, "gap": None, "verdict": "not measured"}
+        if self.direction == "at_least":
+            met, gap = measured >= self.threshold, measured - self.threshold
+        else:
+            met, gap = measured <= self.threshold, self.threshold - measured
+        verdict = "met" if met else f"missed by {_amount(abs(gap), self)}"
+        return {**entry, "met": met, "gap": round(gap, 4), "verdict": verdict}
+
+    @property
+    def label(self) -> str:
+        sign = "≥" if self.direction == "at_least" else "≤"
+        return f"{sign} {self.threshold:g}{self.unit}"
+
+
+def _amount(gap: float, target: Target) -> str:
+    if not target.threshold:
+        return f"{gap:.4g}{target.unit}"
+    return f"{gap:.4g}{target.unit} ({gap / target.threshold * 100:.0f}% of the target)"
+
+
+HYBRID_NDCG = Target("hybrid nDCG@10 through Retrieve, SciFact test", 0.72, "at_least")
+HYBRID_NDCG_AIM = Target("hybrid nDCG@10, the aim", 0.73, "at_least")
+RETRIEVE_P50 = Target(
+    "Retrieve p50 without reranking, warm, concurrency 1", 15.0, "at_most", " ms"
+)
+RETRIEVE_P50_ONNX = Target(
+    "Retrieve p50 with an ONNX query-embedding path", 6.0, "at_most", " ms"
+)
+THROUGHPUT_SHARE = Target(
+    "Retrieve throughput at concurrency 16 / embedding-bound throughput", 0.80, "at_least"
+)
+INDEXING_SHARE = Target("indexing throughput / raw encoder throughput", 0.85, "at_least")
+RERANK_LATE = Target("responses past the caller's deadline with reranking", 0.0, "at_most")

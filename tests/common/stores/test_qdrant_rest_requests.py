@@ -1,0 +1,131 @@
+"""Pins the REST bodies QdrantVectorStore sends when QDRANT_PREFER_GRPC=false,
+through the real qdrant-client and its real httpx client."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from qdrant_client import models
+
+from services.common.errors import StoreError
+from services.common.models import ScopeFilter
+from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
+from services.common.stores.settings import StoreSettings
+from tests.common.stores.qdrant_capture import (
+    ALL_INDEXED,
+    DIM,
+    SETUP_0,
+    chunk,
+    rest_collection_info,
+)
+
+pytestmark = pytest.mark.unit
+
+
+Sent = list[tuple[str, str, Any]]
+
+
+def open_store(sent: Sent, failures: list[int] | None = None) -> QdrantVectorStore:
+    """REQUEST-CAPTURE DOUBLE: an httpx transport under the real client that
+    records each request (into `sent`) and answers like a Qdrant server whose
+    collection exists; `failures` (consumed, may be appended to) are HTTP
+    statuses for the next point writes."""
+    info = rest_collection_info(DIM, models.Distance.COSINE, ALL_INDEXED)
+    pending = failures if failures is not None else []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        sent.append((request.method, request.url.path + "?" + request.url.query.decode(), body))
+        result: Any = {"operation_id": 1, "status": "completed"}
+        if request.url.path.endswith("/exists"):
+            result = {"exists": True}
+        elif request.url.path == "/collections/rag_chunks":
+            result = info.model_dump(mode="json")
+        elif request.url.path.endswith("/points/query"):
+            result = {"points": []}
+        elif pending:
+            return httpx.Response(pending.pop(0), json={"status": {"error": "injected"}})
+        return httpx.Response(200, json={"result": result, "status": "ok", "time": 0.0})
+
+    settings = StoreSettings(
+        QDRANT_URL="http://qdrant.test:6333",
+        OPENSEARCH_URL="http://os.test:9200",
+        QDRANT_PREFER_GRPC=False,
+    )
+    client = connect_qdrant(
+        settings, check_compatibility=False, transport=httpx.MockTransport(answer)
+    )
+    return QdrantVectorStore(client, "rag_chunks", DIM, timeout_s=2)
+
+
+def test_rest_bodies_for_upsert_and_search() -> None:
+    sent: list[tuple[str, str, Any]] = []
+    store = open_store(sent)
+    store.upsert([chunk("chunk-setup-0", metadata={})], [[1, 0, 0, 0]])
+    store.search([0, 1, 0, 0], 5, ScopeFilter(scope_id="docs", doc_ids=("faq",)))
+    assert [(method, path) for method, path, _ in sent[:2]] == [
+        ("GET", "/collections/rag_chunks/exists?"),
+        ("GET", "/collections/rag_chunks?"),
+    ]
+    assert sent[2:] == [
+        (
+            "PUT",
+            "/collections/rag_chunks/points?wait=true&timeout=2",
+            {
+                "points": [
+                    {
+                        "id": SETUP_0,
+                        "vector": [1.0, 0.0, 0.0, 0.0],
+                        "payload": {
+                            "url": "https://docs.test/setup",
+                            "title": "Setup",
+                            "heading_path": "Guide > Setup > Ports",
+                            "scope_id": "docs",
+                            "locale": "en",
+                            "metadata": {},
+                            "meta": [],
+                            "chunk_id": "chunk-setup-0",
+                            "doc_id": "guide/setup",
+                            "position": 0,
+                            "content_hash": "b733a12a",
+                            "text": "Ports: the gateway listens on 8080.",
+                        },
+                    }
+                ]
+            },
+        ),
+        (
+            "POST",
+            "/collections/rag_chunks/points/query?timeout=2",
+            {
+                "query": {"nearest": [0.0, 1.0, 0.0, 0.0]},
+                "filter": {
+                    "must": [
+                        {"key": "scope_id", "match": {"value": "docs"}},
+                        {"key": "doc_id", "match": {"any": ["faq"]}},
+                    ]
+                },
+                "limit": 5,
+                "with_vector": False,
+                "with_payload": True,
+            },
+        ),
+    ]
+    store.close()
+
+
+def test_rest_errors_are_retried_when_transient_and_reported_otherwise() -> None:
+    sent: Sent = []
+    failures = [503, 429]
+    store = open_store(sent, failures)
+    store.delete(["chunk-setup-0"])  # 503, 429, then accepted
+    failures.append(400)
+    with pytest.raises(StoreError, match="qdrant delete failed: UnexpectedResponse"):
+        store.delete(["chunk-setup-0"])  # 400: the server rejected it, no retry
+    assert [path for _, path, _ in sent[2:]] == [
+        "/collections/rag_chunks/points/delete?wait=true&timeout=2"
+    ] * 4
+    store.close()

@@ -1,0 +1,80 @@
+"""`python -m services.reranker` as operators run it: a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from tests.support.stack import free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.reranker"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_serving(port: int, timeout_s: float = 120) -> int:
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = health_pb2_grpc.HealthStub(channel)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+            if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                return int(reply.status)
+        except grpc.RpcError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"reranker on port {port} not SERVING after {timeout_s}s")
+
+
+def test_invalid_setting_exits_2_naming_it() -> None:
+    process = start({"RAG_RERANK_BACKEND": "tensorrt"})
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert "RAG_RERANK_BACKEND='tensorrt'" in stderr
+
+
+def test_serves_a_local_model_and_stops_on_sigterm(tiny_model_dir: Path, tmp_path: Path) -> None:
+    port = free_port()
+    process = start(
+        {
+            "RAG_RERANKER_PORT": str(port),
+            "RAG_HOST": "127.0.0.1",
+            "RAG_RERANK_MODEL": str(tiny_model_dir),
+            "RAG_RERANK_CACHE_DIR": str(tmp_path),
+            "RAG_LOG_JSON": "true",
+        }
+    )
+    try:
+        wait_serving(port)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = reranker_pb2_grpc.RerankerStub(channel)
+            reply = stub.Rerank(pb.RerankRequest(query="q", passages=["a", "b"]), timeout=30)
+        assert reply.scored == 2 and not reply.partial
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert '"event": "reranker_starting"' in stderr and f'"model": "{tiny_model_dir}"' in stderr
+    assert '"event": "reranker_serving"' in stderr

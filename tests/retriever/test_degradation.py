@@ -1,0 +1,212 @@
+"""Every row of the degradation matrix, on the real stack (real stores and
+model) with faults injected around them: Retrieve answers OK with what the
+matrix says, and never after the caller's deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from services.common.embedding import Embedder
+from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.common.server import GrpcServer, ServerOptions
+from tests.support.corpus import corpus_documents
+from tests.support.faults import HANG, OK, RAISE, FaultySearch, RerankerInjector
+from tests.support.stack import BackgroundStack, free_port
+
+pytestmark = pytest.mark.integration
+
+QUERY = "how do I restore the stores from snapshots"
+
+
+class Faults:
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = FaultySearch(embedder, ["embed_query"])
+        self.vectors: FaultySearch | None = None
+        self.lexical: FaultySearch | None = None
+        self.reranker = RerankerInjector()
+
+    def wrap(self, vectors: Any, lexical: Any) -> tuple[Any, Any]:
+        self.vectors = FaultySearch(vectors, ["search", "ping"])
+        self.lexical = FaultySearch(lexical, ["search", "ping", "count"])
+        return self.vectors, self.lexical
+
+    def reset(self) -> None:
+        for part in (self.embedder, self.vectors, self.lexical):
+            assert part is not None
+            part.mode = OK
+        self.reranker.mode = "reverse"
+
+
+@pytest.fixture(scope="module")
+def faults(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[tuple[Faults, BackgroundStack]]:
+    injected = Faults(embedder)
+    port = free_port()
+    stack = BackgroundStack(
+        tmp_path_factory.mktemp("faults"),
+        injected.embedder,  # type: ignore[arg-type]
+        reranker_addr=f"127.0.0.1:{port}",
+        wrap_stores=injected.wrap,
+        retriever={"rerank_budget_ms": 200, "channel_timeout_ms": 300},
+    ).start()
+    assert stack._loop is not None
+    server = stack._loop.run(serve_injector(injected.reranker, port))
+    stack.upsert(corpus_documents())
+    yield injected, stack
+    stack._loop.run(server.stop())
+    stack.stop()
+
+
+async def serve_injector(injector: RerankerInjector, port: int) -> GrpcServer:
+    """grpc.aio servers must be created on the loop they serve from."""
+    server = GrpcServer(ServerOptions(host="127.0.0.1", port=port), ["rag.reranker.v1.Reranker"])
+    reranker_pb2_grpc.add_RerankerServicer_to_server(injector, server.server)
+    await server.start()
+    await server.set_serving(True)
+    return server
+
+
+@pytest.fixture
+def f(faults: tuple[Faults, BackgroundStack]) -> Iterator[tuple[Faults, BackgroundStack]]:
+    faults[0].reset()
+    yield faults
+    faults[0].reset()
+
+
+def timed(
+    stack: BackgroundStack, timeout: float, **fields: Any
+) -> tuple[rpb.RetrieveResponse, float]:
+    started = time.perf_counter()
+    reply = stack.retrieve(QUERY, timeout=timeout, top_k=5, **fields)
+    return reply, time.perf_counter() - started
+
+
+def only_channel(reply: rpb.RetrieveResponse, channel: int) -> bool:
+    return bool(reply.hits) and all(
+        [m.channel for m in h.channels] == [channel] for h in reply.hits
+    )
+
+
+def components(reply: rpb.RetrieveResponse) -> dict[str, str]:
+    return {d.component: d.reason for d in reply.degraded}
+
+
+@pytest.mark.parametrize("mode", [RAISE, HANG])
+def test_vector_store_down_or_slow_gives_lexical_only(f, mode: str) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    faults.vectors.mode = mode
+    reply, elapsed = timed(stack, 2.0)
+    assert only_channel(reply, rpb.CHANNEL_LEXICAL)
+    assert "vector" in components(reply)
+    assert ("timeout" if mode == HANG else "error") in components(reply)["vector"]
+    assert elapsed < 2.0
+
+
+def test_embedding_down_gives_lexical_only_and_names_it(f) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    faults.embedder.mode = RAISE
+    reply, _ = timed(stack, 2.0, disable_rerank=True)
+    assert only_channel(reply, rpb.CHANNEL_LEXICAL)
+    assert "embedding" in components(reply)
+
+
+@pytest.mark.parametrize("mode", [RAISE, HANG])
+def test_lexical_store_down_or_slow_gives_vector_only(f, mode: str) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    faults.lexical.mode = mode
+    reply, elapsed = timed(stack, 2.0)
+    assert only_channel(reply, rpb.CHANNEL_VECTOR)
+    assert "lexical" in components(reply)
+    assert elapsed < 2.0
+
+
+@pytest.mark.parametrize("mode", [RAISE, HANG])
+def test_both_stores_down_gives_empty_ok_with_safe_message(f, mode: str) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    faults.vectors.mode = faults.lexical.mode = mode
+    reply, elapsed = timed(stack, 2.0)
+    assert list(reply.hits) == []
+    assert {"vector", "lexical"} <= set(components(reply))
+    assert "temporarily unavailable" in reply.message
+    assert elapsed < 2.0
+
+
+@pytest.mark.parametrize(("mode", "reason"), [("slow", "did not answer"), ("error", "INTERNAL")])
+def test_reranker_slow_or_failing_keeps_fused_order(f, mode: str, reason: str) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    fused, _ = timed(stack, 5.0, disable_rerank=True)
+    faults.reranker.mode = mode
+    reply, elapsed = timed(stack, 1.0)
+    assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in fused.hits]
+    assert not reply.rerank.used and reply.rerank.fallback
+    assert reason in reply.rerank.reason
+    assert "reranker" in components(reply)
+    assert elapsed < 1.0
+
+
+def test_reranker_reorders_when_it_answers(f) -> None:  # type: ignore[no-untyped-def]
+    _, stack = f
+    all_fused = stack.retrieve(QUERY, top_k=20, disable_rerank=True).hits
+    reply, _ = timed(stack, 5.0)
+    assert reply.rerank.used and not reply.rerank.fallback
+    assert reply.rerank.reranked == reply.rerank.candidates == len(all_fused)
+    # The injector scores later passages higher: the candidate order flips.
+    assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in all_fused][::-1][:5]
+    assert all(h.reranked for h in reply.hits)
+
+
+def test_partial_rerank_reorders_the_scored_prefix_only(f) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    fused, _ = timed(stack, 5.0, disable_rerank=True)
+    faults.reranker.mode, faults.reranker.partial_n = "partial", 2
+    reply, _ = timed(stack, 5.0)
+    ids, fused_ids = [h.chunk_id for h in reply.hits], [h.chunk_id for h in fused.hits]
+    assert ids[:2] == [fused_ids[1], fused_ids[0]]
+    assert ids[2:] == fused_ids[2:]
+    assert reply.rerank.used and reply.rerank.fallback and reply.rerank.reranked == 2
+    assert "partial" in reply.rerank.reason
+
+
+def test_short_caller_deadline_with_everything_slow_answers_in_time(f) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    faults.vectors.mode = faults.lexical.mode = HANG
+    faults.reranker.mode = "slow"
+    deadline = 0.05
+    reply, elapsed = timed(stack, deadline)  # a late answer would be DEADLINE_EXCEEDED
+    assert elapsed <= deadline
+    assert {"vector", "lexical"} <= set(components(reply))
+
+
+def test_short_caller_deadline_with_slow_reranker_returns_fused_hits(f) -> None:  # type: ignore[no-untyped-def]
+    faults, stack = f
+    faults.reranker.mode = "slow"
+    timed(stack, 5.0, disable_rerank=True)  # warm the query-embedding cache
+    deadline = 0.15
+    reply, elapsed = timed(stack, deadline)
+    assert elapsed <= deadline
+    assert reply.hits
+    assert reply.rerank.fallback and not reply.rerank.used
+
+
+def test_health_not_serving_when_no_store_answers(f) -> None:  # type: ignore[no-untyped-def]
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    faults, stack = f
+    faults.vectors.mode = faults.lexical.mode = RAISE
+    monitor = stack.runtime.monitors[0]
+    loop = stack._loop
+    assert loop.run(monitor.check_once()) is False
+    with grpc.insecure_channel(stack.retriever_addr) as channel:
+        status = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=5
+        )
+    assert status.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    faults.reset()
+    assert loop.run(monitor.check_once()) is True

@@ -1,0 +1,80 @@
+"""Retriever + the real Reranker service: a loaded cross-encoder (a tiny one
+built by the test: it proves mechanics, not quality) reorders the final
+hits; a Reranker whose model is missing stays NOT_SERVING and Retrieve falls
+back to the fused order, saying why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.common.embedding import Embedder
+from services.reranker.app import RerankerApp
+from services.reranker.settings import RerankerSettings
+from tests.support.corpus import corpus_documents
+from tests.support.stack import BackgroundStack, free_port
+from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
+
+pytestmark = pytest.mark.integration
+
+QUERY = "what should clients do after status 429"
+
+
+def start_with_reranker(root: Path, embedder: Embedder, model: str) -> tuple[BackgroundStack, RerankerApp]:
+    port = free_port()
+    stack = BackgroundStack(root / "data", embedder, reranker_addr=f"127.0.0.1:{port}").start()
+    settings = RerankerSettings(host="127.0.0.1", reranker_port=port, rerank_model=model,
+                                rerank_cache_dir=root / "cache", log_json=False)
+
+    async def boot() -> RerankerApp:
+        app = RerankerApp(settings)  # grpc.aio objects belong to the loop that serves them
+        await app.start()
+        await app.load_model()
+        return app
+
+    assert stack._loop is not None
+    app = stack._loop.run(boot())
+    stack.upsert(corpus_documents())
+    return stack, app
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[BackgroundStack]:
+    root = tmp_path_factory.mktemp("tiny-rerank")
+    model = build_tiny_cross_encoder(root / "model")
+    stack, app = start_with_reranker(root, embedder, str(model))
+    yield stack
+    assert stack._loop is not None
+    stack._loop.run(app.stop())
+    stack.stop()
+
+
+def test_loaded_reranker_reorders_the_final_hits(tiny: BackgroundStack) -> None:
+    fused = tiny.retrieve(QUERY, top_k=20, disable_rerank=True)
+    reply = tiny.retrieve(QUERY, top_k=20)
+    assert reply.rerank.used and not reply.rerank.fallback
+    assert reply.rerank.reranked == reply.rerank.candidates == len(fused.hits)
+    assert all(h.reranked for h in reply.hits)
+    scores = [h.rerank_score for h in reply.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert [h.chunk_id for h in reply.hits] != [h.chunk_id for h in fused.hits]
+    assert sorted(h.chunk_id for h in reply.hits) == sorted(h.chunk_id for h in fused.hits)
+    assert "model" in reply.rerank.model
+
+
+def test_reranker_without_model_is_not_serving_and_retrieve_falls_back(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    stack, app = start_with_reranker(tmp_path, embedder, str(tmp_path / "no-such-model"))
+    try:
+        fused = stack.retrieve(QUERY, top_k=5, disable_rerank=True)
+        reply = stack.retrieve(QUERY, top_k=5)
+    finally:
+        assert stack._loop is not None
+        stack._loop.run(app.stop())
+        stack.stop()
+    assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in fused.hits]
+    assert not reply.rerank.used and reply.rerank.fallback
+    assert "UNAVAILABLE" in reply.rerank.reason and "not loaded" in reply.rerank.reason
