@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-smoke bench bench-smoke clean
+.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-smoke bench bench-smoke bench-env clean
 
 install: $(STAMP)
 
@@ -51,17 +51,32 @@ lint: install
 typecheck: install
 	$(BIN)/mypy services gateway
 
-eval: install
+# Quality (SciFact test split) and speed through the real services; results in
+# bench/results/ and docs/benchmarks.md. The smoke versions run in `make test`.
+eval: install bench-env
 	$(BIN)/python -m bench.eval
 
 eval-smoke: install
 	$(BIN)/python -m bench.eval --smoke
 
-bench: install
+bench: install bench-env
 	$(BIN)/python -m bench.bench
 
 bench-smoke: install
 	$(BIN)/python -m bench.bench --smoke
+
+# The peer pipeline (Haystack) and py-spy get their own environment: they are
+# never runtime dependencies. torch first, for the same reason as above.
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed-stamp
+
+bench-env: $(BENCH_STAMP)
+
+$(BENCH_STAMP): bench/requirements-peer.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet torch==2.13.0
+	$(BENCH_VENV)/bin/pip install --quiet -r bench/requirements-peer.txt
+	touch $(BENCH_STAMP)
 
 clean:
 	rm -rf .data bench/results/tmp tests/artifacts

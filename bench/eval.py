@@ -31,8 +31,9 @@ from typing import Any
 from bench.dataset import BeirDataset, Qrels, write_subset
 from bench.harness import (
     BENCHMARKS_MD,
+    EVAL_DATA,
     RESULTS_DIR,
-    ROOT,
+    SCRATCH_DIR,
     SHARED_DATASETS,
     IngestReport,
     Reranker,
@@ -72,6 +73,8 @@ class EvalOptions:
     rerank_model: str
     peer: bool
     stack_env: dict[str, str]
+    log_dir: Path
+    weights: tuple[float, float] | None = None  # (vector, lexical); None: server default
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_project(opts: EvalOptions) -> dict[str, Any]:
-    logs = opts.out_dir / "logs"
+    logs = opts.log_dir
     reranker = Reranker.start(opts.rerank_model, logs)
     if not reranker.loaded:
         reranker.stop()
@@ -134,6 +137,7 @@ def evaluate_configs(
     configs: dict[str, Any] = {}
     not_measured: dict[str, str] = {}
     warm_up = queries[:1]
+    vector_weight, lexical_weight = opts.weights or (0.0, 0.0)
     for name, shape in CONFIGS.items():
         if name == "hybrid+rerank" and not reranker.loaded:
             not_measured[name] = f"no cross-encoder loadable ({reranker.model}): {reranker.reason}"
@@ -146,6 +150,7 @@ def evaluate_configs(
                 max_chunks_per_document=1,
                 candidates_per_channel=opts.depth,
                 filter=pb.ScopeFilter(scope_id=SCOPE),
+                weights=pb.ChannelWeights(vector=vector_weight, lexical=lexical_weight),
                 **shape,
             )
 
@@ -202,6 +207,9 @@ def request_section(opts: EvalOptions) -> dict[str, Any]:
         "max_chunks_per_document": 1,
         "candidates_per_channel": opts.depth,
         "server_settings": opts.stack_env,
+        "weights": {"vector": opts.weights[0], "lexical": opts.weights[1]}
+        if opts.weights
+        else "server default (1, 1)",
         "why": (
             "one chunk per document, so top_k hits are top_k distinct documents, each at "
             "its best chunk's rank (the per-document cap only drops a document's later "
@@ -235,10 +243,17 @@ def print_summary(result: dict[str, Any], path: Path) -> None:
 
 
 def parse_args(argv: list[str]) -> EvalOptions:
-    p = argparse.ArgumentParser(prog="python -m bench.eval", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", type=Path, default=SHARED_DATASETS / "scifact",
-                   help="BEIR-layout folder (corpus.jsonl, queries, qrels/)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.eval",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        default=SHARED_DATASETS / "scifact",
+        help="BEIR-layout folder (corpus.jsonl, queries, qrels/)",
+    )
     p.add_argument("--split", default="test", help="qrels split to score (test; train to fit)")
     p.add_argument("--smoke", action="store_true", help="20 queries and ~60 documents")
     p.add_argument("--out", type=Path, help="results folder (default bench/results)")
@@ -246,11 +261,16 @@ def parse_args(argv: list[str]) -> EvalOptions:
     p.add_argument("--data-dir", type=Path, help="index folder (default .data/eval/<name>)")
     p.add_argument("--top-k", type=int, default=100)
     p.add_argument("--depth", type=int, default=300, help="candidates per channel (chunks)")
-    p.add_argument("--no-title-as-heading", dest="title_as_heading", action="store_false",
-                   help="index the title in the title field only (not embedded)")
+    p.add_argument(
+        "--no-title-as-heading",
+        dest="title_as_heading",
+        action="store_false",
+        help="index the title in the title field only (not embedded)",
+    )
     p.add_argument("--rerank-model", default=DEFAULT_MODEL)
     p.add_argument("--no-peer", dest="peer", action="store_false")
     p.add_argument("--rrf-k", type=int, help="server RRF k (fit on train only)")
+    p.add_argument("--weights", help="VECTOR,LEXICAL channel weights (fit on train only)")
     args = p.parse_args(argv)
     return _options(args)
 
@@ -261,16 +281,18 @@ def _options(args: argparse.Namespace) -> EvalOptions:
     # Only test-split results belong in the committed record.
     scratch = args.smoke or args.split != "test"
     where = "smoke" if args.smoke else args.split
-    out_dir = args.out or (RESULTS_DIR / "tmp" / where if scratch else RESULTS_DIR)
+    out_dir = args.out or (SCRATCH_DIR / where if scratch else RESULTS_DIR)
     if args.smoke:
         dataset = BeirDataset(
             write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40),
             args.split,
         )
     variant = "" if args.title_as_heading else "-plain"
-    default_data = (out_dir / "data") if args.smoke else ROOT / ".data" / "eval"
+    default_data = (out_dir / "data") if args.smoke else EVAL_DATA
     env = {
         "RAG_MAX_TOP_K": str(args.top_k),
+        # Every request embeds its query, so per-query latencies are comparable.
+        "RAG_QUERY_CACHE_SIZE": "0",
         "RAG_MAX_CANDIDATES_PER_CHANNEL": str(max(args.depth, 200)),
         # A real cross-encoder gets time to score every candidate: this measures quality.
         "RAG_RERANK_BUDGET_MS": "60000",
@@ -288,7 +310,16 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         rerank_model=args.rerank_model,
         peer=args.peer,
         stack_env=env,
+        log_dir=(out_dir if scratch else SCRATCH_DIR) / "logs" / "eval",
+        weights=_weights(args.weights),
     )
+
+
+def _weights(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    vector, lexical = (float(part) for part in text.split(","))
+    return vector, lexical
 
 
 if __name__ == "__main__":

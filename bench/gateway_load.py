@@ -9,9 +9,11 @@ its proxy):
 - `--greedy` clients that never pause and so run into their rate limit;
 - one client on a foreign origin, a few requests a second.
 
-Downstream is a stand-in Retriever in this process answering a fixed,
-realistic response (so the numbers are the gateway's own cost), unless
+Downstream is a stand-in Retriever (its own process) answering a fixed,
+realistic response, so the numbers are the gateway's own cost, unless
 `--retriever-addr` points at a real one (e.g. the one `make run` starts).
+The clients speak plain HTTP/1.1 keep-alive over asyncio streams, so the load
+generator stays much cheaper than the server it measures.
 
 Records p50/p95/p99 latency per outcome and checks that no 5xx occurred other
 than intended 503s, writing bench/results/gateway_load.json.
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 import httpx
@@ -45,7 +48,7 @@ import psutil
 
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.server import GrpcServer, ServerOptions
+from services.common.server import GrpcServer, ServerOptions, run_until_signal
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "gateway_load.json"
@@ -102,11 +105,13 @@ class FixedRetriever(retriever_pb2_grpc.RetrieverServicer):
 class Tally:
     latencies_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     statuses: Counter[int] = field(default_factory=Counter)
+    by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)
     transport_errors: int = 0
 
-    def record(self, outcome: str, status: int, ms: float) -> None:
+    def record(self, kind: str, outcome: str, status: int, ms: float) -> None:
         self.latencies_ms[outcome].append(ms)
         self.statuses[status] += 1
+        self.by_kind[kind, outcome] += 1
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -129,31 +134,88 @@ def summarize(values: list[float]) -> dict[str, float | int]:
     }
 
 
+class KeepAliveClient:
+    """A minimal HTTP/1.1 keep-alive client, one connection per virtual client.
+
+    The load generator shares two cores with the server it measures; httpx
+    spends about as much CPU per request as the gateway itself, which would
+    make the numbers the generator's. This needs a few dozen microseconds."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def post_json(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if self._writer is None or self._writer.is_closing():
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        assert self._reader is not None
+        lines = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+        ]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        self._writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        status = int((await self._reader.readline()).split(b" ", 2)[1])
+        length, close = 0, False
+        while (line := await self._reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+            elif name.lower() == "connection" and "close" in value.lower():
+                close = True
+        payload = await self._reader.readexactly(length)
+        if close:
+            await self.close()
+        return status, payload
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
 async def client_loop(
-    client: httpx.AsyncClient,
     url: str,
     stop_at: float,
     tally: Tally,
     *,
+    kind: str,
     address: str,
     origin: str,
     pause_s: tuple[float, float],
 ) -> None:
+    parsed = urlsplit(url)
+    client = KeepAliveClient(parsed.hostname or "127.0.0.1", parsed.port or 80)
     headers = {"Origin": origin, "X-Forwarded-For": address}
     rng = random.Random(address)
-    while time.perf_counter() < stop_at:
-        body = {"query": rng.choice(QUERIES), "top_k": 5}
-        started = time.perf_counter()
-        try:
-            response = await client.post(url, json=body, headers=headers)
-        except httpx.HTTPError:
-            tally.transport_errors += 1
-            continue
-        ms = (time.perf_counter() - started) * 1000
-        outcome = "allowed" if response.status_code == 200 else response.json()["error"]["code"]
-        tally.record(outcome, response.status_code, ms)
-        if pause_s[1] > 0:
-            await asyncio.sleep(rng.uniform(*pause_s))
+    try:
+        while time.perf_counter() < stop_at:
+            body = json.dumps({"query": rng.choice(QUERIES), "top_k": 5}).encode()
+            started = time.perf_counter()
+            try:
+                status, payload = await client.post_json(parsed.path, body, headers)
+            except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
+                tally.transport_errors += 1
+                await client.close()
+                continue
+            ms = (time.perf_counter() - started) * 1000
+            tally.record(kind, outcome_of(status, payload), status, ms)
+            if pause_s[1] > 0:
+                await asyncio.sleep(rng.uniform(*pause_s))
+    finally:
+        await client.close()
+
+
+def outcome_of(status: int, payload: bytes) -> str:
+    if status == 200:
+        return "allowed"
+    try:
+        return str(json.loads(payload)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return f"http_{status}"
 
 
 def free_port() -> int:
@@ -208,80 +270,79 @@ async def scrape_outcomes(url: str) -> dict[str, float]:
 
 async def drive(args: argparse.Namespace, url: str) -> tuple[Tally, float]:
     tally = Tally()
-    limits = httpx.Limits(max_connections=args.clients + args.greedy + 4)
-    async with httpx.AsyncClient(timeout=10, limits=limits) as client:
-        search = f"{url}/v1/search"
-        started = time.perf_counter()
-        stop_at = started + args.duration
-        loops = [
+    search = f"{url}/v1/search"
+    started = time.perf_counter()
+    stop_at = started + args.duration
+    # (kind, address, origin, pause range): well-behaved, greedy, foreign origin.
+    clients = [
+        ("well_behaved", f"10.1.0.{i}", ORIGIN, (0.0, args.max_pause_s))
+        for i in range(1, args.clients + 1)
+    ]
+    clients += [("greedy", f"10.2.0.{i}", ORIGIN, (0.0, 0.0)) for i in range(1, args.greedy + 1)]
+    clients.append(("foreign_origin", "10.3.0.1", FOREIGN_ORIGIN, (0.2, 0.4)))
+    await asyncio.gather(
+        *(
             client_loop(
-                client,
-                search,
-                stop_at,
-                tally,
-                address=f"10.1.0.{i}",
-                origin=ORIGIN,
-                pause_s=(0.0, args.max_pause_s),
+                search, stop_at, tally, kind=kind, address=address, origin=origin, pause_s=pause
             )
-            for i in range(1, args.clients + 1)
-        ]
-        loops += [
-            client_loop(
-                client,
-                search,
-                stop_at,
-                tally,
-                address=f"10.2.0.{i}",
-                origin=ORIGIN,
-                pause_s=(0.0, 0.0),
-            )
-            for i in range(1, args.greedy + 1)
-        ]
-        loops.append(
-            client_loop(
-                client,
-                search,
-                stop_at,
-                tally,
-                address="10.3.0.1",
-                origin=FOREIGN_ORIGIN,
-                pause_s=(0.2, 0.4),
-            )
+            for kind, address, origin, pause in clients
         )
-        await asyncio.gather(*loops)
-        return tally, time.perf_counter() - started
+    )
+    return tally, time.perf_counter() - started
+
+
+async def serve_stand_in(port: int) -> None:
+    """Run the stand-in Retriever until terminated (its own process, so the
+    load generator's event loop never delays a downstream answer)."""
+    server = GrpcServer(ServerOptions(host="127.0.0.1", port=port), ["rag.retriever.v1.Retriever"])
+    retriever_pb2_grpc.add_RetrieverServicer_to_server(FixedRetriever(), server.server)
+    await server.start()
+    await server.set_serving(True)
+    await run_until_signal([server])
+
+
+def start_stand_in() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.gateway_load", "--stand-in-port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return process, f"127.0.0.1:{port}"
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    stand_in: GrpcServer | None = None
+    processes: list[subprocess.Popen[bytes]] = []
     retriever_addr = args.retriever_addr
     if not retriever_addr:
-        stand_in = GrpcServer(
-            ServerOptions(host="127.0.0.1", port=0), ["rag.retriever.v1.Retriever"]
-        )
-        retriever_pb2_grpc.add_RetrieverServicer_to_server(FixedRetriever(), stand_in.server)
-        retriever_addr = f"127.0.0.1:{await stand_in.start()}"
-        await stand_in.set_serving(True)
+        stand_in, retriever_addr = start_stand_in()
+        processes.append(stand_in)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    gateway = start_gateway(args, retriever_addr, port)
+    processes.append(start_gateway(args, retriever_addr, port))
     try:
         await wait_ready(url)
-        gateway_cpu = psutil.Process(gateway.pid)
-        cpu_before = sum(gateway_cpu.cpu_times()[:2])
+        watched = {"gateway": psutil.Process(processes[-1].pid), "load_generator": psutil.Process()}
+        before = {name: cpu_seconds(proc) for name, proc in watched.items()}
+        load_before = os.getloadavg()[0]
         tally, elapsed = await drive(args, url)
-        cpu_s = sum(gateway_cpu.cpu_times()[:2]) - cpu_before
+        cpu = {name: cpu_seconds(proc) - before[name] for name, proc in watched.items()}
         server_outcomes = await scrape_outcomes(url)
     finally:
-        gateway.terminate()
-        gateway.wait(timeout=30)
-        if stand_in is not None:
-            await stand_in.stop()
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(timeout=30)
     result = report(args, tally, elapsed, server_outcomes, retriever_addr)
-    result["gateway_cpu"] = {
-        "cpu_s": round(cpu_s, 2),
-        "cores_busy": round(cpu_s / elapsed, 2),
-        "cpu_ms_per_request": round(cpu_s * 1000 / max(1, result["requests"]), 3),
+    result["cpu"] = {
+        "load_average_1m_at_start": round(load_before, 2),
+        **{f"{name}_cores_busy": round(seconds / elapsed, 2) for name, seconds in cpu.items()},
+        "gateway_cpu_ms_per_request": round(cpu["gateway"] * 1000 / max(1, result["requests"]), 3),
     }
     return result
 
@@ -309,6 +370,10 @@ def report(
         "throughput_rps": round(len(everything) / elapsed, 1),
         "allowed_rps": round(len(tally.latencies_ms.get("allowed", [])) / elapsed, 1),
         "by_outcome": {k: len(v) for k, v in sorted(tally.latencies_ms.items())},
+        "by_client_kind": {
+            kind: {o: n for (k, o), n in sorted(tally.by_kind.items()) if k == kind}
+            for kind in sorted({k for k, _ in tally.by_kind})
+        },
         "by_status": {str(k): v for k, v in sorted(tally.statuses.items())},
         "latency_ms": {
             "all": summarize(everything),
@@ -332,11 +397,15 @@ def print_table(result: dict[str, Any]) -> None:
             f"{outcome:<20}{stats['count']:>8}{stats['p50']:>10}{stats['p95']:>10}"
             f"{stats['p99']:>10}{stats['max']:>10}"
         )
+    for kind, outcomes in result["by_client_kind"].items():
+        print(f"  {kind:<16} {outcomes}")
     print(f"status codes: {result['by_status']}   transport errors: {result['transport_errors']}")
-    cpu = result["gateway_cpu"]
+    cpu = result["cpu"]
     print(
-        f"gateway process: {cpu['cores_busy']} cores busy, "
-        f"{cpu['cpu_ms_per_request']} ms CPU per request"
+        f"cores busy: gateway {cpu['gateway_cores_busy']}, load generator "
+        f"{cpu['load_generator_cores_busy']}; gateway CPU per request "
+        f"{cpu['gateway_cpu_ms_per_request']} ms; machine load average at start "
+        f"{cpu['load_average_1m_at_start']}"
     )
     verdict = "OK" if result["ok"] else f"FAILED: unexpected 5xx {result['unexpected_5xx']}"
     print(f"no 5xx other than intended 503s: {verdict}\nwritten: {RESULTS}")
@@ -355,10 +424,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--rate-limit",
-        default="20/second;1500/minute",
+        default="40/second;1800/minute",
         help="per-client limit given to the gateway",
     )
     parser.add_argument("--retriever-addr", default="", help="a real Retriever instead")
+    parser.add_argument("--stand-in-port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not 1 <= args.duration <= 120:
         parser.error("--duration must be between 1 and 120 seconds")
@@ -367,6 +437,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.stand_in_port:
+        asyncio.run(serve_stand_in(args.stand_in_port))
+        return 0
     result = asyncio.run(run(args))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

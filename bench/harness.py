@@ -33,6 +33,8 @@ from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
 BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
+EVAL_DATA = ROOT / ".data" / "eval"  # the indexes bench.eval and bench.bench share
+SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored: logs, smoke and train-split runs
 SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
 BENCH_VENV_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -50,7 +52,13 @@ class ServiceProcess:
 
     def __init__(self, module: str, env: Mapping[str, str], log_path: Path) -> None:
         self.module = module
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAG_LOG_JSON": "false", **env}
+        self.env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",  # the log file shows progress as it happens
+            "RAG_LOG_JSON": "false",
+            **env,
+        }
         self.log_path = log_path
         self._log: TextIO | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -302,11 +310,13 @@ class IngestReport:
         return self.documents > 0 and self.counts["unchanged"] == self.documents
 
 
-def ingest_beir(indexer_addr: str, corpus: Path, scope: str, *, title_as_heading: bool) -> IngestReport:
+def ingest_beir(
+    indexer_addr: str, corpus: Path, scope: str, *, title_as_heading: bool
+) -> IngestReport:
     """Send a BEIR corpus through the Indexer exactly as the operator CLI does
     (same loader, options and batching), timing the whole run."""
-    from services.common.server import channel_options
     from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
+    from services.common.server import channel_options
     from services.indexer.cli import Ingest, parser
 
     argv = ["ingest", str(corpus), "--scope", scope, "--format", "beir", "--quiet"]

@@ -44,9 +44,7 @@ def evaluate(qrels: Qrels, run: Mapping[str, Sequence[str]]) -> dict[str, float]
     }
 
 
-def per_query_values(
-    qrels: Qrels, run: Mapping[str, Sequence[str]]
-) -> dict[str, dict[str, float]]:
+def per_query_values(qrels: Qrels, run: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
     """measure name -> query id -> value, for the queries that returned something."""
     scored = {
         query_id: {doc_id: float(len(docs) - rank) for rank, doc_id in enumerate(docs)}

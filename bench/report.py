@@ -59,8 +59,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return "—"
-    if isinstance(value, float):
-        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    if isinstance(value, float):  # metrics in [0, 1] get three decimals, times one
+        return f"{value:.3f}" if 0 <= value <= 1 else f"{value:.1f}"
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
@@ -91,59 +91,73 @@ def _target_label(target: dict[str, Any]) -> str:
 
 
 def quality_section(result: dict[str, Any]) -> str:
-    chunking, index, request = result["chunking"], result["index"], result["request"]
-    rows = [
-        (name, *(values[m] for m in METRICS), values["latency"]["p50_ms"])
-        for name, values in result["configs"].items()
-    ]
-    rows += [(name, f"not measured: {why}", *[""] * 5) for name, why in result["not_measured"].items()]
-    peer = result["peer"]
-    if "metrics" in peer:
-        rows.append(("peer: Haystack hybrid", *(peer["metrics"][m] for m in METRICS),
-                     peer["latency"]["p50_ms"]))  # fmt: skip
-    built = "reused (every document unchanged)" if index["reused"] else (
-        f"built in {index['seconds']} s ({index.get('docs_per_s')} docs/s)"
+    title = f"## Quality: {result['dataset']}, {result['split']} split"
+    return "\n".join(
+        [
+            f"{title} ({result['queries']} queries)\n",
+            provenance(result),
+            table(("configuration", *METRIC_HEADERS, "p50 ms", "p95 ms"), quality_rows(result)),
+            index_note(result),
+            peer_section(result),
+            "### Quality targets\n",
+            targets_table(result["targets"]),
+        ]
     )
-    return "\n".join([
-        f"## Quality: {result['dataset']}, {result['split']} split ({result['queries']} queries)\n",
-        provenance(result),
-        table(("configuration", *METRIC_HEADERS, "p50 ms / query"), rows),
-        f"Index: {chunking['documents']} documents, {chunking['chunks']} chunks "
-        f"(target {chunking['target_chars']} chars, overlap {chunking['overlap_chars']}, "
-        f"max {chunking['max_chars']}, {chunking['version']}), title as heading: "
-        f"{chunking['title_as_heading']}, model {chunking['embedding_model']}; {built}. "
+
+
+def quality_rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """One row per configuration, the peer last: quality and latency side by side."""
+    measured = [(name, values) for name, values in result["configs"].items()]
+    if "metrics" in result["peer"]:
+        peer = result["peer"]
+        measured.append(("peer: Haystack hybrid", {**peer["metrics"], "latency": peer["latency"]}))
+    rows: list[tuple[Any, ...]] = [
+        (name, *(v[m] for m in METRICS), v["latency"]["p50_ms"], v["latency"]["p95_ms"])
+        for name, v in measured
+    ]
+    blanks = [""] * (len(METRICS) + 1)
+    rows += [
+        (name, f"not measured: {why}", *blanks) for name, why in result["not_measured"].items()
+    ]
+    return rows
+
+
+def index_note(result: dict[str, Any]) -> str:
+    chunking, index, request = result["chunking"], result["index"], result["request"]
+    built = (
+        "reused (every document unchanged)"
+        if index["reused"]
+        else f"built in {index['seconds']} s ({index.get('docs_per_s')} docs/s)"
+    )
+    return (
+        f"Index: {chunking['documents']} documents, {chunking['chunks']} chunks (target "
+        f"{chunking['target_chars']} chars, overlap {chunking['overlap_chars']}, max "
+        f"{chunking['max_chars']}, {chunking['version']}), title as heading: "
+        f"{chunking['title_as_heading']}, model {chunking['embedding_model']}; this run: {built}. "
         f"Requests: top_k {request['top_k']}, {request['max_chunks_per_document']} chunk per "
-        f"document, {request['candidates_per_channel']} candidates per channel, server "
-        f"settings {request['server_settings']}.\n",
-        peer_section(result),
-        "### Quality targets\n",
-        targets_table(result["targets"]),
-    ])  # fmt: skip
+        f"document, {request['candidates_per_channel']} candidates per channel; server settings "
+        f"{request['server_settings']}. Latency: one query at a time at the client, gRPC "
+        "included, query cache off.\n"
+    )
 
 
 def peer_section(result: dict[str, Any]) -> str:
     peer = result["peer"]
-    header = "### Side by side with a Haystack hybrid pipeline\n"
+    header = "### The peer: a Haystack hybrid pipeline\n"
     if "metrics" not in peer:
-        return header + f"Not measured: {peer['not_measured']}\n"
-    ours = result["configs"].get("hybrid")
-    rows = []
-    if ours:
-        rows.append(("this project: Retrieve (hybrid RRF, gRPC)", ours["ndcg@10"],
-                     ours["recall@100"], ours["latency"]["p50_ms"], ours["latency"]["p95_ms"]))  # fmt: skip
-    rows.append((f"Haystack {peer['versions']['haystack-ai']} (in-process)",
-                 peer["metrics"]["ndcg@10"], peer["metrics"]["recall@100"],
-                 peer["latency"]["p50_ms"], peer["latency"]["p95_ms"]))  # fmt: skip
-    embedded = "taken from the cache" if peer["embeddings_from_cache"] else (
-        f"embedded in {peer['embedding_seconds']} s"
+        return header + f"\nNot measured: {peer['not_measured']}\n"
+    embedded = (
+        "embeddings taken from the cache of an earlier run"
+        if peer["embeddings_from_cache"]
+        else f"embedded in {peer['embedding_seconds']} s"
     )
-    return "\n".join([
-        header,
-        f"{peer['system']}; whole documents (title + abstract), {peer['documents']} documents "
-        f"{embedded}; the same model, queries, depth ({peer['depth']}) and metric code, "
-        "one query at a time after one warm-up query.\n",
-        table(("system", "nDCG@10", "Recall@100", "p50 ms", "p95 ms"), rows),
-    ])  # fmt: skip
+    versions = ", ".join(f"{k} {v}" for k, v in peer["versions"].items())
+    return (
+        f"{header}\n{peer['system']} ({versions}), in-process, over whole documents (title + "
+        f"abstract): {peer['documents']} documents, {embedded}. Same model, queries, depth "
+        f"({peer['depth']}) and metric code as above; one query at a time after one warm-up "
+        "query, timed around `Pipeline.run`.\n"
+    )
 
 
 # ------------------------------------------------------------------ speed
@@ -172,13 +186,30 @@ def speed_section(bench: dict[str, Any], results_dir: Path, docs_path: Path) -> 
 
 def retrieve_table(bench: dict[str, Any]) -> str:
     rows = [
-        (r["mode"], r["concurrency"], r["latency"]["n"], r["latency"]["p50_ms"],
-         r["latency"]["p95_ms"], r["latency"]["p99_ms"], r["throughput_rps"],
-         _rerank_summary(r), _errors(r["errors"]))  # fmt: skip
+        (
+            r["mode"],
+            r["concurrency"],
+            r["latency"]["n"],
+            r["latency"]["p50_ms"],
+            r["latency"]["p95_ms"],
+            r["latency"]["p99_ms"],
+            r["throughput_rps"],
+            _rerank_summary(r),
+            _errors(r["errors"]),
+        )
         for r in bench["retrieve"]
     ]
-    headers = ("mode", "concurrency", "requests", "p50 ms", "p95 ms", "p99 ms", "requests/s",
-               "reranked", "errors")  # fmt: skip
+    headers = (
+        "mode",
+        "concurrency",
+        "requests",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "requests/s",
+        "reranked",
+        "errors",
+    )
     note = (
         f"Closed loop: each of N clients sends the next SciFact test query as soon as its "
         f"previous answer arrived; default request (top_k {bench['request']['top_k']}, server "
@@ -206,27 +237,49 @@ def model_section(bench: dict[str, Any]) -> str:
     emb, idx = bench["embedding"], bench["indexing"]
     raw = idx["raw_encoder"]
     rows = [
-        ("one query embedding, model alone (p50 / p95 ms)",
-         f"{emb['query_ms']['p50_ms']} / {emb['query_ms']['p95_ms']}"),
+        (
+            "one query embedding, model alone (p50 / p95 ms)",
+            f"{emb['query_ms']['p50_ms']} / {emb['query_ms']['p95_ms']}",
+        ),
         ("embedding-bound throughput: one query at a time (queries/s)", emb["bound_qps"]),
         (f"batched query embedding, {emb['batch']} at a time (queries/s)", emb["batched_qps"]),
-        (f"indexing through the Indexer: {idx['documents']} documents, {idx['chunks']} chunks",
-         f"{idx['docs_per_s']} docs/s, {idx['chunks_per_s']} chunks/s"),
-        ("raw encoder on the same chunk texts",
-         f"{raw['docs_per_s']} docs/s, {raw['chunks_per_s']} chunks/s"),
+        (
+            f"indexing through the Indexer: {idx['documents']} documents, {idx['chunks']} chunks",
+            f"{idx['docs_per_s']} docs/s, {idx['chunks_per_s']} chunks/s",
+        ),
+        (
+            "raw encoder on the same chunk texts",
+            f"{raw['docs_per_s']} docs/s, {raw['chunks_per_s']} chunks/s",
+        ),
         ("indexing / raw encoder", idx["share"]),
-    ]  # fmt: skip
+    ]
     return "### Model-bound reference points\n\n" + table(("what", "measured"), rows)
 
 
 def deadline_section(bench: dict[str, Any]) -> str:
     rows = [
-        (d["deadline_ms"], d["requests"], d["ok"], d["deadline_exceeded"], d["late"],
-         d["latency"]["p50_ms"], d["latency"]["max_ms"], d["reranked_mean"])  # fmt: skip
+        (
+            d["deadline_ms"],
+            d["requests"],
+            d["ok"],
+            d["deadline_exceeded"],
+            d["late"],
+            d["latency"]["p50_ms"],
+            d["latency"]["max_ms"],
+            d["reranked_mean"],
+        )
         for d in bench["deadline_check"]
     ]
-    headers = ("caller deadline ms", "requests", "OK", "DEADLINE_EXCEEDED",
-               "answers after the deadline", "p50 ms", "max ms", "mean reranked")  # fmt: skip
+    headers = (
+        "caller deadline ms",
+        "requests",
+        "OK",
+        "DEADLINE_EXCEEDED",
+        "answers after the deadline",
+        "p50 ms",
+        "max ms",
+        "mean reranked",
+    )
     return "### Reranking under the caller's deadline\n\n" + table(headers, rows)
 
 
@@ -244,9 +297,11 @@ def profile_section(bench: dict[str, Any]) -> str:
     if "not_measured" in profile:
         return f"### Where the time goes\n\nNot profiled: {profile['not_measured']}\n"
     rows = [(p["frame"], p["share"]) for p in profile["top"]]
-    return "\n".join([
-        "### Where the time goes (py-spy, stack process, concurrency 1, no reranking)\n",
-        f"{profile['samples']} samples over {profile['seconds']} s; share of samples whose "
-        "stack contains the frame (a sample counts for every frame on its stack).\n",
-        table(("frame", "share of samples"), rows),
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "### Where the time goes (py-spy, stack process, concurrency 1, no reranking)\n",
+            f"{profile['samples']} samples over {profile['seconds']} s; share of samples whose "
+            "stack contains the frame (a sample counts for every frame on its stack).\n",
+            table(("frame", "share of samples"), rows),
+        ]
+    )

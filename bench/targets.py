@@ -44,12 +44,8 @@ def _amount(gap: float, target: Target) -> str:
 
 HYBRID_NDCG = Target("hybrid nDCG@10 through Retrieve, SciFact test", 0.72, "at_least")
 HYBRID_NDCG_AIM = Target("hybrid nDCG@10, the aim", 0.73, "at_least")
-RETRIEVE_P50 = Target(
-    "Retrieve p50 without reranking, warm, concurrency 1", 15.0, "at_most", " ms"
-)
-RETRIEVE_P50_ONNX = Target(
-    "Retrieve p50 with an ONNX query-embedding path", 6.0, "at_most", " ms"
-)
+RETRIEVE_P50 = Target("Retrieve p50 without reranking, warm, concurrency 1", 15.0, "at_most", " ms")
+RETRIEVE_P50_ONNX = Target("Retrieve p50 with an ONNX query-embedding path", 6.0, "at_most", " ms")
 THROUGHPUT_SHARE = Target(
     "Retrieve throughput at concurrency 16 / embedding-bound throughput", 0.80, "at_least"
 )

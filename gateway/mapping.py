@@ -21,21 +21,20 @@ def to_retrieve_request(
 ) -> pb.RetrieveRequest:
     scope = request.scope
     page_url = request.page_url.strip().split("#", 1)[0]
-    urls = list(scope.urls)
-    if request.this_page:
-        # Restrict by URL as well as passing the page: "this page" must never
-        # widen to the whole site, whatever wording the query uses.
-        urls = [page_url]
+    # "This page" forces the Retriever's current-page intent: it never widens
+    # to the whole site and reports a page that is not indexed as such.
+    intent = pb.INTENT_CURRENT_PAGE if request.this_page else pb.INTENT_UNSPECIFIED
     return pb.RetrieveRequest(
         query=query,
         top_k=top_k,
         page_url=page_url,
         debug=debug,
+        intent=intent,
         filter=pb.ScopeFilter(
             scope_id=scope.scope_id,
             locale=scope.locale,
             doc_ids=scope.doc_ids,
-            urls=urls,
+            urls=list(scope.urls),
             metadata=scope.metadata,
         ),
     )

@@ -53,21 +53,34 @@ class GatewaySettings(BaseServiceSettings):
     gateway_breaker_reset_s: float = Field(
         15.0, gt=0, le=3600, description="How long the breaker stays open before a probe"
     )
-    gateway_max_body_bytes: int = Field(16 * KiB, ge=256, le=1024 * KiB)
-    gateway_max_query_chars: int = Field(512, ge=1, le=4096)
-    gateway_max_top_k: int = Field(20, ge=1, le=100)
-    gateway_default_top_k: int = Field(5, ge=1, le=100)
+    gateway_max_body_bytes: int = Field(
+        16 * KiB, ge=256, le=1024 * KiB, description="Largest request body accepted (413 above)"
+    )
+    gateway_max_query_chars: int = Field(
+        512, ge=1, le=4096, description="Longest query, after collapsing whitespace (422 above)"
+    )
+    gateway_max_top_k: int = Field(20, ge=1, le=100, description="Most hits one search may ask for")
+    gateway_default_top_k: int = Field(
+        5, ge=1, le=100, description="Hits returned when the request names no top_k"
+    )
     gateway_max_filter_values: int = Field(
         20, ge=0, le=200, description="Bound on scope list/map sizes"
     )
     gateway_request_deadline_s: float = Field(
         3.0, gt=0, le=60, description="Deadline of one search, passed on to Retrieve"
     )
-    gateway_readiness_timeout_s: float = Field(1.0, gt=0, le=30)
+    gateway_readiness_timeout_s: float = Field(
+        1.0, gt=0, le=30, description="How long /readyz waits for the Retriever's health answer"
+    )
     gateway_redis_url: str = Field(
         "", description="redis://host:port/db shared by instances; empty: counters in memory"
     )
-    gateway_redis_namespace: str = Field("rag-gateway", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    gateway_redis_namespace: str = Field(
+        "rag-gateway",
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Prefix of every Redis key, so deployments can share one Redis",
+    )
     gateway_query_log_retention: Literal["none", "raw"] = Field(
         "none", description="`raw` allows query text in logs; `none` logs length and a keyed hash"
     )

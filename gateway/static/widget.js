@@ -182,7 +182,7 @@
   SearchUI.prototype.payload = function (query) {
     var body = { query: query, debug: this.debugBox.checked };
     var pageUrl = this.options.pageUrlField ? this.pageUrl.value.trim() : location.href;
-    if (pageUrl) body.page_url = pageUrl.split("#")[0];
+    if (pageUrl) body.page_url = pageUrl.split("#")[0].slice(0, 2048);  // the API's bound
     if (this.pageRadio.checked) body.this_page = true;
     if (this.options.scopeId) body.scope = { scope_id: this.options.scopeId };
     return body;

@@ -2,19 +2,19 @@
 CrossEncoder, warm it up, and score (query, passage) pairs in batches that stop
 *before* the one that would overrun the caller's deadline.
 
-One model instance serves every request. Model calls are serialized with a
-lock held per batch, not per request: the machine's cores are already used by
-one forward pass, Hugging Face fast tokenizers are not safe for concurrent
-calls, and interleaving batches keeps a short request from waiting behind a
-long one; time spent waiting for the model counts against each request's own
-deadline.
+One model instance serves every request. Model calls are serialized, batch by
+batch in arrival order (`FifoLock`), not request by request: one forward pass
+already uses every core, Hugging Face fast tokenizers are not safe for
+concurrent calls, and interleaving batches keeps a short request from waiting
+behind a long one. Time spent waiting for the model counts against each
+request's own deadline. With the ONNX backends a batch is also abandoned at
+the deadline itself (`BatchInterrupted`); a torch forward pass cannot be.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +30,7 @@ from services.common.logging import get_logger
 from services.common.settings import default_data_dir
 from services.reranker.backends import BatchInterrupted, ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
+from services.reranker.fifo_lock import FifoLock
 from services.reranker.onnx_backend import OnnxBackend
 from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
 
@@ -118,7 +119,7 @@ class CrossEncoderScorer:
         self.planner = planner or BatchPlanner(max_length, batch_size)
         self._backend: ScoringBackend | None = None
         self._reason = "not loaded yet"
-        self._model_lock = threading.Lock()
+        self._model_lock = FifoLock()
 
     @property
     def loaded(self) -> bool:

@@ -59,6 +59,7 @@ class RetrievalRequest:
     min_vector_score: float = 0.0
     candidates_per_channel: int = 0
     channels: frozenset[Channel] = frozenset(Channel)
+    intent: Intent | None = None  # None: route by rules
 
 
 @dataclass
@@ -102,7 +103,9 @@ class RetrievalPipeline:
         started = time.perf_counter()
         query = self.normalizer.normalize(request.query)
         top_k, depth = self._limits(request)
-        intent = self.router.route(query, request.page_url)
+        intent = request.intent or self.router.route(query, request.page_url)
+        if intent is Intent.CURRENT_PAGE and not request.page_url.strip():
+            raise InvalidArgument("intent: current_page needs page_url")
         scope = request.scope
         if intent is Intent.CURRENT_PAGE:
             scope = replace(scope, urls=(request.page_url,), doc_ids=())

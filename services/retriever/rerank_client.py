@@ -24,7 +24,9 @@ class RerankReply:
 class RerankClient:
     def __init__(self, addr: str, max_message_bytes: int = 16 * 1024 * 1024) -> None:
         self.addr = addr
-        self._channel = grpc.aio.insecure_channel(addr, options=client_channel_options(max_message_bytes))
+        self._channel = grpc.aio.insecure_channel(
+            addr, options=client_channel_options(max_message_bytes)
+        )
         self._stub = reranker_pb2_grpc.RerankerStub(self._channel)
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> RerankReply:

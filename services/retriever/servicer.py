@@ -51,6 +51,7 @@ def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
         min_vector_score=msg.min_vector_score,
         candidates_per_channel=msg.candidates_per_channel,
         channels=_channels(msg.channels),
+        intent={v: k for k, v in _INTENTS.items()}.get(msg.intent),
     )
 
 

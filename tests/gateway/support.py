@@ -98,7 +98,9 @@ def _words(text: str) -> set[str]:
 def canned_response(request: pb.RetrieveRequest) -> pb.RetrieveResponse:
     """A realistic RetrieveResponse drawn from CORPUS by plain word overlap."""
     wanted = _words(request.query)
-    pool = [c for c in CORPUS if not request.filter.urls or c.url in request.filter.urls]
+    on_page = request.intent == pb.INTENT_CURRENT_PAGE
+    urls = [request.page_url] if on_page else list(request.filter.urls)
+    pool = [c for c in CORPUS if not urls or c.url in urls]
     scored = sorted(
         ((len(wanted & _words(c.title + " " + c.text)), c) for c in pool),
         key=lambda pair: -pair[0],
@@ -142,8 +144,8 @@ def canned_response(request: pb.RetrieveRequest) -> pb.RetrieveResponse:
     evidence_text = "\n\n".join(blocks)
     response = pb.RetrieveResponse(
         hits=hits,
-        intent=pb.INTENT_CURRENT_PAGE if request.filter.urls else pb.INTENT_SITE_SEARCH,
-        page_status=pb.PAGE_STATUS_INDEXED if request.filter.urls else pb.PAGE_STATUS_UNSPECIFIED,
+        intent=pb.INTENT_CURRENT_PAGE if on_page else pb.INTENT_SITE_SEARCH,
+        page_status=pb.PAGE_STATUS_INDEXED if on_page else pb.PAGE_STATUS_UNSPECIFIED,
         rerank=pb.RerankOutcome(
             used=True,
             candidates=len(hits),

@@ -30,7 +30,7 @@ def test_request_maps_scope_and_drops_the_fragment() -> None:
     assert list(proto.filter.urls) == []
 
 
-def test_this_page_pins_the_url_filter_to_the_page() -> None:
+def test_this_page_forces_the_current_page_intent() -> None:
     request = SearchRequest.model_validate(
         {
             "query": "q",
@@ -40,7 +40,8 @@ def test_this_page_pins_the_url_filter_to_the_page() -> None:
         }
     )
     proto = to_retrieve_request(request, "q", top_k=3, debug=False)
-    assert list(proto.filter.urls) == ["https://x.example/p"]
+    assert proto.intent == pb.INTENT_CURRENT_PAGE
+    assert proto.page_url == "https://x.example/p"
 
 
 def test_response_uses_stable_lowercase_names_and_links_citations() -> None:

@@ -176,17 +176,21 @@ async def test_over_long_passages_are_truncated_not_refused(tiny: Service) -> No
 
 
 async def test_short_deadline_returns_partial_scores_in_time(small: Service) -> None:
+    """A timeout of the reply margin plus what the service predicts for three
+    batches (of 32): partial, with the count, and back before the deadline."""
     texts = passages(MAX_PASSAGES, chars=SMALL_MAX_CHARS)
-    started = time.monotonic()
-    full = await small.rerank(QUERY, texts)
-    timeout = (time.monotonic() - started) / 3
+    planner = small.app.scorer.planner
+    batch_ms = planner.cost.predict_ms(planner.tokens.padded_batch_tokens(QUERY, texts[:2]))
+    assert batch_ms is not None
+    timeout = (small.app.settings.rerank_safety_margin_ms + 3 * batch_ms) / 1000
     started = time.monotonic()
     reply = await small.rerank(QUERY, texts, timeout=timeout)  # raises if the deadline passed
     elapsed = time.monotonic() - started
     assert reply.partial and reply.stop_reason == "deadline"
     assert 0 < reply.scored < len(texts) and len(reply.scores) == reply.scored
     assert elapsed < timeout
-    np.testing.assert_allclose(reply.scores, full.scores[: reply.scored], atol=1e-3)
+    prefix = await small.rerank(QUERY, texts[: reply.scored])
+    np.testing.assert_allclose(reply.scores, prefix.scores, atol=1e-3)
 
 
 async def test_event_loop_answers_while_the_model_computes(small: Service) -> None:

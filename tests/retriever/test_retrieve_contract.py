@@ -186,3 +186,24 @@ def test_over_long_query_is_invalid_argument(stack: BackgroundStack) -> None:
         stack.retrieve("x" * 5000)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "1000" in (err.value.details() or "")
+
+
+def test_forced_current_page_intent_ignores_the_wording(stack: BackgroundStack) -> None:
+    reply = stack.retrieve(
+        "how are rate limits enforced",
+        page_url=url_of("billing.md"),
+        intent=rpb.INTENT_CURRENT_PAGE,
+    )
+    assert reply.intent == rpb.INTENT_CURRENT_PAGE
+    assert reply.hits and {h.url for h in reply.hits} == {url_of("billing.md")}
+    missing = stack.retrieve(
+        "anything", page_url="https://docs.example/nope", intent=rpb.INTENT_CURRENT_PAGE
+    )
+    assert missing.page_status == rpb.PAGE_STATUS_NOT_INDEXED and not missing.hits
+
+
+def test_forced_current_page_without_page_url_is_invalid(stack: BackgroundStack) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        stack.retrieve("anything", intent=rpb.INTENT_CURRENT_PAGE)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "page_url" in (err.value.details() or "")

@@ -192,6 +192,7 @@ class RetrieveRequest(_message.Message):
     MIN_VECTOR_SCORE_FIELD_NUMBER: _builtins.int
     CANDIDATES_PER_CHANNEL_FIELD_NUMBER: _builtins.int
     CHANNELS_FIELD_NUMBER: _builtins.int
+    INTENT_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     top_k: _builtins.int
     """0 = server default"""
@@ -207,6 +208,11 @@ class RetrieveRequest(_message.Message):
     """cosine floor for vector-only hits; 0 = off"""
     candidates_per_channel: _builtins.int
     """0 = server default"""
+    intent: Global___Intent.ValueType
+    """Force an intent instead of routing by rules (e.g. a UI's explicit
+    "this page" mode); unspecified = route by the documented rules.
+    INTENT_CURRENT_PAGE needs page_url.
+    """
     @_builtins.property
     def filter(self) -> Global___ScopeFilter: ...
     @_builtins.property
@@ -232,10 +238,11 @@ class RetrieveRequest(_message.Message):
         min_vector_score: _builtins.float = ...,
         candidates_per_channel: _builtins.int = ...,
         channels: _abc.Iterable[Global___Channel.ValueType] | None = ...,
+        intent: Global___Intent.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,356 @@
+"""`make bench`: speed of the real services on SciFact.
+
+1. The model alone (no service running): one query embedding, the
+   embedding-bound throughput, and the raw encoder on the chunk texts of the
+   indexing sample.
+2. Indexing: the sample through the Indexer of a fresh stack.
+3. Retrieve at concurrency 1, 4 and 16, without and with reranking, on the
+   index `make eval` built (reused; built here if missing), query cache off.
+   The reranker runs a *speed-only* model: no pretrained cross-encoder can be
+   installed here, so it is a MiniLM-L6-sized BERT cross-encoder with random
+   weights (same shape and cost as ms-marco-MiniLM-L6-v2, meaningless scores).
+4. Reranking under tight caller deadlines: does any answer arrive late?
+5. Resident memory of each service process; a py-spy profile of Retrieve.
+
+Writes bench/results/bench.json, bench/results/latency.png and regenerates
+docs/benchmarks.md.
+
+    python -m bench.bench
+    python -m bench.bench --smoke --out /tmp/x      # tiny dataset, tiny reranker, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.dataset import BeirDataset, write_subset
+from bench.harness import (
+    BENCHMARKS_MD,
+    EVAL_DATA,
+    RESULTS_DIR,
+    ROOT,
+    SCRATCH_DIR,
+    SHARED_DATASETS,
+    Reranker,
+    Stack,
+    index_stats,
+    ingest_beir,
+    latency_summary,
+    run_record,
+)
+from bench.load import LoadResult, run_load
+from bench.model_bound import chunk_texts, load_embedder, query_embedding, raw_encoder
+from bench.plot import plot_latencies
+from bench.profiling import Sampler
+from bench.report import write_report
+from bench.targets import (
+    INDEXING_SHARE,
+    RERANK_LATE,
+    RETRIEVE_P50,
+    RETRIEVE_P50_ONNX,
+    THROUGHPUT_SHARE,
+)
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from tests.support.tiny_cross_encoder import MINILM_L6, TINY, build_random_cross_encoder
+
+SCOPE = "eval"  # the scope bench.eval indexes into, so the index is shared
+CONCURRENCY = (1, 4, 16)
+MODES = {"no rerank": True, "rerank": False}  # mode -> disable_rerank
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    dataset: BeirDataset
+    out_dir: Path
+    docs_path: Path
+    data_dir: Path
+    index_docs: int
+    requests: int  # per concurrency level without reranking
+    rerank_requests: int
+    deadlines_ms: tuple[int, ...]
+    smoke: bool
+    log_dir: Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    opts = parse_args(argv)
+    record = run_record(["-m", "bench.bench", *argv])
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    queries = list(opts.dataset.queries().items())
+    with tempfile.TemporaryDirectory() as tmp:
+        sample = write_subset(
+            opts.dataset, Path(tmp) / "sample", queries=0, filler_docs=opts.index_docs
+        )
+        embedding, raw = measure_model([q for _, q in queries], sample / "corpus.jsonl")
+        indexing = measure_indexing(opts, sample / "corpus.jsonl", Path(tmp) / "index", raw)
+    result: dict[str, Any] = {
+        "dataset": opts.dataset.name,
+        **record,
+        "request": {"top_k": 10, "scope_id": SCOPE},
+        "embedding": embedding,
+        "indexing": indexing,
+        **measure_retrieve(opts, queries),
+    }
+    result["targets"] = assess(result)
+    path = opts.out_dir / "bench.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(opts.out_dir, opts.docs_path)
+    print(json.dumps(result["targets"], indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+def measure_model(queries: list[str], sample_corpus: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    embedder = load_embedder()
+    embedding = query_embedding(embedder, queries)
+    documents, texts = chunk_texts(sample_corpus, title_as_heading=True)
+    raw = raw_encoder(embedder, documents, texts)
+    del embedder
+    return embedding, raw
+
+
+def measure_indexing(
+    opts: BenchOptions, corpus: Path, data_dir: Path, raw: dict[str, Any]
+) -> dict[str, Any]:
+    stack = Stack.start(data_dir, opts.log_dir / "indexing")
+    try:
+        report = ingest_beir(stack.indexer_addr, corpus, SCOPE, title_as_heading=True)
+    finally:
+        stack.stop()
+    chunks = report.counts["chunks_to_embed"]
+    chunks_per_s = chunks / report.seconds
+    return {
+        "documents": report.documents,
+        "chunks": chunks,
+        "seconds": report.seconds,
+        "docs_per_s": round(report.documents / report.seconds, 2),
+        "chunks_per_s": round(chunks_per_s, 2),
+        "raw_encoder": raw,
+        "share": round(chunks_per_s / raw["chunks_per_s"], 3),
+    }
+
+
+def speed_only_reranker(opts: BenchOptions) -> tuple[Path, str]:
+    shape, name = (TINY, "tiny") if opts.smoke else (MINILM_L6, "minilm-l6")
+    path = ROOT / "bench" / "cache" / f"speed-only-cross-encoder-{name}"
+    if not (path / "config.json").is_file():
+        build_random_cross_encoder(path, shape, seed=0)
+    description = (
+        f"speed-only model: a BERT cross-encoder of {shape.num_layers} layers x "
+        f"{shape.hidden_size} wide with random weights (the size of ms-marco-MiniLM-L6-v2 "
+        "when 6 x 384), so its latency is real and its scores meaningless"
+    )
+    return path, description
+
+
+def measure_retrieve(opts: BenchOptions, queries: list[tuple[str, str]]) -> dict[str, Any]:
+    logs = opts.log_dir / "retrieve"
+    model_path, description = speed_only_reranker(opts)
+    reranker = Reranker.start(str(model_path), logs)
+    env = {"RAG_QUERY_CACHE_SIZE": "0", "RAG_RERANKER_ADDR": reranker.addr}
+    try:
+        stack = Stack.start(opts.data_dir, logs, env)
+    except BaseException:
+        reranker.stop()
+        raise
+    try:
+        ingest = ingest_beir(stack.indexer_addr, opts.dataset.corpus, SCOPE, title_as_heading=True)
+        stats = index_stats(stack.indexer_addr)
+        runs = load_levels(opts, stack.retriever_addr, queries)
+        deadlines = deadline_check(opts, stack.retriever_addr, queries)
+        profile = profile_retrieve(opts, stack, queries)
+        memory = {
+            "stack (Indexer + Retriever)": stack.process.memory(),
+            "reranker": reranker.process.memory(),
+        }
+    finally:
+        stack.stop()
+        reranker.stop()
+    plot = plot_latencies(
+        [(f"{mode}, c={r.concurrency}", r.latencies_ms) for mode, r in runs],
+        opts.out_dir / "latency.png",
+        f"Retrieve on {opts.dataset.name}: latency per request",
+    )
+    return {
+        "index": {
+            "documents": int(stats["documents"]),
+            "chunks": int(stats["chunks"]),
+            "reused": ingest.reused,
+            "ingest_seconds": ingest.seconds,
+        },
+        "reranker": {
+            "loaded": reranker.loaded,
+            "reason": reranker.reason,
+            "description": description,
+        },
+        "retrieve": [retrieve_row(mode, r) for mode, r in runs],
+        "deadline_check": deadlines,
+        "memory": memory,
+        "profile": profile,
+        "plot": plot.name,
+    }
+
+
+def request_factory(disable_rerank: bool) -> Any:
+    def make(text: str) -> pb.RetrieveRequest:
+        return pb.RetrieveRequest(
+            query=text, filter=pb.ScopeFilter(scope_id=SCOPE), disable_rerank=disable_rerank
+        )
+
+    return make
+
+
+def load_levels(
+    opts: BenchOptions, addr: str, queries: list[tuple[str, str]]
+) -> list[tuple[str, LoadResult]]:
+    runs = []
+    for mode, disable_rerank in MODES.items():
+        count = opts.requests if disable_rerank else opts.rerank_requests
+        make = request_factory(disable_rerank)
+        for concurrency in CONCURRENCY:
+            batch = _cycle(queries, count)
+            run_load(addr, batch[: concurrency * 2], make, concurrency=concurrency)  # warm-up
+            runs.append((mode, run_load(addr, batch, make, concurrency=concurrency)))
+            print(f"{mode} c={concurrency}: {latency_summary(runs[-1][1].latencies_ms)}")
+    return runs
+
+
+def _cycle(queries: list[tuple[str, str]], count: int) -> list[tuple[str, str]]:
+    return [queries[i % len(queries)] for i in range(count)]
+
+
+def retrieve_row(mode: str, run: LoadResult) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "mode": mode,
+        "concurrency": run.concurrency,
+        "latency": latency_summary(run.latencies_ms),
+        "throughput_rps": run.throughput_rps,
+        "errors": run.errors,
+    }
+    if mode == "rerank":
+        row["rerank"] = rerank_outcomes(run)
+    return row
+
+
+def rerank_outcomes(run: LoadResult) -> dict[str, Any]:
+    outcomes = [a.response.rerank for a in run.answers if a.response is not None]
+    count = max(len(outcomes), 1)
+    reasons = Counter(o.reason.split(":")[0] for o in outcomes if o.reason)
+    return {
+        "used": sum(o.used for o in outcomes),
+        "fallback": sum(o.fallback for o in outcomes),
+        "mean_candidates": sum(o.candidates for o in outcomes) / count,
+        "mean_reranked": sum(o.reranked for o in outcomes) / count,
+        "mean_rerank_ms": round(sum(o.latency_ms for o in outcomes) / count, 2),
+        "reasons": dict(reasons.most_common(4)),
+    }
+
+
+def deadline_check(
+    opts: BenchOptions, addr: str, queries: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """Reranking on, one caller, deadlines shorter than the rerank budget."""
+    checks = []
+    make = request_factory(False)
+    for deadline_ms in opts.deadlines_ms:
+        run = run_load(
+            addr, _cycle(queries, opts.rerank_requests // 2), make, timeout_s=deadline_ms / 1000
+        )
+        answered = [a for a in run.answers if a.response is not None]
+        checks.append(
+            {
+                "deadline_ms": deadline_ms,
+                "requests": len(run.answers),
+                "ok": len(answered),
+                "deadline_exceeded": run.errors.get("DEADLINE_EXCEEDED", 0),
+                "other_errors": {k: v for k, v in run.errors.items() if k != "DEADLINE_EXCEEDED"},
+                "late": sum(a.latency_ms > deadline_ms for a in answered),
+                "latency": latency_summary([a.latency_ms for a in run.answers]),
+                "reranked_mean": round(rerank_outcomes(run)["mean_reranked"], 2),
+            }
+        )
+    return checks
+
+
+def profile_retrieve(
+    opts: BenchOptions, stack: Stack, queries: list[tuple[str, str]]
+) -> dict[str, Any]:
+    if opts.smoke:
+        return {"not_measured": "smoke run"}
+    if reason := Sampler.available():
+        return {"not_measured": reason}
+    make = request_factory(True)
+    batch = _cycle(queries, opts.requests)
+    sampler = Sampler(stack.process.pid, 20, opts.log_dir / "py-spy.txt")
+    sampler.start()
+    while sampler.proc is not None and sampler.proc.poll() is None:
+        run_load(stack.retriever_addr, batch[:50], make)
+    return sampler.finish()
+
+
+def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = {(r["mode"], r["concurrency"]): r for r in result["retrieve"]}
+    p50 = rows[("no rerank", 1)]["latency"]["p50_ms"]
+    c16 = rows[("no rerank", 16)]["throughput_rps"]
+    bound = result["embedding"]["bound_qps"]
+    late = sum(d["late"] + d["deadline_exceeded"] for d in result["deadline_check"])
+    late += sum(rows[("rerank", c)]["errors"].get("DEADLINE_EXCEEDED", 0) for c in CONCURRENCY)
+    return [
+        RETRIEVE_P50.assess(p50),
+        RETRIEVE_P50_ONNX.assess(None, "the Retriever has no ONNX query-embedding path yet"),
+        THROUGHPUT_SHARE.assess(
+            round(c16 / bound, 3),
+            f"{c16} requests/s vs {bound} queries/s embedded one at a time by the model alone",
+        ),
+        INDEXING_SHARE.assess(result["indexing"]["share"], "chunks/s vs raw encoder chunks/s"),
+        RERANK_LATE.assess(late, "late answers + DEADLINE_EXCEEDED, speed-only reranker"),
+    ]
+
+
+def parse_args(argv: list[str]) -> BenchOptions:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--dataset", type=Path, default=SHARED_DATASETS / "scifact")
+    p.add_argument("--smoke", action="store_true", help="tiny dataset and reranker")
+    p.add_argument("--out", type=Path, help="results folder (default bench/results)")
+    p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
+    p.add_argument("--data-dir", type=Path, help="index folder (default: the eval index)")
+    p.add_argument("--index-docs", type=int, default=1000, help="documents in the indexing sample")
+    p.add_argument("--requests", type=int, default=300, help="per level, without reranking")
+    p.add_argument("--rerank-requests", type=int, default=120, help="per level, with reranking")
+    args = p.parse_args(argv)
+    dataset = BeirDataset(args.dataset)
+    dataset.check()
+    out_dir = args.out or (SCRATCH_DIR / "smoke" if args.smoke else RESULTS_DIR)
+    if args.smoke:
+        dataset = BeirDataset(
+            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40)
+        )
+    return BenchOptions(
+        dataset=dataset,
+        out_dir=out_dir,
+        docs_path=args.docs or (out_dir / "benchmarks.md" if args.smoke else BENCHMARKS_MD),
+        # The index bench.eval builds (same corpus, scope and loader options): reused.
+        data_dir=args.data_dir or (out_dir / "data" if args.smoke else EVAL_DATA) / dataset.name,
+        index_docs=10 if args.smoke else args.index_docs,
+        requests=16 if args.smoke else args.requests,
+        rerank_requests=16 if args.smoke else args.rerank_requests,
+        deadlines_ms=(50, 100, 200),
+        smoke=args.smoke,
+        log_dir=(out_dir if args.smoke else SCRATCH_DIR) / "logs" / "bench",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""What the embedding model alone can do on this machine: the bounds the
+service figures are compared with. Measured in the benchmark process while
+no service runs, with the project's own `Embedder` (the same
+sentence-transformers call the services make, minus gRPC and the stores)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.harness import latency_summary
+from services.common.embedding import Embedder, EmbedderConfig
+from services.common.models import Chunk, Document
+from services.indexer.chunking import Chunker, ChunkingParams
+from services.indexer.loaders import load_beir_jsonl, normalize_body
+from services.indexer.pipeline import embedding_text
+from services.indexer.settings import IndexerSettings
+
+QUERY_BATCH = 16
+WARM_UP_QUERIES = 20
+
+
+def load_embedder() -> Embedder:
+    settings = IndexerSettings()
+    return Embedder(
+        EmbedderConfig(
+            model=settings.embedding_model,
+            batch_size=settings.embedding_batch_size,
+            query_cache_size=0,
+        )
+    )
+
+
+def query_embedding(embedder: Embedder, queries: Sequence[str]) -> dict[str, Any]:
+    """Per-query time, one query at a time (what one Retrieve pays), and the
+    throughput of that loop and of batches of QUERY_BATCH queries."""
+    for text in queries[:WARM_UP_QUERIES]:  # first calls per input length are slow
+        embedder.embed_documents([text])
+    times = []
+    started = time.perf_counter()
+    for text in queries:
+        one = time.perf_counter()
+        embedder.embed_documents([text])
+        times.append((time.perf_counter() - one) * 1000)
+    sequential_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for i in range(0, len(queries), QUERY_BATCH):
+        embedder.embed_documents(list(queries[i : i + QUERY_BATCH]))
+    batched_s = time.perf_counter() - started
+    return {
+        "queries": len(queries),
+        "query_ms": latency_summary(times),
+        "bound_qps": round(len(queries) / sequential_s, 2),
+        "batch": QUERY_BATCH,
+        "batched_qps": round(len(queries) / batched_s, 2),
+    }
+
+
+def chunk_texts(corpus: Path, *, title_as_heading: bool) -> tuple[int, list[str]]:
+    """(documents, texts the Indexer embeds for them): same loader, chunker
+    settings and `embedding_text` as the Indexer, so the raw encoder sees
+    exactly what indexing embeds."""
+    settings = IndexerSettings()
+    chunker = Chunker(
+        ChunkingParams(
+            target_chars=settings.chunk_target_chars,
+            overlap_chars=settings.chunk_overlap_chars,
+            max_slack_chars=settings.chunk_max_slack_chars,
+        )
+    )
+    docs = [
+        d
+        for d in load_beir_jsonl(corpus, scope_id="bench", title_as_heading=title_as_heading)
+        if isinstance(d, Document)
+    ]
+    texts = []
+    for doc in docs:
+        for position, span in enumerate(chunker.split(normalize_body(doc))):
+            chunk = Chunk("", doc.doc_id, position, span.text, "", heading_path=span.heading_path)
+            texts.append(embedding_text(chunk))
+    return len(docs), texts
+
+
+def raw_encoder(embedder: Embedder, documents: int, texts: list[str]) -> dict[str, Any]:
+    embedder.embed_documents(texts[:8])
+    started = time.perf_counter()
+    embedder.embed_documents(texts)
+    seconds = time.perf_counter() - started
+    return {
+        "documents": documents,
+        "chunks": len(texts),
+        "seconds": round(seconds, 2),
+        "docs_per_s": round(documents / seconds, 2),
+        "chunks_per_s": round(len(texts) / seconds, 2),
+    }

