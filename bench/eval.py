@@ -59,6 +59,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "hybrid+rerank": {"disable_rerank": False},
 }
 SCOPE = "eval"
+BOOST_FIELDS = ("title", "heading_path", "text")
+BOOST_VARIABLES = ("RAG_LEXICAL_TITLE_BOOST", "RAG_LEXICAL_HEADING_BOOST", "RAG_LEXICAL_TEXT_BOOST")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class EvalOptions:
     stack_env: dict[str, str]
     log_dir: Path
     weights: tuple[float, float] | None = None  # (vector, lexical); None: server default
+    configs: tuple[str, ...] = tuple(CONFIGS)
+    fit: dict[str, Any] | None = None  # bench.fit's record, when its settings are used
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         **record,
         **measured,
         "peer": peer,
+        "fit": fit_summary(opts.fit),
     }
     result["targets"] = assess(result)
     split = "" if opts.dataset.split == "test" else f"-{opts.dataset.split}"
@@ -101,12 +106,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_project(opts: EvalOptions) -> dict[str, Any]:
-    logs = opts.log_dir
-    reranker = Reranker.start(opts.rerank_model, logs)
-    if not reranker.loaded:
-        reranker.stop()
-    env = {**opts.stack_env, "RAG_RERANKER_ADDR": reranker.addr if reranker.loaded else ""}
-    stack = Stack.start(opts.data_dir, logs, env)
+    reranker = start_reranker(opts)
+    serving = reranker.addr if reranker is not None and reranker.loaded else ""
+    env = {**opts.stack_env, "RAG_RERANKER_ADDR": serving}
+    stack = Stack.start(opts.data_dir, opts.log_dir, env)
     try:
         ingest = ingest_beir(
             stack.indexer_addr,
@@ -118,19 +121,32 @@ def measure_project(opts: EvalOptions) -> dict[str, Any]:
         configs, not_measured = evaluate_configs(opts, stack.retriever_addr, reranker)
     finally:
         stack.stop()
-        reranker.stop()
+        if reranker is not None:
+            reranker.stop()
     return {
         "queries": len(opts.dataset.queries()),
         "chunking": chunking_section(opts, stats),
-        "index": index_section(ingest, stats),
+        "index": index_section(ingest, opts.dataset.qrels()),
         "request": request_section(opts),
         "configs": configs,
         "not_measured": not_measured,
     }
 
 
+def start_reranker(opts: EvalOptions) -> Reranker | None:
+    """The Reranker with the configured model when "hybrid+rerank" is asked
+    for; one whose model cannot be loaded is stopped at once (it keeps its
+    reason, which the results report)."""
+    if "hybrid+rerank" not in opts.configs:
+        return None
+    reranker = Reranker.start(opts.rerank_model, opts.log_dir)
+    if not reranker.loaded:
+        reranker.stop()
+    return reranker
+
+
 def evaluate_configs(
-    opts: EvalOptions, addr: str, reranker: Reranker
+    opts: EvalOptions, addr: str, reranker: Reranker | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     queries = list(opts.dataset.queries().items())
     qrels = opts.dataset.qrels()
@@ -139,7 +155,9 @@ def evaluate_configs(
     warm_up = queries[:1]
     vector_weight, lexical_weight = opts.weights or (0.0, 0.0)
     for name, shape in CONFIGS.items():
-        if name == "hybrid+rerank" and not reranker.loaded:
+        if name not in opts.configs:
+            continue
+        if name == "hybrid+rerank" and reranker is not None and not reranker.loaded:
             not_measured[name] = f"no cross-encoder loadable ({reranker.model}): {reranker.reason}"
             continue
 
@@ -175,6 +193,22 @@ def score_config(answers: list[Answer], qrels: Qrels, errors: dict[str, int]) ->
     }
 
 
+def fit_summary(fit: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Which train-split fit chose the settings used here, and its grid."""
+    if fit is None:
+        return None
+    keys = ("command", "date", "git_revision", "split", "objective", "chosen")
+    grid = [
+        {
+            "lexical_boosts": point["lexical_boosts"],
+            "lexical_ndcg@10": point["lexical"]["ndcg@10"],
+            "hybrid_ndcg@10": point["hybrid"]["ndcg@10"],
+        }
+        for point in fit["grid"]
+    ]
+    return {**{k: fit[k] for k in keys}, "grid": grid}
+
+
 def chunking_section(opts: EvalOptions, stats: dict[str, Any]) -> dict[str, Any]:
     return {
         **stats["chunking"],
@@ -187,13 +221,16 @@ def chunking_section(opts: EvalOptions, stats: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def index_section(ingest: IngestReport, stats: dict[str, Any]) -> dict[str, Any]:
-    """How this run's ingest went: a reused index wrote nothing."""
+def index_section(ingest: IngestReport, qrels: Qrels) -> dict[str, Any]:
+    """How this run's ingest went (a reused index wrote nothing), and which
+    documents the Indexer refused, with how many judgments point at them."""
+    refused = {line.split(":", 1)[0]: line for line in ingest.rejected}
     section: dict[str, Any] = {
         "reused": ingest.reused,
         "seconds": ingest.seconds,
         "counts": ingest.counts,
-        "rejected": len(ingest.rejected),
+        "rejected": sorted(refused.values()),
+        "judgments_on_rejected": sum(doc in refused for docs in qrels.values() for doc in docs),
     }
     if not ingest.reused and ingest.seconds > 0:
         section["docs_per_s"] = round(ingest.documents / ingest.seconds, 2)
@@ -271,6 +308,11 @@ def parse_args(argv: list[str]) -> EvalOptions:
     p.add_argument("--no-peer", dest="peer", action="store_false")
     p.add_argument("--rrf-k", type=int, help="server RRF k (fit on train only)")
     p.add_argument("--weights", help="VECTOR,LEXICAL channel weights (fit on train only)")
+    p.add_argument(
+        "--lexical-boosts", help="TITLE,HEADING,TEXT BM25 field boosts (fit on train only)"
+    )
+    p.add_argument("--configs", help=f"comma-separated subset of {','.join(CONFIGS)}")
+    p.add_argument("--no-fit", action="store_true", help="ignore bench/results/<dataset>-fit.json")
     args = p.parse_args(argv)
     return _options(args)
 
@@ -299,6 +341,11 @@ def _options(args: argparse.Namespace) -> EvalOptions:
     }
     if args.rrf_k:
         env["RAG_RRF_K"] = str(args.rrf_k)
+    fit = None if args.no_fit or args.lexical_boosts else load_fit(dataset.name)
+    boosts = args.lexical_boosts.split(",") if args.lexical_boosts else []
+    if fit is not None:
+        boosts = [f"{fit['chosen']['lexical_boosts'][field]:g}" for field in BOOST_FIELDS]
+    env.update(zip(BOOST_VARIABLES, boosts, strict=False))
     return EvalOptions(
         dataset=dataset,
         out_dir=out_dir,
@@ -312,7 +359,19 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         stack_env=env,
         log_dir=(out_dir if scratch else SCRATCH_DIR) / "logs" / "eval",
         weights=_weights(args.weights),
+        configs=tuple(args.configs.split(",")) if args.configs else tuple(CONFIGS),
+        fit=fit,
     )
+
+
+def fit_file(dataset_name: str) -> Path:
+    """Where `bench.fit` records the settings it fitted on the train split."""
+    return RESULTS_DIR / f"{dataset_name}-fit.json"
+
+
+def load_fit(dataset_name: str) -> dict[str, Any] | None:
+    path = fit_file(dataset_name)
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _weights(text: str | None) -> tuple[float, float] | None:

@@ -39,7 +39,8 @@ class Target:
 def _amount(gap: float, target: Target) -> str:
     if not target.threshold:
         return f"{gap:.4g}{target.unit}"
-    return f"{gap:.4g}{target.unit} ({gap / target.threshold * 100:.0f}% of the target)"
+    relative = gap / target.threshold * 100
+    return f"{gap:.4g}{target.unit} ({relative:.{1 if relative < 10 else 0}f}% of the target)"
 
 
 HYBRID_NDCG = Target("hybrid nDCG@10 through Retrieve, SciFact test", 0.72, "at_least")

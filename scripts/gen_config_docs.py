@@ -40,7 +40,11 @@ def env_names(cls: type[BaseSettings], own_only: bool = False) -> dict[str, Any]
     inherited: set[str] = set()
     if own_only:
         for base in cls.__mro__[1:]:
-            if isinstance(base, type) and issubclass(base, BaseSettings) and base is not BaseSettings:
+            if (
+                isinstance(base, type)
+                and issubclass(base, BaseSettings)
+                and base is not BaseSettings
+            ):
                 inherited |= set(base.model_fields)
     names = {}
     for field, info in cls.model_fields.items():

@@ -107,7 +107,8 @@ def usage() -> str:
 The stack is up. Try it:
 
   {grpcurl} -plaintext localhost:{PORTS["retriever"]} list
-  {grpcurl} -plaintext -d '{request}' localhost:{PORTS["retriever"]} rag.retriever.v1.Retriever/Retrieve
+  {grpcurl} -plaintext -d '{request}' \\
+       localhost:{PORTS["retriever"]} rag.retriever.v1.Retriever/Retrieve
   {grpcurl} -plaintext localhost:{PORTS["indexer"]} rag.indexer.v1.Indexer/Stats
   curl -s -X POST localhost:{PORTS["gateway"]}/v1/search -H 'content-type: application/json' \\
        -H 'origin: http://localhost:8080' -d '{body}'

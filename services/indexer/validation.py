@@ -39,8 +39,12 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
         )
     _validate_locale(doc.locale, limits)
     _validate_metadata(doc.metadata, limits)
-    if "\x00" in doc.text or "\ufffd" in doc.text:
-        raise InvalidArgument("text: contains NUL or undecodable bytes (U+FFFD)")
+    # Text arrives already decoded (protobuf strings are valid UTF-8; the file
+    # loaders decode strictly), so U+FFFD here is a real character of the
+    # source, not a decoding failure. NUL is refused: it never belongs in a
+    # document body and usually means binary content was sent as text.
+    if "\x00" in doc.text:
+        raise InvalidArgument("text: contains NUL characters")
 
 
 def _validate_locale(locale: str, limits: DocumentLimits) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from services.common.cpu import prefer_passive_waits
 from services.common.errors import ConfigError
 from services.common.logging import configure_logging
 from services.common.server import run_until_signal
@@ -17,7 +18,9 @@ from services.reranker.settings import RerankerSettings
 
 
 async def serve(settings: RerankerSettings) -> None:
-    # Imported here so a settings error is reported before torch loads.
+    # Imported here so a settings error is reported before torch loads, and
+    # after the threading policy is set (torch reads it on import).
+    prefer_passive_waits()
     from services.reranker.app import RerankerApp
 
     app = RerankerApp(settings)

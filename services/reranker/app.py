@@ -28,6 +28,7 @@ def scorer_from_settings(settings: RerankerSettings) -> CrossEncoderScorer:
         device=settings.rerank_device,
         activation=settings.rerank_activation,
         threads=settings.rerank_threads,
+        onnx_spin=settings.rerank_onnx_spin,
         cache_dir=settings.rerank_cache_dir,
     )
 
@@ -59,6 +60,8 @@ class RerankerApp:
             **self.scorer.describe(),
             max_passages=self.settings.rerank_max_passages,
             max_passage_chars=self.settings.rerank_max_passage_chars,
+            threads=self.settings.rerank_threads,
+            onnx_spin=self.settings.rerank_onnx_spin,
         )
         return port
 

@@ -105,6 +105,7 @@ class CrossEncoderScorer:
         device: str = "cpu",
         activation: Activation = "none",
         threads: int = 0,
+        onnx_spin: bool = False,
         cache_dir: Path | None = None,
         planner: BatchPlanner | None = None,
     ) -> None:
@@ -115,6 +116,7 @@ class CrossEncoderScorer:
         self.device = device
         self.activation = activation
         self.threads = threads
+        self.onnx_spin = onnx_spin
         self.cache_dir = cache_dir or default_data_dir() / "reranker"
         self.planner = planner or BatchPlanner(max_length, batch_size)
         self._backend: ScoringBackend | None = None
@@ -201,6 +203,7 @@ class CrossEncoderScorer:
             self.cache_dir,
             quantize=self.backend == "onnx-int8",
             threads=self.threads,
+            spin=self.onnx_spin,
         )
 
     def warm_up(self) -> None:

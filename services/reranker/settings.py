@@ -38,6 +38,9 @@ class RerankerSettings(BaseServiceSettings):
         15.0, ge=0, le=10_000, description="kept free before the RPC deadline for the reply"
     )
     rerank_threads: int = Field(0, ge=0, le=256, description="compute threads (0: library default)")
+    rerank_onnx_spin: bool = Field(
+        False, description="ONNX threads spin while idle: faster alone, slower on shared cores"
+    )
     rerank_workers: int = Field(8, ge=1, le=256, description="requests scoring at once")
     rerank_cache_dir: Path = Field(
         default_factory=lambda: default_data_dir() / "reranker",

@@ -167,7 +167,7 @@ def test_bad_documents_are_rejected_alone(pipeline: IndexingPipeline) -> None:
     errors = [p.error for p in report.plans]
     assert states(report)[:5] == [DocState.REJECTED] * 5
     assert "doc_id" in errors[0] and "512" in errors[1] and "text" in errors[2]
-    assert "locale" in errors[3] and "undecodable" in errors[4]
+    assert "locale" in errors[3] and "NUL" in errors[4]
     assert states(report)[5] is DocState.ADDED
     assert states(report)[6] is DocState.REJECTED and "twice" in errors[6]
     assert pipeline.manifest.count() == 1

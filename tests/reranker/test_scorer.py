@@ -197,3 +197,24 @@ class TestInputLimits:
     def test_bad_requests_are_invalid(self, query: str, texts: list[str], message: str) -> None:
         with pytest.raises(InvalidArgument, match=message):
             self.limits.clean(query, texts)
+
+
+def test_a_short_request_is_not_stuck_behind_a_long_one(small_scorer: SpiedScorer) -> None:
+    """Batches of concurrent requests interleave: a 2-passage call that starts
+    while a 100-passage call runs finishes long before it."""
+    finished: dict[str, float] = {}
+
+    def run(name: str, count: int) -> None:
+        small_scorer.score(QUERY, passages(count, chars=800))
+        finished[name] = time.monotonic()
+
+    long = threading.Thread(target=run, args=("long", 100))
+    small_scorer.spy.batches.clear()
+    long.start()
+    while not small_scorer.spy.batches:  # the long call has scored its first batch
+        time.sleep(0.001)
+    short = threading.Thread(target=run, args=("short", SMALL_BATCH))
+    short.start()
+    short.join(timeout=120)
+    long.join(timeout=120)
+    assert finished["short"] < finished["long"]

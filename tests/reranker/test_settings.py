@@ -33,12 +33,14 @@ def test_variables_read_naturally(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAG_RERANK_BACKEND", "onnx-int8")
     monkeypatch.setenv("RAG_RERANK_ACTIVATION", "sigmoid")
     monkeypatch.setenv("RAG_RERANK_BATCH_SIZE", "4")
+    monkeypatch.setenv("RAG_RERANK_ONNX_SPIN", "true")
     settings = load_settings(RerankerSettings)
     assert settings.reranker_port == 6000
     assert settings.rerank_model == "/models/my-cross-encoder"
     assert settings.rerank_backend == "onnx-int8"
     assert settings.rerank_activation == "sigmoid"
     assert settings.rerank_batch_size == 4
+    assert settings.rerank_onnx_spin is True
 
 
 @pytest.mark.parametrize(

@@ -22,11 +22,18 @@ pytestmark = pytest.mark.integration
 QUERY = "what should clients do after status 429"
 
 
-def start_with_reranker(root: Path, embedder: Embedder, model: str) -> tuple[BackgroundStack, RerankerApp]:
+def start_with_reranker(
+    root: Path, embedder: Embedder, model: str
+) -> tuple[BackgroundStack, RerankerApp]:
     port = free_port()
     stack = BackgroundStack(root / "data", embedder, reranker_addr=f"127.0.0.1:{port}").start()
-    settings = RerankerSettings(host="127.0.0.1", reranker_port=port, rerank_model=model,
-                                rerank_cache_dir=root / "cache", log_json=False)
+    settings = RerankerSettings(
+        host="127.0.0.1",
+        reranker_port=port,
+        rerank_model=model,
+        rerank_cache_dir=root / "cache",
+        log_json=False,
+    )
 
     async def boot() -> RerankerApp:
         app = RerankerApp(settings)  # grpc.aio objects belong to the loop that serves them

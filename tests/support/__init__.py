@@ -1,1 +1,1 @@
-"""Shared helpers for tests (model builders)."""
+"""Shared helpers for tests: the test corpus, the background stack, model builders."""
