@@ -57,9 +57,26 @@ class Sampler:
         return summarise(self.output.read_text(), self.seconds)
 
 
+# Where a sample's time goes: the first category whose marker occurs in its
+# stack (innermost-first markers come first), so the shares add up to 1.
+CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("query embedding: tokenizer", ("_encode_plus", "tokenization_utils")),
+    ("query embedding: model forward", ("BaseModel.forward",)),
+    ("query embedding: sentence-transformers around it", ("SentenceTransformer.encode",)),
+    ("vector search (Qdrant Edge)", ("EdgeVectorStore.search",)),
+    ("BM25 search (tantivy)", ("TantivyLexicalStore.search",)),
+    ("fusion, per-document cap, evidence", ("retriever/fusion.py", "retriever/evidence.py")),
+    ("servicer: proto conversion", ("retriever/servicer.py",)),
+    ("event loop waiting for I/O", ("EpollSelector.select",)),
+    ("event loop and gRPC, other", ("asyncio/", "grpc")),
+    ("idle worker threads", ("_worker (concurrent/futures/thread.py",)),
+)
+
+
 def summarise(collapsed: str, seconds: float) -> dict[str, Any]:
-    """Inclusive share of samples per frame (function and file, lines merged)."""
+    """Exclusive shares per category, and inclusive shares of the top frames."""
     inclusive: Counter[str] = Counter()
+    categories: Counter[str] = Counter()
     total = 0
     for line in collapsed.splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -67,14 +84,28 @@ def summarise(collapsed: str, seconds: float) -> dict[str, Any]:
             continue
         count = int(count_text)
         total += count
-        frames = {_frame_name(f) for f in stack.split(";")[1:]}  # [0] is the thread
-        for frame in frames:
+        categories[_category(stack)] += count
+        for frame in {_frame_name(f) for f in stack.split(";")[1:]}:  # [0] is the thread
             inclusive[frame] += count
-    top = [
-        {"frame": frame, "share": round(n / total, 3)}
-        for frame, n in inclusive.most_common(TOP_FRAMES)
-    ]
-    return {"samples": total, "seconds": seconds, "top": top}
+    total = max(total, 1)
+    return {
+        "samples": total,
+        "seconds": seconds,
+        "breakdown": [
+            {"category": name, "share": round(n / total, 3)} for name, n in categories.most_common()
+        ],
+        "top": [
+            {"frame": frame, "share": round(n / total, 3)}
+            for frame, n in inclusive.most_common(TOP_FRAMES)
+        ],
+    }
+
+
+def _category(stack: str) -> str:
+    for name, markers in CATEGORIES:
+        if any(marker in stack for marker in markers):
+            return name
+    return "other"
 
 
 def _frame_name(frame: str) -> str:

@@ -356,12 +356,13 @@ def profile_section(bench: dict[str, Any]) -> str:
         return ""
     if "not_measured" in profile:
         return f"### Where the time goes\n\nNot profiled: {profile['not_measured']}\n"
-    rows = [(p["frame"], p["share"]) for p in profile["top"]]
+    rows = [(p["category"], p["share"]) for p in profile.get("breakdown", [])]
     return "\n".join(
         [
             "### Where the time goes (py-spy, stack process, concurrency 1, no reranking)\n",
-            f"{profile['samples']} samples over {profile['seconds']} s; share of samples whose "
-            "stack contains the frame (a sample counts for every frame on its stack).\n",
-            table(("frame", "share of samples"), rows),
+            f"{profile['samples']} samples of the stack process's threads over "
+            f"{profile['seconds']} s while one client sent requests back to back; each sample "
+            "is counted once, in the first category its stack matches.\n",
+            table(("where", "share of samples"), rows),
         ]
     )
