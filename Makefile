@@ -8,6 +8,8 @@ STAMP  := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
+
+.PHONY: bench-gateway
 .PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-smoke bench bench-smoke bench-env clean
 
 install: $(STAMP)
@@ -61,6 +63,9 @@ eval-smoke: install
 
 bench: install bench-env
 	$(BIN)/python -m bench.bench
+
+bench-gateway: install
+	$(BIN)/python -m bench.gateway_load --duration 45
 
 bench-smoke: install
 	$(BIN)/python -m bench.bench --smoke

@@ -444,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print_table(result)
+    from bench.report import write_report
+
+    write_report(RESULTS.parent, ROOT / "docs" / "benchmarks.md")
     return 0 if result["ok"] else 1
 
 

@@ -37,6 +37,11 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
     parts += [quality_section(r) for r in evals]
     if bench is not None:
         parts.append(speed_section(bench, results_dir, docs_path))
+    gateway_file = results_dir / "gateway_load.json"
+    if gateway_file.is_file():
+        from bench.report_gateway import gateway_section  # imports `table` from here
+
+        parts.append(gateway_section(json.loads(gateway_file.read_text())))
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text("\n".join(parts).rstrip() + "\n")
     return docs_path
