@@ -41,7 +41,8 @@ def gateway_section(result: dict[str, Any]) -> str:
             "figures are the gateway's own cost (gates, JSON, gRPC hop), not search.",
             "",
             table(("outcome", "requests", "p50 ms", "p95 ms", "p99 ms", "max ms"), rows),
-            f"Throughput {result['throughput_rps']} requests/s ({result['allowed_rps']} allowed/s); "
+            f"Throughput {result['throughput_rps']} requests/s "
+            f"({result['allowed_rps']} allowed/s); "
             f"HTTP statuses {result['by_status']}; unexpected 5xx: {verdict}; transport errors: "
             f"{result.get('transport_errors', 0)}; gateway CPU "
             f"{cpu.get('gateway_cpu_ms_per_request', '?')} ms per request.",
