@@ -15,6 +15,13 @@ def test_configuration_doc_is_current() -> None:
 
 def test_well_known_variables_are_documented() -> None:
     names = all_env_names()
-    for name in ["RAG_DATA_DIR", "QDRANT_URL", "OPENSEARCH_URL", "RAG_RETRIEVER_PORT",
-                 "RAG_RERANK_MODEL", "RAG_GATEWAY_PORT", "RAG_CHUNK_TARGET_CHARS"]:
+    for name in [
+        "RAG_DATA_DIR",
+        "QDRANT_URL",
+        "OPENSEARCH_URL",
+        "RAG_RETRIEVER_PORT",
+        "RAG_RERANK_MODEL",
+        "RAG_GATEWAY_PORT",
+        "RAG_CHUNK_TARGET_CHARS",
+    ]:
         assert name in names

@@ -55,6 +55,8 @@ KEYWORD_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", METADATA_TE
 # A piece with punctuation between word characters is an identifier
 # (`chunkSize=800`, `v1.2`): it also gets a phrase clause, as in tantivy_query.
 _IDENTIFIER = re.compile(r"\w[^\w\s]+\w")
+
+
 def index_template(index: str, shards: int, replicas: int) -> dict[str, Any]:
     text_field = {"type": "text", "analyzer": ANALYZER, "similarity": SIMILARITY}
     return {
@@ -100,9 +102,7 @@ def index_template(index: str, shards: int, replicas: int) -> dict[str, Any]:
     }
 
 
-def lexical_query(
-    text: str, boosts: Mapping[str, float] = FIELD_BOOSTS
-) -> dict[str, Any] | None:
+def lexical_query(text: str, boosts: Mapping[str, float] = FIELD_BOOSTS) -> dict[str, Any] | None:
     """The scoring part of a search: None when the text has no pieces at all.
 
     Every clause is a `should`, so per-field and per-phrase scores add up as
