@@ -26,9 +26,10 @@ from typing import Any, TextIO
 import grpc
 import numpy as np
 import psutil
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from services.common.healthcheck import wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -83,19 +84,7 @@ class ServiceProcess:
     def wait_health(self, addr: str, service: str = "", timeout_s: float = 180) -> bool:
         """True once `addr` reports SERVING; False if it answers but stays
         NOT_SERVING until the timeout. Raises if the process dies first."""
-        deadline = time.monotonic() + timeout_s
-        with grpc.insecure_channel(addr) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            while time.monotonic() < deadline:
-                self._raise_if_dead()
-                try:
-                    reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
-                    if reply.status == SERVING:
-                        return True
-                except grpc.RpcError:
-                    pass
-                time.sleep(0.25)
-        return False
+        return wait_until_serving(addr, service, timeout_s, check_alive=self._raise_if_dead)
 
     def _raise_if_dead(self) -> None:
         assert self.proc is not None

@@ -18,8 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from services.common.healthcheck import wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -51,19 +50,8 @@ def start(name: str, module: str, env: dict[str, str], logs: Path) -> subprocess
     )
 
 
-def wait_grpc_serving(port: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(f"localhost:{port}") as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return True
-            except grpc.RpcError:
-                pass
-            time.sleep(0.5)
-    return False
+def local(port: int) -> str:
+    return f"localhost:{port}"
 
 
 def wait_http_ok(url: str, timeout_s: float) -> bool:
@@ -153,7 +141,8 @@ def main() -> int:
     ]
     try:
         if not (
-            wait_grpc_serving(PORTS["indexer"], 180) and wait_grpc_serving(PORTS["retriever"], 60)
+            wait_until_serving(local(PORTS["indexer"]), timeout_s=180)
+            and wait_until_serving(local(PORTS["retriever"]), timeout_s=60)
         ):
             raise SystemExit(f"the stack did not become ready; see {logs}/stack.log")
         if not wait_http_ok(f"http://localhost:{PORTS['gateway']}/readyz", 60):

@@ -8,6 +8,8 @@ docker-compose file uses it); Kubernetes has native `grpc:` probes instead.
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -24,6 +26,26 @@ def is_serving(address: str, service: str = "", timeout_s: float = TIMEOUT_S) ->
         except grpc.RpcError:
             return False
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def wait_until_serving(
+    address: str,
+    service: str = "",
+    timeout_s: float = 120.0,
+    poll_s: float = 0.25,
+    check_alive: Callable[[], None] | None = None,
+) -> bool:
+    """Poll until `address` reports SERVING (True) or `timeout_s` passes
+    (False). `check_alive` may raise to stop early, e.g. when the process
+    that should be serving has died."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check_alive is not None:
+            check_alive()
+        if is_serving(address, service, timeout_s=min(2.0, max(deadline - time.monotonic(), 0.1))):
+            return True
+        time.sleep(poll_s)
+    return False
 
 
 def main(argv: list[str]) -> int:

@@ -6,15 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.common.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
@@ -33,19 +32,9 @@ def start(env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-def wait_serving(port: int, timeout_s: float = 120) -> int:
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    stub = health_pb2_grpc.HealthStub(channel)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-            if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                return int(reply.status)
-        except grpc.RpcError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"reranker on port {port} not SERVING after {timeout_s}s")
+def wait_serving(port: int, timeout_s: float = 120) -> None:
+    if not wait_until_serving(f"127.0.0.1:{port}", timeout_s=timeout_s, poll_s=0.2):
+        raise TimeoutError(f"reranker on port {port} not SERVING after {timeout_s}s")
 
 
 def test_invalid_setting_exits_2_naming_it() -> None:

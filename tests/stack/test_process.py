@@ -6,12 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.common.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration
@@ -73,13 +71,4 @@ def test_stack_process_serves_then_shuts_down_gracefully_on_sigterm(tmp_path) ->
 
 
 def wait_serving(port: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == 1:
-                    return True
-            except grpc.RpcError:
-                time.sleep(0.3)
-    return False
+    return wait_until_serving(f"127.0.0.1:{port}", timeout_s=timeout_s)
