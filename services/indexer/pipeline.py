@@ -4,7 +4,10 @@ Order of a real run: record pending chunk ids → embed and upsert changed
 chunks (vectors, then lexical rows) → payload updates → deletes → commit the
 manifest. Every store write is an idempotent upsert/delete by stable id, so a
 run killed anywhere and re-run converges to the same state; the manifest only
-records a document after both stores accepted it.
+records a document after both stores accepted it. Transient store errors are
+retried with backoff inside the server store adapters
+(services.common.stores.server_calls), once; a write that still fails ends
+the run, and the next run redoes it.
 """
 
 from __future__ import annotations
@@ -15,10 +18,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, TypeVar
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
-
 from services.common.embedding import Embedder
-from services.common.errors import StoreUnavailable
 from services.common.logging import get_logger
 from services.common.models import Chunk, Document
 from services.common.stores.base import LexicalStore, VectorStore
@@ -37,13 +37,6 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 4
-    initial_wait_s: float = 0.2
-    max_wait_s: float = 5.0
 
 
 @dataclass
@@ -80,7 +73,6 @@ class IndexingPipeline:
         manifest: Manifest,
         *,
         write_batch: int = 256,
-        retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self.planner = planner
         self.embedder = embedder
@@ -88,7 +80,6 @@ class IndexingPipeline:
         self.lexical = lexical
         self.manifest = manifest
         self.write_batch = write_batch
-        self.retry = retry
         self.manifest.set_meta("chunking", json.dumps(planner.chunker.params.as_dict()))
 
     def upsert(
@@ -139,12 +130,12 @@ class IndexingPipeline:
         self._write_new_chunks(plans, progress)
         updates = [u for p in plans for u in p.payload_updates]
         for batch in batched(updates, self.write_batch):
-            self._retry(self.vectors.update_payload, batch)
-            self._retry(self.lexical.update_payload, batch)
+            self.vectors.update_payload(batch)
+            self.lexical.update_payload(batch)
         deletes = [cid for p in plans for cid in p.to_delete]
         for ids in batched(deletes, self.write_batch):
-            self._retry(self.vectors.delete, ids)
-            self._retry(self.lexical.delete, ids)
+            self.vectors.delete(ids)
+            self.lexical.delete(ids)
         self._commit_manifest(plans)
 
     def _write_new_chunks(self, plans: list[DocumentPlan], progress: ProgressFn | None) -> None:
@@ -154,8 +145,8 @@ class IndexingPipeline:
         for plan_group in _group_by_chunk_budget(plans, self.write_batch):
             chunks = [c for p in plan_group for c in p.to_embed]
             vectors = self.embedder.embed_documents([embedding_text(c) for c in chunks])
-            self._retry(self.vectors.upsert, chunks, vectors.tolist())
-            self._retry(self.lexical.upsert, chunks)
+            self.vectors.upsert(chunks, vectors.tolist())
+            self.lexical.upsert(chunks)
             embedded += len(chunks)
             done_docs += len(plan_group)
             if progress:
@@ -170,20 +161,6 @@ class IndexingPipeline:
             self.manifest.put_many(kept)
         if removed:
             self.manifest.delete_many(removed)
-
-    def _retry(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Transient store errors (StoreUnavailable) are retried with
-        exponential backoff; anything else fails the run (and, since the
-        manifest is written last, a re-run redoes the work)."""
-        for attempt in Retrying(
-            stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential(multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s),
-            retry=retry_if_exception_type(StoreUnavailable),
-            reraise=True,
-        ):
-            with attempt:
-                return fn(*args)
-        return None
 
 
 def _group_by_chunk_budget(plans: list[DocumentPlan], budget: int) -> Iterator[list[DocumentPlan]]:
