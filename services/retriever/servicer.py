@@ -27,6 +27,8 @@ _STATUSES = {
     ChannelStatus.TIMEOUT: pb.CHANNEL_STATUS_TIMEOUT,
     ChannelStatus.SKIPPED: pb.CHANNEL_STATUS_SKIPPED,
 }
+_CHANNEL_OF_PROTO: dict[int, Channel] = {int(v): k for k, v in _CHANNELS.items()}
+_INTENT_OF_PROTO: dict[int, Intent] = {int(v): k for k, v in _INTENTS.items()}
 
 
 def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
@@ -51,16 +53,15 @@ def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
         min_vector_score=msg.min_vector_score,
         candidates_per_channel=msg.candidates_per_channel,
         channels=_channels(msg.channels),
-        intent={v: k for k, v in _INTENTS.items()}.get(msg.intent),
+        intent=_INTENT_OF_PROTO.get(msg.intent),
     )
 
 
 def _channels(requested: Sequence[int]) -> frozenset[Channel]:
-    by_proto: dict[int, Channel] = {int(v): k for k, v in _CHANNELS.items()}
-    unknown = [c for c in requested if c not in by_proto]
+    unknown = [c for c in requested if c not in _CHANNEL_OF_PROTO]
     if unknown:
         raise InvalidArgument(f"channels: unknown channel value(s) {unknown}")
-    return frozenset(by_proto[c] for c in requested) or frozenset(Channel)
+    return frozenset(_CHANNEL_OF_PROTO[c] for c in requested) or frozenset(Channel)
 
 
 def _weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
