@@ -56,3 +56,20 @@ def test_server_mode_goes_to_the_servers_and_reports_them_unreachable(tmp_path: 
     with pytest.raises(StoreUnavailable, match="opensearch manifest ensure index failed"):
         open_manifest(settings)
     assert list(tmp_path.iterdir()) == []  # nothing was created locally
+
+
+def test_lexical_field_boosts_from_settings_reach_the_embedded_store(tmp_path: Path) -> None:
+    settings = StoreSettings(
+        data_dir=tmp_path,
+        store_mode="embedded",
+        lexical_title_boost=0.05,
+        lexical_heading_boost=0.25,
+        lexical_text_boost=1.0,
+    )
+    vectors, lexical = open_stores(settings, 4)
+    try:
+        described = lexical.describe_query("snapshot restore")  # type: ignore[attr-defined]
+    finally:
+        vectors.close()
+        lexical.close()
+    assert "title^0.05" in described and "heading_path^0.25" in described
