@@ -111,6 +111,11 @@ def create_app(
         allow_same_origin=settings.gateway_allow_same_origin,
         allow_missing_origin=settings.gateway_allow_missing_origin,
     )
+    # Innermost first: an unexpected error becomes a JSON 500 *inside* the
+    # origin and request-id middlewares, so the browser can read it (CORS
+    # headers) and support can trace it (X-Request-Id). Starlette's own
+    # catch-all handler runs outside every user middleware and would drop both.
+    app.add_middleware(InternalErrorMiddleware)
     app.add_middleware(
         OriginMiddleware, policy=policy, on_reject=lambda s: metrics.observe("origin_rejected", s)
     )
@@ -224,14 +229,36 @@ def _add_error_handlers(app: FastAPI) -> None:
         error = ApiError(code, str(getattr(exc, "detail", "")) or code.value)
         return error_response(error, getattr(request.state, "request_id", ""))
 
-    async def unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unhandled_error", path=request.url.path)
-        error = ApiError(ErrorCode.INTERNAL, "internal error")
-        return error_response(error, getattr(request.state, "request_id", ""))
-
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, http_error)
-    app.add_exception_handler(Exception, unexpected)
+
+
+class InternalErrorMiddleware:
+    """Turns an unhandled exception into the API's JSON 500 (`internal`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("unhandled_error", path=scope.get("path", ""))
+            if started:  # too late for an error body: let the server drop the connection
+                raise
+            request_id = scope.get("state", {}).get("request_id", "")
+            error = ApiError(ErrorCode.INTERNAL, "internal error")
+            await error_response(error, request_id)(scope, receive, send)
 
 
 class RequestIdMiddleware:
