@@ -109,6 +109,9 @@ def quality_section(result: dict[str, Any]) -> str:
             peer_section(result),
             "### Quality targets\n",
             targets_table(result["targets"]),
+            "Levers measured on the train split to close a quality gap (fusion variants, "
+            "channel weights, depths, cosine floor, chunk sizes) and the noise of this test "
+            "split: [quality.md](quality.md).\n",
         ]
     )
 
