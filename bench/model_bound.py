@@ -13,6 +13,7 @@ from typing import Any
 from bench.harness import latency_summary
 from services.common.embedding import Embedder, EmbedderConfig
 from services.common.models import Chunk, Document
+from services.common.settings import default_data_dir
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.loaders import load_beir_jsonl, normalize_body
 from services.indexer.pipeline import embedding_text
@@ -23,12 +24,18 @@ WARM_UP_QUERIES = 20
 
 
 def load_embedder() -> Embedder:
+    """The services' embedder as configured (RAG_EMBEDDING_*), so the bounds
+    are those of the backend the stack runs."""
     settings = IndexerSettings()
     return Embedder(
         EmbedderConfig(
             model=settings.embedding_model,
             batch_size=settings.embedding_batch_size,
             query_cache_size=0,
+            backend=settings.embedding_backend,
+            onnx_cache_dir=settings.embedding_cache_dir or default_data_dir() / "models",
+            threads=settings.embedding_threads,
+            onnx_spin=settings.embedding_onnx_spin,
         )
     )
 
@@ -50,6 +57,7 @@ def query_embedding(embedder: Embedder, queries: Sequence[str]) -> dict[str, Any
         embedder.embed_documents(list(queries[i : i + QUERY_BATCH]))
     batched_s = time.perf_counter() - started
     return {
+        "backend": embedder.backend,
         "queries": len(queries),
         "query_ms": latency_summary(times),
         "bound_qps": round(len(queries) / sequential_s, 2),

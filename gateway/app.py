@@ -233,8 +233,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, http_error)
 
 
-class InternalErrorMiddleware:
-    """Turns an unhandled exception into the API's JSON 500 (`internal`)."""
+class _HttpMiddleware:
+    """ASGI middleware that acts on HTTP requests only (lifespan passes through)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -243,6 +243,16 @@ class InternalErrorMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class InternalErrorMiddleware(_HttpMiddleware):
+    """Turns an unhandled exception into the API's JSON 500 (`internal`)."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def tracking_send(message: Message) -> None:
@@ -261,17 +271,11 @@ class InternalErrorMiddleware:
             await error_response(error, request_id)(scope, receive, send)
 
 
-class RequestIdMiddleware:
+class RequestIdMiddleware(_HttpMiddleware):
     """Gives every request an id (the caller's X-Request-Id when well-formed),
     visible to handlers as `request.state.request_id` and echoed back."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         incoming = dict(scope.get("headers", [])).get(b"x-request-id", b"").decode("latin-1")
         request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex[:16]
         scope.setdefault("state", {})["request_id"] = request_id

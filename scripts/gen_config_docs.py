@@ -18,6 +18,7 @@ TARGET = ROOT / "docs" / "configuration.md"
 
 def settings_classes() -> list[tuple[str, type[BaseSettings]]]:
     from gateway.settings import GatewaySettings
+    from services.common.embedding_settings import EmbeddingSettings
     from services.common.settings import BaseServiceSettings
     from services.common.stores.settings import StoreSettings
     from services.indexer.settings import IndexerSettings
@@ -27,6 +28,7 @@ def settings_classes() -> list[tuple[str, type[BaseSettings]]]:
     return [
         ("Every gRPC service", BaseServiceSettings),
         ("Stores (Indexer and Retriever)", StoreSettings),
+        ("Embedding model (Indexer and Retriever)", EmbeddingSettings),
         ("Indexer", IndexerSettings),
         ("Retriever", RetrieverSettings),
         ("Reranker", RerankerSettings),

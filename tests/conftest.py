@@ -18,7 +18,8 @@ from tests.support.stack import BackgroundStack, free_port
 
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
-    return Embedder(EmbedderConfig())
+    # torch explicitly: the reference the ONNX path (the `auto` default) is checked against
+    return Embedder(EmbedderConfig(backend="torch"))
 
 
 @pytest.fixture(scope="session")

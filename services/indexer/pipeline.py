@@ -2,8 +2,9 @@
 
 Order of a real run: record pending chunk ids → embed and upsert changed
 chunks (vectors, then lexical rows) → payload updates → deletes → commit the
-manifest. Every store write is an idempotent upsert/delete by stable id, so a
-run killed anywhere and re-run converges to the same state; the manifest only
+manifest → let an embedded vector store build its search index if due.
+Every store write is an idempotent upsert/delete by stable id, so a run
+killed anywhere and re-run converges to the same state; the manifest only
 records a document after both stores accepted it. Transient store errors are
 retried with backoff inside the server store adapters
 (services.common.stores.server_calls), once; a write that still fails ends
@@ -13,6 +14,7 @@ the run, and the next run redoes it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -120,6 +122,7 @@ class IndexingPipeline:
         if not dry_run:
             self._apply(plans, progress)
             self.manifest.set_meta("last_run", json.dumps(report.counts.as_dict()))
+            self._optimize_vectors()
         log.info("index_run", dry_run=dry_run, **report.counts.as_dict())
         return report
 
@@ -137,6 +140,25 @@ class IndexingPipeline:
             self.vectors.delete(ids)
             self.lexical.delete(ids)
         self._commit_manifest(plans)
+
+    def _optimize_vectors(self) -> None:
+        """Embedded vector stores have no background optimizer: run theirs
+        after every real run (also one that changed nothing, so an index
+        written before the store had an HNSW index gets one). The engine
+        decides what is due and returns at once when nothing is; the data is
+        committed already, so a failure here is logged, not raised."""
+        optimize = getattr(self.vectors, "optimize", None)
+        if not callable(optimize):
+            return
+        started = time.perf_counter()
+        try:
+            changed = optimize()
+        except Exception as exc:
+            log.warning("vector_optimize_failed", store=self.vectors.name, error=str(exc))
+            return
+        if changed:
+            seconds = round(time.perf_counter() - started, 2)
+            log.info("vector_index_optimized", store=self.vectors.name, seconds=seconds)
 
     def _write_new_chunks(self, plans: list[DocumentPlan], progress: ProgressFn | None) -> None:
         total_docs = len(plans)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from services.common.embedding import PACKAGED_MODEL
-from services.common.settings import BaseServiceSettings
+from services.common.embedding_settings import EmbeddingSettings
 
 
-class IndexerSettings(BaseServiceSettings):
+class IndexerSettings(EmbeddingSettings):
     indexer_port: int = Field(50051, ge=0, le=65535, description="gRPC port of the Indexer")
-    embedding_model: str = Field(PACKAGED_MODEL, description="sentence-transformers name or path")
     embedding_batch_size: int = Field(64, ge=1, le=1024)
     chunk_target_chars: int = Field(800, ge=100, le=20000)
     chunk_overlap_chars: int = Field(200, ge=0, le=10000)

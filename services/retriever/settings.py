@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from services.common.embedding import PACKAGED_MODEL
-from services.common.settings import BaseServiceSettings
+from services.common.embedding_settings import EmbeddingSettings
 
 
-class RetrieverSettings(BaseServiceSettings):
+class RetrieverSettings(EmbeddingSettings):
     retriever_port: int = Field(50052, ge=0, le=65535, description="gRPC port of the Retriever")
     reranker_addr: str = Field("localhost:50053", description="host:port; empty disables reranking")
-    embedding_model: str = Field(PACKAGED_MODEL)
     query_cache_size: int = Field(1024, ge=0)
     query_cache_ttl_s: float = Field(300.0, ge=0)
+    query_max_batch: int = Field(
+        32,
+        ge=1,
+        le=256,
+        description="queries that arrive while the model is busy share its next forward pass, "
+        "at most this many (1: one pass per query)",
+    )
     max_query_chars: int = Field(1000, ge=16, le=100_000)
     default_top_k: int = Field(10, ge=1, le=100)
     max_top_k: int = Field(50, ge=1, le=1000)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from services.common.embedding import Embedder, EmbedderConfig
+from services.common.embedding_settings import EmbeddingSettings
 from services.common.errors import ConfigError
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
@@ -34,6 +36,8 @@ from services.retriever.servicer import RetrieverServicer
 from services.retriever.settings import RetrieverSettings
 
 log = get_logger(__name__)
+
+ONNX_CACHE_SUBDIR = "models"  # under RAG_DATA_DIR: ONNX exports of the embedding model
 
 
 @dataclass
@@ -56,14 +60,17 @@ class Runtime:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
+EMBEDDING_FIELDS = tuple(
+    name for name in EmbeddingSettings.model_fields if name not in BaseServiceSettings.model_fields
+)
+
+
 def embedder_config(
-    indexer: IndexerSettings | None, retriever: RetrieverSettings | None
+    indexer: IndexerSettings | None, retriever: RetrieverSettings | None, data_dir: Path
 ) -> EmbedderConfig:
-    if indexer and retriever and indexer.embedding_model != retriever.embedding_model:
-        raise ConfigError(
-            f"RAG_EMBEDDING_MODEL differs between indexer ({indexer.embedding_model!r}) and "
-            f"retriever ({retriever.embedding_model!r}); queries must use the index's model"
-        )
+    """One embedder serves both services: their embedding settings must agree."""
+    if indexer and retriever:
+        _check_same_embedding(indexer, retriever)
     source = indexer or retriever
     assert source is not None
     return EmbedderConfig(
@@ -71,7 +78,23 @@ def embedder_config(
         batch_size=indexer.embedding_batch_size if indexer else 64,
         query_cache_size=retriever.query_cache_size if retriever else 0,
         query_cache_ttl_s=retriever.query_cache_ttl_s if retriever else 0.0,
+        backend=source.embedding_backend,
+        onnx_cache_dir=source.embedding_cache_dir or data_dir / ONNX_CACHE_SUBDIR,
+        threads=source.embedding_threads,
+        onnx_spin=source.embedding_onnx_spin,
+        query_max_batch=retriever.query_max_batch if retriever else 1,
     )
+
+
+def _check_same_embedding(indexer: IndexerSettings, retriever: RetrieverSettings) -> None:
+    for name in EMBEDDING_FIELDS:
+        ours, theirs = getattr(indexer, name), getattr(retriever, name)
+        if ours != theirs:
+            raise ConfigError(
+                f"RAG_{name.upper()} differs between indexer ({ours!r}) and retriever "
+                f"({theirs!r}); one embedder serves both, and queries must be embedded "
+                "the way the index was"
+            )
 
 
 def open_runtime(
@@ -81,7 +104,7 @@ def open_runtime(
     embedder: Embedder | None = None,
 ) -> Runtime:
     """Open everything the chosen services need (`embedder` may be shared, e.g. by tests)."""
-    embedder = embedder or Embedder(embedder_config(indexer, retriever))
+    embedder = embedder or Embedder(embedder_config(indexer, retriever, stores.data_dir))
     vectors, lexical = open_stores(stores, embedder.dim)
     manifest = open_manifest(stores) if indexer else None
     threads = retriever.worker_threads if retriever else 8

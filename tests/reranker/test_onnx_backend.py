@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForSequenceClassification
 
-from services.reranker.onnx_backend import weights_fingerprint
+from services.common.onnx_export import weights_fingerprint
 from services.reranker.scorer import CrossEncoderScorer
 from tests.reranker.texts import QUERY, passages
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
@@ -43,9 +43,15 @@ def test_onnx_ranks_like_torch(
 
 
 def test_int8_keeps_the_ranking_close(
-    tiny_scorer: CrossEncoderScorer, tiny_model_dir: Path, onnx_cache: Path
+    tiny_scorer: CrossEncoderScorer,
+    tiny_model_dir: Path,
+    onnx_cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # quantization must leave no side files in the cwd
     int8 = loaded(tiny_model_dir, onnx_cache, "onnx-int8")
+    assert list(tmp_path.iterdir()) == []
     texts = passages(20, chars=500)
     torch_ranks = ranks(tiny_scorer.score(QUERY, texts).scores)
     int8_ranks = ranks(int8.score(QUERY, texts).scores)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from services.common.stores.qdrant_edge import EdgeVectorStore
+from services.common.stores.qdrant_edge import DEFAULT_SEARCH_EF, EdgeVectorStore
 from services.common.stores.tantivy_query import FIELD_BOOSTS
 from services.common.stores.tantivy_store import TantivyLexicalStore
 
@@ -14,10 +14,14 @@ LEXICAL_SUBDIR = "lexical"
 
 
 def open_embedded_stores(
-    data_dir: Path, dim: int, field_boosts: Mapping[str, float] = FIELD_BOOSTS
+    data_dir: Path,
+    dim: int,
+    field_boosts: Mapping[str, float] = FIELD_BOOSTS,
+    *,
+    vector_search_ef: int = DEFAULT_SEARCH_EF,
 ) -> tuple[EdgeVectorStore, TantivyLexicalStore]:
     """Vector store in `data_dir/vectors`, lexical store in `data_dir/lexical`."""
-    vectors = EdgeVectorStore(Path(data_dir) / VECTOR_SUBDIR, dim)
+    vectors = EdgeVectorStore(Path(data_dir) / VECTOR_SUBDIR, dim, search_ef=vector_search_ef)
     try:
         lexical = TantivyLexicalStore(Path(data_dir) / LEXICAL_SUBDIR, field_boosts=field_boosts)
     except BaseException:

@@ -19,7 +19,12 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
     if not settings.is_server:
         from services.common.stores.embedded import open_embedded_stores
 
-        return open_embedded_stores(settings.data_dir, dim, settings.lexical_field_boosts)
+        return open_embedded_stores(
+            settings.data_dir,
+            dim,
+            settings.lexical_field_boosts,
+            vector_search_ef=settings.vector_search_ef,
+        )
 
     from services.common.stores.opensearch_store import OpenSearchLexicalStore
     from services.common.stores.qdrant_server import QdrantVectorStore

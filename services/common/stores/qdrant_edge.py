@@ -8,6 +8,14 @@ single writer anyway.
 
 Durability: the shard keeps a write-ahead log, so every applied update
 survives a crash; `close()` flushes segments so the next open skips WAL replay.
+
+Search index: Edge has no background optimizer, so vectors stay in a plain
+(brute-force) segment until `optimize()` runs; the Indexer calls it after each
+run and the engine's own thresholds decide whether an HNSW index is due
+(~7k 384-d vectors and more). Measured on SciFact (12,508 chunks, 384-d, scope
+filter, 2 cores): exact search 1.3-1.8 ms p50; HNSW 0.4-0.6 ms at limit 50-100
+with `hnsw_ef` 256, recall@100 against exact 0.995 (Qdrant's default `ef` of
+100: recall@100 0.96, hence the floor of `2 x limit` below).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from services.indexer.identity import point_uuid
 # scanning payloads.
 _KEYWORD_INDEXED_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", METADATA_TERMS_FIELD)
 _CONFIG_FILE = "edge_config.json"
+DEFAULT_SEARCH_EF = 256
 
 
 def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
@@ -63,11 +72,19 @@ def _as_floats(vector: Sequence[float]) -> list[float]:
 class EdgeVectorStore:
     """Cosine-similarity vector store in `path` (created on first use)."""
 
-    def __init__(self, path: Path, dim: int, *, name: str = "qdrant-edge") -> None:
+    def __init__(
+        self,
+        path: Path,
+        dim: int,
+        *,
+        name: str = "qdrant-edge",
+        search_ef: int = DEFAULT_SEARCH_EF,
+    ) -> None:
         if dim <= 0:
             raise ConfigError(f"vector dimension must be positive, got {dim}")
         self.name = name
         self.dim = dim
+        self.search_ef = search_ef
         self._path = Path(path)
         self._write_lock = threading.Lock()
         self._shard: qe.EdgeShard | None = self._open()
@@ -145,6 +162,8 @@ class EdgeVectorStore:
             query=qe.Query.Nearest(_as_floats(vector)),
             filter=edge_filter(scope),
             with_payload=True,
+            # HNSW candidates: ignored by plain segments, which search exactly.
+            params=qe.SearchParams(hnsw_ef=max(self.search_ef, 2 * limit)),
         )
         with store_errors(self.name, "search"):
             points = self._live_shard().query(request)
@@ -166,8 +185,9 @@ class EdgeVectorStore:
             return self._live_shard().count(qe.CountRequest(exact=True, filter=edge_filter(scope)))
 
     def optimize(self) -> bool:
-        """Build the HNSW index and merge segments (Edge has no background
-        optimizer); worth calling after a bulk ingest. True if anything changed."""
+        """Run the engine's optimizers (HNSW index, segment merges, vacuum) as
+        far as its thresholds call for; returns at once, False, when nothing is
+        due. True if anything changed."""
         with self._write_lock, store_errors(self.name, "optimize"):
             return self._live_shard().optimize()
 

@@ -85,6 +85,13 @@ class StoreSettings(BaseSettings):
         RefreshPolicy.WAIT_FOR, validation_alias="OPENSEARCH_REFRESH"
     )
 
+    vector_search_ef: int = Field(
+        256,
+        ge=16,
+        le=4096,
+        description="embedded mode: HNSW candidates per vector search, at least 2 x the limit "
+        "(higher: closer to exact search, slower)",
+    )
     lexical_title_boost: float = Field(
         2.0, gt=0, le=100, description="BM25 weight of a chunk's title (query time)"
     )

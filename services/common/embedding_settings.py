@@ -1,0 +1,31 @@
+"""Settings of the embedding model, shared by the Indexer and the Retriever
+(one `Embedder` serves both in the embedded stack, and queries must be
+embedded the way the index was)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from services.common.embedding import PACKAGED_MODEL, EmbeddingBackend
+from services.common.settings import BaseServiceSettings
+
+
+class EmbeddingSettings(BaseServiceSettings):
+    embedding_model: str = Field(PACKAGED_MODEL, description="sentence-transformers name or path")
+    embedding_backend: EmbeddingBackend = Field(
+        "auto",
+        description="auto | torch | onnx. onnx: ONNX Runtime on an fp32 export of the same "
+        "model (vectors match torch to cosine ≥ 0.9999, so an index needs no rebuild; "
+        "mean-pooled models only); auto: onnx when the model allows it, else torch (logged)",
+    )
+    embedding_threads: int = Field(
+        0, ge=0, le=256, description="onnx: compute threads (0: one per CPU)"
+    )
+    embedding_onnx_spin: bool = Field(
+        False, description="onnx: idle threads spin (faster alone, slower on shared cores)"
+    )
+    embedding_cache_dir: Path | None = Field(
+        None, description="onnx: where the model's export is kept (unset: $RAG_DATA_DIR/models)"
+    )

@@ -1,0 +1,58 @@
+"""Embedding settings: shared by the Indexer and the Retriever, validated at
+start-up with the variable and the value in the message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.common.embedding_settings import EmbeddingSettings
+from services.common.errors import ConfigError
+from services.common.settings import load_settings
+from services.indexer.settings import IndexerSettings
+from services.retriever.settings import RetrieverSettings
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cls in (IndexerSettings, RetrieverSettings):
+        for name in cls.model_fields:
+            monkeypatch.delenv(f"RAG_{name.upper()}", raising=False)
+
+
+def test_defaults_pick_the_backend_automatically_and_batch_queries() -> None:
+    retriever = load_settings(RetrieverSettings)
+    assert (retriever.embedding_backend, retriever.embedding_threads) == ("auto", 0)
+    assert retriever.embedding_cache_dir is None and not retriever.embedding_onnx_spin
+    assert retriever.query_max_batch == 32
+
+
+def test_both_services_read_the_same_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "onnx")
+    monkeypatch.setenv("RAG_EMBEDDING_THREADS", "1")
+    monkeypatch.setenv("RAG_EMBEDDING_CACHE_DIR", "/var/cache/rag")
+    for cls in (IndexerSettings, RetrieverSettings):
+        settings: EmbeddingSettings = load_settings(cls)
+        assert settings.embedding_backend == "onnx"
+        assert settings.embedding_threads == 1
+        assert settings.embedding_cache_dir == Path("/var/cache/rag")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "cls"),
+    [
+        ("RAG_EMBEDDING_BACKEND", "onnx-int8", IndexerSettings),
+        ("RAG_EMBEDDING_THREADS", "-1", RetrieverSettings),
+        ("RAG_QUERY_MAX_BATCH", "0", RetrieverSettings),
+        ("RAG_QUERY_MAX_BATCH", "many", RetrieverSettings),
+    ],
+)
+def test_bad_values_name_the_variable_and_the_value(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, cls: type[EmbeddingSettings]
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=f"{variable}='{value}'"):
+        load_settings(cls)

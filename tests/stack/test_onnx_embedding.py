@@ -1,0 +1,80 @@
+"""The embedded stack with the ONNX Runtime embedding path: the settings
+reach the Embedder, and Retrieve works end to end on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.common.embedding import Embedder
+from services.common.errors import ConfigError
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.indexer.settings import IndexerSettings
+from services.retriever.settings import RetrieverSettings
+from services.stack.runtime import ONNX_CACHE_SUBDIR, embedder_config
+from tests.support.corpus import corpus_documents, url_of
+from tests.support.stack import BackgroundStack, free_port
+
+QUESTIONS = ["keep my daemon alive when it dies", "how are rate limits enforced", "X7Q-4291"]
+
+
+@pytest.fixture(scope="module")
+def onnx_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundStack]:
+    data_dir = tmp_path_factory.mktemp("onnx-stack")
+    config = embedder_config(
+        IndexerSettings(embedding_backend="onnx"),
+        RetrieverSettings(embedding_backend="onnx"),
+        data_dir,
+    )
+    stack = BackgroundStack(
+        data_dir, Embedder(config), reranker_addr=f"127.0.0.1:{free_port()}"
+    ).start()
+    stack.upsert(corpus_documents())
+    yield stack
+    stack.stop()
+
+
+def vector_order(stack: BackgroundStack, question: str) -> list[str]:
+    reply = stack.retrieve(question, top_k=5, channels=[rpb.CHANNEL_VECTOR])
+    return [hit.url for hit in reply.hits]
+
+
+@pytest.mark.unit
+def test_settings_select_the_backend_and_a_cache_under_the_data_dir(tmp_path: Path) -> None:
+    config = embedder_config(
+        None, RetrieverSettings(embedding_backend="onnx", query_max_batch=8), tmp_path
+    )
+    assert (config.backend, config.query_max_batch) == ("onnx", 8)
+    assert config.onnx_cache_dir == tmp_path / ONNX_CACHE_SUBDIR
+
+
+@pytest.mark.unit
+def test_indexer_and_retriever_must_embed_alike(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="RAG_EMBEDDING_BACKEND differs"):
+        embedder_config(
+            IndexerSettings(embedding_backend="torch"),
+            RetrieverSettings(embedding_backend="onnx"),
+            tmp_path,
+        )
+
+
+@pytest.mark.integration
+def test_retrieve_runs_on_the_onnx_embedder(onnx_stack: BackgroundStack) -> None:
+    assert onnx_stack.embedder.backend == "onnx"
+    reply = onnx_stack.retrieve(
+        "keep my daemon alive when it dies", top_k=3, candidates_per_channel=5, debug=True
+    )
+    supervisor = next(hit for hit in reply.hits if hit.url == url_of("supervisor.md"))
+    assert {m.channel: m.rank for m in supervisor.channels}[rpb.CHANNEL_VECTOR] == 1
+    assert {d.component for d in reply.degraded} <= {"reranker"}  # no reranker in this stack
+    assert onnx_stack.embedder.query_stats().queries >= 1
+
+
+@pytest.mark.integration
+def test_onnx_and_torch_stacks_rank_vectors_alike(
+    onnx_stack: BackgroundStack, embedded_stack: BackgroundStack
+) -> None:
+    for question in QUESTIONS:
+        assert vector_order(onnx_stack, question) == vector_order(embedded_stack, question)
