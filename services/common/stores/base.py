@@ -13,6 +13,16 @@ from typing import Protocol, runtime_checkable
 
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 
+# HNSW candidates per vector search. Qdrant's default (100) measured recall@100
+# 0.96 against exact search on SciFact's 12.5k chunks; 256 gave 0.995, and
+# 2 x limit keeps deep searches (the eval asks 300) as close.
+DEFAULT_SEARCH_EF = 256
+
+
+def hnsw_ef(configured: int, limit: int) -> int:
+    """The `hnsw_ef` one search asks for: the configured floor, or 2 x limit."""
+    return max(configured, 2 * limit)
+
 
 @runtime_checkable
 class VectorStore(Protocol):

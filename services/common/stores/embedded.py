@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from services.common.stores.qdrant_edge import DEFAULT_SEARCH_EF, EdgeVectorStore
+from services.common.stores.base import DEFAULT_SEARCH_EF
+from services.common.stores.qdrant_edge import EdgeVectorStore
 from services.common.stores.tantivy_query import FIELD_BOOSTS
 from services.common.stores.tantivy_store import TantivyLexicalStore
 

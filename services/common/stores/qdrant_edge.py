@@ -28,6 +28,7 @@ import qdrant_edge as qe
 
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.base import DEFAULT_SEARCH_EF, hnsw_ef
 from services.common.stores.guards import store_errors
 from services.common.stores.payload import (
     METADATA_TERMS_FIELD,
@@ -42,7 +43,6 @@ from services.indexer.identity import point_uuid
 # scanning payloads.
 _KEYWORD_INDEXED_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", METADATA_TERMS_FIELD)
 _CONFIG_FILE = "edge_config.json"
-DEFAULT_SEARCH_EF = 256
 
 
 def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
@@ -163,7 +163,7 @@ class EdgeVectorStore:
             filter=edge_filter(scope),
             with_payload=True,
             # HNSW candidates: ignored by plain segments, which search exactly.
-            params=qe.SearchParams(hnsw_ef=max(self.search_ef, 2 * limit)),
+            params=qe.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
         )
         with store_errors(self.name, "search"):
             points = self._live_shard().query(request)

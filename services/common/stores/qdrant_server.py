@@ -26,6 +26,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.base import DEFAULT_SEARCH_EF, hnsw_ef
 from services.common.stores.payload import (
     METADATA_TERMS_FIELD,
     chunk_payload,
@@ -114,8 +115,10 @@ class QdrantVectorStore:
         write_attempts: int = 4,
         shards: int = 1,
         replication_factor: int = 1,
+        search_ef: int = DEFAULT_SEARCH_EF,
     ) -> None:
         self.client = client
+        self.search_ef = search_ef
         self._closed = False
         self.collection = collection
         self.dim = dim
@@ -136,6 +139,7 @@ class QdrantVectorStore:
             timeout_s=settings.qdrant_timeout_s,
             shards=settings.qdrant_shards,
             replication_factor=settings.qdrant_replication_factor,
+            search_ef=settings.vector_search_ef,
         )
 
     # -- collection lifecycle -------------------------------------------------
@@ -273,6 +277,7 @@ class QdrantVectorStore:
             query=np.asarray(vector, dtype=np.float32).tolist(),
             query_filter=scope_to_filter(scope),
             limit=limit,
+            search_params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
             with_payload=True,
             timeout=self._timeout,
         )

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.errors import ConfigError
 from services.common.settings import ENV_PREFIX, default_data_dir
+from services.common.stores.base import DEFAULT_SEARCH_EF
 
 
 class StoreMode(StrEnum):
@@ -86,11 +87,11 @@ class StoreSettings(BaseSettings):
     )
 
     vector_search_ef: int = Field(
-        256,
+        DEFAULT_SEARCH_EF,
         ge=16,
         le=4096,
-        description="embedded mode: HNSW candidates per vector search, at least 2 x the limit "
-        "(higher: closer to exact search, slower)",
+        description="HNSW candidates per vector search (Qdrant Edge and server), at least "
+        "2 x the limit (higher: closer to exact search, slower)",
     )
     lexical_title_boost: float = Field(
         2.0, gt=0, le=100, description="BM25 weight of a chunk's title (query time)"

@@ -296,6 +296,8 @@ def test_search_sends_the_vector_and_every_filter(capture, store) -> None:
         "query": {"nearest": {"dense": {"data": [0.25, 0.5, 0.0, 1.0]}}},
         "filter": EVERY_CONDITION,
         "limit": "7",
+        # Qdrant's default ef (100) loses recall at depth
+        "params": {"hnsw_ef": "256", "exact": False, "indexed_only": False},
         "with_payload": {"enable": True},
         "with_vectors": {"enable": False},
         "timeout": "3",
