@@ -62,6 +62,9 @@ class Sampler:
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("query embedding: tokenizer", ("_encode_plus", "tokenization_utils")),
     ("query embedding: model forward", ("BaseModel.forward",)),
+    # The calling thread, sampled for the whole ONNX Runtime call (feeds, the
+    # run, pooling); ORT's own compute threads are native and not sampled.
+    ("query embedding: ONNX Runtime", ("OnnxTextEncoder.encode",)),
     ("query embedding: sentence-transformers around it", ("SentenceTransformer.encode",)),
     ("vector search (Qdrant Edge)", ("EdgeVectorStore.search",)),
     ("BM25 search (tantivy)", ("TantivyLexicalStore.search",)),
