@@ -84,6 +84,7 @@ LOCAL_ENGINE = StoreFactory("qdrant-client-local", "vector", _open_on_local_engi
 
 
 @pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")
+@pytest.mark.filterwarnings("ignore:Local mode performs exact")  # hnsw_ef: no HNSW locally
 class TestQdrantAdapterOnLocalEngine(VectorStoreContract):
     """Always runs: QdrantVectorStore's own logic (payload layout, filters,
     batching, skipping missing points, tie order, closing) on the local engine
