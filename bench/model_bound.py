@@ -11,33 +11,23 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import latency_summary
-from services.common.embedding import Embedder, EmbedderConfig
+from services.common.embedding import Embedder
 from services.common.models import Chunk, Document
-from services.common.settings import default_data_dir
+from services.common.stores.settings import StoreSettings
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.loaders import load_beir_jsonl, normalize_body
 from services.indexer.pipeline import embedding_text
 from services.indexer.settings import IndexerSettings
+from services.stack.runtime import embedder_config
 
 QUERY_BATCH = 16
 WARM_UP_QUERIES = 20
 
 
 def load_embedder() -> Embedder:
-    """The services' embedder as configured (RAG_EMBEDDING_*), so the bounds
-    are those of the backend the stack runs."""
-    settings = IndexerSettings()
-    return Embedder(
-        EmbedderConfig(
-            model=settings.embedding_model,
-            batch_size=settings.embedding_batch_size,
-            query_cache_size=0,
-            backend=settings.embedding_backend,
-            onnx_cache_dir=settings.embedding_cache_dir or default_data_dir() / "models",
-            threads=settings.embedding_threads,
-            onnx_spin=settings.embedding_onnx_spin,
-        )
-    )
+    """The Indexer's embedder as the services configure it (RAG_EMBEDDING_*),
+    so the bounds are those of the backend the stack runs."""
+    return Embedder(embedder_config(IndexerSettings(), None, StoreSettings().data_dir))
 
 
 def query_embedding(embedder: Embedder, queries: Sequence[str]) -> dict[str, Any]:

@@ -145,14 +145,12 @@ class IndexingPipeline:
         """Embedded vector stores have no background optimizer: run theirs
         after every real run (also one that changed nothing, so an index
         written before the store had an HNSW index gets one). The engine
-        decides what is due and returns at once when nothing is; the data is
-        committed already, so a failure here is logged, not raised."""
-        optimize = getattr(self.vectors, "optimize", None)
-        if not callable(optimize):
-            return
+        decides what is due and returns at once when nothing is (a server
+        store: always); the data is committed already, so a failure here is
+        logged, not raised."""
         started = time.perf_counter()
         try:
-            changed = optimize()
+            changed = self.vectors.optimize()
         except Exception as exc:
             log.warning("vector_optimize_failed", store=self.vectors.name, error=str(exc))
             return

@@ -50,6 +50,11 @@ class VectorStore(Protocol):
         """Chunks by id (missing ids are skipped), in no particular order."""
         ...
 
+    def optimize(self) -> bool:
+        """Do the index maintenance a server does in the background (build the
+        search index, merge segments) if any is due; True if anything changed."""
+        ...
+
     def count(self, scope: ScopeFilter | None = None) -> int: ...
 
     def ping(self) -> None:

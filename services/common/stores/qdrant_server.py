@@ -319,6 +319,10 @@ class QdrantVectorStore:
         if not self._live().collection_exists(self.collection):
             raise StoreUnavailable(f"Qdrant collection {self.collection!r} does not exist")
 
+    def optimize(self) -> bool:
+        """Nothing to do: a Qdrant server runs its optimizers in the background."""
+        return False
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

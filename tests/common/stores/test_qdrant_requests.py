@@ -360,6 +360,12 @@ def test_rejected_writes_fail_at_once_and_reads_are_not_retried(capture, store) 
     assert double.methods() == ["Delete", "Query"]
 
 
+def test_optimize_leaves_it_to_the_server(capture, store) -> None:
+    double, _ = capture
+    assert store.optimize() is False
+    assert double.methods() == []  # the server's own optimizers run in the background
+
+
 def test_a_closed_store_sends_nothing(capture, store) -> None:
     double, _ = capture
     store.close()
