@@ -40,6 +40,7 @@ prefer_passive_waits()
 import psutil  # noqa: E402
 
 from bench.dataset import BeirDataset, write_subset  # noqa: E402
+from bench.eval_options import SCOPE  # noqa: E402  (bench.eval's scope: the index is shared)
 from bench.harness import (  # noqa: E402
     BENCHMARKS_MD,
     EVAL_DATA,
@@ -76,7 +77,6 @@ from services.common.embedding import Embedder  # noqa: E402
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
 from tests.support.tiny_cross_encoder import MINILM_L6, TINY, build_random_cross_encoder  # noqa: E402
 
-SCOPE = "eval"  # the scope bench.eval indexes into, so the index is shared
 CONCURRENCY = (1, 4, 16)
 MODES = {"no rerank": True, "rerank": False}  # mode -> disable_rerank
 

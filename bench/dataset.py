@@ -80,13 +80,30 @@ def write_subset(source: BeirDataset, target: Path, *, queries: int, filler_docs
             if doc_id in relevant or kept < filler_docs:
                 kept += doc_id not in relevant
                 out.write(line.rstrip("\n") + "\n")
-    with (target / f"queries-{source.split}.jsonl").open("w") as out:
-        for query_id, text in chosen.items():
+    write_judged_queries(target, source.split, chosen, qrels)
+    return target
+
+
+def write_query_subset(source: BeirDataset, target: Path, query_ids: set[str]) -> Path:
+    """A BEIR folder with the whole corpus (linked, not copied) and only the
+    queries in `query_ids`, with their judgments: a held-out part of a split."""
+    chosen = {q: text for q, text in source.queries().items() if q in query_ids}
+    qrels = {q: docs for q, docs in source.qrels().items() if q in chosen}
+    target.mkdir(parents=True, exist_ok=True)
+    corpus = target / "corpus.jsonl"
+    corpus.unlink(missing_ok=True)
+    corpus.symlink_to(source.corpus.resolve())
+    write_judged_queries(target, source.split, chosen, qrels)
+    return target
+
+
+def write_judged_queries(target: Path, split: str, queries: dict[str, str], qrels: Qrels) -> None:
+    with (target / f"queries-{split}.jsonl").open("w") as out:
+        for query_id, text in queries.items():
             out.write(json.dumps({"_id": query_id, "text": text}) + "\n")
     (target / "qrels").mkdir(exist_ok=True)
-    with (target / "qrels" / f"{source.split}.tsv").open("w") as out:
+    with (target / "qrels" / f"{split}.tsv").open("w") as out:
         out.write("query-id\tcorpus-id\tscore\n")
         for query_id, docs in qrels.items():
             for doc_id, score in docs.items():
                 out.write(f"{query_id}\t{doc_id}\t{score}\n")
-    return target

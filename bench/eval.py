@@ -21,20 +21,16 @@ unchanged and writes nothing, so it is fast.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.dataset import BeirDataset, Qrels, write_subset
+from bench import finetune
+from bench.dataset import Qrels
+from bench.eval_options import CONFIGS, SCOPE, EvalOptions, index_dir, parse_args
 from bench.harness import (
-    BENCHMARKS_MD,
-    EVAL_DATA,
-    RESULTS_DIR,
-    SCRATCH_DIR,
-    SHARED_DATASETS,
     IngestReport,
     Reranker,
     Stack,
@@ -49,41 +45,11 @@ from bench.peer import run_peer
 from bench.report import write_report
 from bench.targets import HYBRID_NDCG, HYBRID_NDCG_AIM
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.reranker.settings import DEFAULT_MODEL
-
-# Request shape per configuration; every one is sent with the same depth.
-CONFIGS: dict[str, dict[str, Any]] = {
-    "lexical": {"channels": [pb.CHANNEL_LEXICAL], "disable_rerank": True},
-    "vector": {"channels": [pb.CHANNEL_VECTOR], "disable_rerank": True},
-    "hybrid": {"disable_rerank": True},
-    "hybrid+rerank": {"disable_rerank": False},
-}
-SCOPE = "eval"
-BOOST_FIELDS = ("title", "heading_path", "text")
-BOOST_VARIABLES = ("RAG_LEXICAL_TITLE_BOOST", "RAG_LEXICAL_HEADING_BOOST", "RAG_LEXICAL_TEXT_BOOST")
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    dataset: BeirDataset
-    out_dir: Path
-    docs_path: Path
-    data_dir: Path
-    top_k: int
-    depth: int
-    title_as_heading: bool
-    rerank_model: str
-    peer: bool
-    stack_env: dict[str, str]
-    log_dir: Path
-    weights: tuple[float, float] | None = None  # (vector, lexical); None: server default
-    configs: tuple[str, ...] = tuple(CONFIGS)
-    fit: dict[str, Any] | None = None  # bench.fit's record, when its settings are used
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    opts = parse_args(argv)
+    opts = parse_args(argv, __doc__ or "")
     record = run_record(["-m", "bench.eval", *argv])
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     measured = measure_project(opts)
@@ -96,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         "peer": peer,
         "fit": fit_summary(opts.fit),
     }
+    if opts.finetuned is not None:
+        result["finetuned"] = measure_finetuned(opts)
     result["targets"] = assess(result)
     split = "" if opts.dataset.split == "test" else f"-{opts.dataset.split}"
     path = opts.out_dir / f"{opts.dataset.name}{split}.json"
@@ -130,6 +98,30 @@ def measure_project(opts: EvalOptions) -> dict[str, Any]:
         "request": request_section(opts),
         "configs": configs,
         "not_measured": not_measured,
+    }
+
+
+def measure_finetuned(opts: EvalOptions) -> dict[str, Any]:
+    """Vector and hybrid again, with the model bench.finetune fitted on the
+    train split (the default one is trained first when missing), in an index
+    of its own."""
+    model = opts.finetuned or finetune.model_dir(opts.dataset.name)
+    if model == finetune.model_dir(opts.dataset.name):
+        finetune.ensure_model(opts.dataset.root)
+    card = json.loads((model / finetune.CARD).read_text())
+    variant = replace(
+        opts,
+        configs=("vector", "hybrid"),
+        stack_env={**opts.stack_env, "RAG_EMBEDDING_MODEL": str(model)},
+        data_dir=index_dir(opts.data_dir.parent, opts.dataset.name, opts.title_as_heading, model),
+        finetuned=None,
+    )
+    validation = finetune.validation_file(opts.dataset.name)
+    return {
+        "model": str(model),
+        "card": card,
+        "validation": json.loads(validation.read_text()) if validation.is_file() else None,
+        **measure_project(variant),
     }
 
 
@@ -258,15 +250,23 @@ def request_section(opts: EvalOptions) -> dict[str, Any]:
 
 
 def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
-    hybrid = result["configs"].get("hybrid", {}).get("ndcg@10")
-    note = f"{result['dataset']} {result['split']} split"
-    return [HYBRID_NDCG.assess(hybrid, note), HYBRID_NDCG_AIM.assess(hybrid, note)]
+    split = f"{result['dataset']} {result['split']} split"
+    models = [("packaged MiniLM", result["configs"])]
+    if "finetuned" in result:
+        models.append(("MiniLM fine-tuned on the train split", result["finetuned"]["configs"]))
+    return [
+        target.assess(configs.get("hybrid", {}).get("ndcg@10"), f"{split}, {model}")
+        for model, configs in models
+        for target in (HYBRID_NDCG, HYBRID_NDCG_AIM)
+    ]
 
 
 def print_summary(result: dict[str, Any], path: Path) -> None:
     index = result["index"]
     print(f"index: {'reused' if index['reused'] else 'built'} in {index['seconds']} s")
-    for name, values in result["configs"].items():
+    finetuned = result.get("finetuned", {}).get("configs", {})
+    rows = [*result["configs"].items(), *((f"{n} (fine-tuned)", v) for n, v in finetuned.items())]
+    for name, values in rows:
         figures = ", ".join(f"{k}={v}" for k, v in values.items() if "@" in k)
         print(f"{name:14} {figures}  p50={values['latency']['p50_ms']} ms")
     for name, reason in result["not_measured"].items():
@@ -277,108 +277,6 @@ def print_summary(result: dict[str, Any], path: Path) -> None:
     else:
         print(f"{'peer':14} not measured: {peer['not_measured']}")
     print(f"wrote {path}")
-
-
-def parse_args(argv: list[str]) -> EvalOptions:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.eval",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--dataset",
-        type=Path,
-        default=SHARED_DATASETS / "scifact",
-        help="BEIR-layout folder (corpus.jsonl, queries, qrels/)",
-    )
-    p.add_argument("--split", default="test", help="qrels split to score (test; train to fit)")
-    p.add_argument("--smoke", action="store_true", help="20 queries and ~60 documents")
-    p.add_argument("--out", type=Path, help="results folder (default bench/results)")
-    p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
-    p.add_argument("--data-dir", type=Path, help="index folder (default .data/eval/<name>)")
-    p.add_argument("--top-k", type=int, default=100)
-    p.add_argument("--depth", type=int, default=300, help="candidates per channel (chunks)")
-    p.add_argument(
-        "--no-title-as-heading",
-        dest="title_as_heading",
-        action="store_false",
-        help="index the title in the title field only (not embedded)",
-    )
-    p.add_argument("--rerank-model", default=DEFAULT_MODEL)
-    p.add_argument("--no-peer", dest="peer", action="store_false")
-    p.add_argument("--rrf-k", type=int, help="server RRF k (fit on train only)")
-    p.add_argument("--weights", help="VECTOR,LEXICAL channel weights (fit on train only)")
-    p.add_argument(
-        "--lexical-boosts", help="TITLE,HEADING,TEXT BM25 field boosts (fit on train only)"
-    )
-    p.add_argument("--configs", help=f"comma-separated subset of {','.join(CONFIGS)}")
-    p.add_argument("--no-fit", action="store_true", help="ignore bench/results/<dataset>-fit.json")
-    args = p.parse_args(argv)
-    return _options(args)
-
-
-def _options(args: argparse.Namespace) -> EvalOptions:
-    dataset = BeirDataset(args.dataset, args.split)
-    dataset.check()
-    # Only test-split results belong in the committed record.
-    scratch = args.smoke or args.split != "test"
-    where = "smoke" if args.smoke else args.split
-    out_dir = args.out or (SCRATCH_DIR / where if scratch else RESULTS_DIR)
-    if args.smoke:
-        dataset = BeirDataset(
-            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40),
-            args.split,
-        )
-    variant = "" if args.title_as_heading else "-plain"
-    default_data = (out_dir / "data") if args.smoke else EVAL_DATA
-    env = {
-        "RAG_MAX_TOP_K": str(args.top_k),
-        # Every request embeds its query, so per-query latencies are comparable.
-        "RAG_QUERY_CACHE_SIZE": "0",
-        "RAG_MAX_CANDIDATES_PER_CHANNEL": str(max(args.depth, 200)),
-        # A real cross-encoder gets time to score every candidate: this measures quality.
-        "RAG_RERANK_BUDGET_MS": "60000",
-    }
-    if args.rrf_k:
-        env["RAG_RRF_K"] = str(args.rrf_k)
-    fit = None if args.no_fit or args.lexical_boosts else load_fit(dataset.name)
-    boosts = args.lexical_boosts.split(",") if args.lexical_boosts else []
-    if fit is not None:
-        boosts = [f"{fit['chosen']['lexical_boosts'][field]:g}" for field in BOOST_FIELDS]
-    env.update(zip(BOOST_VARIABLES, boosts, strict=False))
-    return EvalOptions(
-        dataset=dataset,
-        out_dir=out_dir,
-        docs_path=args.docs or (out_dir / "benchmarks.md" if scratch else BENCHMARKS_MD),
-        data_dir=args.data_dir or default_data / f"{dataset.name}{variant}",
-        top_k=args.top_k,
-        depth=args.depth,
-        title_as_heading=args.title_as_heading,
-        rerank_model=args.rerank_model,
-        peer=args.peer,
-        stack_env=env,
-        log_dir=(out_dir if scratch else SCRATCH_DIR) / "logs" / "eval",
-        weights=_weights(args.weights),
-        configs=tuple(args.configs.split(",")) if args.configs else tuple(CONFIGS),
-        fit=fit,
-    )
-
-
-def fit_file(dataset_name: str) -> Path:
-    """Where `bench.fit` records the settings it fitted on the train split."""
-    return RESULTS_DIR / f"{dataset_name}-fit.json"
-
-
-def load_fit(dataset_name: str) -> dict[str, Any] | None:
-    path = fit_file(dataset_name)
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _weights(text: str | None) -> tuple[float, float] | None:
-    if not text:
-        return None
-    vector, lexical = (float(part) for part in text.split(","))
-    return vector, lexical
 
 
 if __name__ == "__main__":

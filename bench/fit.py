@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import eval as bench_eval
 from bench.dataset import BeirDataset
+from bench.eval_options import fit_file
 from bench.harness import SCRATCH_DIR, SHARED_DATASETS, run_record
 
 # (title, heading_path, text); the first is the service default.
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         "grid": grid,
         "chosen": {"lexical_boosts": best["lexical_boosts"]},
     }
-    path = bench_eval.fit_file(dataset.name)
+    path = fit_file(dataset.name)
     path.write_text(json.dumps(fit, indent=2) + "\n")
     print(
         f"chosen {best['lexical_boosts']} ({OBJECTIVE} {best['hybrid']['ndcg@10']}); wrote {path}"

@@ -20,11 +20,13 @@ Targets come from DESIGN.md ("Performance targets"); a missed one says by how mu
 
 Quality is scored at document level with ir-measures (trec_eval's definitions): the
 Retriever is asked for 100 hits with one chunk per document, so the hits are 100 distinct
-documents, each ranked by its best chunk. Anything tuned (the BM25 field boosts) was fitted
-on the train split by `python -m bench.fit`; only the test split is reported. The peer
+documents, each ranked by its best chunk. Anything tuned was fitted on the train split only
+(the BM25 field boosts by `python -m bench.fit`, the fine-tuned embedding model by
+`python -m bench.finetune`); only the test split is reported. The peer
 pipeline runs in its own environment (`make bench-env`), never in the services' one.
 """
 
+FINETUNED = "MiniLM fine-tuned on train"
 METRICS = ("ndcg@10", "recall@100", "mrr@10", "hit_rate@5", "precision@5")
 METRIC_HEADERS = ("nDCG@10", "Recall@100", "MRR@10", "hit rate@5", "P@5")
 
@@ -98,6 +100,8 @@ def _target_label(target: dict[str, Any]) -> str:
 
 
 def quality_section(result: dict[str, Any]) -> str:
+    from bench.report_finetune import finetune_section  # imports `table` from here
+
     title = f"## Quality: {result['dataset']}, {result['split']} split"
     return "\n".join(
         [
@@ -106,6 +110,7 @@ def quality_section(result: dict[str, Any]) -> str:
             table(("configuration", *METRIC_HEADERS, "p50 ms", "p95 ms"), quality_rows(result)),
             index_note(result),
             fit_section(result),
+            finetune_section(result),
             peer_section(result),
             "### Quality targets\n",
             targets_table(result["targets"]),
@@ -118,7 +123,10 @@ def quality_section(result: dict[str, Any]) -> str:
 
 def quality_rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
     """One row per configuration, the peer last: quality and latency side by side."""
-    measured = [(name, values) for name, values in result["configs"].items()]
+    measured = list(result["configs"].items())
+    if "finetuned" in result:
+        finetuned = result["finetuned"]["configs"]
+        measured += [(f"{name}, {FINETUNED}", values) for name, values in finetuned.items()]
     if "metrics" in result["peer"]:
         peer = result["peer"]
         measured.append(("peer: Haystack hybrid", {**peer["metrics"], "latency": peer["latency"]}))

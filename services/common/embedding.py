@@ -44,6 +44,23 @@ def resolve_model_path(model: str) -> str:
 
 
 @dataclass(frozen=True)
+class EmbeddingIdentity:
+    """What makes two vectors comparable: the same weights, hence the same
+    dimension. The name is for messages only (a moved folder holding the same
+    weights is the same model; a re-trained one at the same path is not)."""
+
+    model: str
+    dim: int
+    weights: str  # services.common.onnx_export.weights_digest
+
+    def compatible_with(self, other: EmbeddingIdentity) -> bool:
+        return self.dim == other.dim and self.weights == other.weights
+
+    def describe(self) -> str:
+        return f"{self.model!r} ({self.dim} dimensions, weights {self.weights})"
+
+
+@dataclass(frozen=True)
 class EmbedderConfig:
     model: str = PACKAGED_MODEL
     batch_size: int = 64
@@ -103,6 +120,7 @@ class Embedder:
         self._lock = threading.Lock()
         model = self._load(config)
         self.dim = int(model.get_embedding_dimension() or 0)
+        self.identity = EmbeddingIdentity(config.model, self.dim, _weights_digest(model))
         self._encoder = self._encoder_for(config, model)
         self.backend = self._encoder.name
         self._queries = QueryBatcher(self._encoder.encode, config.query_max_batch, self._lock)
@@ -150,6 +168,12 @@ class Embedder:
     def query_stats(self) -> QueryBatchStats:
         """Forward passes and batch sizes spent on queries (cache hits excluded)."""
         return self._queries.stats()
+
+
+def _weights_digest(model: Any) -> str:
+    from services.common.onnx_export import weights_digest
+
+    return weights_digest(model)[:16]
 
 
 def _onnx_encoder_if_possible(config: EmbedderConfig, model: Any) -> TextEncoder | None:

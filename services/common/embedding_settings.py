@@ -13,7 +13,12 @@ from services.common.settings import BaseServiceSettings
 
 
 class EmbeddingSettings(BaseServiceSettings):
-    embedding_model: str = Field(PACKAGED_MODEL, description="sentence-transformers name or path")
+    embedding_model: str = Field(
+        PACKAGED_MODEL,
+        description="sentence-transformers name or path. An index records the weights it was "
+        "embedded with; the Indexer refuses to start on it with different ones (re-index "
+        "into a fresh data directory or collection to change models)",
+    )
     embedding_backend: EmbeddingBackend = Field(
         "auto",
         description="auto | torch | onnx. onnx: ONNX Runtime on an fp32 export of the same "

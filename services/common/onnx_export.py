@@ -65,8 +65,19 @@ class _OneOutput(torch.nn.Module):
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
-    """A digest of the architecture and every weight: the ONNX cache key."""
-    digest = hashlib.sha256(f"{EXPORT_FORMAT}|{OPSET}|{type(model).__name__}".encode())
+    """A digest of the export recipe, the architecture and every weight: the
+    ONNX cache key."""
+    return _digest(model, f"{EXPORT_FORMAT}|{OPSET}|{type(model).__name__}")
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """A digest of the architecture and every weight, independent of how this
+    module exports: what a vector index records about the model behind it."""
+    return _digest(model, type(model).__name__)
+
+
+def _digest(model: torch.nn.Module, prefix: str) -> str:
+    digest = hashlib.sha256(prefix.encode())
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
         digest.update(

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from services.common.embedding import Embedder
+import json
+from dataclasses import asdict
+
+from services.common.embedding import Embedder, EmbeddingIdentity
+from services.common.errors import ConfigError
+from services.common.logging import get_logger
 from services.common.stores.base import LexicalStore, VectorStore
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.manifest import Manifest
@@ -10,6 +15,9 @@ from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import Planner
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
+
+log = get_logger(__name__)
+EMBEDDING_META = "embedding"
 
 
 def build_indexing_pipeline(
@@ -30,7 +38,28 @@ def build_indexing_pipeline(
         max_document_chars=settings.max_document_chars,
         allowed_locales=locales,
     )
+    check_embedding_model(manifest, embedder.identity)
     planner = Planner(Chunker(params), manifest, limits)
     return IndexingPipeline(
         planner, embedder, vectors, lexical, manifest, write_batch=settings.write_batch
     )
+
+
+def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> None:
+    """Refuse to add vectors of one model to an index built with another: an
+    unchanged document is never re-embedded, so the index would silently mix
+    two vector spaces and the vector channel would rank by noise."""
+    recorded = manifest.get_meta(EMBEDDING_META)
+    if recorded and manifest.count():
+        built_with = EmbeddingIdentity(**json.loads(recorded))
+        if not built_with.compatible_with(configured):
+            raise ConfigError(
+                f"this index was embedded with {built_with.describe()}, but "
+                f"RAG_EMBEDDING_MODEL gives {configured.describe()}: vectors of different "
+                "models are not comparable. Index into a fresh data directory (or vector "
+                "collection) with the new model, or configure the old one again"
+            )
+    elif manifest.count():
+        # An index from before models were recorded: its model cannot be known.
+        log.warning("embedding_model_adopted", model=configured.model, documents=manifest.count())
+    manifest.set_meta(EMBEDDING_META, json.dumps(asdict(configured)))

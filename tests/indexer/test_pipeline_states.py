@@ -27,7 +27,7 @@ class CountingEmbedder:
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
-        self.model_name, self.dim = inner.model_name, inner.dim
+        self.model_name, self.dim, self.identity = inner.model_name, inner.dim, inner.identity
         self.texts = 0
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

@@ -1,0 +1,189 @@
+"""The options of `python -m bench.eval`: what to index, which request
+configurations to send, which fitted settings (BM25 boosts, a fine-tuned
+embedding model) to use, and where results and indexes go."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import finetune
+from bench.dataset import BeirDataset, write_subset
+from bench.harness import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.reranker.settings import DEFAULT_MODEL
+
+# Request shape per configuration; every one is sent with the same depth.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "lexical": {"channels": [pb.CHANNEL_LEXICAL], "disable_rerank": True},
+    "vector": {"channels": [pb.CHANNEL_VECTOR], "disable_rerank": True},
+    "hybrid": {"disable_rerank": True},
+    "hybrid+rerank": {"disable_rerank": False},
+}
+SCOPE = "eval"
+BOOST_FIELDS = ("title", "heading_path", "text")
+BOOST_VARIABLES = ("RAG_LEXICAL_TITLE_BOOST", "RAG_LEXICAL_HEADING_BOOST", "RAG_LEXICAL_TEXT_BOOST")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    dataset: BeirDataset
+    out_dir: Path
+    docs_path: Path
+    data_dir: Path
+    top_k: int
+    depth: int
+    title_as_heading: bool
+    rerank_model: str
+    peer: bool
+    stack_env: dict[str, str]
+    log_dir: Path
+    weights: tuple[float, float] | None = None  # (vector, lexical); None: server default
+    configs: tuple[str, ...] = tuple(CONFIGS)
+    fit: dict[str, Any] | None = None  # bench.fit's record, when its settings are used
+    # Also measure this model made by bench.finetune (vector and hybrid, own index).
+    finetuned: Path | None = None
+
+
+def index_dir(parent: Path, dataset_name: str, title_as_heading: bool, model: Path | None) -> Path:
+    """One index per corpus, loader variant and embedding model (a fitted
+    model by its weights, so a re-trained one starts a fresh index)."""
+    variant = "" if title_as_heading else "-plain"
+    weights = f"-{finetune.weights_digest(model)}" if model else ""
+    return parent / f"{dataset_name}{variant}{weights}"
+
+
+def parse_args(argv: list[str], description: str) -> EvalOptions:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.eval",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        default=SHARED_DATASETS / "scifact",
+        help="BEIR-layout folder (corpus.jsonl, queries, qrels/)",
+    )
+    p.add_argument("--split", default="test", help="qrels split to score (test; train to fit)")
+    p.add_argument("--smoke", action="store_true", help="20 queries and ~60 documents")
+    p.add_argument("--out", type=Path, help="results folder (default bench/results)")
+    p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
+    p.add_argument("--data-dir", type=Path, help="index folder (default .data/eval/<name>)")
+    p.add_argument("--top-k", type=int, default=100)
+    p.add_argument("--depth", type=int, default=300, help="candidates per channel (chunks)")
+    p.add_argument(
+        "--no-title-as-heading",
+        dest="title_as_heading",
+        action="store_false",
+        help="index the title in the title field only (not embedded)",
+    )
+    p.add_argument("--rerank-model", default=DEFAULT_MODEL)
+    p.add_argument("--no-peer", dest="peer", action="store_false")
+    p.add_argument("--rrf-k", type=int, help="server RRF k (fit on train only)")
+    p.add_argument("--weights", help="VECTOR,LEXICAL channel weights (fit on train only)")
+    p.add_argument(
+        "--lexical-boosts", help="TITLE,HEADING,TEXT BM25 field boosts (fit on train only)"
+    )
+    p.add_argument("--configs", help=f"comma-separated subset of {','.join(CONFIGS)}")
+    p.add_argument("--no-fit", action="store_true", help="ignore bench/results/<dataset>-fit.json")
+    p.add_argument(
+        "--embedding-model",
+        type=Path,
+        help="a sentence-transformers folder to index and query with instead of the packaged one",
+    )
+    p.add_argument(
+        "--no-finetuned",
+        dest="finetuned",
+        action="store_false",
+        help="skip the model fitted on the train split (bench.finetune)",
+    )
+    p.add_argument(
+        "--finetuned-model",
+        type=Path,
+        help="the bench.finetune model to measure next to the packaged one (default: the "
+        "dataset's, trained when missing; full test-split runs only)",
+    )
+    args = p.parse_args(argv)
+    return _options(args)
+
+
+def _options(args: argparse.Namespace) -> EvalOptions:
+    dataset = BeirDataset(args.dataset, args.split)
+    dataset.check()
+    # Only test-split results belong in the committed record.
+    scratch = args.smoke or args.split != "test"
+    where = "smoke" if args.smoke else args.split
+    out_dir = args.out or (SCRATCH_DIR / where if scratch else RESULTS_DIR)
+    if args.smoke:
+        dataset = BeirDataset(
+            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40),
+            args.split,
+        )
+    default_data = (out_dir / "data") if args.smoke else EVAL_DATA
+    env = {
+        "RAG_MAX_TOP_K": str(args.top_k),
+        # Every request embeds its query, so per-query latencies are comparable.
+        "RAG_QUERY_CACHE_SIZE": "0",
+        "RAG_MAX_CANDIDATES_PER_CHANNEL": str(max(args.depth, 200)),
+        # A real cross-encoder gets time to score every candidate: this measures quality.
+        "RAG_RERANK_BUDGET_MS": "60000",
+    }
+    if args.embedding_model:
+        env["RAG_EMBEDDING_MODEL"] = str(args.embedding_model.resolve())
+    if args.rrf_k:
+        env["RAG_RRF_K"] = str(args.rrf_k)
+    fit = None if args.no_fit or args.lexical_boosts else load_fit(dataset.name)
+    boosts = args.lexical_boosts.split(",") if args.lexical_boosts else []
+    if fit is not None:
+        boosts = [f"{fit['chosen']['lexical_boosts'][field]:g}" for field in BOOST_FIELDS]
+    env.update(zip(BOOST_VARIABLES, boosts, strict=False))
+    return EvalOptions(
+        dataset=dataset,
+        out_dir=out_dir,
+        docs_path=args.docs or (out_dir / "benchmarks.md" if scratch else BENCHMARKS_MD),
+        data_dir=args.data_dir
+        or index_dir(default_data, dataset.name, args.title_as_heading, args.embedding_model),
+        top_k=args.top_k,
+        depth=args.depth,
+        title_as_heading=args.title_as_heading,
+        rerank_model=args.rerank_model,
+        peer=args.peer,
+        stack_env=env,
+        log_dir=(out_dir if scratch else SCRATCH_DIR) / "logs" / "eval",
+        weights=_weights(args.weights),
+        configs=tuple(args.configs.split(",")) if args.configs else tuple(CONFIGS),
+        fit=fit,
+        finetuned=_finetuned_model(args, dataset.name, scratch),
+    )
+
+
+def _finetuned_model(args: argparse.Namespace, dataset_name: str, scratch: bool) -> Path | None:
+    if not args.finetuned or args.embedding_model:
+        return None
+    if args.finetuned_model is None:
+        return None if scratch else finetune.model_dir(dataset_name)
+    model = args.finetuned_model.resolve()
+    if not (model / finetune.CARD).is_file():
+        raise SystemExit(f"--finetuned-model {model}: no {finetune.CARD} (bench.finetune makes it)")
+    return model
+
+
+def fit_file(dataset_name: str) -> Path:
+    """Where `bench.fit` records the settings it fitted on the train split."""
+    return RESULTS_DIR / f"{dataset_name}-fit.json"
+
+
+def load_fit(dataset_name: str) -> dict[str, Any] | None:
+    path = fit_file(dataset_name)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _weights(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    vector, lexical = (float(part) for part in text.split(","))
+    return vector, lexical

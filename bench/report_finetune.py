@@ -1,0 +1,66 @@
+"""The benchmark page's account of the embedding model fitted on the train
+split (`bench.finetune`): how it was made, how its own index was built and
+how the recipe did on held-out train queries before it was used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report import table
+
+HEADER = "### The embedding model fine-tuned on the train split\n"
+
+
+def finetune_section(result: dict[str, Any]) -> str:
+    finetuned = result.get("finetuned")
+    if finetuned is None:
+        return ""
+    card = finetuned["card"]
+    return "\n".join(
+        [
+            HEADER,
+            f"`{card['command']}` ({card['date']}, revision `{card['git_revision']}`) trained "
+            f"{card['base_model']} on {card['queries']} {card['split']} queries: "
+            f"{card['pairs']} pairs {card['pair']}; {card['loss']}; {_recipe(card['recipe'])}; "
+            f"{card['train_seconds']} s; weights sha256 `{card['weights_sha256_12']}…`. "
+            f"Its vectors live in an index of their own ({_index(finetuned)}); the lexical "
+            "channel and every other setting are the same as above. It is not the service "
+            "default: a corpus-specific model is an operator's decision "
+            "(`RAG_EMBEDDING_MODEL=<folder>`, then a re-index into a fresh data directory).\n",
+            validation_note(finetuned.get("validation")),
+        ]
+    )
+
+
+def _recipe(recipe: dict[str, Any]) -> str:
+    return (
+        f"{recipe['epochs']} epoch(s), batch {recipe['batch_size']}, learning rate "
+        f"{recipe['learning_rate']:g}, similarity scale {recipe['scale']:g}, seed {recipe['seed']}"
+    )
+
+
+def _index(finetuned: dict[str, Any]) -> str:
+    index = finetuned["index"]
+    built = (
+        "reused: every document unchanged"
+        if index["reused"]
+        else f"built by this run in {index['seconds']} s, {index.get('docs_per_s')} docs/s"
+    )
+    return f"{finetuned['chunking']['chunks']} chunks, {built}"
+
+
+def validation_note(validation: dict[str, Any] | None) -> str:
+    """The recipe's check on train queries it was not fitted on."""
+    if not validation:
+        return "The recipe has not been validated on held-out train queries (`--holdout`).\n"
+    rows = [
+        (label, scores["vector"]["ndcg@10"], scores["hybrid"]["ndcg@10"])
+        for label, scores in validation["scores"].items()
+    ]
+    return (
+        f"Before use, the recipe was checked by `{validation['command']}` "
+        f"({validation['date']}): fitted on {validation['fitted_queries']} train queries, "
+        f"scored through Retrieve on the other {validation['held_out_queries']} (nDCG@10, "
+        "held-out train queries; the test split played no part):\n\n"
+        + table(("model", "vector", "hybrid"), rows)
+    )

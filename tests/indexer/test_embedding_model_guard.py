@@ -1,0 +1,131 @@
+"""An index remembers the embedding model that made its vectors: the Indexer
+refuses to start on it with a different model (unchanged documents are never
+re-embedded, so the index would mix two vector spaces), names both models,
+and changes nothing. Real model, real embedded stores."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from services.common.embedding import Embedder, EmbedderConfig, EmbeddingIdentity
+from services.common.errors import ConfigError
+from services.common.models import ContentType, Document
+from services.common.stores.factory import open_manifest, open_stores
+from services.common.stores.settings import StoreMode, StoreSettings
+from services.indexer.app import EMBEDDING_META, build_indexing_pipeline
+from services.indexer.settings import IndexerSettings
+
+pytestmark = pytest.mark.integration
+
+
+class OtherModel:
+    """The real embedder presented under another identity (test double for a
+    second model: the guard only reads the identity)."""
+
+    def __init__(self, inner: Embedder, identity: EmbeddingIdentity) -> None:
+        self.inner, self.identity = inner, identity
+        self.model_name, self.dim = identity.model, identity.dim
+
+    def embed_documents(self, texts: list[str]) -> object:
+        return self.inner.embed_documents(texts)
+
+
+def open_index(data_dir: Path, embedder: object) -> tuple[object, list[object]]:
+    stores = StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED)
+    vectors, lexical = open_stores(stores, 384)
+    manifest = open_manifest(stores)
+    handles = [vectors, lexical, manifest]
+    try:
+        pipeline = build_indexing_pipeline(IndexerSettings(), embedder, vectors, lexical, manifest)  # type: ignore[arg-type]
+    except Exception:
+        close(handles)
+        raise
+    return pipeline, handles
+
+
+def close(handles: list[object]) -> None:
+    for handle in handles:
+        handle.close()  # type: ignore[attr-defined]
+
+
+def recorded_model(data_dir: Path) -> dict[str, object]:
+    manifest = open_manifest(StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED))
+    try:
+        return json.loads(manifest.get_meta(EMBEDDING_META) or "{}")  # type: ignore[no-any-return]
+    finally:
+        manifest.close()
+
+
+def index_one(data_dir: Path, embedder: object) -> None:
+    pipeline, handles = open_index(data_dir, embedder)
+    try:
+        doc = Document(
+            doc_id="a",
+            text="Tide tables for the northern harbour.",
+            url="https://x.test/a",
+            title="Tides",
+            scope_id="site",
+            content_type=ContentType.MARKDOWN,
+        )
+        pipeline.upsert([doc])  # type: ignore[attr-defined]
+    finally:
+        close(handles)
+
+
+def test_the_same_model_loaded_twice_has_the_same_identity(embedder: Embedder) -> None:
+    again = Embedder(EmbedderConfig(backend="torch"))
+    assert again.identity == embedder.identity
+    assert embedder.identity.dim == 384 and len(embedder.identity.weights) == 16
+
+
+def test_a_retrained_model_at_the_same_path_is_another_model(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from services.common.embedding import resolve_model_path
+
+    model = SentenceTransformer(resolve_model_path(""), device="cpu")
+    with torch.no_grad():
+        next(iter(model.parameters())).add_(0.01)
+    model.save(str(tmp_path / "model"))
+    changed = Embedder(EmbedderConfig(model=str(tmp_path / "model"), backend="torch"))
+    assert changed.identity.dim == embedder.identity.dim
+    assert not changed.identity.compatible_with(embedder.identity)
+
+
+def test_index_built_with_another_model_refuses_to_start(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    index_one(tmp_path, embedder)
+    before = recorded_model(tmp_path)
+    assert before["weights"] == embedder.identity.weights
+    other = replace(embedder.identity, model="/models/tuned", weights="0123456789abcdef")
+    with pytest.raises(ConfigError) as refused:
+        open_index(tmp_path, OtherModel(embedder, other))
+    message = str(refused.value)
+    assert embedder.identity.weights in message and "'/models/tuned'" in message
+    assert "fresh data directory" in message
+    assert recorded_model(tmp_path) == before  # nothing changed
+
+
+def test_same_weights_under_another_name_is_the_same_model(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    index_one(tmp_path, embedder)
+    moved = replace(embedder.identity, model="/opt/models/minilm")
+    index_one(tmp_path, OtherModel(embedder, moved))
+    assert recorded_model(tmp_path)["model"] == "/opt/models/minilm"
+
+
+def test_an_empty_index_takes_any_model(tmp_path: Path, embedder: Embedder) -> None:
+    _, handles = open_index(tmp_path, embedder)  # records the packaged model
+    close(handles)
+    other = replace(embedder.identity, model="/models/tuned", weights="0123456789abcdef")
+    index_one(tmp_path, OtherModel(embedder, other))
+    assert recorded_model(tmp_path)["weights"] == "0123456789abcdef"
