@@ -9,6 +9,7 @@ from typing import Any
 from bench.report import table
 
 HEADER = "### The embedding model fine-tuned on the train split\n"
+MODELS = ("packaged", "fine-tuned")
 
 
 def finetune_section(result: dict[str, Any]) -> str:
@@ -27,7 +28,7 @@ def finetune_section(result: dict[str, Any]) -> str:
             "channel and every other setting are the same as above. It is not the service "
             "default: a corpus-specific model is an operator's decision "
             "(`RAG_EMBEDDING_MODEL=<folder>`, then a re-index into a fresh data directory).\n",
-            validation_note(finetuned.get("validation")),
+            validation_note(finetuned.get("validation"), card["recipe"]),
         ]
     )
 
@@ -49,18 +50,25 @@ def _index(finetuned: dict[str, Any]) -> str:
     return f"{finetuned['chunking']['chunks']} chunks, {built}"
 
 
-def validation_note(validation: dict[str, Any] | None) -> str:
-    """The recipe's check on train queries it was not fitted on."""
-    if not validation:
+def validation_note(validation: dict[str, Any] | None, used: dict[str, Any]) -> str:
+    """How each recipe did on train queries it was not fitted on."""
+    runs = (validation or {}).get("runs") or []
+    if not runs:
         return "The recipe has not been validated on held-out train queries (`--holdout`).\n"
+    first = runs[0]
     rows = [
-        (label, scores["vector"]["ndcg@10"], scores["hybrid"]["ndcg@10"])
-        for label, scores in validation["scores"].items()
+        (
+            _recipe(run["card"]["recipe"]),
+            *(run["scores"][m][c]["ndcg@10"] for c in ("vector", "hybrid") for m in MODELS),
+            f"`{run['command']}`, {run['date'][:10]}",
+            "used" if run["card"]["recipe"] == used else "",
+        )
+        for run in runs
     ]
+    headers = ("recipe", "vector, packaged", "vector, fine-tuned", "hybrid, packaged")
     return (
-        f"Before use, the recipe was checked by `{validation['command']}` "
-        f"({validation['date']}): fitted on {validation['fitted_queries']} train queries, "
-        f"scored through Retrieve on the other {validation['held_out_queries']} (nDCG@10, "
-        "held-out train queries; the test split played no part):\n\n"
-        + table(("model", "vector", "hybrid"), rows)
+        f"Recipes were compared with `--holdout`: fitted on {first['fitted_queries']} train "
+        f"queries, scored through Retrieve on the other {first['held_out_queries']} (nDCG@10; "
+        "the test split played no part):\n\n"
+        + table((*headers, "hybrid, fine-tuned", "command", ""), rows)
     )

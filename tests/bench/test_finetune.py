@@ -96,3 +96,35 @@ def own_document_margin(model: object, pairs: list[tuple[str, str]]) -> float:
     own = float(np.mean(np.diag(similarity)))
     others = float(np.mean(similarity[~np.eye(len(pairs), dtype=bool)]))
     return own - others
+
+
+def validation_run(epochs: int, hybrid: float) -> dict[str, object]:
+    scores = {"vector": {"ndcg@10": 0.5}, "hybrid": {"ndcg@10": hybrid}}
+    return {
+        "command": f"python -m bench.finetune --holdout 0.25 --epochs {epochs}",
+        "date": "2026-11-22T00:00:00+00:00",
+        "fitted_queries": 6,
+        "held_out_queries": 2,
+        "card": {"recipe": {**Recipe().__dict__, "epochs": epochs}},
+        "scores": {"packaged": scores, "fine-tuned": scores},
+    }
+
+
+def test_validation_keeps_one_run_per_recipe_and_the_report_marks_the_used_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.finetune
+    from bench.report_finetune import validation_note
+
+    monkeypatch.setattr(bench.finetune, "RESULTS_DIR", tmp_path)
+    bench.finetune.record_validation("tiny", validation_run(1, 0.61))
+    bench.finetune.record_validation("tiny", validation_run(3, 0.62))
+    path = bench.finetune.record_validation("tiny", validation_run(1, 0.63))  # re-run of 1
+    record = json.loads(path.read_text())
+    assert [r["card"]["recipe"]["epochs"] for r in record["runs"]] == [3, 1]
+    assert record["runs"][1]["scores"]["fine-tuned"]["hybrid"]["ndcg@10"] == 0.63
+    note = validation_note(record, {**Recipe().__dict__, "epochs": 3})
+    used = [line for line in note.splitlines() if line.endswith("| used |")]
+    assert len(used) == 1 and used[0].startswith("| 3 epoch(s)") and "| 0.620 |" in used[0]
+    assert "not validated" not in note and "has not been" not in note
+    assert "has not been validated" in validation_note(None, Recipe().__dict__)
