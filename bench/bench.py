@@ -21,7 +21,6 @@ docs/benchmarks.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -39,15 +38,11 @@ prefer_passive_waits()
 
 import psutil  # noqa: E402
 
-from bench.dataset import BeirDataset, write_subset  # noqa: E402
+from bench.bench_options import BenchOptions, parse_args  # noqa: E402
+from bench.dataset import write_subset  # noqa: E402
 from bench.eval_options import SCOPE  # noqa: E402  (bench.eval's scope: the index is shared)
 from bench.harness import (  # noqa: E402
-    BENCHMARKS_MD,
-    EVAL_DATA,
-    RESULTS_DIR,
     ROOT,
-    SCRATCH_DIR,
-    SHARED_DATASETS,
     Reranker,
     Stack,
     index_stats,
@@ -81,24 +76,9 @@ CONCURRENCY = (1, 4, 16)
 MODES = {"no rerank": True, "rerank": False}  # mode -> disable_rerank
 
 
-@dataclass(frozen=True)
-class BenchOptions:
-    dataset: BeirDataset
-    out_dir: Path
-    docs_path: Path
-    data_dir: Path
-    index_docs: int
-    requests: int  # per concurrency level without reranking
-    rerank_requests: int
-    deadlines_ms: tuple[int, ...]
-    repeats: int  # model and indexing measurements: best of this many
-    smoke: bool
-    log_dir: Path
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    opts = parse_args(argv)
+    opts = parse_args(argv, __doc__ or "")
     record = run_record(["-m", "bench.bench", *argv])
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     queries = list(opts.dataset.queries().items())
@@ -371,45 +351,6 @@ def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
         INDEXING_SHARE.assess(result["indexing"]["share"], "chunks/s vs raw encoder chunks/s"),
         RERANK_LATE.assess(late, "late answers + DEADLINE_EXCEEDED, speed-only reranker"),
     ]
-
-
-def parse_args(argv: list[str]) -> BenchOptions:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--dataset", type=Path, default=SHARED_DATASETS / "scifact")
-    p.add_argument("--smoke", action="store_true", help="tiny dataset and reranker")
-    p.add_argument("--out", type=Path, help="results folder (default bench/results)")
-    p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
-    p.add_argument("--data-dir", type=Path, help="index folder (default: the eval index)")
-    p.add_argument("--index-docs", type=int, default=400, help="documents in the indexing sample")
-    p.add_argument("--repeats", type=int, default=3, help="best of N for model and indexing")
-    p.add_argument("--requests", type=int, default=300, help="per level, without reranking")
-    p.add_argument("--rerank-requests", type=int, default=120, help="per level, with reranking")
-    args = p.parse_args(argv)
-    dataset = BeirDataset(args.dataset)
-    dataset.check()
-    out_dir = args.out or (SCRATCH_DIR / "smoke" if args.smoke else RESULTS_DIR)
-    if args.smoke:
-        dataset = BeirDataset(
-            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40)
-        )
-    return BenchOptions(
-        dataset=dataset,
-        out_dir=out_dir,
-        docs_path=args.docs or (out_dir / "benchmarks.md" if args.smoke else BENCHMARKS_MD),
-        # The index bench.eval builds (same corpus, scope and loader options): reused.
-        data_dir=args.data_dir or (out_dir / "data" if args.smoke else EVAL_DATA) / dataset.name,
-        index_docs=10 if args.smoke else args.index_docs,
-        requests=16 if args.smoke else args.requests,
-        rerank_requests=16 if args.smoke else args.rerank_requests,
-        deadlines_ms=(50, 100, 200),
-        repeats=1 if args.smoke else args.repeats,
-        smoke=args.smoke,
-        log_dir=(out_dir if args.smoke else SCRATCH_DIR) / "logs" / "bench",
-    )
 
 
 if __name__ == "__main__":

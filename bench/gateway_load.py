@@ -31,14 +31,12 @@ import os
 import platform
 import random
 import re
-import socket
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,12 +44,13 @@ import grpc
 import httpx
 import psutil
 
+from bench.harness import BENCHMARKS_MD, RESULTS_DIR, ROOT, free_port
+from bench.keepalive_client import KeepAliveClient
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.server import GrpcServer, ServerOptions, run_until_signal
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results" / "gateway_load.json"
+RESULTS = RESULTS_DIR / "gateway_load.json"
 ORIGIN = "http://bench.local"
 FOREIGN_ORIGIN = "http://elsewhere.example"
 QUERIES = (
@@ -134,49 +133,6 @@ def summarize(values: list[float]) -> dict[str, float | int]:
     }
 
 
-class KeepAliveClient:
-    """A minimal HTTP/1.1 keep-alive client, one connection per virtual client.
-
-    The load generator shares two cores with the server it measures; httpx
-    spends about as much CPU per request as the gateway itself, which would
-    make the numbers the generator's. This needs a few dozen microseconds."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def post_json(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        if self._writer is None or self._writer.is_closing():
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        assert self._reader is not None
-        lines = [
-            f"POST {path} HTTP/1.1",
-            f"Host: {self.host}:{self.port}",
-            "Content-Type: application/json",
-            f"Content-Length: {len(body)}",
-        ]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        self._writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        status = int((await self._reader.readline()).split(b" ", 2)[1])
-        length, close = 0, False
-        while (line := await self._reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.decode("latin-1").partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-            elif name.lower() == "connection" and "close" in value.lower():
-                close = True
-        payload = await self._reader.readexactly(length)
-        if close:
-            await self.close()
-        return status, payload
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
 async def client_loop(
     url: str,
     stop_at: float,
@@ -216,12 +172,6 @@ def outcome_of(status: int, payload: bytes) -> str:
         return str(json.loads(payload)["error"]["code"])
     except (ValueError, KeyError, TypeError):
         return f"http_{status}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_gateway(
@@ -446,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(result)
     from bench.report import write_report
 
-    write_report(RESULTS.parent, ROOT / "docs" / "benchmarks.md")
+    write_report(RESULTS_DIR, BENCHMARKS_MD)
     return 0 if result["ok"] else 1
 
 
