@@ -128,3 +128,20 @@ def test_validation_keeps_one_run_per_recipe_and_the_report_marks_the_used_one(
     assert len(used) == 1 and used[0].startswith("| 3 epoch(s)") and "| 0.620 |" in used[0]
     assert "not validated" not in note and "has not been" not in note
     assert "has not been validated" in validation_note(None, Recipe().__dict__)
+
+
+def test_ensure_model_trains_once_on_the_whole_train_split(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.finetune
+
+    monkeypatch.setattr(bench.finetune, "MODELS_DIR", tmp_path / "models")
+    dataset = write_dataset(tmp_path / "tiny")
+    model = bench.finetune.ensure_model(dataset.root)
+    assert model == tmp_path / "models" / "tiny-train-all-MiniLM-L6-v2"
+    card = json.loads((model / CARD).read_text())
+    assert card["queries"] == 5 and card["pairs"] == 5  # q5's document is missing
+    assert "-m bench.finetune --dataset" in card["command"]
+    written = (model / CARD).stat().st_mtime_ns
+    assert bench.finetune.ensure_model(dataset.root) == model
+    assert (model / CARD).stat().st_mtime_ns == written  # found, not trained again
