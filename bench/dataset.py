@@ -63,6 +63,27 @@ class BeirDataset:
         return found
 
 
+def indexed_texts(corpus: Path, *, title_as_heading: bool) -> dict[str, list[str]]:
+    """Per document of a BEIR corpus, in corpus order, the texts the Indexer
+    embeds for it: same loader, chunking settings (RAG_CHUNK_*) and
+    `embedding_text`."""
+    from services.common.models import Document
+    from services.indexer.app import chunking_params
+    from services.indexer.chunking import Chunker
+    from services.indexer.loaders import load_beir_jsonl
+    from services.indexer.pipeline import embedding_text
+    from services.indexer.planning import document_chunks
+    from services.indexer.settings import IndexerSettings
+
+    chunker = Chunker(chunking_params(IndexerSettings()))
+    loaded = load_beir_jsonl(corpus, scope_id="bench", title_as_heading=title_as_heading)
+    return {
+        doc.doc_id: [embedding_text(chunk) for chunk in document_chunks(chunker, doc)]
+        for doc in loaded
+        if isinstance(doc, Document)
+    }
+
+
 def write_subset(source: BeirDataset, target: Path, *, queries: int, filler_docs: int) -> Path:
     """A small BEIR folder: the first `queries` judged queries, every document
     judged for them, and `filler_docs` other documents so the search has

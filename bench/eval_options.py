@@ -52,7 +52,7 @@ def index_dir(parent: Path, dataset_name: str, title_as_heading: bool, model: Pa
     """One index per corpus, loader variant and embedding model (a fitted
     model by its weights, so a re-trained one starts a fresh index)."""
     variant = "" if title_as_heading else "-plain"
-    weights = f"-{finetune.weights_digest(model)}" if model else ""
+    weights = f"-{finetune.weights_file_sha256(model)}" if model else ""
     return parent / f"{dataset_name}{variant}{weights}"
 
 

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.dataset import BeirDataset, write_query_subset
+from bench.dataset import BeirDataset, indexed_texts, write_query_subset
 from bench.harness import RESULTS_DIR, ROOT, SCRATCH_DIR, SHARED_DATASETS, run_record
 from services.common.embedding import PACKAGED_MODEL
 
@@ -56,14 +56,11 @@ def model_dir(dataset_name: str, base_model: str = PACKAGED_MODEL) -> Path:
     return MODELS_DIR / f"{dataset_name}-train-{base}"
 
 
-def weights_digest(model_path: Path) -> str:
+def weights_file_sha256(model_path: Path) -> str:
     """Short digest of the saved weights: names the eval index built with them,
     so a re-trained model never meets vectors of an earlier one."""
-    digest = hashlib.sha256()
     with (model_path / WEIGHTS).open("rb") as weights:
-        for block in iter(lambda: weights.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:12]
+        return hashlib.file_digest(weights, "sha256").hexdigest()[:12]
 
 
 def ensure_model(dataset_root: Path) -> Path:
@@ -90,22 +87,9 @@ def training_pairs(dataset: BeirDataset, query_ids: Sequence[str]) -> list[tuple
 
 
 def first_chunk_texts(corpus: Path, doc_ids: set[str]) -> dict[str, str]:
-    from services.common.models import Chunk, Document
-    from services.indexer.chunking import Chunker, ChunkingParams
-    from services.indexer.loaders import load_beir_jsonl, normalize_body
-    from services.indexer.pipeline import embedding_text
-
-    chunker = Chunker(ChunkingParams())
-    texts: dict[str, str] = {}
     # The same loader options as bench.eval's ingest (title as the H1 heading).
-    for doc in load_beir_jsonl(corpus, scope_id="finetune", title_as_heading=True):
-        if isinstance(doc, Document) and doc.doc_id in doc_ids:
-            spans = chunker.split(normalize_body(doc))
-            if spans:
-                span = spans[0]
-                chunk = Chunk("", doc.doc_id, 0, span.text, "", heading_path=span.heading_path)
-                texts[doc.doc_id] = embedding_text(chunk)
-    return texts
+    indexed = indexed_texts(corpus, title_as_heading=True)
+    return {doc: texts[0] for doc, texts in indexed.items() if doc in doc_ids and texts}
 
 
 def train(base_model: str, pairs: list[tuple[str, str]], recipe: Recipe) -> tuple[Any, float]:
@@ -173,7 +157,7 @@ def fit(
         "recipe": asdict(recipe),
         "last_epoch_mean_loss": round(loss, 4),
         "train_seconds": round(time.perf_counter() - started, 1),
-        "weights_sha256_12": weights_digest(target),
+        "weights_sha256_12": weights_file_sha256(target),
     }
     (target / CARD).write_text(json.dumps(card, indent=2) + "\n")
     return card

@@ -10,13 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.dataset import indexed_texts
 from bench.harness import latency_summary
 from services.common.embedding import Embedder
-from services.common.models import Chunk, Document
 from services.common.stores.settings import StoreSettings
-from services.indexer.chunking import Chunker, ChunkingParams
-from services.indexer.loaders import load_beir_jsonl, normalize_body
-from services.indexer.pipeline import embedding_text
 from services.indexer.settings import IndexerSettings
 from services.stack.runtime import embedder_config
 
@@ -57,28 +54,10 @@ def query_embedding(embedder: Embedder, queries: Sequence[str]) -> dict[str, Any
 
 
 def chunk_texts(corpus: Path, *, title_as_heading: bool) -> tuple[int, list[str]]:
-    """(documents, texts the Indexer embeds for them): same loader, chunker
-    settings and `embedding_text` as the Indexer, so the raw encoder sees
+    """(documents, texts the Indexer embeds for them), so the raw encoder sees
     exactly what indexing embeds."""
-    settings = IndexerSettings()
-    chunker = Chunker(
-        ChunkingParams(
-            target_chars=settings.chunk_target_chars,
-            overlap_chars=settings.chunk_overlap_chars,
-            max_slack_chars=settings.chunk_max_slack_chars,
-        )
-    )
-    docs = [
-        d
-        for d in load_beir_jsonl(corpus, scope_id="bench", title_as_heading=title_as_heading)
-        if isinstance(d, Document)
-    ]
-    texts = []
-    for doc in docs:
-        for position, span in enumerate(chunker.split(normalize_body(doc))):
-            chunk = Chunk("", doc.doc_id, position, span.text, "", heading_path=span.heading_path)
-            texts.append(embedding_text(chunk))
-    return len(docs), texts
+    per_document = indexed_texts(corpus, title_as_heading=title_as_heading)
+    return len(per_document), [text for texts in per_document.values() for text in texts]
 
 
 def raw_encoder(embedder: Embedder, documents: int, texts: list[str]) -> dict[str, Any]:

@@ -27,11 +27,7 @@ def build_indexing_pipeline(
     lexical: LexicalStore,
     manifest: Manifest,
 ) -> IndexingPipeline:
-    params = ChunkingParams(
-        target_chars=settings.chunk_target_chars,
-        overlap_chars=settings.chunk_overlap_chars,
-        max_slack_chars=settings.chunk_max_slack_chars,
-    )
+    params = chunking_params(settings)
     locales = frozenset(x.strip() for x in settings.allowed_locales.split(",") if x.strip())
     limits = DocumentLimits(
         max_doc_id_chars=settings.max_doc_id_chars,
@@ -45,12 +41,20 @@ def build_indexing_pipeline(
     )
 
 
+def chunking_params(settings: IndexerSettings) -> ChunkingParams:
+    return ChunkingParams(
+        target_chars=settings.chunk_target_chars,
+        overlap_chars=settings.chunk_overlap_chars,
+        max_slack_chars=settings.chunk_max_slack_chars,
+    )
+
+
 def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> None:
     """Refuse to add vectors of one model to an index built with another: an
     unchanged document is never re-embedded, so the index would silently mix
     two vector spaces and the vector channel would rank by noise."""
-    recorded = manifest.get_meta(EMBEDDING_META)
-    if recorded and manifest.count():
+    recorded, documents = manifest.get_meta(EMBEDDING_META), manifest.count()
+    if recorded and documents:
         built_with = EmbeddingIdentity(**json.loads(recorded))
         if not built_with.compatible_with(configured):
             raise ConfigError(
@@ -59,7 +63,7 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
                 "models are not comparable. Index into a fresh data directory (or vector "
                 "collection) with the new model, or configure the old one again"
             )
-    elif manifest.count():
+    elif documents:
         # An index from before models were recorded: its model cannot be known.
-        log.warning("embedding_model_adopted", model=configured.model, documents=manifest.count())
+        log.warning("embedding_model_adopted", model=configured.model, documents=documents)
     manifest.set_meta(EMBEDDING_META, json.dumps(asdict(configured)))

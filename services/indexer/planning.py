@@ -180,7 +180,7 @@ class Planner:
             if old.metadata_hash == meta_hash:
                 return DocumentPlan(doc.doc_id, doc.locale, DocState.UNCHANGED, entry=old)
             return self._metadata_only(doc, old, meta_hash)
-        chunks = self._chunk(doc, body)
+        chunks = document_chunks(self.chunker, doc, body)
         entry = ManifestEntry(
             doc.doc_id,
             doc.locale,
@@ -239,25 +239,27 @@ class Planner:
             doc.doc_id, doc.locale, DocState.METADATA_ONLY, payload_updates=updates, entry=entry
         )
 
-    def _chunk(self, doc: Document, body: str) -> list[Chunk]:
-        chunks = []
-        for index, span in enumerate(self.chunker.split(body)):
-            chunks.append(
-                Chunk(
-                    chunk_id=chunk_id(doc.locale, doc.doc_id, index),
-                    doc_id=doc.doc_id,
-                    position=index,
-                    text=span.text,
-                    content_hash=content_hash(span.heading_path + "\n" + span.text),
-                    url=doc.url,
-                    title=doc.title,
-                    heading_path=span.heading_path,
-                    scope_id=doc.scope_id,
-                    locale=doc.locale,
-                    metadata=dict(doc.metadata),
-                )
-            )
-        return chunks
+
+def document_chunks(chunker: Chunker, doc: Document, body: str | None = None) -> list[Chunk]:
+    """The chunks the Indexer stores for `doc` (`body`: its normalised text,
+    when the caller has it already)."""
+    spans = chunker.split(normalize_body(doc) if body is None else body)
+    return [
+        Chunk(
+            chunk_id=chunk_id(doc.locale, doc.doc_id, index),
+            doc_id=doc.doc_id,
+            position=index,
+            text=span.text,
+            content_hash=content_hash(span.heading_path + "\n" + span.text),
+            url=doc.url,
+            title=doc.title,
+            heading_path=span.heading_path,
+            scope_id=doc.scope_id,
+            locale=doc.locale,
+            metadata=dict(doc.metadata),
+        )
+        for index, span in enumerate(spans)
+    ]
 
 
 def _rejected(doc: Document, error: str) -> DocumentPlan:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench.dataset import BeirDataset
-from bench.finetune import CARD, Recipe, fit, split_queries, training_pairs, weights_digest
+from bench.finetune import CARD, Recipe, fit, split_queries, training_pairs, weights_file_sha256
 from bench.harness import run_record
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ def test_fit_pulls_each_query_towards_its_own_document(tmp_path: Path) -> None:
     assert after > before + 0.05, (before, after)
     assert json.loads((target / CARD).read_text()) == card
     assert card["pairs"] == 3 and card["queries"] == 3 and card["recipe"]["epochs"] == 8
-    assert card["weights_sha256_12"] == weights_digest(target)
+    assert card["weights_sha256_12"] == weights_file_sha256(target)
 
 
 def own_document_margin(model: object, pairs: list[tuple[str, str]]) -> float:
