@@ -145,3 +145,17 @@ def test_ensure_model_trains_once_on_the_whole_train_split(
     written = (model / CARD).stat().st_mtime_ns
     assert bench.finetune.ensure_model(dataset.root) == model
     assert (model / CARD).stat().st_mtime_ns == written  # found, not trained again
+
+
+def test_held_out_subset_is_the_whole_corpus_with_only_the_chosen_queries(
+    tmp_path: Path,
+) -> None:
+    from bench.dataset import write_query_subset
+
+    dataset = write_dataset(tmp_path / "tiny")
+    subset = BeirDataset(write_query_subset(dataset, tmp_path / "held-out", {"q2", "q4"}), "train")
+    subset.check()
+    assert subset.corpus.read_text() == dataset.corpus.read_text()
+    assert subset.corpus.is_symlink()  # linked, not copied
+    assert subset.queries() == {"q2": "code word cobalt", "q4": "code word scarlet"}
+    assert subset.qrels() == {"q2": {"d2": 1}, "q4": {"d4": 1, "d1": 1}}
