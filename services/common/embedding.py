@@ -76,6 +76,9 @@ class EmbedderConfig:
     threads: int = 0
     onnx_spin: bool = False
     query_max_batch: int = 32  # queries sharing one forward pass at most; 1: no micro-batching
+    # Primary language codes the model reads ("*": all); the query path leaves
+    # the vector channel out for other languages.
+    languages: frozenset[str] = frozenset({"en"})
 
 
 class QueryCache:
@@ -116,6 +119,7 @@ class Embedder:
         _check_backend(config)
         self.config = config
         self.model_name = config.model
+        self.languages = config.languages
         self._cache = QueryCache(config.query_cache_size, config.query_cache_ttl_s)
         self._lock = threading.Lock()
         model = self._load(config)

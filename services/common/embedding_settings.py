@@ -25,6 +25,14 @@ class EmbeddingSettings(BaseServiceSettings):
         "model (vectors match torch to cosine ≥ 0.9999, so an index needs no rebuild; "
         "mean-pooled models only); auto: onnx when the model allows it, else torch (logged)",
     )
+    embedding_languages: str = Field(
+        "en",
+        pattern=r"^\s*(\*|[A-Za-z]{2,3}(\s*,\s*[A-Za-z]{2,3})*)\s*$",
+        description="Languages the embedding model reads, comma-separated primary codes "
+        "(en, zh, ja, ...), or * for a multilingual model. The packaged all-MiniLM-L6-v2 reads "
+        "English only. For a query (or a scope locale) in another language the Retriever leaves "
+        "the vector channel out (RAG_UNREAD_LANGUAGE_VECTOR_WEIGHT)",
+    )
     embedding_threads: int = Field(
         0, ge=0, le=256, description="onnx: compute threads (0: one per CPU)"
     )
@@ -34,3 +42,8 @@ class EmbeddingSettings(BaseServiceSettings):
     embedding_cache_dir: Path | None = Field(
         None, description="onnx: where the model's export is kept (unset: $RAG_DATA_DIR/models)"
     )
+
+
+def declared_languages(value: str) -> frozenset[str]:
+    """`"en, zh"` → {"en", "zh"}; `"*"` → {"*"} (reads every language)."""
+    return frozenset(part.strip().lower() for part in value.split(",") if part.strip())

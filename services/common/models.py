@@ -87,7 +87,9 @@ class StoredChunk:
 
 @dataclass(frozen=True)
 class ScoredChunk:
-    """A store's search result: the chunk and that store's own score."""
+    """A store's search result: the chunk and that store's own score.
+    `exact`: the query's identifiers the chunk contains (lexical stores)."""
 
     chunk: StoredChunk
     score: float
+    exact: tuple[str, ...] = ()

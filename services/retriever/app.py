@@ -35,7 +35,13 @@ def build_retrieval_pipeline(
         else None
     )
     return RetrievalPipeline(
-        embedder, vectors, lexical, reranker, executor, retrieval_config(settings)
+        embedder,
+        vectors,
+        lexical,
+        reranker,
+        executor,
+        retrieval_config(settings),
+        analyzer=getattr(lexical, "analyzer", None),
     )
 
 

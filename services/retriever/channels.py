@@ -44,6 +44,12 @@ def not_requested(channel: Channel) -> ChannelOutcome:
     return ChannelOutcome(channel, ChannelStatus.SKIPPED, error="not requested", requested=False)
 
 
+def skipped_by_rule(channel: Channel, reason: str) -> ChannelOutcome:
+    """Left out by a documented rule (e.g. a language the model does not read):
+    a decision, not a failure, so it never counts as degraded."""
+    return ChannelOutcome(channel, ChannelStatus.SKIPPED, error=reason, requested=False)
+
+
 def remaining_s(deadline: float) -> float:
     return deadline - time.monotonic()
 

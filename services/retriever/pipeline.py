@@ -4,11 +4,13 @@ under a deadline → evidence. Plain async Python; the servicer adapts protos.""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
+from services.common.analysis import QueryPlan, TextAnalyzer
 from services.common.embedding import Embedder
 from services.common.errors import InvalidArgument, RagError
 from services.common.models import ScopeFilter, ScoredChunk
@@ -19,9 +21,18 @@ from services.retriever.channels import (
     not_requested,
     remaining_s,
     run_channel,
+    skipped_by_rule,
 )
 from services.retriever.evidence import EvidenceAssembler
+from services.retriever.exact import (
+    ExactPrecedence,
+    exact_precedence,
+    precedence_note,
+    with_exact_matches,
+    with_highlights,
+)
 from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
+from services.retriever.language import LanguageDecision, LanguageRule
 from services.retriever.query import QueryNormalizer
 from services.retriever.rerank_client import RerankClient
 from services.retriever.reranking import RerankOutcome, RerankStep
@@ -43,6 +54,8 @@ class RetrievalConfig:
     channel_timeout_ms: int = 1000
     safety_margin_ms: int = 10
     max_query_chars: int = 1000
+    exact_precedence: ExactPrecedence = ExactPrecedence.LEAD
+    unread_language_vector_weight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,7 @@ class RetrievalRequest:
     candidates_per_channel: int = 0
     channels: frozenset[Channel] = frozenset(Channel)
     intent: Intent | None = None  # None: route by rules
+    query_language: str = ""  # "": detect from the script
 
 
 @dataclass
@@ -75,6 +89,22 @@ class RetrievalResult:
     degraded: list[tuple[str, str]] = field(default_factory=list)
     message: str = ""
     timings: list[tuple[str, float]] = field(default_factory=list)
+    query_language: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PreparedQuery:
+    """A request after validation, routing and analysis: what the channels run."""
+
+    text: str
+    plan: QueryPlan
+    intent: Intent
+    scope: ScopeFilter
+    top_k: int
+    depth: int
+    language: LanguageDecision
+    channels: frozenset[Channel]
 
 
 class RetrievalPipeline:
@@ -86,8 +116,14 @@ class RetrievalPipeline:
         reranker: RerankClient | None,
         executor: Executor,
         config: RetrievalConfig = RetrievalConfig(),
+        analyzer: TextAnalyzer | None = None,
     ) -> None:
         self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
+        # The lexical index's own analysis, so identifiers and highlights are
+        # found exactly as the index found them.
+        self.analyzer = analyzer or TextAnalyzer()
+        languages = getattr(embedder, "languages", frozenset({"en"}))
+        self.language_rule = LanguageRule(languages, config.unread_language_vector_weight)
         self.executor = executor
         self.config = config
         self.normalizer = QueryNormalizer(config.max_query_chars)
@@ -101,6 +137,40 @@ class RetrievalPipeline:
     async def retrieve(self, request: RetrievalRequest, deadline: float) -> RetrievalResult:
         timings: list[tuple[str, float]] = []
         started = time.perf_counter()
+        prepared = self._prepare(request)
+        vector, lexical = await self._fan_out(
+            prepared.text, prepared.scope, prepared.depth, deadline, prepared.channels
+        )
+        if prepared.language.skip_vector and Channel.VECTOR in request.channels:
+            vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
+        timings += [("vector", vector.latency_ms), ("lexical", lexical.latency_ms)]
+        fused = self._fuse(request, prepared, vector, lexical)
+        rerank_started = time.perf_counter()
+        hits, rerank = await self.rerank_step.run(prepared.text, fused, request.rerank, deadline)
+        hits = exact_precedence(hits, self.config.exact_precedence)
+        timings.append(("rerank", _ms(rerank_started)))
+        hits = with_highlights(hits[: prepared.top_k], self.analyzer, prepared.plan)
+        evidence_started = time.perf_counter()
+        budget = request.context_char_budget or self.config.context_char_budget
+        evidence = self.assembler.assemble(hits, char_budget=budget)
+        timings.append(("evidence", _ms(evidence_started)))
+        result = RetrievalResult(
+            hits,
+            prepared.intent,
+            prepared.text,
+            rerank,
+            evidence,
+            [vector, lexical],
+            timings=timings,
+        )
+        self._explain(result, request, prepared, fused)
+        _record_degradation(result, vector, lexical)
+        if prepared.intent is Intent.CURRENT_PAGE:
+            await self._check_page(result, prepared.scope, deadline)
+        timings.append(("total", _ms(started)))
+        return result
+
+    def _prepare(self, request: RetrievalRequest) -> PreparedQuery:
         query = self.normalizer.normalize(request.query)
         top_k, depth = self._limits(request)
         intent = request.intent or self.router.route(query, request.page_url)
@@ -109,27 +179,34 @@ class RetrievalPipeline:
         scope = request.scope
         if intent is Intent.CURRENT_PAGE:
             scope = replace(scope, urls=(request.page_url,), doc_ids=())
-        vector, lexical = await self._fan_out(query, scope, depth, deadline, request.channels)
-        timings += [("vector", vector.latency_ms), ("lexical", lexical.latency_ms)]
-        fused = self._fuse(request, vector, lexical)
-        rerank_started = time.perf_counter()
-        hits, rerank = await self.rerank_step.run(query, fused, request.rerank, deadline)
-        timings.append(("rerank", _ms(rerank_started)))
-        hits = hits[:top_k]
-        evidence_started = time.perf_counter()
-        budget = request.context_char_budget or self.config.context_char_budget
-        evidence = self.assembler.assemble(hits, char_budget=budget)
-        timings.append(("evidence", _ms(evidence_started)))
-        result = RetrievalResult(
-            hits, intent, query, rerank, evidence, [vector, lexical], timings=timings
+        plan = self.analyzer.plan(query)
+        language = self.language_rule.decide(
+            query,
+            check_language(request.query_language),
+            scope.locale,
+            vector_requested=Channel.VECTOR in request.channels,
+            hybrid=request.channels >= frozenset(Channel),
         )
+        channels = request.channels
+        if language.skip_vector:
+            channels = channels - {Channel.VECTOR}
+        return PreparedQuery(query, plan, intent, scope, top_k, depth, language, channels)
+
+    def _explain(
+        self,
+        result: RetrievalResult,
+        request: RetrievalRequest,
+        prepared: PreparedQuery,
+        fused: list[FusedHit],
+    ) -> None:
+        result.query_language = prepared.language.language
+        if prepared.language.note:
+            result.notes.append(prepared.language.note)
+        rule = self.config.exact_precedence
+        if note := precedence_note(fused, prepared.plan.identifiers, rule):
+            result.notes.append(note)
         if request.debug:
-            result.lexical_query = self._describe_lexical(query)
-        _record_degradation(result, vector, lexical)
-        if intent is Intent.CURRENT_PAGE:
-            await self._check_page(result, scope, deadline)
-        timings.append(("total", _ms(started)))
-        return result
+            result.lexical_query = self._describe_lexical(prepared.text)
 
     def _limits(self, request: RetrievalRequest) -> tuple[int, int]:
         cfg = self.config
@@ -185,10 +262,16 @@ class RetrievalPipeline:
         return await run_channel(channel, self.executor, search, budget_s)
 
     def _fuse(
-        self, request: RetrievalRequest, vector: ChannelOutcome, lexical: ChannelOutcome
+        self,
+        request: RetrievalRequest,
+        prepared: PreparedQuery,
+        vector: ChannelOutcome,
+        lexical: ChannelOutcome,
     ) -> list[FusedHit]:
         ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
-        fused = self.fuser.fuse(ranked, request.weights)
+        fused = self.fuser.fuse(ranked, _language_weights(request.weights, prepared.language))
+        fused = with_exact_matches(fused, prepared.plan.identifiers)
+        fused = exact_precedence(fused, self.config.exact_precedence)
         fused = drop_weak_vector_only(fused, request.min_vector_score)
         per_doc = request.max_chunks_per_document or self.config.max_chunks_per_document
         return cap_per_document(fused, per_doc)
@@ -233,6 +316,30 @@ def _record_degradation(
             "Search is temporarily unavailable: the retrieval channels failed. "
             "Please try again shortly."
         )
+
+
+def _language_weights(
+    requested: dict[Channel, float] | None, language: LanguageDecision
+) -> dict[Channel, float] | None:
+    """The caller's weights with the language rule's factor on the vector channel."""
+    if language.vector_weight in (0.0, 1.0):  # 0: the channel did not run at all
+        return requested
+    weights = dict(requested or {})
+    weights[Channel.VECTOR] = weights.get(Channel.VECTOR, 1.0) * language.vector_weight
+    return weights
+
+
+_LANGUAGE_TAG = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8}){0,3}$")
+
+
+def check_language(tag: str) -> str:
+    """A request's `query_language`: empty (detect) or a language tag."""
+    tag = tag.strip()
+    if tag and not _LANGUAGE_TAG.match(tag):
+        raise InvalidArgument(
+            f"query_language: {tag[:40]!r} is not a language tag such as en, zh or zh-CN"
+        )
+    return tag
 
 
 def _ms(start: float) -> float:

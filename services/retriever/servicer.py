@@ -53,8 +53,18 @@ def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
         min_vector_score=msg.min_vector_score,
         candidates_per_channel=msg.candidates_per_channel,
         channels=_channels(msg.channels),
-        intent=_INTENT_OF_PROTO.get(msg.intent),
+        intent=_intent(msg.intent),
+        query_language=msg.query_language,
     )
+
+
+def _intent(value: int) -> Intent | None:
+    """INTENT_UNSPECIFIED routes by rules; an unknown number is the caller's mistake."""
+    if value == pb.INTENT_UNSPECIFIED:
+        return None
+    if value not in _INTENT_OF_PROTO:
+        raise InvalidArgument(f"intent: unknown value {value}")
+    return _INTENT_OF_PROTO[value]
 
 
 def _channels(requested: Sequence[int]) -> frozenset[Channel]:
@@ -92,6 +102,11 @@ def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
         ],
         reranked=hit.reranked,
         rerank_score=hit.rerank_score or 0.0,
+        highlights=[
+            pb.Span(start=span.start, end=span.end, identifier=span.identifier)
+            for span in hit.highlights
+        ],
+        exact_identifiers=list(hit.exact),
     )
 
 
@@ -119,6 +134,7 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
         degraded=[pb.Degradation(component=c, reason=why) for c, why in result.degraded],
         message=result.message,
         timings=[pb.StageTiming(stage=s, ms=ms) for s, ms in result.timings],
+        query_language=result.query_language,
         evidence=pb.Evidence(
             text=ev.text,
             chars=ev.chars,
@@ -152,6 +168,7 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
                 ],
                 normalized_query=result.normalized_query,
                 lexical_query=result.lexical_query,
+                notes=result.notes,
             )
         )
     return response

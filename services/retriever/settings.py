@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from services.common.embedding_settings import EmbeddingSettings
+from services.retriever.exact import ExactPrecedence
 
 
 class RetrieverSettings(EmbeddingSettings):
@@ -25,6 +26,20 @@ class RetrieverSettings(EmbeddingSettings):
     candidates_per_channel: int = Field(50, ge=1, le=1000)
     max_candidates_per_channel: int = Field(200, ge=1, le=5000)
     rrf_k: int = Field(60, ge=1, le=1000)
+    exact_precedence: ExactPrecedence = Field(
+        ExactPrecedence.LEAD,
+        description="For a query with exact identifiers (429, text-embedding-v4, chunkSize=800): "
+        "lead = the best hit holding the most of them moves to rank 1, the rest keeps its order; "
+        "tiers = every hit holding more of them comes before any holding fewer; off = RRF or "
+        "rerank order only (docs/retrieval.md, 'Exact identifiers')",
+    )
+    unread_language_vector_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="RRF weight of the vector channel for a query or scope locale in a language "
+        "the embedding model does not read (RAG_EMBEDDING_LANGUAGES); 0 leaves the channel out",
+    )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)
     rerank_candidates: int = Field(20, ge=1, le=200)

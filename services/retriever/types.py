@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from services.common.analysis import MatchSpan
 from services.common.models import StoredChunk
 
 
@@ -33,6 +34,8 @@ class FusedHit:
     fused_score: float
     channels: list[ChannelRank] = field(default_factory=list)
     rerank_score: float | None = None
+    exact: tuple[str, ...] = ()  # the query's identifiers this hit holds
+    highlights: list[MatchSpan] = field(default_factory=list)  # in chunk.text
 
     @property
     def reranked(self) -> bool:

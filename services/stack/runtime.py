@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.embedding import Embedder, EmbedderConfig
-from services.common.embedding_settings import EmbeddingSettings
+from services.common.embedding_settings import EmbeddingSettings, declared_languages
 from services.common.errors import ConfigError
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
@@ -83,6 +83,7 @@ def embedder_config(
         threads=source.embedding_threads,
         onnx_spin=source.embedding_onnx_spin,
         query_max_batch=retriever.query_max_batch if retriever else 1,
+        languages=declared_languages(source.embedding_languages),
     )
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from services.common.analysis import TextAnalyzer
 from services.common.stores.base import DEFAULT_SEARCH_EF
+from services.common.stores.lexical_fields import FIELD_BOOSTS
 from services.common.stores.qdrant_edge import EdgeVectorStore
-from services.common.stores.tantivy_query import FIELD_BOOSTS
 from services.common.stores.tantivy_store import TantivyLexicalStore
 
 VECTOR_SUBDIR = "vectors"
@@ -20,11 +21,14 @@ def open_embedded_stores(
     field_boosts: Mapping[str, float] = FIELD_BOOSTS,
     *,
     vector_search_ef: int = DEFAULT_SEARCH_EF,
+    analyzer: TextAnalyzer | None = None,
 ) -> tuple[EdgeVectorStore, TantivyLexicalStore]:
     """Vector store in `data_dir/vectors`, lexical store in `data_dir/lexical`."""
     vectors = EdgeVectorStore(Path(data_dir) / VECTOR_SUBDIR, dim, search_ef=vector_search_ef)
     try:
-        lexical = TantivyLexicalStore(Path(data_dir) / LEXICAL_SUBDIR, field_boosts=field_boosts)
+        lexical = TantivyLexicalStore(
+            Path(data_dir) / LEXICAL_SUBDIR, field_boosts=field_boosts, analyzer=analyzer
+        )
     except BaseException:
         vectors.close()  # do not leave the shard open when start-up fails half-way
         raise

@@ -8,6 +8,7 @@ an embedded process never loads the server clients and vice versa.
 
 from __future__ import annotations
 
+from services.common.analysis import TextAnalyzer
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.settings import StoreSettings
 from services.indexer.manifest import Manifest
@@ -24,6 +25,7 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
             dim,
             settings.lexical_field_boosts,
             vector_search_ef=settings.vector_search_ef,
+            analyzer=TextAnalyzer(settings.lexical_cjk),
         )
 
     from services.common.stores.opensearch_store import OpenSearchLexicalStore

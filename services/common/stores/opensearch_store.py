@@ -1,172 +1,70 @@
 """`LexicalStore` on an OpenSearch cluster (server mode), via opensearch-py.
 
-Mirrors the embedded tantivy store (`tantivy_store`, `tantivy_query`): the same
-fields; the same analysis (words split at every non-alphanumeric character,
-tokens over 40 characters dropped, lowercase, Porter2/Snowball English
-stemming, no stop-word list, so "to be or not to be" still finds something);
-the same field weights (title ×2, heading_path ×1.5, text ×1, per-field scores
-summed); identifier phrases for pieces like `text-embedding-v4`; keyword
-filters in filter context (they narrow candidates and never move BM25
-scores); ties broken by chunk_id.
+Mirrors the embedded tantivy store (`tantivy_store`; the shared layout and
+scoring are in `lexical_fields`): the service's analyzer
+(`services.common.analysis`) turns every text field into a space-separated
+term string, and the index's only text analyzer, `rag_terms`, is a
+`whitespace` tokenizer without filters, so OpenSearch indexes exactly the
+token stream tantivy indexes (identical by construction, Chinese included:
+no OpenSearch plugin segments like jieba, and a mirrored pair of analyzers
+drifts). The same field weights (title ×2, heading_path ×1.5, text ×1,
+per-field scores summed by `most_fields`); phrases for identifier pieces
+like `text-embedding-v4`; a `constant_score` boost per exact identifier,
+then `exact_first` ordering; keyword filters in filter context (they narrow
+candidates and never move BM25 scores); ties broken by chunk_id.
 
-User text only ever travels as the `query` value of `multi_match` and
-`match_phrase` clauses, which analyze it as plain text: no query-string syntax exists on this path,
-so `title:x OR "a`, `*` or `\\` can neither change the query nor fail it.
+User text never reaches a query-string parser: the analyzer's terms travel
+as the `query` of `multi_match` / `match_phrase` clauses (analyzed by
+`rag_terms`, i.e. split at spaces) and identifiers as `term` values, so
+`title:x OR "a`, `*` or `\\` can neither change the query nor fail it.
 
 Index settings and mappings come from an index template (`<index>-template`,
 matching exactly `<index>`; a wildcard would overlap the template of the next
 blue/green index and OpenSearch refuses overlapping templates of equal
-priority), rewritten at every start. Refresh policy: see `RefreshPolicy` and
-deploy/README.md.
+priority), rewritten at every start. The mapping's `_meta.analysis` records
+the analysis version; an index built by another one is refused at start-up
+with the re-index path. Refresh policy: see `RefreshPolicy` and deploy/README.md.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
 
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
+from services.common.analysis import CjkMode, TextAnalyzer
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.lexical_fields import (
+    FIELD_BOOSTS,
+    IDENTIFIERS_FIELD,
+    TERMS_SUFFIX,
+    describe_plan,
+    exact_first,
+)
+from services.common.stores.opensearch_bodies import (
+    analyzed_source,
+    index_template,
+    lexical_query,
+    scope_filters,
+    stored_chunk_from_source,
+)
 from services.common.stores.opensearch_client import (
     BulkAction,
     BulkWriter,
+    WriteConflict,
     connect_opensearch,
     is_transient_opensearch_error,
 )
 from services.common.stores.payload import (
-    METADATA_TERMS_FIELD,
-    chunk_payload,
-    metadata_from_terms,
-    metadata_term,
-    payload_fields,
+    chunk_with_payload,
 )
 from services.common.stores.server_calls import ServerCallPolicy, batched
 from services.common.stores.settings import RefreshPolicy, StoreSettings
-from services.common.stores.tantivy_query import FIELD_BOOSTS, MAX_PHRASES, MAX_TERMS
 
-ANALYZER = "rag_english"
-SIMILARITY = "rag_bm25"
-KEYWORD_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", METADATA_TERMS_FIELD)
-# A piece with punctuation between word characters is an identifier
-# (`chunkSize=800`, `v1.2`): it also gets a phrase clause, as in tantivy_query.
-_IDENTIFIER = re.compile(r"\w[^\w\s]+\w")
-
-
-def index_template(index: str, shards: int, replicas: int) -> dict[str, Any]:
-    text_field = {"type": "text", "analyzer": ANALYZER, "similarity": SIMILARITY}
-    return {
-        "index_patterns": [index],
-        "priority": 100,
-        "template": {
-            "settings": {
-                "index": {
-                    "number_of_shards": shards,
-                    "number_of_replicas": replicas,
-                    "refresh_interval": "1s",
-                },
-                "similarity": {SIMILARITY: {"type": "BM25", "k1": 1.2, "b": 0.75}},
-                "analysis": {
-                    # Mirrors tantivy's en_stem: split at every non-alphanumeric
-                    # character (so `title:x` is two words, unlike the standard
-                    # tokenizer), drop tokens over 40 chars, lowercase, stem.
-                    "tokenizer": {"rag_words": {"type": "pattern", "pattern": "[^\\p{L}\\p{N}]+"}},
-                    "filter": {
-                        "rag_max_token": {"type": "length", "max": 40},
-                        "rag_stemmer": {"type": "stemmer", "language": "porter2"},
-                    },
-                    "analyzer": {
-                        ANALYZER: {
-                            "type": "custom",
-                            "tokenizer": "rag_words",
-                            "filter": ["rag_max_token", "lowercase", "rag_stemmer"],
-                        }
-                    },
-                },
-            },
-            "mappings": {
-                # strict: a field outside this layout is a bug, not a new column.
-                "dynamic": "strict",
-                "properties": {
-                    **{field: {"type": "keyword"} for field in KEYWORD_FIELDS},
-                    "content_hash": {"type": "keyword", "index": False},
-                    "position": {"type": "integer"},
-                    **{field: dict(text_field) for field in FIELD_BOOSTS},
-                },
-            },
-        },
-    }
-
-
-def lexical_query(text: str, boosts: Mapping[str, float] = FIELD_BOOSTS) -> dict[str, Any] | None:
-    """The scoring part of a search: None when the text has no pieces at all.
-
-    Every clause is a `should`, so per-field and per-phrase scores add up as
-    in tantivy_query (`most_fields` sums the per-field matches)."""
-    pieces = list(dict.fromkeys(text.split()))[:MAX_TERMS]
-    if not pieces:
-        return None
-    should: list[dict[str, Any]] = [
-        {
-            "multi_match": {
-                "query": " ".join(pieces),
-                "type": "most_fields",
-                "fields": [f"{field}^{boost:g}" for field, boost in boosts.items()],
-            }
-        }
-    ]
-    identifiers = [piece for piece in pieces if _IDENTIFIER.search(piece)][:MAX_PHRASES]
-    should.extend(
-        {"match_phrase": {field: {"query": piece, "boost": boost}}}
-        for piece in identifiers
-        for field, boost in boosts.items()
-    )
-    return {"bool": {"should": should, "minimum_should_match": 1}}
-
-
-def scope_filters(scope: ScopeFilter | None) -> list[dict[str, Any]]:
-    """ScopeFilter as filter-context clauses that must all match."""
-    if scope is None or scope.is_empty():
-        return []
-    clauses: list[dict[str, Any]] = []
-    if scope.scope_id:
-        clauses.append({"term": {"scope_id": scope.scope_id}})
-    if scope.locale:
-        clauses.append({"term": {"locale": scope.locale}})
-    if scope.doc_ids:
-        clauses.append({"terms": {"doc_id": list(scope.doc_ids)}})
-    if scope.urls:
-        clauses.append({"terms": {"url": list(scope.urls)}})
-    for key, value in scope.metadata:
-        clauses.append({"term": {METADATA_TERMS_FIELD: metadata_term(key, value)}})
-    return clauses
-
-
-def lexical_source(fields: dict[str, Any]) -> dict[str, Any]:
-    """Vector payload fields minus the metadata object: the index keeps only
-    the `meta` terms (a partial update replaces a list but would merge an
-    object, leaving removed keys behind)."""
-    return {key: value for key, value in fields.items() if key != "metadata"}
-
-
-def stored_chunk_from_source(source: dict[str, Any]) -> StoredChunk:
-    return StoredChunk(
-        chunk_id=str(source["chunk_id"]),
-        doc_id=str(source.get("doc_id", "")),
-        position=int(source.get("position", 0)),
-        text=str(source.get("text", "")),
-        url=str(source.get("url", "")),
-        title=str(source.get("title", "")),
-        heading_path=str(source.get("heading_path", "")),
-        scope_id=str(source.get("scope_id", "")),
-        locale=str(source.get("locale", "")),
-        content_hash=str(source.get("content_hash", "")),
-        metadata=metadata_from_terms(source.get(METADATA_TERMS_FIELD) or []),
-    )
+_CONFLICT_ATTEMPTS = 3
 
 
 class OpenSearchLexicalStore:
@@ -185,9 +83,11 @@ class OpenSearchLexicalStore:
         batch_size: int = 500,
         write_attempts: int = 4,
         field_boosts: Mapping[str, float] = FIELD_BOOSTS,
+        analyzer: TextAnalyzer | None = None,
     ) -> None:
         self.client = client
         self.field_boosts = dict(field_boosts)
+        self.analyzer = analyzer or TextAnalyzer()
         self._closed = False
         self.index = index
         self.timeout_s = timeout_s
@@ -206,6 +106,7 @@ class OpenSearchLexicalStore:
             shards=settings.opensearch_shards,
             replicas=settings.opensearch_replicas,
             field_boosts=settings.lexical_field_boosts,
+            analyzer=TextAnalyzer(CjkMode(settings.lexical_cjk)),
         )
 
     # -- index lifecycle ------------------------------------------------------
@@ -215,7 +116,7 @@ class OpenSearchLexicalStore:
         # the code; it only affects indices created afterwards.
         self._live().indices.put_index_template(
             name=f"{self.index}-template",
-            body=index_template(self.index, shards, replicas),
+            body=index_template(self.index, shards, replicas, self.analyzer.version),
             request_timeout=self.timeout_s,
         )
         if not self._live().indices.exists(index=self.index, request_timeout=self.timeout_s):
@@ -234,7 +135,12 @@ class OpenSearchLexicalStore:
             properties = body.get("mappings", {}).get("properties", {})
             wrong = [
                 field
-                for field, kind in (("text", "text"), ("chunk_id", "keyword"), ("meta", "keyword"))
+                for field, kind in (
+                    ("text_terms", "text"),
+                    ("chunk_id", "keyword"),
+                    ("meta", "keyword"),
+                    (IDENTIFIERS_FIELD, "keyword"),
+                )
                 if properties.get(field, {}).get("type") != kind
             ]
             if wrong:
@@ -243,12 +149,20 @@ class OpenSearchLexicalStore:
                     f"service's mapping (fields {wrong} differ); point OPENSEARCH_INDEX at a new "
                     "index and re-index (see deploy/README.md)"
                 )
+            built_with = body.get("mappings", {}).get("_meta", {}).get("analysis", "1")
+            if built_with != self.analyzer.version:
+                raise ConfigError(
+                    f"OpenSearch index {concrete!r} (OPENSEARCH_INDEX) was built with lexical "
+                    f"analysis {built_with}, but this version analyses text as "
+                    f"{self.analyzer.version} (RAG_LEXICAL_CJK): point OPENSEARCH_INDEX at a new "
+                    "index and re-index (docs/indexing.md, 'Re-indexing after an analysis change')"
+                )
 
     # -- writes ---------------------------------------------------------------
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         actions = [
-            BulkAction("index", chunk.chunk_id, lexical_source(chunk_payload(chunk)))
+            BulkAction("index", chunk.chunk_id, analyzed_source(chunk, self.analyzer))
             for chunk in chunks
         ]
         for batch in batched(actions, self.batch_size):
@@ -256,13 +170,50 @@ class OpenSearchLexicalStore:
 
     def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
         """Rewrite the non-text fields of existing chunks; unknown ids are
-        ignored (404 document_missing), as in the embedded store."""
+        ignored, as in the embedded store. The whole document is re-indexed
+        (its title and heading terms and its identifiers depend on the
+        payload): read, then written back only if unchanged since. A conflict
+        (another writer, or our own retried write that had landed) reads again."""
+        for batch in batched(list(updates), self.batch_size):
+            for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+                try:
+                    self._rewrite(batch)
+                    break
+                except WriteConflict:
+                    if attempt == _CONFLICT_ATTEMPTS:
+                        raise
+
+    def _rewrite(self, batch: Sequence[tuple[str, ChunkPayload]]) -> None:
+        current = self._get_versioned([chunk_id for chunk_id, _ in batch])
         actions = [
-            BulkAction("update", chunk_id, {"doc": lexical_source(payload_fields(payload))})
-            for chunk_id, payload in updates
+            BulkAction(
+                "index",
+                chunk_id,
+                analyzed_source(chunk_with_payload(stored, payload), self.analyzer),
+                if_version=version,
+            )
+            for chunk_id, payload in batch
+            if chunk_id in current
+            for stored, version in [current[chunk_id]]
         ]
-        for batch in batched(actions, self.batch_size):
-            self._bulk.write("update payload", batch, ignored_status=frozenset({404}))
+        if actions:
+            self._bulk.write("update payload", actions, ignored_status=frozenset())
+
+    def _get_versioned(
+        self, chunk_ids: Sequence[str]
+    ) -> dict[str, tuple[StoredChunk, tuple[int, int] | None]]:
+        mget = partial(
+            self._live().mget,
+            index=self.index,
+            body={"ids": list(dict.fromkeys(chunk_ids))},
+            request_timeout=self.timeout_s,
+        )
+        found = {}
+        for doc in self._calls.read("get", mget)["docs"]:
+            if doc.get("found"):
+                version = (doc["_seq_no"], doc["_primary_term"]) if "_seq_no" in doc else None
+                found[doc["_id"]] = (stored_chunk_from_source(doc["_source"]), version)
+        return found
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         actions = [BulkAction("delete", chunk_id) for chunk_id in dict.fromkeys(chunk_ids)]
@@ -271,8 +222,13 @@ class OpenSearchLexicalStore:
 
     # -- reads ----------------------------------------------------------------
 
+    def describe_query(self, query: str) -> str:
+        """The query actually run for `query` (debug output)."""
+        return describe_plan(self.analyzer.plan(query), self.field_boosts)
+
     def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        scoring = lexical_query(query, self.field_boosts)
+        plan = self.analyzer.plan(query)
+        scoring = lexical_query(plan, self.field_boosts)
         if limit <= 0 or scoring is None:
             return []
         body = {
@@ -281,15 +237,18 @@ class OpenSearchLexicalStore:
             "sort": [{"_score": "desc"}, {"chunk_id": "asc"}],
             "track_scores": True,
             "track_total_hits": False,
+            # The term strings double a hit's size and are never shown.
+            "_source": {"excludes": [f"*{TERMS_SUFFIX}", IDENTIFIERS_FIELD]},
         }
         search = partial(
             self._live().search, index=self.index, body=body, request_timeout=self.timeout_s
         )
         hits = self._calls.read("search", search)["hits"]["hits"]
-        return [
+        scored = [
             ScoredChunk(stored_chunk_from_source(hit["_source"]), float(hit["_score"]))
             for hit in hits
         ]
+        return exact_first(scored, plan)
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
         found: list[StoredChunk] = []

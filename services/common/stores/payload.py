@@ -96,3 +96,21 @@ def stored_chunk_from_payload(payload: Mapping[str, Any]) -> StoredChunk:
         content_hash=str(payload.get("content_hash", "")),
         metadata={str(k): str(v) for k, v in (payload.get("metadata") or {}).items()},
     )
+
+
+def chunk_with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
+    """A stored chunk with a metadata-only update applied: what a lexical
+    store re-indexes (its title and heading terms depend on the payload)."""
+    return Chunk(
+        chunk_id=stored.chunk_id,
+        doc_id=stored.doc_id,
+        position=stored.position,
+        text=stored.text,
+        content_hash=stored.content_hash,
+        url=payload.url,
+        title=payload.title,
+        heading_path=payload.heading_path,
+        scope_id=payload.scope_id,
+        locale=payload.locale,
+        metadata=dict(payload.metadata),
+    )

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.common.analysis import CjkMode
 from services.common.errors import ConfigError
 from services.common.settings import ENV_PREFIX, default_data_dir
 from services.common.stores.base import DEFAULT_SEARCH_EF
@@ -101,6 +102,13 @@ class StoreSettings(BaseSettings):
     )
     lexical_text_boost: float = Field(
         1.0, gt=0, le=100, description="BM25 weight of a chunk's text (query time)"
+    )
+
+    lexical_cjk: CjkMode = Field(
+        CjkMode.WORDS,
+        description="Chinese text in the lexical index: words (jieba search-mode segmentation) "
+        "| bigrams (overlapping character pairs). Japanese and Korean are always bigrams. "
+        "Recorded in the index; changing it needs a re-index",
     )
 
     @property

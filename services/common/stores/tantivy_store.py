@@ -1,12 +1,18 @@
 """`LexicalStore` on tantivy: Lucene-style BM25 in-process, data in a folder.
 
-Schema: `title`, `heading_path` and `text` are analyzed with tantivy's
-`en_stem` tokenizer (and weighted at query time, see `tantivy_query`);
-`chunk_id`, `doc_id`, `url`, `scope_id`, `locale`, `content_hash` and the
-metadata terms (`meta`, one `key=value` term per pair) are raw keywords for
-exact filters. Every field is stored, so a hit rebuilds a `StoredChunk`
-without another lookup, and a metadata-only update can rewrite a document
-without losing its text.
+Schema (see `lexical_fields`): the shared analyzer's terms in `title_terms`,
+`heading_path_terms` and `text_terms`, split at spaces only (the `rag_terms`
+tokenizer, so tantivy indexes exactly the analyzer's token stream); exact
+identifier forms in `identifiers`; `chunk_id`, `doc_id`, `url`, `scope_id`,
+`locale`, `content_hash` and the metadata terms (`meta`, one `key=value` term
+per pair) as raw keywords for exact filters. The display fields (`title`,
+`heading_path`, `text`) are stored bytes, not indexed, so a hit rebuilds a
+`StoredChunk` without another lookup and a metadata-only update can rewrite a
+document without losing its text.
+
+The analysis that built an index is recorded next to it (`analysis.json`); an
+index built by another analysis is refused at start-up with the re-index path,
+because its terms would no longer match the queries' terms.
 
 Concurrency: one `IndexWriter` owned by this object behind a lock (tantivy
 allows one writer per directory). Each write batch is committed and the
@@ -17,24 +23,36 @@ releases the GIL while searching.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import tantivy as tv
 
+from services.common.analysis import QueryPlan, TextAnalyzer
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.common.stores.guards import store_errors
+from services.common.stores.lexical_fields import (
+    FIELD_BOOSTS,
+    IDENTIFIERS_FIELD,
+    describe_plan,
+    exact_first,
+    terms_field,
+)
 from services.common.stores.payload import (
     METADATA_TERMS_FIELD,
+    chunk_with_payload,
     metadata_from_terms,
     metadata_term,
     metadata_terms,
 )
-from services.common.stores.tantivy_query import FIELD_BOOSTS, LexicalQueryBuilder
+from services.common.stores.tantivy_query import LexicalQueryBuilder
 
 _KEYWORD_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", "content_hash")
+_TERMS_TOKENIZER = "rag_terms"
+ANALYSIS_FILE = "analysis.json"
 _WRITER_HEAP_BYTES = 64_000_000
 # One indexing thread: the machine's cores belong to the embedding model.
 _WRITER_THREADS = 1
@@ -45,20 +63,33 @@ def build_schema() -> tv.Schema:
     for field in (*_KEYWORD_FIELDS, METADATA_TERMS_FIELD):
         # "basic" indexing: filters need neither frequencies nor positions.
         builder.add_text_field(field, stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field(IDENTIFIERS_FIELD, tokenizer_name="raw", index_option="basic")
     for field in FIELD_BOOSTS:
-        builder.add_text_field(field, stored=True, tokenizer_name="en_stem")
+        builder.add_bytes_field(field, stored=True)
+        builder.add_text_field(terms_field(field), tokenizer_name=_TERMS_TOKENIZER)
     builder.add_integer_field("position", stored=True)
     return builder.build()
 
 
-def _document(chunk: Chunk) -> tv.Document:
+def _document(chunk: Chunk, analyzer: TextAnalyzer) -> tv.Document:
     doc = tv.Document()
-    for field in (*_KEYWORD_FIELDS, *FIELD_BOOSTS):
+    for field in _KEYWORD_FIELDS:
         doc.add_text(field, getattr(chunk, field))
+    analyzed = analyzer.analyze_chunk(chunk.title, chunk.heading_path, chunk.text)
+    for field in FIELD_BOOSTS:
+        doc.add_bytes(field, getattr(chunk, field).encode())
+        doc.add_text(terms_field(field), getattr(analyzed, field))
+    for identifier in analyzed.identifiers.split():
+        doc.add_text(IDENTIFIERS_FIELD, identifier)
     for term in metadata_terms(chunk.metadata):
         doc.add_text(METADATA_TERMS_FIELD, term)
     doc.add_integer("position", chunk.position)
     return doc
+
+
+def _text(doc: tv.Document, field: str) -> str:
+    value = doc.get_first(field)
+    return bytes(value).decode() if value else ""
 
 
 def _stored_chunk(doc: tv.Document) -> StoredChunk:
@@ -69,10 +100,10 @@ def _stored_chunk(doc: tv.Document) -> StoredChunk:
         chunk_id=first("chunk_id") or "",
         doc_id=first("doc_id") or "",
         position=first("position") or 0,
-        text=first("text") or "",
+        text=_text(doc, "text"),
         url=first("url") or "",
-        title=first("title") or "",
-        heading_path=first("heading_path") or "",
+        title=_text(doc, "title"),
+        heading_path=_text(doc, "heading_path"),
         scope_id=first("scope_id") or "",
         locale=first("locale") or "",
         content_hash=first("content_hash") or "",
@@ -80,20 +111,36 @@ def _stored_chunk(doc: tv.Document) -> StoredChunk:
     )
 
 
-def _with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
-    return Chunk(
-        chunk_id=stored.chunk_id,
-        doc_id=stored.doc_id,
-        position=stored.position,
-        text=stored.text,
-        content_hash=stored.content_hash,
-        url=payload.url,
-        title=payload.title,
-        heading_path=payload.heading_path,
-        scope_id=payload.scope_id,
-        locale=payload.locale,
-        metadata=dict(payload.metadata),
-    )
+def check_analysis(path: Path, analyzer: TextAnalyzer) -> None:
+    """Refuse an index built by another analysis; record ours on a new one."""
+    record = path / ANALYSIS_FILE
+    built_with = _recorded_analysis(record)
+    if built_with is None and (path / "meta.json").exists():
+        built_with = "1 (words only: no identifier field, no CJK segmentation)"
+    if built_with is not None and built_with != analyzer.version:
+        raise ConfigError(
+            f"the lexical index {path} was built with lexical analysis {built_with}, but this "
+            f"version analyses text as {analyzer.version} (RAG_LEXICAL_CJK): its terms would "
+            "not match the queries'. Re-index into a fresh RAG_DATA_DIR (see docs/indexing.md, "
+            "'Re-indexing after an analysis change'), or run the release that built it"
+        )
+    if built_with is None:
+        # Written whole or not at all: a torn record would look like a foreign index.
+        partial = record.with_suffix(".tmp")
+        partial.write_text(json.dumps({"analysis": analyzer.version}))
+        partial.replace(record)
+
+
+def _recorded_analysis(record: Path) -> str | None:
+    if not record.exists():
+        return None
+    try:
+        return str(json.loads(record.read_text())["analysis"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"{record} is not a lexical analysis record ({exc}); it names the analysis that "
+            "built the index next to it. Restore it, or re-index into a fresh RAG_DATA_DIR"
+        ) from exc
 
 
 class TantivyLexicalStore:
@@ -105,18 +152,22 @@ class TantivyLexicalStore:
         *,
         name: str = "tantivy",
         field_boosts: Mapping[str, float] = FIELD_BOOSTS,
-        drop_stopwords: bool = True,
+        analyzer: TextAnalyzer | None = None,
     ) -> None:
         self.name = name
         self._path = Path(path)
+        self.analyzer = analyzer or TextAnalyzer()
+        self._boosts = dict(field_boosts)
         self._schema = build_schema()
-        self._queries = LexicalQueryBuilder(
-            self._schema, field_boosts=field_boosts, drop_stopwords=drop_stopwords
-        )
+        self._queries = LexicalQueryBuilder(self._schema, field_boosts)
         self._write_lock = threading.Lock()
         self._path.mkdir(parents=True, exist_ok=True)
+        check_analysis(self._path, self.analyzer)
         try:
             self._index: tv.Index | None = tv.Index(self._schema, path=str(self._path), reuse=True)
+            self._index.register_tokenizer(
+                _TERMS_TOKENIZER, tv.TextAnalyzerBuilder(tv.Tokenizer.whitespace()).build()
+            )
             self._writer: tv.IndexWriter | None = self._index.writer(
                 heap_size=_WRITER_HEAP_BYTES, num_threads=_WRITER_THREADS
             )
@@ -133,10 +184,12 @@ class TantivyLexicalStore:
 
     def describe_query(self, query: str) -> str:
         """The query actually run for `query` (debug output)."""
-        return self._queries.describe(self._queries.plan(query))
+        return describe_plan(self.analyzer.plan(query), self._boosts)
 
     def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        plan = self._queries.plan(query)
+        return self.search_plan(self.analyzer.plan(query), limit, scope)
+
+    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
         if limit <= 0 or plan.is_empty():
             return []
         with store_errors(self.name, "search"):
@@ -154,8 +207,7 @@ class TantivyLexicalStore:
                 ScoredChunk(_stored_chunk(searcher.doc(address)), float(score))
                 for score, address in result.hits
             ]
-        hits.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
-        return hits
+        return exact_first(hits, plan)
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
         wanted = sorted(set(chunk_ids))
@@ -198,7 +250,8 @@ class TantivyLexicalStore:
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
-            self._write("upsert", [(chunk.chunk_id, _document(chunk)) for chunk in chunks])
+            docs = [(chunk.chunk_id, _document(chunk, self.analyzer)) for chunk in chunks]
+            self._write("upsert", docs)
 
     def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
         """Rewrite the non-text fields of existing chunks; unknown ids are ignored."""
@@ -207,7 +260,7 @@ class TantivyLexicalStore:
         with self._write_lock:
             current = {c.chunk_id: c for c in self.get([chunk_id for chunk_id, _ in updates])}
             rewrites = [
-                (chunk_id, _document(_with_payload(current[chunk_id], payload)))
+                (chunk_id, _document(chunk_with_payload(current[chunk_id], payload), self.analyzer))
                 for chunk_id, payload in updates
                 if chunk_id in current
             ]

@@ -293,6 +293,88 @@ class LexicalStoreContract(StoreContract):
         harness.upsert(filter_corpus())
         assert harness.store.search("zyzzyva", 10, ScopeFilter()) == []
 
+    # -- exact identifiers and CJK text (one analysis in every store) ---------
+
+    def test_exact_identifier_outranks_word_matches(self, harness: StoreHarness) -> None:
+        wordy = make_chunk(
+            "doc-wordy",
+            title="Text embedding",
+            text="Text embedding models embed text: embedding text well needs a text model.",
+        )
+        exact = make_chunk("doc-exact", title="Models", text="New projects use text-embedding-v4.")
+        harness.upsert([wordy, exact])
+        hits = harness.store.search("text-embedding-v4", 10, ScopeFilter())
+        assert [hit.chunk.doc_id for hit in hits] == ["doc-exact", "doc-wordy"]
+        assert [hit.exact for hit in hits] == [("text-embedding-v4",), ()]
+        assert 0 < hits[0].score < 100  # BM25 alone: the exact boost is not reported
+
+    def test_more_identifiers_held_rank_higher(self, harness: StoreHarness) -> None:
+        one = make_chunk("doc-one", text="HTTP 429 means slow down; 429 429 429.")
+        both = make_chunk("doc-both", text="E1042 comes with HTTP 429.")
+        harness.upsert([one, both])
+        assert _docs(harness, "429 E1042") == ["doc-both", "doc-one"]
+
+    def test_a_near_miss_is_not_an_exact_match(self, harness: StoreHarness) -> None:
+        near = make_chunk("doc-near", text="Error 4290 and text-embedding-v3 are different.")
+        harness.upsert([near, make_chunk("doc-other")])
+        hits = harness.store.search("429 text-embedding-v4", 10, ScopeFilter())
+        assert all(hit.exact == () for hit in hits)
+
+    def test_identifier_parts_are_exact_forms(self, harness: StoreHarness) -> None:
+        setting = make_chunk("doc-setting", text="Set `chunkSize=800` in config/indexer.yaml.")
+        other = make_chunk("doc-other", text="The chunk size and the indexer configuration.")
+        harness.upsert([other, setting])
+        for query in ("chunkSize", "chunksize=800", "indexer.yaml", "800"):
+            assert _docs(harness, query)[0] == "doc-setting", query
+
+    def test_full_width_identifiers_are_exact_and_scored_like_others(
+        self, harness: StoreHarness
+    ) -> None:
+        wide = make_chunk(
+            "doc-wide", locale="ja", text="レート制限を超えると ４２９ エラーになります。"
+        )
+        plain = make_chunk("doc-plain", text="Too many requests: status 429.")
+        harness.upsert([wide, plain])
+        hits = harness.store.search("429", 10, ScopeFilter())
+        assert {hit.chunk.doc_id: hit.exact for hit in hits} == {
+            "doc-wide": ("429",),
+            "doc-plain": ("429",),
+        }
+        assert all(hit.score < 100 for hit in hits)  # the boost is never reported
+
+    def test_chinese_questions_match_segmented_words(self, harness: StoreHarness) -> None:
+        limits = make_chunk(
+            "doc-limits",
+            locale="zh-CN",
+            title="限流",
+            text="每个密钥每分钟最多发送六十个请求，超出后返回错误。",
+        )
+        billing = make_chunk(
+            "doc-billing", locale="zh-CN", title="计费", text="按调用次数计费，每月结算一次。"
+        )
+        harness.upsert([limits, billing])
+        assert _docs(harness, "每分钟能发多少请求") == ["doc-limits"]
+        assert _docs(harness, "怎么结算") == ["doc-billing"]
+
+    def test_mixed_text_works_both_ways(self, harness: StoreHarness) -> None:
+        zh = make_chunk("doc-zh", locale="zh-CN", text="将 chunkSize 设置为 800 可以减少分块数量。")
+        en = make_chunk("doc-en", text="Retries use exponential backoff with jitter.")
+        harness.upsert([zh, en])
+        assert _docs(harness, "chunkSize 怎么设置") == ["doc-zh"]
+        assert _docs(harness, "分块 chunkSize") == ["doc-zh"]
+        assert _docs(harness, "retries 指数退避 backoff") == ["doc-en"]
+
+    def test_japanese_and_korean_match_by_bigrams(self, harness: StoreHarness) -> None:
+        ja = make_chunk("doc-ja", locale="ja", text="レート制限を超えるとエラーになります。")
+        ko = make_chunk("doc-ko", locale="ko", text="요청 한도를 초과하면 오류가 발생합니다.")
+        harness.upsert([ja, ko])
+        assert _docs(harness, "レート制限") == ["doc-ja"]
+        assert _docs(harness, "요청 한도") == ["doc-ko"]
+
+
+def _docs(harness: StoreHarness, query: str) -> list[str]:
+    return [hit.chunk.doc_id for hit in harness.store.search(query, 10, ScopeFilter())]
+
 
 def _ids(harness: StoreHarness, query: str) -> list[str]:
     return [hit.chunk.chunk_id for hit in harness.store.search(query, 10, ScopeFilter())]

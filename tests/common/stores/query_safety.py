@@ -69,6 +69,9 @@ IDENTIFIER_CASES: dict[str, str] = {
     "safeFetch": "doc-safefetch",
     "how do I set chunkSize=800?": "doc-chunksize",
     "is text-embedding-v4 supported": "doc-embedding",
+    "text-embedding-v3": "doc-near-model",
+    "safeFetch()": "doc-safefetch",
+    "错误码 429 是什么意思": "doc-429",
 }
 
 

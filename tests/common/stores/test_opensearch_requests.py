@@ -26,19 +26,22 @@ from tests.common.stores.opensearch_capture import (
 pytestmark = pytest.mark.unit
 
 INDEX = "rag-chunks"
-FIELDS = ["title^2", "heading_path^1.5", "text^1"]
+FIELDS = ["title_terms^2", "heading_path_terms^1.5", "text_terms^1"]
+ANALYSIS = "2;cjk=words"
 GOOD_MAPPING = {
     INDEX: {
         "mappings": {
+            "_meta": {"analysis": ANALYSIS},
             "properties": {
-                "text": {"type": "text"},
+                "text_terms": {"type": "text"},
                 "chunk_id": {"type": "keyword"},
                 "meta": {"type": "keyword"},
-            }
+                "identifiers": {"type": "keyword"},
+            },
         }
     }
 }
-TEXT_FIELD = {"type": "text", "analyzer": "rag_english", "similarity": "rag_bm25"}
+TERMS_FIELD = {"type": "text", "analyzer": "rag_terms", "similarity": "rag_bm25"}
 EXPECTED_TEMPLATE = {
     "index_patterns": ["rag-chunks"],
     "priority": 100,
@@ -46,22 +49,10 @@ EXPECTED_TEMPLATE = {
         "settings": {
             "index": {"number_of_shards": 3, "number_of_replicas": 2, "refresh_interval": "1s"},
             "similarity": {"rag_bm25": {"type": "BM25", "k1": 1.2, "b": 0.75}},
-            "analysis": {
-                "tokenizer": {"rag_words": {"type": "pattern", "pattern": "[^\\p{L}\\p{N}]+"}},
-                "filter": {
-                    "rag_max_token": {"type": "length", "max": 40},
-                    "rag_stemmer": {"type": "stemmer", "language": "porter2"},
-                },
-                "analyzer": {
-                    "rag_english": {
-                        "type": "custom",
-                        "tokenizer": "rag_words",
-                        "filter": ["rag_max_token", "lowercase", "rag_stemmer"],
-                    }
-                },
-            },
+            "analysis": {"analyzer": {"rag_terms": {"type": "custom", "tokenizer": "whitespace"}}},
         },
         "mappings": {
+            "_meta": {"analysis": ANALYSIS},
             "dynamic": "strict",
             "properties": {
                 "chunk_id": {"type": "keyword"},
@@ -70,11 +61,15 @@ EXPECTED_TEMPLATE = {
                 "scope_id": {"type": "keyword"},
                 "locale": {"type": "keyword"},
                 "meta": {"type": "keyword"},
+                "identifiers": {"type": "keyword"},
                 "content_hash": {"type": "keyword", "index": False},
                 "position": {"type": "integer"},
-                "title": TEXT_FIELD,
-                "heading_path": TEXT_FIELD,
-                "text": TEXT_FIELD,
+                "title": {"type": "text", "index": False},
+                "heading_path": {"type": "text", "index": False},
+                "text": {"type": "text", "index": False},
+                "title_terms": TERMS_FIELD,
+                "heading_path_terms": TERMS_FIELD,
+                "text_terms": TERMS_FIELD,
             },
         },
     },
@@ -110,6 +105,14 @@ SOURCE = {
     "position": 0,
     "content_hash": "4dcdadc6",
     "text": "Set chunkSize=800 for long pages.",
+}
+# What the shared analyzer makes of SOURCE: the index gets exactly this.
+ANALYZED_SOURCE = {
+    **SOURCE,
+    "title_terms": "setup",
+    "heading_path_terms": "guid setup",
+    "text_terms": "set chunksiz 800 for long page",
+    "identifiers": ["800", "chunksize", "chunksize=800"],
 }
 
 
@@ -157,7 +160,14 @@ def test_an_index_with_a_foreign_mapping_is_refused(capture) -> None:
     capture.on("GET", f"/{INDEX}/_mapping", (200, foreign))
     with pytest.raises(ConfigError, match="OPENSEARCH_INDEX") as refused:
         open_store(capture)
-    assert "['text', 'chunk_id', 'meta']" in str(refused.value)
+    assert "['text_terms', 'chunk_id', 'meta', 'identifiers']" in str(refused.value)
+
+
+def test_an_index_built_by_another_analysis_is_refused(capture) -> None:
+    older = {INDEX: {"mappings": {**GOOD_MAPPING[INDEX]["mappings"], "_meta": {}}}}
+    capture.on("GET", f"/{INDEX}/_mapping", (200, older))
+    with pytest.raises(ConfigError, match=r"lexical analysis 1, .* re-index"):
+        open_store(capture)
 
 
 def test_losing_the_creation_race_is_fine(capture) -> None:
@@ -199,43 +209,57 @@ def search_body(should: list[dict[str, Any]], filters: list[dict[str, Any]], siz
         "sort": [{"_score": "desc"}, {"chunk_id": "asc"}],
         "track_scores": True,
         "track_total_hits": False,
+        "_source": {"excludes": ["*_terms", "identifiers"]},
     }
 
 
-def most_fields(text: str) -> dict[str, Any]:
-    return {"multi_match": {"query": text, "type": "most_fields", "fields": FIELDS}}
+def most_fields(terms: str) -> dict[str, Any]:
+    return {"multi_match": {"query": terms, "type": "most_fields", "fields": FIELDS}}
 
 
-def phrases(piece: str) -> list[dict[str, Any]]:
+def phrases(words: str) -> list[dict[str, Any]]:
     return [
-        {"match_phrase": {"title": {"query": piece, "boost": 2.0}}},
-        {"match_phrase": {"heading_path": {"query": piece, "boost": 1.5}}},
-        {"match_phrase": {"text": {"query": piece, "boost": 1.0}}},
+        {"match_phrase": {"title_terms": {"query": words, "boost": 2.0}}},
+        {"match_phrase": {"heading_path_terms": {"query": words, "boost": 1.5}}},
+        {"match_phrase": {"text_terms": {"query": words, "boost": 1.0}}},
     ]
+
+
+def exact(identifier: str) -> dict[str, Any]:
+    term = {"term": {"identifiers": identifier}}
+    return {"constant_score": {"filter": term, "boost": 1000.0}}
 
 
 def test_search_sends_weighted_fields_identifier_phrases_and_every_filter(capture, store) -> None:
     store.search("how to set chunkSize=800", 10, EVERY_FILTER)
     [request] = capture.requests
     assert (request.method, request.path, request.timeout) == ("POST", "/rag-chunks/_search", 2.5)
+    # The service's analyzer made the terms (stemmed, stopword `to` left out),
+    # the phrase over the identifier's words, and the exact identifier.
     assert request.body == search_body(
-        [most_fields("how to set chunkSize=800"), *phrases("chunkSize=800")], EVERY_CLAUSE
+        [most_fields("how set chunksiz 800"), *phrases("chunksiz 800"), exact("chunksize=800")],
+        EVERY_CLAUSE,
     )
+
+
+def test_chinese_questions_travel_as_segmented_words(capture, store) -> None:
+    store.search("如何设置分块大小", 5, ScopeFilter())
+    [request] = capture.requests
+    assert request.body == search_body([most_fields("设置 分块 大小")], [], size=5)
 
 
 @pytest.mark.parametrize(
     ("query", "should"),
     [
         # Quotes, OR and field prefixes stay text: `title:x` is an identifier
-        # piece (a phrase of `title x`), never a field restriction.
-        ('title:x OR "a', [most_fields('title:x OR "a'), *phrases("title:x")]),
-        ("*", [most_fields("*")]),
-        ("gate* AND NOT (x)^2~", [most_fields("gate* AND NOT (x)^2~"), *phrases("(x)^2~")]),
-        ("a\\b {a TO z}", [most_fields("a\\b {a TO z}"), *phrases("a\\b")]),
-        ("  repeated   repeated\tword ", [most_fields("repeated word")]),
+        # piece (a phrase of `titl x`, an exact term), never a field restriction.
+        ('title:x OR "a', [most_fields("titl x"), *phrases("titl x"), exact("title:x")]),
+        ("gate* AND NOT (x)^2~", [most_fields("gate x 2"), *phrases("x 2")]),
+        ("a\\b {a TO z}", [most_fields("b z"), *phrases("a b"), exact("a\\b")]),
+        ("  repeated   repeated\tword ", [most_fields("repeat word")]),
     ],
 )
-def test_hostile_text_only_travels_as_a_match_query_value(capture, store, query, should) -> None:
+def test_hostile_text_only_travels_as_analyzed_values(capture, store, query, should) -> None:
     store.search(query, 5, ScopeFilter(scope_id="docs"))
     [request] = capture.requests
     assert request.body == search_body(should, [{"term": {"scope_id": "docs"}}], size=5)
@@ -244,15 +268,17 @@ def test_hostile_text_only_travels_as_a_match_query_value(capture, store, query,
 
 def test_blank_text_and_zero_limit_send_nothing(capture, store) -> None:
     assert store.search("   \t", 10, ScopeFilter()) == []
+    assert store.search("*", 10, ScopeFilter()) == []  # no words, no identifier
     assert store.search("gateway", 0, ScopeFilter()) == []
     assert capture.requests == []
 
 
 def test_hits_become_chunks_with_their_metadata(capture, store) -> None:
-    hits = {"hits": {"hits": [{"_id": "c-1", "_score": 3.5, "_source": SOURCE}]}}
+    # 1000 of the score is the exact-identifier boost: reported apart from BM25.
+    hits = {"hits": {"hits": [{"_id": "c-1", "_score": 1003.5, "_source": SOURCE}]}}
     capture.on("POST", f"/{INDEX}/_search", (200, hits))
     [hit] = store.search("chunkSize", 3, ScopeFilter())
-    assert hit.score == 3.5
+    assert (hit.score, hit.exact) == (3.5, ("chunksize",))
     assert hit.chunk.metadata == {"product": "api", "a=b": "c"}
     assert (hit.chunk.chunk_id, hit.chunk.text) == ("c-1", SOURCE["text"])
 
@@ -266,10 +292,12 @@ def test_upsert_is_one_bulk_of_index_actions(capture, store) -> None:
     assert (request.method, request.path) == ("POST", "/rag-chunks/_bulk")
     assert request.params == {"refresh": "wait_for"}
     assert request.timeout == 2.5
-    assert request.body == [{"index": {"_id": "c-1"}}, SOURCE]
+    assert request.body == [{"index": {"_id": "c-1"}}, ANALYZED_SOURCE]
 
 
-def test_update_payload_sends_partial_docs_without_the_text(capture, store) -> None:
+def test_update_payload_rewrites_whole_documents_if_unchanged_since_read(capture, store) -> None:
+    found = {"_id": "c-1", "found": True, "_seq_no": 7, "_primary_term": 2, "_source": SOURCE}
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [found, {"_id": "x", "found": False}]}))
     payload = ChunkPayload(
         url="https://docs.test/moved",
         title="Moved",
@@ -278,22 +306,38 @@ def test_update_payload_sends_partial_docs_without_the_text(capture, store) -> N
         locale="de",
         metadata={"tier": "pro"},
     )
-    store.update_payload([("c-1", payload)])
+    store.update_payload([("c-1", payload), ("x", payload)])
+    assert capture.bodies("POST", f"/{INDEX}/_mget") == [{"ids": ["c-1", "x"]}]
+    # Title and heading terms follow the new payload; the text stays; a
+    # concurrent write in between makes OpenSearch answer 409 instead.
     assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
         [
-            {"update": {"_id": "c-1"}},
+            {"index": {"_id": "c-1", "if_seq_no": 7, "if_primary_term": 2}},
             {
-                "doc": {
-                    "url": "https://docs.test/moved",
-                    "title": "Moved",
-                    "heading_path": "Guide > Moved",
-                    "scope_id": "docs",
-                    "locale": "de",
-                    "meta": ["tier=pro"],
-                }
+                **ANALYZED_SOURCE,
+                "url": "https://docs.test/moved",
+                "title": "Moved",
+                "heading_path": "Guide > Moved",
+                "scope_id": "docs",
+                "locale": "de",
+                "meta": ["tier=pro"],
+                "title_terms": "move",
+                "heading_path_terms": "guid move",
             },
         ]
     ]
+
+
+def test_a_conflicting_payload_rewrite_reads_again(capture, store) -> None:
+    # Injected fault: the first conditional write answers 409 (another writer,
+    # or our own earlier attempt that landed); the store reads the new version.
+    old = {"_id": "c-1", "found": True, "_seq_no": 7, "_primary_term": 2, "_source": SOURCE}
+    new = {**old, "_seq_no": 8}
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [old]}), (200, {"docs": [new]}))
+    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-1": 409}))
+    store.update_payload([("c-1", ChunkPayload("", "Moved", "", "docs", "en", {}))])
+    bulks = capture.bodies("POST", f"/{INDEX}/_bulk")
+    assert [body[0]["index"]["if_seq_no"] for body in bulks] == [7, 8]
 
 
 def test_writes_are_batched_and_deletes_deduplicated(capture) -> None:
@@ -373,10 +417,11 @@ def test_a_failed_item_fails_the_write_naming_it(capture, store) -> None:
 
 
 def test_missing_documents_are_not_errors_for_delete_and_update(capture, store) -> None:
-    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"gone": 404, "ghost": 404}))
+    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"gone": 404}))
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": "ghost", "found": False}]}))
     store.delete(["gone"])
     store.update_payload([("ghost", ChunkPayload("", "", "", "", "en", {}))])
-    assert len(capture.requests) == 2
+    assert [r.path for r in capture.requests] == [f"/{INDEX}/_bulk", f"/{INDEX}/_mget"]
 
 
 def test_connection_errors_retry_writes_but_not_reads(capture, store) -> None:

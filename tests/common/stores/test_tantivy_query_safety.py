@@ -6,9 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.common.analysis.analyzer import MAX_PHRASES, MAX_TERMS
 from services.common.errors import ConfigError
 from services.common.models import ScopeFilter
-from services.common.stores.tantivy_query import FIELD_BOOSTS, MAX_PHRASES, MAX_TERMS
+from services.common.stores.lexical_fields import FIELD_BOOSTS
 from services.common.stores.tantivy_store import TantivyLexicalStore
 from tests.common.stores.harness import StoreFactory
 from tests.common.stores.query_safety import HOSTILE_QUERIES, LexicalQuerySafetyContract

@@ -53,3 +53,26 @@ def test_searches_run_while_a_writer_commits(tmp_path: Path) -> None:
             reader.join()
         store.close()
     assert errors == []
+
+
+def test_an_index_built_by_an_older_analysis_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    old = tmp_path / "lexical"
+    old.mkdir()
+    (old / "meta.json").write_text("{}")  # a tantivy index from before analysis was recorded
+    with pytest.raises(ConfigError) as refused:
+        TantivyLexicalStore(old)
+    message = str(refused.value)
+    assert "lexical analysis 1" in message and "Re-index into a fresh RAG_DATA_DIR" in message
+
+
+def test_changing_the_cjk_mode_needs_a_reindex(tmp_path: Path) -> None:
+    from services.common.analysis import CjkMode, TextAnalyzer
+
+    store = TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.WORDS))
+    store.upsert([make_chunk("doc-1", text="分块大小")])
+    store.close()
+    with pytest.raises(ConfigError, match=r"cjk=words.*cjk=bigrams"):
+        TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.BIGRAMS))
+    reopened = TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.WORDS))
+    assert reopened.count() == 1
+    reopened.close()

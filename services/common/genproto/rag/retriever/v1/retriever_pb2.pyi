@@ -193,6 +193,7 @@ class RetrieveRequest(_message.Message):
     CANDIDATES_PER_CHANNEL_FIELD_NUMBER: _builtins.int
     CHANNELS_FIELD_NUMBER: _builtins.int
     INTENT_FIELD_NUMBER: _builtins.int
+    QUERY_LANGUAGE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     top_k: _builtins.int
     """0 = server default"""
@@ -212,6 +213,11 @@ class RetrieveRequest(_message.Message):
     """Force an intent instead of routing by rules (e.g. a UI's explicit
     "this page" mode); unspecified = route by the documented rules.
     INTENT_CURRENT_PAGE needs page_url.
+    """
+    query_language: _builtins.str
+    """Language of the query ("en", "zh", "ja", "ko", ...); empty = detected from
+    its script (see docs/retrieval.md, "Languages"). Decides whether the
+    vector channel can read the query.
     """
     @_builtins.property
     def filter(self) -> Global___ScopeFilter: ...
@@ -239,10 +245,11 @@ class RetrieveRequest(_message.Message):
         candidates_per_channel: _builtins.int = ...,
         channels: _abc.Iterable[Global___Channel.ValueType] | None = ...,
         intent: Global___Intent.ValueType = ...,
+        query_language: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -276,6 +283,36 @@ class ChannelMatch(_message.Message):
 Global___ChannelMatch: _TypeAlias = ChannelMatch  # noqa: Y015
 
 @_typing.final
+class Span(_message.Message):
+    """A match inside a hit's text, for highlighting: offsets count Unicode code
+    points (not bytes, not UTF-16 units), end exclusive.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    IDENTIFIER_FIELD_NUMBER: _builtins.int
+    start: _builtins.int
+    end: _builtins.int
+    identifier: _builtins.bool
+    """an exact identifier match (else a term)"""
+    def __init__(
+        self,
+        *,
+        start: _builtins.int = ...,
+        end: _builtins.int = ...,
+        identifier: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "identifier", b"identifier", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Span: _TypeAlias = Span  # noqa: Y015
+
+@_typing.final
 class Hit(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -294,6 +331,8 @@ class Hit(_message.Message):
     CHANNELS_FIELD_NUMBER: _builtins.int
     RERANKED_FIELD_NUMBER: _builtins.int
     RERANK_SCORE_FIELD_NUMBER: _builtins.int
+    HIGHLIGHTS_FIELD_NUMBER: _builtins.int
+    EXACT_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     chunk_id: _builtins.str
     doc_id: _builtins.str
     url: _builtins.str
@@ -314,6 +353,16 @@ class Hit(_message.Message):
     """set when reranked"""
     @_builtins.property
     def channels(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChannelMatch]: ...
+    @_builtins.property
+    def highlights(self) -> _containers.RepeatedCompositeFieldContainer[Global___Span]:
+        """where the query matched in `text`"""
+
+    @_builtins.property
+    def exact_identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The query's identifiers (lower-cased exact forms) this hit contains;
+        hits with more of them lead the order (exact-identifier precedence).
+        """
+
     def __init__(
         self,
         *,
@@ -332,10 +381,12 @@ class Hit(_message.Message):
         channels: _abc.Iterable[Global___ChannelMatch] | None = ...,
         reranked: _builtins.bool = ...,
         rerank_score: _builtins.float = ...,
+        highlights: _abc.Iterable[Global___Span] | None = ...,
+        exact_identifiers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "fused_score", b"fused_score", "heading_path", b"heading_path", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "exact_identifiers", b"exact_identifiers", "fused_score", b"fused_score", "heading_path", b"heading_path", "highlights", b"highlights", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -572,10 +623,13 @@ class RetrieveResponse(_message.Message):
     TIMINGS_FIELD_NUMBER: _builtins.int
     EVIDENCE_FIELD_NUMBER: _builtins.int
     DEBUG_FIELD_NUMBER: _builtins.int
+    QUERY_LANGUAGE_FIELD_NUMBER: _builtins.int
     intent: Global___Intent.ValueType
     page_status: Global___PageStatus.ValueType
     message: _builtins.str
     """human-readable note, e.g. page not indexed"""
+    query_language: _builtins.str
+    """the language used (given or detected)"""
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___Hit]: ...
     @_builtins.property
@@ -602,10 +656,11 @@ class RetrieveResponse(_message.Message):
         timings: _abc.Iterable[Global___StageTiming] | None = ...,
         evidence: Global___Evidence | None = ...,
         debug: Global___DebugReport | None = ...,
+        query_language: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["debug", b"debug", "evidence", b"evidence", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["debug", b"debug", "degraded", b"degraded", "evidence", b"evidence", "hits", b"hits", "intent", b"intent", "message", b"message", "page_status", b"page_status", "rerank", b"rerank", "timings", b"timings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["debug", b"debug", "degraded", b"degraded", "evidence", b"evidence", "hits", b"hits", "intent", b"intent", "message", b"message", "page_status", b"page_status", "query_language", b"query_language", "rerank", b"rerank", "timings", b"timings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

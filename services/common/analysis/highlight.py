@@ -1,0 +1,82 @@
+"""Where a query matched inside a hit's text, for highlighting and citations.
+
+A span covers a word whose term is one of the query's terms (the same
+analysis as the index, so `embeddings` lights up for a query `embedding`), an
+occurrence of a CJK query term (a Chinese word or bigram), or an occurrence
+of one of the query's exact identifiers. Overlapping or touching spans merge;
+a merged span is an identifier span when any part of it was one.
+
+Cost matters here (every hit of every response): instead of analysing the
+whole text, a substring search (in C) finds where a term could start, and only
+the word there is analysed. A stem drops or changes at most the last letters
+of a word, so a word whose term is `t` starts with `t` minus its last letter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from services.common.analysis.analyzer import WORD, QueryPlan, TextAnalyzer
+from services.common.analysis.identifiers import find_identifiers, lower_same_length
+from services.common.analysis.scripts import CJK_RUN
+from services.common.analysis.stopwords import is_stopword
+
+
+@dataclass(frozen=True)
+class MatchSpan:
+    start: int  # code points, end exclusive
+    end: int
+    identifier: bool = False
+
+
+def match_spans(analyzer: TextAnalyzer, text: str, plan: QueryPlan) -> list[MatchSpan]:
+    """Sorted, non-overlapping spans of `text` that the query matched."""
+    # A phrase's stopwords (`the` of `state-of-the-art`) would light up every
+    # `the` of the text: only the phrase's other words count.
+    phrase_words = {word for phrase in plan.phrases for _, word in phrase}
+    wanted = set(plan.terms) | {word for word in phrase_words if not is_stopword(word)}
+    lowered = lower_same_length(text)
+    spans: list[MatchSpan] = []
+    for term in wanted:
+        found = _cjk_spans(lowered, term) if CJK_RUN.fullmatch(term) else None
+        spans.extend(found if found is not None else _word_spans(analyzer, lowered, term))
+    spans += [
+        MatchSpan(found.start, found.end, identifier=True)
+        for found in find_identifiers(text, plan.identifiers)
+    ]
+    return _merge(spans)
+
+
+def _cjk_spans(lowered: str, term: str) -> list[MatchSpan]:
+    return [MatchSpan(start, start + len(term)) for start in _occurrences(lowered, term)]
+
+
+def _word_spans(analyzer: TextAnalyzer, lowered: str, term: str) -> Iterator[MatchSpan]:
+    prefix = term[:-1] if len(term) > 2 else term
+    for start in _occurrences(lowered, prefix):
+        if start and WORD.match(lowered, start - 1):
+            continue  # inside a word, not at its start
+        word = WORD.match(lowered, start)
+        if word and analyzer.word_term(word.group()) == term:
+            yield MatchSpan(start, word.end())
+
+
+def _occurrences(text: str, needle: str) -> Iterator[int]:
+    start = text.find(needle)
+    while start != -1:
+        yield start
+        start = text.find(needle, start + 1)
+
+
+def _merge(spans: list[MatchSpan]) -> list[MatchSpan]:
+    merged: list[MatchSpan] = []
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        last = merged[-1] if merged else None
+        if last is not None and span.start <= last.end:
+            merged[-1] = MatchSpan(
+                last.start, max(last.end, span.end), last.identifier or span.identifier
+            )
+        else:
+            merged.append(span)
+    return merged

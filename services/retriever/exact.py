@@ -1,0 +1,75 @@
+"""Exact-identifier precedence and match highlights on the query path.
+
+RRF votes by rank. For `text-embedding-v4` the lexical channel ranks the one
+chunk naming that model first, while the vector channel, which reads
+"text embedding" as a topic, ranks it anywhere; two chunks that are merely
+*about* embeddings, 2nd and 3rd in both lists, then outscore it. Which is why
+a documented precedence sits on top of fusion: when the query contains
+identifiers (see `services.common.analysis.identifiers`), hits holding more of
+them come first, and RRF (or the reranker's) order decides within each group.
+A query without identifiers is left exactly as RRF ranked it. The same rule
+holds in the lexical channel itself (`lexical_fields.exact_first`).
+Measured on the bilingual set and on SciFact (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from enum import StrEnum
+
+from services.common.analysis import QueryPlan, TextAnalyzer, match_spans
+from services.common.stores.lexical_fields import matched_identifiers
+from services.retriever.types import FusedHit
+
+
+def with_exact_matches(hits: Sequence[FusedHit], identifiers: tuple[str, ...]) -> list[FusedHit]:
+    """Each hit with the query identifiers it holds."""
+    if not identifiers:
+        return list(hits)
+    return [
+        dataclasses.replace(hit, exact=matched_identifiers(hit.chunk, identifiers)) for hit in hits
+    ]
+
+
+class ExactPrecedence(StrEnum):
+    """How hits holding the query's identifiers are placed (module docstring)."""
+
+    OFF = "off"  # RRF (or rerank) order only
+    LEAD = "lead"  # the best hit holding the most identifiers moves to rank 1
+    TIERS = "tiers"  # every hit holding more identifiers before any holding fewer
+
+
+def exact_precedence(hits: Sequence[FusedHit], rule: ExactPrecedence) -> list[FusedHit]:
+    """`hits` reordered by `rule`; relative order is kept otherwise."""
+    if rule is ExactPrecedence.TIERS:
+        return sorted(hits, key=lambda hit: -len(hit.exact))  # stable
+    most = max((len(hit.exact) for hit in hits), default=0)
+    if rule is ExactPrecedence.OFF or most == 0:
+        return list(hits)
+    leader = next(i for i, hit in enumerate(hits) if len(hit.exact) == most)
+    return [hits[leader], *hits[:leader], *hits[leader + 1 :]]
+
+
+def precedence_note(
+    hits: Sequence[FusedHit], identifiers: tuple[str, ...], rule: ExactPrecedence
+) -> str:
+    if not identifiers or rule is ExactPrecedence.OFF:
+        return ""
+    holding = sum(1 for hit in hits if hit.exact)
+    names = ", ".join(identifiers)
+    if not holding:
+        return f"exact identifier precedence ({rule.value}): no candidate holds {names}"
+    placed = "the best of them leads" if rule is ExactPrecedence.LEAD else "they lead the order"
+    return (
+        f"exact identifier precedence ({rule.value}): {holding} candidate(s) hold {names}; {placed}"
+    )
+
+
+def with_highlights(
+    hits: Sequence[FusedHit], analyzer: TextAnalyzer, plan: QueryPlan
+) -> list[FusedHit]:
+    return [
+        dataclasses.replace(hit, highlights=match_spans(analyzer, hit.chunk.text, plan))
+        for hit in hits
+    ]
