@@ -35,7 +35,7 @@ def build_indexing_pipeline(
         allowed_locales=locales,
     )
     check_embedding_model(manifest, embedder.identity)
-    planner = Planner(Chunker(params), manifest, limits)
+    planner = Planner(Chunker(params), manifest, limits, clean_markdown=settings.clean_markdown)
     return IndexingPipeline(
         planner, embedder, vectors, lexical, manifest, write_batch=settings.write_batch
     )

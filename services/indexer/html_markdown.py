@@ -4,7 +4,9 @@ Boilerplate (scripts, styles, navigation, headers/footers, asides, forms) is
 dropped; headings become `#` lines, paragraphs are separated by blank lines,
 list items become `- ` lines, `pre` blocks become fenced code and tables
 become `|` rows. Inline markup is flattened to its text (inline `code` keeps
-its backticks). Uses beautifulsoup4 with the standard-library parser.
+its backticks); text that would read as Markdown markup (`<details>`,
+`[a](b)`) is escaped with a backslash, so that the Markdown cleaning keeps it.
+Uses beautifulsoup4 with the standard-library parser.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import re
 
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import PreformattedString
+
+from services.indexer.markdown_text import escape_markup
 
 _DROPPED = frozenset({
     "script", "style", "noscript", "nav", "header", "footer", "aside", "form",
@@ -79,7 +83,9 @@ def _inline_text(node: PageElement) -> str:
     if isinstance(node, PreformattedString):  # comments, doctype, CDATA, ...
         return ""
     if isinstance(node, NavigableString):
-        return _SPACES.sub(" ", str(node))
+        # Page text that reads as Markdown markup ("the <details> element")
+        # is escaped, so that cleaning the Markdown keeps it as text.
+        return escape_markup(_SPACES.sub(" ", str(node)))
     if not isinstance(node, Tag) or node.name in _DROPPED:
         return ""
     if node.name == "br":

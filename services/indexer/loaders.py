@@ -7,7 +7,11 @@ missing root/file raises (`NotFound`), since then nothing can be loaded.
 
 HTML is turned into Markdown-ish text once, at load time or in
 `normalize_body`, so the chunker sees headings, paragraphs, lists, code
-fences and tables in one syntax.
+fences and tables in one syntax. `normalize_body` also reduces a Markdown
+body to what a reader sees (`markdown_text`), on the server, for files and
+for documents sent over the API alike; the directory loader reads a page's
+front matter into its title and metadata but leaves its text as written,
+so that the Indexer's `RAG_CLEAN_MARKDOWN` alone decides what is indexed.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from urllib.parse import quote
 from services.common.errors import InvalidArgument, NotFound
 from services.common.models import ContentType, Document
 from services.indexer.chunking import iter_headings
+from services.indexer.front_matter import read_front_matter
 from services.indexer.html_markdown import html_to_markdown
+from services.indexer.markdown_text import clean_markdown
 
 __all__ = [
     "LoadError",
@@ -73,11 +79,17 @@ def content_type_for_filename(name: str) -> ContentType:
     return content_type
 
 
-def normalize_body(doc: Document) -> str:
-    """The Markdown or plain text to chunk for a document."""
+def normalize_body(doc: Document, *, clean: bool = True) -> str:
+    """The Markdown or plain text to chunk for a document.
+
+    With `clean`, a Markdown body is reduced to what a reader sees (comments,
+    reference definitions, tags, badges and front matter removed; see
+    `markdown_text`). Plain text is never cleaned: `<b>` in it is text.
+    """
     if doc.content_type is ContentType.HTML:
         return html_to_markdown(doc.text)[1]
-    return _normalize_newlines(doc.text)
+    text = _normalize_newlines(doc.text)
+    return clean_markdown(text) if clean and doc.content_type is ContentType.MARKDOWN else text
 
 
 def _normalize_newlines(text: str) -> str:
@@ -94,6 +106,8 @@ def load_directory(
 
     Hidden files and folders (name starting with ".") are skipped. HTML is
     converted to Markdown here, so the Document's content_type is MARKDOWN.
+    A Markdown file's YAML front matter gives its title (over the first H1)
+    and metadata (its other scalar fields, bounded; `path` stays the file's).
     """
     if not root.is_dir():
         raise NotFound(f"document folder {str(root)!r} does not exist")
@@ -111,11 +125,15 @@ def load_directory(
 def _load_file(path: Path, relpath: str, *, scope_id: str, locale: str, base_url: str) -> Document:
     content_type = content_type_for_filename(path.name)
     text = _normalize_newlines(_decode(path.read_bytes(), content_type))
+    title, metadata = "", {"path": relpath}
     if content_type is ContentType.HTML:
         title, text = html_to_markdown(text)
         content_type = ContentType.MARKDOWN
-    else:
-        title = _first_h1(text) if content_type is ContentType.MARKDOWN else ""
+    elif content_type is ContentType.MARKDOWN:
+        front, body = read_front_matter(text)
+        # The H1 as a reader sees it: not a `#` line of the YAML, no comment in it.
+        title = front.title or _first_h1(clean_markdown(body))
+        metadata = {**front.metadata, **metadata}
     modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
     return Document(
         doc_id=relpath,
@@ -124,7 +142,7 @@ def _load_file(path: Path, relpath: str, *, scope_id: str, locale: str, base_url
         title=title or path.stem,
         locale=locale,
         scope_id=scope_id,
-        metadata={"path": relpath},
+        metadata=metadata,
         content_type=content_type,
         updated_at=modified.isoformat(timespec="seconds"),
     )

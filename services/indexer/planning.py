@@ -3,6 +3,13 @@ with the exact chunks to embed and the rows to write, update and delete.
 
 A plan is computed the same way for a dry run and a real run, so a dry run's
 counts are the real run's counts.
+
+Not every span the chunker cuts is stored: one without a single letter or
+digit (a thematic break, a table's `| --- |` row, leftovers of markup) can
+match no query word and its vector is noise, which once ranked first for an
+unrelated query. `indexable_spans` drops those here rather than in the
+chunker, whose spans must cover the input exactly; chunk positions count
+the spans kept, so a document's chunk ids stay consecutive.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from enum import StrEnum
 
 from services.common.errors import InvalidArgument
 from services.common.models import Chunk, ChunkPayload, Document
-from services.indexer.chunking import Chunker
+from services.indexer.chunking import Chunker, TextSpan
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
 from services.indexer.loaders import normalize_body
 from services.indexer.manifest import Manifest, ManifestEntry
@@ -111,10 +118,21 @@ def payload_of(doc: Document, heading_path: str) -> ChunkPayload:
 class Planner:
     """Decides each document's state against the manifest (reads only)."""
 
-    def __init__(self, chunker: Chunker, manifest: Manifest, limits: DocumentLimits) -> None:
+    def __init__(
+        self,
+        chunker: Chunker,
+        manifest: Manifest,
+        limits: DocumentLimits,
+        *,
+        clean_markdown: bool = True,
+    ) -> None:
         self.chunker = chunker
         self.manifest = manifest
         self.limits = limits
+        # No need to key hashes on this switch: the content hash is taken of
+        # the cleaned body, so flipping it re-chunks exactly the documents
+        # whose cleaned text differs from their text as written.
+        self.clean_markdown = clean_markdown
         # Chunking parameters are part of every document's content hash, so a
         # change of parameters re-chunks everything instead of mixing builds.
         self._params_key = json.dumps(chunker.params.as_dict(), sort_keys=True)
@@ -173,13 +191,17 @@ class Planner:
         return plans, accepted
 
     def _plan_one(self, doc: Document, old: ManifestEntry | None, stale: set[str]) -> DocumentPlan:
-        body = normalize_body(doc)
+        body = normalize_body(doc, clean=self.clean_markdown)
         doc_hash = content_hash(self._params_key + "\x00" + body)
         meta_hash = metadata_hash(doc)
         if old and not stale and old.content_hash == doc_hash:
             if old.metadata_hash == meta_hash:
                 return DocumentPlan(doc.doc_id, doc.locale, DocState.UNCHANGED, entry=old)
-            return self._metadata_only(doc, old, meta_hash)
+            spans = indexable_spans(self.chunker, body)
+            # Unequal counts: the stored chunks were cut before markup-only
+            # spans were dropped, so the document is re-chunked instead.
+            if len(spans) == len(old.chunk_ids):
+                return self._metadata_only(doc, old, meta_hash, spans)
         chunks = document_chunks(self.chunker, doc, body)
         entry = ManifestEntry(
             doc.doc_id,
@@ -217,13 +239,14 @@ class Planner:
         new_ids = {c.chunk_id for c in plan.chunks}
         plan.to_delete = sorted((set(old_hashes) | stale) - new_ids)
 
-    def _metadata_only(self, doc: Document, old: ManifestEntry, meta_hash: str) -> DocumentPlan:
+    def _metadata_only(
+        self, doc: Document, old: ManifestEntry, meta_hash: str, spans: list[TextSpan]
+    ) -> DocumentPlan:
         # Heading paths live in the chunk hash's input, not here; re-chunking is
         # not needed because the body is byte-identical.
-        spans = self.chunker.split(normalize_body(doc))
         updates = [
             (cid, payload_of(doc, span.heading_path))
-            for cid, span in zip(old.chunk_ids, spans, strict=False)
+            for cid, span in zip(old.chunk_ids, spans, strict=True)
         ]
         entry = ManifestEntry(
             doc.doc_id,
@@ -240,10 +263,19 @@ class Planner:
         )
 
 
-def document_chunks(chunker: Chunker, doc: Document, body: str | None = None) -> list[Chunk]:
+def indexable_spans(chunker: Chunker, body: str) -> list[TextSpan]:
+    """The chunker's spans that hold at least one letter or digit (any script:
+    `str.isalnum`); a heading-only span keeps its words and stays."""
+    return [span for span in chunker.split(body) if any(c.isalnum() for c in span.text)]
+
+
+def document_chunks(
+    chunker: Chunker, doc: Document, body: str | None = None, *, clean: bool = True
+) -> list[Chunk]:
     """The chunks the Indexer stores for `doc` (`body`: its normalised text,
-    when the caller has it already)."""
-    spans = chunker.split(normalize_body(doc) if body is None else body)
+    when the caller has it already; `clean`: as the Indexer's
+    RAG_CLEAN_MARKDOWN, used when it has not)."""
+    spans = indexable_spans(chunker, normalize_body(doc, clean=clean) if body is None else body)
     return [
         Chunk(
             chunk_id=chunk_id(doc.locale, doc.doc_id, index),

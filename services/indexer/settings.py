@@ -17,3 +17,13 @@ class IndexerSettings(EmbeddingSettings):
     max_doc_id_chars: int = Field(512, ge=8, le=4096)
     allowed_locales: str = Field("", description="comma-separated; empty = any language tag")
     write_batch: int = Field(256, ge=1, le=10000, description="chunks per store write")
+    clean_markdown: bool = Field(
+        True,
+        description=(
+            "reduce Markdown bodies to what a reader sees before chunking: HTML comments, "
+            "link-reference definitions, HTML tags, badge lines and YAML front matter removed, "
+            "links and images reduced to their text, code left as written. A switch so that "
+            "an evaluation can measure the cleaning's effect (index with it off and on); "
+            "changing it re-chunks the Markdown documents it affects on their next ingest"
+        ),
+    )

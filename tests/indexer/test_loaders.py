@@ -301,3 +301,63 @@ def test_own_jsonl_format(tmp_path: Path) -> None:
 def test_missing_jsonl_file_raises(tmp_path: Path) -> None:
     with pytest.raises(NotFound):
         list(load_beir_jsonl(tmp_path / "missing.jsonl", scope_id="s"))
+
+
+# ------------------------------------------------------------------ front matter
+
+
+def _load_one(root: Path, name: str, text: str) -> Document:
+    root.mkdir(exist_ok=True)
+    (root / name).write_text(text, encoding="utf-8")
+    items = load_directory(root, scope_id="s")
+    (item,) = [i for i in items if isinstance(i, Document) and i.doc_id == name]
+    return item
+
+
+def test_front_matter_gives_title_and_metadata(tmp_path: Path) -> None:
+    page = (
+        "---\n# a YAML comment, not a heading\ntitle: Installing  Acme\nweight: 3\n"
+        "draft: false\ndate: 2024-05-01\ntags: [setup, linux]\nsidebar: {position: 2}\n"
+        "path: /elsewhere\n---\n\n# Install\n\nRun the installer.\n"
+    )
+    doc = _load_one(tmp_path / "docs", "install.md", page)
+    assert doc.title == "Installing Acme"
+    assert doc.metadata == {"weight": "3", "draft": "false", "date": "2024-05-01",
+                            "path": "install.md"}  # fmt: skip
+    # The text stays as written; the Indexer's cleaning cuts the front matter.
+    assert doc.text == page
+    assert normalize_body(doc) == "# Install\n\nRun the installer.\n"
+    assert normalize_body(doc, clean=False) == page
+
+
+def test_front_matter_without_title_falls_back_to_the_h1(tmp_path: Path) -> None:
+    page = "---\nauthor: Ann\n---\n<!-- generated -->\n# Guide <!-- v2 -->\n\nText.\n"
+    doc = _load_one(tmp_path / "docs", "guide.md", page)
+    assert (doc.title, doc.metadata) == ("Guide", {"author": "Ann", "path": "guide.md"})
+
+
+def test_front_matter_metadata_is_bounded(tmp_path: Path) -> None:
+    fields = [f"key{i:02}: value {i}" for i in range(40)]
+    fields += ["k" * 65 + ": too long a key", "long: " + "v" * 257, "a=b: no equals"]
+    page = "---\n" + "\n".join(fields[-3:] + fields[:-3]) + "\n---\nBody.\n"
+    doc = _load_one(tmp_path / "docs", "many.md", page)
+    assert len(doc.metadata) == 33  # 32 from the front matter, plus the path
+    assert all(len(k) <= 64 and len(v) <= 256 and "=" not in k for k, v in doc.metadata.items())
+    assert doc.metadata["key31"] == "value 31" and "key32" not in doc.metadata
+
+
+@pytest.mark.parametrize(
+    "front_matter",
+    [
+        "---\ntitle: [unclosed\n---\n",
+        "---\ndate: 2024-02-30\n---\n",  # PyYAML cannot build this date
+        "---\ntitle: a\n- b\n---\n",  # a mapping, then a list item
+        "---\n---\n",
+    ],
+)
+def test_bad_front_matter_is_ignored_and_never_fails_the_load(
+    tmp_path: Path, front_matter: str
+) -> None:
+    doc = _load_one(tmp_path / "docs", "bad.md", front_matter + "# Heading\n\nBody.\n")
+    assert (doc.title, doc.metadata) == ("Heading", {"path": "bad.md"})
+    assert normalize_body(doc) == "# Heading\n\nBody.\n"
