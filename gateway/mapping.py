@@ -7,13 +7,12 @@ prefix: `CHANNEL_VECTOR` → `"vector"`).
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from typing import Any
 
 from gateway import schema
+from gateway.snippets import Span, highlighted_snippet, valid_spans
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-
-SNIPPET_CHARS = 280
 
 
 def to_retrieve_request(
@@ -37,6 +36,7 @@ def to_retrieve_request(
             urls=list(scope.urls),
             metadata=scope.metadata,
         ),
+        query_language=request.query_language,
     )
 
 
@@ -49,31 +49,6 @@ def _label(enum: Any, value: int, prefix: str) -> Any:
     return name.removeprefix(prefix).lower()
 
 
-_HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_INLINE_MARKUP = re.compile(r"\*\*|__|`+")
-_LINE_MARKUP = re.compile(r"^\s*(?:[>*+-]|#{1,6}|\d+\.)\s+|\|", re.MULTILINE)
-
-
-def plain_text(markdown: str) -> str:
-    """Chunk text as a person reads it in a result list: heading lines dropped
-    (the heading path shows them), link targets and emphasis markers removed."""
-    text = _HEADING_LINE.sub(" ", markdown)
-    if not text.strip():  # a heading alone: keep its words
-        text = markdown
-    text = _LINK.sub(r"\1", text)
-    return _LINE_MARKUP.sub(" ", _INLINE_MARKUP.sub("", text))
-
-
-def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
-    # Only the head of the text can end up in the snippet; skip cleaning the rest.
-    flat = " ".join(plain_text(text[: limit * 4]).split())
-    if len(flat) <= limit:
-        return flat
-    cut = flat[:limit].rsplit(" ", 1)[0]
-    return cut.rstrip(" ,;:.-") + "…"
-
-
 def _channels(matches: Any) -> list[schema.ChannelMatch]:
     return [
         schema.ChannelMatch(
@@ -83,7 +58,15 @@ def _channels(matches: Any) -> list[schema.ChannelMatch]:
     ]
 
 
+def _spans(spans: Sequence[Span]) -> list[schema.Span]:
+    return [schema.Span(start=s.start, end=s.end, identifier=s.identifier) for s in spans]
+
+
 def _hit(hit: pb.Hit, citation: int | None) -> schema.Hit:
+    highlights = valid_spans(
+        (Span(h.start, h.end, h.identifier) for h in hit.highlights), len(hit.text)
+    )
+    excerpt = highlighted_snippet(hit.text, highlights)
     return schema.Hit(
         rank=hit.rank,
         citation=citation,
@@ -92,8 +75,11 @@ def _hit(hit: pb.Hit, citation: int | None) -> schema.Hit:
         url=hit.url,
         title=hit.title,
         heading_path=hit.heading_path,
-        snippet=snippet(hit.text),
+        snippet=excerpt.text,
+        snippet_highlights=_spans(excerpt.spans),
         text=hit.text,
+        highlights=_spans(highlights),
+        exact_identifiers=list(hit.exact_identifiers),
         position=hit.position,
         scope_id=hit.scope_id,
         locale=hit.locale,
@@ -156,6 +142,7 @@ def to_search_response(
         request_id=request_id,
         intent=_label(pb.Intent, response.intent, "INTENT_"),
         page_status=_label(pb.PageStatus, response.page_status, "PAGE_STATUS_"),
+        query_language=response.query_language,
         message=response.message or message,
         hits=[_hit(h, citation_of.get(h.chunk_id)) for h in response.hits],
         evidence=schema.Evidence(

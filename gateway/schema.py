@@ -7,6 +7,7 @@ checked by `SearchLimits` so their errors carry their own codes.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -14,6 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from gateway.errors import ApiError, ErrorCode
 
 ShortText = Annotated[StrictStr, Field(max_length=2048)]
+# A BCP 47-style code, primary subtag lower-case ("en", "zh", "zh-Hant", "pt-BR").
+# Used with fullmatch: a `$` anchor would let a trailing newline through.
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*")
 
 
 class Strict(BaseModel):
@@ -39,6 +43,11 @@ class SearchRequest(Strict):
     scope: Scope = Field(default_factory=Scope)
     top_k: StrictInt | None = Field(None, description="Hits wanted (default and maximum are set)")
     debug: StrictBool = Field(False, description="Include provenance and channel status")
+    query_language: Annotated[StrictStr, Field(max_length=35)] = Field(
+        "",
+        description='The query\'s language ("en", "zh", "ja", "ko", ...); '
+        "empty: the Retriever detects it from the script",
+    )
 
 
 class SearchLimits:
@@ -63,6 +72,11 @@ class SearchLimits:
             raise ApiError(
                 ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be between 1 and {self.max_top_k}"
             )
+        if request.query_language and not LANGUAGE_CODE.fullmatch(request.query_language):
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                'query_language must be empty or a language code such as "en" or "zh-Hant"',
+            )
         if request.this_page and not request.page_url.strip():
             raise ApiError(ErrorCode.INVALID_REQUEST, "this_page needs a page_url")
         scope = request.scope
@@ -83,6 +97,15 @@ class ChannelMatch(BaseModel):
     score: float = Field(description="The channel's own score (cosine or BM25)")
 
 
+class Span(BaseModel):
+    """A match in a text: code-point offsets (Python str indices; in JavaScript
+    index `Array.from(text)`, not the UTF-16 `text.slice`), end exclusive."""
+
+    start: int
+    end: int
+    identifier: bool = Field(description="An exact identifier match (else a query term)")
+
+
 class Hit(BaseModel):
     rank: int
     citation: int | None = Field(description="The n of [n] in the evidence, if cited")
@@ -91,8 +114,19 @@ class Hit(BaseModel):
     url: str
     title: str
     heading_path: str
-    snippet: str = Field(description="The start of the text, cut at a word boundary")
+    snippet: str = Field(
+        description="Plain text: the start of the text cut at a word boundary, or, when "
+        "the first match lies further on, a window around it led by an ellipsis"
+    )
+    snippet_highlights: list[Span] = Field(description="The matches, mapped onto `snippet`")
     text: str
+    highlights: list[Span] = Field(
+        description="Where the query's terms and identifiers matched in `text` "
+        "(sorted, non-overlapping)"
+    )
+    exact_identifiers: list[str] = Field(
+        description="The query's identifiers this hit contains exactly (lower-cased)"
+    )
     position: int
     scope_id: str
     locale: str
@@ -153,6 +187,7 @@ class SearchResponse(BaseModel):
     request_id: str
     intent: Literal["site_search", "current_page", "unspecified"]
     page_status: Literal["indexed", "not_indexed", "unspecified"]
+    query_language: str = Field(description="The language the Retriever used (given or detected)")
     message: str
     hits: list[Hit]
     evidence: Evidence

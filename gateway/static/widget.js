@@ -15,7 +15,12 @@
  *   data-scope-id="docs"         restrict searches to one scope
  *
  * Everything is rendered with textContent (never innerHTML), so nothing the
- * index or the user supplies can inject markup.
+ * index or the user supplies can inject markup. Matches in a snippet are
+ * <mark> elements (<mark class="ident"> for exact identifiers) built the same
+ * way; their offsets count code points, so the text is sliced as
+ * Array.from(text), never with the UTF-16 text.slice. The host page can set
+ * their colours: --rag-mark-bg, --rag-mark-ident-bg (custom properties cross
+ * the shadow root).
  */
 (function () {
   "use strict";
@@ -61,6 +66,13 @@
     "flex:none}",
     ".crumbs{margin:.15rem 0 0;color:var(--muted);font-size:.85rem}",
     ".snippet{margin:.45rem 0 .35rem}",
+    "mark{background:var(--rag-mark-bg,#fde68a);color:inherit;border-radius:.2rem;",
+    "padding:0 .08rem}",
+    "mark.ident{background:var(--rag-mark-ident-bg,#d2e0ff);",
+    "box-shadow:inset 0 -2px 0 var(--accent);font-weight:600}",
+    "@media (prefers-color-scheme:dark){mark{background:var(--rag-mark-bg,#6b5200)}",
+    "mark.ident{background:var(--rag-mark-ident-bg,#27406b)}}",
+    "@media (forced-colors:active){mark,mark.ident{background:Mark;color:MarkText}}",
     ".source{margin:0;color:var(--muted);font-size:.82rem;overflow-wrap:anywhere}",
     ".prov{display:flex;flex-wrap:wrap;gap:.35rem;margin:.5rem 0 0;padding:0;list-style:none}",
     ".prov li{font:.78rem/1.2 ui-monospace,SFMono-Regular,Menlo,monospace;",
@@ -122,6 +134,28 @@
     var parts = (headingPath || "").split(" > ").filter(Boolean);
     if (parts.length && parts[0] === title) parts.shift();
     return [title].concat(parts).join(" › ");
+  }
+
+  // The snippet as text nodes, with each span in a <mark>. Spans count code
+  // points (the API's offsets), hence Array.from; bad or overlapping spans
+  // from the API are skipped, never trusted to index the text.
+  function highlighted(text, spans) {
+    var chars = Array.from(text || "");
+    var nodes = [];
+    var at = 0;
+    function piece(start, end) { return chars.slice(start, end).join(""); }
+    (Array.isArray(spans) ? spans : []).forEach(function (span) {
+      var start = Number(span && span.start);
+      var end = Math.min(Number(span && span.end), chars.length);
+      if (!Number.isInteger(start) || !Number.isInteger(end) || start < at || end <= start) return;
+      if (start > at) nodes.push(document.createTextNode(piece(at, start)));
+      var attrs = { text: piece(start, end) };
+      if (span.identifier) { attrs.className = "ident"; attrs.title = "Exact identifier match"; }
+      nodes.push(el("mark", attrs));
+      at = end;
+    });
+    if (at < chars.length) nodes.push(document.createTextNode(piece(at)));
+    return nodes;
   }
 
   function num(x, digits) { return typeof x === "number" ? x.toFixed(digits) : "–"; }
@@ -254,7 +288,7 @@
     var crumbs = section ? el("p", { className: "crumbs", text: section }) : null;
     var item = el("li", { className: "hit" }, [el("article", {}, [
       el("h3", {}, [cite, title]), crumbs,
-      el("p", { className: "snippet", text: hit.snippet }),
+      el("p", { className: "snippet" }, highlighted(hit.snippet, hit.snippet_highlights)),
       el("p", { className: "source", text: "Source: " + shortSource(hit.url) })])]);
     if (debug) item.firstChild.appendChild(this.renderProvenance(hit));
     return item;
@@ -291,7 +325,8 @@
       + num(r.latency_ms, 1) + " ms" + (r.model ? ", " + r.model : "") + ")"
       : "not used" + (r.reason ? " — " + r.reason : "");
     if (r.fallback && r.used) rerankText += "; partial fallback: " + r.reason;
-    var rows = [["Intent", data.intent], ["Page", data.page_status], ["Rerank", rerankText],
+    var rows = [["Intent", data.intent], ["Language", data.query_language || "–"],
+      ["Page", data.page_status], ["Rerank", rerankText],
       ["Degraded", data.degraded.map(function (d) { return d.component + ": " + d.reason; })
         .join("; ") || "none"],
       ["Timings", Object.keys(data.timings_ms).map(function (k) {

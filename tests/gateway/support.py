@@ -95,6 +95,15 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
 
 
+def _highlights(wanted: set[str], text: str) -> list[pb.Span]:
+    """Where the query's words occur in `text`, as the real Retriever reports them."""
+    return [
+        pb.Span(start=m.start(), end=m.end())
+        for m in re.finditer(r"[A-Za-z0-9]+", text)
+        if m.group().lower() in wanted
+    ]
+
+
 def canned_response(request: pb.RetrieveRequest) -> pb.RetrieveResponse:
     """A realistic RetrieveResponse drawn from CORPUS by plain word overlap."""
     wanted = _words(request.query)
@@ -117,6 +126,7 @@ def canned_response(request: pb.RetrieveRequest) -> pb.RetrieveResponse:
                 title=chunk.title,
                 heading_path=chunk.heading_path,
                 text=chunk.text,
+                highlights=_highlights(wanted, chunk.text),
                 rank=rank,
                 score=0.9 / rank,
                 fused_score=fused,
@@ -144,6 +154,7 @@ def canned_response(request: pb.RetrieveRequest) -> pb.RetrieveResponse:
     evidence_text = "\n\n".join(blocks)
     response = pb.RetrieveResponse(
         hits=hits,
+        query_language=request.query_language or "en",
         intent=pb.INTENT_CURRENT_PAGE if on_page else pb.INTENT_SITE_SEARCH,
         page_status=pb.PAGE_STATUS_INDEXED if on_page else pb.PAGE_STATUS_UNSPECIFIED,
         rerank=pb.RerankOutcome(
@@ -185,7 +196,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
 
     It stands in for the real Retriever so gate tests can assert what reached
     downstream ("the Retriever saw nothing"), and can be told to fail
-    (`fail_with`) or to be slow (`delay_s`). Its answers come from CORPUS.
+    (`fail_with`) or to be slow (`delay_s`). Its answers come from CORPUS,
+    or are the one set in `reply_with`.
     """
 
     def __init__(self) -> None:
@@ -193,6 +205,7 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.time_remaining: list[float | None] = []
         self.fail_with: grpc.StatusCode | None = None
         self.delay_s = 0.0
+        self.reply_with: pb.RetrieveResponse | None = None  # instead of the canned answer
 
     @property
     def calls(self) -> int:
@@ -203,6 +216,7 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.time_remaining.clear()
         self.fail_with = None
         self.delay_s = 0.0
+        self.reply_with = None
 
     async def Retrieve(
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
@@ -213,7 +227,7 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
             await asyncio.sleep(self.delay_s)
         if self.fail_with is not None:
             await context.abort(self.fail_with, "injected failure")
-        return canned_response(request)
+        return self.reply_with if self.reply_with is not None else canned_response(request)
 
 
 @dataclass

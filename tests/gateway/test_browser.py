@@ -1,14 +1,19 @@
 """The gateway's web page in headless Chromium (Debian's `chromium`, driven by
 Playwright over CDP — no browser download): search, numbered citations, the
-debug view, "this page" mode, and a page on a disallowed origin that cannot
-use the API. A screenshot lands in tests/artifacts/ (or $RAG_TEST_ARTIFACTS)."""
+debug view, "this page" mode, highlighted matches (English and Chinese), and a
+page on a disallowed origin that cannot use the API. Screenshots land in
+tests/artifacts/ (or $RAG_TEST_ARTIFACTS).
+
+The stack here indexes the shared test corpus plus one Chinese page
+(tests/gateway/fixtures), in a stack of its own so the tests that count the
+shared corpus's documents are not affected."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -18,8 +23,18 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from tests.gateway.support import gateway_settings, serve_asgi, serve_gateway
-from tests.support.stack import BackgroundStack
+from services.common.embedding import Embedder
+from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from tests.gateway.support import (
+    ALLOWED_ORIGIN,
+    RetrieverServer,
+    gateway_settings,
+    serve_asgi,
+    serve_gateway,
+)
+from tests.support.corpus import BASE_URL, corpus_documents
+from tests.support.stack import BackgroundStack, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -39,10 +54,44 @@ QUERY = "What does status 429 with Retry-After mean?"
 PAGE_URL = "https://docs.example/rate-limits"
 
 
+CHINESE_PAGE = Path(__file__).parent / "fixtures" / "zh-search.md"
+
+
+def chinese_document() -> ipb.Document:
+    text = CHINESE_PAGE.read_text(encoding="utf-8")
+    return ipb.Document(
+        doc_id=CHINESE_PAGE.name,
+        url=BASE_URL + CHINESE_PAGE.stem,
+        title=text.splitlines()[0].lstrip("# ").strip(),
+        locale="zh",
+        scope_id="handbook",
+        text=text,
+        content_type=ipb.CONTENT_TYPE_MARKDOWN,
+        metadata={"section": "general"},
+    )
+
+
+@pytest.fixture(scope="module")
+def browser_stack(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[BackgroundStack]:
+    """Indexer + Retriever with the test corpus and the Chinese page; the
+    reranker address is a closed port (the fallback path)."""
+    stack = BackgroundStack(
+        tmp_path_factory.mktemp("browser-stack"),
+        embedder,
+        reranker_addr=f"127.0.0.1:{free_port()}",
+    ).start()
+    documents = [*corpus_documents(), chinese_document()]
+    assert stack.upsert(documents).counts.added == len(documents)
+    yield stack
+    stack.stop()
+
+
 @pytest.fixture
-def retriever_addr(embedded_stack: BackgroundStack) -> str:
+def retriever_addr(browser_stack: BackgroundStack) -> str:
     """The real Retriever (embedded stack with the test corpus indexed)."""
-    return embedded_stack.retriever_addr
+    return browser_stack.retriever_addr
 
 
 @pytest_asyncio.fixture
@@ -198,3 +247,101 @@ async def test_widget_embeds_on_an_allowed_static_site(
             await page.screenshot(path=str(ARTIFACTS / "gateway-widget.png"))
     assert "Rate limits" in title
     assert title.startswith("[1]")
+
+
+async def _api_highlights(url: str, query: str) -> int:
+    """How many highlight spans the API itself returned (to tell a missing
+    upstream feature from a rendering fault)."""
+    async with httpx.AsyncClient() as client:
+        response = await client.post(
+            f"{url}/v1/search", json={"query": query}, headers={"Origin": ALLOWED_ORIGIN}
+        )
+    response.raise_for_status()
+    return sum(len(hit["snippet_highlights"]) for hit in response.json()["hits"])
+
+
+async def _marks_for(browser: object, retriever_addr: str, query: str, shot: str) -> list[str]:
+    """Search on the page; the class and text of every <mark> in the snippets."""
+    playwright_api = pytest.importorskip("playwright.async_api")
+    settings = gateway_settings(retriever_addr, gateway_allowed_origins=[ALLOWED_ORIGIN])
+    async with serve_gateway(settings) as gw:
+        page = await browser.new_page(viewport={"width": 1000, "height": 900})  # type: ignore[attr-defined]
+        await page.goto(f"{gw.url}/")
+        await page.get_by_role("searchbox", name="Search query").fill(query)
+        button = page.get_by_role("button", name="Search", exact=True)
+        await button.click()
+        await playwright_api.expect(button).to_be_enabled()  # the search has finished
+        hits = await page.locator(".hit").count()
+        assert hits, f"no hits for {query!r}: {await page.locator('.status').inner_text()}"
+        marks = page.locator(".hit .snippet mark")
+        found = [
+            f"{await mark.get_attribute('class') or ''}:{await mark.inner_text()}"
+            for mark in await marks.all()
+        ]
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+        sent = await _api_highlights(gw.url, query)
+    assert found or sent, f"the Retriever returned no highlights for {query!r} (upstream)"
+    assert found, f"the API returned {sent} snippet highlights but the page marked none"
+    return found
+
+
+@pytest.mark.parametrize(
+    ("query", "identifier"), [("Parquet", False), ("X7Q-4291", True)], ids=["term", "identifier"]
+)
+async def test_matches_are_marked_in_the_snippets(
+    browser: object, retriever_addr: str, query: str, identifier: bool
+) -> None:
+    found = await _marks_for(browser, retriever_addr, query, f"gateway-marks-{query}.png")
+    texts = {entry.split(":", 1)[1].lower() for entry in found}
+    assert query.lower() in texts, found
+    if identifier:
+        assert f"ident:{query.lower()}" in {entry.lower() for entry in found}, found
+
+
+async def test_chinese_matches_are_marked(browser: object, retriever_addr: str) -> None:
+    found = await _marks_for(browser, retriever_addr, "分词", "gateway-marks-zh.png")
+    assert "分词" in {entry.split(":", 1)[1] for entry in found}, found
+
+
+# Astral code points before the matches: UTF-16 offsets would be off by one each.
+SCRIPTED_TEXT = "# 标题\n\n😀 表情之后是 **分词** 和 `X7Q-4291` 🎉 <b>not markup</b> end"
+
+
+async def test_the_widget_marks_code_point_spans_as_text(
+    browser: object, retriever: RetrieverServer
+) -> None:
+    """The rendering alone, with highlights from the scripted Retriever: spans
+    over Chinese and after emoji land on the right characters, and hit text
+    never becomes markup."""
+    spans = [
+        (SCRIPTED_TEXT.index(w), len(w), ident)
+        for w, ident in [("分词", False), ("X7Q-4291", True)]
+    ]
+    hit = pb.Hit(
+        chunk_id="c-zh",
+        doc_id="zh-search.md",
+        url="https://docs.example/zh-search",
+        title="中文搜索",
+        text=SCRIPTED_TEXT,
+        rank=1,
+        highlights=[pb.Span(start=s, end=s + n, identifier=i) for s, n, i in spans],
+    )
+    retriever.servicer.reply_with = pb.RetrieveResponse(hits=[hit], query_language="zh")
+    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
+    async with serve_gateway(settings) as gw:
+        page = await browser.new_page()  # type: ignore[attr-defined]
+        await page.goto(f"{gw.url}/")
+        await page.get_by_role("searchbox", name="Search query").fill("分词 X7Q-4291")
+        await page.get_by_role("button", name="Search", exact=True).click()
+        snippet = page.locator(".hit .snippet").first
+        await snippet.wait_for()
+        text = await snippet.inner_text()
+        marks = [
+            (await m.get_attribute("class"), await m.inner_text())
+            for m in await snippet.locator("mark").all()
+        ]
+        tags = await snippet.evaluate("p => Array.from(p.querySelectorAll('*'), e => e.tagName)")
+    assert text == "😀 表情之后是 分词 和 X7Q-4291 🎉 <b>not markup</b> end"
+    assert marks == [(None, "分词"), ("ident", "X7Q-4291")]
+    assert tags == ["MARK", "MARK"]

@@ -62,6 +62,27 @@ BAD_REQUESTS = [
         "invalid_request",
         id="too-many-filter-values",
     ),
+    pytest.param(
+        b'{"query": "x", "query_language": "English"}',
+        "application/json",
+        422,
+        "invalid_request",
+        id="query-language-not-a-code",
+    ),
+    pytest.param(
+        b'{"query": "x", "query_language": "' + b"en-abcd" * 6 + b'"}',
+        "application/json",
+        422,
+        "invalid_request",
+        id="query-language-too-long",
+    ),
+    pytest.param(
+        b'{"query": "x", "query_language": 7}',
+        "application/json",
+        422,
+        "invalid_request",
+        id="query-language-type",
+    ),
 ]
 
 
@@ -99,3 +120,18 @@ async def test_oversized_body_is_refused_by_length_and_while_streaming(
     for response in (declared, streamed):
         assert (response.status_code, _error_code(response)) == (413, "body_too_large")
     assert retriever.servicer.calls == 0
+
+
+async def test_a_bad_query_language_is_named_in_the_error(retriever: RetrieverServer) -> None:
+    body = {"query": "ports", "query_language": "zh\n"}
+    headers = {"Origin": ALLOWED_ORIGIN}
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        response = await client.post(f"{gw.url}/v1/search", json=body, headers=headers)
+        accepted = await client.post(
+            f"{gw.url}/v1/search", json={"query": "ports", "query_language": "zh"}, headers=headers
+        )
+    assert (response.status_code, _error_code(response)) == (422, "invalid_request")
+    assert "query_language" in response.json()["error"]["message"]
+    assert accepted.status_code == 200
+    assert accepted.json()["query_language"] == "zh"
+    assert [r.query_language for r in retriever.servicer.requests] == ["zh"]

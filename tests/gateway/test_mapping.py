@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import ApiError, ErrorCode
-from gateway.mapping import snippet, to_retrieve_request, to_search_response
+from gateway.mapping import to_retrieve_request, to_search_response
 from gateway.schema import SearchLimits, SearchRequest
+from gateway.snippets import snippet
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from tests.gateway.support import canned_response
 
@@ -28,6 +29,13 @@ def test_request_maps_scope_and_drops_the_fragment() -> None:
     assert (proto.top_k, proto.filter.scope_id, list(proto.filter.doc_ids)) == (4, "docs", ["a"])
     assert dict(proto.filter.metadata) == {"k": "v"}
     assert list(proto.filter.urls) == []
+
+
+def test_request_forwards_the_query_language() -> None:
+    request = SearchRequest.model_validate({"query": "分词", "query_language": "zh"})
+    assert to_retrieve_request(request, "分词", top_k=3, debug=False).query_language == "zh"
+    plain = SearchRequest.model_validate({"query": "x"})
+    assert to_retrieve_request(plain, "x", top_k=3, debug=False).query_language == ""
 
 
 def test_this_page_forces_the_current_page_intent() -> None:
@@ -53,6 +61,48 @@ def test_response_uses_stable_lowercase_names_and_links_citations() -> None:
     assert body["hits"][0]["channels"][0] == {"channel": "vector", "rank": 1, "score": 0.8}
     assert body["debug"]["channels"][1]["status"] == "ok"
     assert body["timings_ms"] == {"fanout": 1.5, "rerank": 4.2}
+
+
+def test_response_carries_highlights_on_text_and_snippet() -> None:
+    text = "# Billing\n\nIf the **export** fails with code X7Q-4291, rotate the credentials."
+    term, ident = text.index("export"), text.index("X7Q-4291")
+    reply = pb.RetrieveResponse(
+        query_language="en",
+        hits=[
+            pb.Hit(
+                chunk_id="c",
+                text=text,
+                highlights=[
+                    pb.Span(start=2, end=9),  # "Billing", in the heading: not in the snippet
+                    pb.Span(start=term, end=term + 6),
+                    pb.Span(start=ident, end=ident + 8, identifier=True),
+                    pb.Span(start=ident, end=len(text) + 5),  # out of range: dropped
+                ],
+                exact_identifiers=["x7q-4291"],
+            )
+        ],
+    )
+    hit = to_search_response(reply, "rid", debug=False).model_dump(mode="json")["hits"][0]
+    assert hit["snippet"] == "If the export fails with code X7Q-4291, rotate the credentials."
+    assert hit["highlights"] == [
+        {"start": 2, "end": 9, "identifier": False},
+        {"start": term, "end": term + 6, "identifier": False},
+        {"start": ident, "end": ident + 8, "identifier": True},
+    ]
+    excerpt = hit["snippet"]
+    shown = [(excerpt[s["start"] : s["end"]], s["identifier"]) for s in hit["snippet_highlights"]]
+    assert shown == [("export", False), ("X7Q-4291", True)]
+    assert hit["exact_identifiers"] == ["x7q-4291"]
+    assert to_search_response(reply, "rid", debug=False).query_language == "en"
+
+
+def test_canned_hits_highlight_the_query_words_in_their_snippets() -> None:
+    reply = canned_response(pb.RetrieveRequest(query="which port does the gateway use"))
+    body = to_search_response(reply, "rid", debug=False).model_dump(mode="json")
+    hit = body["hits"][0]
+    words = [hit["snippet"][s["start"] : s["end"]].lower() for s in hit["snippet_highlights"]]
+    assert "port" in words and set(words) <= {"which", "port", "does", "the", "gateway", "use"}
+    assert body["query_language"] == "en"
 
 
 def test_debug_report_is_left_out_unless_asked() -> None:
@@ -81,6 +131,12 @@ def test_snippet_reads_as_plain_text_and_cuts_at_a_word() -> None:
         ({"query": "q", "top_k": 11}, ErrorCode.TOP_K_OUT_OF_RANGE),
         ({"query": "q", "this_page": True}, ErrorCode.INVALID_REQUEST),
         ({"query": "q", "scope": {"doc_ids": ["a", "b", "c"]}}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "query_language": "EN"}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "query_language": "en_US"}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "query_language": "e"}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "query_language": "en-"}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "query_language": "en\n"}, ErrorCode.INVALID_REQUEST),
+        ({"query": "q", "query_language": "en-abcdefghi"}, ErrorCode.INVALID_REQUEST),
     ],
 )
 def test_limits_refuse_out_of_bounds_requests(body: dict[str, object], code: ErrorCode) -> None:
@@ -92,3 +148,11 @@ def test_limits_refuse_out_of_bounds_requests(body: dict[str, object], code: Err
 def test_limits_count_the_query_after_collapsing_whitespace() -> None:
     padded = SearchRequest.model_validate({"query": "  a" + " " * 50 + "b  ", "top_k": 10})
     assert LIMITS.check(padded) == "a b"
+
+
+LANGUAGE_CODES = ["", "en", "zh", "ja", "ko", "yue", "zh-Hant", "pt-BR", "sr-Latn-RS"]
+
+
+@pytest.mark.parametrize("code", LANGUAGE_CODES)
+def test_limits_accept_language_codes(code: str) -> None:
+    LIMITS.check(SearchRequest.model_validate({"query": "q", "query_language": code}))
