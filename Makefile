@@ -10,7 +10,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 
 .PHONY: bench-gateway
-.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-smoke bench bench-smoke bench-env clean
+.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-smoke bench bench-smoke bench-env clean
 
 install: $(STAMP)
 
@@ -53,22 +53,27 @@ lint: install
 typecheck: install
 	$(BIN)/mypy services gateway
 
-# Quality (SciFact test split) and speed through the real services; results in
-# bench/results/ and docs/benchmarks.md. The smoke versions run in `make test`.
+# Quality (SciFact test split; identifiers and Chinese questions on the bilingual
+# data set) and speed through the real services; results in bench/results/ and
+# docs/benchmarks.md. The smoke versions run in `make test`.
 eval: install bench-env
-	$(BIN)/python -m bench.eval
+	$(BIN)/python -m bench.eval.scifact
+	$(BIN)/python -m bench.eval.bilingual
+
+eval-bilingual: install
+	$(BIN)/python -m bench.eval.bilingual
 
 eval-smoke: install
-	$(BIN)/python -m bench.eval --smoke
+	$(BIN)/python -m bench.eval.scifact --smoke
 
 bench: install bench-env
-	$(BIN)/python -m bench.bench
+	$(BIN)/python -m bench.load.speed
 
 bench-gateway: install
-	$(BIN)/python -m bench.gateway_load --duration 45
+	$(BIN)/python -m bench.load.gateway --duration 45
 
 bench-smoke: install
-	$(BIN)/python -m bench.bench --smoke
+	$(BIN)/python -m bench.load.speed --smoke
 
 # The peer pipeline (Haystack) and py-spy get their own environment: they are
 # never runtime dependencies. torch first, for the same reason as above.

@@ -1,44 +1,28 @@
-"""Shared parts of the evaluation and benchmark commands: the real service
-processes on free ports, the run record (command, date, revision, machine)
-and latency summaries.
-
-The services run exactly as an operator starts them (`python -m
-services.stack`, `python -m services.reranker`), configured by environment
-variables only, so what is measured is the deployed code path, gRPC included.
+"""The real service processes on free ports, started exactly as an operator
+starts them (`python -m services.stack`, `python -m services.reranker`) and
+configured by environment variables only, so what is measured is the deployed
+code path, gRPC included.
 """
 
 from __future__ import annotations
 
 import os
-import platform
-import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import grpc
-import numpy as np
 import psutil
-from grpc_health.v1 import health_pb2
 
+from bench.common.paths import ROOT
 from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from services.common.healthcheck import wait_until_serving
-
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = ROOT / "bench" / "results"
-BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
-EVAL_DATA = ROOT / ".data" / "eval"  # the indexes bench.eval and bench.bench share
-SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored: logs, smoke and train-split runs
-SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
-BENCH_VENV_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
-SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 def free_port() -> int:
@@ -207,124 +191,3 @@ class Reranker:
 
     def stop(self) -> None:
         self.process.stop()
-
-
-# ------------------------------------------------------------------ the record
-
-
-def run_record(argv: Sequence[str]) -> dict[str, Any]:
-    """Who ran what, when, on which revision and machine: written into every
-    result file so no figure there needs a hand-typed context."""
-    return {
-        "command": shlex.join([Path(sys.executable).name, *argv]),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git_revision": _git_revision(),
-        "machine": machine_description(),
-    }
-
-
-def _git_revision() -> str:
-    def git(*args: str) -> str:
-        out = subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=30
-        )
-        return out.stdout.strip()
-
-    revision = git("rev-parse", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return f"{revision}{' (uncommitted changes)' if dirty else ''}"
-
-
-def machine_description() -> dict[str, Any]:
-    import torch
-
-    return {
-        "cpu": _cpu_model(),
-        "logical_cpus": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        # The machine may be shared: the load at the start says how quiet it was.
-        "load_average_1m": round(os.getloadavg()[0], 2),
-    }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-# ------------------------------------------------------------------ summaries
-
-
-def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
-    """p50/p95/p99/mean/max in ms (empty input: zeros)."""
-    if not latencies_ms:
-        return {"n": 0, "p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0, "mean_ms": 0.0, "max_ms": 0.0}
-    values = np.asarray(latencies_ms, dtype=float)
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {
-        "n": int(values.size),
-        "p50_ms": round(float(p50), 2),
-        "p95_ms": round(float(p95), 2),
-        "p99_ms": round(float(p99), 2),
-        "mean_ms": round(float(values.mean()), 2),
-        "max_ms": round(float(values.max()), 2),
-    }
-
-
-# ------------------------------------------------------------------ indexing
-
-
-@dataclass(frozen=True)
-class IngestReport:
-    seconds: float
-    counts: dict[str, int]
-    rejected: list[str]
-
-    @property
-    def documents(self) -> int:
-        return sum(self.counts[k] for k in ("unchanged", "metadata_only", "changed", "added"))
-
-    @property
-    def reused(self) -> bool:
-        """The index already held exactly this corpus: nothing was written."""
-        return self.documents > 0 and self.counts["unchanged"] == self.documents
-
-
-def ingest_beir(
-    indexer_addr: str, corpus: Path, scope: str, *, title_as_heading: bool
-) -> IngestReport:
-    """Send a BEIR corpus through the Indexer exactly as the operator CLI does
-    (same loader, options and batching), timing the whole run."""
-    from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-    from services.common.server import channel_options
-    from services.indexer.cli import Ingest, parser
-
-    argv = ["ingest", str(corpus), "--scope", scope, "--format", "beir", "--quiet"]
-    args = parser().parse_args(argv + (["--title-as-heading"] if title_as_heading else []))
-    with grpc.insecure_channel(indexer_addr, options=channel_options(64 * 2**20)) as channel:
-        ingest = Ingest(indexer_pb2_grpc.IndexerStub(channel), args)
-        started = time.perf_counter()
-        ingest.run()
-        seconds = time.perf_counter() - started
-    return IngestReport(round(seconds, 2), dict(ingest.totals), list(ingest.rejected))
-
-
-def index_stats(indexer_addr: str) -> dict[str, Any]:
-    from google.protobuf.json_format import MessageToDict
-
-    from services.common.genproto.rag.indexer.v1 import indexer_pb2, indexer_pb2_grpc
-
-    with grpc.insecure_channel(indexer_addr) as channel:
-        reply = indexer_pb2_grpc.IndexerStub(channel).Stats(indexer_pb2.StatsRequest(), timeout=60)
-    return MessageToDict(
-        reply, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )

@@ -75,10 +75,12 @@ def indexed_texts(corpus: Path, *, title_as_heading: bool) -> dict[str, list[str
     from services.indexer.planning import document_chunks
     from services.indexer.settings import IndexerSettings
 
-    chunker = Chunker(chunking_params(IndexerSettings()))
+    settings = IndexerSettings()
+    chunker = Chunker(chunking_params(settings))
     loaded = load_beir_jsonl(corpus, scope_id="bench", title_as_heading=title_as_heading)
+    clean = settings.clean_markdown
     return {
-        doc.doc_id: [embedding_text(chunk) for chunk in document_chunks(chunker, doc)]
+        doc.doc_id: [embedding_text(chunk) for chunk in document_chunks(chunker, doc, clean=clean)]
         for doc in loaded
         if isinstance(doc, Document)
     }

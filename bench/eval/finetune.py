@@ -1,4 +1,4 @@
-"""`python -m bench.finetune`: fit the embedding model on a dataset's TRAIN split.
+"""`python -m bench.eval.finetune`: fit the embedding model on a dataset's TRAIN split.
 
 DESIGN.md allows a learned model fitted on the train split. This adapts the
 packaged all-MiniLM-L6-v2 to a corpus with the usual contrastive recipe: for
@@ -10,13 +10,13 @@ Three epochs, fixed seed; about 9 minutes on 2 CPU cores for SciFact.
 
 The model is written to .data/models/<dataset>-train-<base>/ with a card
 (`finetune.json`: base model, recipe, pairs, loss, weights digest), and
-`bench.eval` evaluates it next to the packaged model through the same RPCs
+`bench.eval.scifact` evaluates it next to the packaged model through the same RPCs
 (training it first when it is missing). It is never the service default: a
 corpus-specific model is an operator's decision (`RAG_EMBEDDING_MODEL=<dir>`,
 then a re-index).
 
-    python -m bench.finetune                    # fit on every train query
-    python -m bench.finetune --holdout 0.25     # validate the recipe: fit on 75%,
+    python -m bench.eval.finetune                    # fit on every train query
+    python -m bench.eval.finetune --holdout 0.25     # validate the recipe: fit on 75%,
                                                 # score the other 25% through Retrieve
 """
 
@@ -33,8 +33,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.dataset import BeirDataset, indexed_texts, write_query_subset
-from bench.harness import RESULTS_DIR, ROOT, SCRATCH_DIR, SHARED_DATASETS, run_record
+from bench.common.paths import RESULTS_DIR, ROOT, SCRATCH_DIR, SHARED_DATASETS
+from bench.common.record import run_record
+from bench.eval.dataset import BeirDataset, indexed_texts, write_query_subset
 from services.common.embedding import PACKAGED_MODEL
 
 MODELS_DIR = ROOT / ".data" / "models"
@@ -87,7 +88,7 @@ def training_pairs(dataset: BeirDataset, query_ids: Sequence[str]) -> list[tuple
 
 
 def first_chunk_texts(corpus: Path, doc_ids: set[str]) -> dict[str, str]:
-    # The same loader options as bench.eval's ingest (title as the H1 heading).
+    # The same loader options as bench.eval.scifact's ingest (title as the H1 heading).
     indexed = indexed_texts(corpus, title_as_heading=True)
     return {doc: texts[0] for doc, texts in indexed.items() if doc in doc_ids and texts}
 
@@ -175,12 +176,12 @@ def validate(
 ) -> dict[str, Any]:
     """Fit on part of the train split and score the held-out rest through the
     real RPCs (vector and hybrid), with the packaged and the fitted model."""
-    from bench import eval as bench_eval
+    from bench.eval import scifact
 
     fitted, held_out = split_queries(list(dataset.queries()), holdout, recipe.seed)
     work = SCRATCH_DIR / "finetune"
     card = fit(dataset, fitted, work / "model", recipe, record)
-    # Named like the dataset, so bench.eval finds its fitted BM25 boosts and
+    # Named like the dataset, so bench.eval.scifact finds its fitted BM25 boosts and
     # reuses the packaged model's index of the same corpus.
     subset = write_query_subset(dataset, work / "held-out" / dataset.name, set(held_out))
     scores = {}
@@ -188,7 +189,7 @@ def validate(
         out = work / "eval" / label
         extra = ["--embedding-model", str(model)] if model else []
         common = ["--dataset", str(subset), "--split", "train", "--no-peer", "--out", str(out)]
-        bench_eval.main([*common, "--configs", "vector,hybrid", *extra])
+        scifact.main([*common, "--configs", "vector,hybrid", *extra])
         result = json.loads((out / f"{dataset.name}-train.json").read_text())
         scores[label] = {name: result["configs"][name] for name in ("vector", "hybrid")}
     return {
@@ -203,7 +204,7 @@ def validate(
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(
-        prog="python -m bench.finetune",
+        prog="python -m bench.eval.finetune",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dataset = BeirDataset(args.dataset, "train")
     dataset.check()
-    record = run_record(["-m", "bench.finetune", *argv])
+    record = run_record(["-m", "bench.eval.finetune", *argv])
     recipe = Recipe(args.epochs, args.batch_size, args.learning_rate)
     if args.holdout:
         run = validate(dataset, args.holdout, recipe, record)

@@ -1,15 +1,15 @@
-"""`python -m bench.fit`: fit the BM25 field boosts on the TRAIN split.
+"""`python -m bench.eval.fit`: fit the BM25 field boosts on the TRAIN split.
 
 The lexical store scores title, heading path and text separately and sums
 them with per-field boosts (`RAG_LEXICAL_{TITLE,HEADING,TEXT}_BOOST`, query
 time, no re-indexing). Their best values are a property of the corpus. This
-command runs `bench.eval` on the train split (lexical and hybrid only) for
+command runs `bench.eval.scifact` on the train split (lexical and hybrid only) for
 each point of a small grid and records every result and the point with the
-best hybrid nDCG@10 in bench/results/<dataset>-fit.json. `bench.eval` then
+best hybrid nDCG@10 in bench/results/<dataset>-fit.json. `bench.eval.scifact` then
 uses the chosen boosts for the test split: test queries never influence a
 setting.
 
-    python -m bench.fit                       # SciFact, about 40 s per grid point
+    python -m bench.eval.fit                       # SciFact, about 40 s per grid point
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import eval as bench_eval
-from bench.dataset import BeirDataset
-from bench.eval_options import fit_file
-from bench.harness import SCRATCH_DIR, SHARED_DATASETS, run_record
+from bench.common.paths import SCRATCH_DIR, SHARED_DATASETS
+from bench.common.record import run_record
+from bench.eval import scifact
+from bench.eval.dataset import BeirDataset
+from bench.eval.scifact_options import fit_file
 
 # (title, heading_path, text); the first is the service default.
 GRID: tuple[tuple[float, float, float], ...] = (
@@ -39,12 +40,12 @@ OBJECTIVE = "hybrid nDCG@10, train split"
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(prog="python -m bench.fit", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.eval.fit", description=__doc__)
     p.add_argument("--dataset", type=Path, default=SHARED_DATASETS / "scifact")
     args = p.parse_args(argv)
     dataset = BeirDataset(args.dataset, "train")
     dataset.check()
-    record = run_record(["-m", "bench.fit", *argv])
+    record = run_record(["-m", "bench.eval.fit", *argv])
     grid = [evaluate_point(dataset, boosts) for boosts in GRID]
     best = max(grid, key=lambda point: point["hybrid"]["ndcg@10"])
     fit = {
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 def evaluate_point(dataset: BeirDataset, boosts: tuple[float, float, float]) -> dict[str, Any]:
     text = ",".join(f"{b:g}" for b in boosts)
     out = SCRATCH_DIR / "fit" / dataset.name / text
-    bench_eval.main(
+    scifact.main(
         [
             "--dataset",
             str(dataset.root),

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import ir_measures
 from ir_measures import Measure
 
-from bench.dataset import Qrels
+from bench.eval.dataset import Qrels
 
 # Report name -> ir-measures measure. Hit rate@5 is trec_eval's success@5.
 MEASURES: dict[str, Measure] = {

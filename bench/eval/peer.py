@@ -1,4 +1,4 @@
-"""Run the peer pipeline (bench/peer_haystack.py) in the benchmark
+"""Run the peer pipeline (bench/peers/haystack_hybrid.py) in the benchmark
 environment and score it with the same metrics code as the project."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.dataset import BeirDataset
-from bench.harness import BENCH_VENV_PYTHON, ROOT, latency_summary
-from bench.metrics import evaluate
+from bench.common.paths import BENCH_DIR, BENCH_VENV_PYTHON, CACHE_DIR, ROOT
+from bench.common.record import latency_summary
+from bench.eval.dataset import BeirDataset
+from bench.eval.metrics import evaluate
 
-PEER_SCRIPT = ROOT / "bench" / "peer_haystack.py"
-CACHE_DIR = ROOT / "bench" / "cache"
+PEER_SCRIPT = BENCH_DIR / "peers" / "haystack_hybrid.py"
 
 
 def run_peer(dataset: BeirDataset, depth: int, timeout_s: float = 3600) -> dict[str, Any]:

@@ -6,17 +6,17 @@ their own processes, ingests a BEIR corpus through the Indexer (exactly as
 query of the split through `Retrieve` once per configuration — lexical
 only, vector only, hybrid (RRF), hybrid + rerank when a cross-encoder can
 be loaded — and scores the answers at document level with ir-measures.
-The peer (a Haystack hybrid pipeline, bench/peer_haystack.py) is scored on
+The peer (a Haystack hybrid pipeline, bench/peers/haystack_hybrid.py) is scored on
 the same queries by the same code in the same run.
 
 Writes bench/results/<dataset>.json and regenerates docs/benchmarks.md.
 The index lives in .data/eval/<dataset>; a second run finds every document
 unchanged and writes nothing, so it is fast.
 
-    python -m bench.eval                                # SciFact test split
-    python -m bench.eval --dataset PATH                 # any BEIR-layout folder
-    python -m bench.eval --split train                  # for fitting; never report it
-    python -m bench.eval --smoke --out /tmp/x           # 20 queries, ~60 documents
+    python -m bench.eval.scifact                                # SciFact test split
+    python -m bench.eval.scifact --dataset PATH                 # any BEIR-layout folder
+    python -m bench.eval.scifact --split train                  # for fitting; never report it
+    python -m bench.eval.scifact --smoke --out /tmp/x           # 20 queries, ~60 documents
 """
 
 from __future__ import annotations
@@ -27,30 +27,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import finetune
-from bench.dataset import Qrels
-from bench.eval_options import CONFIGS, SCOPE, EvalOptions, index_dir, parse_args
-from bench.harness import (
-    IngestReport,
-    Reranker,
-    Stack,
-    index_stats,
-    ingest_beir,
-    latency_summary,
-    run_record,
-)
-from bench.load import Answer, run_load
-from bench.metrics import distinct_documents, evaluate
-from bench.peer import run_peer
-from bench.report import write_report
-from bench.targets import HYBRID_NDCG, HYBRID_NDCG_AIM
+from bench.common.indexing import IngestReport, index_stats, ingest_beir
+from bench.common.processes import Reranker, Stack
+from bench.common.record import latency_summary, run_record
+from bench.common.retrieve_loop import Answer, run_load
+from bench.eval import finetune
+from bench.eval.dataset import Qrels
+from bench.eval.metrics import distinct_documents, evaluate
+from bench.eval.peer import run_peer
+from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, index_dir, parse_args
+from bench.reports.page import write_report
+from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     opts = parse_args(argv, __doc__ or "")
-    record = run_record(["-m", "bench.eval", *argv])
+    record = run_record(["-m", "bench.eval.scifact", *argv])
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     measured = measure_project(opts)
     peer = run_peer(opts.dataset, opts.top_k) if opts.peer else {"not_measured": "--no-peer"}
@@ -102,7 +96,7 @@ def measure_project(opts: EvalOptions) -> dict[str, Any]:
 
 
 def measure_finetuned(opts: EvalOptions) -> dict[str, Any]:
-    """Vector and hybrid again, with the model bench.finetune fitted on the
+    """Vector and hybrid again, with the model bench.eval.finetune fitted on the
     train split (the default one is trained first when missing), in an index
     of its own."""
     model = opts.finetuned or finetune.model_dir(opts.dataset.name)

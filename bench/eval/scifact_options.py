@@ -1,4 +1,4 @@
-"""The options of `python -m bench.eval`: what to index, which request
+"""The options of `python -m bench.eval.scifact`: what to index, which request
 configurations to send, which fitted settings (BM25 boosts, a fine-tuned
 embedding model) to use, and where results and indexes go."""
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import finetune
-from bench.dataset import BeirDataset, write_subset
-from bench.harness import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
+from bench.common.paths import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
+from bench.eval import finetune
+from bench.eval.dataset import BeirDataset, write_subset
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.reranker.settings import DEFAULT_MODEL
 
@@ -43,8 +43,8 @@ class EvalOptions:
     log_dir: Path
     weights: tuple[float, float] | None = None  # (vector, lexical); None: server default
     configs: tuple[str, ...] = tuple(CONFIGS)
-    fit: dict[str, Any] | None = None  # bench.fit's record, when its settings are used
-    # Also measure this model made by bench.finetune (vector and hybrid, own index).
+    fit: dict[str, Any] | None = None  # bench.eval.fit's record, when its settings are used
+    # Also measure this model made by bench.eval.finetune (vector and hybrid, own index).
     finetuned: Path | None = None
 
 
@@ -58,7 +58,7 @@ def index_dir(parent: Path, dataset_name: str, title_as_heading: bool, model: Pa
 
 def parse_args(argv: list[str], description: str) -> EvalOptions:
     p = argparse.ArgumentParser(
-        prog="python -m bench.eval",
+        prog="python -m bench.eval.scifact",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -99,12 +99,12 @@ def parse_args(argv: list[str], description: str) -> EvalOptions:
         "--no-finetuned",
         dest="finetuned",
         action="store_false",
-        help="skip the model fitted on the train split (bench.finetune)",
+        help="skip the model fitted on the train split (bench.eval.finetune)",
     )
     p.add_argument(
         "--finetuned-model",
         type=Path,
-        help="the bench.finetune model to measure next to the packaged one (default: the "
+        help="the bench.eval.finetune model to measure next to the packaged one (default: the "
         "dataset's, trained when missing; full test-split runs only)",
     )
     args = p.parse_args(argv)
@@ -168,12 +168,14 @@ def _finetuned_model(args: argparse.Namespace, dataset_name: str, scratch: bool)
         return None if scratch else finetune.model_dir(dataset_name)
     model = args.finetuned_model.resolve()
     if not (model / finetune.CARD).is_file():
-        raise SystemExit(f"--finetuned-model {model}: no {finetune.CARD} (bench.finetune makes it)")
+        raise SystemExit(
+            f"--finetuned-model {model}: no {finetune.CARD} (bench.eval.finetune makes it)"
+        )
     return model
 
 
 def fit_file(dataset_name: str) -> Path:
-    """Where `bench.fit` records the settings it fitted on the train split."""
+    """Where `bench.eval.fit` records the settings it fitted on the train split."""
     return RESULTS_DIR / f"{dataset_name}-fit.json"
 
 

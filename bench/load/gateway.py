@@ -18,8 +18,8 @@ generator stays much cheaper than the server it measures.
 Records p50/p95/p99 latency per outcome and checks that no 5xx occurred other
 than intended 503s, writing bench/results/gateway_load.json.
 
-    python -m bench.gateway_load                   # 45 s, 32 + 2 + 1 clients
-    python -m bench.gateway_load --duration 10     # quick look
+    python -m bench.load.gateway                   # 45 s, 32 + 2 + 1 clients
+    python -m bench.load.gateway --duration 10     # quick look
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import os
 import platform
 import random
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -44,8 +45,10 @@ import grpc
 import httpx
 import psutil
 
-from bench.harness import BENCHMARKS_MD, RESULTS_DIR, ROOT, free_port
-from bench.keepalive_client import KeepAliveClient
+from bench.common.paths import BENCHMARKS_MD, RESULTS_DIR, ROOT
+from bench.common.processes import free_port
+from bench.load.keepalive_client import KeepAliveClient
+from bench.reports.page import write_report
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.server import GrpcServer, ServerOptions, run_until_signal
@@ -254,7 +257,7 @@ async def serve_stand_in(port: int) -> None:
 def start_stand_in() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.gateway_load", "--stand-in-port", str(port)],
+        [sys.executable, "-m", "bench.load.gateway", "--stand-in-port", str(port)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -386,16 +389,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.stand_in_port:
         asyncio.run(serve_stand_in(args.stand_in_port))
         return 0
-    result = asyncio.run(run(args))
+    command = shlex.join(["python", "-m", "bench.load.gateway", *argv])
+    result = {"command": command, **asyncio.run(run(args))}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print_table(result)
-    from bench.report import write_report
-
     write_report(RESULTS_DIR, BENCHMARKS_MD)
     return 0 if result["ok"] else 1
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.dataset import indexed_texts
-from bench.harness import latency_summary
+from bench.common.record import latency_summary
+from bench.eval.dataset import indexed_texts
 from services.common.embedding import Embedder
 from services.common.stores.settings import StoreSettings
 from services.indexer.settings import IndexerSettings

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT
+from bench.common.paths import ROOT
 
 PY_SPY = ROOT / ".venv-bench" / "bin" / "py-spy"
 TOP_FRAMES = 18

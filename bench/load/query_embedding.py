@@ -1,7 +1,7 @@
 """Query-embedding speed of the project's `Embedder`, per backend (torch /
 ONNX Runtime) and with or without micro-batching of concurrent queries.
 
-    python -m bench.query_embedding [--queries 200] [--threads 16] [--repeats 3]
+    python -m bench.load.query_embedding [--queries 200] [--threads 16] [--repeats 3]
 
 Measured in this process, without gRPC or stores: the model-bound part of
 Retrieve. Configurations are measured in turns (round robin, `--repeats`
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import SHARED_DATASETS, latency_summary
+from bench.common.paths import SHARED_DATASETS
+from bench.common.record import latency_summary
 from services.common.cpu import prefer_passive_waits
 from services.common.embedding import Embedder, EmbedderConfig
 from services.common.settings import default_data_dir

@@ -13,7 +13,7 @@ and activation included: the code path the service runs) on the same pairs.
 Rounds interleave the backends so a load change on a shared machine hits all
 of them alike. Writes bench/results/reranker.json and prints a Markdown table.
 
-    python -m bench.reranker_bench [--rounds 20] [--sizes 5 10 20] [--chars 800]
+    python -m bench.load.reranker [--rounds 20] [--sizes 5 10 20] [--chars 800]
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from services.common.cpu import prefer_passive_waits
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 prefer_passive_waits()  # as `python -m services.reranker` runs torch
 
-from bench.harness import RESULTS_DIR, latency_summary, run_record  # noqa: E402
-from bench.report import table  # noqa: E402
+from bench.common.paths import RESULTS_DIR  # noqa: E402
+from bench.common.record import latency_summary, run_record  # noqa: E402
+from bench.reports.markdown import table  # noqa: E402
 from services.reranker.scorer import CrossEncoderScorer  # noqa: E402
 from tests.support.tiny_cross_encoder import (  # noqa: E402
     MINILM_L6,
@@ -222,7 +223,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = parse_args(argv)
-    record = run_record(["-m", "bench.reranker_bench", *argv])
+    record = run_record(["-m", "bench.load.reranker", *argv])
     with tempfile.TemporaryDirectory(prefix="reranker-bench-") as scratch:
         model = build_model(Path(scratch) / "model", opts.weights, opts.seed)
         scorers = load_scorers(model, Path(scratch) / "onnx", opts)

@@ -15,8 +15,8 @@
 Writes bench/results/bench.json, bench/results/latency.png and regenerates
 docs/benchmarks.md.
 
-    python -m bench.bench
-    python -m bench.bench --smoke --out /tmp/x      # tiny dataset, tiny reranker, seconds
+    python -m bench.load.speed
+    python -m bench.load.speed --smoke --out /tmp/x      # tiny dataset, tiny reranker, seconds
 """
 
 from __future__ import annotations
@@ -38,30 +38,25 @@ prefer_passive_waits()
 
 import psutil  # noqa: E402
 
-from bench.bench_options import BenchOptions, parse_args  # noqa: E402
-from bench.dataset import write_subset  # noqa: E402
-from bench.eval_options import SCOPE  # noqa: E402  (bench.eval's scope: the index is shared)
-from bench.harness import (  # noqa: E402
-    ROOT,
-    Reranker,
-    Stack,
-    index_stats,
-    ingest_beir,
-    latency_summary,
-    run_record,
-)
-from bench.load import LoadResult, run_load  # noqa: E402
-from bench.model_bound import (  # noqa: E402
+from bench.common.indexing import index_stats, ingest_beir  # noqa: E402
+from bench.common.paths import CACHE_DIR  # noqa: E402
+from bench.common.processes import Reranker, Stack  # noqa: E402
+from bench.common.record import latency_summary, run_record  # noqa: E402
+from bench.common.retrieve_loop import LoadResult, run_load  # noqa: E402
+from bench.eval.dataset import write_subset  # noqa: E402
+from bench.eval.scifact_options import SCOPE  # noqa: E402  (bench.eval.scifact's scope: the index is shared)
+from bench.load.model_bound import (  # noqa: E402
     best_query_embedding,
     chunk_texts,
     load_embedder,
     query_embedding,
     raw_encoder,
 )
-from bench.plot import plot_latencies  # noqa: E402
-from bench.profiling import Sampler  # noqa: E402
-from bench.report import write_report  # noqa: E402
-from bench.targets import (  # noqa: E402
+from bench.load.profiling import Sampler  # noqa: E402
+from bench.load.speed_options import BenchOptions, parse_args  # noqa: E402
+from bench.reports.page import write_report  # noqa: E402
+from bench.reports.plot import plot_latencies  # noqa: E402
+from bench.reports.targets import (  # noqa: E402
     INDEXING_SHARE,
     RERANK_LATE,
     RETRIEVE_P50,
@@ -79,7 +74,7 @@ MODES = {"no rerank": True, "rerank": False}  # mode -> disable_rerank
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     opts = parse_args(argv, __doc__ or "")
-    record = run_record(["-m", "bench.bench", *argv])
+    record = run_record(["-m", "bench.load.speed", *argv])
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     queries = list(opts.dataset.queries().items())
     embedder = load_embedder()
@@ -140,7 +135,7 @@ def measure_indexing(
 
 def speed_only_reranker(opts: BenchOptions) -> tuple[Path, str]:
     shape, name = (TINY, "tiny") if opts.smoke else (MINILM_L6, "minilm-l6")
-    path = ROOT / "bench" / "cache" / f"speed-only-cross-encoder-{name}"
+    path = CACHE_DIR / f"speed-only-cross-encoder-{name}"
     if not (path / "config.json").is_file():
         build_random_cross_encoder(path, shape, seed=0)
     description = (

@@ -1,4 +1,4 @@
-"""The options of `python -m bench.bench`: which dataset, how many requests
+"""The options of `python -m bench.load.speed`: which dataset, how many requests
 per level, and where results, logs and the index go."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.dataset import BeirDataset, write_subset
-from bench.harness import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
+from bench.common.paths import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
+from bench.eval.dataset import BeirDataset, write_subset
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class BenchOptions:
 
 def parse_args(argv: list[str], description: str) -> BenchOptions:
     p = argparse.ArgumentParser(
-        prog="python -m bench.bench",
+        prog="python -m bench.load.speed",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -53,7 +53,7 @@ def parse_args(argv: list[str], description: str) -> BenchOptions:
         dataset=dataset,
         out_dir=out_dir,
         docs_path=args.docs or (out_dir / "benchmarks.md" if args.smoke else BENCHMARKS_MD),
-        # The index bench.eval builds (same corpus, scope and loader options): reused.
+        # The index bench.eval.scifact builds (same corpus, scope and loader options): reused.
         data_dir=args.data_dir or (out_dir / "data" if args.smoke else EVAL_DATA) / dataset.name,
         index_docs=10 if args.smoke else args.index_docs,
         requests=16 if args.smoke else args.requests,

@@ -8,13 +8,13 @@ indexes with --title-as-heading), since a Haystack pipeline over BEIR data
 is usually built that way.
 
 Runs in the benchmark environment (`make bench-env` → .venv-bench), not the
-project's, so it imports nothing from the project; `bench.eval` starts it as
+project's, so it imports nothing from the project; `bench.eval.scifact` starts it as
 a subprocess and computes the metrics from its output with the same code as
 for the project. Input: a JSON file `{"corpus": path, "queries": [[id,
 text], ...], "depth": n, "cache_dir": path}`. Output (stdout, JSON): versions,
 indexing time, the ranked document IDs per query and per-query latencies.
 
-    .venv-bench/bin/python bench/peer_haystack.py request.json > peer.json
+    .venv-bench/bin/python bench/peers/haystack_hybrid.py request.json > peer.json
 """
 
 from __future__ import annotations

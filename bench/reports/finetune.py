@@ -1,12 +1,12 @@
 """The benchmark page's account of the embedding model fitted on the train
-split (`bench.finetune`): how it was made, how its own index was built and
+split (`bench.eval.finetune`): how it was made, how its own index was built and
 how the recipe did on held-out train queries before it was used."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.report import table
+from bench.reports.markdown import table
 
 HEADER = "### The embedding model fine-tuned on the train split\n"
 MODELS = ("packaged", "fine-tuned")

@@ -1,11 +1,11 @@
 """The gateway load-test section of docs/benchmarks.md, rendered from
-bench/results/gateway_load.json (written by `python -m bench.gateway_load`)."""
+bench/results/gateway_load.json (written by `python -m bench.load.gateway`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.report import table
+from bench.reports.markdown import table
 
 OUTCOMES = (
     "all",
@@ -27,12 +27,16 @@ def gateway_section(result: dict[str, Any]) -> str:
         if (stats := result["latency_ms"].get(name))
     ]
     unexpected = result.get("unexpected_5xx") or {}
+    # Runs recorded before the command was stored were made under the module's former name.
+    command = (
+        result.get("command") or f"python -m bench.gateway_load --duration {cfg['duration_s']:g}"
+    )
     verdict = "none" if not unexpected else ", ".join(f"{k}: {v}" for k, v in unexpected.items())
     return "\n".join(
         [
             "## Gateway under load (loopback)",
             "",
-            f"Command `python -m bench.gateway_load --duration {cfg['duration_s']:g}`, "
+            f"Command `{command}`, "
             f"{result['recorded_at']}; {result['machine'].get('cpus')} CPUs, "
             f"1-minute load average at the start {cpu.get('load_average_1m_at_start', '?')}. "
             f"{cfg['clients']} well-behaved clients, {cfg['greedy_clients']} clients that never "

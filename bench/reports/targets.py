@@ -52,3 +52,22 @@ THROUGHPUT_SHARE = Target(
 )
 INDEXING_SHARE = Target("indexing throughput / raw encoder throughput", 0.85, "at_least")
 RERANK_LATE = Target("responses past the caller's deadline with reranking", 0.0, "at_most")
+
+# The bilingual identifier / Chinese evaluation (bench.eval.bilingual).
+BILINGUAL = "the bilingual evaluation's brief"
+IDENTIFIER_EXACT = Target(
+    "identifier queries (identifier + identifier_sentence), hybrid: the identifier in the "
+    "rank-1 chunk (exact@1)",
+    0.95,
+    "at_least",
+    source=BILINGUAL,
+)
+ZH_TOP3 = Target(
+    "zh_question, hybrid: a relevant chunk within the top 3", 0.90, "at_least", source=BILINGUAL
+)
+ZH_LEXICAL = Target(
+    "Chinese queries whose characters all occur in the corpus, lexical: the channel returns hits",
+    1.0,
+    "at_least",
+    source=BILINGUAL,
+)

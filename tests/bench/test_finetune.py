@@ -1,4 +1,4 @@
-"""bench.finetune: the training pairs are the text the Indexer embeds, the
+"""bench.eval.finetune: the training pairs are the text the Indexer embeds, the
 held-out split is disjoint and reproducible, and a short fit on the real model
 really moves it (a handful of pairs and real optimizer steps: seconds)."""
 
@@ -10,9 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.dataset import BeirDataset
-from bench.finetune import CARD, Recipe, fit, split_queries, training_pairs, weights_file_sha256
-from bench.harness import run_record
+from bench.common.record import run_record
+from bench.eval.dataset import BeirDataset
+from bench.eval.finetune import (
+    CARD,
+    Recipe,
+    fit,
+    split_queries,
+    training_pairs,
+    weights_file_sha256,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +108,7 @@ def own_document_margin(model: object, pairs: list[tuple[str, str]]) -> float:
 def validation_run(epochs: int, hybrid: float) -> dict[str, object]:
     scores = {"vector": {"ndcg@10": 0.5}, "hybrid": {"ndcg@10": hybrid}}
     return {
-        "command": f"python -m bench.finetune --holdout 0.25 --epochs {epochs}",
+        "command": f"python -m bench.eval.finetune --holdout 0.25 --epochs {epochs}",
         "date": "2026-11-22T00:00:00+00:00",
         "fitted_queries": 6,
         "held_out_queries": 2,
@@ -113,13 +120,13 @@ def validation_run(epochs: int, hybrid: float) -> dict[str, object]:
 def test_validation_keeps_one_run_per_recipe_and_the_report_marks_the_used_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import bench.finetune
-    from bench.report_finetune import validation_note
+    import bench.eval.finetune
+    from bench.reports.finetune import validation_note
 
-    monkeypatch.setattr(bench.finetune, "RESULTS_DIR", tmp_path)
-    bench.finetune.record_validation("tiny", validation_run(1, 0.61))
-    bench.finetune.record_validation("tiny", validation_run(3, 0.62))
-    path = bench.finetune.record_validation("tiny", validation_run(1, 0.63))  # re-run of 1
+    monkeypatch.setattr(bench.eval.finetune, "RESULTS_DIR", tmp_path)
+    bench.eval.finetune.record_validation("tiny", validation_run(1, 0.61))
+    bench.eval.finetune.record_validation("tiny", validation_run(3, 0.62))
+    path = bench.eval.finetune.record_validation("tiny", validation_run(1, 0.63))  # re-run of 1
     record = json.loads(path.read_text())
     assert [r["card"]["recipe"]["epochs"] for r in record["runs"]] == [3, 1]
     assert record["runs"][1]["scores"]["fine-tuned"]["hybrid"]["ndcg@10"] == 0.63
@@ -133,24 +140,24 @@ def test_validation_keeps_one_run_per_recipe_and_the_report_marks_the_used_one(
 def test_ensure_model_trains_once_on_the_whole_train_split(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import bench.finetune
+    import bench.eval.finetune
 
-    monkeypatch.setattr(bench.finetune, "MODELS_DIR", tmp_path / "models")
+    monkeypatch.setattr(bench.eval.finetune, "MODELS_DIR", tmp_path / "models")
     dataset = write_dataset(tmp_path / "tiny")
-    model = bench.finetune.ensure_model(dataset.root)
+    model = bench.eval.finetune.ensure_model(dataset.root)
     assert model == tmp_path / "models" / "tiny-train-all-MiniLM-L6-v2"
     card = json.loads((model / CARD).read_text())
     assert card["queries"] == 5 and card["pairs"] == 5  # q5's document is missing
-    assert "-m bench.finetune --dataset" in card["command"]
+    assert "-m bench.eval.finetune --dataset" in card["command"]
     written = (model / CARD).stat().st_mtime_ns
-    assert bench.finetune.ensure_model(dataset.root) == model
+    assert bench.eval.finetune.ensure_model(dataset.root) == model
     assert (model / CARD).stat().st_mtime_ns == written  # found, not trained again
 
 
 def test_held_out_subset_is_the_whole_corpus_with_only_the_chosen_queries(
     tmp_path: Path,
 ) -> None:
-    from bench.dataset import write_query_subset
+    from bench.eval.dataset import write_query_subset
 
     dataset = write_dataset(tmp_path / "tiny")
     subset = BeirDataset(write_query_subset(dataset, tmp_path / "held-out", {"q2", "q4"}), "train")

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bench.metrics import distinct_documents, evaluate
-from bench.targets import Target
+from bench.eval.metrics import distinct_documents, evaluate
+from bench.reports.targets import Target
 
 pytestmark = pytest.mark.unit
 

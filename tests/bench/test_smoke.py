@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bench.harness import BENCH_VENV_PYTHON, ROOT, SHARED_DATASETS
-from bench.metrics import MEASURES
+from bench.common.paths import BENCH_VENV_PYTHON, ROOT, SHARED_DATASETS
+from bench.eval.metrics import MEASURES
 
 pytestmark = pytest.mark.integration
 
@@ -47,17 +47,17 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     second command finds the index the first one built)."""
     out = tmp_path_factory.mktemp("bench-smoke")
     model = tiny_finetuned_model(out / "finetuned-model")
-    run_command("bench.eval", out, "--no-peer", "--finetuned-model", str(model))
-    run_command("bench.bench", out)
+    run_command("bench.eval.scifact", out, "--no-peer", "--finetuned-model", str(model))
+    run_command("bench.load.speed", out)
     return out
 
 
 def tiny_finetuned_model(target: Path) -> Path:
-    """A bench.finetune model from 8 train queries: proves the mechanics of
+    """A bench.eval.finetune model from 8 train queries: proves the mechanics of
     measuring a fitted model next to the packaged one, never its quality."""
-    from bench.dataset import BeirDataset
-    from bench.finetune import Recipe, fit
-    from bench.harness import run_record
+    from bench.common.record import run_record
+    from bench.eval.dataset import BeirDataset
+    from bench.eval.finetune import Recipe, fit
 
     train = BeirDataset(SCIFACT, "train")
     fit(train, list(train.queries())[:8], target, Recipe(batch_size=4), run_record(["test"]))
@@ -147,8 +147,8 @@ def test_markdown_report_has_both_sections(results: Path) -> None:
 
 @pytest.mark.skipif(not BENCH_VENV_PYTHON.is_file(), reason="no .venv-bench: make bench-env")
 def test_peer_pipeline_is_scored_by_the_same_harness(tmp_path: Path) -> None:
-    from bench.dataset import BeirDataset, write_subset
-    from bench.peer import run_peer
+    from bench.eval.dataset import BeirDataset, write_subset
+    from bench.eval.peer import run_peer
 
     subset = write_subset(BeirDataset(SCIFACT), tmp_path / "tiny", queries=5, filler_docs=10)
     peer = run_peer(BeirDataset(subset), depth=20)

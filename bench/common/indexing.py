@@ -1,0 +1,99 @@
+"""Documents into the Indexer of a running stack, through its RPCs: a BEIR
+corpus exactly as the operator CLI sends it, or loaded documents synced into
+one scope; and the index's own statistics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from services.common.models import Document
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    seconds: float
+    counts: dict[str, int]
+    rejected: list[str]
+
+    @property
+    def documents(self) -> int:
+        return sum(self.counts[k] for k in ("unchanged", "metadata_only", "changed", "added"))
+
+    @property
+    def reused(self) -> bool:
+        """The index already held exactly this corpus: nothing was written."""
+        unchanged = self.counts["unchanged"] == self.documents
+        return self.documents > 0 and unchanged and not self.counts.get("removed", 0)
+
+
+def ingest_beir(
+    indexer_addr: str, corpus: Path, scope: str, *, title_as_heading: bool
+) -> IngestReport:
+    """Send a BEIR corpus through the Indexer exactly as the operator CLI does
+    (same loader, options and batching), timing the whole run."""
+    from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
+    from services.common.server import channel_options
+    from services.indexer.cli import Ingest, parser
+
+    argv = ["ingest", str(corpus), "--scope", scope, "--format", "beir", "--quiet"]
+    args = parser().parse_args(argv + (["--title-as-heading"] if title_as_heading else []))
+    with grpc.insecure_channel(indexer_addr, options=channel_options(64 * 2**20)) as channel:
+        ingest = Ingest(indexer_pb2_grpc.IndexerStub(channel), args)
+        started = time.perf_counter()
+        ingest.run()
+        seconds = time.perf_counter() - started
+    return IngestReport(round(seconds, 2), dict(ingest.totals), list(ingest.rejected))
+
+
+def sync_documents(
+    indexer_addr: str, documents: Sequence[Document], scope: str, *, timeout_s: float = 600
+) -> IngestReport:
+    """Make `scope` hold exactly `documents`: Upsert them in the CLI's bounded
+    batches, then Sync keeping what was sent, so a reused index also loses the
+    pages a data set no longer has (a renamed page would otherwise still be
+    found under its old id and count as a miss)."""
+    from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
+    from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
+    from services.common.server import channel_options
+    from services.indexer.cli import batches, document_to_proto
+
+    totals = dict.fromkeys((f.name for f in pb.PlanCounts.DESCRIPTOR.fields), 0)
+    rejected: list[str] = []
+
+    def add(reply: pb.UpsertResponse) -> None:
+        for name in totals:
+            totals[name] += getattr(reply.counts, name)
+        rejected.extend(
+            f"{o.doc_id}: {o.error}"
+            for o in reply.outcomes
+            if o.state == pb.DOCUMENT_STATE_REJECTED
+        )
+
+    keep = [pb.DocumentKey(doc_id=d.doc_id, locale=d.locale) for d in documents]
+    with grpc.insecure_channel(indexer_addr, options=channel_options(64 * 2**20)) as channel:
+        stub = indexer_pb2_grpc.IndexerStub(channel)
+        started = time.perf_counter()
+        for batch in batches(documents, 64, 4_000_000):
+            request = pb.UpsertRequest(documents=[document_to_proto(d) for d in batch])
+            add(stub.Upsert(request, timeout=timeout_s))
+        add(stub.Sync(pb.SyncRequest(scope_id=scope, keep=keep), timeout=timeout_s))
+        seconds = time.perf_counter() - started
+    return IngestReport(round(seconds, 2), totals, rejected)
+
+
+def index_stats(indexer_addr: str) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    from services.common.genproto.rag.indexer.v1 import indexer_pb2, indexer_pb2_grpc
+
+    with grpc.insecure_channel(indexer_addr) as channel:
+        reply = indexer_pb2_grpc.IndexerStub(channel).Stats(indexer_pb2.StatsRequest(), timeout=60)
+    return MessageToDict(
+        reply, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )

@@ -1,0 +1,17 @@
+"""Where the benchmark commands read and write: one place, so a moved folder
+is a one-line change and every command agrees on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH_DIR = ROOT / "bench"
+RESULTS_DIR = BENCH_DIR / "results"
+CACHE_DIR = BENCH_DIR / "cache"  # git-ignored: speed-only models, peer embeddings
+DATASETS_DIR = BENCH_DIR / "datasets"  # data sets kept in the repository
+BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
+EVAL_DATA = ROOT / ".data" / "eval"  # the indexes the eval and speed commands share
+SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored: logs, smoke and train-split runs
+SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
+BENCH_VENV_PYTHON = ROOT / ".venv-bench" / "bin" / "python"

@@ -1,0 +1,208 @@
+"""The bilingual section of docs/benchmarks.md, rendered from
+bench/results/bilingual.json (written by `python -m bench.eval.bilingual`):
+one table per variant, so a setting's effect is read across tables, and the
+default variant's hybrid misses, so a reader sees what fails and not only
+how often."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bench.common.paths import ROOT
+from bench.reports.markdown import provenance, table, targets_table
+
+RESULTS_FILE = "bilingual.json"
+DEFAULT_VARIANT = "default"
+CONFIGS = ("lexical", "vector", "hybrid")
+COLUMNS = ("hit@1", "exact@1", "top3", "mrr@10", "recall@10", "lexical_nonempty")
+HEADERS = ("hit@1", "exact@1", "top3", "MRR@10", "recall@10", "lexical hits non-empty")
+
+ABOUT = """Identifiers and Chinese questions on a small bilingual product manual
+(`{dataset}`: {pages}; {queries}). Every query goes through `Retrieve`
+three times: lexical only, vector only (with `query_language=en`, so the service's language
+rule cannot skip the channel for a Chinese query) and hybrid; reranking off, top 10, the
+server's defaults otherwise. A variant is one set of settings given to the stack process
+(`--env`), each with its own index.
+
+- **hit@1**: for a query with an identifier to find (`must_contain`), the rank-1 chunk's text
+  contains it (case-insensitive); for the others, the rank-1 hit's page is judged relevant.
+- **exact@1**: the first half of that alone, over the queries with an identifier.
+- **top3**: a relevant page among the first 3 hits. **MRR@10**: 1 / the rank of the first
+  hit whose page is relevant. **recall@10**: share of the relevant pages among the pages of
+  the 10 hits.
+- **lexical hits non-empty**: share of queries for which the lexical channel returned at
+  least one candidate (from the debug report); "—" where the configuration does not search it.
+
+Targets: identifier kinds (identifier + identifier_sentence), hybrid exact@1 ≥ 95%;
+zh_question, hybrid top3 ≥ 90%; the lexical channel returns hits for every Chinese query
+whose words occur in the corpus (measured on the Chinese queries whose every Chinese
+character occurs in some page).
+"""
+
+
+def bilingual_section(record: dict[str, Any]) -> str:
+    variants = _ordered(record.get("variants", {}))
+    if not variants:
+        return ""
+    first = variants[0]
+    parts = ["## Quality: bilingual identifiers and Chinese questions\n", _about(first)]
+    parts.append(comparison_section(variants))
+    parts += [variant_section(result) for result in variants]
+    main = record["variants"].get(DEFAULT_VARIANT)
+    if main is not None:
+        parts.append(misses_section(main, "hybrid"))
+    return "\n".join(parts)
+
+
+COMPARED = (
+    ("identifier kinds", "exact@1", "identifiers: exact@1"),
+    ("identifier kinds", "recall@10", "identifiers: recall@10"),
+    ("zh_question", "top3", "zh: top3"),
+    ("zh_question", "mrr@10", "zh: MRR@10"),
+    ("mixed", "mrr@10", "mixed: MRR@10"),
+    ("all", "mrr@10", "all: MRR@10"),
+)
+
+
+def comparison_section(variants: list[dict[str, Any]]) -> str:
+    """One row per variant (hybrid), so a setting's effect reads in one table.
+    `zh answerable in zh`: the Chinese questions with a relevant Chinese page;
+    the others are answered only by English pages, which neither the lexical
+    channel nor an English-only embedding model can match across languages."""
+    header = ("variant", "settings", *(label for _, _, label in COMPARED))
+    lines = []
+    for result in variants:
+        groups = result["configs"]["hybrid"]["groups"]
+        cells = [_metric(groups.get(group, {}), metric) for group, metric, _ in COMPARED]
+        settings = ", ".join(f"`{k}={v}`" for k, v in result.get("env", {}).items()) or "defaults"
+        lines.append((result["variant"], settings, *cells))
+    split = _answerable_split(variants[0])
+    return "### Settings compared (hybrid)\n\n" + table(header, lines) + f"\n\n{split}\n"
+
+
+def _metric(values: dict[str, Any], metric: str) -> str:
+    value = values.get(metric)
+    return f"{value:.3f}" if isinstance(value, int | float) else "—"
+
+
+def _answerable_split(result: dict[str, Any]) -> str:
+    """zh_question top3 split by whether a Chinese page answers the question."""
+    queries = _judged_queries(result)
+    if not queries:
+        return ""
+    outcomes = {q["id"]: q for q in result["configs"]["hybrid"]["per_query"]}
+    split: dict[bool, list[bool]] = {True: [], False: []}
+    for query in queries.values():
+        if query["kind"] == "zh_question" and query["id"] in outcomes:
+            in_zh = any(doc.startswith("zh") for doc in query["relevant"])
+            split[in_zh].append(bool(outcomes[query["id"]]["top3"]))
+    return (
+        f"Variant `{result['variant']}`, zh_question top3 by where the answer is: "
+        f"{_share(split[True])} with a relevant Chinese page, {_share(split[False])} answered "
+        "only by English pages (cross-language: beyond the lexical channel and the "
+        "English-only embedding model; a multilingual model declared with "
+        "`RAG_EMBEDDING_LANGUAGES=*` is the way to them)."
+    )
+
+
+def _share(outcomes: list[bool]) -> str:
+    if not outcomes:
+        return "— (no queries)"
+    return f"{sum(outcomes)}/{len(outcomes)} ({sum(outcomes) / len(outcomes):.3f})"
+
+
+def _judged_queries(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    path = ROOT / result.get("dataset_path", "") / "queries.jsonl"
+    if not result.get("dataset_path") or not path.is_file():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {q["id"]: q for q in (json.loads(line) for line in lines if line.strip())}
+
+
+def _ordered(variants: dict[str, Any]) -> list[dict[str, Any]]:
+    """The default variant first, then the others by name."""
+    return [variants[name] for name in sorted(variants, key=lambda n: (n != DEFAULT_VARIANT, n))]
+
+
+def _about(result: dict[str, Any]) -> str:
+    index = result["index"]
+    pages = ", ".join(f"{n} {locale}" for locale, n in index["documents_by_locale"].items())
+    queries = ", ".join(f"{n} {kind}" for kind, n in result["queries"].items())
+    return ABOUT.format(
+        dataset=result.get("dataset_path", result["dataset"]),
+        pages=f"{index['documents']} pages ({pages})",
+        queries=f"{sum(result['queries'].values())} queries ({queries})",
+    )
+
+
+def variant_section(result: dict[str, Any]) -> str:
+    settings = ", ".join(f"`{k}={v}`" for k, v in result["env"].items()) or "server defaults"
+    if inherited := result.get("inherited_env"):
+        settings += " (and from the calling shell: " + _pairs(inherited, "`{}={}`") + ")"
+    smoke = " (smoke run)" if result.get("smoke") else ""
+    return "\n".join(
+        [
+            f"### Variant `{result['variant']}`: {settings}{smoke}\n",
+            provenance(result),
+            index_note(result["index"]),
+            table(("kind", "configuration", "queries", *HEADERS), rows(result)),
+            targets_table(result["targets"]),
+        ]
+    )
+
+
+def rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """kind × configuration, in the order the groups were scored."""
+    configs = result["configs"]
+    groups = next(iter(configs.values()))["groups"]
+    return [
+        (group, name, figures["queries"], *(figures[c] for c in COLUMNS))
+        for group in groups
+        for name in CONFIGS
+        if name in configs and (figures := configs[name]["groups"].get(group))
+    ]
+
+
+def index_note(index: dict[str, Any]) -> str:
+    built = "reused (every page unchanged)" if index["reused"] else f"built in {index['seconds']} s"
+    note = (
+        f"Index `{index['data_dir']}`: {index['documents']} pages, {index['chunks']} chunks "
+        f"({_pairs(index['chunks_by_locale'])}), model {index['embedding_model']}, lexical "
+        f"{index['lexical_backend']}; this run: {built}.\n"
+    )
+    problems = index.get("unknown_judgments", []) + index.get("unreadable", [])
+    problems += index.get("rejected", [])
+    if problems:
+        note += "\nNot findable (judgments naming missing pages, unreadable or refused pages): "
+        note += "; ".join(f"`{line}`" for line in problems) + "\n"
+    return note
+
+
+def _pairs(counts: dict[str, Any], form: str = "{} {}") -> str:
+    return ", ".join(form.format(key, value) for key, value in counts.items())
+
+
+def misses_section(result: dict[str, Any], config: str) -> str:
+    misses = result["configs"].get(config, {}).get("failures", [])
+    header = f"### Misses at rank 1: variant `{result['variant']}`, {config}\n"
+    if not misses:
+        return header + "\nNone: every query's rank-1 hit counts.\n"
+    body = [
+        (
+            m["id"],
+            m["kind"],
+            m["query"],
+            m["must_contain"] or ", ".join(m["relevant"]),
+            m["rank1_doc"] or m["error"] or "nothing",
+            m["rank1_text"],
+            "yes" if m["relevant_in_top3"] else "no",
+        )
+        for m in misses
+    ]
+    headers = ("id", "kind", "query", "wanted", "rank-1 page", "rank-1 text", "relevant in top 3")
+    return (
+        f"{header}\n{len(misses)} of {result['configs'][config]['groups']['all']['queries']} "
+        "queries; *wanted* is the identifier the rank-1 chunk must contain, else the relevant "
+        "pages.\n\n" + table(headers, body)
+    )

@@ -1,0 +1,136 @@
+"""The quality section of a BEIR-layout evaluation (`python -m
+bench.eval.scifact`, SciFact by default): metrics per configuration next to the
+peer's, the index and request it was measured with, and the settings fitted on
+the train split."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.reports.finetune import finetune_section
+from bench.reports.markdown import provenance, table, targets_table
+
+FINETUNED = "MiniLM fine-tuned on train"
+METRICS = ("ndcg@10", "recall@100", "mrr@10", "hit_rate@5", "precision@5")
+METRIC_HEADERS = ("nDCG@10", "Recall@100", "MRR@10", "hit rate@5", "P@5")
+
+
+def quality_section(result: dict[str, Any]) -> str:
+    title = f"## Quality: {result['dataset']}, {result['split']} split"
+    return "\n".join(
+        [
+            f"{title} ({result['queries']} queries)\n",
+            provenance(result),
+            table(("configuration", *METRIC_HEADERS, "p50 ms", "p95 ms"), quality_rows(result)),
+            index_note(result),
+            fit_section(result),
+            finetune_section(result),
+            peer_section(result),
+            "### Quality targets\n",
+            targets_table(result["targets"]),
+            "Levers measured on the train split to close a quality gap (fusion variants, "
+            "channel weights, depths, cosine floor, chunk sizes) and the noise of this test "
+            "split: [quality.md](quality.md).\n",
+        ]
+    )
+
+
+def quality_rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """One row per configuration, the peer last: quality and latency side by side."""
+    measured = list(result["configs"].items())
+    if "finetuned" in result:
+        finetuned = result["finetuned"]["configs"]
+        measured += [(f"{name}, {FINETUNED}", values) for name, values in finetuned.items()]
+    if "metrics" in result["peer"]:
+        peer = result["peer"]
+        measured.append(("peer: Haystack hybrid", {**peer["metrics"], "latency": peer["latency"]}))
+    rows: list[tuple[Any, ...]] = [
+        (name, *(v[m] for m in METRICS), v["latency"]["p50_ms"], v["latency"]["p95_ms"])
+        for name, v in measured
+    ]
+    blanks = [""] * (len(METRICS) + 1)
+    rows += [
+        (name, f"not measured: {why}", *blanks) for name, why in result["not_measured"].items()
+    ]
+    return rows
+
+
+def index_note(result: dict[str, Any]) -> str:
+    chunking, index, request = result["chunking"], result["index"], result["request"]
+    built = (
+        "reused (every document unchanged)"
+        if index["reused"]
+        else f"built in {index['seconds']} s ({index.get('docs_per_s')} docs/s)"
+    )
+    return (
+        f"Index: {chunking['documents']} documents, {chunking['chunks']} chunks (target "
+        f"{chunking['target_chars']} chars, overlap {chunking['overlap_chars']}, max "
+        f"{chunking['max_chars']}, {chunking['version']}), title as heading: "
+        f"{chunking['title_as_heading']}, model {chunking['embedding_model']}; this run: {built}. "
+        f"Requests: top_k {request['top_k']}, {request['max_chunks_per_document']} chunk per "
+        f"document, {request['candidates_per_channel']} candidates per channel; server settings "
+        f"{request['server_settings']}. Latency: one query at a time at the client, gRPC "
+        "included, query cache off.\n" + rejected_note(index)
+    )
+
+
+def rejected_note(index: dict[str, Any]) -> str:
+    rejected = index.get("rejected") or []
+    if not rejected:
+        return ""
+    return (
+        f"\nThe Indexer refused {len(rejected)} document(s), which therefore cannot be found; "
+        f"{index['judgments_on_rejected']} relevance judgment(s) of this split point at them: "
+        + "; ".join(f"`{line}`" for line in rejected)
+        + "\n"
+    )
+
+
+def fit_section(result: dict[str, Any]) -> str:
+    fit = result.get("fit")
+    header = "### Settings fitted on the train split\n"
+    if not fit:
+        return header + "\nNone: the server's default BM25 field boosts were used.\n"
+    chosen = fit["chosen"]["lexical_boosts"]
+    rows = [
+        (
+            *(f"{point['lexical_boosts'][f]:g}" for f in ("title", "heading_path", "text")),
+            point["lexical_ndcg@10"],
+            point["hybrid_ndcg@10"],
+            "chosen" if point["lexical_boosts"] == chosen else "",
+        )
+        for point in fit["grid"]
+    ]
+    headers = (
+        "title boost",
+        "heading boost",
+        "text boost",
+        "lexical nDCG@10 (train)",
+        "hybrid nDCG@10 (train)",
+        "",
+    )
+    return (
+        f"{header}\nThe BM25 field boosts (`RAG_LEXICAL_*_BOOST`, applied at query time) were "
+        f"chosen by `{fit['command']}` ({fit['date']}, revision `{fit['git_revision']}`) for the "
+        f"best {fit['objective']}; the test split played no part in the choice.\n\n"
+        + table(headers, rows)
+    )
+
+
+def peer_section(result: dict[str, Any]) -> str:
+    peer = result["peer"]
+    header = "### The peer: a Haystack hybrid pipeline\n"
+    if "metrics" not in peer:
+        return header + f"\nNot measured: {peer['not_measured']}\n"
+    embedded = (
+        "embeddings taken from the cache of an earlier run"
+        if peer["embeddings_from_cache"]
+        else f"embedded in {peer['embedding_seconds']} s"
+    )
+    versions = ", ".join(f"{k} {v}" for k, v in peer["versions"].items())
+    return (
+        f"{header}\n{peer['system']} ({versions}), in-process, over whole documents (title + "
+        f"abstract): {peer['documents']} documents, {embedded}. Same model, queries, depth "
+        f"({peer['depth']}) and metric code as above; one query at a time after one warm-up "
+        "query, timed around `Pipeline.run`.\n"
+    )
