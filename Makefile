@@ -32,12 +32,15 @@ run-check: install proto
 	$(BIN)/python scripts/run_local.py --check --data-dir $$(mktemp -d)
 
 # System packages the integration and browser tests use: a real redis-server
-# (gateway limits shared across instances) and Debian's chromium (browser test).
+# (gateway limits shared across instances), Debian's chromium (browser test) and
+# a CJK font, so the browser test's screenshots show Chinese results legibly.
 test-deps:
-	@if ! command -v chromium >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then \
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1 \
+		|| ! dpkg -s fonts-wqy-microhei >/dev/null 2>&1; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium redis-server >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium redis-server \
+			fonts-wqy-microhei >/dev/null; \
 	fi
 
 test: install test-deps
