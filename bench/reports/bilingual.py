@@ -55,6 +55,21 @@ def bilingual_section(record: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+DECISIONS = """How the defaults were chosen from this table (each row is one setting changed):
+- `RAG_EXACT_PRECEDENCE=lead`: `off` misses the exact identifier at rank 1 for some identifier
+  queries; `lead` and `tiers` both put it first, and `tiers` also raises the identifier queries'
+  recall@10, but costs English prose quality where queries merely contain gene-like names
+  (SciFact train, docs/retrieval.md "Exact identifiers").
+- `RAG_UNREAD_LANGUAGE_VECTOR_WEIGHT=0`: every weight above 0 lowers the Chinese questions'
+  top3 and MRR: the English-only model's vectors for a Chinese question rank by noise.
+- `RAG_LEXICAL_CJK=words`: chosen on the target metric (zh top3), ties broken by MRR; bigrams
+  and both-in-one-stream rank the first hit better on Chinese questions (zh MRR) but lose an
+  answerable question from the top 3. With 33 questions a row differs from another by one to
+  four questions, so read these as small differences.
+- `RAG_CLEAN_MARKDOWN=true`: the `raw-markdown` row indexes the pages' comments, link
+  reference definitions and inline HTML as text.
+"""
+
 COMPARED = (
     ("identifier kinds", "exact@1", "identifiers: exact@1"),
     ("identifier kinds", "recall@10", "identifiers: recall@10"),

@@ -20,6 +20,7 @@ from services.common.stores.payload import (
     chunk_payload,
     metadata_from_terms,
     metadata_term,
+    stored_chunk_from_payload,
 )
 
 ANALYZER = "rag_terms"
@@ -132,16 +133,7 @@ def analyzed_source(chunk: Chunk, analyzer: TextAnalyzer) -> dict[str, Any]:
 
 
 def stored_chunk_from_source(source: dict[str, Any]) -> StoredChunk:
-    return StoredChunk(
-        chunk_id=str(source["chunk_id"]),
-        doc_id=str(source.get("doc_id", "")),
-        position=int(source.get("position", 0)),
-        text=str(source.get("text", "")),
-        url=str(source.get("url", "")),
-        title=str(source.get("title", "")),
-        heading_path=str(source.get("heading_path", "")),
-        scope_id=str(source.get("scope_id", "")),
-        locale=str(source.get("locale", "")),
-        content_hash=str(source.get("content_hash", "")),
-        metadata=metadata_from_terms(source.get(METADATA_TERMS_FIELD) or []),
-    )
+    """A document's `_source` as a chunk: the vector payload's layout, with the
+    metadata kept as `meta` terms (see `lexical_source`)."""
+    metadata = metadata_from_terms(source.get(METADATA_TERMS_FIELD) or [])
+    return stored_chunk_from_payload({**source, "metadata": metadata})
