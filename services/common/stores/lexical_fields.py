@@ -12,10 +12,13 @@ term and identifier phrase in every field, weighted per field and summed
 (like Lucene's classic multi-field parser), plus a constant `EXACT_BOOST` for
 each query identifier the chunk holds in its exact form. The boost only makes
 sure exact matches are among the candidates; `exact_first` then orders the
-candidates by how many of the query's identifiers they hold (more first) and
-by BM25 within that, and reports the BM25 score without the boost. So a search
-for `text-embedding-v4` lists the chunks naming that model before chunks that
-merely say "text" and "embedding", however often they say it.
+candidates by BM25 (the boost removed, and reported without it) and moves the
+best chunk holding the most of the query's identifiers to the top. So a
+search for `text-embedding-v4` lists a chunk naming that model before chunks
+that merely say "text" and "embedding", however often they say it, while a
+long question that mentions a gene name (`APOE4`) is still ranked by all its
+words: putting every holder before every other chunk cost SciFact train
+lexical nDCG@10 0.006 (docs/retrieval.md, "Exact identifiers").
 
 Field weights (default): title ×2.0, heading_path ×1.5, text ×1.0 — on a site,
 a page title or section heading names what the chunk is about. They are a
@@ -62,13 +65,17 @@ def matched_identifiers(chunk: StoredChunk, identifiers: Sequence[str]) -> tuple
 
 
 def exact_first(hits: Sequence[ScoredChunk], plan: QueryPlan) -> list[ScoredChunk]:
-    """Order by the number of query identifiers held, then BM25 (boost removed),
-    then chunk_id; without identifiers in the query, by BM25 then chunk_id."""
+    """BM25 order (boost removed, ties by chunk_id), with the best chunk holding
+    the most query identifiers moved to the top."""
     ranked = []
     for hit in hits:
         exact = matched_identifiers(hit.chunk, plan.identifiers)
         ranked.append(ScoredChunk(hit.chunk, hit.score - EXACT_BOOST * len(exact), exact))
-    ranked.sort(key=lambda hit: (-len(hit.exact), -hit.score, hit.chunk.chunk_id))
+    ranked.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
+    most = max((len(hit.exact) for hit in ranked), default=0)
+    if most:
+        leader = next(i for i, hit in enumerate(ranked) if len(hit.exact) == most)
+        ranked.insert(0, ranked.pop(leader))
     return ranked
 
 
