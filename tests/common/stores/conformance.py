@@ -314,6 +314,16 @@ class LexicalStoreContract(StoreContract):
         harness.upsert([one, both])
         assert _docs(harness, "429 E1042") == ["doc-both", "doc-one"]
 
+    def test_after_the_best_exact_holder_bm25_decides(self, harness: StoreHarness) -> None:
+        wordy = make_chunk("doc-wordy", text="rate limit: the rate limit and rate limit errors")
+        holder = make_chunk("doc-holder", text="HTTP 429 when over the rate limit")
+        terse = make_chunk("doc-terse", text="see 429")
+        harness.upsert([wordy, holder, terse])
+        hits = harness.store.search("429 rate limit", 10, ScopeFilter())
+        assert hits[0].chunk.doc_id == "doc-holder"  # holds 429, best BM25 of the holders
+        rest = [hit.score for hit in hits[1:]]
+        assert rest == sorted(rest, reverse=True) and len(rest) == 2
+
     def test_a_near_miss_is_not_an_exact_match(self, harness: StoreHarness) -> None:
         near = make_chunk("doc-near", text="Error 4290 and text-embedding-v3 are different.")
         harness.upsert([near, make_chunk("doc-other")])
