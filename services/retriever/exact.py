@@ -15,7 +15,7 @@ Measured on the bilingual set and on SciFact (docs/benchmarks.md).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 from services.common.analysis import QueryPlan, TextAnalyzer, match_spans
@@ -23,12 +23,24 @@ from services.common.stores.lexical_fields import matched_identifiers
 from services.retriever.types import FusedHit
 
 
-def with_exact_matches(hits: Sequence[FusedHit], identifiers: tuple[str, ...]) -> list[FusedHit]:
-    """Each hit with the query identifiers it holds."""
+def with_exact_matches(
+    hits: Sequence[FusedHit],
+    identifiers: tuple[str, ...],
+    known: Mapping[str, tuple[str, ...]],
+) -> list[FusedHit]:
+    """Each hit with the query identifiers it holds. `known`: what the lexical
+    store already found per chunk_id (the same function decides), so only
+    the hits the vector channel alone found are examined here."""
     if not identifiers:
         return list(hits)
     return [
-        dataclasses.replace(hit, exact=matched_identifiers(hit.chunk, identifiers)) for hit in hits
+        dataclasses.replace(
+            hit,
+            exact=known[hit.chunk.chunk_id]
+            if hit.chunk.chunk_id in known
+            else matched_identifiers(hit.chunk, identifiers),
+        )
+        for hit in hits
     ]
 
 

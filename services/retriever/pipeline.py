@@ -270,7 +270,8 @@ class RetrievalPipeline:
     ) -> list[FusedHit]:
         ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
         fused = self.fuser.fuse(ranked, _language_weights(request.weights, prepared.language))
-        fused = with_exact_matches(fused, prepared.plan.identifiers)
+        held = {hit.chunk.chunk_id: hit.exact for hit in lexical.hits} if lexical.ok else {}
+        fused = with_exact_matches(fused, prepared.plan.identifiers, held)
         fused = exact_precedence(fused, self.config.exact_precedence)
         fused = drop_weak_vector_only(fused, request.min_vector_score)
         per_doc = request.max_chunks_per_document or self.config.max_chunks_per_document

@@ -5,15 +5,13 @@ so the test depends on the command and not on the data set's content."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from bench.common.paths import ROOT
 from bench.eval.bilingual_data import KINDS
 from bench.eval.bilingual_scoring import METRICS
+from tests.support.bench_command import run_bench_module
 
 pytestmark = pytest.mark.integration
 
@@ -67,16 +65,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     lines = [json.dumps(q, ensure_ascii=False) for q in QUERIES]
     (dataset / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = root / "out"
-    command = ["-m", "bench.eval.bilingual", "--smoke", "--dataset", str(dataset)]
-    done = subprocess.run(
-        [sys.executable, *command, "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_bench_module("bench.eval.bilingual", out, "--dataset", str(dataset))
     record = json.loads((out / "bilingual.json").read_text())
     assert (out / "benchmarks.md").read_text().count("### Variant `default`") == 1
     return dict(record["variants"]["default"])

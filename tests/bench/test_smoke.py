@@ -6,15 +6,14 @@ temporary folder, never over the committed ones in bench/results/."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.common.paths import BENCH_VENV_PYTHON, ROOT, SHARED_DATASETS
+from bench.common.paths import BENCH_VENV_PYTHON, SHARED_DATASETS
 from bench.eval.metrics import MEASURES
+from tests.support.bench_command import run_bench_module
 
 pytestmark = pytest.mark.integration
 
@@ -29,26 +28,14 @@ if not (SCIFACT / "corpus.jsonl").is_file():
     )
 
 
-def run_command(module: str, out: Path, *extra: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", module, "--smoke", "--out", str(out), *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One eval smoke run, then one bench smoke run on the same folder (so the
     second command finds the index the first one built)."""
     out = tmp_path_factory.mktemp("bench-smoke")
     model = tiny_finetuned_model(out / "finetuned-model")
-    run_command("bench.eval.scifact", out, "--no-peer", "--finetuned-model", str(model))
-    run_command("bench.load.speed", out)
+    run_bench_module("bench.eval.scifact", out, "--no-peer", "--finetuned-model", str(model))
+    run_bench_module("bench.load.speed", out)
     return out
 
 

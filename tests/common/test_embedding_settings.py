@@ -56,3 +56,14 @@ def test_bad_values_name_the_variable_and_the_value(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError, match=f"{variable}='{value}'"):
         load_settings(cls)
+
+
+def test_declared_languages_are_codes_or_a_star(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.common.embedding_settings import declared_languages
+
+    assert load_settings(RetrieverSettings).embedding_languages == "en"
+    monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "en, ZH")
+    assert declared_languages(load_settings(RetrieverSettings).embedding_languages) == {"en", "zh"}
+    monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "english;chinese")
+    with pytest.raises(ConfigError, match="RAG_EMBEDDING_LANGUAGES"):
+        load_settings(RetrieverSettings)

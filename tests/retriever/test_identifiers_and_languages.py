@@ -159,6 +159,13 @@ def test_query_language_can_be_given(stack) -> None:
     assert "query_language" in (bad.value.details() or "")
 
 
+def test_an_unknown_intent_is_the_callers_mistake(stack) -> None:
+    with pytest.raises(grpc.RpcError) as bad:
+        top(stack, "rate limits", intent=99)
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "intent" in (bad.value.details() or "")
+
+
 def test_highlights_mark_identifiers_and_terms(stack) -> None:
     reply = top(stack, "what does status 429 mean for requests")
     first = reply.hits[0]

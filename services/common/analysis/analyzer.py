@@ -106,6 +106,10 @@ class TextAnalyzer:
         self.cjk = CjkMode(cjk)
         self.drop_stopwords = drop_stopwords
         self._stemmer = Stemmer.Stemmer("english")
+        # The query path plans each query twice in one process (the retriever
+        # for identifiers and highlights, the lexical store for its search);
+        # plans are immutable, so the second is a lookup.
+        self.plan = lru_cache(maxsize=1024)(self._plan)
 
     @property
     def version(self) -> str:
@@ -118,7 +122,7 @@ class TextAnalyzer:
         for match in _TOKEN.finditer(text):
             if match.group(1):
                 found.extend(self._cjk_tokens(match.group(1), match.start()))
-            elif (word := self._word_term(match.group(2))) is not None:
+            elif (word := self.word_term(match.group(2))) is not None:
                 found.append(Token(word, match.start(), match.end(), cjk=False))
         return found
 
@@ -133,7 +137,7 @@ class TextAnalyzer:
             identifiers=" ".join(document_identifiers((title, heading_path, text))),
         )
 
-    def plan(self, query: str) -> QueryPlan:
+    def _plan(self, query: str) -> QueryPlan:
         """Terms (stopwords left out unless nothing else is left), a phrase per
         whitespace piece that splits into several words, exact identifiers."""
         kept: dict[str, None] = {}  # dicts keep first-seen order, sets do not
@@ -155,9 +159,6 @@ class TextAnalyzer:
 
     def word_term(self, word: str) -> str | None:
         """The term of one word (no CJK inside), or None when it is dropped."""
-        return self._word_term(word)
-
-    def _word_term(self, word: str) -> str | None:
         if len(word.encode()) > MAX_WORD_BYTES:
             return None
         return _stem(self._stemmer, _fold(word))
@@ -168,8 +169,7 @@ class TextAnalyzer:
         if len(folded) != len(run):
             # Half-width kana with voicing marks fold two characters into one:
             # analyse the folded run, and give every token the whole run's span.
-            tokens = self._cjk_tokens(folded, 0) if folded != run else iter(())
-            for token in tokens:
+            for token in self._cjk_tokens(folded, 0):
                 yield Token(token.term, offset, offset + len(run), cjk=True)
             return
         if han and self.cjk in (CjkMode.WORDS, CjkMode.BOTH):

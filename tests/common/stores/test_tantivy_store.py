@@ -76,3 +76,10 @@ def test_changing_the_cjk_mode_needs_a_reindex(tmp_path: Path) -> None:
     reopened = TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.WORDS))
     assert reopened.count() == 1
     reopened.close()
+
+
+def test_a_torn_analysis_record_is_a_clear_start_up_error(tmp_path: Path) -> None:
+    TantivyLexicalStore(tmp_path / "lexical").close()
+    (tmp_path / "lexical" / "analysis.json").write_text('{"analy')
+    with pytest.raises(ConfigError, match="not a lexical analysis record"):
+        TantivyLexicalStore(tmp_path / "lexical")
