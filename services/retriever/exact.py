@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 from services.common.analysis import QueryPlan, TextAnalyzer, match_spans
-from services.common.stores.lexical_fields import matched_identifiers
+from services.common.stores.lexical_fields import lead_holder, matched_identifiers
 from services.retriever.types import FusedHit
 
 
@@ -56,11 +56,9 @@ def exact_precedence(hits: Sequence[FusedHit], rule: ExactPrecedence) -> list[Fu
     """`hits` reordered by `rule`; relative order is kept otherwise."""
     if rule is ExactPrecedence.TIERS:
         return sorted(hits, key=lambda hit: -len(hit.exact))  # stable
-    most = max((len(hit.exact) for hit in hits), default=0)
-    if rule is ExactPrecedence.OFF or most == 0:
+    if rule is ExactPrecedence.OFF:
         return list(hits)
-    leader = next(i for i, hit in enumerate(hits) if len(hit.exact) == most)
-    return [hits[leader], *hits[:leader], *hits[leader + 1 :]]
+    return lead_holder(hits)
 
 
 def precedence_note(

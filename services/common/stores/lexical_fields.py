@@ -29,6 +29,7 @@ scored best (scientific titles are a weak signal there).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from services.common.analysis import QueryPlan
 from services.common.analysis.identifiers import held_identifiers
@@ -72,11 +73,25 @@ def exact_first(hits: Sequence[ScoredChunk], plan: QueryPlan) -> list[ScoredChun
         exact = matched_identifiers(hit.chunk, plan.identifiers)
         ranked.append(ScoredChunk(hit.chunk, hit.score - EXACT_BOOST * len(exact), exact))
     ranked.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
-    most = max((len(hit.exact) for hit in ranked), default=0)
-    if most:
-        leader = next(i for i, hit in enumerate(ranked) if len(hit.exact) == most)
-        ranked.insert(0, ranked.pop(leader))
-    return ranked
+    return lead_holder(ranked)
+
+
+class HoldsIdentifiers(Protocol):
+    @property
+    def exact(self) -> tuple[str, ...]: ...
+
+
+Held = TypeVar("Held", bound=HoldsIdentifiers)
+
+
+def lead_holder(hits: Sequence[Held]) -> list[Held]:
+    """The first hit holding the most query identifiers moved to the top; the
+    order is kept otherwise (the `lead` rule, in the stores and after fusion)."""
+    most = max((len(hit.exact) for hit in hits), default=0)
+    if not most:
+        return list(hits)
+    leader = next(i for i, hit in enumerate(hits) if len(hit.exact) == most)
+    return [hits[leader], *hits[:leader], *hits[leader + 1 :]]
 
 
 def describe_plan(plan: QueryPlan, boosts: Mapping[str, float]) -> str:
