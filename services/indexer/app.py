@@ -9,8 +9,8 @@ from services.common.embedding import Embedder, EmbeddingIdentity
 from services.common.errors import ConfigError
 from services.common.logging import get_logger
 from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.manifest import Manifest
 from services.indexer.chunking import Chunker, ChunkingParams
-from services.indexer.manifest import Manifest
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import Planner
 from services.indexer.settings import IndexerSettings

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 
 from services.common.models import Document
-
-# A fixed namespace so point UUIDs are reproducible across machines.
-_POINT_NAMESPACE = uuid.UUID("6f1c0d2e-3b7a-5c49-9e2d-1a8b4c7d9e10")
 
 
 def _sha256(text: str) -> str:
@@ -37,8 +33,3 @@ def metadata_hash(doc: Document) -> str:
         "metadata": sorted(doc.metadata.items()),
     }
     return _sha256(json.dumps(fields, sort_keys=True))[:32]
-
-
-def point_uuid(chunk_id_value: str) -> str:
-    """Qdrant point ids must be ints or UUIDs: derive one deterministically."""
-    return str(uuid.uuid5(_POINT_NAMESPACE, chunk_id_value))

@@ -24,7 +24,7 @@ from services.common.embedding import Embedder
 from services.common.logging import get_logger
 from services.common.models import Chunk, Document
 from services.common.stores.base import LexicalStore, VectorStore
-from services.indexer.manifest import Manifest
+from services.common.stores.manifest import Manifest
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner
 
 log = get_logger(__name__)

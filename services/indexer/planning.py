@@ -21,10 +21,10 @@ from enum import StrEnum
 
 from services.common.errors import InvalidArgument
 from services.common.models import Chunk, ChunkPayload, Document
+from services.common.stores.manifest import Manifest, ManifestEntry
 from services.indexer.chunking import Chunker, TextSpan
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
 from services.indexer.loaders import normalize_body
-from services.indexer.manifest import Manifest, ManifestEntry
 from services.indexer.validation import DocumentLimits, validate_document
 
 

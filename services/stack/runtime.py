@@ -23,10 +23,10 @@ from services.common.logging import get_logger
 from services.common.server import GrpcServer, ServerOptions
 from services.common.settings import BaseServiceSettings
 from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.factory import open_manifest, open_stores
+from services.common.stores.factory import Storage, open_storage
+from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreSettings
 from services.indexer.app import build_indexing_pipeline
-from services.indexer.manifest import Manifest
 from services.indexer.servicer import SERVICE_NAME as INDEXER_SERVICE
 from services.indexer.servicer import IndexerServicer
 from services.indexer.settings import IndexerSettings
@@ -43,20 +43,28 @@ ONNX_CACHE_SUBDIR = "models"  # under RAG_DATA_DIR: ONNX exports of the embeddin
 @dataclass
 class Runtime:
     embedder: Embedder
-    vectors: VectorStore
-    lexical: LexicalStore
-    manifest: Manifest | None
+    storage: Storage
     executor: ThreadPoolExecutor
     servers: list[GrpcServer] = field(default_factory=list)
     monitors: list[StoreHealthMonitor] = field(default_factory=list)
+
+    @property
+    def vectors(self) -> VectorStore:
+        return self.storage.vectors
+
+    @property
+    def lexical(self) -> LexicalStore:
+        return self.storage.lexical
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.storage.manifest
 
     async def stop(self) -> None:
         for monitor in self.monitors:
             await monitor.stop()
         await asyncio.gather(*(s.stop() for s in self.servers))
-        for closeable in (self.vectors, self.lexical, self.manifest):
-            if closeable is not None:
-                closeable.close()
+        self.storage.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -106,11 +114,10 @@ def open_runtime(
 ) -> Runtime:
     """Open everything the chosen services need (`embedder` may be shared, e.g. by tests)."""
     embedder = embedder or Embedder(embedder_config(indexer, retriever, stores.data_dir))
-    vectors, lexical = open_stores(stores, embedder.dim)
-    manifest = open_manifest(stores) if indexer else None
+    storage = open_storage(stores, embedder.dim)
     threads = retriever.worker_threads if retriever else 8
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rag-io")
-    return Runtime(embedder, vectors, lexical, manifest, executor)
+    return Runtime(embedder, storage, executor)
 
 
 def _options(settings: BaseServiceSettings, port: int) -> ServerOptions:
@@ -123,7 +130,6 @@ def _options(settings: BaseServiceSettings, port: int) -> ServerOptions:
 
 
 async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) -> GrpcServer:
-    assert runtime.manifest is not None
     pipeline = build_indexing_pipeline(
         settings, runtime.embedder, runtime.vectors, runtime.lexical, runtime.manifest
     )

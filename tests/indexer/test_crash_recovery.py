@@ -17,8 +17,8 @@ import pytest
 from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.stores.factory import open_manifest, open_stores
+from services.common.stores.manifest_sqlite import SqliteManifest
 from services.common.stores.settings import StoreMode, StoreSettings
-from services.indexer.manifest_sqlite import SqliteManifest
 from tests.stack.test_process import wait_serving
 from tests.support.stack import free_port
 

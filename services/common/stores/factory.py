@@ -1,6 +1,7 @@
 """Opens the stores and the manifest for the mode the settings select.
 
-The rest of the code only sees `VectorStore`, `LexicalStore` and `Manifest`,
+`open_storage` opens all three as one `Storage` bundle with one `close()`;
+the rest of the code only sees `VectorStore`, `LexicalStore` and `Manifest`,
 so switching from embedded to server mode is a change of environment
 variables, never of code. Implementations are imported inside the functions:
 an embedded process never loads the server clients and vice versa.
@@ -8,12 +9,39 @@ an embedded process never loads the server clients and vice versa.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from services.common.analysis import TextAnalyzer
 from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreSettings
-from services.indexer.manifest import Manifest
 
 MANIFEST_FILE = "manifest.sqlite3"
+
+
+@dataclass
+class Storage:
+    """One index: its vector store, its lexical store and the manifest that
+    says which of their rows are committed. Opened and closed together, so an
+    audit or a service never holds half of an index."""
+
+    vectors: VectorStore
+    lexical: LexicalStore
+    manifest: Manifest
+
+    def close(self) -> None:
+        for part in (self.manifest, self.lexical, self.vectors):
+            part.close()
+
+
+def open_storage(settings: StoreSettings, dim: int) -> Storage:
+    vectors, lexical = open_stores(settings, dim)
+    try:
+        return Storage(vectors, lexical, open_manifest(settings))
+    except BaseException:
+        lexical.close()
+        vectors.close()
+        raise
 
 
 def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, LexicalStore]:
@@ -42,10 +70,10 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
 
 def open_manifest(settings: StoreSettings) -> Manifest:
     if not settings.is_server:
-        from services.indexer.manifest_sqlite import SqliteManifest
+        from services.common.stores.manifest_sqlite import SqliteManifest
 
         return SqliteManifest(settings.data_dir / MANIFEST_FILE)
 
-    from services.indexer.manifest_opensearch import OpenSearchManifest
+    from services.common.stores.manifest_opensearch import OpenSearchManifest
 
     return OpenSearchManifest.from_settings(settings)

@@ -37,7 +37,7 @@ from services.common.stores.payload import (
     payload_fields,
     stored_chunk_from_payload,
 )
-from services.indexer.identity import point_uuid
+from services.common.stores.point_ids import point_uuid
 
 # Keyword indexes let filtered searches skip non-matching points instead of
 # scanning payloads.

@@ -34,9 +34,9 @@ from services.common.stores.payload import (
     payload_fields,
     stored_chunk_from_payload,
 )
+from services.common.stores.point_ids import point_uuid
 from services.common.stores.server_calls import ServerCallPolicy, batched
 from services.common.stores.settings import StoreSettings
-from services.indexer.identity import point_uuid
 
 # Filter fields get keyword indexes; scope_id is the tenant key, which lets
 # Qdrant co-locate a tenant's points and plan per-tenant searches cheaply.

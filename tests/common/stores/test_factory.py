@@ -10,10 +10,10 @@ import pytest
 from services.common.errors import StoreUnavailable
 from services.common.models import ScopeFilter
 from services.common.stores.factory import MANIFEST_FILE, open_manifest, open_stores
+from services.common.stores.manifest_sqlite import SqliteManifest
 from services.common.stores.qdrant_edge import EdgeVectorStore
 from services.common.stores.settings import StoreSettings
 from services.common.stores.tantivy_store import TantivyLexicalStore
-from services.indexer.manifest_sqlite import SqliteManifest
 
 pytestmark = pytest.mark.integration
 

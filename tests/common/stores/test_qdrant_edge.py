@@ -12,8 +12,8 @@ import qdrant_edge as qe
 
 from services.common.errors import ConfigError
 from services.common.models import ScopeFilter
+from services.common.stores.point_ids import point_uuid
 from services.common.stores.qdrant_edge import EdgeVectorStore
-from services.indexer.identity import point_uuid
 from tests.common.stores.harness import DIM, make_chunk, seeded_vector
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from services.indexer.manifest import ManifestEntry
+from services.common.stores.manifest import ManifestEntry
 
 ManifestFactory = Callable[[Path], Any]
 

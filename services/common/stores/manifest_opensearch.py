@@ -31,6 +31,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
 from services.common.errors import StoreUnavailable
+from services.common.stores.manifest import ManifestEntry
 from services.common.stores.opensearch_client import (
     BulkAction,
     BulkWriter,
@@ -40,7 +41,6 @@ from services.common.stores.opensearch_client import (
 )
 from services.common.stores.server_calls import ServerCallPolicy, batched
 from services.common.stores.settings import RefreshPolicy, StoreSettings
-from services.indexer.manifest import ManifestEntry
 
 Key = tuple[str, str]
 Version = tuple[int, int]  # (seq_no, primary_term)

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from services.common.settings import load_settings
+from services.common.stores.manifest_opensearch import OpenSearchManifest, manifest_doc_id
+from services.common.stores.manifest_sqlite import SqliteManifest
 from services.common.stores.opensearch_client import WriteConflict, connect_opensearch
 from services.common.stores.settings import StoreSettings
-from services.indexer.manifest_opensearch import OpenSearchManifest, manifest_doc_id
-from services.indexer.manifest_sqlite import SqliteManifest
+from tests.common.stores.manifest_contract import ManifestContract, entry
 from tests.common.stores.opensearch_capture import (
     CaptureConnection,
     CapturedRequest,
@@ -24,7 +25,6 @@ from tests.common.stores.opensearch_capture import (
     bulk_ok,
     capture_settings,
 )
-from tests.indexer.manifest_contract import ManifestContract, entry
 
 pytestmark = pytest.mark.unit
 INDEX = "rag-manifest"

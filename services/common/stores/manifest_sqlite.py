@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from services.indexer.manifest import ManifestEntry
+from services.common.stores.manifest import ManifestEntry
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
