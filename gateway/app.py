@@ -1,7 +1,8 @@
 """The gateway's HTTP app: `create_app(settings)` builds it.
 
 Routes: POST /v1/search (every public gate), GET /healthz (the process is
-up), GET /readyz (the Retriever — and Redis when configured — answer),
+up), GET /readyz (the Retriever — and Redis when configured — answer, and
+the release gate is open when RAG_GATEWAY_REQUIRE_RELEASE is set),
 GET /metrics (Prometheus), GET /openapi.json, and the web page: `/`,
 `/widget.js` and `/static/*`, all served from `gateway/static` (no CDN).
 """
@@ -31,6 +32,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.origin import OriginMiddleware, OriginPolicy
 from gateway.querylog import QueryLogPolicy
 from gateway.quotas import ClientRateLimiter, DailyBudget, build_storage
+from gateway.release_gate import ReleaseGate
 from gateway.retriever_client import RetrieverClient, RetrieverStubFactory
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.search import Gates, SearchGateway
@@ -60,7 +62,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         422: "invalid_request, query_too_long or top_k_out_of_range",
         429: "rate_limited or budget_exhausted (see Retry-After)",
         502: "upstream_unavailable",
-        503: "public_disabled, breaker_open or limiter_unavailable",
+        503: "public_disabled, release_not_current, breaker_open or limiter_unavailable",
         504: "upstream_timeout",
     }.items()
 }
@@ -73,6 +75,7 @@ class Runtime:
     storage: Storage
     retriever: RetrieverClient
     search: SearchGateway
+    release: ReleaseGate
     redis_pool: ConnectionPool | None  # the limits storage's connections
     breaker_redis: redis.Redis | None  # pybreaker's (synchronous) client
 
@@ -129,6 +132,13 @@ def _start_runtime(
     namespace = settings.gateway_redis_namespace
     storage, pool = build_storage(settings.gateway_redis_url, namespace)
     breaker_storage, breaker_client = build_breaker_storage(settings.gateway_redis_url, namespace)
+    retriever = RetrieverClient(
+        settings.retriever_addr, settings.max_message_bytes, stub_factory=stub_factory
+    )
+    retriever.open()
+    release = ReleaseGate(
+        retriever, settings.gateway_require_release, settings.gateway_readiness_timeout_s
+    )
     gates = Gates(
         rate_limiter=ClientRateLimiter(storage, settings.gateway_rate_limit),
         budget=DailyBudget(storage, settings.gateway_daily_budget),
@@ -143,15 +153,14 @@ def _start_runtime(
             settings.gateway_max_top_k,
             settings.gateway_max_filter_values,
         ),
+        release=release,
     )
-    retriever = RetrieverClient(
-        settings.retriever_addr, settings.max_message_bytes, stub_factory=stub_factory
-    )
-    retriever.open()
     search = SearchGateway(
         settings, gates, retriever, metrics, QueryLogPolicy(settings.gateway_query_log_retention)
     )
-    return Runtime(storage, retriever, search, redis_pool=pool, breaker_redis=breaker_client)
+    return Runtime(
+        storage, retriever, search, release, redis_pool=pool, breaker_redis=breaker_client
+    )
 
 
 async def _stop_runtime(runtime: Runtime) -> None:
@@ -184,15 +193,23 @@ def _add_routes(app: FastAPI, settings: GatewaySettings, metrics: GatewayMetrics
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: the Retriever (and Redis, if used) answer")
+    @app.get(
+        "/readyz",
+        summary="Readiness: the Retriever (and Redis, if used) answer; the release gate is open",
+    )
     async def readyz(request: Request) -> JSONResponse:
         runtime: Runtime = request.app.state.runtime
         ready, reason = await runtime.retriever.is_serving(settings.gateway_readiness_timeout_s)
         if ready and settings.uses_redis and not await _storage_ok(runtime.storage):
             ready, reason = False, "redis does not answer"
-        if ready:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "not_ready", "reason": reason}, status_code=503)
+        release = await runtime.release.state()
+        if ready and not release.open:
+            ready, reason = False, release.reason
+        body: dict[str, object] = {"status": "ready" if ready else "not_ready"}
+        if not ready:
+            body["reason"] = reason
+        body["release"] = release.as_json()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:

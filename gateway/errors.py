@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse
 
 class ErrorCode(StrEnum):
     PUBLIC_DISABLED = "public_disabled"
+    RELEASE_NOT_CURRENT = "release_not_current"
     ORIGIN_NOT_ALLOWED = "origin_not_allowed"
     RATE_LIMITED = "rate_limited"
     BUDGET_EXHAUSTED = "budget_exhausted"
@@ -39,6 +40,7 @@ class ErrorCode(StrEnum):
 
 STATUS: dict[ErrorCode, int] = {
     ErrorCode.PUBLIC_DISABLED: 503,
+    ErrorCode.RELEASE_NOT_CURRENT: 503,
     ErrorCode.ORIGIN_NOT_ALLOWED: 403,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.BUDGET_EXHAUSTED: 429,

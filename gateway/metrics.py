@@ -14,6 +14,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 OUTCOMES = (
     "allowed",
     "public_disabled",
+    "release_not_current",
     "origin_rejected",
     "rate_limited",
     "budget_exhausted",

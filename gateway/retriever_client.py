@@ -67,6 +67,14 @@ class RetrieverClient:
         )
         return response
 
+    async def index_status(self, timeout_s: float) -> retriever_pb2.IndexStatusResponse:
+        if self._stub is None:
+            raise RuntimeError("RetrieverClient.open() was not called")
+        response: retriever_pb2.IndexStatusResponse = await self._stub.IndexStatus(
+            retriever_pb2.IndexStatusRequest(), timeout=timeout_s
+        )
+        return response
+
     async def is_serving(self, timeout_s: float) -> tuple[bool, str]:
         """Ask the Retriever's health service; (serving?, reason when not)."""
         if self._health is None:

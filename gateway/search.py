@@ -2,13 +2,16 @@
 
 Order (the origin gate runs earlier, in `OriginMiddleware`):
 1. public switch      — off: 503 with the configured message
+   release gate       — with RAG_GATEWAY_REQUIRE_RELEASE, 503 until the served
+                        index generation passed its release check (a cached
+                        IndexStatus, never a search)
 2. client rate limit  — counted for every request, valid or not, so malformed
                         floods are limited too
 3. body and input     — size, media type, JSON, schema, query length, top_k
 4. daily budget       — spent only by requests that will go downstream
 5. circuit breaker    — open: 503 at once
 6. Retrieve           — with the time left of the request's deadline
-Nothing before step 6 calls the Retriever, so a refusal costs no search.
+Nothing before step 6 searches, so a refusal costs no search.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from gateway.errors import ApiError, ErrorCode, error_response
 from gateway.metrics import GatewayMetrics
 from gateway.querylog import QueryLogPolicy
 from gateway.quotas import ClientRateLimiter, DailyBudget, client_key
+from gateway.release_gate import ReleaseGate
 from gateway.retriever_client import RetrieverClient, api_error_for
 from gateway.schema import SearchLimits, SearchRequest
 from gateway.settings import GatewaySettings
@@ -46,6 +50,7 @@ class Gates:
     budget: DailyBudget
     breaker: RetrieverBreaker
     limits: SearchLimits
+    release: ReleaseGate
 
 
 class SearchGateway:
@@ -86,6 +91,7 @@ class SearchGateway:
     ) -> Response:
         if not self.settings.gateway_public_enabled:
             raise ApiError(ErrorCode.PUBLIC_DISABLED, self.settings.gateway_disabled_message)
+        await self.gates.release.check()
         client = client_key(request.client.host if request.client else None)
         fields.update(self.log_policy.client_fields(client))
         await self.gates.rate_limiter.acquire(client)

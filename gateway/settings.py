@@ -27,6 +27,13 @@ class GatewaySettings(BaseServiceSettings):
     gateway_public_enabled: bool = Field(
         False, description="Serve searches at all; off answers 503 without any downstream call"
     )
+    gateway_require_release: bool = Field(
+        False,
+        description=(
+            "Serve searches only while the Retriever reports a passing release check "
+            "(`rag-indexer release-check`) for the index generation it serves; 503 otherwise"
+        ),
+    )
     gateway_disabled_message: str = Field(
         "Search is not open to the public yet. Please try again later.",
         description="The controlled message sent while the public switch is off",

@@ -4,6 +4,11 @@ to query it, and stay up until Ctrl-C (then stop everything gracefully).
 
     python scripts/run_local.py            # run until Ctrl-C
     python scripts/run_local.py --check    # start, index, query once, stop (CI/smoke)
+
+The children are watched the whole time (start-up, indexing, the query of
+--check, and while up): when one dies, the launcher names it, says how it ended
+and where its log is, shows the log's last lines, stops the others and exits
+non-zero. It does not restart anything; scripts/supervisor.py says why.
 """
 
 from __future__ import annotations
@@ -11,19 +16,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from services.common.healthcheck import wait_until_serving
+
+try:
+    from scripts.supervisor import ChildExited, ChildSpec, Supervisor
+except ModuleNotFoundError:  # run as `python scripts/run_local.py`: scripts/ is sys.path[0]
+    from supervisor import ChildExited, ChildSpec, Supervisor  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PORTS = {"indexer": 50051, "retriever": 50052, "reranker": 50053, "gateway": 8080}
 DEMO_QUERY = "How do I keep an ingest from leaving the two stores out of step?"
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+POLL_S = 0.5
 
 
 def service_env(data_dir: Path) -> dict[str, str]:
@@ -42,21 +56,33 @@ def service_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def start(name: str, module: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
-    log_file = (logs / f"{name}.log").open("wb")
-    print(f"  starting {name:<9} (python -m {module}; log: {log_file.name})")
-    return subprocess.Popen(
-        [sys.executable, "-m", module], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT
+def module_child(name: str, module: str, env: dict[str, str], logs: Path) -> ChildSpec:
+    return ChildSpec(
+        name=name,
+        argv=[sys.executable, "-m", module],
+        log_path=logs / f"{name}.log",
+        cwd=ROOT,
+        env=env,
+        label=f"python -m {module}",
     )
+
+
+def service_children(env: dict[str, str], logs: Path) -> list[ChildSpec]:
+    return [
+        module_child("stack", "services.stack", env, logs),
+        module_child("reranker", "services.reranker", env, logs),
+        module_child("gateway", "gateway", env, logs),
+    ]
 
 
 def local(port: int) -> str:
     return f"localhost:{port}"
 
 
-def wait_http_ok(url: str, timeout_s: float) -> bool:
+def wait_http_ok(url: str, timeout_s: float, check_alive: Callable[[], None]) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        check_alive()
         try:
             with urllib.request.urlopen(url, timeout=1) as reply:
                 if reply.status == 200:
@@ -67,24 +93,63 @@ def wait_http_ok(url: str, timeout_s: float) -> bool:
     return False
 
 
-def index_docs() -> None:
+def wait_until_ready(supervisor: Supervisor, logs: Path) -> None:
+    """Wait for the services to serve; raises ChildExited as soon as one dies."""
+    alive = supervisor.check
+    if not (
+        wait_until_serving(local(PORTS["indexer"]), timeout_s=180, check_alive=alive)
+        and wait_until_serving(local(PORTS["retriever"]), timeout_s=60, check_alive=alive)
+    ):
+        raise SystemExit(f"the stack did not become ready; see {logs}/stack.log")
+    if not wait_http_ok(f"http://localhost:{PORTS['gateway']}/readyz", 60, alive):
+        raise SystemExit(f"the gateway did not become ready; see {logs}/gateway.log")
+
+
+def run_supervised(argv: Sequence[str], supervisor: Supervisor) -> None:
+    """Run a one-off command (the ingest) to completion while watching the
+    children: if one dies meanwhile, stop the command and raise ChildExited
+    rather than let it talk to a dead service until its own timeouts."""
+    proc = subprocess.Popen(list(argv), cwd=ROOT)
+    try:
+        returncode = wait_watching(proc, supervisor)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    if returncode != 0:
+        raise SystemExit(f"`{shlex.join(argv)}` failed with status {returncode}")
+
+
+def wait_watching(proc: subprocess.Popen[bytes], supervisor: Supervisor) -> int:
+    while True:
+        try:
+            return proc.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            supervisor.check()
+
+
+def index_command() -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "services.indexer.cli",
+        "ingest",
+        str(ROOT / "docs"),
+        "--scope",
+        "docs",
+        "--base-url",
+        "https://example.invalid/rag-services/docs/",
+        "--sync",
+    ]
+
+
+def index_docs(supervisor: Supervisor) -> None:
     print("\nIndexing the demo corpus (this project's docs/) through the Indexer:")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "services.indexer.cli",
-            "ingest",
-            str(ROOT / "docs"),
-            "--scope",
-            "docs",
-            "--base-url",
-            "https://example.invalid/rag-services/docs/",
-            "--sync",
-        ],
-        cwd=ROOT,
-        check=True,
-    )
+    run_supervised(index_command(), supervisor)
 
 
 def usage() -> str:
@@ -104,7 +169,8 @@ The stack is up. Try it:
 
 The Reranker reports NOT_SERVING when its cross-encoder cannot be loaded (no
 model hub on this machine); Retrieve then returns the fused order and says so.
-Ctrl-C stops everything.
+Ctrl-C stops everything. If a service dies, the launcher says which one, shows
+the end of its log, stops the others and exits non-zero.
 """
 
 
@@ -124,46 +190,58 @@ def smoke_query() -> None:
         raise SystemExit("smoke query returned no hits")
 
 
-def main() -> int:
+def smoke_check(supervisor: Supervisor) -> None:
+    """The --check query. A child found dead afterwards is the failure to
+    report, even over the query's own error (which it most likely caused)."""
+    try:
+        smoke_query()
+    finally:
+        supervisor.check()
+
+
+def wait_for_shutdown(supervisor: Supervisor) -> None:
+    """Block until Ctrl-C or SIGTERM (return) or a child dies (ChildExited).
+
+    The signals are blocked only now, so children started earlier do not
+    inherit the mask. A child found dead while a stop signal is pending is part
+    of that stop (Ctrl-C reaches the whole process group), not a crash."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    while signal.sigtimedwait(STOP_SIGNALS, POLL_S) is None:
+        exited = supervisor.poll()
+        if exited is not None and not signal.sigpending() & STOP_SIGNALS:
+            raise ChildExited(exited)
+
+
+def run(supervisor: Supervisor, check: bool, logs: Path) -> int:
+    """Start the children, wait for them, index, then query once (--check) or
+    stay up; a child's death at any point is reported and ends the run (1)."""
+    print("Starting the embedded stack:")
+    try:
+        supervisor.start()
+        wait_until_ready(supervisor, logs)
+        index_docs(supervisor)
+        if check:
+            smoke_check(supervisor)
+        else:
+            print(usage())
+            wait_for_shutdown(supervisor)
+        return 0
+    except ChildExited as died:
+        return supervisor.fail(died.child)
+    finally:
+        supervisor.stop_all()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__)
     args.add_argument("--check", action="store_true", help="start, index, query once, stop")
     args.add_argument("--data-dir", default=str(ROOT / ".data"))
-    opts = args.parse_args()
+    opts = args.parse_args(argv)
     data_dir = Path(opts.data_dir)
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    env = service_env(data_dir)
-    print("Starting the embedded stack:")
-    procs = [
-        start("stack", "services.stack", env, logs),
-        start("reranker", "services.reranker", env, logs),
-        start("gateway", "gateway", env, logs),
-    ]
-    try:
-        if not (
-            wait_until_serving(local(PORTS["indexer"]), timeout_s=180)
-            and wait_until_serving(local(PORTS["retriever"]), timeout_s=60)
-        ):
-            raise SystemExit(f"the stack did not become ready; see {logs}/stack.log")
-        if not wait_http_ok(f"http://localhost:{PORTS['gateway']}/readyz", 60):
-            raise SystemExit(f"the gateway did not become ready; see {logs}/gateway.log")
-        index_docs()
-        if opts.check:
-            smoke_query()
-            return 0
-        print(usage())
-        # Blocked only now: children started earlier must not inherit the mask.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        return 0
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    supervisor = Supervisor(service_children(service_env(data_dir), logs))
+    return run(supervisor, opts.check, logs)
 
 
 if __name__ == "__main__":

@@ -24,11 +24,16 @@ class BenchOptions:
     repeats: int  # model and indexing measurements: best of this many
     smoke: bool
     log_dir: Path
+    # Retrieve while an ingest runs (bench.load.ingest_isolation)
+    ingest_docs: int  # documents the ingest sends; 0: the whole corpus
+    idle_seconds: float  # how long the idle figures are measured
 
 
-def parse_args(argv: list[str], description: str) -> BenchOptions:
+def parse_args(
+    argv: list[str], description: str, prog: str = "python -m bench.load.speed"
+) -> BenchOptions:
     p = argparse.ArgumentParser(
-        prog="python -m bench.load.speed",
+        prog=prog,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -41,6 +46,10 @@ def parse_args(argv: list[str], description: str) -> BenchOptions:
     p.add_argument("--repeats", type=int, default=3, help="best of N for model and indexing")
     p.add_argument("--requests", type=int, default=300, help="per level, without reranking")
     p.add_argument("--rerank-requests", type=int, default=120, help="per level, with reranking")
+    p.add_argument(
+        "--ingest-docs", type=int, default=0, help="Retrieve during an ingest of N docs (0: all)"
+    )
+    p.add_argument("--idle-seconds", type=float, default=60, help="Retrieve before that ingest")
     args = p.parse_args(argv)
     dataset = BeirDataset(args.dataset)
     dataset.check()
@@ -62,4 +71,6 @@ def parse_args(argv: list[str], description: str) -> BenchOptions:
         repeats=1 if args.smoke else args.repeats,
         smoke=args.smoke,
         log_dir=(out_dir if args.smoke else SCRATCH_DIR) / "logs" / "bench",
+        ingest_docs=args.ingest_docs,
+        idle_seconds=2 if args.smoke else args.idle_seconds,
     )

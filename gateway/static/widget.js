@@ -102,6 +102,7 @@
     rate_limited: "You are searching very quickly. Please wait {s} s and try again.",
     budget_exhausted: "Search is paused for today (the daily budget is used up).",
     breaker_open: "Search is temporarily unavailable. Please try again in {s} s.",
+    release_not_current: "Search is paused while the latest index update is checked.",
     origin_not_allowed: "This site is not allowed to use this search service.",
     upstream_timeout: "The search took too long. Please try again.",
     upstream_unavailable: "The search backend is unavailable right now.",

@@ -6,6 +6,7 @@ them to status codes in exactly one place (`services.common.grpc_errors`).
     ├── NotFound             a named thing does not exist
     ├── ResourceExhausted    a limit was hit
     ├── DeadlineExceeded     the time budget ran out
+    ├── Cancelled            the caller went away; the work was undone
     ├── Unavailable          a dependency or the service itself cannot serve
     │   └── StoreUnavailable a store cannot be reached
     ├── StoreError           a store rejected or failed an operation
@@ -33,6 +34,10 @@ class ResourceExhausted(RagError):
 
 class DeadlineExceeded(RagError):
     pass
+
+
+class Cancelled(RagError):
+    """The caller cancelled (or disconnected) before the work committed."""
 
 
 class Unavailable(RagError):

@@ -40,6 +40,8 @@ class Chunk:
     scope_id: str = ""
     locale: str = "en"
     metadata: dict[str, str] = field(default_factory=dict)
+    # The indexing run that wrote this row (services.common.stores.visibility).
+    generation: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class ChunkPayload:
     scope_id: str
     locale: str
     metadata: dict[str, str]
+    generation: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,19 @@ class ScopeFilter:
     doc_ids: tuple[str, ...] = ()
     urls: tuple[str, ...] = ()
     metadata: tuple[tuple[str, str], ...] = ()
+    # Rows written by a later, uncommitted run are excluded; None: no limit
+    # (the Indexer's own reads, audits).
+    visible_generation: int | None = None
 
     def is_empty(self) -> bool:
-        return not (self.scope_id or self.locale or self.doc_ids or self.urls or self.metadata)
+        return not (
+            self.scope_id
+            or self.locale
+            or self.doc_ids
+            or self.urls
+            or self.metadata
+            or self.visible_generation is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,7 @@ class StoredChunk:
     locale: str
     content_hash: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    generation: int = 0
 
 
 @dataclass(frozen=True)

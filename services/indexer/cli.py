@@ -4,6 +4,7 @@ python -m services.indexer.cli ingest docs/ --scope handbook [--dry-run] [--sync
 python -m services.indexer.cli ingest corpus.jsonl --scope scifact --format beir
 python -m services.indexer.cli delete DOC_ID [DOC_ID ...] [--locale en]
 python -m services.indexer.cli stats
+python -m services.indexer.cli release-check docs/ --scope handbook --golden golden.jsonl
 """
 
 from __future__ import annotations
@@ -84,8 +85,17 @@ class Ingest:
         self.totals = dict.fromkeys(_COUNT_FIELDS, 0)
         self.rejected: list[str] = []
         self.kept: list[pb.DocumentKey] = []
+        # (doc_id, state) of every document the run (or plan) changes.
+        self.differing: list[tuple[str, str]] = []
 
     def run(self) -> int:
+        self.collect()
+        self._report()
+        return 1 if self.rejected else 0
+
+    def collect(self) -> None:
+        """Send the whole source (and the Sync, with --sync); totals, rejections
+        and differing documents accumulate on `self`."""
         docs = self._valid_documents(iter_source(self.args))
         bar = tqdm(desc="documents", unit="doc", disable=self.args.quiet)
         for batch in batches(docs, self.args.batch, self.args.batch_chars):
@@ -97,8 +107,6 @@ class Ingest:
                 timeout=600,
             )
             self._add(reply)
-        self._report()
-        return 1 if self.rejected else 0
 
     def _valid_documents(self, items: Iterable[Document | LoadError]) -> Iterator[Document]:
         for item in items:
@@ -124,6 +132,9 @@ class Ingest:
         for outcome in reply.outcomes:
             if outcome.state == pb.DOCUMENT_STATE_REJECTED:
                 self.rejected.append(f"{outcome.doc_id}: {outcome.error}")
+            elif outcome.state != pb.DOCUMENT_STATE_UNCHANGED:
+                state = pb.DocumentState.Name(outcome.state).removeprefix("DOCUMENT_STATE_")
+                self.differing.append((outcome.doc_id, state.lower()))
 
     def _report(self) -> None:
         prefix = "plan (dry run)" if self.args.dry_run else "done"
@@ -156,6 +167,53 @@ def cmd_stats(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> i
     return 0
 
 
+def cmd_verify(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> int:
+    """Audit (or repair) the index; one progress bar per phase; exit 1 unless clean."""
+    request = pb.VerifyRequest(repair=args.repair)
+    bar: tqdm | None = None
+    report: pb.VerifyReport | None = None
+    for message in stub.Verify(request, timeout=args.timeout):
+        if message.HasField("report"):
+            report = message.report
+            break
+        if bar is None or bar.desc != message.phase:
+            if bar is not None:
+                bar.close()
+            bar = tqdm(
+                desc=message.phase, unit="row", total=message.total or None, disable=args.quiet
+            )
+        bar.update(message.done - bar.n)
+    if bar is not None:
+        bar.close()
+    assert report is not None, "the Indexer ended Verify without a report"
+    print_verify_report(report, as_json=args.json)
+    return 0 if report.clean else 1
+
+
+def print_verify_report(report: pb.VerifyReport, *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(MessageToDict(report, preserving_proto_field_name=True), indent=2))
+        return
+    verdict = "clean" if report.clean else "NOT clean"
+    print(
+        f"index {verdict}: generation {report.committed_generation}, {report.documents} documents"
+    )
+    print(f"{'scope':<20} {'locale':<8} {'manifest':>9} {'vectors':>9} {'lexical':>9}")
+    for c in report.counts:
+        print(
+            f"{c.scope_id:<20} {c.locale:<8} "
+            f"{c.manifest_chunks:>9} {c.vectors:>9} {c.lexical_rows:>9}"
+        )
+    for f in report.findings:
+        detail = f" {f.field}: expected {f.expected!r}, found {f.actual!r}" if f.field else ""
+        repair = f" [{f.repair}]" if f.repair else ""
+        print(f"{f.kind:<11} {f.store:<8} {f.chunk_id} ({f.doc_id}, {f.locale}){detail}{repair}")
+    if report.findings_total > len(report.findings):
+        print(f"... {report.findings_total - len(report.findings)} more findings")
+    if report.repair:
+        print(f"repaired {report.repaired}, unrepairable {report.unrepairable}")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rag-indexer",
@@ -166,41 +224,66 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per RPC")
     sub = p.add_subparsers(dest="command", required=True)
     ingest = sub.add_parser("ingest", help="index a directory (md/html/txt) or a BEIR JSONL file")
-    ingest.add_argument("path")
-    ingest.add_argument("--scope", required=True, help="scope_id of every document")
-    ingest.add_argument("--locale", default="en")
-    ingest.add_argument("--base-url", default="", help="URL prefix for directory documents")
-    ingest.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
-    ingest.add_argument(
-        "--title-as-heading",
-        action="store_true",
-        help="BEIR: also put the title into the body as a Markdown H1, so it is embedded",
-    )
+    add_source_options(ingest)
     ingest.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     ingest.add_argument(
         "--sync",
         action="store_true",
         help="also remove documents of the scope that are not in PATH",
     )
-    ingest.add_argument("--batch", type=int, default=64, help="documents per request")
-    ingest.add_argument("--batch-chars", type=int, default=4_000_000)
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     delete = sub.add_parser("delete", help="remove documents by id")
     delete.add_argument("doc_ids", nargs="+")
     delete.add_argument("--locale", default="")
     delete.add_argument("--dry-run", action="store_true")
     sub.add_parser("stats", help="documents, chunks, vectors, rows, chunking, last run")
+    verify = sub.add_parser(
+        "verify",
+        help="audit manifest, vector and lexical store against each other (exit 1 unless clean)",
+    )
+    verify.add_argument(
+        "--repair",
+        action="store_true",
+        help="delete orphans, rewrite missing or drifted chunks from the other store",
+    )
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--quiet", action="store_true", help="no progress bar")
+    # Imported here: the release check reuses this module's Ingest.
+    from services.indexer.release import add_release_check_parser
+
+    add_release_check_parser(sub)
     return p
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    """What `ingest` and `release-check` read: the same source, the same way."""
+    p.add_argument("path")
+    p.add_argument("--scope", required=True, help="scope_id of every document")
+    p.add_argument("--locale", default="en")
+    p.add_argument("--base-url", default="", help="URL prefix for directory documents")
+    p.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
+    p.add_argument(
+        "--title-as-heading",
+        action="store_true",
+        help="BEIR: also put the title into the body as a Markdown H1, so it is embedded",
+    )
+    p.add_argument("--batch", type=int, default=64, help="documents per request")
+    p.add_argument("--batch-chars", type=int, default=4_000_000)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "release-check":
+        from services.indexer.release import run_release_check
+
+        return run_release_check(args)
     channel = grpc.insecure_channel(args.addr, options=channel_options(64 * 1024 * 1024))
     stub = indexer_pb2_grpc.IndexerStub(channel)
     try:
         if args.command == "ingest":
             return Ingest(stub, args).run()
-        return {"delete": cmd_delete, "stats": cmd_stats}[args.command](stub, args)
+        commands = {"delete": cmd_delete, "stats": cmd_stats, "verify": cmd_verify}
+        return commands[args.command](stub, args)
     except grpc.RpcError as exc:
         print(f"indexer error: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 2

@@ -1,14 +1,14 @@
-"""Apply index plans to both stores, crash-safely.
+"""Apply index plans to both stores, all or nothing.
 
-Order of a real run: record pending chunk ids → embed and upsert changed
-chunks (vectors, then lexical rows) → payload updates → deletes → commit the
-manifest → let an embedded vector store build its search index if due.
-Every store write is an idempotent upsert/delete by stable id, so a run
-killed anywhere and re-run converges to the same state; the manifest only
-records a document after both stores accepted it. Transient store errors are
-retried with backoff inside the server store adapters
-(services.common.stores.server_calls), once; a write that still fails ends
-the run, and the next run redoes it.
+Order of a real run: settle runs left unfinished (services.indexer.transactions)
+→ record this run's intents → embed and upsert changed chunks (vectors, then
+lexical rows) → payload updates → deletes → commit the manifest and the run's
+generation together → let an embedded vector store build its search index if
+due. Every row the run writes carries its generation, so no search sees it
+before the commit; a run that fails, passes its caller's deadline or loses
+its caller is undone on the spot (or, if the process died, by the recovery
+at the next start or run). Transient store errors are retried with backoff
+inside the server store adapters (services.common.stores.server_calls).
 """
 
 from __future__ import annotations
@@ -16,16 +16,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, TypeVar
 
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
-from services.common.models import Chunk, Document
+from services.common.models import Document
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
+from services.common.stores.visibility import committed_generation
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner
+from services.indexer.run_control import RunControl
+from services.indexer.transactions import Recovery, RunJournal, changes_index, embedding_text
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -51,14 +54,6 @@ class IndexReport:
         self.counts = PlanCounts.of(self.plans)
 
 
-def embedding_text(chunk: Chunk) -> str:
-    """What the encoder sees: the heading path gives a chunk its topic, and it
-    is part of the chunk's content hash, so changing it re-embeds."""
-    if chunk.heading_path and not chunk.text.lstrip().startswith("#"):
-        return f"{chunk.heading_path}\n\n{chunk.text}"
-    return chunk.text
-
-
 def batched(items: Sequence[T], size: int) -> Iterator[list[T]]:
     iterator = iter(items)
     while batch := list(islice(iterator, size)):
@@ -75,6 +70,7 @@ class IndexingPipeline:
         manifest: Manifest,
         *,
         write_batch: int = 256,
+        on_commit: Callable[[int], None] | None = None,
     ) -> None:
         self.planner = planner
         self.embedder = embedder
@@ -82,22 +78,41 @@ class IndexingPipeline:
         self.lexical = lexical
         self.manifest = manifest
         self.write_batch = write_batch
+        self.journal = RunJournal(embedder, vectors, lexical, manifest)
+        # Tells an in-process Retriever at once which generation it may serve.
+        self.on_commit = on_commit
         self.manifest.set_meta("chunking", json.dumps(planner.chunker.params.as_dict()))
 
+    def recover(self) -> Recovery:
+        """Settle runs a crash left unfinished (also done before every run)."""
+        return self.journal.recover()
+
     def upsert(
-        self, docs: Sequence[Document], *, dry_run: bool = False, progress: ProgressFn | None = None
+        self,
+        docs: Sequence[Document],
+        *,
+        dry_run: bool = False,
+        progress: ProgressFn | None = None,
+        control: RunControl | None = None,
     ) -> IndexReport:
-        return self._run(self.planner.plan_upserts(docs), dry_run, progress)
+        self.recover()
+        return self._run(self.planner.plan_upserts(docs), dry_run, progress, control)
 
     def delete(
-        self, doc_ids: Sequence[str], locale: str = "", *, dry_run: bool = False
+        self,
+        doc_ids: Sequence[str],
+        locale: str = "",
+        *,
+        dry_run: bool = False,
+        control: RunControl | None = None,
     ) -> IndexReport:
+        self.recover()
         keys = [
             (doc_id, loc)
             for doc_id in doc_ids
             for loc in ([locale] if locale else self.manifest.locales_of(doc_id) or [""])
         ]
-        return self._run(self.planner.plan_removals(keys), dry_run, None)
+        return self._run(self.planner.plan_removals(keys), dry_run, None, control)
 
     def sync(
         self,
@@ -107,39 +122,72 @@ class IndexingPipeline:
         *,
         dry_run: bool = False,
         progress: ProgressFn | None = None,
+        control: RunControl | None = None,
     ) -> IndexReport:
         """Upsert `docs` into the scope and remove every document of the scope
         that is neither in `docs` nor in `keep` (already sent in earlier batches)."""
+        self.recover()
         present = {(d.doc_id, d.locale) for d in docs} | set(keep)
         gone = [k for k in self.manifest.keys_in_scope(scope_id) if k not in present]
         plans = self.planner.plan_upserts(docs) + self.planner.plan_removals(gone)
-        return self._run(plans, dry_run, progress)
+        return self._run(plans, dry_run, progress, control)
 
     def _run(
-        self, plans: list[DocumentPlan], dry_run: bool, progress: ProgressFn | None
+        self,
+        plans: list[DocumentPlan],
+        dry_run: bool,
+        progress: ProgressFn | None,
+        control: RunControl | None,
     ) -> IndexReport:
         report = IndexReport(plans, dry_run)
         if not dry_run:
-            self._apply(plans, progress)
+            if any(changes_index(p) for p in plans):
+                self._apply(plans, progress, control or RunControl())
             self.manifest.set_meta("last_run", json.dumps(report.counts.as_dict()))
             self._optimize_vectors()
         log.info("index_run", dry_run=dry_run, **report.counts.as_dict())
         return report
 
-    def _apply(self, plans: list[DocumentPlan], progress: ProgressFn | None) -> None:
-        pending = {p.key: [c.chunk_id for c in p.to_embed] for p in plans if p.to_embed}
-        if pending:
-            self.manifest.add_pending(pending)
-        self._write_new_chunks(plans, progress)
+    def _apply(
+        self, plans: list[DocumentPlan], progress: ProgressFn | None, control: RunControl
+    ) -> None:
+        generation = self.journal.next_generation()
+        stamped = [_stamped(p, generation) for p in plans]
+        self.journal.begin(generation, stamped)
+        try:
+            self._write(stamped, progress, control)
+            control.check_commit()
+            self._commit_manifest(generation, stamped)
+        except BaseException:
+            self._undo_after_failure(generation)
+            raise
+        if self.on_commit is not None:
+            self.on_commit(generation)
+
+    def _write(
+        self, plans: list[DocumentPlan], progress: ProgressFn | None, control: RunControl
+    ) -> None:
+        self._write_new_chunks(plans, progress, control)
         updates = [u for p in plans for u in p.payload_updates]
         for batch in batched(updates, self.write_batch):
+            control.check()
             self.vectors.update_payload(batch)
             self.lexical.update_payload(batch)
         deletes = [cid for p in plans for cid in p.to_delete]
         for ids in batched(deletes, self.write_batch):
+            control.check()
             self.vectors.delete(ids)
             self.lexical.delete(ids)
-        self._commit_manifest(plans)
+
+    def _undo_after_failure(self, generation: int) -> None:
+        """Undo now, so the caller's error means "nothing changed"; if the
+        stores fail the undo too, the intents stay for the next recovery
+        (the run's rows are invisible meanwhile)."""
+        intents = [i for i in self.manifest.open_intents() if i.generation == generation]
+        try:
+            self.journal.undo(generation, intents)
+        except Exception as exc:
+            log.error("run_undo_failed", generation=generation, error=str(exc))
 
     def _optimize_vectors(self) -> None:
         """Embedded vector stores have no background optimizer: run theirs
@@ -158,11 +206,14 @@ class IndexingPipeline:
             seconds = round(time.perf_counter() - started, 2)
             log.info("vector_index_optimized", store=self.vectors.name, seconds=seconds)
 
-    def _write_new_chunks(self, plans: list[DocumentPlan], progress: ProgressFn | None) -> None:
+    def _write_new_chunks(
+        self, plans: list[DocumentPlan], progress: ProgressFn | None, control: RunControl
+    ) -> None:
         total_docs = len(plans)
         done_docs = sum(1 for p in plans if not p.to_embed)
         embedded = 0
         for plan_group in _group_by_chunk_budget(plans, self.write_batch):
+            control.check()
             chunks = [c for p in plan_group for c in p.to_embed]
             vectors = self.embedder.embed_documents([embedding_text(c) for c in chunks])
             self.vectors.upsert(chunks, vectors.tolist())
@@ -174,13 +225,21 @@ class IndexingPipeline:
         if progress and embedded == 0:
             progress(Progress(total_docs, total_docs, 0))
 
-    def _commit_manifest(self, plans: list[DocumentPlan]) -> None:
+    def _commit_manifest(self, generation: int, plans: list[DocumentPlan]) -> None:
         kept = [p.entry for p in plans if p.entry is not None and p.state is not DocState.UNCHANGED]
         removed = [p.key for p in plans if p.state is DocState.REMOVED]
-        if kept:
-            self.manifest.put_many(kept)
-        if removed:
-            self.manifest.delete_many(removed)
+        self.manifest.commit_run(generation, kept, removed)
+
+
+def _stamped(plan: DocumentPlan, generation: int) -> DocumentPlan:
+    """The plan with every row it writes carrying the run's generation."""
+    return replace(
+        plan,
+        to_embed=[replace(c, generation=generation) for c in plan.to_embed],
+        payload_updates=[
+            (cid, replace(p, generation=generation)) for cid, p in plan.payload_updates
+        ],
+    )
 
 
 def _group_by_chunk_budget(plans: list[DocumentPlan], budget: int) -> Iterator[list[DocumentPlan]]:
@@ -207,11 +266,15 @@ class IndexStats:
     lexical_rows: int
     chunking: dict[str, Any]
     last_run: dict[str, int]
+    committed_generation: int
+    pending_documents: int
 
 
 def collect_stats(pipeline: IndexingPipeline) -> IndexStats:
     by_locale = pipeline.manifest.chunk_counts_by_locale()
     return IndexStats(
+        committed_generation=committed_generation(pipeline.manifest),
+        pending_documents=len(pipeline.manifest.open_intents()),
         documents=pipeline.manifest.count(),
         chunks=sum(by_locale.values()),
         chunks_by_locale=by_locale,

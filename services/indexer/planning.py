@@ -142,19 +142,16 @@ class Planner:
         plans, accepted = self._validate(docs)
         keys = [(d.doc_id, d.locale) for _, d in accepted]
         existing = self.manifest.get_many(keys)
-        pending = self.manifest.get_pending(keys)
         for index, doc in accepted:
-            key = (doc.doc_id, doc.locale)
-            plans[index] = self._plan_one(doc, existing.get(key), pending.get(key, set()))
+            plans[index] = self._plan_one(doc, existing.get((doc.doc_id, doc.locale)))
         return plans
 
     def plan_removals(self, keys: Sequence[tuple[str, str]]) -> list[DocumentPlan]:
         existing = self.manifest.get_many(keys)
-        pending = self.manifest.get_pending(keys)
         plans = []
         for key in keys:
-            entry, stale = existing.get(key), pending.get(key, set())
-            if entry is None and not stale:
+            entry = existing.get(key)
+            if entry is None:
                 plans.append(
                     DocumentPlan(
                         key[0],
@@ -165,8 +162,8 @@ class Planner:
                     )
                 )
                 continue
-            ids = set(entry.chunk_ids if entry else ()) | stale
-            plans.append(DocumentPlan(key[0], key[1], DocState.REMOVED, to_delete=sorted(ids)))
+            to_delete = sorted(entry.chunk_ids)
+            plans.append(DocumentPlan(key[0], key[1], DocState.REMOVED, to_delete=to_delete))
         return plans
 
     def _validate(
@@ -190,11 +187,11 @@ class Planner:
             accepted.append((index, doc))
         return plans, accepted
 
-    def _plan_one(self, doc: Document, old: ManifestEntry | None, stale: set[str]) -> DocumentPlan:
+    def _plan_one(self, doc: Document, old: ManifestEntry | None) -> DocumentPlan:
         body = normalize_body(doc, clean=self.clean_markdown)
         doc_hash = content_hash(self._params_key + "\x00" + body)
         meta_hash = metadata_hash(doc)
-        if old and not stale and old.content_hash == doc_hash:
+        if old and old.content_hash == doc_hash:
             if old.metadata_hash == meta_hash:
                 return DocumentPlan(doc.doc_id, doc.locale, DocState.UNCHANGED, entry=old)
             spans = indexable_spans(self.chunker, body)
@@ -215,7 +212,7 @@ class Planner:
         )
         state = DocState.CHANGED if old else DocState.ADDED
         plan = DocumentPlan(doc.doc_id, doc.locale, state, chunks=chunks, entry=entry)
-        self._diff(plan, doc, old, stale, meta_hash)
+        self._diff(plan, doc, old, meta_hash)
         return plan
 
     def _diff(
@@ -223,7 +220,6 @@ class Planner:
         plan: DocumentPlan,
         doc: Document,
         old: ManifestEntry | None,
-        stale: set[str],
         meta_hash: str,
     ) -> None:
         """Only chunks whose text changed are re-embedded; unchanged chunks
@@ -232,12 +228,12 @@ class Planner:
         metadata_changed = old is not None and old.metadata_hash != meta_hash
         for chunk in plan.chunks:
             same_text = old_hashes.get(chunk.chunk_id) == chunk.content_hash
-            if not same_text or chunk.chunk_id in stale:
+            if not same_text:
                 plan.to_embed.append(chunk)
             elif metadata_changed:
                 plan.payload_updates.append((chunk.chunk_id, payload_of(doc, chunk.heading_path)))
         new_ids = {c.chunk_id for c in plan.chunks}
-        plan.to_delete = sorted((set(old_hashes) | stale) - new_ids)
+        plan.to_delete = sorted(set(old_hashes) - new_ids)
 
     def _metadata_only(
         self, doc: Document, old: ManifestEntry, meta_hash: str, spans: list[TextSpan]

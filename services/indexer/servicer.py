@@ -13,8 +13,12 @@ from services.common.errors import InvalidArgument
 from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.models import ContentType, Document
+from services.indexer.audit import AuditProgress, AuditReport
 from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
 from services.indexer.planning import DocState
+from services.indexer.release_records import record_release
+from services.indexer.run_control import RunControl
+from services.indexer.verify import IndexVerifier
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Indexer"].full_name
 
@@ -65,9 +69,50 @@ def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
     return pb.UpsertResponse(outcomes=outcomes, counts=counts, dry_run=report.dry_run)
 
 
+FINDINGS_LIMIT = 1000  # per report message; `findings_total` counts them all
+
+
+def audit_report_to_proto(report: AuditReport) -> pb.VerifyReport:
+    findings = [
+        pb.ChunkFinding(**{k: getattr(f, k) for k in pb.ChunkFinding.DESCRIPTOR.fields_by_name})
+        for f in report.findings[:FINDINGS_LIMIT]
+    ]
+    counts = [
+        pb.ScopeCounts(**{k: getattr(c, k) for k in pb.ScopeCounts.DESCRIPTOR.fields_by_name})
+        for c in report.counts
+    ]
+    return pb.VerifyReport(
+        clean=report.clean,
+        committed_generation=report.committed_generation,
+        documents=report.documents,
+        counts=counts,
+        findings=findings,
+        findings_total=len(report.findings),
+        repaired=report.repaired,
+        unrepairable=report.unrepairable,
+        repair=report.repair,
+    )
+
+
+def run_control_for(context: grpc.aio.ServicerContext) -> RunControl:
+    """The caller's deadline (if it set one) and a flag raised when the RPC
+    ends early; the callback also fires on normal completion, by then unused."""
+    remaining = context.time_remaining()
+    control = RunControl.within(remaining)
+    context.add_done_callback(lambda _: control.cancel())
+    return control
+
+
 class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     def __init__(self, pipeline: IndexingPipeline) -> None:
         self.pipeline = pipeline
+        self.verifier = IndexVerifier(
+            pipeline.embedder,
+            pipeline.vectors,
+            pipeline.lexical,
+            pipeline.manifest,
+            pipeline.recover,
+        )
         # Embedded stores have a single writer: runs are serialised.
         self._write_lock = asyncio.Lock()
 
@@ -75,12 +120,20 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         async with self._write_lock:
             return await asyncio.to_thread(fn, *args, **kwargs)
 
+    async def _run(
+        self, context: grpc.aio.ServicerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """A write run bound to its caller: it stops and is undone when the
+        caller's deadline is about to pass or the caller goes away."""
+        control = run_control_for(context)
+        return await self._locked(fn, *args, control=control, **kwargs)
+
     @grpc_errors.unary
     async def Upsert(
         self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpsertResponse:
         docs = [document_from_proto(d) for d in request.documents]
-        report = await self._locked(self.pipeline.upsert, docs, dry_run=request.dry_run)
+        report = await self._run(context, self.pipeline.upsert, docs, dry_run=request.dry_run)
         return report_to_proto(report)
 
     @grpc_errors.streaming
@@ -96,8 +149,12 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
 
         async def run() -> None:
             try:
-                report = await self._locked(
-                    self.pipeline.upsert, docs, dry_run=request.dry_run, progress=on_progress
+                report = await self._run(
+                    context,
+                    self.pipeline.upsert,
+                    docs,
+                    dry_run=request.dry_run,
+                    progress=on_progress,
                 )
                 await queue.put(report)
             except BaseException as exc:  # handed to the stream below
@@ -130,8 +187,12 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     ) -> pb.DeleteResponse:
         if not request.doc_ids:
             raise InvalidArgument("doc_ids: at least one document id is required")
-        report = await self._locked(
-            self.pipeline.delete, list(request.doc_ids), request.locale, dry_run=request.dry_run
+        report = await self._run(
+            context,
+            self.pipeline.delete,
+            list(request.doc_ids),
+            request.locale,
+            dry_run=request.dry_run,
         )
         response = report_to_proto(report)
         return pb.DeleteResponse(
@@ -152,10 +213,48 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
                 f"(first: {foreign[0]!r})"
             )
         keep = [(k.doc_id, k.locale or "en") for k in request.keep]
-        report = await self._locked(
-            self.pipeline.sync, request.scope_id, docs, keep, dry_run=request.dry_run
+        report = await self._run(
+            context, self.pipeline.sync, request.scope_id, docs, keep, dry_run=request.dry_run
         )
         return report_to_proto(report)
+
+    @grpc_errors.streaming
+    async def Verify(
+        self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.VerifyProgress]:
+        """Under the write lock: an audit racing a run would report its rows."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[AuditProgress | AuditReport | BaseException] = asyncio.Queue()
+
+        def on_progress(p: AuditProgress) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, p)
+
+        async def run() -> None:
+            try:
+                verify = self.verifier.verify
+                await queue.put(await self._locked(verify, request.repair, on_progress))
+            except BaseException as exc:  # handed to the stream below
+                await queue.put(exc)
+
+        task = asyncio.create_task(run())
+        while True:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, AuditReport):
+                yield pb.VerifyProgress(phase="done", report=audit_report_to_proto(item))
+                break
+            yield pb.VerifyProgress(phase=item.phase, done=item.done, total=item.total)
+        await task
+
+    @grpc_errors.unary
+    async def RecordRelease(
+        self, request: pb.RecordReleaseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RecordReleaseResponse:
+        response: pb.RecordReleaseResponse = await self._locked(
+            record_release, self.pipeline.manifest, request
+        )
+        return response
 
     @grpc_errors.unary
     async def Stats(
@@ -181,4 +280,6 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
             embedding_dim=self.pipeline.embedder.dim,
             vector_backend=self.pipeline.vectors.name,
             lexical_backend=self.pipeline.lexical.name,
+            committed_generation=stats.committed_generation,
+            pending_documents=stats.pending_documents,
         )

@@ -10,6 +10,7 @@ from services.common.embedding import Embedder
 from services.common.logging import get_logger
 from services.common.server import GrpcServer
 from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.visibility import CommittedGeneration
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline
 from services.retriever.rerank_client import RerankClient
 from services.retriever.settings import RetrieverSettings
@@ -28,6 +29,7 @@ def build_retrieval_pipeline(
     vectors: VectorStore,
     lexical: LexicalStore,
     executor: Executor,
+    committed: CommittedGeneration | None = None,
 ) -> RetrievalPipeline:
     reranker = (
         RerankClient(settings.reranker_addr, settings.max_message_bytes)
@@ -42,6 +44,7 @@ def build_retrieval_pipeline(
         executor,
         retrieval_config(settings),
         analyzer=getattr(lexical, "analyzer", None),
+        committed=committed,
     )
 
 

@@ -15,6 +15,7 @@ from services.common.embedding import Embedder
 from services.common.errors import InvalidArgument, RagError
 from services.common.models import ScopeFilter, ScoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.visibility import CommittedGeneration
 from services.retriever.channels import (
     ChannelOutcome,
     call_as,
@@ -117,8 +118,11 @@ class RetrievalPipeline:
         executor: Executor,
         config: RetrievalConfig = RetrievalConfig(),
         analyzer: TextAnalyzer | None = None,
+        committed: CommittedGeneration | None = None,
     ) -> None:
         self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
+        # Which rows may be served (None: every row; tests of the pipeline alone).
+        self.committed = committed
         # The lexical index's own analysis, so identifiers and highlights are
         # found exactly as the index found them.
         self.analyzer = analyzer or TextAnalyzer()
@@ -138,6 +142,7 @@ class RetrievalPipeline:
         timings: list[tuple[str, float]] = []
         started = time.perf_counter()
         prepared = self._prepare(request)
+        prepared = replace(prepared, scope=await self._visible(prepared.scope))
         vector, lexical = await self._fan_out(
             prepared.text, prepared.scope, prepared.depth, deadline, prepared.channels
         )
@@ -169,6 +174,16 @@ class RetrievalPipeline:
             await self._check_page(result, prepared.scope, deadline)
         timings.append(("total", _ms(started)))
         return result
+
+    async def _visible(self, scope: ScopeFilter) -> ScopeFilter:
+        """The scope limited to committed rows (services.common.stores.visibility)."""
+        if self.committed is None:
+            return scope
+        generation = self.committed.cached()
+        if generation is None:
+            loop = asyncio.get_running_loop()
+            generation = await loop.run_in_executor(self.executor, self.committed.current)
+        return replace(scope, visible_generation=generation)
 
     def _prepare(self, request: RetrievalRequest) -> PreparedQuery:
         query = self.normalizer.normalize(request.query)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 
@@ -12,6 +13,7 @@ from services.common.errors import InvalidArgument
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.models import ScopeFilter
+from services.common.stores.visibility import ReleaseVerdict
 from services.retriever.channels import ChannelStatus
 from services.retriever.fusion import resolve_request_weights
 from services.retriever.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResult
@@ -174,10 +176,37 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
     return response
 
 
+# The committed generation being served and the latest release verdict, if any.
+IndexStatusSource = Callable[[], tuple[int, ReleaseVerdict | None]]
+
+
+def index_status_to_proto(
+    generation: int, verdict: ReleaseVerdict | None
+) -> pb.IndexStatusResponse:
+    if verdict is None:
+        return pb.IndexStatusResponse(committed_generation=generation)
+    return pb.IndexStatusResponse(
+        committed_generation=generation,
+        release_recorded=True,
+        release_generation=verdict.generation,
+        release_passed=verdict.passed,
+        release_recorded_at=verdict.recorded_at,
+        release_current=verdict.covers(generation),
+    )
+
+
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
-    def __init__(self, pipeline: RetrievalPipeline, default_deadline_ms: int) -> None:
+    def __init__(
+        self,
+        pipeline: RetrievalPipeline,
+        default_deadline_ms: int,
+        index_status: IndexStatusSource | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.default_deadline_s = default_deadline_ms / 1000
+        # None (no manifest to read): generation 0 and no release, so a Gateway
+        # that requires a release stays closed instead of guessing.
+        self.index_status = index_status
 
     @grpc_errors.unary
     async def Retrieve(
@@ -192,3 +221,12 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         deadline = time.monotonic() + budget
         result = await self.pipeline.retrieve(request_from_proto(request), deadline)
         return result_to_proto(result, request.debug)
+
+    @grpc_errors.unary
+    async def IndexStatus(
+        self, request: pb.IndexStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.IndexStatusResponse:
+        if self.index_status is None:
+            return index_status_to_proto(0, None)
+        generation, verdict = await asyncio.to_thread(self.index_status)  # reads the manifest
+        return index_status_to_proto(generation, verdict)

@@ -11,6 +11,14 @@ from services.retriever.exact import ExactPrecedence
 class RetrieverSettings(EmbeddingSettings):
     retriever_port: int = Field(50052, ge=0, le=65535, description="gRPC port of the Retriever")
     reranker_addr: str = Field("localhost:50053", description="host:port; empty disables reranking")
+    committed_generation_refresh_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="How often the Retriever re-reads which indexing run is committed (rows of "
+        "later runs are never served). A separate Indexer's commit shows up at most this late; "
+        "an Indexer in the same process (services.stack) tells it at once",
+    )
     query_cache_size: int = Field(1024, ge=0)
     query_cache_ttl_s: float = Field(300.0, ge=0)
     query_max_batch: int = Field(

@@ -26,6 +26,7 @@ from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.factory import Storage, open_storage
 from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreSettings
+from services.common.stores.visibility import CommittedGeneration, ReleaseVerdict, read_release
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.servicer import SERVICE_NAME as INDEXER_SERVICE
 from services.indexer.servicer import IndexerServicer
@@ -45,8 +46,14 @@ class Runtime:
     embedder: Embedder
     storage: Storage
     executor: ThreadPoolExecutor
+    # The Retriever's view of the commit point; an in-process Indexer advances it.
+    committed: CommittedGeneration
     servers: list[GrpcServer] = field(default_factory=list)
     monitors: list[StoreHealthMonitor] = field(default_factory=list)
+
+    def index_status(self) -> tuple[int, ReleaseVerdict | None]:
+        """The served generation and the latest release verdict (IndexStatus)."""
+        return self.committed.current(), read_release(self.manifest)
 
     @property
     def vectors(self) -> VectorStore:
@@ -117,7 +124,9 @@ def open_runtime(
     storage = open_storage(stores, embedder.dim)
     threads = retriever.worker_threads if retriever else 8
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rag-io")
-    return Runtime(embedder, storage, executor)
+    refresh_s = retriever.committed_generation_refresh_s if retriever else 1.0
+    committed = CommittedGeneration.of(storage.manifest, refresh_s)
+    return Runtime(embedder, storage, executor, committed)
 
 
 def _options(settings: BaseServiceSettings, port: int) -> ServerOptions:
@@ -133,6 +142,10 @@ async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) 
     pipeline = build_indexing_pipeline(
         settings, runtime.embedder, runtime.vectors, runtime.lexical, runtime.manifest
     )
+    pipeline.on_commit = runtime.committed.advance
+    # Before the port opens: runs a crash left unfinished are settled first
+    # (their rows were never visible; this removes them).
+    await asyncio.to_thread(pipeline.recover)
     server = GrpcServer(_options(settings, port), [INDEXER_SERVICE])
     indexer_pb2_grpc.add_IndexerServicer_to_server(IndexerServicer(pipeline), server.server)
     await server.start()
@@ -143,10 +156,17 @@ async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) 
 
 async def start_retriever(runtime: Runtime, settings: RetrieverSettings, port: int) -> GrpcServer:
     pipeline = build_retrieval_pipeline(
-        settings, runtime.embedder, runtime.vectors, runtime.lexical, runtime.executor
+        settings,
+        runtime.embedder,
+        runtime.vectors,
+        runtime.lexical,
+        runtime.executor,
+        runtime.committed,
     )
     server = GrpcServer(_options(settings, port), [RETRIEVER_SERVICE])
-    servicer = RetrieverServicer(pipeline, settings.default_deadline_ms)
+    servicer = RetrieverServicer(
+        pipeline, settings.default_deadline_ms, index_status=runtime.index_status
+    )
     retriever_pb2_grpc.add_RetrieverServicer_to_server(servicer, server.server)
     await server.start()
     monitor = StoreHealthMonitor(

@@ -197,7 +197,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
     It stands in for the real Retriever so gate tests can assert what reached
     downstream ("the Retriever saw nothing"), and can be told to fail
     (`fail_with`) or to be slow (`delay_s`). Its answers come from CORPUS,
-    or are the one set in `reply_with`.
+    or are the one set in `reply_with`; `index_status` is what IndexStatus
+    answers (None: UNIMPLEMENTED, as an older Retriever would).
     """
 
     def __init__(self) -> None:
@@ -206,6 +207,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.fail_with: grpc.StatusCode | None = None
         self.delay_s = 0.0
         self.reply_with: pb.RetrieveResponse | None = None  # instead of the canned answer
+        self.index_status: pb.IndexStatusResponse | None = None  # None: UNIMPLEMENTED
+        self.status_calls = 0
 
     @property
     def calls(self) -> int:
@@ -217,6 +220,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.fail_with = None
         self.delay_s = 0.0
         self.reply_with = None
+        self.index_status = None
+        self.status_calls = 0
 
     async def Retrieve(
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
@@ -228,6 +233,15 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         if self.fail_with is not None:
             await context.abort(self.fail_with, "injected failure")
         return self.reply_with if self.reply_with is not None else canned_response(request)
+
+    async def IndexStatus(
+        self, request: pb.IndexStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.IndexStatusResponse:
+        self.status_calls += 1
+        if self.index_status is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no scripted index status")
+        assert self.index_status is not None
+        return self.index_status
 
 
 @dataclass

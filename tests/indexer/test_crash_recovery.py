@@ -122,7 +122,7 @@ def snapshot(data_dir: Path) -> dict[str, object]:
     assert isinstance(manifest, SqliteManifest)
     keys = [(f"d{i:03d}", "en") for i in range(DOCS)]
     entries = manifest.get_many(keys)
-    pending = manifest.get_pending(keys)
+    pending = manifest.open_intents()
     manifest.close()
     ids = sorted(cid for e in entries.values() for cid in e.chunk_ids)
     vectors, lexical = open_stores(settings, 384)
@@ -148,6 +148,6 @@ def test_killed_ingest_converges_to_a_clean_run(tmp_path: Path) -> None:
     clean, crashed = snapshot(tmp_path / "clean"), snapshot(tmp_path / "crashed")
     assert len(clean["manifest"]) == DOCS  # type: ignore[arg-type]
     assert crashed == clean
-    assert clean["pending"] == {}
+    assert clean["pending"] == []
     assert clean["vector_count"] == clean["lexical_count"] == len(clean["ids"])  # type: ignore[arg-type]
     assert clean["vector_ids"] == clean["lexical_ids"] == clean["ids"]

@@ -85,7 +85,7 @@ class BackgroundStack:
         )
         if self.wrap_stores:
             rt = self.runtime
-            rt.vectors, rt.lexical = self.wrap_stores(rt.vectors, rt.lexical)
+            rt.storage.vectors, rt.storage.lexical = self.wrap_stores(rt.vectors, rt.lexical)
         indexer = await start_indexer(self.runtime, self.indexer_settings, 0)
         retriever = await start_retriever(self.runtime, self.retriever_settings, 0)
         self.indexer_addr = f"127.0.0.1:{indexer.port}"

@@ -8,7 +8,7 @@ interrupted ingest converges. Implementations raise `StoreError` (or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
@@ -17,6 +17,10 @@ from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk
 # 0.96 against exact search on SciFact's 12.5k chunks; 256 gave 0.995, and
 # 2 x limit keeps deep searches (the eval asks 300) as close.
 DEFAULT_SEARCH_EF = 256
+
+
+# Rows per page when an audit reads a whole store.
+SCAN_BATCH = 1000
 
 
 def hnsw_ef(configured: int, limit: int) -> int:
@@ -55,6 +59,10 @@ class VectorStore(Protocol):
         search index, merge segments) if any is due; True if anything changed."""
         ...
 
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every row, `batch` at a time, whatever its generation (audits)."""
+        ...
+
     def count(self, scope: ScopeFilter | None = None) -> int: ...
 
     def ping(self) -> None:
@@ -84,6 +92,10 @@ class LexicalStore(Protocol):
         ...
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]: ...
+
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every row, `batch` at a time, whatever its generation (audits)."""
+        ...
 
     def count(self, scope: ScopeFilter | None = None) -> int: ...
 

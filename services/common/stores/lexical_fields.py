@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from services.common.analysis import QueryPlan
+from services.common.analysis import QueryPlan, TextAnalyzer
 from services.common.analysis.identifiers import held_identifiers
 from services.common.errors import ConfigError
 from services.common.models import ScoredChunk, StoredChunk
@@ -103,3 +103,14 @@ def describe_plan(plan: QueryPlan, boosts: Mapping[str, float]) -> str:
     if plan.identifiers:
         parts.append(f"{IDENTIFIERS_FIELD}:({' '.join(plan.identifiers)})^exact")
     return " ".join(parts)
+
+
+# Bump when the row layout changes (2: rows carry the run `generation` that
+# wrote them). Recorded with the analysis version: an index with another
+# layout is refused at start-up with the re-index path.
+ROW_FORMAT = 2
+
+
+def index_format(analyzer: TextAnalyzer) -> str:
+    """What an index records about how it was built: analysis and row layout."""
+    return f"{analyzer.version};rows={ROW_FORMAT}"

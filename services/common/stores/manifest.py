@@ -1,15 +1,24 @@
 """The index manifest: what is indexed, per (doc_id, locale), with its hashes.
 
-The manifest is written only after both stores accepted a document's writes,
-so it never claims more than the stores hold. `Manifest` is the interface;
-`SqliteManifest` (embedded mode) and a server-mode implementation fill it.
+The manifest is written only after both stores accepted a run's writes, so it
+never claims more than the stores hold. Before the first store write a run
+records one `RunIntent` per document: the committed rows it is about to
+overwrite, rewrite or delete, as they were, and the ids of the rows it adds.
+That is enough to undo the run without its input, which is what recovery
+does with every run that never committed (services.indexer.transactions).
+
+`Manifest` is the interface; `SqliteManifest` (embedded mode) and
+`OpenSearchManifest` (server mode) fill it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from services.common.models import StoredChunk
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,48 @@ class ManifestEntry:
     updated_at: str = ""
 
 
+@dataclass(frozen=True)
+class RunIntent:
+    """One document's part of a run, recorded before the run writes anything."""
+
+    generation: int
+    doc_id: str
+    locale: str
+    old_entry: ManifestEntry | None  # the committed entry the run replaces
+    written_ids: tuple[str, ...]  # rows the run writes text for
+    saved_rows: tuple[StoredChunk, ...]  # committed rows it changes, as they were
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.doc_id, self.locale)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: str) -> RunIntent:
+        fields: dict[str, Any] = json.loads(raw)
+        old = fields["old_entry"]
+        return cls(
+            generation=int(fields["generation"]),
+            doc_id=fields["doc_id"],
+            locale=fields["locale"],
+            old_entry=_entry_from_dict(old) if old else None,
+            written_ids=tuple(fields["written_ids"]),
+            saved_rows=tuple(StoredChunk(**row) for row in fields["saved_rows"]),
+        )
+
+
+def _entry_from_dict(fields: dict[str, Any]) -> ManifestEntry:
+    return ManifestEntry(
+        **{
+            **fields,
+            "chunk_ids": tuple(fields["chunk_ids"]),
+            "chunk_hashes": tuple(fields["chunk_hashes"]),
+        }
+    )
+
+
 @runtime_checkable
 class Manifest(Protocol):
     def get(self, doc_id: str, locale: str) -> ManifestEntry | None: ...
@@ -31,22 +82,39 @@ class Manifest(Protocol):
     def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ManifestEntry]: ...
 
     def put_many(self, entries: Sequence[ManifestEntry]) -> None:
-        """Insert or replace entries atomically (all or none) and clear their
-        pending records."""
-        ...
-
-    def add_pending(self, pending: Mapping[tuple[str, str], Sequence[str]]) -> None:
-        """Record, before any store write, which chunk ids a document is about
-        to get. If the run dies before `put_many`, the next plan deletes these
-        too, so an interrupted update can never leave orphan chunks."""
-        ...
-
-    def get_pending(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], set[str]]:
-        """Chunk ids recorded by `add_pending` and not yet committed."""
+        """Insert or replace entries atomically (all or none)."""
         ...
 
     def delete_many(self, keys: Sequence[tuple[str, str]]) -> None:
-        """Remove entries and their pending records atomically."""
+        """Remove entries atomically."""
+        ...
+
+    def begin_run(self, intents: Sequence[RunIntent]) -> None:
+        """Record a run's intents (all or none) before its first store write."""
+        ...
+
+    def open_intents(self) -> list[RunIntent]:
+        """Intents of runs that have not finished: committed ones whose
+        intents were not yet cleared, and ones to undo."""
+        ...
+
+    def commit_run(
+        self,
+        generation: int,
+        entries: Sequence[ManifestEntry],
+        removed: Sequence[tuple[str, str]],
+    ) -> None:
+        """Make a run's documents the committed ones and advance
+        `committed_generation` to `generation`, together; then clear the
+        run's intents. The generation is the commit point."""
+        ...
+
+    def clear_intents(self, generation: int) -> None:
+        """Forget a run's intents (after it committed or was undone)."""
+        ...
+
+    def entries(self) -> Iterable[ManifestEntry]:
+        """Every committed entry (audits)."""
         ...
 
     def keys_in_scope(self, scope_id: str) -> Iterable[tuple[str, str]]: ...

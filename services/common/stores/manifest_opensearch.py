@@ -3,18 +3,17 @@ reads and writes the same one (OPENSEARCH_MANIFEST_INDEX, default
 `rag-manifest`).
 
 One index holds three kinds of small documents, told apart by `kind`:
-`entry` (one per (doc_id, locale), the `ManifestEntry`), `pending` (one per
-(doc_id, locale): chunk ids written before the entry was committed) and
-`meta` (index-level key/values). Document ids are hashes of the key, so lookups
-are real-time GETs and never wait for a refresh.
+`entry` (one per (doc_id, locale), the `ManifestEntry`), `intent` (one per
+document of a run that has not finished: its `RunIntent` as JSON) and `meta`
+(index-level key/values). Document ids are hashes of the key, so lookups are
+real-time GETs and never wait for a refresh.
 
 Atomicity differs from SQLite, by necessity: OpenSearch has no multi-document
-transactions. `put_many` and `delete_many` send one bulk request (entries plus
-their pending records) and every document in it is replaced atomically, but
-a failure part-way can leave some entries written and others not. That is
-still safe, because the manifest is written only after both stores accepted
-the chunks: a written entry never claims more than the stores hold, and an
-unwritten one makes the next run redo that document with idempotent upserts.
+transactions. `commit_run` writes the run's entries in bulk, then the
+`committed_generation` meta document (one document: atomic), then clears the
+intents. The generation is the commit point: a run that died before it is
+undone by recovery from its intents, which hold the entries it replaced, so
+entries written part-way are put back too.
 Writes wait for a refresh (`refresh=wait_for`) so the searches behind
 `keys_in_scope`, `count` and `chunk_counts_by_locale` see them at once.
 """
@@ -23,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -31,11 +30,10 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
 from services.common.errors import StoreUnavailable
-from services.common.stores.manifest import ManifestEntry
+from services.common.stores.manifest import ManifestEntry, RunIntent
 from services.common.stores.opensearch_client import (
     BulkAction,
     BulkWriter,
-    WriteConflict,
     connect_opensearch,
     is_transient_opensearch_error,
 )
@@ -46,7 +44,6 @@ Key = tuple[str, str]
 Version = tuple[int, int]  # (seq_no, primary_term)
 _PAGE = 1000
 _BATCH = 500
-_CONFLICT_ATTEMPTS = 5
 _STORED_ONLY = {"type": "keyword", "index": False, "doc_values": False}
 
 MANIFEST_MAPPINGS: dict[str, Any] = {
@@ -64,8 +61,10 @@ MANIFEST_MAPPINGS: dict[str, Any] = {
         "updated_at": _STORED_ONLY,
         "key": {"type": "keyword"},
         "value": _STORED_ONLY,
+        "generation": {"type": "long"},
     },
 }
+_COMMITTED = "committed_generation"
 
 
 def manifest_doc_id(kind: str, *parts: str) -> str:
@@ -107,6 +106,20 @@ def _entry(source: dict[str, Any]) -> ManifestEntry:
     )
 
 
+def _intent_id(generation: int, key: Key) -> str:
+    return manifest_doc_id("intent", str(generation), *key)
+
+
+def _intent_source(intent: RunIntent) -> dict[str, Any]:
+    return {
+        "kind": "intent",
+        "generation": intent.generation,
+        "doc_id": intent.doc_id,
+        "locale": intent.locale,
+        "value": intent.to_json(),
+    }
+
+
 class OpenSearchManifest:
     """`Manifest` shared by every Indexer replica through one OpenSearch index."""
 
@@ -145,6 +158,11 @@ class OpenSearchManifest:
 
     def _ensure_index(self, replicas: int) -> None:
         if self._live().indices.exists(index=self.index, request_timeout=self.timeout_s):
+            # Adding a field is allowed on a live index: one made before run
+            # intents existed gains `generation` here.
+            self._live().indices.put_mapping(
+                index=self.index, body=MANIFEST_MAPPINGS, request_timeout=self.timeout_s
+            )
             return
         body = {
             # Small and read by key: one shard is plenty; replicas for availability.
@@ -170,24 +188,55 @@ class OpenSearchManifest:
         return found
 
     def put_many(self, entries: Sequence[ManifestEntry]) -> None:
-        actions: list[BulkAction] = []
-        for entry in entries:
-            key = (entry.doc_id, entry.locale)
-            actions.append(
-                BulkAction("index", manifest_doc_id("entry", *key), _entry_source(entry))
-            )
-            actions.append(BulkAction("delete", manifest_doc_id("pending", *key)))
-        for batch in batched(actions, _BATCH):
-            self._bulk.write("put entries", batch, ignored_status=frozenset({404}))
+        actions = [
+            BulkAction("index", manifest_doc_id("entry", e.doc_id, e.locale), _entry_source(e))
+            for e in entries
+        ]
+        self._write("put entries", actions)
 
     def delete_many(self, keys: Sequence[Key]) -> None:
+        self._write(
+            "delete entries", [BulkAction("delete", manifest_doc_id("entry", *k)) for k in keys]
+        )
+
+    def entries(self) -> Iterable[ManifestEntry]:
+        fields = ["doc_id", "locale"]
+        query = {"term": {"kind": "entry"}}
+        return [_entry(source) for source in self._scan(query, fields, include_all=True)]
+
+    # -- run intents ----------------------------------------------------------
+
+    def begin_run(self, intents: Sequence[RunIntent]) -> None:
         actions = [
-            BulkAction("delete", manifest_doc_id(kind, *key))
-            for key in keys
-            for kind in ("entry", "pending")
+            BulkAction("index", _intent_id(i.generation, i.key), _intent_source(i)) for i in intents
         ]
+        self._write("begin run", actions)
+
+    def open_intents(self) -> list[RunIntent]:
+        query = {"term": {"kind": "intent"}}
+        sources = self._scan(query, ["generation", "doc_id", "locale"], include_all=True)
+        return [RunIntent.from_json(source["value"]) for source in sources]
+
+    def commit_run(
+        self, generation: int, entries: Sequence[ManifestEntry], removed: Sequence[Key]
+    ) -> None:
+        self.put_many(entries)
+        self.delete_many(removed)
+        self.set_meta(_COMMITTED, str(generation))  # the commit point
+        self.clear_intents(generation)
+
+    def clear_intents(self, generation: int) -> None:
+        query = {
+            "bool": {"filter": [{"term": {"kind": "intent"}}, {"term": {"generation": generation}}]}
+        }
+        keys = [(s["doc_id"], s["locale"]) for s in self._scan(query, ["doc_id", "locale"])]
+        self._write(
+            "clear intents", [BulkAction("delete", _intent_id(generation, k)) for k in keys]
+        )
+
+    def _write(self, action: str, actions: list[BulkAction]) -> None:
         for batch in batched(actions, _BATCH):
-            self._bulk.write("delete entries", batch, ignored_status=frozenset({404}))
+            self._bulk.write(action, batch, ignored_status=frozenset({404}))
 
     def keys_in_scope(self, scope_id: str) -> Iterable[Key]:
         query = {
@@ -222,40 +271,6 @@ class OpenSearchManifest:
         )
         buckets = self._calls.read("chunk counts", search)["aggregations"]["locales"]["buckets"]
         return {b["key"]: int(b["chunks"]["value"]) for b in buckets}
-
-    # -- pending chunk ids ----------------------------------------------------
-
-    def add_pending(self, pending: Mapping[Key, Sequence[str]]) -> None:
-        """Union with what is already pending; optimistic concurrency (seq_no)
-        makes two replicas adding to the same document retry, not overwrite."""
-        for attempt in range(_CONFLICT_ATTEMPTS):
-            try:
-                self._add_pending_once(pending)
-                return
-            except WriteConflict:
-                if attempt == _CONFLICT_ATTEMPTS - 1:
-                    raise
-
-    def _add_pending_once(self, pending: Mapping[Key, Sequence[str]]) -> None:
-        ids = {key: manifest_doc_id("pending", *key) for key in pending}
-        current = self._versioned_sources(list(ids.values()))
-        actions = []
-        for key, chunk_ids in pending.items():
-            source, version = current.get(ids[key], ({}, None))
-            merged = sorted({*source.get("chunk_ids", ()), *chunk_ids})
-            body = {"kind": "pending", "doc_id": key[0], "locale": key[1], "chunk_ids": merged}
-            # create fails with 409 if another replica created it meanwhile.
-            op = "index" if ids[key] in current else "create"
-            actions.append(BulkAction(op, ids[key], body, if_version=version))
-        for batch in batched(actions, _BATCH):
-            self._bulk.write("add pending", batch, ignored_status=frozenset())
-
-    def get_pending(self, keys: Sequence[Key]) -> dict[Key, set[str]]:
-        found: dict[Key, set[str]] = {}
-        for source in self._sources([manifest_doc_id("pending", *key) for key in keys]).values():
-            if source.get("chunk_ids"):
-                found[(source["doc_id"], source["locale"])] = set(source["chunk_ids"])
-        return found
 
     # -- index-level values ---------------------------------------------------
 
@@ -300,14 +315,17 @@ class OpenSearchManifest:
                     found[doc["_id"]] = (doc["_source"], _version(doc))
         return found
 
-    def _scan(self, query: dict[str, Any], fields: list[str]) -> Iterator[dict[str, Any]]:
-        """Every matching document's `fields`, sorted by them, paged by search_after."""
+    def _scan(
+        self, query: dict[str, Any], fields: list[str], *, include_all: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """Every matching document's `fields` (or whole source), sorted by
+        `fields`, paged by search_after."""
         after: list[Any] | None = None
         while True:
             body: dict[str, Any] = {
                 "size": _PAGE,
                 "query": query,
-                "_source": fields,
+                "_source": True if include_all else fields,
                 "sort": [{field: "asc"} for field in fields],
                 "track_total_hits": False,
             }

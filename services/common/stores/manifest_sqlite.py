@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from services.common.stores.manifest import ManifestEntry
+from services.common.stores.manifest import ManifestEntry, RunIntent
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -24,13 +24,16 @@ CREATE TABLE IF NOT EXISTS documents (
 );
 CREATE INDEX IF NOT EXISTS documents_scope ON documents (scope_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS pending (
+CREATE TABLE IF NOT EXISTS intents (
+    generation INTEGER NOT NULL,
     doc_id TEXT NOT NULL,
     locale TEXT NOT NULL,
-    chunk_id TEXT NOT NULL,
-    PRIMARY KEY (doc_id, locale, chunk_id)
+    intent TEXT NOT NULL,
+    PRIMARY KEY (generation, doc_id, locale)
 );
 """
+# Meta key of the commit point; services.common.stores.visibility reads it.
+_COMMITTED = "committed_generation"
 
 
 class SqliteManifest:
@@ -61,6 +64,10 @@ class SqliteManifest:
         return found
 
     def put_many(self, entries: Sequence[ManifestEntry]) -> None:
+        with self._lock, self._transaction():
+            self._put(entries)
+
+    def _put(self, entries: Sequence[ManifestEntry]) -> None:
         rows = [
             (
                 e.doc_id,
@@ -74,34 +81,52 @@ class SqliteManifest:
             )
             for e in entries
         ]
-        keys = [(e.doc_id, e.locale) for e in entries]
-        with self._lock, self._transaction():
-            self._db.executemany(
-                "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
-            self._db.executemany("DELETE FROM pending WHERE doc_id = ? AND locale = ?", keys)
-
-    def add_pending(self, pending: Mapping[tuple[str, str], Sequence[str]]) -> None:
-        rows = [(d, loc, cid) for (d, loc), ids in pending.items() for cid in ids]
-        with self._lock, self._transaction():
-            self._db.executemany("INSERT OR IGNORE INTO pending VALUES (?, ?, ?)", rows)
-
-    def get_pending(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], set[str]]:
-        found: dict[tuple[str, str], set[str]] = {}
-        with self._lock:
-            for doc_id, locale in keys:
-                rows = self._db.execute(
-                    "SELECT chunk_id FROM pending WHERE doc_id = ? AND locale = ?",
-                    (doc_id, locale),
-                ).fetchall()
-                if rows:
-                    found[(doc_id, locale)] = {r[0] for r in rows}
-        return found
+        self._db.executemany(
+            "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+        )
 
     def delete_many(self, keys: Sequence[tuple[str, str]]) -> None:
         with self._lock, self._transaction():
             self._db.executemany("DELETE FROM documents WHERE doc_id = ? AND locale = ?", keys)
-            self._db.executemany("DELETE FROM pending WHERE doc_id = ? AND locale = ?", keys)
+
+    def begin_run(self, intents: Sequence[RunIntent]) -> None:
+        rows = [(i.generation, i.doc_id, i.locale, i.to_json()) for i in intents]
+        with self._lock, self._transaction():
+            self._db.executemany("INSERT OR REPLACE INTO intents VALUES (?, ?, ?, ?)", rows)
+
+    def open_intents(self) -> list[RunIntent]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT intent FROM intents ORDER BY generation, doc_id, locale"
+            ).fetchall()
+        return [RunIntent.from_json(r[0]) for r in rows]
+
+    def commit_run(
+        self,
+        generation: int,
+        entries: Sequence[ManifestEntry],
+        removed: Sequence[tuple[str, str]],
+    ) -> None:
+        # One transaction: the entries, the commit point and the intents'
+        # end are never seen apart.
+        with self._lock, self._transaction():
+            self._put(entries)
+            self._db.executemany(
+                "DELETE FROM documents WHERE doc_id = ? AND locale = ?", list(removed)
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)", (_COMMITTED, str(generation))
+            )
+            self._db.execute("DELETE FROM intents WHERE generation = ?", (generation,))
+
+    def clear_intents(self, generation: int) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM intents WHERE generation = ?", (generation,))
+
+    def entries(self) -> Iterable[ManifestEntry]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM documents ORDER BY doc_id, locale").fetchall()
+        return [_entry(row) for row in rows]
 
     def keys_in_scope(self, scope_id: str) -> Iterable[tuple[str, str]]:
         with self._lock:

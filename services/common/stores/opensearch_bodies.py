@@ -13,9 +13,11 @@ from services.common.stores.lexical_fields import (
     EXACT_BOOST,
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
+    TERMS_SUFFIX,
     terms_field,
 )
 from services.common.stores.payload import (
+    GENERATION_FIELD,
     METADATA_TERMS_FIELD,
     chunk_payload,
     metadata_from_terms,
@@ -53,6 +55,7 @@ def index_template(index: str, shards: int, replicas: int, analysis_version: str
                     IDENTIFIERS_FIELD: {"type": "keyword"},
                     "content_hash": {"type": "keyword", "index": False},
                     "position": {"type": "integer"},
+                    GENERATION_FIELD: {"type": "long"},
                     **{field: {"type": "text", "index": False} for field in FIELD_BOOSTS},
                     **{terms_field(field): dict(terms) for field in FIELD_BOOSTS},
                 },
@@ -113,7 +116,26 @@ def scope_filters(scope: ScopeFilter | None) -> list[dict[str, Any]]:
         clauses.append({"terms": {"url": list(scope.urls)}})
     for key, value in scope.metadata:
         clauses.append({"term": {METADATA_TERMS_FIELD: metadata_term(key, value)}})
+    if scope.visible_generation is not None:
+        # must_not(> G): rows from before generations existed stay visible.
+        later = {"range": {GENERATION_FIELD: {"gt": scope.visible_generation}}}
+        clauses.append({"bool": {"must_not": [later]}})
     return clauses
+
+
+def scan_body(batch: int, after: str | None) -> dict[str, Any]:
+    """One page of every row in chunk-id order (search_after, no scroll context
+    to keep alive or leak)."""
+    body: dict[str, Any] = {
+        "size": batch,
+        "query": {"match_all": {}},
+        "sort": [{"chunk_id": "asc"}],
+        "track_total_hits": False,
+        "_source": {"excludes": [f"*{TERMS_SUFFIX}", IDENTIFIERS_FIELD]},
+    }
+    if after is not None:
+        body["search_after"] = [after]
+    return body
 
 
 def lexical_source(fields: dict[str, Any]) -> dict[str, Any]:

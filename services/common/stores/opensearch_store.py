@@ -28,7 +28,7 @@ with the re-index path. Refresh policy: see `RefreshPolicy` and deploy/README.md
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 
 from opensearchpy import OpenSearch
@@ -37,17 +37,20 @@ from opensearchpy.exceptions import RequestError
 from services.common.analysis import CjkMode, TextAnalyzer
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.base import SCAN_BATCH
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
     TERMS_SUFFIX,
     describe_plan,
     exact_first,
+    index_format,
 )
 from services.common.stores.opensearch_bodies import (
     analyzed_source,
     index_template,
     lexical_query,
+    scan_body,
     scope_filters,
     stored_chunk_from_source,
 )
@@ -116,7 +119,7 @@ class OpenSearchLexicalStore:
         # the code; it only affects indices created afterwards.
         self._live().indices.put_index_template(
             name=f"{self.index}-template",
-            body=index_template(self.index, shards, replicas, self.analyzer.version),
+            body=index_template(self.index, shards, replicas, index_format(self.analyzer)),
             request_timeout=self.timeout_s,
         )
         if not self._live().indices.exists(index=self.index, request_timeout=self.timeout_s):
@@ -150,11 +153,12 @@ class OpenSearchLexicalStore:
                     "index and re-index (see deploy/README.md)"
                 )
             built_with = body.get("mappings", {}).get("_meta", {}).get("analysis", "1")
-            if built_with != self.analyzer.version:
+            expected = index_format(self.analyzer)
+            if built_with != expected:
                 raise ConfigError(
                     f"OpenSearch index {concrete!r} (OPENSEARCH_INDEX) was built with lexical "
                     f"analysis {built_with}, but this version analyses text as "
-                    f"{self.analyzer.version} (RAG_LEXICAL_CJK): point OPENSEARCH_INDEX at a new "
+                    f"{expected} (RAG_LEXICAL_CJK): point OPENSEARCH_INDEX at a new "
                     "index and re-index (docs/indexing.md, 'Re-indexing after an analysis change')"
                 )
 
@@ -262,6 +266,23 @@ class OpenSearchLexicalStore:
             docs = self._calls.read("get", mget)["docs"]
             found.extend(stored_chunk_from_source(d["_source"]) for d in docs if d.get("found"))
         return found
+
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every stored chunk, `batch` at a time, in chunk-id order."""
+        after: str | None = None
+        while True:
+            search = partial(
+                self._live().search,
+                index=self.index,
+                body=scan_body(batch, after),
+                request_timeout=self.timeout_s,
+            )
+            hits = self._calls.read("scan", search)["hits"]["hits"]
+            if hits:
+                yield [stored_chunk_from_source(hit["_source"]) for hit in hits]
+            if len(hits) < batch:
+                return
+            after = str(hits[-1]["sort"][0])
 
     def count(self, scope: ScopeFilter | None = None) -> int:
         body = {"query": {"bool": {"filter": scope_filters(scope)}}}

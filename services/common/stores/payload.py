@@ -18,6 +18,7 @@ from typing import Any
 from services.common.models import Chunk, ChunkPayload, StoredChunk
 
 METADATA_TERMS_FIELD = "meta"
+GENERATION_FIELD = "generation"
 
 _KEY_ESCAPES = {"%": "%25", "=": "%3D"}
 _KEY_UNESCAPES = {escaped: raw for raw, escaped in _KEY_ESCAPES.items()}
@@ -56,6 +57,7 @@ def payload_fields(payload: ChunkPayload) -> dict[str, Any]:
         "locale": payload.locale,
         "metadata": dict(payload.metadata),
         METADATA_TERMS_FIELD: metadata_terms(payload.metadata),
+        GENERATION_FIELD: payload.generation,
     }
 
 
@@ -70,6 +72,7 @@ def chunk_payload(chunk: Chunk) -> dict[str, Any]:
             scope_id=chunk.scope_id,
             locale=chunk.locale,
             metadata=chunk.metadata,
+            generation=chunk.generation,
         )
     )
     fields.update(
@@ -95,6 +98,7 @@ def stored_chunk_from_payload(payload: Mapping[str, Any]) -> StoredChunk:
         locale=str(payload.get("locale", "")),
         content_hash=str(payload.get("content_hash", "")),
         metadata={str(k): str(v) for k, v in (payload.get("metadata") or {}).items()},
+        generation=int(payload.get(GENERATION_FIELD) or 0),
     )
 
 
@@ -113,4 +117,5 @@ def chunk_with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
         scope_id=payload.scope_id,
         locale=payload.locale,
         metadata=dict(payload.metadata),
+        generation=payload.generation,
     )

@@ -21,16 +21,17 @@ with `hnsw_ef` 256, recall@100 against exact 0.995 (Qdrant's default `ef` of
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import qdrant_edge as qe
 
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, hnsw_ef
+from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef
 from services.common.stores.guards import store_errors
 from services.common.stores.payload import (
+    GENERATION_FIELD,
     METADATA_TERMS_FIELD,
     chunk_payload,
     metadata_term,
@@ -61,7 +62,13 @@ def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
     for key, value in scope.metadata:
         term = metadata_term(key, value)
         must.append(qe.FieldCondition(METADATA_TERMS_FIELD, match=qe.MatchValue(term)))
-    return qe.Filter(must=list(must))
+    must_not: list[qe.FieldCondition] = []
+    if scope.visible_generation is not None:
+        # must_not(> G) rather than must(<= G): rows from before generations
+        # existed have no such field and stay visible.
+        later = qe.RangeFloat(gt=float(scope.visible_generation))
+        must_not.append(qe.FieldCondition(GENERATION_FIELD, range=later))
+    return qe.Filter(must=list(must), must_not=list(must_not))
 
 
 def _as_floats(vector: Sequence[float]) -> list[float]:
@@ -106,6 +113,8 @@ class EdgeVectorStore:
             for field in _KEYWORD_INDEXED_FIELDS:
                 schema = qe.PayloadSchemaType.Keyword
                 shard.update(qe.UpdateOperation.create_field_index(field, schema))
+            integer = qe.PayloadSchemaType.Integer
+            shard.update(qe.UpdateOperation.create_field_index(GENERATION_FIELD, integer))
         return shard
 
     def _live_shard(self) -> qe.EdgeShard:
@@ -179,6 +188,18 @@ class EdgeVectorStore:
         with store_errors(self.name, "get"):
             records = self._live_shard().retrieve(point_ids, with_payload=True, with_vector=False)
         return [stored_chunk_from_payload(record.payload or {}) for record in records]
+
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every stored chunk, `batch` at a time, in point-id order."""
+        offset: qe.PointId | None = None
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=batch, with_payload=True)
+            with store_errors(self.name, "scan"):
+                records, offset = self._live_shard().scroll(request)
+            if records:
+                yield [stored_chunk_from_payload(record.payload or {}) for record in records]
+            if offset is None:
+                return
 
     def count(self, scope: ScopeFilter | None = None) -> int:
         with store_errors(self.name, "count"):

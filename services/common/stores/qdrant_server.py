@@ -14,7 +14,7 @@ vectors of one model with another model's query embedding returns garbage.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -26,8 +26,9 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, hnsw_ef
+from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef
 from services.common.stores.payload import (
+    GENERATION_FIELD,
     METADATA_TERMS_FIELD,
     chunk_payload,
     metadata_term,
@@ -89,7 +90,12 @@ def scope_to_filter(scope: ScopeFilter | None) -> models.Filter | None:
         must.append(_match_any("url", scope.urls))
     for key, value in scope.metadata:
         must.append(_match(METADATA_TERMS_FIELD, metadata_term(key, value)))
-    return models.Filter(must=must)
+    must_not: list[models.Condition] = []
+    if scope.visible_generation is not None:
+        # must_not(> G): rows from before generations existed stay visible.
+        later = models.Range(gt=scope.visible_generation)
+        must_not.append(models.FieldCondition(key=GENERATION_FIELD, range=later))
+    return models.Filter(must=must, must_not=must_not or None)
 
 
 def _match(key: str, value: str) -> models.FieldCondition:
@@ -174,6 +180,7 @@ class QdrantVectorStore:
                 type=models.KeywordIndexType.KEYWORD, is_tenant=True
             ),
             **{field: models.PayloadSchemaType.KEYWORD for field in KEYWORD_INDEX_FIELDS},
+            GENERATION_FIELD: models.PayloadSchemaType.INTEGER,
         }
         for field, schema in wanted.items():
             if field not in indexed:
@@ -301,6 +308,25 @@ class QdrantVectorStore:
             records = self._calls.read("get", retrieve)
             found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
         return found
+
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every stored chunk, `batch` at a time (scroll pages, point-id order)."""
+        offset: Any = None  # the client's next-page id, handed back as it came
+        while True:
+            scroll = partial(
+                self._live().scroll,
+                self.collection,
+                limit=batch,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+                timeout=self._timeout,
+            )
+            records, offset = self._calls.read("scan", scroll)
+            if records:
+                yield [stored_chunk_from_payload(r.payload or {}) for r in records]
+            if offset is None:
+                return
 
     def count(self, scope: ScopeFilter | None = None) -> int:
         count = partial(

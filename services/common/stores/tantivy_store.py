@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import tantivy as tv
@@ -33,15 +33,18 @@ import tantivy as tv
 from services.common.analysis import QueryPlan, TextAnalyzer
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.base import SCAN_BATCH
 from services.common.stores.guards import store_errors
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
     describe_plan,
     exact_first,
+    index_format,
     terms_field,
 )
 from services.common.stores.payload import (
+    GENERATION_FIELD,
     METADATA_TERMS_FIELD,
     chunk_with_payload,
     metadata_from_terms,
@@ -68,6 +71,7 @@ def build_schema() -> tv.Schema:
         builder.add_bytes_field(field, stored=True)
         builder.add_text_field(terms_field(field), tokenizer_name=_TERMS_TOKENIZER)
     builder.add_integer_field("position", stored=True)
+    builder.add_integer_field(GENERATION_FIELD, stored=True, indexed=True, fast=True)
     return builder.build()
 
 
@@ -84,6 +88,7 @@ def _document(chunk: Chunk, analyzer: TextAnalyzer) -> tv.Document:
     for term in metadata_terms(chunk.metadata):
         doc.add_text(METADATA_TERMS_FIELD, term)
     doc.add_integer("position", chunk.position)
+    doc.add_integer(GENERATION_FIELD, chunk.generation)
     return doc
 
 
@@ -108,6 +113,7 @@ def _stored_chunk(doc: tv.Document) -> StoredChunk:
         locale=first("locale") or "",
         content_hash=first("content_hash") or "",
         metadata=metadata_from_terms(doc.get_all(METADATA_TERMS_FIELD)),
+        generation=first(GENERATION_FIELD) or 0,
     )
 
 
@@ -117,17 +123,18 @@ def check_analysis(path: Path, analyzer: TextAnalyzer) -> None:
     built_with = _recorded_analysis(record)
     if built_with is None and (path / "meta.json").exists():
         built_with = "1 (words only: no identifier field, no CJK segmentation)"
-    if built_with is not None and built_with != analyzer.version:
+    expected = index_format(analyzer)
+    if built_with is not None and built_with != expected:
         raise ConfigError(
             f"the lexical index {path} was built with lexical analysis {built_with}, but this "
-            f"version analyses text as {analyzer.version} (RAG_LEXICAL_CJK): its terms would "
-            "not match the queries'. Re-index into a fresh RAG_DATA_DIR (see docs/indexing.md, "
+            f"version analyses text as {expected} (RAG_LEXICAL_CJK): its terms or row layout "
+            "would not match. Re-index into a fresh RAG_DATA_DIR (see docs/indexing.md, "
             "'Re-indexing after an analysis change'), or run the release that built it"
         )
     if built_with is None:
         # Written whole or not at all: a torn record would look like a foreign index.
         partial = record.with_suffix(".tmp")
-        partial.write_text(json.dumps({"analysis": analyzer.version}))
+        partial.write_text(json.dumps({"analysis": expected}))
         partial.replace(record)
 
 
@@ -219,6 +226,17 @@ class TantivyLexicalStore:
             result = searcher.search(query, len(wanted), count=False)
             return [_stored_chunk(searcher.doc(address)) for _, address in result.hits]
 
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every stored chunk, `batch` at a time, from one searcher snapshot
+        (so pages neither skip nor repeat rows while writes go on)."""
+        with store_errors(self.name, "scan"):
+            searcher = self._searcher()
+        total = int(searcher.num_docs)
+        for offset in range(0, total, batch):
+            with store_errors(self.name, "scan"):
+                result = searcher.search(tv.Query.all_query(), batch, count=False, offset=offset)
+                yield [_stored_chunk(searcher.doc(address)) for _, address in result.hits]
+
     def count(self, scope: ScopeFilter | None = None) -> int:
         filters = self._filter_query(scope)
         with store_errors(self.name, "count"):
@@ -241,7 +259,19 @@ class TantivyLexicalStore:
                 clauses.append(tv.Query.term_set_query(self._schema, field, list(values)))
         for key, value in scope.metadata:
             clauses.append(self._keyword(METADATA_TERMS_FIELD, metadata_term(key, value)))
-        return tv.Query.boolean_query([(tv.Occur.Must, clause) for clause in clauses])
+        occurs = [(tv.Occur.Must, clause) for clause in clauses]
+        if scope.visible_generation is not None:
+            later = tv.Query.range_query(
+                self._schema,
+                GENERATION_FIELD,
+                tv.FieldType.Integer,
+                scope.visible_generation,
+                None,
+                include_lower=False,
+            )
+            # A pure MustNot query matches nothing: pair it with all documents.
+            occurs += [(tv.Occur.Must, tv.Query.all_query()), (tv.Occur.MustNot, later)]
+        return tv.Query.boolean_query(occurs)
 
     def _keyword(self, field: str, value: str) -> tv.Query:
         return tv.Query.term_query(self._schema, field, value, index_option="basic")

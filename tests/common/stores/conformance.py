@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -161,6 +162,123 @@ class StoreContract:
         assert filtered
         for hit in filtered:
             assert hit.score == pytest.approx(unfiltered[hit.chunk.chunk_id], rel=1e-6)
+
+    # -- generations: rows of uncommitted runs stay invisible ------------------
+
+    def test_visible_generation_hides_rows_of_later_runs(self, harness: StoreHarness) -> None:
+        # Far above any run count: an int32 or a float32 would lose it.
+        huge = 2**40
+        runs = {g: make_chunk(f"doc-gen-{g}", generation=g) for g in (0, 1, 2, 3, huge)}
+        other = make_chunk("doc-gen-other", scope_id="site-b", generation=1)
+        harness.upsert([*runs.values(), other])
+        ids = {g: chunk.chunk_id for g, chunk in runs.items()}
+        every = {*ids.values(), other.chunk_id}
+        cases: list[tuple[ScopeFilter, set[str]]] = [
+            (ScopeFilter(visible_generation=0), {ids[0]}),
+            (ScopeFilter(visible_generation=1), {ids[0], ids[1], other.chunk_id}),
+            (ScopeFilter(visible_generation=2), {ids[0], ids[1], ids[2], other.chunk_id}),
+            (ScopeFilter(visible_generation=huge - 1), every - {ids[huge]}),
+            (ScopeFilter(visible_generation=huge), every),
+            (ScopeFilter(), every),
+            (ScopeFilter(scope_id="site-a", visible_generation=1), {ids[0], ids[1]}),
+            (
+                ScopeFilter(scope_id="site-a", visible_generation=3),
+                {ids[0], ids[1], ids[2], ids[3]},
+            ),
+            (ScopeFilter(scope_id="site-b", visible_generation=0), set()),
+            (ScopeFilter(scope_id="site-b", visible_generation=1), {other.chunk_id}),
+            (ScopeFilter(doc_ids=("doc-gen-3", "doc-gen-0"), visible_generation=2), {ids[0]}),
+        ]
+        for scope, expected in cases:
+            assert harness.matching_ids(scope) == expected, scope
+            assert harness.store.count(scope) == len(expected), scope
+
+    def test_a_payload_rewrite_moves_a_row_across_the_generation_limit(
+        self, harness: StoreHarness
+    ) -> None:
+        chunk = make_chunk("doc-1", generation=1)
+        kept = make_chunk("doc-2", generation=1)
+        harness.upsert([chunk, kept])
+        both = {chunk.chunk_id, kept.chunk_id}
+        committed = ScopeFilter(visible_generation=1)
+        in_scope = ScopeFilter(scope_id="site-a", visible_generation=1)
+        assert harness.matching_ids(committed) == both
+
+        # A later, uncommitted run rewrites the payload: hidden at once.
+        harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, generation=2))])
+        for scope in (committed, in_scope):
+            assert harness.matching_ids(scope) == {kept.chunk_id}, scope
+            assert harness.store.count(scope) == 1, scope
+        assert harness.matching_ids(ScopeFilter(visible_generation=2)) == both
+        assert harness.matching_ids() == both
+        assert harness.get_one(chunk.chunk_id) == replace(stored(chunk), generation=2)
+
+        # Its recovery writes the old generation back: visible again, unchanged.
+        harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, generation=1))])
+        for scope in (committed, in_scope):
+            assert harness.matching_ids(scope) == both, scope
+            assert harness.store.count(scope) == 2, scope
+        assert harness.get_one(chunk.chunk_id) == stored(chunk)
+
+    # -- scan: every row, whatever its generation -----------------------------
+
+    def test_scan_returns_every_row_once_in_pages_of_the_batch(self, harness: StoreHarness) -> None:
+        corpus = [
+            make_chunk(
+                f"doc-scan-{n // 2}",
+                n % 2,
+                scope_id=("site-a", "site-b")[n % 3 == 0],
+                locale=("en", "de")[n % 4 == 0],
+                metadata={"n": str(n)},
+                generation=(0, 1, 5, 10**6)[n % 4],
+            )
+            for n in range(10)
+        ]
+        harness.upsert(corpus)
+        # A search limited to generation 1 sees 6 of them; a scan sees all 10.
+        committed = {chunk.chunk_id for chunk in corpus if chunk.generation <= 1}
+        assert len(committed) == 6
+        assert harness.matching_ids(ScopeFilter(visible_generation=1)) == committed
+        pages = list(harness.store.scan(batch=3))
+        assert [len(page) for page in pages] == [3, 3, 3, 1]
+        rows = [row for page in pages for row in page]
+        ids = [row.chunk_id for row in rows]
+        assert len(ids) == len(set(ids)), f"a row came back twice: {ids}"
+        expected = sorted((stored(chunk) for chunk in corpus), key=lambda c: c.chunk_id)
+        assert sorted(rows, key=lambda c: c.chunk_id) == expected
+        by_id = {row.chunk_id: row for row in rows}
+        for chunk in corpus:
+            got = by_id[chunk.chunk_id]
+            assert (got.doc_id, got.content_hash, got.generation, got.text) == (
+                chunk.doc_id,
+                chunk.content_hash,
+                chunk.generation,
+                chunk.text,
+            )
+        # One page when the batch holds them all.
+        [whole] = list(harness.store.scan())
+        assert sorted(whole, key=lambda c: c.chunk_id) == expected
+
+    def test_scan_follows_writes_and_an_empty_store_has_no_page(
+        self, harness: StoreHarness
+    ) -> None:
+        assert list(harness.store.scan(batch=3)) == []
+        corpus = [make_chunk(f"doc-{n}", generation=n) for n in range(7)]
+        harness.upsert(corpus)
+        harness.store.delete([corpus[0].chunk_id, corpus[4].chunk_id])
+        rewritten = payload_of(corpus[5], title="Rewritten", generation=9)
+        harness.store.update_payload([(corpus[5].chunk_id, rewritten)])
+        pages = list(harness.store.scan(batch=3))
+        assert [len(page) for page in pages] == [3, 2]
+        rows = sorted((row for page in pages for row in page), key=lambda c: c.chunk_id)
+        expected = [stored(chunk) for chunk in corpus if chunk not in (corpus[0], corpus[4])]
+        expected = [
+            replace(row, title="Rewritten", generation=9)
+            if row.chunk_id == corpus[5].chunk_id
+            else row
+            for row in expected
+        ]
+        assert rows == sorted(expected, key=lambda c: c.chunk_id)
 
     def test_get_skips_missing_ids_and_repeats(self, harness: StoreHarness) -> None:
         corpus = filter_corpus()

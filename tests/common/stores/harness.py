@@ -85,6 +85,7 @@ def make_chunk(
     url: str = "",
     heading_path: str = "Guide > Setup",
     metadata: dict[str, str] | None = None,
+    generation: int = 0,
 ) -> Chunk:
     body = text or f"{COMMON_WORD} text of {doc_id} part {index}"
     return Chunk(
@@ -99,21 +100,25 @@ def make_chunk(
         scope_id=scope_id,
         locale=locale,
         metadata=dict(metadata or {}),
+        generation=generation,
     )
 
 
 def filter_corpus() -> list[Chunk]:
-    """Chunks spread over scopes, locales, documents, urls and metadata,
-    including the escaping trap `{"a=b": "c"}` versus `{"a": "b=c"}`."""
+    """Chunks spread over scopes, locales, documents, urls, metadata and the
+    generations (indexing runs) that wrote them, including the escaping trap
+    `{"a=b": "c"}` versus `{"a": "b=c"}`."""
     return [
         make_chunk("doc-1", 0, metadata={"product": "api", "tier": "free"}),
-        make_chunk("doc-1", 1, metadata={"product": "api", "tier": "free"}),
-        make_chunk("doc-2", 0, metadata={"product": "api", "tier": "pro"}),
-        make_chunk("doc-3", 0, scope_id="site-b", metadata={"product": "cli"}),
+        make_chunk("doc-1", 1, metadata={"product": "api", "tier": "free"}, generation=2),
+        make_chunk("doc-2", 0, metadata={"product": "api", "tier": "pro"}, generation=1),
+        make_chunk("doc-3", 0, scope_id="site-b", metadata={"product": "cli"}, generation=3),
         make_chunk("doc-3", 0, scope_id="site-b", locale="de", metadata={"product": "cli"}),
-        make_chunk("doc-4", 0, scope_id="site-b", locale="de", url="https://example.test/x"),
-        make_chunk("doc-5", 0, metadata={"a=b": "c"}),
-        make_chunk("doc-6", 0, metadata={"a": "b=c"}),
+        make_chunk(
+            "doc-4", 0, scope_id="site-b", locale="de", url="https://example.test/x", generation=2
+        ),
+        make_chunk("doc-5", 0, metadata={"a=b": "c"}, generation=1),
+        make_chunk("doc-6", 0, metadata={"a": "b=c"}, generation=3),
     ]
 
 
@@ -132,13 +137,19 @@ SCOPE_CASES: dict[str, ScopeFilter] = {
         scope_id="site-a", locale="en", doc_ids=("doc-1", "doc-2"), metadata=(("tier", "pro"),)
     ),
     "no-match": ScopeFilter(scope_id="site-unknown"),
+    "generation-0": ScopeFilter(visible_generation=0),
+    "generation-2": ScopeFilter(visible_generation=2),
+    "scope+generation": ScopeFilter(scope_id="site-b", visible_generation=2),
+    "meta+generation": ScopeFilter(metadata=(("product", "api"),), visible_generation=1),
 }
 
 
 def reference_match(chunk: Chunk | StoredChunk, scope: ScopeFilter) -> bool:
-    """What a ScopeFilter means: every set field must hold (any-of for lists)."""
+    """What a ScopeFilter means: every set field must hold (any-of for lists),
+    and no row written by a generation above `visible_generation` is seen."""
     return (
-        (not scope.scope_id or chunk.scope_id == scope.scope_id)
+        (scope.visible_generation is None or chunk.generation <= scope.visible_generation)
+        and (not scope.scope_id or chunk.scope_id == scope.scope_id)
         and (not scope.locale or chunk.locale == scope.locale)
         and (not scope.doc_ids or chunk.doc_id in scope.doc_ids)
         and (not scope.urls or chunk.url in scope.urls)
@@ -160,6 +171,7 @@ def stored(chunk: Chunk) -> StoredChunk:
         locale=chunk.locale,
         content_hash=chunk.content_hash,
         metadata=dict(chunk.metadata),
+        generation=chunk.generation,
     )
 
 
@@ -171,6 +183,7 @@ def payload_of(chunk: Chunk, **changes: Any) -> ChunkPayload:
         scope_id=chunk.scope_id,
         locale=chunk.locale,
         metadata=dict(chunk.metadata),
+        generation=chunk.generation,
     )
     return replace(payload, **changes)
 

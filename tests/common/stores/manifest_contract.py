@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from services.common.stores.manifest import ManifestEntry
+from services.common.models import StoredChunk
+from services.common.stores.manifest import ManifestEntry, RunIntent
 
 ManifestFactory = Callable[[Path], Any]
 
@@ -31,6 +32,24 @@ def entry(
         chunk_hashes=tuple(f"hash-{doc_id}-{n}" for n in range(chunks)),
         updated_at="2026-01-02T03:04:05Z",
     )
+
+
+def intent(generation: int, doc_id: str, old: ManifestEntry | None = None) -> RunIntent:
+    saved = StoredChunk(
+        chunk_id=f"{doc_id}#0",
+        doc_id=doc_id,
+        position=0,
+        text="the text as it was, 中文 too",
+        url="https://x.invalid/a",
+        title="T",
+        heading_path="H",
+        scope_id="docs",
+        locale="en",
+        content_hash="h0",
+        metadata={"k": "v"},
+        generation=generation - 1,
+    )
+    return RunIntent(generation, doc_id, "en", old, (f"{doc_id}#0", f"{doc_id}#1"), (saved,))
 
 
 class ManifestContract:
@@ -68,23 +87,30 @@ class ManifestContract:
         assert manifest.count() == 4
         assert manifest.chunk_counts_by_locale() == {"en": 6, "de": 5}
 
-    def test_delete_removes_entries_and_their_pending_records(self, manifest) -> None:
+    def test_delete_removes_entries(self, manifest) -> None:
         manifest.put_many([entry("a"), entry("b")])
-        manifest.add_pending({("a", "en"): ["a#9"]})
         manifest.delete_many([("a", "en"), ("never", "en")])
         assert manifest.get("a", "en") is None
-        assert manifest.get_pending([("a", "en")]) == {}
         assert [k for k in manifest.keys_in_scope("docs")] == [("b", "en")]
+        assert [e.doc_id for e in manifest.entries()] == ["b"]
 
-    def test_pending_accumulates_until_the_entry_is_committed(self, manifest) -> None:
-        manifest.add_pending({("a", "en"): ["a#0", "a#1"], ("b", "en"): ["b#0"]})
-        manifest.add_pending({("a", "en"): ["a#1", "a#2"]})
-        assert manifest.get_pending([("a", "en"), ("b", "en"), ("c", "en")]) == {
-            ("a", "en"): {"a#0", "a#1", "a#2"},
-            ("b", "en"): {"b#0"},
-        }
-        manifest.put_many([entry("a")])
-        assert manifest.get_pending([("a", "en"), ("b", "en")]) == {("b", "en"): {"b#0"}}
+    def test_intents_round_trip_until_their_run_is_settled(self, manifest) -> None:
+        first, second = intent(1, "a", old=entry("a")), intent(2, "b", old=None)
+        manifest.begin_run([first])
+        manifest.begin_run([second])
+        assert manifest.open_intents() == [first, second]
+        manifest.clear_intents(1)
+        assert manifest.open_intents() == [second]
+
+    def test_commit_run_moves_entries_and_the_commit_point_together(self, manifest) -> None:
+        manifest.put_many([entry("gone"), entry("a", chunks=1)])
+        manifest.begin_run([intent(3, "a", old=entry("a", chunks=1)), intent(3, "gone")])
+        manifest.begin_run([intent(4, "later")])
+        manifest.commit_run(3, [entry("a", chunks=3)], [("gone", "en")])
+        assert manifest.get("a", "en") == entry("a", chunks=3)
+        assert manifest.get("gone", "en") is None
+        assert manifest.get_meta("committed_generation") == "3"
+        assert [i.generation for i in manifest.open_intents()] == [4]
 
     def test_meta_values_and_reopening(self, manifest_factory, tmp_path: Path) -> None:
         first = manifest_factory(tmp_path / "manifest")

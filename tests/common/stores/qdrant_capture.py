@@ -26,7 +26,9 @@ from qdrant_client.grpc import collections_service_pb2_grpc, points_service_pb2_
 from services.common.models import Chunk
 
 # Sample data the request tests pin.
-ALL_INDEXED = ("scope_id", "locale", "doc_id", "url", "meta")
+ALL_INDEXED = ("scope_id", "locale", "doc_id", "url", "meta", "generation")
+# Payload indexes that are not keyword indexes (what the server reports them as).
+INDEX_TYPES = {"generation": models.PayloadSchemaType.INTEGER}
 DIM = 4
 SETUP_0 = "95d95013-3170-57a1-bcab-8de8ee983296"  # point_uuid("chunk-setup-0")
 SETUP_1 = "b55d03d8-62c8-5dca-b401-9e02c5aa7258"  # point_uuid("chunk-setup-1")
@@ -66,7 +68,9 @@ def rest_collection_info(
         optimizer_status=models.OptimizersStatusOneOf.OK,
         segments_count=1,
         payload_schema={
-            name: models.PayloadIndexInfo(data_type=models.PayloadSchemaType.KEYWORD, points=0)
+            name: models.PayloadIndexInfo(
+                data_type=INDEX_TYPES.get(name, models.PayloadSchemaType.KEYWORD), points=0
+            )
             for name in indexed
         },
         config=models.CollectionConfig(
@@ -109,6 +113,11 @@ class QdrantCapture:
     stored_points: list[qg.RetrievedPoint] = field(default_factory=list)
     scored_points: list[qg.ScoredPoint] = field(default_factory=list)
     count: int = 0
+    # Scroll answers, one page per call: the points and the next page's id
+    # (None on the last page); consumed in order.
+    scroll_pages: deque[tuple[list[qg.RetrievedPoint], qg.PointId | None]] = field(
+        default_factory=deque
+    )
     # method -> status codes to fail the next calls with, in order
     failures: dict[str, deque[grpc.StatusCode]] = field(default_factory=lambda: defaultdict(deque))
     calls: list[CapturedCall] = field(default_factory=list)
@@ -151,8 +160,13 @@ class QdrantCapture:
             "Query": lambda: qg.QueryResponse(result=self.scored_points),
             "GetPoints": lambda: qg.GetResponse(result=self.stored_points),
             "Count": lambda: qg.CountResponse(result=qg.CountResult(count=self.count)),
+            "Scroll": self._scroll_page,
         }
         return answers[method]()
+
+    def _scroll_page(self) -> qg.ScrollResponse:
+        points, next_page = self.scroll_pages.popleft()
+        return qg.ScrollResponse(result=points, next_page_offset=next_page)
 
 
 class _Collections(collections_service_pb2_grpc.CollectionsServicer):
@@ -201,6 +215,9 @@ class _Points(points_service_pb2_grpc.PointsServicer):
 
     def Count(self, request, context):
         return self._handle("Count", request, context)
+
+    def Scroll(self, request, context):
+        return self._handle("Scroll", request, context)
 
 
 def start_capture_server(capture: QdrantCapture) -> tuple[grpc.Server, int]:

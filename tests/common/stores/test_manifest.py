@@ -15,9 +15,9 @@ import pytest
 from services.common.settings import load_settings
 from services.common.stores.manifest_opensearch import OpenSearchManifest, manifest_doc_id
 from services.common.stores.manifest_sqlite import SqliteManifest
-from services.common.stores.opensearch_client import WriteConflict, connect_opensearch
+from services.common.stores.opensearch_client import connect_opensearch
 from services.common.stores.settings import StoreSettings
-from tests.common.stores.manifest_contract import ManifestContract, entry
+from tests.common.stores.manifest_contract import ManifestContract, entry, intent
 from tests.common.stores.opensearch_capture import (
     CaptureConnection,
     CapturedRequest,
@@ -69,10 +69,6 @@ def entry_id(doc_id: str, locale: str = "en") -> str:
     return manifest_doc_id("entry", doc_id, locale)
 
 
-def pending_id(doc_id: str, locale: str = "en") -> str:
-    return manifest_doc_id("pending", doc_id, locale)
-
-
 @pytest.fixture
 def capture() -> OpenSearchCapture:
     double = OpenSearchCapture()
@@ -121,13 +117,14 @@ def test_a_missing_index_is_created_with_strict_mappings(capture) -> None:
                     "updated_at": stored_only,
                     "key": {"type": "keyword"},
                     "value": stored_only,
+                    "generation": {"type": "long"},
                 },
             },
         }
     ]
 
 
-def test_put_many_writes_entries_and_clears_pending_in_one_bulk(capture) -> None:
+def test_put_many_writes_entries_in_one_bulk(capture) -> None:
     open_manifest(capture).put_many([entry("guide", chunks=1)])
     [request] = capture.requests
     assert request.params == {"refresh": "wait_for"}
@@ -145,7 +142,6 @@ def test_put_many_writes_entries_and_clears_pending_in_one_bulk(capture) -> None
             "chunk_hashes": ["hash-guide-0"],
             "updated_at": "2026-01-02T03:04:05Z",
         },
-        {"delete": {"_id": pending_id("guide")}},
     ]
 
 
@@ -202,46 +198,42 @@ def test_chunk_counts_use_one_aggregation(capture) -> None:
     ]
 
 
-def test_add_pending_merges_under_optimistic_concurrency(capture) -> None:
-    existing = {
-        "_id": pending_id("a"),
-        "found": True,
-        "_seq_no": 7,
-        "_primary_term": 1,
-        "_source": {"kind": "pending", "doc_id": "a", "locale": "en", "chunk_ids": ["a#0"]},
-    }
-    missing = {"_id": pending_id("b"), "found": False}
-    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [existing, missing]}))
-    open_manifest(capture).add_pending({("a", "en"): ["a#1"], ("b", "en"): ["b#0"]})
+def test_begin_run_writes_one_intent_document_per_document(capture) -> None:
+    run = intent(5, "a", old=entry("a"))
+    open_manifest(capture).begin_run([run])
     assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
         [
-            {"index": {"_id": pending_id("a"), "if_seq_no": 7, "if_primary_term": 1}},
-            {"kind": "pending", "doc_id": "a", "locale": "en", "chunk_ids": ["a#0", "a#1"]},
-            {"create": {"_id": pending_id("b")}},
-            {"kind": "pending", "doc_id": "b", "locale": "en", "chunk_ids": ["b#0"]},
+            {"index": {"_id": manifest_doc_id("intent", "5", "a", "en")}},
+            {
+                "kind": "intent",
+                "generation": 5,
+                "doc_id": "a",
+                "locale": "en",
+                "value": run.to_json(),
+            },
         ]
     ]
 
 
-def test_a_concurrent_pending_write_makes_add_pending_reread(capture) -> None:
-    conflict = {"errors": True, "items": [{"create": {"_id": pending_id("a"), "status": 409}}]}
-    ok = {"errors": False, "items": [{"create": {"_id": pending_id("a"), "status": 201}}]}
-    capture.on("POST", f"/{INDEX}/_bulk", (200, conflict), (200, ok))
+def test_commit_run_writes_entries_then_the_commit_point_then_clears_intents(capture) -> None:
     capture.on(
-        "POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": pending_id("a"), "found": False}]})
+        "POST",
+        f"/{INDEX}/_search",
+        (
+            200,
+            {"hits": {"hits": [{"_source": {"doc_id": "a", "locale": "en"}, "sort": ["a", "en"]}]}},
+        ),
     )
-    open_manifest(capture).add_pending({("a", "en"): ["a#0"]})
-    assert [r.path for r in capture.requests] == [f"/{INDEX}/_mget", f"/{INDEX}/_bulk"] * 2
-
-
-def test_endless_conflicts_surface_as_write_conflict(capture) -> None:
-    conflict = {"errors": True, "items": [{"create": {"_id": pending_id("a"), "status": 409}}]}
-    capture.on("POST", f"/{INDEX}/_bulk", (200, conflict))
-    capture.on(
-        "POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": pending_id("a"), "found": False}]})
-    )
-    with pytest.raises(WriteConflict):
-        open_manifest(capture).add_pending({("a", "en"): ["a#0"]})
+    open_manifest(capture).commit_run(5, [entry("a", chunks=1)], [("gone", "en")])
+    bulks = capture.bodies("POST", f"/{INDEX}/_bulk")
+    assert [next(iter(b[0])) for b in bulks] == ["index", "delete", "index", "delete"]
+    assert bulks[1] == [{"delete": {"_id": entry_id("gone")}}]
+    assert bulks[2][1] == {"kind": "meta", "key": "committed_generation", "value": "5"}
+    assert bulks[3] == [{"delete": {"_id": manifest_doc_id("intent", "5", "a", "en")}}]
+    [search] = capture.bodies("POST", f"/{INDEX}/_search")
+    assert search["query"] == {
+        "bool": {"filter": [{"term": {"kind": "intent"}}, {"term": {"generation": 5}}]}
+    }
 
 
 def test_meta_values_are_documents_keyed_by_name(capture) -> None:

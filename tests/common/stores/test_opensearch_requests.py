@@ -27,7 +27,7 @@ pytestmark = pytest.mark.unit
 
 INDEX = "rag-chunks"
 FIELDS = ["title_terms^2", "heading_path_terms^1.5", "text_terms^1"]
-ANALYSIS = "2;cjk=words"
+ANALYSIS = "2;cjk=words;rows=2"
 GOOD_MAPPING = {
     INDEX: {
         "mappings": {
@@ -64,6 +64,7 @@ EXPECTED_TEMPLATE = {
                 "identifiers": {"type": "keyword"},
                 "content_hash": {"type": "keyword", "index": False},
                 "position": {"type": "integer"},
+                "generation": {"type": "long"},
                 "title": {"type": "text", "index": False},
                 "heading_path": {"type": "text", "index": False},
                 "text": {"type": "text", "index": False},
@@ -88,6 +89,7 @@ def chunk(chunk_id: str, **fields: Any) -> Chunk:
         "scope_id": "docs",
         "locale": "en",
         "metadata": {"product": "api", "a=b": "c"},
+        "generation": 3,
     }
     values.update(fields)
     return Chunk(chunk_id=chunk_id, **values)
@@ -100,6 +102,7 @@ SOURCE = {
     "scope_id": "docs",
     "locale": "en",
     "meta": ["a%3Db=c", "product=api"],
+    "generation": 3,
     "chunk_id": "c-1",
     "doc_id": "guide/setup",
     "position": 0,
@@ -242,6 +245,31 @@ def test_search_sends_weighted_fields_identifier_phrases_and_every_filter(captur
     )
 
 
+def test_visible_generation_is_a_must_not_range_clause(capture, store) -> None:
+    # must_not(generation > 5), not a range lte: a document written before
+    # generations existed has no such field and must stay visible.
+    capture.on("POST", f"/{INDEX}/_count", (200, {"count": 0}))
+    store.search("gateway", 5, ScopeFilter(visible_generation=5))
+    store.count(ScopeFilter(scope_id="docs", visible_generation=0))
+    later = {"bool": {"must_not": [{"range": {"generation": {"gt": 5}}}]}}
+    assert [(r.path, r.body) for r in capture.requests] == [
+        ("/rag-chunks/_search", search_body([most_fields("gateway")], [later], size=5)),
+        (
+            "/rag-chunks/_count",
+            {
+                "query": {
+                    "bool": {
+                        "filter": [
+                            {"term": {"scope_id": "docs"}},
+                            {"bool": {"must_not": [{"range": {"generation": {"gt": 0}}}]}},
+                        ]
+                    }
+                }
+            },
+        ),
+    ]
+
+
 def test_chinese_questions_travel_as_segmented_words(capture, store) -> None:
     store.search("如何设置分块大小", 5, ScopeFilter())
     [request] = capture.requests
@@ -280,7 +308,7 @@ def test_hits_become_chunks_with_their_metadata(capture, store) -> None:
     [hit] = store.search("chunkSize", 3, ScopeFilter())
     assert (hit.score, hit.exact) == (3.5, ("chunksize",))
     assert hit.chunk.metadata == {"product": "api", "a=b": "c"}
-    assert (hit.chunk.chunk_id, hit.chunk.text) == ("c-1", SOURCE["text"])
+    assert (hit.chunk.chunk_id, hit.chunk.text, hit.chunk.generation) == ("c-1", SOURCE["text"], 3)
 
 
 # -- writes -------------------------------------------------------------------
@@ -305,6 +333,7 @@ def test_update_payload_rewrites_whole_documents_if_unchanged_since_read(capture
         scope_id="docs",
         locale="de",
         metadata={"tier": "pro"},
+        generation=4,
     )
     store.update_payload([("c-1", payload), ("x", payload)])
     assert capture.bodies("POST", f"/{INDEX}/_mget") == [{"ids": ["c-1", "x"]}]
@@ -321,6 +350,7 @@ def test_update_payload_rewrites_whole_documents_if_unchanged_since_read(capture
                 "scope_id": "docs",
                 "locale": "de",
                 "meta": ["tier=pro"],
+                "generation": 4,
                 "title_terms": "move",
                 "heading_path_terms": "guid move",
             },
@@ -374,6 +404,71 @@ def test_get_and_count_requests(capture, store) -> None:
         ("/rag-chunks/_count", {"query": {"bool": {"filter": EVERY_CLAUSE}}}),
         ("/rag-chunks/_count", {"query": {"bool": {"filter": []}}}),
     ]
+
+
+def scan_hits(*ids_and_generations: tuple[str, int]) -> dict[str, Any]:
+    return {
+        "hits": {
+            "hits": [
+                {
+                    "_id": chunk_id,
+                    "_score": None,
+                    "_source": {**SOURCE, "chunk_id": chunk_id, "generation": generation},
+                    "sort": [chunk_id],
+                }
+                for chunk_id, generation in ids_and_generations
+            ]
+        }
+    }
+
+
+SCAN_BODY = {
+    "size": 2,
+    "query": {"match_all": {}},
+    "sort": [{"chunk_id": "asc"}],
+    "track_total_hits": False,
+    "_source": {"excludes": ["*_terms", "identifiers"]},
+}
+
+
+def test_scan_pages_by_search_after_until_a_short_page(capture, store) -> None:
+    capture.on(
+        "POST",
+        f"/{INDEX}/_search",
+        (200, scan_hits(("c-1", 1), ("c-2", 9))),
+        (200, scan_hits(("c-3", 2))),
+    )
+    pages = list(store.scan(batch=2))
+    # No filter: a scan sees every row, whatever its generation.
+    assert [(r.method, r.path, r.body, r.timeout) for r in capture.requests] == [
+        ("POST", "/rag-chunks/_search", SCAN_BODY, 2.5),
+        ("POST", "/rag-chunks/_search", {**SCAN_BODY, "search_after": ["c-2"]}, 2.5),
+    ]
+    assert [[(c.chunk_id, c.generation) for c in page] for page in pages] == [
+        [("c-1", 1), ("c-2", 9)],
+        [("c-3", 2)],
+    ]
+    assert pages[1][0].metadata == {"product": "api", "a=b": "c"}
+
+
+def test_scan_asks_once_more_after_a_full_page_and_stops_on_an_empty_one(capture, store) -> None:
+    capture.on(
+        "POST",
+        f"/{INDEX}/_search",
+        (200, scan_hits(("c-1", 1), ("c-2", 2))),
+        (200, scan_hits()),
+    )
+    pages = list(store.scan(batch=2))
+    assert [r.body for r in capture.requests] == [
+        SCAN_BODY,
+        {**SCAN_BODY, "search_after": ["c-2"]},
+    ]
+    assert [[c.chunk_id for c in page] for page in pages] == [["c-1", "c-2"]]
+
+
+def test_scan_of_an_empty_index_yields_no_page(capture, store) -> None:
+    assert list(store.scan(batch=2)) == []
+    assert [r.body for r in capture.requests] == [SCAN_BODY]
 
 
 # -- per-item bulk results and faults (injected by the double) ----------------

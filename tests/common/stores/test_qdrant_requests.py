@@ -12,9 +12,11 @@ import grpc
 import pytest
 from qdrant_client import grpc as qg
 from qdrant_client import models
+from qdrant_client.conversions.conversion import RestToGrpc
 
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import ChunkPayload, ScopeFilter
+from services.common.stores.payload import chunk_payload, stored_chunk_from_payload
 from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
 from services.common.stores.settings import StoreSettings
 from tests.common.stores.qdrant_capture import (
@@ -74,7 +76,7 @@ def store(capture: tuple[QdrantCapture, int]) -> Iterator[QdrantVectorStore]:
 # -- collection set-up --------------------------------------------------------
 
 
-def test_missing_collection_is_created_with_cosine_and_keyword_indexes(capture) -> None:
+def test_missing_collection_is_created_with_cosine_and_payload_indexes(capture) -> None:
     double, port = capture
     client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
     QdrantVectorStore(
@@ -111,6 +113,10 @@ def test_missing_collection_is_created_with_cosine_and_keyword_indexes(capture) 
         ("CreateFieldIndex", {**index, "field_name": "doc_id"}),
         ("CreateFieldIndex", {**index, "field_name": "url"}),
         ("CreateFieldIndex", {**index, "field_name": "meta"}),
+        (
+            "CreateFieldIndex",
+            {**index, "field_name": "generation", "field_type": "FieldTypeInteger"},
+        ),
     ]
     assert all(call.metadata["api-key"] == "test-key" for call in double.calls)
 
@@ -121,12 +127,22 @@ def test_existing_collection_only_gets_its_missing_indexes(capture) -> None:
     double.info = collection_info(DIM, models.Distance.COSINE, ("scope_id", "locale"))
     client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
     QdrantVectorStore(client, "rag_chunks", DIM).close()
-    assert double.methods() == ["CollectionExists", "GetCollection", *["CreateFieldIndex"] * 3]
-    assert [r["field_name"] for r in double.requests("CreateFieldIndex")] == [
-        "doc_id",
-        "url",
-        "meta",
+    assert double.methods() == ["CollectionExists", "GetCollection", *["CreateFieldIndex"] * 4]
+    assert [(r["field_name"], r["field_type"]) for r in double.requests("CreateFieldIndex")] == [
+        ("doc_id", "FieldTypeKeyword"),
+        ("url", "FieldTypeKeyword"),
+        ("meta", "FieldTypeKeyword"),
+        ("generation", "FieldTypeInteger"),
     ]
+
+
+def test_a_collection_with_every_index_gets_none(capture) -> None:
+    double, port = capture
+    double.exists = True
+    double.info = collection_info(DIM, models.Distance.COSINE, ALL_INDEXED)
+    client = connect_qdrant(settings(QDRANT_GRPC_PORT=port), check_compatibility=False)
+    QdrantVectorStore(client, "rag_chunks", DIM).close()
+    assert double.methods() == ["CollectionExists", "GetCollection"]
 
 
 @pytest.mark.parametrize(
@@ -153,7 +169,8 @@ def test_an_incompatible_collection_is_refused(capture, size, distance, expected
 def test_upsert_sends_uuid_ids_vectors_and_the_shared_payload(capture, store) -> None:
     double, _ = capture
     store.upsert(
-        [chunk("chunk-setup-0", metadata={"a=b": "c", "product": "api"})], [[0.5, 0, 0, 1]]
+        [chunk("chunk-setup-0", metadata={"a=b": "c", "product": "api"}, generation=7)],
+        [[0.5, 0, 0, 1]],
     )
     assert double.requests("Upsert") == [
         {
@@ -191,6 +208,7 @@ def test_upsert_sends_uuid_ids_vectors_and_the_shared_payload(capture, store) ->
                                 ]
                             }
                         },
+                        "generation": {"integer_value": "7"},
                     },
                 }
             ],
@@ -217,6 +235,7 @@ def test_update_payload_sets_fields_only_on_points_that_exist(capture, store) ->
         scope_id="docs",
         locale="de",
         metadata={},
+        generation=12,
     )
     store.update_payload([("chunk-setup-0", payload), ("chunk-faq-0", payload)])
     assert double.requests("GetPoints") == [
@@ -244,6 +263,7 @@ def test_update_payload_sets_fields_only_on_points_that_exist(capture, store) ->
                             "locale": {"string_value": "de"},
                             "metadata": {"struct_value": {}},
                             "meta": {"list_value": {}},
+                            "generation": {"integer_value": "12"},
                         },
                         "points_selector": {"points": {"ids": [{"uuid": SETUP_0}]}},
                     }
@@ -320,6 +340,28 @@ def test_search_without_scope_sends_no_filter_and_orders_ties_by_chunk_id(captur
     assert len(double.requests("Query")) == 1  # limit 0 asks nothing
 
 
+GENERATION_CAP = {"field": {"key": "generation", "range": {"gt": 5.0}}}
+
+
+def test_visible_generation_excludes_later_rows_with_must_not(capture, store) -> None:
+    # must_not(generation > 5), not must(generation <= 5): a row written
+    # before generations existed has no such field and must stay visible.
+    double, _ = capture
+    store.search([1, 0, 0, 0], 3, ScopeFilter(visible_generation=5))
+    store.count(ScopeFilter(scope_id="docs", visible_generation=5))
+    store.search([1, 0, 0, 0], 3, ScopeFilter(visible_generation=0))
+    assert [r["filter"] for r in double.requests("Query")] == [
+        {"must_not": [GENERATION_CAP]},
+        {"must_not": [{"field": {"key": "generation", "range": {"gt": 0.0}}}]},
+    ]
+    assert [r["filter"] for r in double.requests("Count")] == [
+        {
+            "must": [{"field": {"key": "scope_id", "match": {"keyword": "docs"}}}],
+            "must_not": [GENERATION_CAP],
+        }
+    ]
+
+
 def test_count_and_get_requests(capture, store) -> None:
     double, _ = capture
     double.count = 3
@@ -337,6 +379,49 @@ def test_count_and_get_requests(capture, store) -> None:
             "timeout": "3",
         }
     ]
+
+
+def retrieved(chunk_id: str, point_id: str, generation: int) -> qg.RetrievedPoint:
+    payload = chunk_payload(chunk(chunk_id, generation=generation))
+    return RestToGrpc.convert_record(models.Record(id=point_id, payload=payload))
+
+
+def test_scan_scrolls_from_each_next_page_offset_until_there_is_none(capture, store) -> None:
+    double, _ = capture
+    double.scroll_pages.extend(
+        [
+            (
+                [retrieved("chunk-setup-0", SETUP_0, 1), retrieved("chunk-setup-1", SETUP_1, 9)],
+                qg.PointId(uuid=FAQ_0),
+            ),
+            ([retrieved("chunk-faq-0", FAQ_0, 2)], None),
+        ]
+    )
+    pages = list(store.scan(batch=2))
+    page = {
+        "collection_name": "rag_chunks",
+        "limit": 2,
+        "with_payload": {"enable": True},
+        "with_vectors": {"enable": False},
+        "timeout": "3",
+    }
+    # No filter: a scan sees every row, whatever its generation.
+    assert double.requests("Scroll") == [page, {**page, "offset": {"uuid": FAQ_0}}]
+    assert pages == [
+        [
+            stored_chunk_from_payload(chunk_payload(chunk("chunk-setup-0", generation=1))),
+            stored_chunk_from_payload(chunk_payload(chunk("chunk-setup-1", generation=9))),
+        ],
+        [stored_chunk_from_payload(chunk_payload(chunk("chunk-faq-0", generation=2)))],
+    ]
+    assert [[c.generation for c in p] for p in pages] == [[1, 9], [2]]
+
+
+def test_scan_of_an_empty_collection_yields_no_page(capture, store) -> None:
+    double, _ = capture
+    double.scroll_pages.append(([], None))
+    assert list(store.scan(batch=5)) == []
+    assert len(double.requests("Scroll")) == 1
 
 
 # -- faults: injected by the double -------------------------------------------

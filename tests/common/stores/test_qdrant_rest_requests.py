@@ -12,12 +12,15 @@ from qdrant_client import models
 
 from services.common.errors import StoreError
 from services.common.models import ScopeFilter
+from services.common.stores.payload import chunk_payload, stored_chunk_from_payload
 from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
 from services.common.stores.settings import StoreSettings
 from tests.common.stores.qdrant_capture import (
     ALL_INDEXED,
     DIM,
+    FAQ_0,
     SETUP_0,
+    SETUP_1,
     chunk,
     rest_collection_info,
 )
@@ -28,13 +31,17 @@ pytestmark = pytest.mark.unit
 Sent = list[tuple[str, str, Any]]
 
 
-def open_store(sent: Sent, failures: list[int] | None = None) -> QdrantVectorStore:
+def open_store(
+    sent: Sent, failures: list[int] | None = None, scroll_pages: list[Any] | None = None
+) -> QdrantVectorStore:
     """REQUEST-CAPTURE DOUBLE: an httpx transport under the real client that
     records each request (into `sent`) and answers like a Qdrant server whose
     collection exists; `failures` (consumed, may be appended to) are HTTP
-    statuses for the next point writes."""
+    statuses for the next point writes, `scroll_pages` (consumed) the scroll
+    results in order."""
     info = rest_collection_info(DIM, models.Distance.COSINE, ALL_INDEXED)
     pending = failures if failures is not None else []
+    pages = scroll_pages if scroll_pages is not None else []
 
     def answer(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
@@ -46,6 +53,10 @@ def open_store(sent: Sent, failures: list[int] | None = None) -> QdrantVectorSto
             result = info.model_dump(mode="json")
         elif request.url.path.endswith("/points/query"):
             result = {"points": []}
+        elif request.url.path.endswith("/points/count"):
+            result = {"count": 0}
+        elif request.url.path.endswith("/points/scroll"):
+            result = pages.pop(0)
         elif pending:
             return httpx.Response(pending.pop(0), json={"status": {"error": "injected"}})
         return httpx.Response(200, json={"result": result, "status": "ok", "time": 0.0})
@@ -64,7 +75,7 @@ def open_store(sent: Sent, failures: list[int] | None = None) -> QdrantVectorSto
 def test_rest_bodies_for_upsert_and_search() -> None:
     sent: list[tuple[str, str, Any]] = []
     store = open_store(sent)
-    store.upsert([chunk("chunk-setup-0", metadata={})], [[1, 0, 0, 0]])
+    store.upsert([chunk("chunk-setup-0", metadata={}, generation=4)], [[1, 0, 0, 0]])
     store.search([0, 1, 0, 0], 5, ScopeFilter(scope_id="docs", doc_ids=("faq",)))
     assert [(method, path) for method, path, _ in sent[:2]] == [
         ("GET", "/collections/rag_chunks/exists?"),
@@ -87,6 +98,7 @@ def test_rest_bodies_for_upsert_and_search() -> None:
                             "locale": "en",
                             "metadata": {},
                             "meta": [],
+                            "generation": 4,
                             "chunk_id": "chunk-setup-0",
                             "doc_id": "guide/setup",
                             "position": 0,
@@ -129,4 +141,47 @@ def test_rest_errors_are_retried_when_transient_and_reported_otherwise() -> None
     assert [path for _, path, _ in sent[2:]] == [
         "/collections/rag_chunks/points/delete?wait=true&timeout=2"
     ] * 4
+    store.close()
+
+
+def test_rest_visible_generation_is_a_must_not_range() -> None:
+    sent: Sent = []
+    store = open_store(sent)
+    store.search([0, 1, 0, 0], 5, ScopeFilter(visible_generation=3))
+    store.count(ScopeFilter(scope_id="docs", visible_generation=3))
+    later = {"key": "generation", "range": {"gt": 3}}
+    assert [(path, body["filter"]) for _, path, body in sent[2:]] == [
+        ("/collections/rag_chunks/points/query?timeout=2", {"must": [], "must_not": [later]}),
+        (
+            "/collections/rag_chunks/points/count?timeout=2",
+            {"must": [{"key": "scope_id", "match": {"value": "docs"}}], "must_not": [later]},
+        ),
+    ]
+    store.close()
+
+
+def test_rest_scan_scrolls_from_each_next_page_offset_until_there_is_none() -> None:
+    rows = {
+        point: chunk_payload(chunk(chunk_id, generation=generation))
+        for point, chunk_id, generation in (
+            (SETUP_0, "chunk-setup-0", 1),
+            (SETUP_1, "chunk-setup-1", 8),
+            (FAQ_0, "chunk-faq-0", 2),
+        )
+    }
+    points = [{"id": point, "payload": payload} for point, payload in rows.items()]
+    sent: Sent = []
+    pages = [
+        {"points": points[:2], "next_page_offset": FAQ_0},
+        {"points": points[2:], "next_page_offset": None},
+    ]
+    store = open_store(sent, scroll_pages=pages)
+    scanned = list(store.scan(batch=2))
+    first = {"limit": 2, "with_payload": True, "with_vector": False}
+    assert sent[2:] == [
+        ("POST", "/collections/rag_chunks/points/scroll?timeout=2", first),
+        ("POST", "/collections/rag_chunks/points/scroll?timeout=2", {**first, "offset": FAQ_0}),
+    ]
+    by_point = [stored_chunk_from_payload(payload) for payload in rows.values()]
+    assert scanned == [by_point[:2], by_point[2:]]
     store.close()

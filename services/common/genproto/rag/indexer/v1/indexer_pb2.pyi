@@ -502,6 +502,8 @@ class StatsResponse(_message.Message):
     EMBEDDING_DIM_FIELD_NUMBER: _builtins.int
     VECTOR_BACKEND_FIELD_NUMBER: _builtins.int
     LEXICAL_BACKEND_FIELD_NUMBER: _builtins.int
+    COMMITTED_GENERATION_FIELD_NUMBER: _builtins.int
+    PENDING_DOCUMENTS_FIELD_NUMBER: _builtins.int
     documents: _builtins.int
     chunks: _builtins.int
     vectors: _builtins.int
@@ -511,6 +513,10 @@ class StatsResponse(_message.Message):
     embedding_dim: _builtins.int
     vector_backend: _builtins.str
     lexical_backend: _builtins.str
+    committed_generation: _builtins.int
+    """The last committed run: rows written by later runs are never served."""
+    pending_documents: _builtins.int
+    """Documents of interrupted runs not yet rolled back (0 after recovery)."""
     @_builtins.property
     def chunks_by_locale(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     @_builtins.property
@@ -532,11 +538,237 @@ class StatsResponse(_message.Message):
         embedding_dim: _builtins.int = ...,
         vector_backend: _builtins.str = ...,
         lexical_backend: _builtins.str = ...,
+        committed_generation: _builtins.int = ...,
+        pending_documents: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "last_run", b"last_run"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "chunks", b"chunks", "chunks_by_locale", b"chunks_by_locale", "documents", b"documents", "embedding_dim", b"embedding_dim", "embedding_model", b"embedding_model", "last_run", b"last_run", "lexical_backend", b"lexical_backend", "lexical_rows", b"lexical_rows", "manifest_rows", b"manifest_rows", "vector_backend", b"vector_backend", "vectors", b"vectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "chunks", b"chunks", "chunks_by_locale", b"chunks_by_locale", "committed_generation", b"committed_generation", "documents", b"documents", "embedding_dim", b"embedding_dim", "embedding_model", b"embedding_model", "last_run", b"last_run", "lexical_backend", b"lexical_backend", "lexical_rows", b"lexical_rows", "manifest_rows", b"manifest_rows", "pending_documents", b"pending_documents", "vector_backend", b"vector_backend", "vectors", b"vectors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StatsResponse: _TypeAlias = StatsResponse  # noqa: Y015
+
+@_typing.final
+class VerifyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPAIR_FIELD_NUMBER: _builtins.int
+    repair: _builtins.bool
+    def __init__(
+        self,
+        *,
+        repair: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["repair", b"repair"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyRequest: _TypeAlias = VerifyRequest  # noqa: Y015
+
+@_typing.final
+class VerifyProgress(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHASE_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    REPORT_FIELD_NUMBER: _builtins.int
+    phase: _builtins.str
+    """"manifest", "vectors", "lexical", "compare", "repair", "done" """
+    done: _builtins.int
+    total: _builtins.int
+    """0 when unknown"""
+    @_builtins.property
+    def report(self) -> Global___VerifyReport:
+        """set on the last message only"""
+
+    def __init__(
+        self,
+        *,
+        phase: _builtins.str = ...,
+        done: _builtins.int = ...,
+        total: _builtins.int = ...,
+        report: Global___VerifyReport | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["report", b"report"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "phase", b"phase", "report", b"report", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyProgress: _TypeAlias = VerifyProgress  # noqa: Y015
+
+@_typing.final
+class ScopeCounts(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCOPE_ID_FIELD_NUMBER: _builtins.int
+    LOCALE_FIELD_NUMBER: _builtins.int
+    MANIFEST_CHUNKS_FIELD_NUMBER: _builtins.int
+    VECTORS_FIELD_NUMBER: _builtins.int
+    LEXICAL_ROWS_FIELD_NUMBER: _builtins.int
+    scope_id: _builtins.str
+    locale: _builtins.str
+    manifest_chunks: _builtins.int
+    vectors: _builtins.int
+    lexical_rows: _builtins.int
+    def __init__(
+        self,
+        *,
+        scope_id: _builtins.str = ...,
+        locale: _builtins.str = ...,
+        manifest_chunks: _builtins.int = ...,
+        vectors: _builtins.int = ...,
+        lexical_rows: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lexical_rows", b"lexical_rows", "locale", b"locale", "manifest_chunks", b"manifest_chunks", "scope_id", b"scope_id", "vectors", b"vectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScopeCounts: _TypeAlias = ScopeCounts  # noqa: Y015
+
+@_typing.final
+class ChunkFinding(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    STORE_FIELD_NUMBER: _builtins.int
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    DOC_ID_FIELD_NUMBER: _builtins.int
+    LOCALE_FIELD_NUMBER: _builtins.int
+    FIELD_FIELD_NUMBER: _builtins.int
+    EXPECTED_FIELD_NUMBER: _builtins.int
+    ACTUAL_FIELD_NUMBER: _builtins.int
+    REPAIR_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"orphan", "missing", "mismatch", "uncommitted" """
+    store: _builtins.str
+    """"vectors" or "lexical" """
+    chunk_id: _builtins.str
+    doc_id: _builtins.str
+    locale: _builtins.str
+    field: _builtins.str
+    """for "mismatch": which field disagrees"""
+    expected: _builtins.str
+    actual: _builtins.str
+    repair: _builtins.str
+    """"repaired", "unrepairable: <why>", or "" when not repairing"""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        store: _builtins.str = ...,
+        chunk_id: _builtins.str = ...,
+        doc_id: _builtins.str = ...,
+        locale: _builtins.str = ...,
+        field: _builtins.str = ...,
+        expected: _builtins.str = ...,
+        actual: _builtins.str = ...,
+        repair: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actual", b"actual", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "expected", b"expected", "field", b"field", "kind", b"kind", "locale", b"locale", "repair", b"repair", "store", b"store"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChunkFinding: _TypeAlias = ChunkFinding  # noqa: Y015
+
+@_typing.final
+class VerifyReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLEAN_FIELD_NUMBER: _builtins.int
+    COMMITTED_GENERATION_FIELD_NUMBER: _builtins.int
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    FINDINGS_FIELD_NUMBER: _builtins.int
+    FINDINGS_TOTAL_FIELD_NUMBER: _builtins.int
+    REPAIRED_FIELD_NUMBER: _builtins.int
+    UNREPAIRABLE_FIELD_NUMBER: _builtins.int
+    REPAIR_FIELD_NUMBER: _builtins.int
+    clean: _builtins.bool
+    """no finding left unrepaired"""
+    committed_generation: _builtins.int
+    documents: _builtins.int
+    findings_total: _builtins.int
+    repaired: _builtins.int
+    unrepairable: _builtins.int
+    repair: _builtins.bool
+    @_builtins.property
+    def counts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ScopeCounts]: ...
+    @_builtins.property
+    def findings(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChunkFinding]:
+        """at most `findings_limit` of them"""
+
+    def __init__(
+        self,
+        *,
+        clean: _builtins.bool = ...,
+        committed_generation: _builtins.int = ...,
+        documents: _builtins.int = ...,
+        counts: _abc.Iterable[Global___ScopeCounts] | None = ...,
+        findings: _abc.Iterable[Global___ChunkFinding] | None = ...,
+        findings_total: _builtins.int = ...,
+        repaired: _builtins.int = ...,
+        unrepairable: _builtins.int = ...,
+        repair: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clean", b"clean", "committed_generation", b"committed_generation", "counts", b"counts", "documents", b"documents", "findings", b"findings", "findings_total", b"findings_total", "repair", b"repair", "repaired", b"repaired", "unrepairable", b"unrepairable"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyReport: _TypeAlias = VerifyReport  # noqa: Y015
+
+@_typing.final
+class RecordReleaseRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORD_JSON_FIELD_NUMBER: _builtins.int
+    PASSED_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    record_json: _builtins.str
+    """the release record, as written to disk"""
+    passed: _builtins.bool
+    generation: _builtins.int
+    """committed_generation of the index it checked"""
+    def __init__(
+        self,
+        *,
+        record_json: _builtins.str = ...,
+        passed: _builtins.bool = ...,
+        generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "passed", b"passed", "record_json", b"record_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordReleaseRequest: _TypeAlias = RecordReleaseRequest  # noqa: Y015
+
+@_typing.final
+class RecordReleaseResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMITTED_GENERATION_FIELD_NUMBER: _builtins.int
+    committed_generation: _builtins.int
+    def __init__(
+        self,
+        *,
+        committed_generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed_generation", b"committed_generation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordReleaseResponse: _TypeAlias = RecordReleaseResponse  # noqa: Y015

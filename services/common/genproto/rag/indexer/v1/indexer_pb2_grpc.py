@@ -59,6 +59,16 @@ class IndexerStub:
                 request_serializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.StatsRequest.SerializeToString,
                 response_deserializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.Verify = channel.unary_stream(
+                '/rag.indexer.v1.Indexer/Verify',
+                request_serializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.VerifyRequest.SerializeToString,
+                response_deserializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.VerifyProgress.FromString,
+                _registered_method=True)
+        self.RecordRelease = channel.unary_unary(
+                '/rag.indexer.v1.Indexer/RecordRelease',
+                request_serializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.RecordReleaseRequest.SerializeToString,
+                response_deserializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.RecordReleaseResponse.FromString,
+                _registered_method=True)
 
 
 class IndexerServicer:
@@ -102,6 +112,24 @@ class IndexerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Verify(self, request, context):
+        """Audit the manifest, the vector store and the lexical store against each
+        other (counts and exact id sets per scope and locale, payload agreement);
+        with `repair`, fix what can be fixed. Streams progress, then the report.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordRelease(self, request, context):
+        """Store a release check's record with the index it checked, so the
+        Retriever (and through it the Gateway) can tell whether the index that is
+        being served passed its release check.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IndexerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -129,6 +157,16 @@ def add_IndexerServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.StatsRequest.FromString,
                     response_serializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.StatsResponse.SerializeToString,
+            ),
+            'Verify': grpc.unary_stream_rpc_method_handler(
+                    servicer.Verify,
+                    request_deserializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.VerifyRequest.FromString,
+                    response_serializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.VerifyProgress.SerializeToString,
+            ),
+            'RecordRelease': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordRelease,
+                    request_deserializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.RecordReleaseRequest.FromString,
+                    response_serializer=rag_dot_indexer_dot_v1_dot_indexer__pb2.RecordReleaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -266,6 +304,60 @@ class Indexer:
             '/rag.indexer.v1.Indexer/Stats',
             rag_dot_indexer_dot_v1_dot_indexer__pb2.StatsRequest.SerializeToString,
             rag_dot_indexer_dot_v1_dot_indexer__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Verify(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/rag.indexer.v1.Indexer/Verify',
+            rag_dot_indexer_dot_v1_dot_indexer__pb2.VerifyRequest.SerializeToString,
+            rag_dot_indexer_dot_v1_dot_indexer__pb2.VerifyProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordRelease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rag.indexer.v1.Indexer/RecordRelease',
+            rag_dot_indexer_dot_v1_dot_indexer__pb2.RecordReleaseRequest.SerializeToString,
+            rag_dot_indexer_dot_v1_dot_indexer__pb2.RecordReleaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -665,3 +665,54 @@ class RetrieveResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetrieveResponse: _TypeAlias = RetrieveResponse  # noqa: Y015
+
+@_typing.final
+class IndexStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexStatusRequest: _TypeAlias = IndexStatusRequest  # noqa: Y015
+
+@_typing.final
+class IndexStatusResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMITTED_GENERATION_FIELD_NUMBER: _builtins.int
+    RELEASE_RECORDED_FIELD_NUMBER: _builtins.int
+    RELEASE_GENERATION_FIELD_NUMBER: _builtins.int
+    RELEASE_PASSED_FIELD_NUMBER: _builtins.int
+    RELEASE_RECORDED_AT_FIELD_NUMBER: _builtins.int
+    RELEASE_CURRENT_FIELD_NUMBER: _builtins.int
+    committed_generation: _builtins.int
+    release_recorded: _builtins.bool
+    """The latest release record, if any: which generation it checked and whether it passed."""
+    release_generation: _builtins.int
+    release_passed: _builtins.bool
+    release_recorded_at: _builtins.str
+    release_current: _builtins.bool
+    """True when a passing record exists for the generation being served."""
+    def __init__(
+        self,
+        *,
+        committed_generation: _builtins.int = ...,
+        release_recorded: _builtins.bool = ...,
+        release_generation: _builtins.int = ...,
+        release_passed: _builtins.bool = ...,
+        release_recorded_at: _builtins.str = ...,
+        release_current: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed_generation", b"committed_generation", "release_current", b"release_current", "release_generation", b"release_generation", "release_passed", b"release_passed", "release_recorded", b"release_recorded", "release_recorded_at", b"release_recorded_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IndexStatusResponse: _TypeAlias = IndexStatusResponse  # noqa: Y015

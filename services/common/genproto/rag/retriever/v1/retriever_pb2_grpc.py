@@ -39,6 +39,11 @@ class RetrieverStub:
                 request_serializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.RetrieveRequest.SerializeToString,
                 response_deserializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.RetrieveResponse.FromString,
                 _registered_method=True)
+        self.IndexStatus = channel.unary_unary(
+                '/rag.retriever.v1.Retriever/IndexStatus',
+                request_serializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.IndexStatusRequest.SerializeToString,
+                response_deserializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.IndexStatusResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieverServicer:
@@ -50,6 +55,13 @@ class RetrieverServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IndexStatus(self, request, context):
+        """Which index generation is served, and the latest release check's verdict on it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieverServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +69,11 @@ def add_RetrieverServicer_to_server(servicer, server):
                     servicer.Retrieve,
                     request_deserializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.RetrieveRequest.FromString,
                     response_serializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.RetrieveResponse.SerializeToString,
+            ),
+            'IndexStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.IndexStatus,
+                    request_deserializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.IndexStatusRequest.FromString,
+                    response_serializer=rag_dot_retriever_dot_v1_dot_retriever__pb2.IndexStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +103,33 @@ class Retriever:
             '/rag.retriever.v1.Retriever/Retrieve',
             rag_dot_retriever_dot_v1_dot_retriever__pb2.RetrieveRequest.SerializeToString,
             rag_dot_retriever_dot_v1_dot_retriever__pb2.RetrieveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IndexStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rag.retriever.v1.Retriever/IndexStatus',
+            rag_dot_retriever_dot_v1_dot_retriever__pb2.IndexStatusRequest.SerializeToString,
+            rag_dot_retriever_dot_v1_dot_retriever__pb2.IndexStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

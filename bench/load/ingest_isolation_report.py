@@ -1,0 +1,113 @@
+"""The "Retrieve while an ingest runs" part of the speed section of
+docs/benchmarks.md, from bench.json's `ingest_isolation` (this run) and, when
+kept, `ingest_isolation_before.json` (the same measurement on the code before
+queries went ahead of document passes, with its own provenance).
+
+bench.reports.page renders the page; this part is placed into it right after,
+before "### Speed targets" (the two targets themselves are in bench.json's
+targets, so that table shows them in any case)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.reports.markdown import provenance, table
+
+BEFORE_FILE = "ingest_isolation_before.json"
+MARKER = "### Speed targets"
+HEADERS = (
+    "code",
+    "phase",
+    "requests",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "max ms",
+    "degraded answers",
+    "degraded by",
+    "errors",
+    "server vector stage p99 ms",
+    "server lexical stage p99 ms",
+)
+
+
+def add_isolation_section(results_dir: Path, docs_path: Path) -> None:
+    bench = _load(results_dir / "bench.json")
+    if bench is None or "ingest_isolation" not in bench:
+        return
+    section = isolation_section(bench, _load(results_dir / BEFORE_FILE))
+    page = docs_path.read_text()
+    at = page.find(MARKER)
+    page = page[:at] + section + "\n" + page[at:] if at >= 0 else f"{page.rstrip()}\n\n{section}"
+    docs_path.write_text(page)
+
+
+def isolation_section(bench: dict[str, Any], before: dict[str, Any] | None) -> str:
+    current = bench["ingest_isolation"]
+    rows = _rows("this run", current)
+    parts = ["### Retrieve while an ingest runs (embedded stack)\n", _note(bench, current)]
+    if before is not None:
+        rows = _rows("before the fix", before) + rows
+        parts.append(_before_note(before))
+    parts.append(table(HEADERS, rows))
+    return "\n".join(parts)
+
+
+def _note(bench: dict[str, Any], result: dict[str, Any]) -> str:
+    pacing, ingest = result["pacing"], result["ingest"]
+    rate = pacing["clients"] * 1000 / pacing["interval_ms"]
+    alone = bench.get("indexing", {}).get("chunks_per_s")
+    return (
+        f"`python -m services.stack` on a copy of the index above. {pacing['clients']} clients, "
+        f"each sending the next SciFact test claim {pacing['interval_ms']} ms after its previous "
+        f"one started (at once after a slower answer; at most {rate:g} requests/s in all), query "
+        f"cache off, no reranking: first idle for {result['idle']['seconds']} s, then while the "
+        f"operator CLI (`python -m services.indexer.cli ingest`, its own process) sent "
+        f"{ingest['documents']} SciFact documents again as new ones ({ingest['chunks']} chunks) "
+        f"into scope `{ingest['scope']}` of the same stack: {ingest['seconds']} s, "
+        f"{ingest['chunks_per_s']} chunks/s (indexing alone, above: {alone} chunks/s). "
+        "A degraded answer is one with a non-empty `degraded` list; the stage times are the "
+        "server's own (the vector stage includes the query embedding).\n"
+    )
+
+
+def _before_note(before: dict[str, Any]) -> str:
+    ingest = before["ingest"]
+    return (
+        "Before the fix (the model lock held for a whole document batch, up to 256 chunks), "
+        f"the same measurement; its ingest: {ingest['chunks']} chunks in {ingest['seconds']} s "
+        f"({ingest['chunks_per_s']} chunks/s). " + provenance(before)
+    )
+
+
+def _rows(label: str, result: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [
+        _row(label, "idle", result["idle"]),
+        _row(label, "during the ingest", result["during_ingest"]),
+    ]
+
+
+def _row(label: str, phase: str, summary: dict[str, Any]) -> tuple[Any, ...]:
+    latency, stages = summary["latency"], summary["server_stage_ms"]
+    reasons = "; ".join(f"{k} ({v})" for k, v in summary["degraded_reasons"].items())
+    errors = ", ".join(f"{k} {v}" for k, v in summary["errors"].items()) or "0"
+    return (
+        label,
+        phase,
+        summary["requests"],
+        latency["p50_ms"],
+        latency["p95_ms"],
+        latency["p99_ms"],
+        latency["max_ms"],
+        summary["degraded"],
+        reasons or "—",
+        errors,
+        stages["vector"]["p99_ms"],
+        stages["lexical"]["p99_ms"],
+    )
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None

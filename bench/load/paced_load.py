@@ -1,0 +1,96 @@
+"""Retrieve from a few paced clients until told to stop: live users, not a flood.
+
+Each of N clients sends the next query from a shared list, waits for the
+answer, then waits out the rest of its interval before the next one (a slow
+answer is followed at once). Unlike bench.common.retrieve_loop's closed loop,
+which runs the service flat out, this keeps the offered load the same in two
+runs whose service speed differs (idle vs while an ingest runs), so their
+latencies are comparable, and it leaves the machine time for the ingest.
+
+Every answer keeps what the latency comparison needs: the client-side
+latency, the degraded components with their reasons, the server's stage
+timings (which channel was slow) and the gRPC status of a failed call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.common.server import channel_options
+
+StopFn = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One Retrieve as the client saw it."""
+
+    latency_ms: float
+    degraded: tuple[str, ...] = ()  # "component: reason" per degradation
+    stages_ms: dict[str, float] = field(default_factory=dict)  # the server's timings
+    error: str = ""  # gRPC status name when the call failed
+
+
+@dataclass(frozen=True)
+class Pacing:
+    clients: int
+    interval_s: float  # per client, start to start
+    timeout_s: float = 30.0
+
+
+def run_paced(
+    addr: str, queries: Sequence[str], scope: str, pacing: Pacing, stop: StopFn
+) -> list[Sample]:
+    """Send queries (cycling through `queries`) until `stop()` is true."""
+    return asyncio.run(_run_paced(addr, queries, scope, pacing, stop))
+
+
+async def _run_paced(
+    addr: str, queries: Sequence[str], scope: str, pacing: Pacing, stop: StopFn
+) -> list[Sample]:
+    samples: list[Sample] = []
+    sent = 0
+    async with grpc.aio.insecure_channel(addr, options=channel_options(64 * 2**20)) as channel:
+        stub = retriever_pb2_grpc.RetrieverStub(channel)
+
+        async def client(offset: float) -> None:
+            nonlocal sent
+            await asyncio.sleep(offset)  # spread the clients over one interval
+            while not stop():
+                started = time.monotonic()
+                text = queries[sent % len(queries)]
+                sent += 1
+                samples.append(await _call(stub, text, scope, pacing.timeout_s))
+                await asyncio.sleep(max(0.0, pacing.interval_s - (time.monotonic() - started)))
+
+        step = pacing.interval_s / max(pacing.clients, 1)
+        await asyncio.gather(*(client(i * step) for i in range(pacing.clients)))
+    return samples
+
+
+async def _call(
+    stub: retriever_pb2_grpc.RetrieverStub, text: str, scope: str, timeout_s: float
+) -> Sample:
+    request = pb.RetrieveRequest(
+        query=text, filter=pb.ScopeFilter(scope_id=scope), disable_rerank=True
+    )
+    started = time.perf_counter()
+    try:
+        reply = await stub.Retrieve(request, timeout=timeout_s)
+    except grpc.aio.AioRpcError as exc:
+        return Sample((time.perf_counter() - started) * 1000, error=exc.code().name)
+    latency_ms = (time.perf_counter() - started) * 1000
+    degraded = tuple(f"{d.component}: {d.reason}" for d in reply.degraded)
+    return Sample(latency_ms, degraded, {t.stage: t.ms for t in reply.timings})
+
+
+def stop_after(seconds: float) -> StopFn:
+    deadline = time.monotonic() + seconds
+    return lambda: time.monotonic() >= deadline

@@ -1,0 +1,98 @@
+"""The release gate: with `RAG_GATEWAY_REQUIRE_RELEASE`, searches are served
+only while the Retriever reports a passing release check for the index
+generation it serves.
+
+Why here and not only in the release process: an ingest after the check
+changes the index the public sees; the gate closes by itself until the new
+generation is checked, so "checked before opened" holds for every generation,
+not just the first. The Retriever's answer is cached for `ttl_s` (one call
+per instance every couple of seconds, whatever the traffic) and asked under a
+deadline; an answer that does not come counts as closed (fail closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from gateway.errors import ApiError, ErrorCode
+from gateway.retriever_client import RetrieverClient
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+
+STATUS_TTL_S = 2.0
+
+
+@dataclass(frozen=True)
+class ReleaseState:
+    required: bool
+    current: bool
+    reason: str = ""
+
+    @property
+    def open(self) -> bool:
+        return not self.required or self.current
+
+    def as_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"required": self.required}
+        if self.required:
+            body.update(current=self.current, reason=self.reason)
+        return body
+
+
+def state_of(status: pb.IndexStatusResponse) -> ReleaseState:
+    """Why the gate is closed, in words an operator can act on."""
+    served = status.committed_generation
+    if status.release_current:
+        return ReleaseState(True, True)
+    if not status.release_recorded:
+        reason = f"no passing release check for index generation {served}"
+    elif not status.release_passed:
+        reason = f"latest release check failed (generation {status.release_generation})"
+    elif status.release_generation != served:
+        reason = f"release check is for generation {status.release_generation}, serving {served}"
+    else:
+        reason = f"no passing release check for index generation {served}"
+    return ReleaseState(True, False, reason)
+
+
+class ReleaseGate:
+    def __init__(
+        self,
+        retriever: RetrieverClient,
+        required: bool,
+        timeout_s: float,
+        ttl_s: float = STATUS_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.retriever, self.required = retriever, required
+        self.timeout_s, self.ttl_s, self.clock = timeout_s, ttl_s, clock
+        self._lock = asyncio.Lock()
+        self._state: ReleaseState | None = None
+        self._asked_at = 0.0
+
+    async def state(self) -> ReleaseState:
+        if not self.required:
+            return ReleaseState(False, True)
+        async with self._lock:  # one call per expiry, however many requests wait
+            if self._state is None or self.clock() - self._asked_at >= self.ttl_s:
+                self._state = await self._ask()
+                self._asked_at = self.clock()
+            return self._state
+
+    async def check(self) -> None:
+        """Raise the 503 a search gets while the gate is closed."""
+        state = await self.state()
+        if not state.open:
+            raise ApiError(ErrorCode.RELEASE_NOT_CURRENT, state.reason)
+
+    async def _ask(self) -> ReleaseState:
+        try:
+            status = await self.retriever.index_status(self.timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            return ReleaseState(True, False, f"index status unavailable: {exc.code().name}")
+        return state_of(status)

@@ -1,0 +1,64 @@
+"""The Indexer's side of `RecordRelease`: keep a release check's verdict with
+the index it judged.
+
+Why in the manifest: the verdict belongs to an index generation, and the
+manifest is where that generation is committed, so the Retriever (and through
+it the Gateway) reads both from one place and can tell whether the generation
+it serves is the one that passed. Only the latest record is kept; the full
+history lives in the check's own files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from services.common.errors import InvalidArgument
+from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.common.stores.manifest import Manifest
+from services.common.stores.visibility import ReleaseVerdict, committed_generation, write_release
+
+MAX_RECORD_CHARS = 4_000_000  # a record of thousands of golden queries fits
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def record_release(
+    manifest: Manifest,
+    request: pb.RecordReleaseRequest,
+    now: Callable[[], str] = utc_now,
+) -> pb.RecordReleaseResponse:
+    """Validate and store the verdict; call under the Indexer's write lock, so
+    no run can commit between reading the committed generation and writing."""
+    _check_record_json(request.record_json)
+    if request.generation < 0:
+        raise InvalidArgument(f"generation: must not be negative, got {request.generation}")
+    committed = committed_generation(manifest)
+    if request.generation > committed:
+        raise InvalidArgument(
+            f"generation: {request.generation} is above the committed generation {committed}; "
+            "a release check can only judge an index that was committed"
+        )
+    verdict = ReleaseVerdict(request.generation, request.passed, now())
+    write_release(manifest, verdict, request.record_json)
+    return pb.RecordReleaseResponse(committed_generation=committed)
+
+
+def _check_record_json(record_json: str) -> None:
+    if not record_json.strip():
+        raise InvalidArgument("record_json: is empty; send the release record as JSON")
+    if len(record_json) > MAX_RECORD_CHARS:
+        raise InvalidArgument(
+            f"record_json: {len(record_json)} characters exceed the limit of {MAX_RECORD_CHARS}"
+        )
+    try:
+        value = json.loads(record_json)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(
+            f"record_json: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"record_json: must be a JSON object, not {type(value).__name__}")

@@ -1,0 +1,51 @@
+"""When a run must stop before it commits: its caller's deadline is about to
+pass, or its caller went away.
+
+A run that commits after its caller was told DEADLINE_EXCEEDED is worse than
+one that fails: the caller retries, or gives up believing nothing changed.
+So the pipeline asks `RunControl.check()` between write batches and once
+more right before the commit, and undoes everything when told to stop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from services.common.errors import Cancelled, DeadlineExceeded
+
+# Left for the commit itself and the answer to travel back: a commit with less
+# time than this could land after the caller's deadline.
+COMMIT_MARGIN_S = 0.25
+
+
+@dataclass
+class RunControl:
+    """A deadline (monotonic seconds, None: none) and a cancellation flag."""
+
+    deadline: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    _cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def within(cls, seconds: float | None) -> RunControl:
+        return cls(None if seconds is None else time.monotonic() + seconds)
+
+    def cancel(self) -> None:
+        """Thread-safe: called from the RPC's done-callback on the event loop."""
+        self._cancelled.set()
+
+    def check(self, margin_s: float = 0.0) -> None:
+        """Raise if the run must stop; `margin_s`: time still needed after this."""
+        if self._cancelled.is_set():
+            raise Cancelled("the caller went away before the run committed; it was undone")
+        if self.deadline is not None and self.clock() + margin_s >= self.deadline:
+            raise DeadlineExceeded(
+                "the caller's deadline passed before the run committed; it was undone "
+                "and nothing was committed (send fewer documents per call, or allow more time)"
+            )
+
+    def check_commit(self) -> None:
+        self.check(COMMIT_MARGIN_S)

@@ -1,0 +1,198 @@
+"""Runs are all or nothing: intents before the first write, undo without the input.
+
+`RunJournal.begin` records, per document, the committed rows the run will
+overwrite, rewrite or delete (read back from the stores as they are) and the
+ids of the rows it writes. The stores then take the run's rows, stamped with
+its generation, which keeps them out of every search until the manifest
+commits that generation (services.common.stores.visibility).
+
+`RunJournal.recover` settles every run that left intents behind: one whose
+generation committed only has its intents cleared; any other is undone: the
+rows it added are deleted, the saved rows written back as they were (their
+text re-embedded; a metadata-only change is reverted by a payload rewrite)
+and its documents' manifest entries put back. Undo is idempotent, so a crash
+during recovery is recovered by the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from services.common.embedding import Embedder
+from services.common.logging import get_logger
+from services.common.models import Chunk, ChunkPayload, StoredChunk
+from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.manifest import Manifest, ManifestEntry, RunIntent
+from services.common.stores.visibility import committed_generation
+from services.indexer.planning import DocState, DocumentPlan
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What `recover` did: runs whose intents it cleared or undid."""
+
+    committed_runs: int = 0
+    undone_runs: int = 0
+    documents: int = 0
+    rows_deleted: int = 0
+    rows_restored: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: int(v) for k, v in self.__dict__.items()}
+
+
+def embedding_text(chunk: Chunk | StoredChunk) -> str:
+    """What the encoder sees: the heading path gives a chunk its topic, and it
+    is part of the chunk's content hash, so changing it re-embeds."""
+    if chunk.heading_path and not chunk.text.lstrip().startswith("#"):
+        return f"{chunk.heading_path}\n\n{chunk.text}"
+    return chunk.text
+
+
+def chunk_from_stored(row: StoredChunk) -> Chunk:
+    return Chunk(
+        chunk_id=row.chunk_id,
+        doc_id=row.doc_id,
+        position=row.position,
+        text=row.text,
+        content_hash=row.content_hash,
+        url=row.url,
+        title=row.title,
+        heading_path=row.heading_path,
+        scope_id=row.scope_id,
+        locale=row.locale,
+        metadata=dict(row.metadata),
+        generation=row.generation,
+    )
+
+
+def payload_of_stored(row: StoredChunk) -> ChunkPayload:
+    return ChunkPayload(
+        url=row.url,
+        title=row.title,
+        heading_path=row.heading_path,
+        scope_id=row.scope_id,
+        locale=row.locale,
+        metadata=dict(row.metadata),
+        generation=row.generation,
+    )
+
+
+def changes_index(plan: DocumentPlan) -> bool:
+    return plan.state not in (DocState.UNCHANGED, DocState.REJECTED)
+
+
+class RunJournal:
+    """Writes a run's intents and undoes runs that never committed."""
+
+    def __init__(
+        self, embedder: Embedder, vectors: VectorStore, lexical: LexicalStore, manifest: Manifest
+    ) -> None:
+        self.embedder = embedder
+        self.vectors = vectors
+        self.lexical = lexical
+        self.manifest = manifest
+
+    def next_generation(self) -> int:
+        return committed_generation(self.manifest) + 1
+
+    def begin(self, generation: int, plans: Sequence[DocumentPlan]) -> None:
+        changing = [p for p in plans if changes_index(p)]
+        old = self.manifest.get_many([p.key for p in changing])
+        saved = self._saved_rows(changing, old)
+        intents = [self._intent(generation, p, old.get(p.key), saved) for p in changing]
+        self.manifest.begin_run(intents)
+
+    def _intent(
+        self,
+        generation: int,
+        plan: DocumentPlan,
+        old: ManifestEntry | None,
+        saved: dict[str, StoredChunk],
+    ) -> RunIntent:
+        touched = _touched_committed_ids(plan, old)
+        return RunIntent(
+            generation=generation,
+            doc_id=plan.doc_id,
+            locale=plan.locale,
+            old_entry=old,
+            written_ids=tuple(c.chunk_id for c in plan.to_embed),
+            saved_rows=tuple(saved[cid] for cid in touched if cid in saved),
+        )
+
+    def _saved_rows(
+        self, plans: Sequence[DocumentPlan], old: dict[tuple[str, str], ManifestEntry]
+    ) -> dict[str, StoredChunk]:
+        """The committed rows the run changes, from the lexical store (it
+        holds the text), the vector store for any the lexical store lacks."""
+        wanted = [cid for p in plans for cid in _touched_committed_ids(p, old.get(p.key))]
+        rows = {row.chunk_id: row for row in self.lexical.get(wanted)}
+        missing = [cid for cid in wanted if cid not in rows]
+        rows.update({row.chunk_id: row for row in self.vectors.get(missing)})
+        return rows
+
+    def recover(self) -> Recovery:
+        intents = self.manifest.open_intents()
+        if not intents:
+            return Recovery()
+        committed = committed_generation(self.manifest)
+        by_run: dict[int, list[RunIntent]] = {}
+        for intent in intents:
+            by_run.setdefault(intent.generation, []).append(intent)
+        result = Recovery()
+        for generation, run in sorted(by_run.items()):
+            if generation <= committed:
+                self.manifest.clear_intents(generation)
+                result = replace(result, committed_runs=result.committed_runs + 1)
+            else:
+                result = _add(result, self.undo(generation, run))
+        log.info("runs_recovered", committed_generation=committed, **result.as_dict())
+        return result
+
+    def undo(self, generation: int, intents: Sequence[RunIntent]) -> Recovery:
+        """Put back what the run changed, then forget its intents."""
+        saved = [row for i in intents for row in i.saved_rows]
+        saved_ids = {row.chunk_id for row in saved}
+        added = sorted({cid for i in intents for cid in i.written_ids} - saved_ids)
+        self.vectors.delete(added)
+        self.lexical.delete(added)
+        self._restore(saved, {cid for i in intents for cid in i.written_ids})
+        self.manifest.put_many([i.old_entry for i in intents if i.old_entry is not None])
+        self.manifest.delete_many([i.key for i in intents if i.old_entry is None])
+        self.manifest.clear_intents(generation)
+        log.warning("run_undone", generation=generation, documents=len(intents))
+        return Recovery(0, 1, len(intents), len(added), len(saved))
+
+    def _restore(self, rows: Sequence[StoredChunk], overwritten: set[str]) -> None:
+        """Rows whose text the run replaced, or that it deleted, are written
+        whole (re-embedded); the others only had their payload rewritten."""
+        ids = [r.chunk_id for r in rows]
+        in_vectors = {row.chunk_id for row in self.vectors.get(ids)}
+        present = in_vectors & {row.chunk_id for row in self.lexical.get(ids)}
+        rewrite = {
+            r.chunk_id for r in rows if r.chunk_id not in overwritten and r.chunk_id in present
+        }
+        whole = [chunk_from_stored(r) for r in rows if r.chunk_id not in rewrite]
+        updates = [(r.chunk_id, payload_of_stored(r)) for r in rows if r.chunk_id in rewrite]
+        self.vectors.update_payload(updates)
+        self.lexical.update_payload(updates)
+        if whole:
+            vectors = self.embedder.embed_documents([embedding_text(c) for c in whole])
+            self.vectors.upsert(whole, vectors.tolist())
+            self.lexical.upsert(whole)
+
+
+def _touched_committed_ids(plan: DocumentPlan, old: ManifestEntry | None) -> list[str]:
+    """Committed rows the plan overwrites, rewrites or deletes."""
+    committed = set(old.chunk_ids) if old else set()
+    ids = [c.chunk_id for c in plan.to_embed] + [cid for cid, _ in plan.payload_updates]
+    return sorted({cid for cid in ids if cid in committed} | set(plan.to_delete))
+
+
+def _add(a: Recovery, b: Recovery) -> Recovery:
+    return Recovery(
+        *(x + y for x, y in zip(a.as_dict().values(), b.as_dict().values(), strict=True))
+    )

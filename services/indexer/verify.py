@@ -1,0 +1,157 @@
+"""`verify` and `verify --repair`: audit (services.indexer.audit), then fix
+what can be fixed without the documents.
+
+Repairs, all idempotent (a second run finds nothing):
+- an orphan or uncommitted row is deleted from the store that holds it;
+- a chunk one store lacks, or holds differently from the manifest, is
+  rewritten from the other store when that one agrees with the manifest on
+  every field: a whole row (re-embedded for the vector store) when the text
+  or document differs or the row is missing, a payload rewrite when only
+  url/title/metadata/scope/locale differ;
+- a chunk neither store holds as the manifest records it cannot be rebuilt
+  without its document: it is reported as unrepairable, naming the document
+  to re-ingest.
+Unfinished runs are settled first (their intents undo them), so a repair
+never fights a recovery.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from services.common.embedding import Embedder
+from services.common.logging import get_logger
+from services.common.models import StoredChunk
+from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.manifest import Manifest
+from services.indexer.audit import (
+    LEXICAL,
+    VECTORS,
+    AuditProgress,
+    AuditReport,
+    Finding,
+    ProgressFn,
+    compare,
+    read_snapshot,
+    scope_counts,
+)
+from services.indexer.transactions import chunk_from_stored, embedding_text, payload_of_stored
+
+log = get_logger(__name__)
+REPAIRED = "repaired"
+# Fields a payload rewrite cannot fix: the row is written whole.
+_WHOLE_ROW_FIELDS = frozenset({"content_hash", "doc_id"})
+
+
+@dataclass
+class RepairPlan:
+    """What to write to one store."""
+
+    delete: list[str]
+    whole: list[StoredChunk]
+    payload: list[StoredChunk]
+
+
+class IndexVerifier:
+    def __init__(
+        self,
+        embedder: Embedder,
+        vectors: VectorStore,
+        lexical: LexicalStore,
+        manifest: Manifest,
+        recover: Callable[[], object],
+    ) -> None:
+        self.embedder = embedder
+        self.stores: dict[str, VectorStore | LexicalStore] = {VECTORS: vectors, LEXICAL: lexical}
+        self.vectors, self.lexical, self.manifest = vectors, lexical, manifest
+        self.recover = recover
+
+    def verify(self, repair: bool = False, progress: ProgressFn | None = None) -> AuditReport:
+        report_progress = progress or (lambda _: None)
+        if repair:
+            self.recover()
+        snapshot = read_snapshot(self.vectors, self.lexical, self.manifest, report_progress)
+        findings = compare(snapshot)
+        report_progress(AuditProgress("compare", len(findings), len(findings)))
+        if repair and findings:
+            findings = self._repair(findings, report_progress)
+        report = AuditReport(
+            snapshot.committed_generation,
+            snapshot.documents,
+            scope_counts(snapshot),
+            findings,
+            repair,
+        )
+        log.info("index_verified", findings=len(findings), clean=report.clean, repair=repair)
+        report_progress(AuditProgress("done", len(findings), len(findings)))
+        return report
+
+    def _repair(self, findings: list[Finding], progress: ProgressFn) -> list[Finding]:
+        flawed = defaultdict(set)
+        for f in findings:
+            flawed[f.store].add(f.chunk_id)
+        good = self._good_rows(findings, flawed)
+        plans = {store: RepairPlan([], [], []) for store in self.stores}
+        outcomes = [self._plan_fix(f, good, plans) for f in findings]
+        for done, (store, plan) in enumerate(plans.items(), 1):
+            self._apply(store, plan)
+            progress(AuditProgress("repair", done, len(plans)))
+        return outcomes
+
+    def _good_rows(
+        self, findings: Sequence[Finding], flawed: dict[str, set[str]]
+    ) -> dict[tuple[str, str], StoredChunk]:
+        """For each (store to fix, chunk): the other store's row, if it has no finding."""
+        wanted: dict[str, set[str]] = defaultdict(set)
+        for f in findings:
+            other = _other(f.store)
+            if f.kind in ("missing", "mismatch") and f.chunk_id not in flawed[other]:
+                wanted[other].add(f.chunk_id)
+        good: dict[tuple[str, str], StoredChunk] = {}
+        for source, ids in wanted.items():
+            for row in self.stores[source].get(sorted(ids)):
+                good[(_other(source), row.chunk_id)] = row
+        return good
+
+    def _plan_fix(
+        self, f: Finding, good: dict[tuple[str, str], StoredChunk], plans: dict[str, RepairPlan]
+    ) -> Finding:
+        plan = plans[f.store]
+        if f.kind in ("orphan", "uncommitted"):
+            plan.delete.append(f.chunk_id)
+            return replace(f, repair=REPAIRED)
+        row = good.get((f.store, f.chunk_id))
+        if row is None:
+            why = (
+                "unrepairable: neither store holds it as the manifest records it; "
+                f"re-ingest document {f.doc_id!r}"
+            )
+            return replace(f, repair=why)
+        whole = f.kind == "missing" or f.field in _WHOLE_ROW_FIELDS
+        target = plan.whole if whole else plan.payload
+        if all(r.chunk_id != row.chunk_id for r in target):
+            target.append(row)
+        return replace(f, repair=REPAIRED)
+
+    def _apply(self, store: str, plan: RepairPlan) -> None:
+        target = self.stores[store]
+        target.delete(sorted(set(plan.delete)))
+        whole_ids = {row.chunk_id for row in plan.whole}
+        payloads = [
+            (r.chunk_id, payload_of_stored(r)) for r in plan.payload if r.chunk_id not in whole_ids
+        ]
+        target.update_payload(payloads)
+        chunks = [chunk_from_stored(row) for row in plan.whole]
+        if not chunks:
+            return
+        if store == VECTORS:
+            vectors = self.embedder.embed_documents([embedding_text(c) for c in chunks])
+            self.vectors.upsert(chunks, vectors.tolist())
+        else:
+            self.lexical.upsert(chunks)
+
+
+def _other(store: str) -> str:
+    return LEXICAL if store == VECTORS else VECTORS

@@ -1,0 +1,72 @@
+"""RecordRelease's logic on a real SQLite manifest: the record must be a JSON
+object, the generation must be committed, and the verdict is readable back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.common.errors import InvalidArgument
+from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.common.stores.manifest_sqlite import SqliteManifest
+from services.common.stores.visibility import (
+    COMMITTED_GENERATION_META,
+    ReleaseVerdict,
+    read_release,
+)
+from services.indexer.release_records import record_release
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Iterator[SqliteManifest]:
+    m = SqliteManifest(tmp_path / "manifest.sqlite")
+    m.set_meta(COMMITTED_GENERATION_META, "3")
+    yield m
+    m.close()
+
+
+def request(
+    record: str = '{"passed": true}', passed: bool = True, generation: int = 3
+) -> pb.RecordReleaseRequest:
+    return pb.RecordReleaseRequest(record_json=record, passed=passed, generation=generation)
+
+
+@pytest.mark.parametrize(
+    ("record", "generation", "words"),
+    [
+        ("", 3, "record_json: is empty"),
+        ("{broken", 3, "record_json: not valid JSON"),
+        ("[1]", 3, "record_json: must be a JSON object"),
+        ('{"a": 1}', 4, "generation: 4 is above the committed generation 3"),
+        ('{"a": 1}', -1, "generation: must not be negative"),
+    ],
+)
+def test_invalid_requests_name_the_field_and_store_nothing(
+    manifest: SqliteManifest, record: str, generation: int, words: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=words):
+        record_release(manifest, request(record, generation=generation))
+    assert read_release(manifest) is None
+
+
+def test_latest_verdict_is_stored_with_its_record(manifest: SqliteManifest) -> None:
+    reply = record_release(
+        manifest,
+        request('{"checks": ["ok"]}'),
+        now=lambda: "2030-01-02T03:04:05Z",
+    )
+    assert reply.committed_generation == 3
+    assert read_release(manifest) == ReleaseVerdict(3, True, "2030-01-02T03:04:05Z")
+    # An older generation may be recorded (a check of what was served), and a
+    # failed check replaces a passing one: only the latest verdict counts.
+    record_release(manifest, request("{}", passed=False, generation=2))
+    verdict = read_release(manifest)
+    assert verdict is not None and (verdict.generation, verdict.passed) == (2, False)
+    assert not verdict.covers(3)
+    stored = json.loads(manifest.get_meta("release") or "{}")
+    assert stored["record"] == {}

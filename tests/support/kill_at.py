@@ -1,0 +1,55 @@
+"""FAULT INJECTION ONLY (test support, never used by the services):
+`python -m tests.support.kill_at STEP` runs the real embedded stack
+(services.stack) with one real store method wrapped so that the process
+SIGKILLs itself the first time that write step is reached, as a power cut
+or an OOM kill would: no exception handler, no undo, no flush.
+
+Steps (the order a run writes in):
+  vector_write   before the first vector upsert (intents already recorded)
+  lexical_write  between a batch's vector upsert and its lexical upsert
+  payload        during a metadata-only update (vectors rewritten, lexical not)
+  delete         during a delete (vectors deleted, lexical rows not)
+  commit         before the manifest commit (every store write landed)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from services.common.stores.manifest_sqlite import SqliteManifest
+from services.common.stores.qdrant_edge import EdgeVectorStore
+from services.common.stores.tantivy_store import TantivyLexicalStore
+
+TARGETS: dict[str, tuple[type, str]] = {
+    "vector_write": (EdgeVectorStore, "upsert"),
+    "lexical_write": (TantivyLexicalStore, "upsert"),
+    "payload": (TantivyLexicalStore, "update_payload"),
+    "delete": (TantivyLexicalStore, "delete"),
+    "commit": (SqliteManifest, "commit_run"),
+}
+
+
+def killing(method: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and args[0]:  # an empty write is not a write step
+            os.kill(os.getpid(), signal.SIGKILL)
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def main(step: str) -> None:
+    owner, name = TARGETS[step]
+    setattr(owner, name, killing(getattr(owner, name)))
+    from services.common.server import run_main
+    from services.stack.runtime import serve
+
+    run_main(lambda: serve(indexer=True, retriever=True))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
