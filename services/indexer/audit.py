@@ -21,7 +21,7 @@ from services.common.models import Document, StoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.common.stores.visibility import committed_generation
-from services.indexer.identity import metadata_hash
+from services.indexer.identity import content_hash, metadata_hash
 
 VECTORS, LEXICAL = "vectors", "lexical"
 COMPARED_FIELDS = ("doc_id", "locale", "scope_id", "content_hash", "metadata")
@@ -71,7 +71,9 @@ def summarize(row: StoredChunk) -> RowSummary:
         row.doc_id,
         row.locale,
         row.scope_id,
-        row.content_hash,
+        # Re-hashed from the stored text and heading path (the planner's chunk
+        # hash), not the stored hash field: text changed under an old hash shows.
+        content_hash(row.heading_path + "\n" + row.text),
         metadata_hash(document),
         row.generation,
     )

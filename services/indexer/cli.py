@@ -171,17 +171,17 @@ def cmd_verify(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> 
     """Audit (or repair) the index; one progress bar per phase; exit 1 unless clean."""
     request = pb.VerifyRequest(repair=args.repair)
     bar: tqdm | None = None
+    phase = ""  # tracked here: a disabled tqdm has no `desc`
     report: pb.VerifyReport | None = None
     for message in stub.Verify(request, timeout=args.timeout):
         if message.HasField("report"):
             report = message.report
             break
-        if bar is None or bar.desc != message.phase:
+        if bar is None or phase != message.phase:
             if bar is not None:
                 bar.close()
-            bar = tqdm(
-                desc=message.phase, unit="row", total=message.total or None, disable=args.quiet
-            )
+            phase = message.phase
+            bar = tqdm(desc=phase, unit="row", total=message.total or None, disable=args.quiet)
         bar.update(message.done - bar.n)
     if bar is not None:
         bar.close()

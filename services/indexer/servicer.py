@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -116,9 +117,28 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         # Embedded stores have a single writer: runs are serialised.
         self._write_lock = asyncio.Lock()
 
-    async def _locked(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _locked(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        on_cancel: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run `fn` in a thread under the write lock, and keep the lock until
+        the thread is done even when the RPC is cancelled: a thread cannot be
+        stopped, and a second run starting beside one that is still writing
+        would recover (undo) it and reuse its generation."""
         async with self._write_lock:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            work = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+            try:
+                return await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # Tell the run (it undoes itself at its next check), then wait for it.
+                if on_cancel is not None:
+                    on_cancel()
+                with contextlib.suppress(Exception):
+                    await work
+                raise
 
     async def _run(
         self, context: grpc.aio.ServicerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any
@@ -126,7 +146,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         """A write run bound to its caller: it stops and is undone when the
         caller's deadline is about to pass or the caller goes away."""
         control = run_control_for(context)
-        return await self._locked(fn, *args, control=control, **kwargs)
+        return await self._locked(fn, *args, control=control, on_cancel=control.cancel, **kwargs)
 
     @grpc_errors.unary
     async def Upsert(

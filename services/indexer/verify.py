@@ -10,7 +10,8 @@ Repairs, all idempotent (a second run finds nothing):
   url/title/metadata/scope/locale differ;
 - a chunk neither store holds as the manifest records it cannot be rebuilt
   without its document: it is reported as unrepairable, naming the document
-  to re-ingest.
+  to re-ingest, and its manifest hash is blanked so that re-ingest rewrites it
+  (an unchanged document is otherwise skipped).
 Unfinished runs are settled first (their intents undo them), so a repair
 never fights a recovery.
 """
@@ -98,7 +99,29 @@ class IndexVerifier:
         for done, (store, plan) in enumerate(plans.items(), 1):
             self._apply(store, plan)
             progress(AuditProgress("repair", done, len(plans)))
+        self._mark_for_rewrite([f for f in outcomes if f.repair.startswith("unrepairable")])
         return outcomes
+
+    def _mark_for_rewrite(self, unrepairable: Sequence[Finding]) -> None:
+        """Blank the manifest hashes of chunks only their document can
+        rebuild: a blank hash equals no real one, so the document's next
+        ingest plans it as changed and rewrites exactly those chunks."""
+        lost: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for f in unrepairable:
+            lost[(f.doc_id, f.locale)].add(f.chunk_id)
+        entries = self.manifest.get_many(list(lost))
+        marked = [
+            replace(
+                entry,
+                content_hash="",
+                chunk_hashes=tuple(
+                    "" if cid in lost[key] else h
+                    for cid, h in zip(entry.chunk_ids, entry.chunk_hashes, strict=True)
+                ),
+            )
+            for key, entry in entries.items()
+        ]
+        self.manifest.put_many(marked)
 
     def _good_rows(
         self, findings: Sequence[Finding], flawed: dict[str, set[str]]
@@ -126,7 +149,7 @@ class IndexVerifier:
         if row is None:
             why = (
                 "unrepairable: neither store holds it as the manifest records it; "
-                f"re-ingest document {f.doc_id!r}"
+                f"marked for rewrite: re-ingest document {f.doc_id!r}"
             )
             return replace(f, repair=why)
         whole = f.kind == "missing" or f.field in _WHOLE_ROW_FIELDS

@@ -142,3 +142,10 @@ def test_peer_pipeline_is_scored_by_the_same_harness(tmp_path: Path) -> None:
     assert "not_measured" not in peer, peer.get("not_measured")
     assert set(peer["metrics"]) == set(MEASURES) and peer["latency"]["n"] == 5
     assert peer["metrics"]["recall@100"] > 0.5
+
+
+def test_visibility_filter_bench_records_both_channels_with_and_without(tmp_path: Path) -> None:
+    run_bench_module("bench.load.visibility_filter", tmp_path)
+    result = json.loads((tmp_path / "visibility_filter.json").read_text())
+    assert set(result["latency"]) == {"vector", "vector_filtered", "lexical", "lexical_filtered"}
+    assert all(summary["n"] == 10 for summary in result["latency"].values())

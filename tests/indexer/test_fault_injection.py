@@ -159,8 +159,10 @@ def crashed(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Pa
     base.upsert(BASE)
     base.stop()
     faulty = StackProcess(tmp_path, kill_at=step)
-    run_faulty(faulty, step)
-    faulty.stop()
+    try:
+        run_faulty(faulty, step)
+    finally:
+        faulty.stop()  # reaps it; stops it too if the step was never reached
     yield tmp_path, step
 
 

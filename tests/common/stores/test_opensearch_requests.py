@@ -173,6 +173,14 @@ def test_an_index_built_by_another_analysis_is_refused(capture) -> None:
         open_store(capture)
 
 
+def test_an_index_from_before_generations_is_refused(capture) -> None:
+    mappings = GOOD_MAPPING[INDEX]["mappings"]
+    older = {INDEX: {"mappings": {**mappings, "_meta": {"analysis": "2;cjk=words"}}}}
+    capture.on("GET", f"/{INDEX}/_mapping", (200, older))
+    with pytest.raises(ConfigError, match=r"analysis 2;cjk=words, .* 2;cjk=words;rows=2"):
+        open_store(capture)
+
+
 def test_losing_the_creation_race_is_fine(capture) -> None:
     exists = {"error": {"type": "resource_already_exists_exception"}, "status": 400}
     capture.on("HEAD", f"/{INDEX}", (404, {}))

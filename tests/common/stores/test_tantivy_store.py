@@ -3,6 +3,7 @@ concurrent use."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -82,4 +83,18 @@ def test_a_torn_analysis_record_is_a_clear_start_up_error(tmp_path: Path) -> Non
     TantivyLexicalStore(tmp_path / "lexical").close()
     (tmp_path / "lexical" / "analysis.json").write_text('{"analy')
     with pytest.raises(ConfigError, match="not a lexical analysis record"):
+        TantivyLexicalStore(tmp_path / "lexical")
+
+
+def test_the_index_records_its_analysis_and_row_layout(tmp_path: Path) -> None:
+    TantivyLexicalStore(tmp_path / "lexical").close()
+    record = json.loads((tmp_path / "lexical" / "analysis.json").read_text())
+    assert record == {"analysis": "2;cjk=words;rows=2"}
+
+
+def test_an_index_from_before_generations_needs_a_reindex(tmp_path: Path) -> None:
+    TantivyLexicalStore(tmp_path / "lexical").close()
+    # What the previous release recorded: the same analysis, rows without a generation.
+    (tmp_path / "lexical" / "analysis.json").write_text(json.dumps({"analysis": "2;cjk=words"}))
+    with pytest.raises(ConfigError, match=r"analysis 2;cjk=words, .* 2;cjk=words;rows=2"):
         TantivyLexicalStore(tmp_path / "lexical")

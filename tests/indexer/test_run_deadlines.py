@@ -1,0 +1,492 @@
+"""A write run bound to its caller: it stops and is undone when the caller's
+deadline is about to pass or the caller goes away, and nothing of it is
+ever committed after the caller was told it failed.
+
+- RunControl on a fake clock (unit);
+- an IndexingPipeline on real embedded stores with a fake embedder and a
+  fault-injecting lexical store (unit);
+- Upsert through the real Indexer server with a deadline too short for the
+  work, and one cancelled by its caller (integration, real model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from services.common.embedding import Embedder, EmbeddingIdentity
+from services.common.errors import Cancelled, DeadlineExceeded, StoreError
+from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.common.models import Chunk, Document, ScopeFilter
+from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.factory import open_manifest, open_stores
+from services.common.stores.manifest import Manifest
+from services.common.stores.settings import StoreMode, StoreSettings
+from services.common.stores.visibility import committed_generation
+from services.indexer.app import build_indexing_pipeline
+from services.indexer.pipeline import IndexingPipeline
+from services.indexer.planning import DocState
+from services.indexer.run_control import COMMIT_MARGIN_S, RunControl
+from services.indexer.settings import IndexerSettings
+from services.indexer.transactions import embedding_text
+from services.indexer.verify import IndexVerifier
+from tests.support.stack import BackgroundStack
+
+# --- RunControl on a fake clock ------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.unit
+def test_check_raises_deadline_exceeded_only_within_the_margin() -> None:
+    clock = FakeClock()
+    control = RunControl(deadline=1010.0, clock=clock)
+    control.check()
+    control.check_commit()
+    clock.now = 1010.0 - COMMIT_MARGIN_S / 2  # time left, but less than the commit needs
+    control.check()
+    control.check(margin_s=COMMIT_MARGIN_S / 4)
+    with pytest.raises(DeadlineExceeded, match="nothing was committed"):
+        control.check_commit()
+    with pytest.raises(DeadlineExceeded):
+        control.check(margin_s=1.0)
+    clock.now = 1010.0  # the deadline itself
+    with pytest.raises(DeadlineExceeded):
+        control.check()
+
+
+@pytest.mark.unit
+def test_check_raises_cancelled_after_cancel() -> None:
+    control = RunControl(deadline=2000.0, clock=FakeClock())
+    control.check()
+    control.cancel()
+    with pytest.raises(Cancelled, match="undone"):
+        control.check()
+    with pytest.raises(Cancelled):
+        control.check_commit()
+    # From another thread (the RPC's done-callback runs on the event loop).
+    other = RunControl(clock=FakeClock())
+    worker = threading.Thread(target=other.cancel)
+    worker.start()
+    worker.join()
+    with pytest.raises(Cancelled):
+        other.check()
+
+
+@pytest.mark.unit
+def test_no_deadline_never_raises() -> None:
+    clock = FakeClock()
+    control = RunControl(clock=clock)
+    for now in (0.0, 1e6, 1e12):
+        clock.now = now
+        control.check()
+        control.check(margin_s=1e9)
+        control.check_commit()
+    assert RunControl.within(None).deadline is None
+    bounded = RunControl.within(30.0)
+    assert bounded.deadline is not None and bounded.deadline > time.monotonic() + 29
+    bounded.check_commit()
+
+
+# --- fault injection in the pipeline: the lexical store fails mid-run ---------------
+
+
+class HashEmbedder:
+    """FAKE (test double): deterministic unit vectors from a text's hash, so a
+    unit test needs no model; the same text always gets the same vector."""
+
+    dim = 16
+    model_name = "fake-hash-embedder"
+    identity = EmbeddingIdentity(model_name, dim, "fake")
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += len(texts)
+        rows = []
+        for text in texts:
+            digest = hashlib.sha256(text.encode()).digest()
+            row = np.frombuffer(digest[: self.dim], dtype=np.uint8).astype(np.float32) - 127.5
+            rows.append(row / np.linalg.norm(row))
+        return np.array(rows, dtype=np.float32)
+
+
+class FailingUpserts:
+    """FAULT INJECTION around the REAL lexical store: once armed, its
+    `fail_at`-th upsert call raises StoreError (nothing written); every other
+    call, and every other method, goes to the real store."""
+
+    def __init__(self, inner: LexicalStore, fail_at: int) -> None:
+        self.inner = inner
+        self.fail_at = fail_at
+        self.armed = False
+        self.calls = 0
+        self.failed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if self.armed:
+            self.calls += 1
+            if self.calls == self.fail_at:
+                self.failed += 1
+                raise StoreError("injected failure: lexical upsert batch rejected")
+        self.inner.upsert(chunks)
+
+
+def sections(title: str, words: Sequence[str]) -> str:
+    parts = [
+        f"## Section {w}\n\nThis section explains the {w} procedure in some detail, with "
+        f"enough words to fill a chunk of its own. Operators configure {w} before a run."
+        for w in words
+    ]
+    return f"# {title}\n\n" + "\n\n".join(parts)
+
+
+def page(doc_id: str, words: Sequence[str], title: str = "") -> Document:
+    return Document(
+        doc_id,
+        sections(doc_id.title(), words),
+        url=f"https://x.test/{doc_id}",
+        title=title or doc_id.title(),
+        scope_id="site",
+    )
+
+
+@dataclass
+class FaultyIndex:
+    pipeline: IndexingPipeline
+    vectors: VectorStore
+    lexical: FailingUpserts
+    manifest: Manifest
+    embedder: HashEmbedder
+
+    def state(self) -> tuple[object, ...]:
+        """Everything the run could have changed, row by row."""
+        rows = [
+            sorted((r for page in store.scan() for r in page), key=lambda r: r.chunk_id)
+            for store in (self.vectors, self.lexical)
+        ]
+        entries = sorted(self.manifest.entries(), key=lambda e: (e.doc_id, e.locale))
+        return (entries, *rows, committed_generation(self.manifest))
+
+
+@pytest.fixture
+def faulty(tmp_path: Path) -> Iterator[FaultyIndex]:
+    stores = StoreSettings(data_dir=tmp_path, store_mode=StoreMode.EMBEDDED)
+    embedder = HashEmbedder()
+    vectors, lexical = open_stores(stores, embedder.dim)
+    manifest = open_manifest(stores)
+    failing = FailingUpserts(lexical, fail_at=2)
+    # write_batch=1: each document's new chunks are one write batch of their own.
+    settings = IndexerSettings(
+        chunk_target_chars=200, chunk_overlap_chars=0, chunk_max_slack_chars=100, write_batch=1
+    )
+    pipeline = build_indexing_pipeline(settings, embedder, vectors, failing, manifest)  # type: ignore[arg-type]
+    yield FaultyIndex(pipeline, vectors, failing, manifest, embedder)
+    vectors.close()
+    lexical.close()
+    manifest.close()
+
+
+BASE = [
+    page("alpha", ["zephyrquill", "brambleoxide", "lanternmoss"]),
+    page("beta", ["copperwren", "saltmarigold"], title="Beta title"),
+    page("gamma", ["velvetgeyser"]),
+]
+# 1st batch: alpha's changed chunks overwrite committed rows; 2nd batch: delta's
+# new rows reach the vector store, then the lexical store fails.
+FAILING_RUN = [
+    page("alpha", ["zephyrquill", "tundrafalcon", "lanternmoss"]),
+    page("delta", ["quasarmarmot", "nebulacrocus"]),
+    page("beta", ["copperwren", "saltmarigold"], title="Retitled beta"),
+]
+
+
+@pytest.mark.unit
+def test_a_store_failure_mid_run_is_undone_in_process(faulty: FaultyIndex) -> None:
+    faulty.pipeline.upsert(BASE)
+    before = faulty.state()
+    assert committed_generation(faulty.manifest) == 1
+
+    faulty.lexical.armed = True
+    with pytest.raises(StoreError, match="injected failure"):
+        faulty.pipeline.upsert(FAILING_RUN)
+    assert faulty.lexical.failed == 1  # the fault fired, at the 2nd batch
+
+    assert faulty.state() == before
+    assert faulty.manifest.open_intents() == []
+    assert faulty.vectors.get(faulty.manifest.get("alpha", "en").chunk_ids)  # type: ignore[union-attr]
+    visible = ScopeFilter(visible_generation=committed_generation(faulty.manifest))
+    assert faulty.lexical.search("tundrafalcon", 5, visible) == []
+    assert faulty.lexical.search("quasarmarmot", 5, visible) == []
+    # The restored vectors are those of the restored text (re-embedded).
+    for row in (r for page in faulty.lexical.scan() for r in page):
+        query = faulty.embedder.embed_documents([embedding_text(row)])[0].tolist()
+        assert faulty.vectors.search(query, 1, visible)[0].chunk.chunk_id == row.chunk_id
+
+    # Once the store works again the same run commits, and the index is whole.
+    faulty.lexical.armed = False
+    report = faulty.pipeline.upsert(FAILING_RUN)
+    assert [p.state for p in report.plans] == [
+        DocState.CHANGED,
+        DocState.ADDED,
+        DocState.METADATA_ONLY,
+    ]
+    assert committed_generation(faulty.manifest) == 2
+    verifier = IndexVerifier(
+        faulty.embedder,  # type: ignore[arg-type]
+        faulty.vectors,
+        faulty.lexical,  # type: ignore[arg-type]
+        faulty.manifest,
+        faulty.pipeline.recover,
+    )
+    audit = verifier.verify()
+    assert audit.clean and audit.findings == []
+
+
+# --- through the real Indexer server -------------------------------------------------
+
+
+class RunWatch:
+    """OBSERVER around the real manifest (no fault): records the generations
+    whose intents were cleared or committed, so a test knows when the server
+    finished undoing a run without guessing with sleeps."""
+
+    def __init__(self, inner: Manifest) -> None:
+        self.inner = inner
+        self.cleared: list[int] = []
+        self.committed: list[int] = []
+        self._changed = threading.Condition()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def clear_intents(self, generation: int) -> None:
+        self.inner.clear_intents(generation)
+        with self._changed:
+            self.cleared.append(generation)
+            self._changed.notify_all()
+
+    def commit_run(self, generation: int, *args: Any, **kwargs: Any) -> None:
+        self.inner.commit_run(generation, *args, **kwargs)
+        with self._changed:
+            self.committed.append(generation)
+            self._changed.notify_all()
+
+    def wait_cleared(self, generation: int, timeout: float = 60) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: generation in self.cleared, timeout)
+
+
+class HangOnce:
+    """FAULT INJECTION around the REAL lexical store: once armed, the next
+    upsert stalls until `release` is set (at most `hang_s`), then writes."""
+
+    def __init__(self, inner: LexicalStore, hang_s: float = 10.0) -> None:
+        self.inner = inner
+        self.hang_s = hang_s
+        self.armed = False
+        self.rows_written = 0
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+        self.resumed = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if not self.armed:
+            self.inner.upsert(chunks)
+            self.rows_written += len(chunks)
+            return
+        self.armed = False
+        self.stalled.set()
+        self.release.wait(self.hang_s)
+        try:
+            self.inner.upsert(chunks)
+        finally:
+            self.resumed.set()
+
+
+@dataclass
+class Served:
+    stack: BackgroundStack
+    watch: RunWatch
+    hang: HangOnce
+
+
+@pytest.fixture
+def served(tmp_path: Path, embedder: Embedder) -> Iterator[Served]:
+    # 64 chunks per write batch: the first batch alone takes seconds to embed
+    # on 2 cores, far longer than the deadlines below.
+    stack = BackgroundStack(tmp_path / "data", embedder, indexer={"write_batch": 64})
+    parts: dict[str, Any] = {}
+
+    def wrap(vectors: VectorStore, lexical: LexicalStore) -> tuple[Any, Any]:
+        assert stack.runtime is not None
+        parts["watch"] = RunWatch(stack.runtime.storage.manifest)
+        stack.runtime.storage.manifest = parts["watch"]  # type: ignore[assignment]
+        parts["hang"] = HangOnce(lexical)
+        return vectors, parts["hang"]
+
+    stack.wrap_stores = wrap
+    stack.start()
+    assert stack.upsert(SERVED_BASE).counts.added == len(SERVED_BASE)
+    yield Served(stack, parts["watch"], parts["hang"])
+    parts["hang"].release.set()
+    stack.stop()
+
+
+def served_page(doc_id: str, text: str) -> ipb.Document:
+    return ipb.Document(
+        doc_id=doc_id,
+        title=doc_id.title(),
+        url=f"https://docs.test/{doc_id}",
+        scope_id="site",
+        locale="en",
+        text=text,
+    )
+
+
+SERVED_BASE = [
+    served_page("harbour", "# Harbour\n\nThe harbourlantern page explains mooring and ports."),
+    served_page("orchard", "# Orchard\n\nThe orchard page covers pruning and ladders."),
+]
+SLOW_WORD = "quasarmarmot"  # in every document of the slow run, nowhere else
+CHANGED_WORD = "nebulacrocus"  # the slow run's new wording of "harbour"
+
+
+def slow_run(n_docs: int = 40) -> list[ipb.Document]:
+    """About 150 chunks of 800 characters: tens of seconds of embedding on 2
+    cores. The first document rewrites a committed one, so undo must restore it."""
+    docs = [
+        served_page("harbour", f"# Harbour\n\nThe {CHANGED_WORD} page replaces the mooring notes.")
+    ]
+    for i in range(n_docs):
+        parts = [
+            f"## Part {j}\n\n"
+            + " ".join(
+                f"Record {i}.{j}.{k} notes that the {SLOW_WORD} gauge {k} drifts by "
+                f"{i * j + k} units under load."
+                for k in range(8)
+            )
+            for j in range(4)
+        ]
+        docs.append(served_page(f"slow-{i:03d}", f"# Slow {i}\n\n" + "\n\n".join(parts)))
+    return docs
+
+
+def stats_counts(stack: BackgroundStack) -> tuple[int, ...]:
+    s = stack.indexer.Stats(ipb.StatsRequest(), timeout=30)
+    return (s.documents, s.chunks, s.vectors, s.lexical_rows, s.committed_generation)
+
+
+def poll_stats(
+    stack: BackgroundStack, done: Callable[[ipb.StatsResponse], bool], timeout_s: float = 60
+) -> ipb.StatsResponse:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stats = stack.indexer.Stats(ipb.StatsRequest(), timeout=30)
+        if done(stats) or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.1)
+
+
+def lexical_doc_ids(stack: BackgroundStack, query: str) -> list[str]:
+    hits = stack.retrieve(query, top_k=20, channels=[rpb.CHANNEL_LEXICAL], disable_rerank=True).hits
+    return [h.doc_id for h in hits]
+
+
+def verify(stack: BackgroundStack) -> ipb.VerifyReport:
+    stream = stack.indexer.Verify(ipb.VerifyRequest(), timeout=120)
+    return next(m.report for m in stream if m.HasField("report"))
+
+
+def assert_nothing_committed(served: Served, before: tuple[int, ...], generation: int) -> None:
+    """After the server undid the run `generation`: the index is as it was."""
+    stack = served.stack
+    assert served.watch.wait_cleared(generation), "the server never finished the undo"
+    assert generation not in served.watch.committed
+    stats = poll_stats(stack, lambda s: s.pending_documents == 0)
+    assert stats.pending_documents == 0
+    assert stats_counts(stack) == before
+    report = verify(stack)
+    assert report.clean and report.findings_total == 0, [str(f) for f in report.findings]
+    assert lexical_doc_ids(stack, SLOW_WORD) == []
+    assert lexical_doc_ids(stack, CHANGED_WORD) == []
+    assert lexical_doc_ids(stack, "harbourlantern") == ["harbour"]
+
+
+@pytest.mark.integration
+def test_an_upsert_past_its_deadline_commits_nothing(served: Served) -> None:
+    stack = served.stack
+    before = stats_counts(stack)
+    generation = before[-1] + 1
+    written_before = served.hang.rows_written
+    request = ipb.UpsertRequest(documents=slow_run())
+    with pytest.raises(grpc.RpcError) as failure:
+        stack.indexer.Upsert(request, timeout=1.0)
+    assert failure.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert_nothing_committed(served, before, generation)
+    # The run got as far as writing (its first batch), so the undo removed rows.
+    assert served.hang.rows_written > written_before
+
+
+@pytest.mark.integration
+def test_an_upsert_cancelled_by_its_caller_commits_nothing(served: Served) -> None:
+    stack = served.stack
+    before = stats_counts(stack)
+    generation = before[-1] + 1
+    call = stack.indexer.Upsert.future(ipb.UpsertRequest(documents=slow_run()), timeout=120)
+    started = poll_stats(stack, lambda s: s.pending_documents > 0)
+    assert started.pending_documents > 0, "the server never started the run"
+    assert not call.done()
+    assert call.cancel()
+    assert call.cancelled()
+    with pytest.raises(grpc.FutureCancelledError):
+        call.result()
+    assert_nothing_committed(served, before, generation)
+
+
+@pytest.mark.integration
+def test_a_run_past_its_deadline_holds_the_write_lock_until_it_is_undone(
+    served: Served,
+) -> None:
+    stack, hang = served.stack, served.hang
+    doomed = [
+        served_page(f"doomed-{i}", f"# Doomed {i}\n\nThe {SLOW_WORD} page number {i}.")
+        for i in range(3)
+    ]
+    hang.armed = True  # the doomed run's lexical write stalls past its deadline
+    with pytest.raises(grpc.RpcError) as failure:
+        stack.indexer.Upsert(ipb.UpsertRequest(documents=doomed), timeout=1.0)
+    assert failure.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert hang.stalled.is_set()
+    # The caller retries with other work (the error message advises fewer documents).
+    retry = [served_page("retry", "# Retry\n\nA small retried page about dovetail joints.")]
+    stack.indexer.Upsert(ipb.UpsertRequest(documents=retry), timeout=60)
+    hang.release.set()
+    assert hang.resumed.wait(60)
+    poll_stats(stack, lambda s: s.pending_documents == 0)
+    assert lexical_doc_ids(stack, SLOW_WORD) == [], "rows of a run that failed are served"
+    report = verify(stack)
+    assert report.clean, [str(f) for f in report.findings]
