@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import grpc
 
@@ -33,6 +33,7 @@ class Sample:
     """One Retrieve as the client saw it."""
 
     latency_ms: float
+    sent_at: float = 0.0  # Unix time it was sent, to set against the server's log
     degraded: tuple[str, ...] = ()  # "component: reason" per degradation
     stages_ms: dict[str, float] = field(default_factory=dict)  # the server's timings
     error: str = ""  # gRPC status name when the call failed
@@ -64,10 +65,11 @@ async def _run_paced(
             nonlocal sent
             await asyncio.sleep(offset)  # spread the clients over one interval
             while not stop():
-                started = time.monotonic()
+                started, sent_at = time.monotonic(), time.time()
                 text = queries[sent % len(queries)]
                 sent += 1
-                samples.append(await _call(stub, text, scope, pacing.timeout_s))
+                sample = await _call(stub, text, scope, pacing.timeout_s)
+                samples.append(replace(sample, sent_at=sent_at))
                 await asyncio.sleep(max(0.0, pacing.interval_s - (time.monotonic() - started)))
 
         step = pacing.interval_s / max(pacing.clients, 1)
@@ -88,7 +90,7 @@ async def _call(
         return Sample((time.perf_counter() - started) * 1000, error=exc.code().name)
     latency_ms = (time.perf_counter() - started) * 1000
     degraded = tuple(f"{d.component}: {d.reason}" for d in reply.degraded)
-    return Sample(latency_ms, degraded, {t.stage: t.ms for t in reply.timings})
+    return Sample(latency_ms, degraded=degraded, stages_ms={t.stage: t.ms for t in reply.timings})
 
 
 def stop_after(seconds: float) -> StopFn:

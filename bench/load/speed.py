@@ -48,7 +48,6 @@ from bench.common.retrieve_loop import LoadResult, run_load  # noqa: E402
 from bench.eval.dataset import write_subset  # noqa: E402
 from bench.eval.scifact_options import SCOPE  # noqa: E402  (bench.eval.scifact's scope: the index is shared)
 from bench.load.ingest_isolation import isolation_targets, measure_ingest_isolation  # noqa: E402
-from bench.load.ingest_isolation_report import add_isolation_section  # noqa: E402
 from bench.load.model_bound import (  # noqa: E402
     best_query_embedding,
     chunk_texts,
@@ -102,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     path = opts.out_dir / "bench.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     write_report(opts.out_dir, opts.docs_path)
-    add_isolation_section(opts.out_dir, opts.docs_path)
     print(json.dumps(result["targets"], indent=2))
     print(f"wrote {path}")
     return 0

@@ -13,6 +13,8 @@ from bench.reports.bilingual import bilingual_section
 from bench.reports.gateway import gateway_section
 from bench.reports.scifact import quality_section
 from bench.reports.speed import speed_section
+from bench.reports.visibility import RESULTS_FILE as VISIBILITY_FILE
+from bench.reports.visibility import visibility_section
 
 INTRO = """# Benchmarks
 
@@ -42,6 +44,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(speed_section(bench, results_dir, docs_path))
     if (gateway := _load(results_dir / "gateway_load.json")) is not None:
         parts.append(gateway_section(gateway))
+    if (visibility := _load(results_dir / VISIBILITY_FILE)) is not None:
+        parts.append(visibility_section(visibility))
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text("\n".join(parts).rstrip() + "\n")
     return docs_path

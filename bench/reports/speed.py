@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench.reports.ingest_isolation import isolation_section_of
 from bench.reports.markdown import provenance, table, targets_table
 
 
@@ -26,6 +27,7 @@ def speed_section(bench: dict[str, Any], results_dir: Path, docs_path: Path) -> 
         deadline_section(bench),
         memory_section(bench),
         profile_section(bench),
+        isolation_section_of(bench, results_dir),
         "### Speed targets\n",
         targets_table(bench["targets"]),
     ]

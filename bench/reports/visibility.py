@@ -31,7 +31,8 @@ def visibility_section(result: dict[str, Any]) -> str:
         + f"\nOne embedded store pair with {result['chunks']} synthetic chunks, "
         f"{result['uncommitted_share']:.0%} of them from an uncommitted run; "
         f"{result['queries']} searches per channel (limit 50, a scope filter in both), "
-        "with and without the committed-generation clause, interleaved. Times in ms, in-process "
+        "with and without the committed-generation clause, interleaved (which of a pair runs "
+        "first alternates). Times in ms, in-process "
         "(no gRPC).\n\n"
         + table(
             ("channel", "p50 without", "p50 with", "p99 without", "p99 with", "p50 difference"),

@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -76,6 +77,12 @@ class EmbedderConfig:
     threads: int = 0
     onnx_spin: bool = False
     query_max_batch: int = 32  # queries sharing one forward pass at most; 1: no micro-batching
+    # Documents are embedded in passes of at most this many characters (one
+    # longer text alone), and a waiting query goes before the next pass, so a
+    # query waits behind one short pass, not a whole ingest batch: ~20 ms for
+    # one 800-character chunk on 2 cores (the model truncates at 256 tokens).
+    # Throughput is about the same from 1 to 64 chunks per pass (measured, ONNX).
+    document_pass_chars: int = 1000
     # Primary language codes the model reads ("*": all); the query path leaves
     # the vector channel out for other languages.
     languages: frozenset[str] = frozenset({"en"})
@@ -113,7 +120,7 @@ class Embedder:
     """Thread-safe: one forward pass at a time (torch modules are not safe for
     concurrent passes on every build, and one pass at a time keeps the few
     cores for intra-op parallelism instead of thrashing); queries waiting for
-    the model share the next pass."""
+    the model share the next pass, and go before the next document pass."""
 
     def __init__(self, config: EmbedderConfig = EmbedderConfig()) -> None:
         _check_backend(config)
@@ -156,10 +163,13 @@ class Embedder:
         return TorchTextEncoder(model, config.batch_size)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            return self._encoder.encode(list(texts))
+        """One row per text, in input order, encoded in short passes that
+        waiting queries may overtake (see EmbedderConfig.document_pass_chars)."""
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for rows in document_passes([len(t) for t in texts], self.config.document_pass_chars):
+            part = [texts[row] for row in rows]
+            vectors[rows] = self._queries.run_between_queries(partial(self._encoder.encode, part))
+        return vectors
 
     def embed_query(self, text: str) -> np.ndarray:
         cached = self._cache.get(text)
@@ -172,6 +182,23 @@ class Embedder:
     def query_stats(self) -> QueryBatchStats:
         """Forward passes and batch sizes spent on queries (cache hits excluded)."""
         return self._queries.stats()
+
+
+def document_passes(lengths: Sequence[int], max_chars: int) -> list[list[int]]:
+    """Row indices, longest first (a pass pads to its longest text), cut into
+    passes of at most `max_chars` characters; a longer text gets a pass alone."""
+    passes: list[list[int]] = []
+    current: list[int] = []
+    chars = 0
+    for row in sorted(range(len(lengths)), key=lambda r: -lengths[r]):
+        if current and chars + lengths[row] > max_chars:
+            passes.append(current)
+            current, chars = [], 0
+        current.append(row)
+        chars += lengths[row]
+    if current:
+        passes.append(current)
+    return passes
 
 
 def _weights_digest(model: Any) -> str:

@@ -14,6 +14,14 @@ busy wait and then share one pass:
 
 The leader keeps leading until its own query is done, then hands over, so a
 queue longer than `max_batch` is served in arrival order.
+
+Document passes (an ingest, in the embedded stack where one model serves
+both) go through `run_between_queries`: one runs only while no query leads,
+runs or waits, so a query waits behind at most one document pass, never a
+whole ingest batch (measured: one Upsert's 256 chunks held the model ~6 s,
+and queries behind it timed out). So that a steady stream of queries slows
+indexing without stopping it, a waiting document pass goes next once
+`max_passes_ahead` query passes have run while it waited.
 """
 
 from __future__ import annotations
@@ -23,23 +31,31 @@ from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
 EncodeFn = Callable[[list[str]], np.ndarray]
+T = TypeVar("T")
+# Query passes that may overtake one waiting document pass. Queries are short
+# (~4 ms) and a document pass is bounded (EmbedderConfig.document_pass_chars),
+# so under a query flood indexing still gets about one pass in five.
+DEFAULT_PASSES_AHEAD = 4
 
 
 @dataclass(frozen=True)
 class QueryBatchStats:
     """What the model did for queries: how many queries reached it, in how
     many forward passes, and how many distinct texts each pass encoded; and
-    how many queries wait for the model right now."""
+    how many queries and document passes wait for the model right now."""
 
     queries: int = 0
     forward_passes: int = 0
     largest_batch: int = 0
     batch_sizes: dict[int, int] = field(default_factory=dict)
     waiting: int = 0
+    document_passes: int = 0
+    documents_waiting: int = 0
 
     @property
     def mean_batch(self) -> float:
@@ -65,18 +81,24 @@ class _PendingQuery:
 class QueryBatcher:
     """Runs `encode` over batches of concurrently waiting queries.
 
-    `model_lock` is held around each pass; other users of the model (e.g.
-    document batches) take the same lock. The batch is taken only once the
-    lock is held, so queries that arrive while documents are being encoded
-    join the next pass too."""
+    `model_lock` is held around each pass, query or document. The batch is
+    taken only once the lock is held, so queries that arrive while another
+    pass runs join the next one."""
 
     def __init__(
-        self, encode: EncodeFn, max_batch: int, model_lock: AbstractContextManager[object]
+        self,
+        encode: EncodeFn,
+        max_batch: int,
+        model_lock: AbstractContextManager[object],
+        max_passes_ahead: int = DEFAULT_PASSES_AHEAD,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        if max_passes_ahead < 1:
+            raise ValueError(f"max_passes_ahead must be at least 1, got {max_passes_ahead}")
         self._encode = encode
         self.max_batch = max_batch
+        self.max_passes_ahead = max_passes_ahead
         self._model_lock = model_lock
         self._changed = threading.Condition()
         self._waiting: deque[_PendingQuery] = deque()
@@ -84,12 +106,16 @@ class QueryBatcher:
         self._passes = 0
         self._queries = 0
         self._sizes: Counter[int] = Counter()
+        self._documents_running = False
+        self._documents_waiting = 0
+        self._passes_ahead = 0  # query passes run while a document pass waited
+        self._document_passes = 0
 
     def embed(self, text: str) -> np.ndarray:
         query = _PendingQuery(text)
         with self._changed:
             self._waiting.append(query)
-            while self._leading and not query.done:
+            while self._model_taken_for_queries() and not query.done:
                 self._changed.wait()
             leader = not query.done
             if leader:
@@ -106,7 +132,42 @@ class QueryBatcher:
                 largest_batch=max(self._sizes, default=0),
                 batch_sizes=dict(sorted(self._sizes.items())),
                 waiting=len(self._waiting),
+                document_passes=self._document_passes,
+                documents_waiting=self._documents_waiting,
             )
+
+    def run_between_queries(self, encode: Callable[[], T]) -> T:
+        """Run one document pass when no query leads, runs or waits (or when
+        `max_passes_ahead` query passes went first), holding the model lock."""
+        with self._changed:
+            self._documents_waiting += 1
+            try:
+                while self._model_taken_for_documents():
+                    self._changed.wait()
+            finally:
+                self._documents_waiting -= 1
+                self._changed.notify_all()  # queries held back for this pass re-check
+            self._documents_running = True
+            self._passes_ahead = 0
+        try:
+            with self._model_lock:
+                return encode()
+        finally:
+            with self._changed:
+                self._documents_running = False
+                self._document_passes += 1
+                self._changed.notify_all()
+
+    def _document_due(self) -> bool:
+        # Caller holds self._changed.
+        return self._documents_waiting > 0 and self._passes_ahead >= self.max_passes_ahead
+
+    def _model_taken_for_queries(self) -> bool:
+        return self._leading or self._documents_running or self._document_due()
+
+    def _model_taken_for_documents(self) -> bool:
+        queries_first = bool(self._waiting) and not self._document_due()
+        return self._leading or self._documents_running or queries_first
 
     def _lead_until_done(self, own: _PendingQuery) -> None:
         try:
@@ -139,6 +200,8 @@ class QueryBatcher:
                 query.error = error
                 query.done = True
             self._passes += 1
+            if self._documents_waiting:
+                self._passes_ahead += 1
             self._queries += len(batch)
             self._sizes[len(texts)] += 1
             self._changed.notify_all()

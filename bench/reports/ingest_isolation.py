@@ -16,7 +16,6 @@ from typing import Any
 from bench.reports.markdown import provenance, table
 
 BEFORE_FILE = "ingest_isolation_before.json"
-MARKER = "### Speed targets"
 HEADERS = (
     "code",
     "phase",
@@ -33,15 +32,11 @@ HEADERS = (
 )
 
 
-def add_isolation_section(results_dir: Path, docs_path: Path) -> None:
-    bench = _load(results_dir / "bench.json")
-    if bench is None or "ingest_isolation" not in bench:
-        return
-    section = isolation_section(bench, _load(results_dir / BEFORE_FILE))
-    page = docs_path.read_text()
-    at = page.find(MARKER)
-    page = page[:at] + section + "\n" + page[at:] if at >= 0 else f"{page.rstrip()}\n\n{section}"
-    docs_path.write_text(page)
+def isolation_section_of(bench: dict[str, Any], results_dir: Path) -> str:
+    """The section for the speed page ("" when the run measured no ingest)."""
+    if "ingest_isolation" not in bench:
+        return ""
+    return isolation_section(bench, _load(results_dir / BEFORE_FILE))
 
 
 def isolation_section(bench: dict[str, Any], before: dict[str, Any] | None) -> str:
@@ -52,7 +47,23 @@ def isolation_section(bench: dict[str, Any], before: dict[str, Any] | None) -> s
         rows = _rows("before the fix", before) + rows
         parts.append(_before_note(before))
     parts.append(table(HEADERS, rows))
+    if stalls := current.get("vector_optimize"):
+        parts.append(_stall_note(stalls, current["during_ingest"]["degraded"]))
     return "\n".join(parts)
+
+
+def _stall_note(stalls: dict[str, Any], degraded: int) -> str:
+    seconds = ", ".join(f"{s:g} s" for s in stalls["seconds"]) or "none"
+    return (
+        f"During this run's ingest the Indexer's vector store optimised its segments "
+        f"{stalls['optimizations']} time(s) ({seconds}). Qdrant Edge (qdrant-edge-py 0.9.0) holds "
+        "the GIL throughout `EdgeShard.optimize()`, so the whole stack process, event loop "
+        f"included, pauses meanwhile: {stalls['answers_in_flight']} answers were in flight then "
+        f"(each as slow as the pause), {stalls['degraded_in_flight']} of them degraded, of the "
+        f"{degraded} degraded answers of the phase (bench.load.stall_windows, from the stack's "
+        "`vector_index_optimized` log lines). Whether an answer caught in a pause comes back "
+        "degraded depends on whether its channels had started when the pause began.\n"
+    )
 
 
 def _note(bench: dict[str, Any], result: dict[str, Any]) -> str:
