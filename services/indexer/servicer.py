@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -68,6 +68,34 @@ def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
     ]
     counts = pb.PlanCounts(**report.counts.as_dict())
     return pb.UpsertResponse(outcomes=outcomes, counts=counts, dry_run=report.dry_run)
+
+
+async def progress_then_result(
+    start: Callable[[Callable[[Any], None]], Awaitable[Any]],
+) -> AsyncIterator[tuple[bool, Any]]:
+    """Run `start(on_progress)` and yield (False, progress) for each report
+    (made from any thread) as it comes, then (True, result); its error is raised."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def on_progress(value: Any) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, ("progress", value))
+
+    async def run() -> None:
+        try:
+            await queue.put(("result", await start(on_progress)))
+        except BaseException as exc:  # handed to the stream below
+            await queue.put(("error", exc))
+
+    task = asyncio.create_task(run())
+    while True:
+        kind, item = await queue.get()
+        if kind == "error":
+            raise item
+        yield kind == "result", item
+        if kind == "result":
+            break
+    await task
 
 
 FINDINGS_LIMIT = 1000  # per report message; `findings_total` counts them all
@@ -161,31 +189,13 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.UpsertProgress]:
         docs = [document_from_proto(d) for d in request.documents]
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Progress | IndexReport | BaseException] = asyncio.Queue()
 
-        def on_progress(p: Progress) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, p)
+        def start(on_progress: Callable[[Progress], None]) -> Awaitable[IndexReport]:
+            upsert = self.pipeline.upsert
+            return self._run(context, upsert, docs, dry_run=request.dry_run, progress=on_progress)
 
-        async def run() -> None:
-            try:
-                report = await self._run(
-                    context,
-                    self.pipeline.upsert,
-                    docs,
-                    dry_run=request.dry_run,
-                    progress=on_progress,
-                )
-                await queue.put(report)
-            except BaseException as exc:  # handed to the stream below
-                await queue.put(exc)
-
-        task = asyncio.create_task(run())
-        while True:
-            item = await queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            if isinstance(item, IndexReport):
+        async for final, item in progress_then_result(start):
+            if final:
                 n = len(item.plans)
                 yield pb.UpsertProgress(
                     documents_done=n,
@@ -193,13 +203,12 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
                     chunks_embedded=item.counts.chunks_to_embed,
                     result=report_to_proto(item),
                 )
-                break
-            yield pb.UpsertProgress(
-                documents_done=item.documents_done,
-                documents_total=item.documents_total,
-                chunks_embedded=item.chunks_embedded,
-            )
-        await task
+            else:
+                yield pb.UpsertProgress(
+                    documents_done=item.documents_done,
+                    documents_total=item.documents_total,
+                    chunks_embedded=item.chunks_embedded,
+                )
 
     @grpc_errors.unary
     async def Delete(
@@ -243,29 +252,15 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         self, request: pb.VerifyRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.VerifyProgress]:
         """Under the write lock: an audit racing a run would report its rows."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[AuditProgress | AuditReport | BaseException] = asyncio.Queue()
 
-        def on_progress(p: AuditProgress) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, p)
+        def start(on_progress: Callable[[AuditProgress], None]) -> Awaitable[AuditReport]:
+            return self._locked(self.verifier.verify, request.repair, on_progress)
 
-        async def run() -> None:
-            try:
-                verify = self.verifier.verify
-                await queue.put(await self._locked(verify, request.repair, on_progress))
-            except BaseException as exc:  # handed to the stream below
-                await queue.put(exc)
-
-        task = asyncio.create_task(run())
-        while True:
-            item = await queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            if isinstance(item, AuditReport):
+        async for final, item in progress_then_result(start):
+            if final:
                 yield pb.VerifyProgress(phase="done", report=audit_report_to_proto(item))
-                break
-            yield pb.VerifyProgress(phase=item.phase, done=item.done, total=item.total)
-        await task
+            else:
+                yield pb.VerifyProgress(phase=item.phase, done=item.done, total=item.total)
 
     @grpc_errors.unary
     async def RecordRelease(

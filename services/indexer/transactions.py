@@ -21,9 +21,10 @@ from dataclasses import dataclass, replace
 
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
-from services.common.models import Chunk, ChunkPayload, StoredChunk
+from services.common.models import Chunk, StoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest, ManifestEntry, RunIntent
+from services.common.stores.payload import chunk_with_payload, payload_of_stored
 from services.common.stores.visibility import committed_generation
 from services.indexer.planning import DocState, DocumentPlan
 
@@ -53,32 +54,8 @@ def embedding_text(chunk: Chunk | StoredChunk) -> str:
 
 
 def chunk_from_stored(row: StoredChunk) -> Chunk:
-    return Chunk(
-        chunk_id=row.chunk_id,
-        doc_id=row.doc_id,
-        position=row.position,
-        text=row.text,
-        content_hash=row.content_hash,
-        url=row.url,
-        title=row.title,
-        heading_path=row.heading_path,
-        scope_id=row.scope_id,
-        locale=row.locale,
-        metadata=dict(row.metadata),
-        generation=row.generation,
-    )
-
-
-def payload_of_stored(row: StoredChunk) -> ChunkPayload:
-    return ChunkPayload(
-        url=row.url,
-        title=row.title,
-        heading_path=row.heading_path,
-        scope_id=row.scope_id,
-        locale=row.locale,
-        metadata=dict(row.metadata),
-        generation=row.generation,
-    )
+    """A stored row as the chunk that writes it back unchanged."""
+    return chunk_with_payload(row, payload_of_stored(row))
 
 
 def changes_index(plan: DocumentPlan) -> bool:

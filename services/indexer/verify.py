@@ -27,6 +27,7 @@ from services.common.logging import get_logger
 from services.common.models import StoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
+from services.common.stores.payload import payload_of_stored
 from services.indexer.audit import (
     LEXICAL,
     VECTORS,
@@ -38,7 +39,7 @@ from services.indexer.audit import (
     read_snapshot,
     scope_counts,
 )
-from services.indexer.transactions import chunk_from_stored, embedding_text, payload_of_stored
+from services.indexer.transactions import chunk_from_stored, embedding_text
 
 log = get_logger(__name__)
 REPAIRED = "repaired"

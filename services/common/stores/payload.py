@@ -102,6 +102,19 @@ def stored_chunk_from_payload(payload: Mapping[str, Any]) -> StoredChunk:
     )
 
 
+def payload_of_stored(row: StoredChunk) -> ChunkPayload:
+    """A stored row's payload, generation included (what an undo writes back)."""
+    return ChunkPayload(
+        url=row.url,
+        title=row.title,
+        heading_path=row.heading_path,
+        scope_id=row.scope_id,
+        locale=row.locale,
+        metadata=dict(row.metadata),
+        generation=row.generation,
+    )
+
+
 def chunk_with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
     """A stored chunk with a metadata-only update applied: what a lexical
     store re-indexes (its title and heading terms depend on the payload)."""
