@@ -79,8 +79,14 @@ class RunJournal:
     def begin(self, generation: int, plans: Sequence[DocumentPlan]) -> None:
         changing = [p for p in plans if changes_index(p)]
         old = self.manifest.get_many([p.key for p in changing])
-        saved = self._saved_rows(changing, old)
-        intents = [self._intent(generation, p, old.get(p.key), saved) for p in changing]
+        touched = {p.key: _touched_committed_ids(p, old.get(p.key)) for p in changing}
+        saved = self._saved_rows([cid for ids in touched.values() for cid in ids])
+        intents = [
+            self._intent(
+                generation, p, old.get(p.key), [saved[c] for c in touched[p.key] if c in saved]
+            )
+            for p in changing
+        ]
         self.manifest.begin_run(intents)
 
     def _intent(
@@ -88,24 +94,20 @@ class RunJournal:
         generation: int,
         plan: DocumentPlan,
         old: ManifestEntry | None,
-        saved: dict[str, StoredChunk],
+        saved: list[StoredChunk],
     ) -> RunIntent:
-        touched = _touched_committed_ids(plan, old)
         return RunIntent(
             generation=generation,
             doc_id=plan.doc_id,
             locale=plan.locale,
             old_entry=old,
             written_ids=tuple(c.chunk_id for c in plan.to_embed),
-            saved_rows=tuple(saved[cid] for cid in touched if cid in saved),
+            saved_rows=tuple(saved),
         )
 
-    def _saved_rows(
-        self, plans: Sequence[DocumentPlan], old: dict[tuple[str, str], ManifestEntry]
-    ) -> dict[str, StoredChunk]:
+    def _saved_rows(self, wanted: Sequence[str]) -> dict[str, StoredChunk]:
         """The committed rows the run changes, from the lexical store (it
         holds the text), the vector store for any the lexical store lacks."""
-        wanted = [cid for p in plans for cid in _touched_committed_ids(p, old.get(p.key))]
         rows = {row.chunk_id: row for row in self.lexical.get(wanted)}
         missing = [cid for cid in wanted if cid not in rows]
         rows.update({row.chunk_id: row for row in self.vectors.get(missing)})
