@@ -3,30 +3,48 @@
 On a signal uvicorn stops accepting connections, lets in-flight requests
 finish for up to RAG_SHUTDOWN_GRACE_S, then runs the app's shutdown (closing
 the Retriever channel and Redis connections) and the process exits with 0.
+
+`-h`/`--help` lists the environment variables it reads; any other argument is
+refused (exit status 2) so that a typo never starts a server on the defaults.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
-import uvicorn
-
-from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from services.common.cli_help import parse_command_line
 from services.common.errors import ConfigError
 from services.common.logging import configure_logging, get_logger
 from services.common.settings import load_settings
 
+if TYPE_CHECKING:
+    import uvicorn
+
+SUMMARY = (
+    "Runs the public HTTP gateway (uvicorn): the search API and page in front of the "
+    "Retriever at RAG_RETRIEVER_ADDR, behind its gates (public switch, origins, rate "
+    "limits, daily budget, circuit breaker)."
+)
+
 
 def build_server(settings: GatewaySettings) -> uvicorn.Server:
+    # Imported here so that `--help` and a settings error need neither.
+    import uvicorn
+
+    from gateway.app import create_app
+
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
         port=settings.gateway_port,
-        proxy_headers=True,
-        forwarded_allow_ips=settings.gateway_forwarded_allow_ips,
+        # uvicorn would trust X-Forwarded-For from loopback by default; the app
+        # reads it itself, from RAG_GATEWAY_FORWARDED_ALLOW_IPS only (gateway/clientip.py).
+        proxy_headers=False,
         timeout_graceful_shutdown=int(settings.shutdown_grace_s),
         access_log=False,  # one structured line per search is logged by the app
         log_config=None,
@@ -35,7 +53,8 @@ def build_server(settings: GatewaySettings) -> uvicorn.Server:
     return uvicorn.Server(config)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    parse_command_line("python -m gateway", SUMMARY, lambda: [GatewaySettings], argv)
     try:
         settings = load_settings(GatewaySettings)
     except ConfigError as exc:

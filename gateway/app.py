@@ -3,8 +3,10 @@
 Routes: POST /v1/search (every public gate), GET /healthz (the process is
 up), GET /readyz (the Retriever — and Redis when configured — answer, and
 the release gate is open when RAG_GATEWAY_REQUIRE_RELEASE is set),
-GET /metrics (Prometheus), GET /openapi.json, and the web page: `/`,
-`/widget.js` and `/static/*`, all served from `gateway/static` (no CDN).
+GET /openapi.json, and the web page: `/`, `/widget.js` and `/static/*`, all
+served from `gateway/static` (no CDN). Prometheus metrics are not on this
+port: the app starts a listener of their own (`gateway.metrics`).
+Every response says `X-Content-Type-Options: nosniff`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.breaker import RetrieverBreaker, build_breaker_storage
 from gateway.errors import ApiError, ErrorBody, ErrorCode, error_response
-from gateway.metrics import GatewayMetrics
+from gateway.metrics import GatewayMetrics, MetricsListener
 from gateway.origin import OriginMiddleware, OriginPolicy
 from gateway.querylog import QueryLogPolicy
 from gateway.quotas import ClientRateLimiter, DailyBudget, build_storage
@@ -38,6 +40,7 @@ from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.search import Gates, SearchGateway
 from gateway.settings import GatewaySettings
 from services.common.logging import get_logger
+from services.common.security.client import ClientSecurity
 
 log = get_logger(__name__)
 
@@ -55,7 +58,7 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
-        400: "invalid_json or upstream_rejected",
+        400: "invalid_json, json_too_deep or upstream_rejected",
         403: "origin_not_allowed",
         413: "body_too_large",
         415: "unsupported_media_type",
@@ -87,15 +90,24 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = _start_runtime(settings, metrics, retriever_stub_factory)
-        app.state.runtime = runtime
-        log.info(
-            "gateway_started", public=settings.gateway_public_enabled, redis=settings.uses_redis
-        )
-        try:
+        async with AsyncExitStack() as running:  # stops in reverse: metrics, then runtime
+            runtime = _start_runtime(settings, metrics, retriever_stub_factory)
+            running.push_async_callback(_stop_runtime, runtime)
+            app.state.runtime = runtime
+            app.state.metrics_url = None
+            if settings.gateway_metrics_enabled:
+                listener = MetricsListener.start(
+                    metrics, settings.gateway_metrics_host, settings.gateway_metrics_port
+                )
+                running.push_async_callback(listener.close)
+                app.state.metrics_url = listener.url
+            log.info(
+                "gateway_started",
+                public=settings.gateway_public_enabled,
+                redis=settings.uses_redis,
+                metrics=app.state.metrics_url,
+            )
             yield
-        finally:
-            await _stop_runtime(runtime)
 
     app = FastAPI(
         title="RAG gateway",
@@ -107,10 +119,11 @@ def create_app(
     )
     app.state.metrics = metrics
     app.state.settings = settings
-    _add_routes(app, settings, metrics)
+    _add_routes(app, settings)
     _add_error_handlers(app)
     policy = OriginPolicy(
         settings.gateway_allowed_origins,
+        public_origins=settings.gateway_public_origins,
         allow_same_origin=settings.gateway_allow_same_origin,
         allow_missing_origin=settings.gateway_allow_missing_origin,
     )
@@ -123,6 +136,7 @@ def create_app(
         OriginMiddleware, policy=policy, on_reject=lambda s: metrics.observe("origin_rejected", s)
     )
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(NoSniffMiddleware)
     return app
 
 
@@ -133,7 +147,10 @@ def _start_runtime(
     storage, pool = build_storage(settings.gateway_redis_url, namespace)
     breaker_storage, breaker_client = build_breaker_storage(settings.gateway_redis_url, namespace)
     retriever = RetrieverClient(
-        settings.retriever_addr, settings.max_message_bytes, stub_factory=stub_factory
+        settings.retriever_addr,
+        settings.max_message_bytes,
+        stub_factory=stub_factory,
+        security=ClientSecurity.from_settings(settings, "retriever"),
     )
     retriever.open()
     release = ReleaseGate(
@@ -172,7 +189,7 @@ async def _stop_runtime(runtime: Runtime) -> None:
     log.info("gateway_stopped")
 
 
-def _add_routes(app: FastAPI, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
+def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
     @app.post(
         "/v1/search",
         response_model=SearchResponse,
@@ -210,10 +227,6 @@ def _add_routes(app: FastAPI, settings: GatewaySettings, metrics: GatewayMetrics
             body["reason"] = reason
         body["release"] = release.as_json()
         return JSONResponse(body, status_code=200 if ready else 503)
-
-    @app.get("/metrics", include_in_schema=False)
-    async def prometheus() -> Response:
-        return Response(metrics.render(), media_type=metrics.content_type)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -304,3 +317,19 @@ class RequestIdMiddleware(_HttpMiddleware):
             await send(message)
 
         await self.app(scope, receive, send_with_id)
+
+
+class NoSniffMiddleware(_HttpMiddleware):
+    """`X-Content-Type-Options: nosniff` on every response (JSON, errors,
+    preflights, files), so no browser reads an API answer as another type."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_nosniff(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_nosniff)

@@ -27,10 +27,12 @@ class ErrorCode(StrEnum):
     BODY_TOO_LARGE = "body_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     INVALID_JSON = "invalid_json"
+    JSON_TOO_DEEP = "json_too_deep"
     INVALID_REQUEST = "invalid_request"
     QUERY_TOO_LONG = "query_too_long"
     TOP_K_OUT_OF_RANGE = "top_k_out_of_range"
     UPSTREAM_REJECTED = "upstream_rejected"
+    SCOPE_NOT_ALLOWED = "scope_not_allowed"
     UPSTREAM_UNAVAILABLE = "upstream_unavailable"
     UPSTREAM_TIMEOUT = "upstream_timeout"
     NOT_FOUND = "not_found"
@@ -49,10 +51,12 @@ STATUS: dict[ErrorCode, int] = {
     ErrorCode.BODY_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
     ErrorCode.INVALID_JSON: 400,
+    ErrorCode.JSON_TOO_DEEP: 400,
     ErrorCode.INVALID_REQUEST: 422,
     ErrorCode.QUERY_TOO_LONG: 422,
     ErrorCode.TOP_K_OUT_OF_RANGE: 422,
     ErrorCode.UPSTREAM_REJECTED: 400,
+    ErrorCode.SCOPE_NOT_ALLOWED: 403,
     ErrorCode.UPSTREAM_UNAVAILABLE: 502,
     ErrorCode.UPSTREAM_TIMEOUT: 504,
     ErrorCode.NOT_FOUND: 404,
@@ -66,6 +70,7 @@ OUTCOME: dict[ErrorCode, str] = {
     ErrorCode.BODY_TOO_LARGE: "invalid",
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: "invalid",
     ErrorCode.INVALID_JSON: "invalid",
+    ErrorCode.JSON_TOO_DEEP: "invalid",
     ErrorCode.INVALID_REQUEST: "invalid",
     ErrorCode.QUERY_TOO_LONG: "invalid",
     ErrorCode.TOP_K_OUT_OF_RANGE: "invalid",

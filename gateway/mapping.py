@@ -2,7 +2,10 @@
 
 Explicit rather than `json_format`, so the JSON names and enum spellings stay
 stable when the proto grows (enums appear as lower-case words without their
-prefix: `CHANNEL_VECTOR` → `"vector"`).
+prefix: `CHANNEL_VECTOR` → `"vector"`). The Retriever's free-text reasons
+become codes (gateway/reasons.py); the text itself, the rerank model and the
+channels' errors are copied only when `trusted` (RAG_GATEWAY_DEBUG_REASONS
+and a debug request).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway import schema
+from gateway.reasons import MESSAGES, degradation_code, public_component, rerank_code
 from gateway.snippets import Span, highlighted_snippet, valid_spans
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
@@ -102,14 +106,14 @@ def _citation(c: pb.Citation) -> schema.Citation:
     )
 
 
-def _debug(report: pb.DebugReport) -> schema.DebugReport:
+def _debug(report: pb.DebugReport, trusted: bool) -> schema.DebugReport:
     channels = [
         schema.ChannelReport(
             channel=_label(pb.Channel, c.channel, "CHANNEL_"),
             status=_label(pb.ChannelStatus, c.status, "CHANNEL_STATUS_"),
             latency_ms=c.latency_ms,
             hits=c.hits,
-            error=c.error,
+            error=c.error if trusted else None,
         )
         for c in report.channels
     ]
@@ -121,21 +125,39 @@ def _debug(report: pb.DebugReport) -> schema.DebugReport:
     )
 
 
-def _rerank(r: pb.RerankOutcome) -> schema.Rerank:
+def _rerank(r: pb.RerankOutcome, trusted: bool) -> schema.Rerank:
+    code = rerank_code(r)
     return schema.Rerank(
         used=r.used,
         fallback=r.fallback,
-        reason=r.reason,
+        code=code,
+        message=MESSAGES[code],
+        reason=r.reason if trusted else None,
         candidates=r.candidates,
         reranked=r.reranked,
-        model=r.model,
+        model=r.model if trusted else None,
         latency_ms=r.latency_ms,
     )
 
 
+def _degradation(d: pb.Degradation, rerank: pb.RerankOutcome, trusted: bool) -> schema.Degradation:
+    code = degradation_code(d, rerank)
+    return schema.Degradation(
+        component=public_component(d.component),
+        code=code,
+        message=MESSAGES[code],
+        reason=d.reason if trusted else None,
+    )
+
+
 def to_search_response(
-    response: pb.RetrieveResponse, request_id: str, debug: bool, message: str = ""
+    response: pb.RetrieveResponse,
+    request_id: str,
+    debug: bool,
+    message: str = "",
+    trusted: bool = False,
 ) -> schema.SearchResponse:
+    trusted = trusted and debug  # the Retriever's words ride only on a debug answer
     citation_of = {c.chunk_id: c.number for c in response.evidence.citations}
     evidence = response.evidence
     return schema.SearchResponse(
@@ -152,10 +174,8 @@ def to_search_response(
             truncated=evidence.truncated,
         ),
         citations=[_citation(c) for c in evidence.citations],
-        rerank=_rerank(response.rerank),
-        degraded=[
-            schema.Degradation(component=d.component, reason=d.reason) for d in response.degraded
-        ],
+        rerank=_rerank(response.rerank, trusted),
+        degraded=[_degradation(d, response.rerank, trusted) for d in response.degraded],
         timings_ms={t.stage: t.ms for t in response.timings},
-        debug=_debug(response.debug) if debug and response.HasField("debug") else None,
+        debug=_debug(response.debug, trusted) if debug and response.HasField("debug") else None,
     )

@@ -4,6 +4,16 @@ Browsers enforce CORS only on *reading* a response: a cross-origin POST still
 reaches a server that merely omits the CORS headers, and would still cost a
 downstream search. So a request whose Origin is not allowed is answered here
 with 403 before it reaches any handler, preflight or not.
+
+"Same origin" means the gateway's configured public origins
+(RAG_GATEWAY_PUBLIC_ORIGINS), never the Host header: Host is the caller's to
+choose, and with DNS rebinding a page on http://evil.example sends
+`Origin: http://evil.example` *and* `Host: evil.example` to the gateway.
+Without configured public origins, the gateway's own origins are the loopback
+names at the port of the socket the request arrived on (the local page of
+`make run`, http://127.0.0.1:8080 or http://localhost:8080): a page can only
+have one of those origins if it was served from that very port on the
+visitor's own machine.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ PREFLIGHT_MAX_AGE_S = 600
 ALLOWED_METHODS = "GET, POST, OPTIONS"
 ALLOWED_REQUEST_HEADERS = ("content-type", "x-request-id")
 EXPOSED_HEADERS = "Retry-After, X-Request-Id"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 class OriginPolicy:
@@ -32,20 +43,30 @@ class OriginPolicy:
     def __init__(
         self,
         allowed_origins: Iterable[str],
+        public_origins: Iterable[str] = (),
         allow_same_origin: bool = True,
         allow_missing_origin: bool = False,
     ) -> None:
         self.allowed = {origin.lower().rstrip("/") for origin in allowed_origins}
+        self.public = frozenset(origin.lower().rstrip("/") for origin in public_origins)
         self.allow_same_origin = allow_same_origin
         self.allow_missing_origin = allow_missing_origin
 
-    def allows(self, origin: str | None, own_origin: str) -> bool:
+    def own_origins(self, local_port: int | None) -> frozenset[str]:
+        """The gateway's own origins: the configured public ones, or else the
+        loopback names at `local_port` (the gateway's socket, not the caller's say)."""
+        if self.public or local_port is None:
+            return self.public
+        port = "" if local_port == 80 else f":{local_port}"  # browsers omit the default
+        return frozenset(f"http://{host}{port}" for host in LOOPBACK_HOSTS)
+
+    def allows(self, origin: str | None, local_port: int | None) -> bool:
         if not origin:
             return self.allow_missing_origin
         origin = origin.lower()
         if origin in self.allowed:
             return True
-        return self.allow_same_origin and origin == own_origin.lower()
+        return self.allow_same_origin and origin in self.own_origins(local_port)
 
     @staticmethod
     def cors_headers(origin: str) -> dict[str, str]:
@@ -65,9 +86,11 @@ class OriginPolicy:
         }
 
 
-def own_origin(scope: Scope, headers: Headers) -> str:
-    """The origin this request was addressed to (scheme + Host header)."""
-    return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}"
+def local_port(scope: Scope) -> int | None:
+    """The port of the gateway's own socket the request arrived on."""
+    server = scope.get("server")
+    port = server[1] if server else None
+    return port if isinstance(port, int) else None
 
 
 class OriginMiddleware:
@@ -95,7 +118,7 @@ class OriginMiddleware:
         started = time.perf_counter()
         headers = Headers(scope=scope)
         origin = headers.get("origin")
-        if not self.policy.allows(origin, own_origin(scope, headers)):
+        if not self.policy.allows(origin, local_port(scope)):
             await self._reject(scope, receive, send, started)
             return
         if origin and _is_preflight(scope, headers):

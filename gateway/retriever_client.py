@@ -10,6 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.errors import ApiError, ErrorCode
 from services.common.genproto.rag.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from services.common.security.client import ClientSecurity, aio_channel
 from services.common.server import client_channel_options
 
 RETRIEVER_SERVICE = "rag.retriever.v1.Retriever"
@@ -17,14 +18,11 @@ RETRIEVER_SERVICE = "rag.retriever.v1.Retriever"
 # Builds the stub the gateway calls, on the channel the gateway owns.
 RetrieverStubFactory = Callable[[grpc.aio.Channel], Any]
 
-_REJECTED_CODES = frozenset(
-    {
-        grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.OUT_OF_RANGE,
-        grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.NOT_FOUND,
-    }
-)
+# The Retriever's message for these names the request's field and the limit:
+# it is about the client's own input, so it is passed on.
+_INPUT_CODES = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE})
+# Rejected for a reason that is not the client's input: a fixed message.
+_REJECTED_CODES = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND})
 
 
 class RetrieverClient:
@@ -36,8 +34,10 @@ class RetrieverClient:
         address: str,
         max_message_bytes: int,
         stub_factory: RetrieverStubFactory | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.address = address
+        self.security = security or ClientSecurity()
         self.max_message_bytes = max_message_bytes
         self.stub_factory: RetrieverStubFactory = stub_factory or retriever_pb2_grpc.RetrieverStub
         self._channel: grpc.aio.Channel | None = None
@@ -46,9 +46,8 @@ class RetrieverClient:
 
     def open(self) -> None:
         """Create the channel; must run inside the serving event loop."""
-        self._channel = grpc.aio.insecure_channel(
-            self.address, options=client_channel_options(self.max_message_bytes)
-        )
+        options = client_channel_options(self.max_message_bytes)
+        self._channel = aio_channel(self.address, self.security, options)
         self._stub = self.stub_factory(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
@@ -92,8 +91,14 @@ class RetrieverClient:
 def api_error_for(exc: grpc.aio.AioRpcError) -> ApiError:
     """The gateway's answer to a failed Retrieve."""
     code = exc.code()
-    if code in _REJECTED_CODES:
+    if code in _INPUT_CODES:
         return ApiError(ErrorCode.UPSTREAM_REJECTED, exc.details() or "rejected by the retriever")
+    if code in _REJECTED_CODES:
+        return ApiError(ErrorCode.UPSTREAM_REJECTED, "the search could not be run as asked")
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        # The gateway's reader credential does not cover the scope asked for;
+        # which scopes it covers is not the public's business.
+        return ApiError(ErrorCode.SCOPE_NOT_ALLOWED, "this scope cannot be searched here")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return ApiError(ErrorCode.UPSTREAM_TIMEOUT, "the search took too long; please try again")
     return ApiError(ErrorCode.UPSTREAM_UNAVAILABLE, "the search backend is unavailable right now")

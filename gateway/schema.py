@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from gateway.errors import ApiError, ErrorCode
+from gateway.reasons import ReasonCode
 
 ShortText = Annotated[StrictStr, Field(max_length=2048)]
 # A BCP 47-style code, primary subtag lower-case ("en", "zh", "zh-Hant", "pt-BR").
@@ -153,19 +154,28 @@ class Evidence(BaseModel):
     truncated: bool
 
 
+# The Retriever's own words name internal addresses, models and files; they
+# reach only callers the deployment trusts (see gateway/reasons.py).
+TRUSTED_ONLY = "Only with RAG_GATEWAY_DEBUG_REASONS and `debug`: "
+
+
 class Rerank(BaseModel):
     used: bool
     fallback: bool
-    reason: str
+    code: ReasonCode = Field(description="What happened, as a stable code")
+    message: str = Field(description="A fixed sentence for the code")
+    reason: str | None = Field(None, description=TRUSTED_ONLY + "the Retriever's own reason")
     candidates: int
     reranked: int
-    model: str
+    model: str | None = Field(None, description=TRUSTED_ONLY + "the reranker's model")
     latency_ms: float
 
 
 class Degradation(BaseModel):
-    component: str
-    reason: str
+    component: Literal["vector", "lexical", "embedding", "reranker", "other"]
+    code: ReasonCode = Field(description="What failed, as a stable code")
+    message: str = Field(description="A fixed sentence for the code")
+    reason: str | None = Field(None, description=TRUSTED_ONLY + "the Retriever's own reason")
 
 
 class ChannelReport(BaseModel):
@@ -173,7 +183,7 @@ class ChannelReport(BaseModel):
     status: Literal["ok", "error", "timeout", "skipped", "unspecified"]
     latency_ms: float
     hits: int
-    error: str
+    error: str | None = Field(None, description=TRUSTED_ONLY + "the channel's error")
 
 
 class DebugReport(BaseModel):

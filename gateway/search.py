@@ -6,8 +6,10 @@ Order (the origin gate runs earlier, in `OriginMiddleware`):
                         index generation passed its release check (a cached
                         IndexStatus, never a search)
 2. client rate limit  — counted for every request, valid or not, so malformed
-                        floods are limited too
-3. body and input     — size, media type, JSON, schema, query length, top_k
+                        floods are limited too; per direct peer, or per the
+                        client a trusted proxy names (gateway/clientip.py)
+3. body and input     — size, media type, JSON (UTF-8, nesting depth), schema,
+                        query length, top_k
 4. daily budget       — spent only by requests that will go downstream
 5. circuit breaker    — open: 503 at once
 6. Retrieve           — with the time left of the request's deadline
@@ -16,7 +18,6 @@ Nothing before step 6 searches, so a refusal costs no search.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -27,13 +28,16 @@ from starlette.responses import JSONResponse, Response
 
 from gateway import mapping
 from gateway.breaker import RetrieverBreaker
+from gateway.clientip import client_address
 from gateway.errors import ApiError, ErrorCode, error_response
+from gateway.jsonbody import parse_json_object
 from gateway.metrics import GatewayMetrics
 from gateway.querylog import QueryLogPolicy
 from gateway.quotas import ClientRateLimiter, DailyBudget, client_key
+from gateway.reasons import one_line
 from gateway.release_gate import ReleaseGate
 from gateway.retriever_client import RetrieverClient, api_error_for
-from gateway.schema import SearchLimits, SearchRequest
+from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.settings import GatewaySettings
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.logging import get_logger
@@ -67,6 +71,7 @@ class SearchGateway:
         self.retriever = retriever
         self.metrics = metrics
         self.log_policy = log_policy
+        self.trusted_proxies = settings.trusted_proxies
 
     async def handle(self, request: Request) -> Response:
         started = time.perf_counter()
@@ -92,7 +97,13 @@ class SearchGateway:
         if not self.settings.gateway_public_enabled:
             raise ApiError(ErrorCode.PUBLIC_DISABLED, self.settings.gateway_disabled_message)
         await self.gates.release.check()
-        client = client_key(request.client.host if request.client else None)
+        client = client_key(
+            client_address(
+                request.client.host if request.client else None,
+                request.headers.getlist("x-forwarded-for"),
+                self.trusted_proxies,
+            )
+        )
         fields.update(self.log_policy.client_fields(client))
         await self.gates.rate_limiter.acquire(client)
         search = await self._read_request(request)
@@ -104,7 +115,9 @@ class SearchGateway:
         retrieve_request = mapping.to_retrieve_request(search, query, top_k, debug)
         reply = await self._retrieve(retrieve_request, started)
         note = NOT_ON_PAGE if search.this_page and not reply.hits else ""
-        body = mapping.to_search_response(reply, request_id, debug, note)
+        trusted = debug and self.settings.gateway_debug_reasons
+        body = mapping.to_search_response(reply, request_id, debug, note, trusted)
+        _log_reasons(reply, body, request_id)
         fields.update(intent=body.intent, hits=len(body.hits), rerank_used=body.rerank.used)
         return JSONResponse(
             body.model_dump(mode="json", exclude_none=True),
@@ -116,12 +129,7 @@ class SearchGateway:
         if media_type != "application/json":
             raise ApiError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
         raw = await read_bounded_body(request, self.settings.gateway_max_body_bytes)
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(ErrorCode.INVALID_JSON, "the body is not valid JSON") from None
-        if not isinstance(data, dict):
-            raise ApiError(ErrorCode.INVALID_JSON, "the body must be a JSON object")
+        data = parse_json_object(raw, self.settings.gateway_max_json_depth)
         try:
             return SearchRequest.model_validate(data)
         except ValidationError as exc:
@@ -139,6 +147,22 @@ class SearchGateway:
             raise api_error_for(exc) from None
         self.metrics.retriever_calls.labels(code="OK").inc()
         return reply
+
+
+def _log_reasons(reply: pb.RetrieveResponse, body: SearchResponse, request_id: str) -> None:
+    """The Retriever's own words for a degraded answer: one line, for operators."""
+    if not reply.degraded and not reply.rerank.fallback:
+        return
+    log.info(
+        "retriever_degraded",
+        request_id=request_id,
+        degraded=[
+            {"component": raw.component, "code": public.code.value, "reason": one_line(raw.reason)}
+            for raw, public in zip(reply.degraded, body.degraded, strict=True)
+        ],
+        rerank_code=body.rerank.code.value,
+        rerank_reason=one_line(reply.rerank.reason),
+    )
 
 
 async def read_bounded_body(request: Request, max_bytes: int) -> bytes:

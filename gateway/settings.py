@@ -9,19 +9,37 @@ Lists are comma-separated
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Annotated, Literal
 
 from limits import parse_many
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
+from services.common.security.client_settings import client_settings
 from services.common.settings import BaseServiceSettings
 
 KiB = 1024
 CommaList = Annotated[list[str], NoDecode]
+# scheme://host[:port] and nothing else: what a browser sends as Origin.
+_ORIGIN = re.compile(r"^https?://(?:\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::\d{1,5})?$")
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class GatewaySettings(BaseServiceSettings):
+def _comma_list(value: object) -> object:
+    if isinstance(value, str):
+        value = value.split(",")
+    if isinstance(value, list):
+        return [str(item).strip() for item in value if str(item).strip()]
+    return value
+
+
+class GatewaySettings(
+    BaseServiceSettings,
+    client_settings("retriever", "Retriever"),  # type: ignore[misc]
+):
     gateway_port: int = Field(8080, ge=0, le=65535, description="HTTP port (0: pick a free one)")
     retriever_addr: str = Field("localhost:50052", description="host:port of the Retriever")
     gateway_public_enabled: bool = Field(
@@ -41,8 +59,19 @@ class GatewaySettings(BaseServiceSettings):
     gateway_allowed_origins: CommaList = Field(
         default_factory=list, description="Origins (scheme://host[:port]) that may call the API"
     )
+    gateway_public_origins: CommaList = Field(
+        default_factory=list,
+        description=(
+            "The gateway's own public origins (where its page is served, e.g. "
+            "https://search.example.com); empty: http://localhost, http://127.0.0.1 and "
+            "http://[::1] at the port the request arrived on (the local page only). "
+            "Never derived from the Host header"
+        ),
+    )
     gateway_allow_same_origin: bool = Field(
-        True, description="The gateway's own page may call the API without being listed"
+        True,
+        description="The gateway's own page (RAG_GATEWAY_PUBLIC_ORIGINS) may call the API "
+        "without being listed",
     )
     gateway_allow_missing_origin: bool = Field(
         False, description="Accept API calls that carry no Origin header (curl, servers)"
@@ -62,6 +91,12 @@ class GatewaySettings(BaseServiceSettings):
     )
     gateway_max_body_bytes: int = Field(
         16 * KiB, ge=256, le=1024 * KiB, description="Largest request body accepted (413 above)"
+    )
+    gateway_max_json_depth: int = Field(
+        32,
+        ge=3,  # a search request itself nests three deep (body, scope, a scope list)
+        le=128,  # well inside the recursion limit of the JSON parser and the validator
+        description="Deepest nesting of arrays and objects in a request body (400 above)",
     )
     gateway_max_query_chars: int = Field(
         512, ge=1, le=4096, description="Longest query, after collapsing whitespace (422 above)"
@@ -92,18 +127,73 @@ class GatewaySettings(BaseServiceSettings):
         "none", description="`raw` allows query text in logs; `none` logs length and a keyed hash"
     )
     gateway_allow_debug: bool = Field(True, description="Clients may ask for the debug report")
-    gateway_forwarded_allow_ips: str = Field(
-        "127.0.0.1", description="Proxies whose X-Forwarded-For names the client (uvicorn)"
+    gateway_debug_reasons: bool = Field(
+        False,
+        description=(
+            "Debug answers also carry the Retriever's own words (degradation and rerank "
+            "reasons, channel errors, the rerank model), which name internal addresses and "
+            "models: only for a gateway whose every caller is trusted. Off: stable codes only"
+        ),
+    )
+    gateway_forwarded_allow_ips: CommaList = Field(
+        default_factory=list,
+        description=(
+            "Proxies (addresses or CIDR networks) whose X-Forwarded-For names the client; "
+            "empty (default): none, not even loopback, and every client is its direct peer"
+        ),
+    )
+    gateway_metrics_enabled: bool = Field(
+        True, description="Serve Prometheus metrics on a listener of their own"
+    )
+    gateway_metrics_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="Interface of the metrics listener (never the public port)",
+    )
+    gateway_metrics_port: int = Field(
+        9464, ge=0, le=65535, description="Port of the metrics listener (0: pick a free one)"
     )
 
     @field_validator("gateway_allowed_origins", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = value.split(",")
+        value = _comma_list(value)
         if isinstance(value, list):
-            return [str(item).strip().rstrip("/").lower() for item in value if str(item).strip()]
+            return [item.rstrip("/").lower() for item in value]
         return value
+
+    @field_validator("gateway_public_origins", mode="before")
+    @classmethod
+    def _parse_public_origins(cls, value: object) -> object:
+        value = _comma_list(value)
+        if not isinstance(value, list):
+            return value
+        origins = []
+        for item in value:
+            origin = item.rstrip("/").lower()
+            if not _ORIGIN.match(origin):
+                raise ValueError(f"{item!r} is not an origin like https://search.example.com")
+            scheme = origin.split(":", 1)[0]
+            # Browsers leave the scheme's default port out of Origin.
+            origins.append(origin.removesuffix(_DEFAULT_PORTS[scheme]))
+        return origins
+
+    @field_validator("gateway_forwarded_allow_ips", mode="before")
+    @classmethod
+    def _parse_proxies(cls, value: object) -> object:
+        value = _comma_list(value)
+        if not isinstance(value, list):
+            return value
+        networks = []
+        for item in value:
+            try:
+                networks.append(str(ipaddress.ip_network(item, strict=False)))
+            except ValueError:
+                raise ValueError(
+                    f"{item!r} is not an address or CIDR network (list the proxies; "
+                    "'*' is not accepted: it would let every caller choose its address)"
+                ) from None
+        return networks
 
     @field_validator("gateway_rate_limit")
     @classmethod
@@ -127,3 +217,7 @@ class GatewaySettings(BaseServiceSettings):
     @property
     def uses_redis(self) -> bool:
         return bool(self.gateway_redis_url)
+
+    @property
+    def trusted_proxies(self) -> tuple[IpNetwork, ...]:
+        return tuple(ipaddress.ip_network(item) for item in self.gateway_forwarded_allow_ips)

@@ -2,15 +2,19 @@
 environment variables are exactly the ones the services read.
 
 Usage: python scripts/gen_config_docs.py [--check]
+
+The rows come from `services.common.cli_help`, which also prints the same
+variables for `python -m <service> --help`.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from pydantic_settings import BaseSettings
+
+from services.common.cli_help import Setting, describe_setting, env_names
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "configuration.md"
@@ -19,55 +23,35 @@ TARGET = ROOT / "docs" / "configuration.md"
 def settings_classes() -> list[tuple[str, type[BaseSettings]]]:
     from gateway.settings import GatewaySettings
     from services.common.embedding_settings import EmbeddingSettings
-    from services.common.settings import BaseServiceSettings
+    from services.common.settings import BaseServiceSettings, GrpcServiceSettings
     from services.common.stores.settings import StoreSettings
-    from services.indexer.settings import IndexerSettings
+    from services.indexer.settings import CliSettings, IndexerSettings
     from services.reranker.settings import RerankerSettings
     from services.retriever.settings import RetrieverSettings
 
     return [
-        ("Every gRPC service", BaseServiceSettings),
+        ("Every service", BaseServiceSettings),
+        ("Every gRPC service: TLS and callers (docs/security.md)", GrpcServiceSettings),
         ("Stores (Indexer and Retriever)", StoreSettings),
         ("Embedding model (Indexer and Retriever)", EmbeddingSettings),
         ("Indexer", IndexerSettings),
         ("Retriever", RetrieverSettings),
         ("Reranker", RerankerSettings),
         ("Gateway", GatewaySettings),
+        ("Command line (services.indexer.cli)", CliSettings),
     ]
-
-
-def env_names(cls: type[BaseSettings], own_only: bool = False) -> dict[str, Any]:
-    """Environment variable name → field info for `cls` (optionally minus its bases')."""
-    prefix = str(cls.model_config.get("env_prefix", ""))
-    inherited: set[str] = set()
-    if own_only:
-        for base in cls.__mro__[1:]:
-            if (
-                isinstance(base, type)
-                and issubclass(base, BaseSettings)
-                and base is not BaseSettings
-            ):
-                inherited |= set(base.model_fields)
-    names = {}
-    for field, info in cls.model_fields.items():
-        if field in inherited:
-            continue
-        alias = info.validation_alias
-        names[alias.upper() if isinstance(alias, str) else f"{prefix}{field}".upper()] = info
-    return names
 
 
 def all_env_names() -> set[str]:
     return {name for _, cls in settings_classes() for name in env_names(cls)}
 
 
-def _default(info: Any) -> str:
-    if info.default_factory is not None:
+def _default(setting: Setting) -> str:
+    if setting.required:
+        return "(required)"
+    if setting.computed:
         return "(computed)"
-    value = info.default
-    if hasattr(value, "value"):
-        value = value.value
-    return f"`{value}`" if value not in (None, "") else "(unset)"
+    return f"`{setting.default}`" if setting.default is not None else "(unset)"
 
 
 def render() -> str:
@@ -82,8 +66,9 @@ def render() -> str:
     for title, cls in settings_classes():
         lines += ["", f"## {title}", "", "| variable | default | meaning |", "|---|---|---|"]
         for name, info in env_names(cls, own_only=cls.__name__ != "BaseServiceSettings").items():
+            setting = describe_setting(name, info)
             meaning = (info.description or "").replace("|", "\\|")
-            lines.append(f"| `{name}` | {_default(info)} | {meaning} |")
+            lines.append(f"| `{name}` | {_default(setting)} | {meaning} |")
     return "\n".join(lines) + "\n"
 
 

@@ -178,13 +178,15 @@ def outcome_of(status: int, payload: bytes) -> str:
 
 
 def start_gateway(
-    args: argparse.Namespace, retriever_addr: str, port: int
+    args: argparse.Namespace, retriever_addr: str, port: int, metrics_port: int
 ) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_GATEWAY_")}
     env.update(
         RAG_HOST="127.0.0.1",
         RAG_LOG_JSON="true",
         RAG_GATEWAY_PORT=str(port),
+        # /metrics has its own listener (never the public port).
+        RAG_GATEWAY_METRICS_PORT=str(metrics_port),
         RAG_RETRIEVER_ADDR=retriever_addr,
         RAG_GATEWAY_PUBLIC_ENABLED="true",
         RAG_GATEWAY_ALLOWED_ORIGINS=ORIGIN,
@@ -276,9 +278,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if not retriever_addr:
         stand_in, retriever_addr = start_stand_in()
         processes.append(stand_in)
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
-    processes.append(start_gateway(args, retriever_addr, port))
+    processes.append(start_gateway(args, retriever_addr, port, metrics_port))
     try:
         await wait_ready(url)
         watched = {"gateway": psutil.Process(processes[-1].pid), "load_generator": psutil.Process()}
@@ -286,7 +288,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         load_before = os.getloadavg()[0]
         tally, elapsed = await drive(args, url)
         cpu = {name: cpu_seconds(proc) - before[name] for name, proc in watched.items()}
-        server_outcomes = await scrape_outcomes(url)
+        server_outcomes = await scrape_outcomes(f"http://127.0.0.1:{metrics_port}")
     finally:
         for process in reversed(processes):
             process.terminate()

@@ -320,15 +320,22 @@
     this.sources.hidden = false;
   };
 
+  // "reranker_unavailable: The reranker is unavailable; … (raw reason)".
+  function explain(item) {
+    return item.code + ": " + item.message + (item.reason ? " (" + item.reason + ")" : "");
+  }
+
   SearchUI.prototype.renderDebug = function (data) {
+    // `code` and `message` are always there; `reason` and `model` (the
+    // Retriever's own words) only when the gateway trusts its callers.
     var r = data.rerank;
     var rerankText = r.used ? "used (" + r.reranked + "/" + r.candidates + " scored, "
       + num(r.latency_ms, 1) + " ms" + (r.model ? ", " + r.model : "") + ")"
-      : "not used" + (r.reason ? " — " + r.reason : "");
-    if (r.fallback && r.used) rerankText += "; partial fallback: " + r.reason;
+      : "not used — " + explain(r);
+    if (r.fallback && r.used) rerankText += "; partial fallback: " + explain(r);
     var rows = [["Intent", data.intent], ["Language", data.query_language || "–"],
       ["Page", data.page_status], ["Rerank", rerankText],
-      ["Degraded", data.degraded.map(function (d) { return d.component + ": " + d.reason; })
+      ["Degraded", data.degraded.map(function (d) { return d.component + ": " + explain(d); })
         .join("; ") || "none"],
       ["Timings", Object.keys(data.timings_ms).map(function (k) {
         return k + " " + num(data.timings_ms[k], 1) + " ms"; }).join(", ") || "–"]];

@@ -9,10 +9,10 @@ from pathlib import Path
 from pydantic import Field
 
 from services.common.embedding import PACKAGED_MODEL, EmbeddingBackend
-from services.common.settings import BaseServiceSettings
+from services.common.settings import GrpcServiceSettings
 
 
-class EmbeddingSettings(BaseServiceSettings):
+class EmbeddingSettings(GrpcServiceSettings):
     embedding_model: str = Field(
         PACKAGED_MODEL,
         description="sentence-transformers name or path. An index records the weights it was "

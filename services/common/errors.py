@@ -28,6 +28,10 @@ class NotFound(RagError):
     pass
 
 
+class PermissionDenied(RagError):
+    """The caller is known but may not touch this scope or document."""
+
+
 class ResourceExhausted(RagError):
     pass
 

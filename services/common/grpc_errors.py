@@ -16,6 +16,7 @@ log = get_logger(__name__)
 _STATUS: list[tuple[type[errors.RagError], grpc.StatusCode]] = [
     (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.Cancelled, grpc.StatusCode.CANCELLED),
@@ -39,7 +40,8 @@ async def _abort(context: grpc.aio.ServicerContext, method: str, exc: Exception)
     code = status_for(exc)
     if code == grpc.StatusCode.INTERNAL:
         log.exception("rpc_failed", method=method)
-        await context.abort(code, f"internal error: {type(exc).__name__}")
+        # The class and message stay in the log: they describe our code, not the request.
+        await context.abort(code, "internal error (logged by the server)")
     log.info("rpc_rejected", method=method, code=code.name, error=str(exc))
     await context.abort(code, str(exc))
 

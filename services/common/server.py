@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -19,6 +19,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from services.common.logging import get_logger
+from services.common.request_decoding import RequestDecodingInterceptor
+from services.common.security.callers import Role
+from services.common.security.server_security import ServerSecurity
 
 log = get_logger(__name__)
 
@@ -32,10 +35,22 @@ LIVENESS_SERVICE = "liveness"
 
 @dataclass(frozen=True)
 class ServerOptions:
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port (tests)
     max_message_bytes: int = 16 * 1024 * 1024
     shutdown_grace_s: float = 5.0
+    security: ServerSecurity = field(default_factory=ServerSecurity)
+
+    @classmethod
+    def from_settings(cls, settings: Any, port: int) -> ServerOptions:
+        """From a BaseServiceSettings (its security settings are checked here)."""
+        return cls(
+            host=settings.host,
+            port=port,
+            max_message_bytes=settings.max_message_bytes,
+            shutdown_grace_s=settings.shutdown_grace_s,
+            security=ServerSecurity.from_settings(settings),
+        )
 
 
 def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
@@ -55,25 +70,51 @@ class GrpcServer:
     """A grpc.aio server plus health and reflection. Register servicers on
     `.server` before `start()`; call `set_serving()` once ready."""
 
-    def __init__(self, options: ServerOptions, service_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        options: ServerOptions,
+        service_names: Sequence[str],
+        method_roles: Mapping[str, Role] | None = None,
+    ) -> None:
+        """`method_roles`: the role each method needs when callers are
+        configured (a method not listed needs admin)."""
         self.options = options
         self.service_names = list(service_names)
-        self.server = grpc.aio.server(options=channel_options(options.max_message_bytes))
+        security = options.security
+        self.server = grpc.aio.server(
+            options=channel_options(options.max_message_bytes),
+            # Callers are identified before anything else is said about their request.
+            interceptors=[*security.interceptors(method_roles or {}), RequestDecodingInterceptor()],
+        )
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = 0
         self._stopped = asyncio.Event()
 
     async def start(self) -> int:
-        names = [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
-        reflection.enable_server_reflection(names, self.server)
-        self.port = self.server.add_insecure_port(f"{self.options.host}:{self.options.port}")
+        security = self.options.security
+        if security.reflection:
+            names = [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
+            reflection.enable_server_reflection(names, self.server)
+        address = f"{self.options.host}:{self.options.port}"
+        credentials = security.credentials()
+        if credentials is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, credentials)
         if self.port == 0:
             raise OSError(f"cannot bind {self.options.host}:{self.options.port}")
         await self.set_serving(False)
         await self.health.set(LIVENESS_SERVICE, SERVING)
         await self.server.start()
-        log.info("server_started", port=self.port, services=self.service_names)
+        log.info(
+            "server_started",
+            port=self.port,
+            services=self.service_names,
+            tls=security.tls is not None,
+            client_certs=bool(security.tls and security.tls.require_client_cert),
+            callers=security.callers is not None,
+        )
         return self.port
 
     async def set_serving(self, serving: bool, service: str | None = None) -> None:

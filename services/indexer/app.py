@@ -28,12 +28,7 @@ def build_indexing_pipeline(
     manifest: Manifest,
 ) -> IndexingPipeline:
     params = chunking_params(settings)
-    locales = frozenset(x.strip() for x in settings.allowed_locales.split(",") if x.strip())
-    limits = DocumentLimits(
-        max_doc_id_chars=settings.max_doc_id_chars,
-        max_document_chars=settings.max_document_chars,
-        allowed_locales=locales,
-    )
+    limits = DocumentLimits.from_settings(settings)
     check_embedding_model(manifest, embedder.identity)
     planner = Planner(Chunker(params), manifest, limits, clean_markdown=settings.clean_markdown)
     return IndexingPipeline(

@@ -19,10 +19,11 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 from tqdm import tqdm
 
+from services.common.errors import ConfigError
 from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.models import ContentType, Document
-from services.common.server import channel_options
+from services.indexer.cli_channels import cli_channel
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 
 _CONTENT = {
@@ -277,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         from services.indexer.release import run_release_check
 
         return run_release_check(args)
-    channel = grpc.insecure_channel(args.addr, options=channel_options(64 * 1024 * 1024))
+    try:
+        channel = cli_channel(args.addr, "indexer")
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
     stub = indexer_pb2_grpc.IndexerStub(channel)
     try:
         if args.command == "ingest":
@@ -286,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](stub, args)
     except grpc.RpcError as exc:
         print(f"indexer error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:  # e.g. the token file went away
+        print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     finally:
         channel.close()

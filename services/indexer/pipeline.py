@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
 from services.common.models import Document
+from services.common.security.callers import ScopeGrant
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.common.stores.visibility import committed_generation
@@ -105,14 +106,16 @@ class IndexingPipeline:
         *,
         dry_run: bool = False,
         control: RunControl | None = None,
+        scopes: ScopeGrant | None = None,
     ) -> IndexReport:
+        """Remove documents; with `scopes`, only those in the scopes granted."""
         self.recover()
         keys = [
             (doc_id, loc)
             for doc_id in doc_ids
             for loc in ([locale] if locale else self.manifest.locales_of(doc_id) or [""])
         ]
-        return self._run(self.planner.plan_removals(keys), dry_run, None, control)
+        return self._run(self.planner.plan_removals(keys, scopes), dry_run, None, control)
 
     def sync(
         self,

@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from services.common.errors import InvalidArgument
 from services.common.models import Chunk, ChunkPayload, Document
+from services.common.security.callers import ScopeGrant
 from services.common.stores.manifest import Manifest, ManifestEntry
 from services.indexer.chunking import Chunker, TextSpan
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
@@ -143,14 +144,25 @@ class Planner:
         keys = [(d.doc_id, d.locale) for _, d in accepted]
         existing = self.manifest.get_many(keys)
         for index, doc in accepted:
-            plans[index] = self._plan_one(doc, existing.get((doc.doc_id, doc.locale)))
+            old = existing.get((doc.doc_id, doc.locale))
+            if old is not None and old.scope_id != doc.scope_id:
+                plans[index] = _owned_elsewhere(doc)
+            else:
+                plans[index] = self._plan_one(doc, old)
         return plans
 
-    def plan_removals(self, keys: Sequence[tuple[str, str]]) -> list[DocumentPlan]:
+    def plan_removals(
+        self, keys: Sequence[tuple[str, str]], scopes: ScopeGrant | None = None
+    ) -> list[DocumentPlan]:
+        """Removal plans; a document in a scope outside `scopes` is reported
+        as not indexed, exactly like a missing one, so that nothing is learnt
+        about other scopes' documents."""
         existing = self.manifest.get_many(keys)
         plans = []
         for key in keys:
             entry = existing.get(key)
+            if entry is not None and scopes is not None and not scopes.allows(entry.scope_id):
+                entry = None
             if entry is None:
                 plans.append(
                     DocumentPlan(
@@ -288,6 +300,20 @@ def document_chunks(
         )
         for index, span in enumerate(spans)
     ]
+
+
+def _owned_elsewhere(doc: Document) -> DocumentPlan:
+    """A document's identity is (doc_id, locale) across every scope: the same
+    pair upserted into another scope would move or overwrite a document that
+    belongs to someone else, so it is refused (docs/security.md)."""
+    return DocumentPlan(
+        doc.doc_id,
+        doc.locale,
+        DocState.REJECTED,
+        error_code="ALREADY_EXISTS",
+        error=f"doc_id {doc.doc_id!r} (locale {doc.locale!r}) is already indexed in another "
+        "scope; a document moves between scopes by deleting it first",
+    )
 
 
 def _rejected(doc: Document, error: str) -> DocumentPlan:

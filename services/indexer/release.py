@@ -40,9 +40,9 @@ from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.server import channel_options
 from services.indexer import golden as g
 from services.indexer.cli import Ingest, add_source_options
+from services.indexer.cli_channels import cli_channel
 from services.indexer.release_report import (
     STATE_FIELDS,
     Check,
@@ -97,11 +97,15 @@ def run_release_check(args: argparse.Namespace) -> int:
     except g.GoldenFileError as exc:
         print(f"golden file error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    options = channel_options(64 * 1024 * 1024)
-    with (
-        grpc.insecure_channel(args.addr, options=options) as indexer_channel,
-        grpc.insecure_channel(args.retriever_addr, options=options) as retriever_channel,
-    ):
+    try:
+        indexer, retriever = (
+            cli_channel(args.addr, "indexer"),
+            cli_channel(args.retriever_addr, "retriever"),
+        )
+    except RagError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with indexer as indexer_channel, retriever as retriever_channel:
         check = ReleaseCheck(
             indexer_pb2_grpc.IndexerStub(indexer_channel),
             retriever_pb2_grpc.RetrieverStub(retriever_channel),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -14,14 +14,40 @@ from services.common.errors import InvalidArgument
 from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.models import ContentType, Document
+from services.common.security.callers import Role, method_roles
+from services.common.security.scopes import check_writable
+from services.common.security.server_auth import current_caller
 from services.indexer.audit import AuditProgress, AuditReport
 from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
 from services.indexer.planning import DocState
 from services.indexer.release_records import record_release
 from services.indexer.run_control import RunControl
+from services.indexer.validation import (
+    DocumentLimits,
+    UnreadableDocument,
+    check_batch_size,
+    check_count,
+    check_keep,
+    check_scope_id,
+    delete_ids,
+)
 from services.indexer.verify import IndexVerifier
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Indexer"].full_name
+# Writers change documents in the scopes they hold; whatever reads or repairs
+# across every scope, or marks a release, is an admin's.
+METHOD_ROLES = method_roles(
+    SERVICE_NAME,
+    {
+        "Upsert": Role.WRITER,
+        "UpsertStream": Role.WRITER,
+        "Delete": Role.WRITER,
+        "Sync": Role.WRITER,
+        "Stats": Role.ADMIN,
+        "Verify": Role.ADMIN,
+        "RecordRelease": Role.ADMIN,
+    },
+)
 
 _CONTENT_TYPES = {
     pb.CONTENT_TYPE_UNSPECIFIED: ContentType.MARKDOWN,
@@ -40,17 +66,44 @@ _STATES = {
 
 
 def document_from_proto(msg: pb.Document, default_locale: str = "en") -> Document:
-    return Document(
-        doc_id=msg.doc_id,
-        text=msg.text,
-        url=msg.url,
-        title=msg.title,
-        locale=msg.locale or default_locale,
-        scope_id=msg.scope_id,
-        metadata=dict(msg.metadata),
-        content_type=_CONTENT_TYPES[msg.content_type],
-        updated_at=msg.updated_at,
-    )
+    """The domain document; one with an unknown `content_type` number becomes an
+    `UnreadableDocument`, which the planner rejects on its own (REJECTED,
+    INVALID_ARGUMENT) while the rest of the batch goes on."""
+    fields: dict[str, Any] = {
+        "doc_id": msg.doc_id,
+        "text": msg.text,
+        "url": msg.url,
+        "title": msg.title,
+        "locale": msg.locale or default_locale,
+        "scope_id": msg.scope_id,
+        "metadata": dict(msg.metadata),
+        "updated_at": msg.updated_at,
+    }
+    content_type = _CONTENT_TYPES.get(msg.content_type)
+    if content_type is None:
+        known = ", ".join(str(v) for v in sorted(_CONTENT_TYPES))
+        problem = f"content_type: unknown value {msg.content_type} (known: {known})"
+        return UnreadableDocument(**fields, problem=problem)
+    return Document(**fields, content_type=content_type)
+
+
+def keep_from_proto(
+    keys: Sequence[pb.DocumentKey], limits: DocumentLimits
+) -> list[tuple[str, str]]:
+    """A Sync's `keep` list as (doc_id, locale) keys, bounded and checked."""
+    check_count("keep", len(keys), limits.max_sync_keep, "document keys")
+    keep = [(k.doc_id, k.locale or "en") for k in keys]
+    check_keep(keep, limits)
+    return keep
+
+
+def writable_documents(messages: Iterable[pb.Document]) -> list[Document]:
+    """The request's documents, after checking the caller may write each one's scope."""
+    caller = current_caller()
+    docs = [document_from_proto(m) for m in messages]
+    for index, doc in enumerate(docs):
+        check_writable([doc.scope_id], caller, f"documents[{index}].scope_id")
+    return docs
 
 
 def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
@@ -180,7 +233,8 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     async def Upsert(
         self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpsertResponse:
-        docs = [document_from_proto(d) for d in request.documents]
+        check_batch_size("documents", len(request.documents), self.pipeline.planner.limits)
+        docs = writable_documents(request.documents)
         report = await self._run(context, self.pipeline.upsert, docs, dry_run=request.dry_run)
         return report_to_proto(report)
 
@@ -188,7 +242,8 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     async def UpsertStream(
         self, request: pb.UpsertRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.UpsertProgress]:
-        docs = [document_from_proto(d) for d in request.documents]
+        check_batch_size("documents", len(request.documents), self.pipeline.planner.limits)
+        docs = writable_documents(request.documents)
 
         def start(on_progress: Callable[[Progress], None]) -> Awaitable[IndexReport]:
             upsert = self.pipeline.upsert
@@ -214,14 +269,14 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     async def Delete(
         self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteResponse:
-        if not request.doc_ids:
-            raise InvalidArgument("doc_ids: at least one document id is required")
+        doc_ids = delete_ids(request.doc_ids, request.locale, self.pipeline.planner.limits)
         report = await self._run(
             context,
             self.pipeline.delete,
-            list(request.doc_ids),
+            doc_ids,
             request.locale,
             dry_run=request.dry_run,
+            scopes=current_caller().scopes,
         )
         response = report_to_proto(report)
         return pb.DeleteResponse(
@@ -232,16 +287,17 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     async def Sync(
         self, request: pb.SyncRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpsertResponse:
-        if not request.scope_id:
-            raise InvalidArgument("scope_id: sync needs the scope it makes complete")
-        docs = [document_from_proto(d) for d in request.documents]
+        check_scope_id("scope_id", request.scope_id, self.pipeline.planner.limits)
+        check_writable([request.scope_id], current_caller(), "scope_id")
+        check_batch_size("documents", len(request.documents), self.pipeline.planner.limits)
+        docs = writable_documents(request.documents)
         foreign = [d.doc_id for d in docs if d.scope_id != request.scope_id]
         if foreign:
             raise InvalidArgument(
                 f"documents: {len(foreign)} are not in scope {request.scope_id!r} "
                 f"(first: {foreign[0]!r})"
             )
-        keep = [(k.doc_id, k.locale or "en") for k in request.keep]
+        keep = keep_from_proto(request.keep, self.pipeline.planner.limits)
         report = await self._run(
             context, self.pipeline.sync, request.scope_id, docs, keep, dry_run=request.dry_run
         )

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.embedding_settings import EmbeddingSettings
+from services.common.security.client_settings import client_settings
+from services.common.settings import ENV_PREFIX
 
 
 class IndexerSettings(EmbeddingSettings):
@@ -16,6 +19,39 @@ class IndexerSettings(EmbeddingSettings):
     max_document_chars: int = Field(2_000_000, ge=1000)
     max_doc_id_chars: int = Field(512, ge=8, le=4096)
     allowed_locales: str = Field("", description="comma-separated; empty = any language tag")
+    max_title_chars: int = Field(
+        1000, ge=16, le=100_000, description="longest document title; longer: REJECTED"
+    )
+    max_url_chars: int = Field(
+        2048, ge=64, le=100_000, description="longest document url; longer: REJECTED"
+    )
+    max_metadata_key_chars: int = Field(
+        128, ge=8, le=4096, description="longest metadata key of a document; longer: REJECTED"
+    )
+    max_scope_id_chars: int = Field(
+        128,
+        ge=8,
+        le=4096,
+        description="longest scope_id (letters, digits and . _ - : /; required on every "
+        "document); longer: REJECTED",
+    )
+    max_batch_documents: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="documents in one Upsert, UpsertStream or Sync request "
+        "(more: INVALID_ARGUMENT; the CLI sends 64 by default)",
+    )
+    max_delete_ids: int = Field(
+        10_000, ge=1, le=1_000_000, description="doc_ids in one Delete request"
+    )
+    max_sync_keep: int = Field(
+        1_000_000,
+        ge=1,
+        le=100_000_000,
+        description="document keys in one Sync request's keep list (every document of the "
+        "scope sent in earlier batches of the same sync)",
+    )
     write_batch: int = Field(256, ge=1, le=10000, description="chunks per store write")
     clean_markdown: bool = Field(
         True,
@@ -27,3 +63,14 @@ class IndexerSettings(EmbeddingSettings):
             "changing it re-chunks the Markdown documents it affects on their next ingest"
         ),
     )
+
+
+class CliSettings(
+    BaseSettings,
+    client_settings("indexer", "Indexer"),  # type: ignore[misc]
+    client_settings("retriever", "Retriever"),  # type: ignore[misc]
+):
+    """How the command line reaches the Indexer and the Retriever (TLS, token):
+    RAG_INDEXER_TOKEN_FILE, RAG_INDEXER_TLS_CA_FILE, RAG_RETRIEVER_TOKEN_FILE, ..."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)

@@ -1,17 +1,27 @@
 """Input checks for incoming documents. A bad document is rejected on its own
 (INVALID_ARGUMENT-class outcome naming the field and the limit); the rest of
-the batch goes on."""
+the batch goes on. A request as a whole (its size, a Delete's ids, a Sync's
+scope and keep list) is checked by `check_*` below before any work is done."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 from services.common.errors import InvalidArgument
 from services.common.models import Document
 
 # BCP 47-ish: "en", "pt-BR", "zh-Hant-TW". Anything else is an unknown locale.
-_LOCALE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$")
+# Used with fullmatch: a `$` anchor would let a trailing newline through.
+_LOCALE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}")
+# A tenant, site or collection name: letters, digits and `._-:/`.
+_SCOPE_ID = re.compile(r"[A-Za-z0-9._:/-]+")
+# Control characters (C0, DEL, C1: NUL, newline, escape, ...) and the Unicode
+# line and paragraph separators: they never belong in an id, a URL or a key.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_PREVIEW_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -20,23 +30,62 @@ class DocumentLimits:
     max_document_chars: int = 2_000_000
     max_metadata_entries: int = 64
     max_metadata_value_chars: int = 1024
+    max_metadata_key_chars: int = 128
+    max_title_chars: int = 1000
+    max_url_chars: int = 2048
+    max_scope_id_chars: int = 128
     allowed_locales: frozenset[str] = frozenset()  # empty: any well-formed tag
+    # Per request (checked by the servicer before any work).
+    max_batch_documents: int = 1000
+    max_delete_ids: int = 10_000
+    max_sync_keep: int = 1_000_000
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> DocumentLimits:
+        """From IndexerSettings: every limit of the same name, and the
+        comma-separated `allowed_locales`."""
+        values = {
+            f.name: getattr(settings, f.name) for f in fields(cls) if hasattr(settings, f.name)
+        }
+        values["allowed_locales"] = frozenset(
+            x.strip() for x in str(settings.allowed_locales).split(",") if x.strip()
+        )
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class UnreadableDocument(Document):
+    """A document whose request could not be turned into a `Document` (e.g.
+    an unknown enum number): `validate_document` rejects it with `problem`."""
+
+    problem: str = ""
+
+
+def preview(value: str) -> str:
+    """`value` quoted, cut short enough to go into an error message."""
+    if len(value) <= _PREVIEW_CHARS:
+        return repr(value)
+    return repr(value[:_PREVIEW_CHARS]) + "..."
 
 
 def validate_document(doc: Document, limits: DocumentLimits) -> None:
     """Raise InvalidArgument naming the offending field and the limit."""
-    if not doc.doc_id.strip():
-        raise InvalidArgument("doc_id: must not be empty")
-    if len(doc.doc_id) > limits.max_doc_id_chars:
-        raise InvalidArgument(
-            f"doc_id: {len(doc.doc_id)} characters, limit is {limits.max_doc_id_chars}"
-        )
+    if isinstance(doc, UnreadableDocument):
+        raise InvalidArgument(doc.problem)
+    check_doc_id("doc_id", doc.doc_id, limits)
+    if _CONTROL.search(doc.doc_id):
+        raise InvalidArgument("doc_id: must not contain control characters (NUL, newline, ...)")
+    check_scope_id("scope_id", doc.scope_id, limits)
     if not doc.text.strip():
         raise InvalidArgument(f"text: document {doc.doc_id!r} has an empty body")
     if len(doc.text) > limits.max_document_chars:
         raise InvalidArgument(
             f"text: {len(doc.text)} characters, limit is {limits.max_document_chars}"
         )
+    _check_length("title", doc.title, limits.max_title_chars)
+    _check_length("url", doc.url, limits.max_url_chars)
+    if _CONTROL.search(doc.url):
+        raise InvalidArgument("url: must not contain control characters (NUL, newline, ...)")
     _validate_locale(doc.locale, limits)
     _validate_metadata(doc.metadata, limits)
     # Text arrives already decoded (protobuf strings are valid UTF-8; the file
@@ -47,9 +96,70 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
         raise InvalidArgument("text: contains NUL characters")
 
 
+def check_doc_id(field: str, doc_id: str, limits: DocumentLimits) -> None:
+    if not doc_id.strip():
+        raise InvalidArgument(f"{field}: must not be empty")
+    _check_length(field, doc_id, limits.max_doc_id_chars)
+
+
+def check_scope_id(field: str, scope_id: str, limits: DocumentLimits) -> None:
+    """Every document belongs to a scope (tenant, site or collection)."""
+    if not scope_id:
+        raise InvalidArgument(f"{field}: must not be empty (the tenant, site or collection)")
+    _check_length(field, scope_id, limits.max_scope_id_chars)
+    if not _SCOPE_ID.fullmatch(scope_id):
+        raise InvalidArgument(
+            f"{field}: {preview(scope_id)} may hold only letters, digits and . _ - : /"
+        )
+
+
+def check_locale_tag(field: str, locale: str) -> None:
+    if not _LOCALE.fullmatch(locale):
+        raise InvalidArgument(
+            f"{field}: {preview(locale)} is not a language tag like 'en' or 'pt-BR'"
+        )
+
+
+def check_count(field: str, count: int, limit: int, unit: str) -> None:
+    """A request's list is bounded (checked before anything is done with it)."""
+    if count > limit:
+        raise InvalidArgument(f"{field}: {count} {unit} in one request, limit is {limit}")
+
+
+def check_batch_size(field: str, count: int, limits: DocumentLimits) -> None:
+    check_count(field, count, limits.max_batch_documents, "documents")
+
+
+def delete_ids(doc_ids: Sequence[str], locale: str, limits: DocumentLimits) -> list[str]:
+    """A Delete's ids, each once (first occurrence order), bounded. Ids are
+    not checked for characters: documents indexed before that check must
+    stay deletable."""
+    if not doc_ids:
+        raise InvalidArgument("doc_ids: at least one document id is required")
+    check_count("doc_ids", len(doc_ids), limits.max_delete_ids, "ids")
+    for index, doc_id in enumerate(doc_ids):
+        check_doc_id(f"doc_ids[{index}]", doc_id, limits)
+    if locale:
+        check_locale_tag("locale", locale)
+    return list(dict.fromkeys(doc_ids))
+
+
+def check_keep(keep: Sequence[tuple[str, str]], limits: DocumentLimits) -> None:
+    """A Sync's `keep` list: bounded, ids no longer than an id can be, and
+    locales that are language tags."""
+    check_count("keep", len(keep), limits.max_sync_keep, "document keys")
+    for index, (doc_id, locale) in enumerate(keep):
+        check_doc_id(f"keep[{index}].doc_id", doc_id, limits)
+        check_locale_tag(f"keep[{index}].locale", locale)
+
+
+def _check_length(field: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise InvalidArgument(f"{field}: {len(value)} characters, limit is {limit}")
+
+
 def _validate_locale(locale: str, limits: DocumentLimits) -> None:
-    if not _LOCALE.match(locale):
-        raise InvalidArgument(f"locale: {locale!r} is not a language tag like 'en' or 'pt-BR'")
+    check_locale_tag("locale", locale)
     if limits.allowed_locales and locale not in limits.allowed_locales:
         allowed = ", ".join(sorted(limits.allowed_locales))
         raise InvalidArgument(f"locale: {locale!r} is not one of the allowed locales ({allowed})")
@@ -61,8 +171,16 @@ def _validate_metadata(metadata: dict[str, str], limits: DocumentLimits) -> None
             f"metadata: {len(metadata)} entries, limit is {limits.max_metadata_entries}"
         )
     for key, value in metadata.items():
-        if not key or "=" in key:
-            raise InvalidArgument(f"metadata: key {key!r} must be non-empty and contain no '='")
+        if len(key) > limits.max_metadata_key_chars:
+            raise InvalidArgument(
+                f"metadata: key {preview(key)} has {len(key)} characters, "
+                f"limit is {limits.max_metadata_key_chars}"
+            )
+        if not key.strip() or "=" in key or _CONTROL.search(key):
+            raise InvalidArgument(
+                f"metadata: key {key!r} must be non-empty and contain no '=' "
+                "and no control characters"
+            )
         if len(value) > limits.max_metadata_value_chars:
             raise InvalidArgument(
                 f"metadata[{key!r}]: {len(value)} characters, "

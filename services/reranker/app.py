@@ -13,7 +13,7 @@ from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.common.logging import get_logger
 from services.common.server import GrpcServer, ServerOptions
 from services.reranker.scorer import CrossEncoderScorer, InputLimits, ModelLoadError
-from services.reranker.servicer import SERVICE_NAME, RerankerServicer
+from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME, RerankerServicer
 from services.reranker.settings import RerankerSettings
 
 log = get_logger(__name__)
@@ -43,13 +43,8 @@ class RerankerApp:
         self.servicer = RerankerServicer(
             self.scorer, limits, settings.rerank_safety_margin_ms, settings.rerank_workers
         )
-        options = ServerOptions(
-            host=settings.host,
-            port=settings.reranker_port,
-            max_message_bytes=settings.max_message_bytes,
-            shutdown_grace_s=settings.shutdown_grace_s,
-        )
-        self.server = GrpcServer(options, [SERVICE_NAME])
+        options = ServerOptions.from_settings(settings, settings.reranker_port)
+        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES)
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
 
     async def start(self) -> int:

@@ -18,11 +18,13 @@ import grpc
 from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from services.common.grpc_errors import unary
 from services.common.logging import get_logger
+from services.common.security.callers import Role, method_roles
 from services.reranker.scorer import CrossEncoderScorer, InputLimits, ScoreResult
 
 log = get_logger(__name__)
 
 SERVICE_NAME: str = reranker_pb2.DESCRIPTOR.services_by_name["Reranker"].full_name
+METHOD_ROLES = method_roles(SERVICE_NAME, {"Rerank": Role.READER, "Info": Role.READER})
 
 
 class RerankerServicer(reranker_pb2_grpc.RerankerServicer):

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from services.common.settings import BaseServiceSettings, default_data_dir
+from services.common.settings import GrpcServiceSettings, default_data_dir
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
 Activation = Literal["none", "sigmoid"]
@@ -18,7 +18,7 @@ Activation = Literal["none", "sigmoid"]
 DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 
 
-class RerankerSettings(BaseServiceSettings):
+class RerankerSettings(GrpcServiceSettings):
     reranker_port: int = Field(50053, ge=0, le=65535, description="gRPC port (0: any free port)")
     rerank_model: str = Field(
         DEFAULT_MODEL,

@@ -1,12 +1,42 @@
 """`python -m services.retriever`: the Retriever alone (server mode; in
-embedded mode use `python -m services.stack`, which shares the open stores)."""
+embedded mode use `python -m services.stack`, which shares the open stores).
 
+`-h`/`--help` lists the environment variables it reads; any other argument is
+refused (exit status 2) so that a typo never starts a server on the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic_settings import BaseSettings
+
+from services.common.cli_help import parse_command_line
 from services.common.cpu import prefer_passive_waits
 
-prefer_passive_waits()  # before torch is imported (see services.common.cpu)
+SUMMARY = (
+    "Runs the Retriever gRPC service: hybrid search (vectors and BM25, fused by RRF, "
+    "reranked by the Reranker at RAG_RERANKER_ADDR) over the stores the Indexer fills."
+)
 
-from services.common.server import run_main  # noqa: E402
-from services.stack.runtime import serve  # noqa: E402
+
+def settings_classes() -> Sequence[type[BaseSettings]]:
+    """What `services.stack.runtime.serve(indexer=False, retriever=True)` loads."""
+    from services.common.stores.settings import StoreSettings
+    from services.retriever.settings import RetrieverSettings
+
+    return [RetrieverSettings, StoreSettings]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parse_command_line("python -m services.retriever", SUMMARY, settings_classes, argv)
+    prefer_passive_waits()  # before torch is imported (see services.common.cpu)
+
+    from services.common.server import run_main
+    from services.stack.runtime import serve
+
+    run_main(lambda: serve(indexer=False, retriever=True))
+
 
 if __name__ == "__main__":
-    run_main(lambda: serve(indexer=False, retriever=True))
+    main()

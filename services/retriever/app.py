@@ -8,6 +8,7 @@ from concurrent.futures import Executor
 
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
+from services.common.security.client import ClientSecurity
 from services.common.server import GrpcServer
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.visibility import CommittedGeneration
@@ -32,7 +33,11 @@ def build_retrieval_pipeline(
     committed: CommittedGeneration | None = None,
 ) -> RetrievalPipeline:
     reranker = (
-        RerankClient(settings.reranker_addr, settings.max_message_bytes)
+        RerankClient(
+            settings.reranker_addr,
+            settings.max_message_bytes,
+            ClientSecurity.from_settings(settings, "reranker"),
+        )
         if settings.reranker_addr
         else None
     )

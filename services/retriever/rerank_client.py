@@ -10,6 +10,7 @@ import grpc
 from services.common.errors import DeadlineExceeded, Unavailable
 from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.common.security.client import ClientSecurity, aio_channel
 from services.common.server import client_channel_options
 
 
@@ -22,10 +23,15 @@ class RerankReply:
 
 
 class RerankClient:
-    def __init__(self, addr: str, max_message_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        addr: str,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.addr = addr
-        self._channel = grpc.aio.insecure_channel(
-            addr, options=client_channel_options(max_message_bytes)
+        self._channel = aio_channel(
+            addr, security or ClientSecurity(), client_channel_options(max_message_bytes)
         )
         self._stub = reranker_pb2_grpc.RerankerStub(self._channel)
 

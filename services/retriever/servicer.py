@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import grpc
 
@@ -13,13 +15,22 @@ from services.common.errors import InvalidArgument
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.models import ScopeFilter
+from services.common.security.callers import Role, method_roles
+from services.common.security.scopes import readable_scope
+from services.common.security.server_auth import current_caller
 from services.common.stores.visibility import ReleaseVerdict
 from services.retriever.channels import ChannelStatus
 from services.retriever.fusion import resolve_request_weights
-from services.retriever.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResult
+from services.retriever.pipeline import (
+    RetrievalPipeline,
+    RetrievalRequest,
+    RetrievalResult,
+    check_language,
+)
 from services.retriever.types import Channel, FusedHit, Intent
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Retriever"].full_name
+METHOD_ROLES = method_roles(SERVICE_NAME, {"Retrieve": Role.READER, "IndexStatus": Role.READER})
 
 _CHANNELS = {Channel.VECTOR: pb.CHANNEL_VECTOR, Channel.LEXICAL: pb.CHANNEL_LEXICAL}
 _INTENTS = {Intent.SITE_SEARCH: pb.INTENT_SITE_SEARCH, Intent.CURRENT_PAGE: pb.INTENT_CURRENT_PAGE}
@@ -33,7 +44,36 @@ _CHANNEL_OF_PROTO: dict[int, Channel] = {int(v): k for k, v in _CHANNELS.items()
 _INTENT_OF_PROTO: dict[int, Intent] = {int(v): k for k, v in _INTENTS.items()}
 
 
-def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
+@dataclass(frozen=True)
+class RequestLimits:
+    """Bounds of a Retrieve request, checked before any work is done (the
+    Retriever settings of the same names)."""
+
+    max_raw_query_chars: int = 100_000
+    max_page_url_chars: int = 2048
+    max_filter_doc_ids: int = 1000
+    max_filter_urls: int = 1000
+    max_filter_value_chars: int = 2048
+    max_filter_metadata_entries: int = 64
+    max_filter_metadata_key_chars: int = 128
+    max_filter_scope_id_chars: int = 128
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RequestLimits:
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+
+
+# The longest language tag worth reading (RFC 5646 asks implementations for 35).
+MAX_LANGUAGE_TAG_CHARS = 35
+
+
+def request_from_proto(
+    msg: pb.RetrieveRequest, limits: RequestLimits = RequestLimits()
+) -> RetrievalRequest:
+    """The domain request; InvalidArgument naming the field and the limit for
+    anything out of bounds, before any work (a bounded query and filter keep
+    every later step cheap)."""
+    check_request(msg, limits)
     f = msg.filter
     scope = ScopeFilter(
         scope_id=f.scope_id,
@@ -58,6 +98,50 @@ def request_from_proto(msg: pb.RetrieveRequest) -> RetrievalRequest:
         intent=_intent(msg.intent),
         query_language=msg.query_language,
     )
+
+
+def check_request(msg: pb.RetrieveRequest, limits: RequestLimits) -> None:
+    _check_chars("query", msg.query, limits.max_raw_query_chars)
+    _check_chars("page_url", msg.page_url, limits.max_page_url_chars)
+    _check_language_tag("query_language", msg.query_language)
+    if msg.context_char_budget < 0:
+        raise InvalidArgument(
+            f"context_char_budget: {msg.context_char_budget} must not be negative"
+        )
+    check_filter(msg.filter, limits)
+
+
+def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
+    _check_chars("filter.scope_id", f.scope_id, limits.max_filter_scope_id_chars)
+    _check_chars("filter.locale", f.locale, MAX_LANGUAGE_TAG_CHARS)
+    _check_list("filter.doc_ids", f.doc_ids, limits.max_filter_doc_ids, limits)
+    _check_list("filter.urls", f.urls, limits.max_filter_urls, limits)
+    if len(f.metadata) > limits.max_filter_metadata_entries:
+        raise InvalidArgument(
+            f"filter.metadata: {len(f.metadata)} entries, "
+            f"limit is {limits.max_filter_metadata_entries}"
+        )
+    for key, value in f.metadata.items():
+        _check_chars("filter.metadata key", key, limits.max_filter_metadata_key_chars)
+        _check_chars(f"filter.metadata[{key!r}]", value, limits.max_filter_value_chars)
+
+
+def _check_list(field: str, values: Sequence[str], limit: int, limits: RequestLimits) -> None:
+    if len(values) > limit:
+        raise InvalidArgument(f"{field}: {len(values)} values, limit is {limit}")
+    for index, value in enumerate(values):
+        _check_chars(f"{field}[{index}]", value, limits.max_filter_value_chars)
+
+
+def _check_chars(field: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise InvalidArgument(f"{field}: {len(value)} characters, limit is {limit}")
+
+
+def _check_language_tag(field: str, tag: str) -> None:
+    """Bounded here; its shape is checked by `check_language` (the pipeline's)."""
+    _check_chars(field, tag, MAX_LANGUAGE_TAG_CHARS)
+    check_language(tag)
 
 
 def _intent(value: int) -> Intent | None:
@@ -201,8 +285,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         pipeline: RetrievalPipeline,
         default_deadline_ms: int,
         index_status: IndexStatusSource | None = None,
+        limits: RequestLimits | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.limits = limits or RequestLimits()
         self.default_deadline_s = default_deadline_ms / 1000
         # None (no manifest to read): generation 0 and no release, so a Gateway
         # that requires a release stays closed instead of guessing.
@@ -219,7 +305,10 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
             else min(remaining, self.default_deadline_s)
         )
         deadline = time.monotonic() + budget
-        result = await self.pipeline.retrieve(request_from_proto(request), deadline)
+        retrieval = request_from_proto(request, self.limits)
+        scope_id = readable_scope(retrieval.scope.scope_id, current_caller())
+        retrieval = replace(retrieval, scope=replace(retrieval.scope, scope_id=scope_id))
+        result = await self.pipeline.retrieve(retrieval, deadline)
         return result_to_proto(result, request.debug)
 
     @grpc_errors.unary

@@ -5,10 +5,14 @@ from __future__ import annotations
 from pydantic import Field
 
 from services.common.embedding_settings import EmbeddingSettings
+from services.common.security.client_settings import client_settings
 from services.retriever.exact import ExactPrecedence
 
 
-class RetrieverSettings(EmbeddingSettings):
+class RetrieverSettings(
+    EmbeddingSettings,
+    client_settings("reranker", "Reranker"),  # type: ignore[misc]
+):
     retriever_port: int = Field(50052, ge=0, le=65535, description="gRPC port of the Retriever")
     reranker_addr: str = Field("localhost:50053", description="host:port; empty disables reranking")
     committed_generation_refresh_s: float = Field(
@@ -29,6 +33,38 @@ class RetrieverSettings(EmbeddingSettings):
         "at most this many (1: one pass per query)",
     )
     max_query_chars: int = Field(1000, ge=16, le=100_000)
+    max_raw_query_chars: int = Field(
+        100_000,
+        ge=1000,
+        le=10_000_000,
+        description="longest query as sent, before whitespace and invisible characters are "
+        "removed (RAG_MAX_QUERY_CHARS bounds what is left); longer: INVALID_ARGUMENT before "
+        "any work",
+    )
+    max_page_url_chars: int = Field(
+        2048, ge=64, le=100_000, description="longest page_url of a Retrieve request"
+    )
+    max_filter_doc_ids: int = Field(
+        1000, ge=1, le=100_000, description="most values in a Retrieve filter's doc_ids"
+    )
+    max_filter_urls: int = Field(
+        1000, ge=1, le=100_000, description="most values in a Retrieve filter's urls"
+    )
+    max_filter_value_chars: int = Field(
+        2048,
+        ge=64,
+        le=100_000,
+        description="longest value of a Retrieve filter's doc_ids, urls and metadata",
+    )
+    max_filter_metadata_entries: int = Field(
+        64, ge=1, le=10_000, description="most entries in a Retrieve filter's metadata"
+    )
+    max_filter_metadata_key_chars: int = Field(
+        128, ge=8, le=4096, description="longest key of a Retrieve filter's metadata"
+    )
+    max_filter_scope_id_chars: int = Field(
+        128, ge=8, le=4096, description="longest scope_id of a Retrieve filter"
+    )
     default_top_k: int = Field(10, ge=1, le=100)
     max_top_k: int = Field(50, ge=1, le=1000)
     candidates_per_channel: int = Field(50, ge=1, le=1000)

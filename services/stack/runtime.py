@@ -21,19 +21,21 @@ from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.logging import get_logger
 from services.common.server import GrpcServer, ServerOptions
-from services.common.settings import BaseServiceSettings
+from services.common.settings import GrpcServiceSettings
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.factory import Storage, open_storage
 from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreSettings
 from services.common.stores.visibility import CommittedGeneration, ReleaseVerdict, read_release
 from services.indexer.app import build_indexing_pipeline
+from services.indexer.servicer import METHOD_ROLES as INDEXER_ROLES
 from services.indexer.servicer import SERVICE_NAME as INDEXER_SERVICE
 from services.indexer.servicer import IndexerServicer
 from services.indexer.settings import IndexerSettings
 from services.retriever.app import StoreHealthMonitor, build_retrieval_pipeline
+from services.retriever.servicer import METHOD_ROLES as RETRIEVER_ROLES
 from services.retriever.servicer import SERVICE_NAME as RETRIEVER_SERVICE
-from services.retriever.servicer import RetrieverServicer
+from services.retriever.servicer import RequestLimits, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
 
 log = get_logger(__name__)
@@ -76,7 +78,7 @@ class Runtime:
 
 
 EMBEDDING_FIELDS = tuple(
-    name for name in EmbeddingSettings.model_fields if name not in BaseServiceSettings.model_fields
+    name for name in EmbeddingSettings.model_fields if name not in GrpcServiceSettings.model_fields
 )
 
 
@@ -129,15 +131,6 @@ def open_runtime(
     return Runtime(embedder, storage, executor, committed)
 
 
-def _options(settings: BaseServiceSettings, port: int) -> ServerOptions:
-    return ServerOptions(
-        host=settings.host,
-        port=port,
-        max_message_bytes=settings.max_message_bytes,
-        shutdown_grace_s=settings.shutdown_grace_s,
-    )
-
-
 async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) -> GrpcServer:
     pipeline = build_indexing_pipeline(
         settings, runtime.embedder, runtime.vectors, runtime.lexical, runtime.manifest
@@ -146,7 +139,8 @@ async def start_indexer(runtime: Runtime, settings: IndexerSettings, port: int) 
     # Before the port opens: runs a crash left unfinished are settled first
     # (their rows were never visible; this removes them).
     await asyncio.to_thread(pipeline.recover)
-    server = GrpcServer(_options(settings, port), [INDEXER_SERVICE])
+    options = ServerOptions.from_settings(settings, port)
+    server = GrpcServer(options, [INDEXER_SERVICE], INDEXER_ROLES)
     indexer_pb2_grpc.add_IndexerServicer_to_server(IndexerServicer(pipeline), server.server)
     await server.start()
     await server.set_serving(True)
@@ -163,9 +157,13 @@ async def start_retriever(runtime: Runtime, settings: RetrieverSettings, port: i
         runtime.executor,
         runtime.committed,
     )
-    server = GrpcServer(_options(settings, port), [RETRIEVER_SERVICE])
+    options = ServerOptions.from_settings(settings, port)
+    server = GrpcServer(options, [RETRIEVER_SERVICE], RETRIEVER_ROLES)
     servicer = RetrieverServicer(
-        pipeline, settings.default_deadline_ms, index_status=runtime.index_status
+        pipeline,
+        settings.default_deadline_ms,
+        index_status=runtime.index_status,
+        limits=RequestLimits.from_settings(settings),
     )
     retriever_pb2_grpc.add_RetrieverServicer_to_server(servicer, server.server)
     await server.start()

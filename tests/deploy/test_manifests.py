@@ -126,6 +126,22 @@ def test_compose_sets_only_variables_the_services_read(compose, monkeypatch) -> 
         assert_settings_accept(module, env, monkeypatch, f"compose service {name}")
 
 
+def test_compose_services_speak_mutual_tls_with_caller_tokens(compose) -> None:
+    services = compose["services"]
+    for name, spec in our_services(compose).items():
+        env = {key: str(value) for key, value in spec["environment"].items()}
+        if module_of(spec["command"]) in GRPC_PORTS:
+            server_env_is_mutual_tls_with_callers(env, name)
+    env_of = {
+        n: {k: str(v) for k, v in s.get("environment", {}).items()} for n, s in services.items()
+    }
+    client_env_is_tls_with_a_token(env_of["retriever"], "reranker", "compose")
+    client_env_is_tls_with_a_token(env_of["gateway"], "retriever", "compose")
+    client_env_is_tls_with_a_token(env_of["indexer-cli"], "indexer", "compose")
+    files = {secret["file"] for secret in compose["secrets"].values()}
+    assert "./secrets/callers.toml" in files and "./secrets/ca.pem" in files
+
+
 def test_compose_dependencies_wait_for_health(compose) -> None:
     services = compose["services"]
     assert services["indexer"]["depends_on"]["qdrant"]["condition"] == "service_healthy"
@@ -171,17 +187,56 @@ def test_every_service_has_a_deployment_and_a_service(k8s) -> None:
         assert {p["targetPort"] for p in services[name]["spec"]["ports"]} <= port_names
 
 
-def test_grpc_services_use_grpc_probes(k8s) -> None:
+def health_command(probe: dict[str, Any]) -> list[str]:
+    return [str(part) for part in probe["exec"]["command"]]
+
+
+def test_grpc_services_probe_health_over_their_own_mutual_tls(k8s) -> None:
+    """Native grpc probes cannot show a client certificate, so probes run the
+    health check beside the server, with the server's TLS settings."""
     for name, container in rag_containers(k8s).items():
         module = module_of(container["args"])
         if module not in GRPC_PORTS:
             assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
             continue
         port = GRPC_PORTS[module]
+        check = ["python", "-m", "services.common.healthcheck", f"127.0.0.1:{port}"]
         assert container["ports"][0]["containerPort"] == port, name
-        assert container["readinessProbe"]["grpc"] == {"port": port}, name
+        assert health_command(container["readinessProbe"]) == check, name
         for probe in ("livenessProbe", "startupProbe"):
-            assert container[probe]["grpc"] == {"port": port, "service": LIVENESS_SERVICE}, name
+            assert health_command(container[probe]) == [*check, LIVENESS_SERVICE], name
+            assert container[probe]["timeoutSeconds"] >= 5, name
+
+
+def server_env_is_mutual_tls_with_callers(env: dict[str, str], where: str) -> None:
+    assert env["RAG_HOST"] == "0.0.0.0", where
+    for name in ("RAG_TLS_CERT_FILE", "RAG_TLS_KEY_FILE", "RAG_TLS_CLIENT_CA_FILE"):
+        assert env.get(name), f"{where}: {name} unset"
+    assert env["RAG_TLS_REQUIRE_CLIENT_CERT"] == "true", where
+    assert env.get("RAG_AUTH_CALLERS_FILE"), where
+    assert "RAG_ALLOW_INSECURE" not in env, where
+
+
+def client_env_is_tls_with_a_token(env: dict[str, str], target: str, where: str) -> None:
+    prefix = f"RAG_{target.upper()}_"
+    for name in ("TLS_CA_FILE", "TLS_CERT_FILE", "TLS_KEY_FILE", "TOKEN_FILE"):
+        assert env.get(prefix + name), f"{where}: {prefix}{name} unset"
+
+
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: str(v.get("value", "from-a-secret")) for v in container.get("env", [])}
+
+
+def test_kubernetes_services_speak_mutual_tls_with_caller_tokens(k8s) -> None:
+    containers = rag_containers(k8s)
+    for name, container in containers.items():
+        if module_of(container["args"]) in GRPC_PORTS:
+            server_env_is_mutual_tls_with_callers(container_env(container), name)
+    client_env_is_tls_with_a_token(container_env(containers["retriever"]), "reranker", "k8s")
+    client_env_is_tls_with_a_token(container_env(containers["gateway"]), "retriever", "k8s")
+    certificates = of_kind(k8s, "Certificate")
+    for name in ("indexer", "retriever", "reranker", "gateway"):
+        assert certificates[name]["spec"]["secretName"] == f"{name}-tls"
 
 
 def test_pods_are_non_root_read_only_and_have_resources(k8s) -> None:

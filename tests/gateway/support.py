@@ -275,6 +275,7 @@ def gateway_settings(retriever_addr: str, **overrides: Any) -> GatewaySettings:
         "gateway_breaker_fail_max": 3,
         "gateway_breaker_reset_s": 1.0,
         "gateway_request_deadline_s": 2.0,
+        "gateway_metrics_port": 0,  # a free port: tests run side by side
     }
     values.update(overrides)
     return GatewaySettings(**values)
@@ -285,6 +286,13 @@ class RunningGateway:
     url: str
     app: FastAPI
     server: uvicorn.Server = field(repr=False)
+
+    @property
+    def metrics_url(self) -> str:
+        """Where the app's own metrics listener serves /metrics."""
+        url = self.app.state.metrics_url
+        assert url, "the metrics listener is off"
+        return str(url)
 
 
 @contextlib.asynccontextmanager
@@ -301,7 +309,11 @@ async def serve_asgi(app: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    # As `python -m gateway` runs it: forwarded headers are the app's business
+    # (uvicorn's default would trust X-Forwarded-For from loopback).
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="on", proxy_headers=False
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

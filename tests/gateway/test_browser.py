@@ -109,9 +109,9 @@ async def browser() -> AsyncIterator[object]:
             await instance.close()
 
 
-async def _metric(url: str, name: str) -> float:
+async def _metric(metrics_url: str, name: str) -> float:
     async with httpx.AsyncClient() as client:
-        text = (await client.get(f"{url}/metrics")).text
+        text = (await client.get(metrics_url)).text
     match = re.search(rf"^{re.escape(name)} (\S+)$", text, flags=re.MULTILINE)
     return float(match.group(1)) if match else 0.0
 
@@ -201,15 +201,17 @@ async def test_page_on_a_disallowed_origin_cannot_call_the_api(
         async def foreign(_: object) -> HTMLResponse:
             return HTMLResponse(FOREIGN_PAGE % gw.url)
 
-        calls_before = await _metric(gw.url, 'gateway_retriever_calls_total{code="OK"}')
+        calls_before = await _metric(gw.metrics_url, 'gateway_retriever_calls_total{code="OK"}')
         async with serve_asgi(Starlette(routes=[Route("/", foreign)])) as (foreign_url, _):
             page = await browser.new_page()  # type: ignore[attr-defined]
             await page.goto(f"{foreign_url}/")
             out = page.locator("#out")
             await page.wait_for_function("document.getElementById('out').textContent !== 'running'")
             lines = (await out.inner_text()).splitlines()
-        rejected = await _metric(gw.url, 'gateway_search_requests_total{outcome="origin_rejected"}')
-        calls_after = await _metric(gw.url, 'gateway_retriever_calls_total{code="OK"}')
+        rejected = await _metric(
+            gw.metrics_url, 'gateway_search_requests_total{outcome="origin_rejected"}'
+        )
+        calls_after = await _metric(gw.metrics_url, 'gateway_retriever_calls_total{code="OK"}')
     assert lines[0] == "cors:blocked"
     assert lines[1].startswith("simple:status 0 type opaque")  # sent, but refused by the gateway
     assert rejected == 2  # the preflight and the simple request

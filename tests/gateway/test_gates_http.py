@@ -247,7 +247,7 @@ async def test_breaker_opens_after_failures_and_recovers(retriever: RetrieverSer
         await asyncio.sleep(0.6)
         probe = await _post(gw.url)
         after = await _post(gw.url)
-        metrics = (await httpx.AsyncClient().get(f"{gw.url}/metrics")).text
+        metrics = (await httpx.AsyncClient().get(gw.metrics_url)).text
     assert failures == [502, 502, 502]
     assert refused.status_code == 503
     assert _error_code(refused) == "breaker_open"
@@ -291,7 +291,7 @@ async def test_metrics_count_outcomes_and_latency(retriever: RetrieverServer) ->
         for _ in range(3):
             await _post(gw.url)
         await _post(gw.url, origin=FOREIGN_ORIGIN)
-        text = (await client.get(f"{gw.url}/metrics")).text
+        text = (await client.get(gw.metrics_url)).text
     assert 'gateway_search_requests_total{outcome="allowed"} 2.0' in text
     assert 'gateway_search_requests_total{outcome="rate_limited"} 1.0' in text
     assert 'gateway_search_requests_total{outcome="origin_rejected"} 1.0' in text

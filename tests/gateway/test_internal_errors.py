@@ -42,4 +42,5 @@ async def test_unexpected_error_is_a_json_500_with_cors_and_request_id(
     assert "bug in" not in response.text  # internals stay in the log, not the response
     assert response.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
     assert response.headers["x-request-id"] == "trace-me-12345"
+    assert response.headers["x-content-type-options"] == "nosniff"
     assert healthy.status_code == 200  # the process keeps serving

@@ -1,11 +1,13 @@
-"""`python -m gateway` serves until SIGTERM and then exits cleanly; bad
-settings stop it at start-up with a message naming the variable."""
+"""`python -m gateway` serves until SIGTERM and then exits cleanly, its
+metrics listener with it; bad settings stop it at start-up with a message
+naming the variable."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,9 +33,10 @@ async def test_sigterm_lets_the_in_flight_search_finish_then_exits_cleanly(
     retriever: RetrieverServer,
 ) -> None:
     retriever.servicer.delay_s = 1.0
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     env = _env(
         RAG_GATEWAY_PORT=str(port),
+        RAG_GATEWAY_METRICS_PORT=str(metrics_port),
         RAG_RETRIEVER_ADDR=retriever.addr,
         RAG_GATEWAY_PUBLIC_ENABLED="true",
         RAG_GATEWAY_ALLOW_MISSING_ORIGIN="true",
@@ -50,6 +53,8 @@ async def test_sigterm_lets_the_in_flight_search_finish_then_exits_cleanly(
             _wait_for_health, f"http://127.0.0.1:{port}/healthz", process
         )
         async with httpx.AsyncClient(timeout=10) as client:
+            metrics = await client.get(f"http://127.0.0.1:{metrics_port}/metrics")
+            public_metrics = await client.get(f"http://127.0.0.1:{port}/metrics")
             search = asyncio.create_task(
                 client.post(f"http://127.0.0.1:{port}/v1/search", json={"query": "rate limits"})
             )
@@ -62,9 +67,55 @@ async def test_sigterm_lets_the_in_flight_search_finish_then_exits_cleanly(
         if process.poll() is None:
             process.kill()
     assert health == {"status": "ok"}
+    assert metrics.status_code == 200
+    assert "gateway_search_requests_total" in metrics.text
+    assert public_metrics.status_code == 404  # not on the public port
     assert response.status_code == 200
     assert process.returncode == 0
     assert "gateway_stopped" in output
+    with pytest.raises(ConnectionRefusedError):  # the metrics listener stopped with it
+        socket.create_connection(("127.0.0.1", metrics_port), timeout=2).close()
+
+
+async def test_the_served_gateway_ignores_x_forwarded_for_from_loopback(
+    retriever: RetrieverServer,
+) -> None:
+    """The process as deployed (uvicorn's own proxy-header handling would
+    trust loopback): rotating X-Forwarded-For does not multiply the limit."""
+    port = free_port()
+    env = _env(
+        RAG_GATEWAY_PORT=str(port),
+        RAG_GATEWAY_METRICS_ENABLED="false",
+        RAG_RETRIEVER_ADDR=retriever.addr,
+        RAG_GATEWAY_PUBLIC_ENABLED="true",
+        RAG_GATEWAY_ALLOW_MISSING_ORIGIN="true",
+        RAG_GATEWAY_RATE_LIMIT="3/hour",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await asyncio.to_thread(_wait_for_health, f"http://127.0.0.1:{port}/healthz", process)
+        async with httpx.AsyncClient(timeout=10) as client:
+            statuses = [
+                (
+                    await client.post(
+                        f"http://127.0.0.1:{port}/v1/search",
+                        json={"query": "rate limits"},
+                        headers={"X-Forwarded-For": f"198.51.100.{i}"},
+                    )
+                ).status_code
+                for i in range(12)
+            ]
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.wait, 20)
+    assert statuses == [200] * 3 + [429] * 9
+    assert retriever.servicer.calls == 3
 
 
 def test_bad_settings_stop_start_up_naming_the_variable() -> None:

@@ -65,7 +65,7 @@ async def test_closed_gate_refuses_searches_and_readiness_naming_the_reason(
     async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
         search = await _search(client, gw.url)
         ready = await client.get(f"{gw.url}/readyz")
-        metrics = (await client.get(f"{gw.url}/metrics")).text
+        metrics = (await client.get(gw.metrics_url)).text
     assert search.status_code == 503
     assert search.json()["error"] == {
         "code": "release_not_current",

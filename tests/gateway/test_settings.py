@@ -16,6 +16,16 @@ def test_defaults_are_closed_and_match_the_documented_ports(
 ) -> None:
     for name in ("RAG_GATEWAY_PUBLIC_ENABLED", "RAG_GATEWAY_PORT", "RAG_RETRIEVER_ADDR"):
         monkeypatch.delenv(name, raising=False)
+    for name in (
+        "PUBLIC_ORIGINS",
+        "FORWARDED_ALLOW_IPS",
+        "DEBUG_REASONS",
+        "MAX_JSON_DEPTH",
+        "METRICS_ENABLED",
+        "METRICS_HOST",
+        "METRICS_PORT",
+    ):
+        monkeypatch.delenv(f"RAG_GATEWAY_{name}", raising=False)
     settings = load_settings(GatewaySettings)
     assert settings.gateway_public_enabled is False
     assert settings.gateway_allowed_origins == []
@@ -24,6 +34,12 @@ def test_defaults_are_closed_and_match_the_documented_ports(
     assert settings.gateway_port == 8080
     assert settings.retriever_addr == "localhost:50052"
     assert settings.uses_redis is False
+    assert settings.gateway_public_origins == []  # the loopback names at the gateway's port
+    assert settings.trusted_proxies == ()  # X-Forwarded-For from nobody, not even loopback
+    assert settings.gateway_debug_reasons is False
+    assert settings.gateway_max_json_depth == 32
+    assert settings.gateway_metrics_enabled is True
+    assert (settings.gateway_metrics_host, settings.gateway_metrics_port) == ("127.0.0.1", 9464)
 
 
 def test_reads_gateway_and_retriever_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,6 +58,17 @@ def test_reads_gateway_and_retriever_variables(monkeypatch: pytest.MonkeyPatch) 
     assert settings.uses_redis is True
 
 
+def test_reads_public_origins_and_trusted_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "RAG_GATEWAY_PUBLIC_ORIGINS", "https://Search.Example.com:443/, http://[::1]:8080"
+    )
+    monkeypatch.setenv("RAG_GATEWAY_FORWARDED_ALLOW_IPS", "10.0.0.0/8, 127.0.0.1,2001:db8::/32")
+    settings = load_settings(GatewaySettings)
+    assert settings.gateway_public_origins == ["https://search.example.com", "http://[::1]:8080"]
+    assert settings.gateway_forwarded_allow_ips == ["10.0.0.0/8", "127.0.0.1/32", "2001:db8::/32"]
+    assert [str(net) for net in settings.trusted_proxies] == settings.gateway_forwarded_allow_ips
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -51,6 +78,13 @@ def test_reads_gateway_and_retriever_variables(monkeypatch: pytest.MonkeyPatch) 
         ("RAG_GATEWAY_DEFAULT_TOP_K", "50"),
         ("RAG_GATEWAY_QUERY_LOG_RETENTION", "forever"),
         ("RAG_GATEWAY_REQUEST_DEADLINE_S", "-1"),
+        ("RAG_GATEWAY_FORWARDED_ALLOW_IPS", "*"),
+        ("RAG_GATEWAY_FORWARDED_ALLOW_IPS", "10.0.0.0/33"),
+        ("RAG_GATEWAY_PUBLIC_ORIGINS", "search.example.com"),
+        ("RAG_GATEWAY_PUBLIC_ORIGINS", "https://search.example.com/app"),
+        ("RAG_GATEWAY_MAX_JSON_DEPTH", "2"),
+        ("RAG_GATEWAY_MAX_JSON_DEPTH", "5000"),
+        ("RAG_GATEWAY_METRICS_PORT", "70000"),
     ],
 )
 def test_bad_values_fail_at_start_up_naming_the_variable(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -328,8 +329,10 @@ def _planner(tmp_path: Path, *, clean: bool = True) -> tuple[Planner, SqliteMani
 def test_switching_cleaning_keeps_chunks_of_documents_without_markup(tmp_path: Path) -> None:
     on, manifest = _planner(tmp_path)
     off = Planner(Chunker(SMALL), manifest, DocumentLimits(), clean_markdown=False)
-    plain = Document(doc_id="plain", text="# Plain\n\n" + "Nothing to clean here. " * 20)
-    marked = Document(doc_id="marked", text=NODE_STYLE)
+    plain = Document(
+        doc_id="plain", text="# Plain\n\n" + "Nothing to clean here. " * 20, scope_id="site"
+    )
+    marked = Document(doc_id="marked", text=NODE_STYLE, scope_id="site")
     (plain_on, marked_on), (plain_off, marked_off) = (
         on.plan_upserts([plain, marked]),
         off.plan_upserts([plain, marked]),
@@ -343,7 +346,7 @@ def test_switching_cleaning_keeps_chunks_of_documents_without_markup(tmp_path: P
 def test_metadata_change_on_an_index_cut_before_the_guard_rechunks(tmp_path: Path) -> None:
     planner, manifest = _planner(tmp_path)
     body = "# Title\n\n" + "Some words here. " * 12 + "\n\n" + "- - - * * * ---\n\n" * 40
-    doc = Document(doc_id="d", text=body, title="Old")
+    doc = Document(doc_id="d", text=body, title="Old", scope_id="site")
     (added,) = planner.plan_upserts([doc])
     assert added.state is DocState.ADDED and added.entry
     stale_id = "from-a-markup-only-span"
@@ -352,7 +355,7 @@ def test_metadata_change_on_an_index_cut_before_the_guard_rechunks(tmp_path: Pat
         ManifestEntry(old.doc_id, old.locale, old.scope_id, old.content_hash, old.metadata_hash,
                       (*old.chunk_ids, stale_id), (*old.chunk_hashes, "x"))
     ])  # fmt: skip
-    (plan,) = planner.plan_upserts([Document(doc_id="d", text=body, title="New")])
+    (plan,) = planner.plan_upserts([replace(doc, title="New")])
     assert plan.state is DocState.CHANGED
     assert plan.to_delete == [stale_id]
     manifest.close()

@@ -125,3 +125,22 @@ class ManifestContract:
             assert again.get("a", "en") == entry("a")
         finally:
             again.close()
+
+    def test_a_document_key_spans_scopes_and_the_planner_keeps_its_owner(self, manifest) -> None:
+        """Identity is (doc_id, locale) in every manifest: a second scope
+        asking for the same key finds the first scope's entry, and the
+        Indexer's planner refuses to move or overwrite it (docs/security.md)."""
+        from services.common.models import Document
+        from services.indexer.chunking import Chunker
+        from services.indexer.planning import DocState, Planner
+        from services.indexer.validation import DocumentLimits
+
+        manifest.put_many([entry("architecture.md", scope_id="beta")])
+        assert manifest.get("architecture.md", "en").scope_id == "beta"
+        assert ("architecture.md", "en") not in set(manifest.keys_in_scope("alpha"))
+        planner = Planner(Chunker(), manifest, DocumentLimits())
+        taker = Document(doc_id="architecture.md", text="# Taken\n\nNew body.", scope_id="alpha")
+        owner = Document(doc_id="architecture.md", text="# Ours\n\nNew body.", scope_id="beta")
+        taken, kept = planner.plan_upserts([taker]) + planner.plan_upserts([owner])
+        assert (taken.state, taken.error_code) == (DocState.REJECTED, "ALREADY_EXISTS")
+        assert kept.state == DocState.CHANGED

@@ -1,0 +1,82 @@
+"""The gateway's own origin comes from configuration, never from the Host
+header: a DNS-rebinding page (Origin and Host both its own name) is refused,
+while the local page keeps working out of the box."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.gateway.support import RetrieverServer, gateway_settings, serve_gateway
+
+pytestmark = pytest.mark.integration
+
+SEARCH = {"query": "which port does the gateway listen on"}
+PUBLIC_ORIGIN = "https://search.example.com"
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None
+    return port
+
+
+async def _status(url: str, origin: str, host: str | None = None) -> int:
+    headers = {"Origin": origin}
+    if host is not None:
+        headers["Host"] = host
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.post(f"{url}/v1/search", json=SEARCH, headers=headers)
+    return response.status_code
+
+
+async def test_dns_rebinding_origin_matching_the_host_header_is_refused(
+    retriever: RetrieverServer,
+) -> None:
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw:
+        port = _port(gw.url)
+        rebound = [
+            await _status(gw.url, "http://evil.example", host="evil.example"),
+            await _status(gw.url, f"http://evil.example:{port}", host=f"evil.example:{port}"),
+        ]
+    assert rebound == [403, 403]
+    assert retriever.servicer.calls == 0
+
+
+async def test_the_local_page_works_by_default_on_loopback_names_at_the_gateways_port(
+    retriever: RetrieverServer,
+) -> None:
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw:
+        port = _port(gw.url)
+        local = [
+            await _status(gw.url, f"http://127.0.0.1:{port}"),
+            await _status(gw.url, f"http://localhost:{port}", host=f"localhost:{port}"),
+            await _status(gw.url, f"http://LOCALHOST:{port}"),
+        ]
+        elsewhere = [
+            await _status(gw.url, f"http://127.0.0.1:{port + 1}"),  # another local server
+            await _status(gw.url, f"https://localhost:{port}"),
+            await _status(gw.url, "http://localhost"),
+        ]
+    assert local == [200, 200, 200]
+    assert elsewhere == [403, 403, 403]
+
+
+async def test_configured_public_origins_replace_the_loopback_default(
+    retriever: RetrieverServer,
+) -> None:
+    settings = gateway_settings(retriever.addr, gateway_public_origins=[PUBLIC_ORIGIN + ":443"])
+    async with serve_gateway(settings) as gw:
+        port = _port(gw.url)
+        public = await _status(gw.url, PUBLIC_ORIGIN, host="whatever.internal:8080")
+        loopback = await _status(gw.url, f"http://127.0.0.1:{port}")
+    strict = gateway_settings(
+        retriever.addr, gateway_public_origins=[PUBLIC_ORIGIN], gateway_allow_same_origin=False
+    )
+    async with serve_gateway(strict) as gw:
+        not_same = await _status(gw.url, PUBLIC_ORIGIN)
+    assert public == 200  # ":443" is what the browser leaves out
+    assert loopback == 403
+    assert not_same == 403

@@ -1,0 +1,52 @@
+"""Every response says `X-Content-Type-Options: nosniff`, once: API answers,
+errors from every layer (origin gate, handlers, routing) and files."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.gateway.support import (
+    ALLOWED_ORIGIN,
+    FOREIGN_ORIGIN,
+    RetrieverServer,
+    gateway_settings,
+    serve_gateway,
+)
+
+pytestmark = pytest.mark.integration
+
+SEARCH = {"query": "which port does the gateway listen on"}
+REQUESTS = [
+    pytest.param("POST", "/v1/search", ALLOWED_ORIGIN, SEARCH, 200, id="search"),
+    pytest.param("POST", "/v1/search", ALLOWED_ORIGIN, {"query": ""}, 422, id="invalid"),
+    pytest.param("POST", "/v1/search", ALLOWED_ORIGIN, None, 415, id="no-json"),
+    pytest.param("POST", "/v1/search", FOREIGN_ORIGIN, SEARCH, 403, id="origin-refused"),
+    pytest.param("OPTIONS", "/v1/search", ALLOWED_ORIGIN, None, 204, id="preflight"),
+    pytest.param("GET", "/v1/search", ALLOWED_ORIGIN, None, 405, id="wrong-method"),
+    pytest.param("GET", "/nope", None, None, 404, id="not-found"),
+    pytest.param("GET", "/healthz", None, None, 200, id="healthz"),
+    pytest.param("GET", "/readyz", None, None, 200, id="readyz"),
+    pytest.param("GET", "/openapi.json", None, None, 200, id="openapi"),
+    pytest.param("GET", "/", None, None, 200, id="page"),
+    pytest.param("GET", "/widget.js", None, None, 200, id="widget"),
+    pytest.param("GET", "/static/page.css", None, None, 200, id="static"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "origin", "body", "status"), REQUESTS)
+async def test_every_response_says_nosniff_once(
+    retriever: RetrieverServer,
+    method: str,
+    path: str,
+    origin: str | None,
+    body: object,
+    status: int,
+) -> None:
+    headers = {"Origin": origin} if origin else {}
+    if method == "OPTIONS":
+        headers["Access-Control-Request-Method"] = "POST"
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        response = await client.request(method, f"{gw.url}{path}", json=body, headers=headers)
+    assert response.status_code == status
+    assert response.headers.get_list("x-content-type-options") == ["nosniff"]

@@ -1,0 +1,217 @@
+"""A hostile caller's Indexer requests through the real servers: every field
+is bounded and well typed, a bad document is REJECTED on its own (error_code
+INVALID_ARGUMENT naming the field and the limit), a bad request as a whole is
+INVALID_ARGUMENT, and nothing is ever INTERNAL or UNKNOWN."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from services.common.embedding import Embedder
+from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.indexer.settings import IndexerSettings
+from services.indexer.validation import DocumentLimits
+from tests.support.stack import BackgroundStack
+
+pytestmark = pytest.mark.integration
+
+LIMITS = DocumentLimits()
+BODY = "# Page\n\nA short body about canary rollouts."
+REJECTED = ipb.DOCUMENT_STATE_REJECTED
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[BackgroundStack]:
+    stack = BackgroundStack(tmp_path_factory.mktemp("input-limits"), embedder).start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="module")
+def channel(stack: BackgroundStack) -> Iterator[grpc.Channel]:
+    """For requests sent as raw bytes (no serializer)."""
+    with grpc.insecure_channel(stack.indexer_addr) as channel:
+        yield channel
+
+
+def doc(doc_id: str = "page.md", **fields: Any) -> ipb.Document:
+    values: dict[str, Any] = {"locale": "en", "scope_id": "site", "text": BODY, **fields}
+    return ipb.Document(doc_id=doc_id, **values)
+
+
+def rpc_error(call: Any, request: Any) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call(request, timeout=60)
+    return caught.value
+
+
+def outcome_of(stack: BackgroundStack, document: ipb.Document) -> ipb.DocumentOutcome:
+    reply = stack.upsert([document], dry_run=True)
+    (outcome,) = reply.outcomes
+    return outcome
+
+
+def test_unknown_content_type_rejects_that_document_only(stack: BackgroundStack) -> None:
+    good = doc("good.md")
+    bad = doc("bad.md", content_type=99)
+    reply = stack.upsert([bad, good], dry_run=True)
+    assert [o.doc_id for o in reply.outcomes] == ["bad.md", "good.md"]
+    rejected, added = reply.outcomes
+    assert rejected.state == REJECTED and rejected.error_code == "INVALID_ARGUMENT"
+    assert rejected.error == "content_type: unknown value 99 (known: 0, 1, 2, 3)"
+    assert added.state == ipb.DOCUMENT_STATE_ADDED
+
+
+@pytest.mark.parametrize(
+    ("document", "error"),
+    [
+        (doc(title="t" * 1001), "title: 1001 characters, limit is 1000"),
+        (doc(url="https://x.test/" + "u" * 2040), "url: 2055 characters, limit is 2048"),
+        (doc(url="https://x.test/\n"), "url: must not contain control characters"),
+        (doc(metadata={"k" * 129: "v"}), "has 129 characters, limit is 128"),
+        (doc(metadata={"a\nb": "v"}), "no control characters"),
+        (doc(metadata={"a=b": "v"}), "contain no '='"),
+        (doc("a\x00b"), "doc_id: must not contain control characters"),
+        (doc("line\nbreak"), "doc_id: must not contain control characters"),
+        (doc("c1\x85"), "doc_id: must not contain control characters"),
+        (doc("x" * 513), "doc_id: 513 characters, limit is 512"),
+        (doc(scope_id=""), "scope_id: must not be empty"),
+        (doc(scope_id="s" * 129), "scope_id: 129 characters, limit is 128"),
+        (doc(scope_id="my site"), "scope_id: 'my site' may hold only letters, digits"),
+        (doc(locale="en\n"), "locale: 'en\\n' is not a language tag"),
+    ],
+)
+def test_bad_fields_reject_the_document_naming_field_and_limit(
+    stack: BackgroundStack, document: ipb.Document, error: str
+) -> None:
+    outcome = outcome_of(stack, document)
+    assert outcome.state == REJECTED
+    assert outcome.error_code == "INVALID_ARGUMENT"
+    assert error in outcome.error
+
+
+def test_a_huge_field_is_not_echoed_back(stack: BackgroundStack) -> None:
+    megabyte = "k" * 1_000_000
+    for document in (doc(metadata={megabyte: "v"}), doc(scope_id=megabyte), doc(locale=megabyte)):
+        outcome = outcome_of(stack, document)
+        assert outcome.state == REJECTED and len(outcome.error) < 200
+
+
+def test_identifier_characters_that_are_allowed(stack: BackgroundStack) -> None:
+    document = doc("docs/Ünïcode page (1).md", scope_id="tenant-1:site_a/v2.0", title="T" * 1000)
+    assert outcome_of(stack, document).state == ipb.DOCUMENT_STATE_ADDED
+
+
+def test_too_many_documents_in_one_request(stack: BackgroundStack) -> None:
+    count = LIMITS.max_batch_documents + 1
+    request = ipb.UpsertRequest(documents=[doc(f"d{i}") for i in range(count)], dry_run=True)
+    expected = f"documents: {count} documents in one request, limit is {count - 1}"
+    for call in (
+        stack.indexer.Upsert,
+        lambda r, timeout: list(stack.indexer.UpsertStream(r, timeout=timeout)),
+    ):
+        error = rpc_error(call, request)
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error.details() == expected
+
+
+def test_delete_counts_each_id_once_in_first_occurrence_order(stack: BackgroundStack) -> None:
+    added = stack.upsert([doc("one.md"), doc("two.md")])
+    assert added.counts.added == 2
+    chunks = {o.doc_id: o.chunks for o in added.outcomes}
+    reply = stack.indexer.Delete(
+        ipb.DeleteRequest(doc_ids=["two.md", "one.md", "two.md", "gone.md", "one.md"]), timeout=60
+    )
+    assert [(o.doc_id, o.state) for o in reply.outcomes] == [
+        ("two.md", ipb.DOCUMENT_STATE_REMOVED),
+        ("one.md", ipb.DOCUMENT_STATE_REMOVED),
+        ("gone.md", REJECTED),
+    ]
+    assert reply.counts.removed == 2
+    assert reply.counts.vectors_to_delete == chunks["one.md"] + chunks["two.md"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "error"),
+    [
+        (ipb.DeleteRequest(), "doc_ids: at least one document id is required"),
+        (
+            ipb.DeleteRequest(doc_ids=["x"] * 10_001),
+            "doc_ids: 10001 ids in one request, limit is 10000",
+        ),
+        (ipb.DeleteRequest(doc_ids=["ok", "y" * 513]), "doc_ids[1]: 513 characters, limit is 512"),
+        (ipb.DeleteRequest(doc_ids=["ok", " "]), "doc_ids[1]: must not be empty"),
+        (ipb.DeleteRequest(doc_ids=["ok"], locale="l" * 100_000), "locale: 'llllllll"),
+    ],
+)
+def test_bad_delete_requests(
+    stack: BackgroundStack, request_: ipb.DeleteRequest, error: str
+) -> None:
+    request_.dry_run = True
+    failure = rpc_error(stack.indexer.Delete, request_)
+    assert failure.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (failure.details() or "").startswith(error)
+    assert len(failure.details() or "") < 200
+
+
+@pytest.mark.parametrize(
+    ("request_", "error"),
+    [
+        (ipb.SyncRequest(), "scope_id: must not be empty"),
+        (ipb.SyncRequest(scope_id="a b"), "scope_id: 'a b' may hold only letters"),
+        (ipb.SyncRequest(scope_id="s" * 129), "scope_id: 129 characters, limit is 128"),
+        (
+            ipb.SyncRequest(scope_id="site", keep=[ipb.DocumentKey(doc_id="k" * 513)]),
+            "keep[0].doc_id: 513 characters, limit is 512",
+        ),
+        (
+            ipb.SyncRequest(scope_id="site", keep=[ipb.DocumentKey(doc_id="k", locale="x\n")]),
+            "keep[0].locale: 'x\\n' is not a language tag",
+        ),
+        (
+            ipb.SyncRequest(scope_id="site", documents=[doc("other", scope_id="other")]),
+            "documents: 1 are not in scope 'site'",
+        ),
+    ],
+)
+def test_bad_sync_requests(stack: BackgroundStack, request_: ipb.SyncRequest, error: str) -> None:
+    request_.dry_run = True
+    failure = rpc_error(stack.indexer.Sync, request_)
+    assert failure.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (failure.details() or "").startswith(error)
+
+
+def test_sync_keep_list_is_bounded(channel: grpc.Channel) -> None:
+    count = LIMITS.max_sync_keep + 1
+    keep = ipb.SyncRequest(scope_id="site", dry_run=True).SerializeToString()
+    key = ipb.SyncRequest(keep=[ipb.DocumentKey(doc_id="k")]).SerializeToString()
+    call = channel.unary_unary("/rag.indexer.v1.Indexer/Sync")
+    failure = rpc_error(call, keep + key * count)  # repeated fields concatenate
+    assert failure.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert failure.details() == (
+        f"keep: {count} document keys in one request, limit is {count - 1}"
+    )
+
+
+def test_undecodable_upsert_is_invalid_argument(channel: grpc.Channel) -> None:
+    call = channel.unary_unary("/rag.indexer.v1.Indexer/Upsert")
+    failure = rpc_error(call, b"\x0a\x04\x0a\x02\xc3\x28")  # documents[0].doc_id: bad UTF-8
+    assert failure.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert failure.details() == (
+        "request could not be decoded as rag.indexer.v1.UpsertRequest: string field had bad UTF-8"
+    )
+
+
+def test_limits_come_from_settings_of_the_same_names() -> None:
+    settings = IndexerSettings(max_title_chars=50, max_delete_ids=7, allowed_locales="en, de")
+    limits = DocumentLimits.from_settings(settings)
+    assert limits.max_title_chars == 50 and limits.max_delete_ids == 7
+    assert limits.allowed_locales == frozenset({"en", "de"})
+    defaults = DocumentLimits.from_settings(IndexerSettings())
+    assert defaults == DocumentLimits()
