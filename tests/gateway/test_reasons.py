@@ -18,71 +18,22 @@ import structlog
 
 from gateway.reasons import MESSAGES, ReasonCode, degradation_code, rerank_code
 from services.common.embedding import Embedder
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.server import GrpcServer, ServerOptions
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
-from tests.support.corpus import corpus_documents
-from tests.support.faults import HANG, OK, RAISE, FaultySearch, RerankerInjector
-from tests.support.stack import BackgroundStack, free_port
+from tests.support.faults import HANG, RAISE
+from tests.support.faulty_stack import Faults
+from tests.support.faulty_stack import faulty_stack as running_faulty_stack
+from tests.support.stack import BackgroundStack
 
 QUERY = "how do I restore the stores from snapshots"
-
-
-class Faults:
-    """Fault injectors around the real stack's parts (test-only)."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = FaultySearch(embedder, ["embed_query"])
-        self.vectors: FaultySearch | None = None
-        self.lexical: FaultySearch | None = None
-        self.reranker = RerankerInjector()
-
-    def wrap(self, vectors: Any, lexical: Any) -> tuple[Any, Any]:
-        self.vectors = FaultySearch(vectors, ["search"])
-        self.lexical = FaultySearch(lexical, ["search"])
-        return self.vectors, self.lexical
-
-    def set(self, part: str, mode: str) -> None:
-        if part == "reranker":
-            self.reranker.mode = mode
-        else:
-            getattr(self, part).mode = mode
-
-    def reset(self) -> None:
-        for part in (self.embedder, self.vectors, self.lexical):
-            assert part is not None
-            part.mode = OK
-        self.reranker.mode = "reverse"
-
-
-async def _serve_reranker(injector: RerankerInjector, port: int) -> GrpcServer:
-    server = GrpcServer(ServerOptions(host="127.0.0.1", port=port), ["rag.reranker.v1.Reranker"])
-    reranker_pb2_grpc.add_RerankerServicer_to_server(injector, server.server)
-    await server.start()
-    await server.set_serving(True)
-    return server
 
 
 @pytest.fixture(scope="module")
 def faulty_stack(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> Iterator[tuple[Faults, BackgroundStack]]:
-    faults = Faults(embedder)
-    port = free_port()
-    stack = BackgroundStack(
-        tmp_path_factory.mktemp("gateway-reasons"),
-        faults.embedder,  # type: ignore[arg-type]
-        reranker_addr=f"127.0.0.1:{port}",
-        wrap_stores=faults.wrap,
-        retriever={"rerank_budget_ms": 200, "channel_timeout_ms": 300},
-    ).start()
-    assert stack._loop is not None
-    reranker = stack._loop.run(_serve_reranker(faults.reranker, port))
-    stack.upsert(corpus_documents())
-    yield faults, stack
-    stack._loop.run(reranker.stop())
-    stack.stop()
+    with running_faulty_stack(tmp_path_factory.mktemp("gateway-reasons"), embedder) as running:
+        yield running
 
 
 @pytest.fixture

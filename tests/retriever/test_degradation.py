@@ -12,65 +12,22 @@ import grpc
 import pytest
 
 from services.common.embedding import Embedder
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.server import GrpcServer, ServerOptions
-from tests.support.corpus import corpus_documents
-from tests.support.faults import HANG, OK, RAISE, FaultySearch, RerankerInjector
-from tests.support.stack import BackgroundStack, free_port
+from tests.support.faults import HANG, RAISE
+from tests.support.faulty_stack import Faults, faulty_stack
+from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
 
 QUERY = "how do I restore the stores from snapshots"
 
 
-class Faults:
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = FaultySearch(embedder, ["embed_query"])
-        self.vectors: FaultySearch | None = None
-        self.lexical: FaultySearch | None = None
-        self.reranker = RerankerInjector()
-
-    def wrap(self, vectors: Any, lexical: Any) -> tuple[Any, Any]:
-        self.vectors = FaultySearch(vectors, ["search", "ping"])
-        self.lexical = FaultySearch(lexical, ["search", "ping", "count"])
-        return self.vectors, self.lexical
-
-    def reset(self) -> None:
-        for part in (self.embedder, self.vectors, self.lexical):
-            assert part is not None
-            part.mode = OK
-        self.reranker.mode = "reverse"
-
-
 @pytest.fixture(scope="module")
 def faults(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> Iterator[tuple[Faults, BackgroundStack]]:
-    injected = Faults(embedder)
-    port = free_port()
-    stack = BackgroundStack(
-        tmp_path_factory.mktemp("faults"),
-        injected.embedder,  # type: ignore[arg-type]
-        reranker_addr=f"127.0.0.1:{port}",
-        wrap_stores=injected.wrap,
-        retriever={"rerank_budget_ms": 200, "channel_timeout_ms": 300},
-    ).start()
-    assert stack._loop is not None
-    server = stack._loop.run(serve_injector(injected.reranker, port))
-    stack.upsert(corpus_documents())
-    yield injected, stack
-    stack._loop.run(server.stop())
-    stack.stop()
-
-
-async def serve_injector(injector: RerankerInjector, port: int) -> GrpcServer:
-    """grpc.aio servers must be created on the loop they serve from."""
-    server = GrpcServer(ServerOptions(host="127.0.0.1", port=port), ["rag.reranker.v1.Reranker"])
-    reranker_pb2_grpc.add_RerankerServicer_to_server(injector, server.server)
-    await server.start()
-    await server.set_serving(True)
-    return server
+    with faulty_stack(tmp_path_factory.mktemp("faults"), embedder) as running:
+        yield running
 
 
 @pytest.fixture
