@@ -5,6 +5,7 @@ picks up a rotated token without a restart."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ import grpc
 from services.common.errors import ConfigError
 from services.common.security.tls import ClientTls
 
+RECHECK_S = 1.0  # how often a token file's modification time is looked at
+
 
 @dataclass
 class TokenSource:
@@ -23,13 +26,17 @@ class TokenSource:
     value: str = ""
     path: Path | None = None
     _stamp: tuple[int, int] | None = field(default=None, repr=False)
+    _checked: float = field(default=-RECHECK_S, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.value or self.path)
 
     def current(self) -> str:
-        if self.path is None:
+        # Every call asks; the file is looked at no more than once a second.
+        now = time.monotonic()
+        if self.path is None or (self.value and now - self._checked < RECHECK_S):
             return self.value
+        self._checked = now
         try:
             st = self.path.stat()
             stamp = (st.st_mtime_ns, st.st_size)

@@ -171,3 +171,19 @@ def test_service_settings_refuse_an_exposed_plaintext_server_when_they_load(
         load_settings(IndexerSettings)
     monkeypatch.setenv("RAG_ALLOW_INSECURE", "true")
     assert load_settings(IndexerSettings).host == "0.0.0.0"
+
+
+def test_a_client_picks_up_a_rotated_token_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services.common.security import client
+    from services.common.security.client import TokenSource
+
+    path = tmp_path / "token"
+    path.write_text(READER_TOKEN + "\n")
+    source = TokenSource(path=path)
+    assert source.current() == READER_TOKEN
+    _rewrite(path, NEXT_READER_TOKEN)
+    assert source.current() == READER_TOKEN  # looked at no more than once a second
+    monkeypatch.setattr(client, "RECHECK_S", 0.0)
+    assert source.current() == NEXT_READER_TOKEN
