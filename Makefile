@@ -71,6 +71,7 @@ eval-smoke: install
 
 bench: install bench-env
 	$(BIN)/python -m bench.load.speed
+	$(BIN)/python -m bench.load.observability_cost
 	$(BIN)/python -m bench.load.visibility_filter
 
 bench-gateway: install

@@ -39,7 +39,9 @@ from gateway.retriever_client import RetrieverClient, RetrieverStubFactory
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.search import Gates, SearchGateway
 from gateway.settings import GatewaySettings
+from gateway.tracing import GatewayTracing
 from services.common.logging import get_logger
+from services.common.observability.tracing import Tracing
 from services.common.security.client import ClientSecurity
 
 log = get_logger(__name__)
@@ -84,20 +86,28 @@ class Runtime:
 
 
 def create_app(
-    settings: GatewaySettings, retriever_stub_factory: RetrieverStubFactory | None = None
+    settings: GatewaySettings,
+    retriever_stub_factory: RetrieverStubFactory | None = None,
+    tracing: Tracing | None = None,
 ) -> FastAPI:
+    """`tracing` None: from the OTEL_* variables (off unless they ask)."""
     metrics = GatewayMetrics()
+    tracing = tracing or Tracing.from_env("rag-gateway")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as running:  # stops in reverse: metrics, then runtime
-            runtime = _start_runtime(settings, metrics, retriever_stub_factory)
+            running.callback(tracing.shutdown)
+            runtime = _start_runtime(settings, metrics, retriever_stub_factory, tracing)
             running.push_async_callback(_stop_runtime, runtime)
             app.state.runtime = runtime
             app.state.metrics_url = None
             if settings.gateway_metrics_enabled:
                 listener = MetricsListener.start(
-                    metrics, settings.gateway_metrics_host, settings.gateway_metrics_port
+                    metrics.registry,
+                    settings.gateway_metrics_host,
+                    settings.gateway_metrics_port,
+                    "set RAG_GATEWAY_METRICS_PORT, or RAG_GATEWAY_METRICS_ENABLED=false",
                 )
                 running.push_async_callback(listener.close)
                 app.state.metrics_url = listener.url
@@ -106,6 +116,7 @@ def create_app(
                 public=settings.gateway_public_enabled,
                 redis=settings.uses_redis,
                 metrics=app.state.metrics_url,
+                tracing=tracing.enabled,
             )
             yield
 
@@ -141,7 +152,10 @@ def create_app(
 
 
 def _start_runtime(
-    settings: GatewaySettings, metrics: GatewayMetrics, stub_factory: RetrieverStubFactory | None
+    settings: GatewaySettings,
+    metrics: GatewayMetrics,
+    stub_factory: RetrieverStubFactory | None,
+    tracing: Tracing,
 ) -> Runtime:
     namespace = settings.gateway_redis_namespace
     storage, pool = build_storage(settings.gateway_redis_url, namespace)
@@ -173,7 +187,12 @@ def _start_runtime(
         release=release,
     )
     search = SearchGateway(
-        settings, gates, retriever, metrics, QueryLogPolicy(settings.gateway_query_log_retention)
+        settings,
+        gates,
+        retriever,
+        metrics,
+        QueryLogPolicy(settings.gateway_query_log_retention),
+        GatewayTracing(tracing),
     )
     return Runtime(
         storage, retriever, search, release, redis_pool=pool, breaker_redis=breaker_client

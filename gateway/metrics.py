@@ -5,18 +5,18 @@ A registry per app (not the process-global default) lets several apps live in
 one process, as the tests do with two instances sharing Redis.
 
 The metrics are not on the public port: they describe traffic, refusals and
-the breaker's state, which is for operators. `MetricsListener` serves them on
-RAG_GATEWAY_METRICS_HOST:PORT (loopback by default) with prometheus_client's
-own small HTTP server in a daemon thread, started and stopped with the app.
+the breaker's state, which is for operators. `MetricsListener` (the one every
+service uses) serves them on RAG_GATEWAY_METRICS_HOST:PORT (loopback by
+default), started and stopped with the app.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from wsgiref.simple_server import WSGIServer
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from services.common.observability.metrics_listener import MetricsListener
+
+__all__ = ["GatewayMetrics", "MetricsListener"]
 
 # Every value the `outcome` label can take, so each series exists (at 0) from
 # the start and rate() queries never see a gap.
@@ -80,36 +80,3 @@ class GatewayMetrics:
     def set_breaker_state(self, state: str) -> None:
         for name in BREAKER_STATES:
             self.breaker_state.labels(state=name).set(1.0 if name == state else 0.0)
-
-
-class MetricsListener:
-    """`GET /metrics` (any path, in fact) on an address of its own."""
-
-    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
-        self._server = server
-        self._thread = thread
-
-    @classmethod
-    def start(cls, metrics: GatewayMetrics, host: str, port: int) -> MetricsListener:
-        try:
-            server, thread = start_http_server(port, addr=host, registry=metrics.registry)
-        except OSError as exc:
-            raise RuntimeError(
-                f"the metrics listener cannot listen on {host}:{port} ({exc}); "
-                "set RAG_GATEWAY_METRICS_PORT, or RAG_GATEWAY_METRICS_ENABLED=false"
-            ) from exc
-        return cls(server, thread)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        host = str(host)
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self._stop)
-
-    def _stop(self) -> None:
-        self._server.shutdown()  # waits for serve_forever's loop to end
-        self._server.server_close()
-        self._thread.join(timeout=5)

@@ -84,6 +84,10 @@ _RERANK_FALLBACKS: tuple[tuple[str, ReasonCode], ...] = (
     ("reranker did not answer within", ReasonCode.RERANKER_TIMEOUT),
     ("reranker DEADLINE_EXCEEDED", ReasonCode.RERANKER_TIMEOUT),
     ("reranker UNAVAILABLE", ReasonCode.RERANKER_UNAVAILABLE),
+    # The Reranker refusing because it has no model loaded, and the Retriever
+    # skipping it while its health says NOT_SERVING: both mean "unavailable".
+    ("reranker FAILED_PRECONDITION", ReasonCode.RERANKER_UNAVAILABLE),
+    ("reranker not serving", ReasonCode.RERANKER_UNAVAILABLE),
 )
 _RERANKER_FAILURES = frozenset(
     {

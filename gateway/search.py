@@ -39,8 +39,11 @@ from gateway.release_gate import ReleaseGate
 from gateway.retriever_client import RetrieverClient, api_error_for
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.settings import GatewaySettings
+from gateway.tracing import GatewayTracing
+from services.common.deadline import Deadline
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.logging import get_logger
+from services.common.observability.tracing import Tracing
 
 log = get_logger(__name__)
 
@@ -65,8 +68,10 @@ class SearchGateway:
         retriever: RetrieverClient,
         metrics: GatewayMetrics,
         log_policy: QueryLogPolicy,
+        tracing: GatewayTracing | None = None,
     ) -> None:
         self.settings = settings
+        self.tracing = tracing or GatewayTracing(Tracing.off())
         self.gates = gates
         self.retriever = retriever
         self.metrics = metrics
@@ -75,24 +80,27 @@ class SearchGateway:
 
     async def handle(self, request: Request) -> Response:
         started = time.perf_counter()
+        deadline = Deadline.after(self.settings.gateway_request_deadline_s)
         request_id: str = getattr(request.state, "request_id", "")
         fields: dict[str, object] = {"request_id": request_id}
         outcome = "internal"
-        try:
-            response = await self._run(request, started, request_id, fields)
-            outcome = "allowed"
-            return response
-        except ApiError as error:
-            outcome = error.outcome
-            fields["error"] = error.code.value
-            return error_response(error, request_id)
-        finally:
-            elapsed = time.perf_counter() - started
-            self.metrics.observe(outcome, elapsed)
-            log.info("search", outcome=outcome, ms=round(elapsed * 1000, 2), **fields)
+        with self.tracing.request_span(request, request_id) as span:
+            try:
+                response = await self._run(request, deadline, request_id, fields)
+                outcome = "allowed"
+                return response
+            except ApiError as error:
+                outcome = error.outcome
+                fields["error"] = error.code.value
+                return error_response(error, request_id)
+            finally:
+                elapsed = time.perf_counter() - started
+                self.metrics.observe(outcome, elapsed)
+                span.set_attribute("rag.outcome", outcome)
+                log.info("search", outcome=outcome, ms=round(elapsed * 1000, 2), **fields)
 
     async def _run(
-        self, request: Request, started: float, request_id: str, fields: dict[str, object]
+        self, request: Request, deadline: Deadline, request_id: str, fields: dict[str, object]
     ) -> Response:
         if not self.settings.gateway_public_enabled:
             raise ApiError(ErrorCode.PUBLIC_DISABLED, self.settings.gateway_disabled_message)
@@ -113,7 +121,7 @@ class SearchGateway:
         debug = search.debug and self.settings.gateway_allow_debug
         top_k = search.top_k or self.settings.gateway_default_top_k
         retrieve_request = mapping.to_retrieve_request(search, query, top_k, debug)
-        reply = await self._retrieve(retrieve_request, started)
+        reply = await self._retrieve(retrieve_request, deadline)
         note = NOT_ON_PAGE if search.this_page and not reply.hits else ""
         trusted = debug and self.settings.gateway_debug_reasons
         body = mapping.to_search_response(reply, request_id, debug, note, trusted)
@@ -135,13 +143,14 @@ class SearchGateway:
         except ValidationError as exc:
             raise ApiError(ErrorCode.INVALID_REQUEST, describe_validation(exc)) from None
 
-    async def _retrieve(self, request: pb.RetrieveRequest, started: float) -> pb.RetrieveResponse:
-        remaining = self.settings.gateway_request_deadline_s - (time.perf_counter() - started)
-        if remaining < MIN_DOWNSTREAM_S:
+    async def _retrieve(
+        self, request: pb.RetrieveRequest, deadline: Deadline
+    ) -> pb.RetrieveResponse:
+        if deadline.expired(MIN_DOWNSTREAM_S):
             raise ApiError(ErrorCode.UPSTREAM_TIMEOUT, "the request ran out of time")
         try:
             async with self.gates.breaker.guard():
-                reply = await self.retriever.retrieve(request, timeout_s=remaining)
+                reply = await self.retriever.retrieve(request, timeout_s=deadline.budget())
         except grpc.aio.AioRpcError as exc:
             self.metrics.retriever_calls.labels(code=exc.code().name).inc()
             raise api_error_for(exc) from None
@@ -150,10 +159,12 @@ class SearchGateway:
 
 
 def _log_reasons(reply: pb.RetrieveResponse, body: SearchResponse, request_id: str) -> None:
-    """The Retriever's own words for a degraded answer: one line, for operators."""
+    """The Retriever's own words for a degraded answer, at DEBUG: degraded
+    answers are counted in the Retriever's metrics, and a failure is logged
+    once, by the Retriever, with the same request id."""
     if not reply.degraded and not reply.rerank.fallback:
         return
-    log.info(
+    log.debug(
         "retriever_degraded",
         request_id=request_id,
         degraded=[

@@ -35,6 +35,8 @@ except ModuleNotFoundError:  # run as `python scripts/run_local.py`: scripts/ is
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PORTS = {"indexer": 50051, "retriever": 50052, "reranker": 50053, "gateway": 8080}
+# The services' default metrics listeners (docs/operations.md).
+METRICS_PORTS = {"gateway": 9464, "indexer": 9465, "retriever": 9466, "reranker": 9467}
 DEMO_QUERY = "How do I keep an ingest from leaving the two stores out of step?"
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.5
@@ -156,6 +158,7 @@ def usage() -> str:
     grpcurl = BIN / "grpcurl"
     request = json.dumps({"query": DEMO_QUERY, "top_k": 3, "debug": True})
     body = json.dumps({"query": DEMO_QUERY, "top_k": 3})
+    other_metrics = ", ".join(f"{n} :{p}" for n, p in METRICS_PORTS.items() if n != "retriever")
     return f"""
 The stack is up. Try it:
 
@@ -166,6 +169,7 @@ The stack is up. Try it:
   curl -s -X POST localhost:{PORTS["gateway"]}/v1/search -H 'content-type: application/json' \\
        -H 'origin: http://localhost:8080' -d '{body}'
   open http://localhost:{PORTS["gateway"]}/   (the search page)
+  curl -s localhost:{METRICS_PORTS["retriever"]}/metrics   (Prometheus; {other_metrics})
 
 The Reranker reports NOT_SERVING when its cross-encoder cannot be loaded (no
 model hub on this machine); Retrieve then returns the fused order and says so.

@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Services started by tests (in process or as child processes) open no metrics
+# listener on the fixed default ports, which parallel workers would fight
+# over; the tests of metrics ask for a listener on a free port.
+os.environ["RAG_METRICS_ENABLED"] = "false"
 
 from services.common.embedding import Embedder, EmbedderConfig
 from tests.support.corpus import corpus_documents

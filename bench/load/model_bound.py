@@ -14,8 +14,8 @@ from bench.common.record import latency_summary
 from bench.eval.dataset import indexed_texts
 from services.common.embedding import Embedder
 from services.common.stores.settings import StoreSettings
+from services.indexer.app import indexer_parts
 from services.indexer.settings import IndexerSettings
-from services.stack.runtime import embedder_config
 
 QUERY_BATCH = 16
 WARM_UP_QUERIES = 20
@@ -24,7 +24,7 @@ WARM_UP_QUERIES = 20
 def load_embedder() -> Embedder:
     """The Indexer's embedder as the services configure it (RAG_EMBEDDING_*),
     so the bounds are those of the backend the stack runs."""
-    return Embedder(embedder_config(IndexerSettings(), None, StoreSettings().data_dir))
+    return Embedder(indexer_parts(IndexerSettings()).embedder_config(StoreSettings().data_dir))
 
 
 def query_embedding(embedder: Embedder, queries: Sequence[str]) -> dict[str, Any]:

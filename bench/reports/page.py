@@ -11,6 +11,8 @@ from typing import Any
 from bench.reports.bilingual import RESULTS_FILE as BILINGUAL_FILE
 from bench.reports.bilingual import bilingual_section
 from bench.reports.gateway import gateway_section
+from bench.reports.observability import RESULTS_FILE as OBSERVABILITY_FILE
+from bench.reports.observability import observability_section
 from bench.reports.scifact import quality_section
 from bench.reports.speed import speed_section
 from bench.reports.visibility import RESULTS_FILE as VISIBILITY_FILE
@@ -46,6 +48,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(gateway_section(gateway))
     if (visibility := _load(results_dir / VISIBILITY_FILE)) is not None:
         parts.append(visibility_section(visibility))
+    if (observability := _load(results_dir / OBSERVABILITY_FILE)) is not None:
+        parts.append(observability_section(observability))
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text("\n".join(parts).rstrip() + "\n")
     return docs_path

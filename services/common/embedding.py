@@ -24,7 +24,7 @@ import numpy as np
 
 from services.common.errors import ConfigError
 from services.common.logging import get_logger
-from services.common.query_batching import QueryBatcher, QueryBatchStats
+from services.common.query_batching import QueryBatcher, QueryBatchStats, QueryEmbeddingObserver
 
 if TYPE_CHECKING:  # imported when an Embedder is built: they pull in torch and ORT
     from services.common.text_encoders import TextEncoder
@@ -171,8 +171,21 @@ class Embedder:
             vectors[rows] = self._queries.run_between_queries(partial(self._encoder.encode, part))
         return vectors
 
+    @property
+    def query_observer(self) -> QueryEmbeddingObserver | None:
+        """Told of query passes and cache look-ups (None: nobody). One per
+        Embedder: in the embedded stack the Retriever's, which alone embeds queries."""
+        return self._queries.observer
+
+    @query_observer.setter
+    def query_observer(self, observer: QueryEmbeddingObserver | None) -> None:
+        self._queries.observer = observer
+
     def embed_query(self, text: str) -> np.ndarray:
         cached = self._cache.get(text)
+        observer = self._queries.observer
+        if observer is not None and self._cache.size > 0:  # no cache, no look-ups to count
+            observer.observe_query_cache(cached is not None)
         if cached is not None:
             return cached
         vector = self._queries.embed(text)

@@ -42,7 +42,10 @@ async def _abort(context: grpc.aio.ServicerContext, method: str, exc: Exception)
         log.exception("rpc_failed", method=method)
         # The class and message stay in the log: they describe our code, not the request.
         await context.abort(code, "internal error (logged by the server)")
-    log.info("rpc_rejected", method=method, code=code.name, error=str(exc))
+    # An expected refusal (bad input, a model not loaded yet, ...) is answered
+    # to the caller, who decides what it means; at INFO it would be one line
+    # per request for as long as the condition lasts. INTERNAL above is ours.
+    log.debug("rpc_rejected", method=method, code=code.name, error=str(exc))
     await context.abort(code, str(exc))
 
 

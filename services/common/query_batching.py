@@ -31,7 +31,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,15 @@ T = TypeVar("T")
 # (~4 ms) and a document pass is bounded (EmbedderConfig.document_pass_chars),
 # so under a query flood indexing still gets about one pass in five.
 DEFAULT_PASSES_AHEAD = 4
+
+
+class QueryEmbeddingObserver(Protocol):
+    """Told of each query forward pass and cache look-up (e.g. the Retriever's
+    metrics). Called from the embedding threads: it must be quick, and must not raise."""
+
+    def observe_query_batch(self, size: int) -> None: ...
+
+    def observe_query_cache(self, hit: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,7 @@ class QueryBatcher:
         self._documents_waiting = 0
         self._passes_ahead = 0  # query passes run while a document pass waited
         self._document_passes = 0
+        self.observer: QueryEmbeddingObserver | None = None  # told each pass's size
 
     def embed(self, text: str) -> np.ndarray:
         query = _PendingQuery(text)
@@ -205,3 +215,5 @@ class QueryBatcher:
             self._queries += len(batch)
             self._sizes[len(texts)] += 1
             self._changed.notify_all()
+        if self.observer is not None:  # outside the condition: waiters go on first
+            self.observer.observe_query_batch(len(batch))

@@ -89,11 +89,11 @@ class _Rejector:
             yield request
 
 
-async def _result(value: Any) -> Any:
+async def await_result(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-async def _stream(value: Any) -> AsyncIterator[Any]:
+async def stream_result(value: Any) -> AsyncIterator[Any]:
     """Yield what a streaming behaviour produces (async or plain iterator, or
     nothing when it writes through `context.write` instead)."""
     if hasattr(value, "__aiter__"):
@@ -110,7 +110,7 @@ def _unary_unary(behaviour: Callable[..., Any], rejector: _Rejector) -> Callable
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if isinstance(request, Undecodable):
             await rejector.reject(request, context)
-        return await _result(behaviour(request, context))
+        return await await_result(behaviour(request, context))
 
     return call
 
@@ -119,7 +119,7 @@ def _unary_stream(behaviour: Callable[..., Any], rejector: _Rejector) -> Callabl
     async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         if isinstance(request, Undecodable):
             await rejector.reject(request, context)
-        async for item in _stream(behaviour(request, context)):
+        async for item in stream_result(behaviour(request, context)):
             yield item
 
     return call
@@ -127,7 +127,7 @@ def _unary_stream(behaviour: Callable[..., Any], rejector: _Rejector) -> Callabl
 
 def _stream_unary(behaviour: Callable[..., Any], rejector: _Rejector) -> Callable[..., Any]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        return await _result(behaviour(rejector.checked(requests, context), context))
+        return await await_result(behaviour(rejector.checked(requests, context), context))
 
     return call
 
@@ -136,7 +136,7 @@ def _stream_stream(behaviour: Callable[..., Any], rejector: _Rejector) -> Callab
     async def call(
         requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
-        async for item in _stream(behaviour(rejector.checked(requests, context), context)):
+        async for item in stream_result(behaviour(rejector.checked(requests, context), context)):
             yield item
 
     return call

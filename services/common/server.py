@@ -2,7 +2,8 @@
 
 `GrpcServer` wires a `grpc.aio` server with the standard health service
 (NOT_SERVING until the service says it is ready), server reflection, bounded
-message sizes and graceful shutdown on SIGTERM/SIGINT.
+message sizes, the app's telemetry (metrics listener, tracing, the call
+observer: services.common.observability) and graceful shutdown.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from services.common.logging import get_logger
+from services.common.observability.telemetry import Telemetry
 from services.common.request_decoding import RequestDecodingInterceptor
 from services.common.security.callers import Role
 from services.common.security.server_security import ServerSecurity
@@ -75,16 +78,24 @@ class GrpcServer:
         options: ServerOptions,
         service_names: Sequence[str],
         method_roles: Mapping[str, Role] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """`method_roles`: the role each method needs when callers are
-        configured (a method not listed needs admin)."""
+        configured (a method not listed needs admin). `telemetry`: the app's
+        metrics and tracing (None: a registry nobody serves)."""
         self.options = options
         self.service_names = list(service_names)
+        self.telemetry = telemetry or Telemetry(service="grpc")
         security = options.security
         self.server = grpc.aio.server(
             options=channel_options(options.max_message_bytes),
-            # Callers are identified before anything else is said about their request.
-            interceptors=[*security.interceptors(method_roles or {}), RequestDecodingInterceptor()],
+            # Every call is observed (refusals too); callers are identified
+            # before anything else is said about their request.
+            interceptors=[
+                self.telemetry.observer(),
+                *security.interceptors(method_roles or {}),
+                RequestDecodingInterceptor(),
+            ],
         )
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
@@ -106,11 +117,15 @@ class GrpcServer:
             raise OSError(f"cannot bind {self.options.host}:{self.options.port}")
         await self.set_serving(False)
         await self.health.set(LIVENESS_SERVICE, SERVING)
+        declare_methods(self.telemetry, self.service_names)
+        self.telemetry.start()
         await self.server.start()
         log.info(
             "server_started",
             port=self.port,
             services=self.service_names,
+            metrics=self.telemetry.metrics_url,
+            tracing=self.telemetry.tracing.enabled,
             tls=security.tls is not None,
             client_certs=bool(security.tls and security.tls.require_client_cert),
             callers=security.callers is not None,
@@ -129,11 +144,30 @@ class GrpcServer:
             return
         await self.set_serving(False)
         await self.server.stop(self.options.shutdown_grace_s)
+        await self.telemetry.stop()
         self._stopped.set()
         log.info("server_stopped", port=self.port)
 
     async def wait(self) -> None:
         await self._stopped.wait()
+
+
+def declare_methods(telemetry: Telemetry, service_names: Sequence[str]) -> None:
+    """Every method's series at 0 from the start (from the protobuf descriptors)."""
+    pool = descriptor_pool.Default()
+    for name in service_names:
+        try:
+            service = pool.FindServiceByName(name)
+        except KeyError:
+            continue
+        for method in service.methods:
+            telemetry.rpc.declare(_grpc_type(method), name, method.name)
+
+
+def _grpc_type(method: Any) -> str:
+    if method.client_streaming:
+        return "bidi_stream" if method.server_streaming else "client_stream"
+    return "server_stream" if method.server_streaming else "unary"
 
 
 async def run_until_signal(servers: Sequence[GrpcServer]) -> None:

@@ -66,6 +66,21 @@ class GrpcServiceSettings(BaseServiceSettings):
         "secured otherwise, e.g. a service mesh)",
     )
     grpc_reflection: bool = Field(True, description="Serve gRPC server reflection (for grpcurl)")
+    metrics_enabled: bool = Field(
+        True,
+        description="Serve Prometheus metrics on a listener of their own (the service's "
+        "RAG_<SERVICE>_METRICS_PORT)",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address of the metrics listener (0.0.0.0 in a container, so Prometheus "
+        "can scrape it; the metrics carry no secrets but are for operators)",
+    )
+    trace_query_text: bool = Field(
+        False,
+        description="Put the raw query text on trace spans (off: only its length; turn on "
+        "only where the trace store may retain what users type)",
+    )
 
     @model_validator(mode="after")
     def _tls_files_pair(self) -> GrpcServiceSettings:

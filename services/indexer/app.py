@@ -1,18 +1,26 @@
-"""Build the Indexer from settings (shared by `services.indexer` and the embedded stack)."""
+"""The Indexer app: its pipeline built from settings and the shared parts,
+behind its gRPC server (`python -m services.indexer`, and the embedded stack)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import asdict
 
 from services.common.embedding import Embedder, EmbeddingIdentity
 from services.common.errors import ConfigError
+from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.logging import get_logger
+from services.common.observability.telemetry import Telemetry
+from services.common.parts import PartsConfig, SharedParts
+from services.common.server import GrpcServer, ServerOptions
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.indexer.chunking import Chunker, ChunkingParams
+from services.indexer.metrics import IndexerMetrics
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import Planner
+from services.indexer.servicer import METHOD_ROLES, SERVICE_NAME, IndexerServicer
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
 
@@ -62,3 +70,57 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
         # An index from before models were recorded: its model cannot be known.
         log.warning("embedding_model_adopted", model=configured.model, documents=documents)
     manifest.set_meta(EMBEDDING_META, json.dumps(asdict(configured)))
+
+
+def indexer_parts(settings: IndexerSettings) -> PartsConfig:
+    """The parts an Indexer alone opens."""
+    return PartsConfig(embedding=settings, embedding_batch_size=settings.embedding_batch_size)
+
+
+class IndexerApp:
+    """Pipeline + servicer + server for one Indexer on the shared parts."""
+
+    def __init__(
+        self,
+        settings: IndexerSettings,
+        parts: SharedParts,
+        telemetry: Telemetry | None = None,
+        port: int | None = None,
+    ) -> None:
+        """`port` None: RAG_INDEXER_PORT (tests pass 0: any free port)."""
+        self.settings, self.parts = settings, parts
+        self.telemetry = telemetry or Telemetry.from_settings(
+            settings, "indexer", settings.indexer_metrics_port
+        )
+        options = ServerOptions.from_settings(
+            settings, settings.indexer_port if port is None else port
+        )
+        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES, self.telemetry)
+        # In the app's registry, served by its metrics listener.
+        self.metrics = IndexerMetrics(
+            self.telemetry.registry, parts.vectors, parts.lexical, parts.manifest
+        )
+        self.pipeline: IndexingPipeline | None = None
+
+    async def start(self) -> int:
+        parts = self.parts
+        pipeline = build_indexing_pipeline(
+            self.settings, parts.embedder, parts.vectors, parts.lexical, parts.manifest
+        )
+        pipeline.on_commit = parts.committed.advance
+        pipeline.metrics = self.metrics
+        if self.telemetry.tracing.enabled:
+            pipeline.tracer = self.telemetry.tracer
+        # Before the port opens: runs a crash left unfinished are settled first
+        # (their rows were never visible; this removes them).
+        await asyncio.to_thread(pipeline.recover)
+        self.pipeline = pipeline
+        indexer_pb2_grpc.add_IndexerServicer_to_server(
+            IndexerServicer(pipeline), self.server.server
+        )
+        port = await self.server.start()
+        await self.server.set_serving(True)
+        return port
+
+    async def stop(self) -> None:
+        await self.server.stop()

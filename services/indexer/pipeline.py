@@ -9,6 +9,10 @@ before the commit; a run that fails, passes its caller's deadline or loses
 its caller is undone on the spot (or, if the process died, by the recovery
 at the next start or run). Transient store errors are retried with backoff
 inside the server store adapters (services.common.stores.server_calls).
+With `metrics` (services.indexer.metrics), runs report their documents by
+state, the chunks they embed and the time of every write batch to a store;
+with a `tracer`, planning, each embedding batch, each store write and the
+commit are spans under the RPC's span.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, TypeVar
+
+from opentelemetry import trace
 
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
@@ -27,6 +34,7 @@ from services.common.security.callers import ScopeGrant
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.common.stores.visibility import committed_generation
+from services.indexer.metrics import IndexerMetrics
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner
 from services.indexer.run_control import RunControl
 from services.indexer.transactions import Recovery, RunJournal, changes_index, embedding_text
@@ -72,6 +80,8 @@ class IndexingPipeline:
         *,
         write_batch: int = 256,
         on_commit: Callable[[int], None] | None = None,
+        metrics: IndexerMetrics | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.planner = planner
         self.embedder = embedder
@@ -82,6 +92,8 @@ class IndexingPipeline:
         self.journal = RunJournal(embedder, vectors, lexical, manifest)
         # Tells an in-process Retriever at once which generation it may serve.
         self.on_commit = on_commit
+        self.metrics = metrics
+        self.tracer = tracer or trace.NoOpTracer()
         self.manifest.set_meta("chunking", json.dumps(planner.chunker.params.as_dict()))
 
     def recover(self) -> Recovery:
@@ -97,7 +109,9 @@ class IndexingPipeline:
         control: RunControl | None = None,
     ) -> IndexReport:
         self.recover()
-        return self._run(self.planner.plan_upserts(docs), dry_run, progress, control)
+        with self.tracer.start_as_current_span("plan", attributes={"rag.documents": len(docs)}):
+            plans = self.planner.plan_upserts(docs)
+        return self._run("upsert", plans, dry_run, progress, control)
 
     def delete(
         self,
@@ -115,7 +129,7 @@ class IndexingPipeline:
             for doc_id in doc_ids
             for loc in ([locale] if locale else self.manifest.locales_of(doc_id) or [""])
         ]
-        return self._run(self.planner.plan_removals(keys, scopes), dry_run, None, control)
+        return self._run("delete", self.planner.plan_removals(keys, scopes), dry_run, None, control)
 
     def sync(
         self,
@@ -131,22 +145,31 @@ class IndexingPipeline:
         that is neither in `docs` nor in `keep` (already sent in earlier batches)."""
         self.recover()
         present = {(d.doc_id, d.locale) for d in docs} | set(keep)
-        gone = [k for k in self.manifest.keys_in_scope(scope_id) if k not in present]
-        plans = self.planner.plan_upserts(docs) + self.planner.plan_removals(gone)
-        return self._run(plans, dry_run, progress, control)
+        with self.tracer.start_as_current_span("plan", attributes={"rag.documents": len(docs)}):
+            gone = [k for k in self.manifest.keys_in_scope(scope_id) if k not in present]
+            plans = self.planner.plan_upserts(docs) + self.planner.plan_removals(gone)
+        return self._run("sync", plans, dry_run, progress, control)
 
     def _run(
         self,
+        operation: str,
         plans: list[DocumentPlan],
         dry_run: bool,
         progress: ProgressFn | None,
         control: RunControl | None,
     ) -> IndexReport:
         report = IndexReport(plans, dry_run)
+        trace.get_current_span().set_attributes(
+            {"rag.operation": operation, "rag.dry_run": dry_run, **_span_counts(report.counts)}
+        )
         if not dry_run:
             if any(changes_index(p) for p in plans):
                 self._apply(plans, progress, control or RunControl())
-            self.manifest.set_meta("last_run", json.dumps(report.counts.as_dict()))
+            with self._timed("manifest"):
+                self.manifest.set_meta("last_run", json.dumps(report.counts.as_dict()))
+            if self.metrics is not None:
+                # Counted once the run stands: a failed run raised above.
+                self.metrics.record_run(operation, report.counts)
             self._optimize_vectors()
         log.info("index_run", dry_run=dry_run, **report.counts.as_dict())
         return report
@@ -174,13 +197,26 @@ class IndexingPipeline:
         updates = [u for p in plans for u in p.payload_updates]
         for batch in batched(updates, self.write_batch):
             control.check()
-            self.vectors.update_payload(batch)
-            self.lexical.update_payload(batch)
+            with self._timed("vector"):
+                self.vectors.update_payload(batch)
+            with self._timed("lexical"):
+                self.lexical.update_payload(batch)
         deletes = [cid for p in plans for cid in p.to_delete]
         for ids in batched(deletes, self.write_batch):
             control.check()
-            self.vectors.delete(ids)
-            self.lexical.delete(ids)
+            with self._timed("vector"):
+                self.vectors.delete(ids)
+            with self._timed("lexical"):
+                self.lexical.delete(ids)
+
+    @contextmanager
+    def _timed(self, store: str) -> Iterator[None]:
+        """The block as one write batch to `store`: timed (with metrics) and a span."""
+        with ExitStack() as stack:
+            stack.enter_context(self.tracer.start_as_current_span(f"write {store}"))
+            if self.metrics is not None:
+                stack.enter_context(self.metrics.time_write(store))
+            yield
 
     def _undo_after_failure(self, generation: int) -> None:
         """Undo now, so the caller's error means "nothing changed"; if the
@@ -218,9 +254,14 @@ class IndexingPipeline:
         for plan_group in _group_by_chunk_budget(plans, self.write_batch):
             control.check()
             chunks = [c for p in plan_group for c in p.to_embed]
-            vectors = self.embedder.embed_documents([embedding_text(c) for c in chunks])
-            self.vectors.upsert(chunks, vectors.tolist())
-            self.lexical.upsert(chunks)
+            with self.tracer.start_as_current_span("embed", attributes={"rag.chunks": len(chunks)}):
+                vectors = self.embedder.embed_documents([embedding_text(c) for c in chunks])
+            if self.metrics is not None:
+                self.metrics.add_embedded(len(chunks))
+            with self._timed("vector"):
+                self.vectors.upsert(chunks, vectors.tolist())
+            with self._timed("lexical"):
+                self.lexical.upsert(chunks)
             embedded += len(chunks)
             done_docs += len(plan_group)
             if progress:
@@ -231,7 +272,12 @@ class IndexingPipeline:
     def _commit_manifest(self, generation: int, plans: list[DocumentPlan]) -> None:
         kept = [p.entry for p in plans if p.entry is not None and p.state is not DocState.UNCHANGED]
         removed = [p.key for p in plans if p.state is DocState.REMOVED]
-        self.manifest.commit_run(generation, kept, removed)
+        with self._timed("manifest"):
+            self.manifest.commit_run(generation, kept, removed)
+
+
+def _span_counts(counts: PlanCounts) -> dict[str, int]:
+    return {f"rag.documents.{name}": value for name, value in counts.as_dict().items()}
 
 
 def _stamped(plan: DocumentPlan, generation: int) -> DocumentPlan:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from services.common.deadline import Clock, Deadline
 from services.common.errors import Cancelled, DeadlineExceeded
 
 # Left for the commit itself and the answer to travel back: a commit with less
@@ -23,15 +23,14 @@ COMMIT_MARGIN_S = 0.25
 
 @dataclass
 class RunControl:
-    """A deadline (monotonic seconds, None: none) and a cancellation flag."""
+    """The caller's deadline (`Deadline.never()`: none) and a cancellation flag."""
 
-    deadline: float | None = None
-    clock: Callable[[], float] = time.monotonic
+    deadline: Deadline = field(default_factory=Deadline.never)
     _cancelled: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
-    def within(cls, seconds: float | None) -> RunControl:
-        return cls(None if seconds is None else time.monotonic() + seconds)
+    def within(cls, seconds: float | None, clock: Clock = time.monotonic) -> RunControl:
+        return cls(Deadline.within(seconds, clock))
 
     def cancel(self) -> None:
         """Thread-safe: called from the RPC's done-callback on the event loop."""
@@ -41,7 +40,7 @@ class RunControl:
         """Raise if the run must stop; `margin_s`: time still needed after this."""
         if self._cancelled.is_set():
             raise Cancelled("the caller went away before the run committed; it was undone")
-        if self.deadline is not None and self.clock() + margin_s >= self.deadline:
+        if self.deadline.expired(margin_s):
             raise DeadlineExceeded(
                 "the caller's deadline passed before the run committed; it was undone "
                 "and nothing was committed (send fewer documents per call, or allow more time)"

@@ -12,6 +12,12 @@ from services.common.settings import ENV_PREFIX
 
 class IndexerSettings(EmbeddingSettings):
     indexer_port: int = Field(50051, ge=0, le=65535, description="gRPC port of the Indexer")
+    indexer_metrics_port: int = Field(
+        9465,
+        ge=0,
+        le=65535,
+        description="Prometheus metrics port of the Indexer (0: any free port)",
+    )
     embedding_batch_size: int = Field(64, ge=1, le=1024)
     chunk_target_chars: int = Field(800, ge=100, le=20000)
     chunk_overlap_chars: int = Field(200, ge=0, le=10000)

@@ -16,7 +16,7 @@ from services.common.cli_help import parse_command_line
 from services.common.cpu import prefer_passive_waits
 from services.common.errors import ConfigError
 from services.common.logging import configure_logging
-from services.common.server import run_until_signal
+from services.common.service import run_apps
 from services.common.settings import load_settings
 from services.reranker.settings import RerankerSettings
 
@@ -32,15 +32,7 @@ async def serve(settings: RerankerSettings) -> None:
     prefer_passive_waits()
     from services.reranker.app import RerankerApp
 
-    app = RerankerApp(settings)
-    await app.start()
-    loading = asyncio.create_task(app.load_model())
-    try:
-        await run_until_signal([app.server])
-    finally:
-        if not loading.done():
-            loading.cancel()
-        await app.stop()
+    await run_apps([RerankerApp(settings)])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,15 +11,24 @@ import time
 
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.common.logging import get_logger
+from services.common.observability.telemetry import Telemetry
 from services.common.server import GrpcServer, ServerOptions
-from services.reranker.scorer import CrossEncoderScorer, InputLimits, ModelLoadError
+from services.reranker.metrics import RerankerMetrics
+from services.reranker.scorer import (
+    CrossEncoderScorer,
+    InputLimits,
+    ModelLoadError,
+    ScoringObserver,
+)
 from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME, RerankerServicer
 from services.reranker.settings import RerankerSettings
 
 log = get_logger(__name__)
 
 
-def scorer_from_settings(settings: RerankerSettings) -> CrossEncoderScorer:
+def scorer_from_settings(
+    settings: RerankerSettings, observer: ScoringObserver | None = None
+) -> CrossEncoderScorer:
     return CrossEncoderScorer(
         settings.rerank_model,
         backend=settings.rerank_backend,
@@ -30,24 +39,45 @@ def scorer_from_settings(settings: RerankerSettings) -> CrossEncoderScorer:
         threads=settings.rerank_threads,
         onnx_spin=settings.rerank_onnx_spin,
         cache_dir=settings.rerank_cache_dir,
+        observer=observer,
     )
 
 
 class RerankerApp:
-    """Server + servicer + scorer for one Reranker process."""
+    """Server + servicer + scorer for one Reranker process. `start()` opens the
+    port and loads the model in the background (`loading`)."""
 
-    def __init__(self, settings: RerankerSettings) -> None:
+    def __init__(
+        self,
+        settings: RerankerSettings,
+        telemetry: Telemetry | None = None,
+        port: int | None = None,
+    ) -> None:
+        """`port` None: RAG_RERANKER_PORT (tests pass 0: any free port)."""
         self.settings = settings
-        self.scorer = scorer_from_settings(settings)
+        self.telemetry = telemetry or Telemetry.from_settings(
+            settings, "reranker", settings.reranker_metrics_port
+        )
+        self.metrics = RerankerMetrics(self.telemetry.registry)
+        self.scorer = scorer_from_settings(settings, self.metrics)
         limits = InputLimits(settings.rerank_max_passages, settings.rerank_max_passage_chars)
         self.servicer = RerankerServicer(
             self.scorer, limits, settings.rerank_safety_margin_ms, settings.rerank_workers
         )
-        options = ServerOptions.from_settings(settings, settings.reranker_port)
-        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES)
+        options = ServerOptions.from_settings(
+            settings, settings.reranker_port if port is None else port
+        )
+        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES, self.telemetry)
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
+        self.loading: asyncio.Task[bool] | None = None
 
     async def start(self) -> int:
+        """The port first (health and Info answer at once), then the model."""
+        port = await self.open_port()
+        self.loading = asyncio.create_task(self.load_model())
+        return port
+
+    async def open_port(self) -> int:
         port = await self.server.start()
         log.info(
             "reranker_starting",
@@ -82,5 +112,7 @@ class RerankerApp:
         self.scorer.warm_up()
 
     async def stop(self) -> None:
+        if self.loading is not None and not self.loading.done():
+            self.loading.cancel()
         await self.server.stop()
         self.servicer.close()

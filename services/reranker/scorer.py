@@ -9,6 +9,9 @@ concurrent calls, and interleaving batches keeps a short request from waiting
 behind a long one. Time spent waiting for the model counts against each
 request's own deadline. With the ONNX backends a batch is also abandoned at
 the deadline itself (`BatchInterrupted`); a torch forward pass cannot be.
+
+What happens is reported to an optional `ScoringObserver` (the app's
+Prometheus metrics, `services.reranker.metrics`); without one, nothing is.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -36,7 +39,12 @@ from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
 
 log = get_logger(__name__)
 
+# Why a call scored fewer passages than it was given (`ScoreResult.stop_reason`).
+# deadline: the time left could not fit the next batch (or a batch was
+# interrupted at the deadline); queue_timeout: the deadline passed while the
+# call waited for the model, held by other calls' batches (saturation).
 STOP_DEADLINE = "deadline"
+STOP_QUEUE_TIMEOUT = "queue_timeout"
 _TRUE = {"1", "true", "yes", "on"}
 _WARM_UP_SENTENCE = (
     "Hybrid retrieval fuses lexical and vector rankings before a cross-encoder "
@@ -53,6 +61,36 @@ class ScoreResult:
     partial: bool
     stop_reason: str
     elapsed_ms: float
+
+
+class ScoringObserver(Protocol):
+    """Told what scoring does, from the scoring threads (so: thread-safe)."""
+
+    def batch_scored(self, pairs: int) -> None:
+        """A model batch of `pairs` pairs completed."""
+
+    def queue_waited(self, seconds: float) -> None:
+        """A call waited this long for the model before its first batch (or gave up)."""
+
+    def stopped_early(self, stop_reason: str) -> None:
+        """A call returned fewer scores than passages, for this reason."""
+
+    def model_ready(self, ready: bool) -> None:
+        """The model is (or is no longer) loaded and warmed up."""
+
+
+class _NoObserver:
+    def batch_scored(self, pairs: int) -> None:
+        pass
+
+    def queue_waited(self, seconds: float) -> None:
+        pass
+
+    def stopped_early(self, stop_reason: str) -> None:
+        pass
+
+    def model_ready(self, ready: bool) -> None:
+        pass
 
 
 class ModelLoadError(Unavailable):
@@ -108,6 +146,7 @@ class CrossEncoderScorer:
         onnx_spin: bool = False,
         cache_dir: Path | None = None,
         planner: BatchPlanner | None = None,
+        observer: ScoringObserver | None = None,
     ) -> None:
         self.model = model
         self.backend = backend
@@ -122,6 +161,7 @@ class CrossEncoderScorer:
         self._backend: ScoringBackend | None = None
         self._reason = "not loaded yet"
         self._model_lock = FifoLock()
+        self._observer: ScoringObserver = observer or _NoObserver()
 
     @property
     def loaded(self) -> bool:
@@ -218,6 +258,7 @@ class CrossEncoderScorer:
             full_ms = min(self._timed(backend, full) for _ in range(2))
         tokens = self.planner.tokens.padded_batch_tokens(full[0][0], [long_passage] * len(full))
         self.planner.cost.calibrate(overhead_ms, tokens, full_ms)
+        self._observer.model_ready(True)
         log.info(
             "rerank_warmed_up",
             overhead_ms=round(overhead_ms, 2),
@@ -241,46 +282,66 @@ class CrossEncoderScorer:
         backend = self._require_backend()
         started = time.monotonic()
         scores: list[float] = []
+        stop_reason = ""
         while len(scores) < len(passages):
             # The planner looks at one batch ahead at most.
             pending = passages[len(scores) : len(scores) + self.batch_size]
-            batch = self._score_next_batch(backend, query, pending, deadline)
-            if not batch:
+            batch, stop_reason = self._score_next_batch(
+                backend, query, pending, deadline, first=not scores
+            )
+            if stop_reason:
                 break
             scores.extend(batch)
-        partial = len(scores) < len(passages)
+        if stop_reason:
+            self._observer.stopped_early(stop_reason)
         return ScoreResult(
             scores=scores,
             scored=len(scores),
-            partial=partial,
-            stop_reason=STOP_DEADLINE if partial else "",
+            partial=bool(stop_reason),
+            stop_reason=stop_reason,
             elapsed_ms=(time.monotonic() - started) * 1000,
         )
 
     def _score_next_batch(
-        self, backend: ScoringBackend, query: str, pending: Sequence[str], deadline: float | None
-    ) -> list[float]:
-        if not self._acquire_model(deadline):
-            return []
+        self,
+        backend: ScoringBackend,
+        query: str,
+        pending: Sequence[str],
+        deadline: float | None,
+        *,
+        first: bool,
+    ) -> tuple[list[float], str]:
+        """The next batch's scores and "", or no scores and why not."""
+        refused = self._acquire_model(deadline, first=first)
+        if refused:
+            return [], refused
         try:
             size = self.planner.next_batch_size(query, pending, _remaining_ms(deadline))
             if size == 0:
-                return []
+                return [], STOP_DEADLINE
             batch = pending[:size]
             started = time.perf_counter()
             logits = backend.logits([(query, passage) for passage in batch], deadline)
             self.planner.observe(query, batch, (time.perf_counter() - started) * 1000)
         except BatchInterrupted:
-            return []
+            return [], STOP_DEADLINE
         finally:
             self._model_lock.release()
-        return self._activate(logits)
+        self._observer.batch_scored(size)
+        return self._activate(logits), ""
 
-    def _acquire_model(self, deadline: float | None) -> bool:
-        if deadline is None:
-            return self._model_lock.acquire()
-        remaining = deadline - time.monotonic()
-        return remaining > 0 and self._model_lock.acquire(timeout=remaining)
+    def _acquire_model(self, deadline: float | None, *, first: bool) -> str:
+        """Wait for the model: "" once held, else why not. The wait before a
+        call's first batch is what queueing behind other calls costs it, so
+        that one is reported (granted or not); later waits are interleaving."""
+        timeout = None if deadline is None else deadline - time.monotonic()
+        if timeout is not None and timeout <= 0:
+            return STOP_DEADLINE  # out of time before asking: not a queueing problem
+        started = time.perf_counter()
+        acquired = self._model_lock.acquire(timeout=timeout)
+        if first:
+            self._observer.queue_waited(time.perf_counter() - started)
+        return "" if acquired else STOP_QUEUE_TIMEOUT
 
     def _activate(self, logits: np.ndarray) -> list[float]:
         # Multi-label heads: the last label is the "relevant" class by convention.

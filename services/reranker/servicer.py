@@ -10,11 +10,11 @@ requests interleave batch by batch and each stops at its own deadline.
 from __future__ import annotations
 
 import asyncio
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from services.common.deadline import Deadline
 from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
 from services.common.grpc_errors import unary
 from services.common.logging import get_logger
@@ -45,26 +45,23 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         self, request: reranker_pb2.RerankRequest, context: grpc.aio.ServicerContext
     ) -> reranker_pb2.RerankResponse:
         query, passages = self.limits.clean(request.query, list(request.passages))
-        deadline = self._scoring_deadline(context)
+        # The caller's deadline, less the time the reply needs to travel back.
+        deadline = Deadline.from_grpc(context).shortened(self.safety_margin_ms / 1000)
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._executor, self.scorer.score, query, passages, deadline
+            self._executor, self.scorer.score, query, passages, deadline.at
         )
+        # DEBUG only: one line per call would flood the logs at serving rates;
+        # the counts and waits are in the metrics (services.reranker.metrics).
         log.debug(
             "reranked",
             passages=len(passages),
             scored=result.scored,
             partial=result.partial,
+            stop_reason=result.stop_reason,
             elapsed_ms=round(result.elapsed_ms, 1),
         )
         return self._response(result)
-
-    def _scoring_deadline(self, context: grpc.aio.ServicerContext) -> float | None:
-        """The RPC deadline on the monotonic clock, less the time the reply needs."""
-        remaining = context.time_remaining()
-        if remaining is None:
-            return None
-        return time.monotonic() + remaining - self.safety_margin_ms / 1000
 
     def _response(self, result: ScoreResult) -> reranker_pb2.RerankResponse:
         return reranker_pb2.RerankResponse(

@@ -20,6 +20,12 @@ DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 
 class RerankerSettings(GrpcServiceSettings):
     reranker_port: int = Field(50053, ge=0, le=65535, description="gRPC port (0: any free port)")
+    reranker_metrics_port: int = Field(
+        9467,
+        ge=0,
+        le=65535,
+        description="Prometheus metrics port of the Reranker (0: any free port)",
+    )
     rerank_model: str = Field(
         DEFAULT_MODEL,
         min_length=1,

@@ -1,4 +1,6 @@
-"""Build the Retriever from settings (shared by `services.retriever` and the embedded stack)."""
+"""The Retriever app: its pipeline built from settings and the shared parts,
+behind its gRPC server, with the store health monitor
+(`python -m services.retriever`, and the embedded stack)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,20 @@ import contextlib
 from concurrent.futures import Executor
 
 from services.common.embedding import Embedder
+from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.logging import get_logger
+from services.common.observability.telemetry import Telemetry
+from services.common.observability.tracing import Tracing
+from services.common.parts import PartsConfig, SharedParts
 from services.common.security.client import ClientSecurity
-from services.common.server import GrpcServer
+from services.common.server import GrpcServer, ServerOptions
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.visibility import CommittedGeneration
+from services.retriever.metrics import RetrievalMetrics
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline
 from services.retriever.rerank_client import RerankClient
+from services.retriever.reranker_health import RerankerHealth
+from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RequestLimits, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
 
 log = get_logger(__name__)
@@ -31,16 +40,15 @@ def build_retrieval_pipeline(
     lexical: LexicalStore,
     executor: Executor,
     committed: CommittedGeneration | None = None,
+    tracing: Tracing | None = None,
+    metrics: RetrievalMetrics | None = None,
 ) -> RetrievalPipeline:
-    reranker = (
-        RerankClient(
-            settings.reranker_addr,
-            settings.max_message_bytes,
-            ClientSecurity.from_settings(settings, "reranker"),
-        )
-        if settings.reranker_addr
-        else None
-    )
+    """`tracing`: spans per stage when on; `metrics`: counts every answer, and
+    shows the Reranker's health when one is configured (None: nothing counted)."""
+    tracing = tracing or Tracing.off()
+    reranker, health = reranker_from_settings(settings)
+    if metrics is not None and health is not None:
+        metrics.watch_reranker(health)
     return RetrievalPipeline(
         embedder,
         vectors,
@@ -50,7 +58,31 @@ def build_retrieval_pipeline(
         retrieval_config(settings),
         analyzer=getattr(lexical, "analyzer", None),
         committed=committed,
+        tracer=tracing.tracer if tracing.enabled else None,
+        record_query_text=tracing.record_query_text,
+        reranker_health=health,
+        metrics=metrics,
     )
+
+
+def reranker_from_settings(
+    settings: RetrieverSettings,
+) -> tuple[RerankClient | None, RerankerHealth | None]:
+    """The Reranker client and the watch on its health (None, None: no
+    Reranker configured, RAG_RERANKER_ADDR empty)."""
+    if not settings.reranker_addr:
+        return None, None
+    client = RerankClient(
+        settings.reranker_addr,
+        settings.max_message_bytes,
+        ClientSecurity.from_settings(settings, "reranker"),
+    )
+    health = RerankerHealth(
+        client.check_health,
+        initial_backoff_s=settings.reranker_recheck_s,
+        max_backoff_s=settings.reranker_recheck_max_s,
+    )
+    return client, health
 
 
 class StoreHealthMonitor:
@@ -96,3 +128,78 @@ class StoreHealthMonitor:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+def retriever_parts(settings: RetrieverSettings) -> PartsConfig:
+    """The parts a Retriever alone opens."""
+    return PartsConfig(
+        embedding=settings,
+        query_cache_size=settings.query_cache_size,
+        query_cache_ttl_s=settings.query_cache_ttl_s,
+        query_max_batch=settings.query_max_batch,
+        io_threads=settings.worker_threads,
+        committed_refresh_s=settings.committed_generation_refresh_s,
+    )
+
+
+class RetrieverApp:
+    """Pipeline + servicer + server + store health monitor for one Retriever."""
+
+    def __init__(
+        self,
+        settings: RetrieverSettings,
+        parts: SharedParts,
+        telemetry: Telemetry | None = None,
+        port: int | None = None,
+    ) -> None:
+        """`port` None: RAG_RETRIEVER_PORT (tests pass 0: any free port)."""
+        self.settings, self.parts = settings, parts
+        self.telemetry = telemetry or Telemetry.from_settings(
+            settings, "retriever", settings.retriever_metrics_port
+        )
+        options = ServerOptions.from_settings(
+            settings, settings.retriever_port if port is None else port
+        )
+        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES, self.telemetry)
+        self.metrics = RetrievalMetrics(self.telemetry.registry)
+        self.pipeline = build_retrieval_pipeline(
+            settings,
+            parts.embedder,
+            parts.vectors,
+            parts.lexical,
+            parts.executor,
+            parts.committed,
+            self.telemetry.tracing,
+            self.metrics,
+        )
+        # The embedder may be shared with an Indexer (embedded stack); only the
+        # Retriever embeds queries, so its query passes are the Retriever's.
+        parts.embedder.query_observer = self.metrics
+        self.monitor = StoreHealthMonitor(
+            self.server,
+            SERVICE_NAME,
+            parts.vectors,
+            parts.lexical,
+            settings.health_check_interval_s,
+        )
+
+    async def start(self) -> int:
+        servicer = RetrieverServicer(
+            self.pipeline,
+            self.settings.default_deadline_ms,
+            index_status=self.parts.index_status,
+            limits=RequestLimits.from_settings(self.settings),
+        )
+        retriever_pb2_grpc.add_RetrieverServicer_to_server(servicer, self.server.server)
+        port = await self.server.start()
+        await self.pipeline.start()
+        await self.monitor.check_once()
+        self.monitor.start()
+        return port
+
+    async def stop(self) -> None:
+        await self.monitor.stop()
+        await self.server.stop()
+        await self.pipeline.close()
+        if self.parts.embedder.query_observer is self.metrics:  # the embedder may outlive us
+            self.parts.embedder.query_observer = None

@@ -50,10 +50,6 @@ def skipped_by_rule(channel: Channel, reason: str) -> ChannelOutcome:
     return ChannelOutcome(channel, ChannelStatus.SKIPPED, error=reason, requested=False)
 
 
-def remaining_s(deadline: float) -> float:
-    return deadline - time.monotonic()
-
-
 async def run_channel(
     channel: Channel,
     executor: Executor,

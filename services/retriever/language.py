@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 
 from services.common.analysis import UNDETERMINED, detect_language, primary_language
+from services.common.errors import InvalidArgument
+from services.retriever.types import Channel
 
 EVERY_LANGUAGE = "*"
 # Primary subtags that name no language (BCP 47: private use, special codes).
@@ -90,3 +92,27 @@ class LanguageRule:
         if scope_language and not self.reads(scope_language):
             return f"{scope_language} (the scope's locale)"
         return ""
+
+
+def language_weights(
+    requested: dict[Channel, float] | None, language: LanguageDecision
+) -> dict[Channel, float] | None:
+    """The caller's weights with the language rule's factor on the vector channel."""
+    if language.vector_weight in (0.0, 1.0):  # 0: the channel did not run at all
+        return requested
+    weights = dict(requested or {})
+    weights[Channel.VECTOR] = weights.get(Channel.VECTOR, 1.0) * language.vector_weight
+    return weights
+
+
+_LANGUAGE_TAG = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8}){0,3}$")
+
+
+def check_language(tag: str) -> str:
+    """A request's `query_language`: empty (detect) or a language tag."""
+    tag = tag.strip()
+    if tag and not _LANGUAGE_TAG.match(tag):
+        raise InvalidArgument(
+            f"query_language: {tag[:40]!r} is not a language tag such as en, zh or zh-CN"
+        )
+    return tag

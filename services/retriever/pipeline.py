@@ -4,23 +4,26 @@ under a deadline → evidence. Plain async Python; the servicer adapts protos.""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
+from opentelemetry import trace
+
 from services.common.analysis import QueryPlan, TextAnalyzer
+from services.common.deadline import Deadline
 from services.common.embedding import Embedder
 from services.common.errors import InvalidArgument, RagError
+from services.common.logging import get_logger
 from services.common.models import ScopeFilter, ScoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.visibility import CommittedGeneration
 from services.retriever.channels import (
     ChannelOutcome,
+    ChannelStatus,
     call_as,
     not_requested,
-    remaining_s,
     run_channel,
     skipped_by_rule,
 )
@@ -33,12 +36,22 @@ from services.retriever.exact import (
     with_highlights,
 )
 from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
-from services.retriever.language import LanguageDecision, LanguageRule
+from services.retriever.language import (  # check_language: re-exported for its importers
+    LanguageDecision,
+    LanguageRule,
+    check_language,
+    language_weights,
+)
+from services.retriever.metrics import RetrievalMetrics
 from services.retriever.query import QueryNormalizer
 from services.retriever.rerank_client import RerankClient
-from services.retriever.reranking import RerankOutcome, RerankStep
+from services.retriever.reranker_health import RerankerHealth
+from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
 from services.retriever.routing import IntentRouter
+from services.retriever.stages import StageRecorder
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -119,8 +132,17 @@ class RetrievalPipeline:
         config: RetrievalConfig = RetrievalConfig(),
         analyzer: TextAnalyzer | None = None,
         committed: CommittedGeneration | None = None,
+        tracer: trace.Tracer | None = None,
+        record_query_text: bool = False,
+        reranker_health: RerankerHealth | None = None,
+        metrics: RetrievalMetrics | None = None,
     ) -> None:
+        """`reranker_health`: skip the Reranker while it is NOT_SERVING (None:
+        always call it). `metrics`: counts each answer (None: not counted)."""
+        self.metrics = metrics
         self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
+        self.tracer = tracer  # None: stages are timed, not traced
+        self.record_query_text = record_query_text
         # Which rows may be served (None: every row; tests of the pipeline alone).
         self.committed = committed
         # The lexical index's own analysis, so identifiers and highlights are
@@ -134,31 +156,54 @@ class RetrievalPipeline:
         self.router = IntentRouter()
         self.fuser = RrfFuser(config.rrf_k)
         self.assembler = EvidenceAssembler(config.context_char_budget)
+        self.reranker, self.reranker_health = reranker, reranker_health
         self.rerank_step = RerankStep(
-            reranker, config.rerank_candidates, config.rerank_budget_ms, config.safety_margin_ms
+            reranker,
+            config.rerank_candidates,
+            config.rerank_budget_ms,
+            config.safety_margin_ms,
+            reranker_health,
         )
 
-    async def retrieve(self, request: RetrievalRequest, deadline: float) -> RetrievalResult:
-        timings: list[tuple[str, float]] = []
+    async def start(self) -> None:
+        """Learn whether the Reranker serves before the first request (on the
+        event loop that serves the requests)."""
+        if self.reranker_health is not None:
+            await self.reranker_health.start()
+
+    async def close(self) -> None:
+        """Stop watching the Reranker and release its channel."""
+        if self.reranker_health is not None:
+            await self.reranker_health.stop()
+        if self.reranker is not None:
+            await self.reranker.close()
+
+    async def retrieve(self, request: RetrievalRequest, deadline: Deadline) -> RetrievalResult:
+        stages = StageRecorder(self.tracer)
         started = time.perf_counter()
         prepared = self._prepare(request)
-        prepared = replace(prepared, scope=await self._visible(prepared.scope))
-        vector, lexical = await self._fan_out(
-            prepared.text, prepared.scope, prepared.depth, deadline, prepared.channels
+        stages.describe_request(
+            prepared.text, prepared.intent.value, prepared.top_k, self.record_query_text
         )
+        prepared = replace(prepared, scope=await self._visible(prepared.scope))
+        vector, lexical = await self._fan_out(prepared, deadline, stages)
         if prepared.language.skip_vector and Channel.VECTOR in request.channels:
             vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
-        timings += [("vector", vector.latency_ms), ("lexical", lexical.latency_ms)]
-        fused = self._fuse(request, prepared, vector, lexical)
-        rerank_started = time.perf_counter()
-        hits, rerank = await self.rerank_step.run(prepared.text, fused, request.rerank, deadline)
+        stages.record("vector", vector.latency_ms)
+        stages.record("lexical", lexical.latency_ms)
+        with stages.stage("fusion") as span:
+            fused = self._fuse(request, prepared, vector, lexical)
+            span.set_attribute("rag.candidates", len(fused))
+        with stages.stage("rerank") as span:
+            hits, rerank = await self.rerank_step.run(
+                prepared.text, fused, request.rerank, deadline
+            )
+            _describe_rerank(span, rerank)
         hits = exact_precedence(hits, self.config.exact_precedence)
-        timings.append(("rerank", _ms(rerank_started)))
         hits = with_highlights(hits[: prepared.top_k], self.analyzer, prepared.plan)
-        evidence_started = time.perf_counter()
-        budget = request.context_char_budget or self.config.context_char_budget
-        evidence = self.assembler.assemble(hits, char_budget=budget)
-        timings.append(("evidence", _ms(evidence_started)))
+        with stages.stage("evidence"):
+            budget = request.context_char_budget or self.config.context_char_budget
+            evidence = self.assembler.assemble(hits, char_budget=budget)
         result = RetrievalResult(
             hits,
             prepared.intent,
@@ -166,13 +211,16 @@ class RetrievalPipeline:
             rerank,
             evidence,
             [vector, lexical],
-            timings=timings,
+            timings=stages.timings,
         )
         self._explain(result, request, prepared, fused)
         _record_degradation(result, vector, lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
             await self._check_page(result, prepared.scope, deadline)
-        timings.append(("total", _ms(started)))
+        stages.record("total", _ms(started))
+        stages.describe_answer(len(result.hits), len(result.degraded))
+        if self.metrics is not None:  # once per answer, after every stage is timed
+            self.metrics.record(result)
         return result
 
     async def _visible(self, scope: ScopeFilter) -> ScopeFilter:
@@ -240,28 +288,31 @@ class RetrievalPipeline:
         return top_k, max(depth, top_k)
 
     async def _fan_out(
-        self,
-        query: str,
-        scope: ScopeFilter,
-        depth: int,
-        deadline: float,
-        wanted: frozenset[Channel],
+        self, prepared: PreparedQuery, deadline: Deadline, stages: StageRecorder
     ) -> tuple[ChannelOutcome, ChannelOutcome]:
-        budget_s = min(
-            self.config.channel_timeout_ms / 1000,
-            remaining_s(deadline) - self.config.safety_margin_ms / 1000,
+        """Both channels at once, each within min(channel timeout, time left − margin)."""
+        budget_s = deadline.budget(
+            self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
         )
+        query, depth, scope = prepared.text, prepared.depth, prepared.scope
 
         def vector_search() -> list[ScoredChunk]:
-            vector = call_as("embedding", self.embedder.embed_query, query)
-            return call_as("vector", self.vectors.search, vector.tolist(), depth, scope)
+            with stages.stage("embedding"):
+                vector = call_as("embedding", self.embedder.embed_query, query)
+            with stages.stage("vector_search", timed=False) as span:
+                hits = call_as("vector", self.vectors.search, vector.tolist(), depth, scope)
+                span.set_attribute("rag.hits", len(hits))
+            return hits
 
         def lexical_search() -> list[ScoredChunk]:
-            return self.lexical.search(query, depth, scope)
+            with stages.stage("lexical_search", timed=False) as span:
+                hits = self.lexical.search(query, depth, scope)
+                span.set_attribute("rag.hits", len(hits))
+            return hits
 
         results = await asyncio.gather(
-            self._maybe_run(Channel.VECTOR, wanted, vector_search, budget_s),
-            self._maybe_run(Channel.LEXICAL, wanted, lexical_search, budget_s),
+            self._maybe_run(Channel.VECTOR, prepared.channels, vector_search, budget_s),
+            self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
         )
         return results[0], results[1]
 
@@ -284,7 +335,7 @@ class RetrievalPipeline:
         lexical: ChannelOutcome,
     ) -> list[FusedHit]:
         ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
-        fused = self.fuser.fuse(ranked, _language_weights(request.weights, prepared.language))
+        fused = self.fuser.fuse(ranked, language_weights(request.weights, prepared.language))
         held = {hit.chunk.chunk_id: hit.exact for hit in lexical.hits} if lexical.ok else {}
         fused = with_exact_matches(fused, prepared.plan.identifiers, held)
         fused = exact_precedence(fused, self.config.exact_precedence)
@@ -297,7 +348,7 @@ class RetrievalPipeline:
         return str(describe(query)) if callable(describe) else ""
 
     async def _check_page(
-        self, result: RetrievalResult, scope: ScopeFilter, deadline: float
+        self, result: RetrievalResult, scope: ScopeFilter, deadline: Deadline
     ) -> None:
         """A current-page request never falls back to site-wide results; when
         the page has no chunks it says so explicitly."""
@@ -305,10 +356,10 @@ class RetrievalPipeline:
             result.page_indexed = True
             return
         loop = asyncio.get_running_loop()
-        timeout = remaining_s(deadline) - self.config.safety_margin_ms / 1000
+        timeout = max(deadline.budget(margin_s=self.config.safety_margin_ms / 1000), 0.001)
         try:
             count = await asyncio.wait_for(
-                loop.run_in_executor(self.executor, self.lexical.count, scope), max(timeout, 0.001)
+                loop.run_in_executor(self.executor, self.lexical.count, scope), timeout
             )
         except (TimeoutError, RagError, OSError):
             return
@@ -317,45 +368,36 @@ class RetrievalPipeline:
             result.message = "This page is not indexed, so there is nothing to answer from."
 
 
+def _describe_rerank(span: trace.Span, rerank: RerankOutcome) -> None:
+    span.set_attribute("rag.rerank.candidates", rerank.candidates)
+    span.set_attribute("rag.rerank.reranked", rerank.reranked)
+    span.set_attribute("rag.rerank.fallback", rerank.fallback)
+
+
 def _record_degradation(
     result: RetrievalResult, vector: ChannelOutcome, lexical: ChannelOutcome
 ) -> None:
+    """Say in the answer what failed. Failures are logged here, once per
+    request (the request id comes from the log context); timeouts, skips and
+    reranker fallbacks are expected under load or while a part restarts:
+    they are counted in the metrics, not logged per request."""
     requested = [o for o in (vector, lexical) if o.requested]
     for outcome in requested:
         if not outcome.ok:
+            component = outcome.component or outcome.channel.value
             reason = f"{outcome.status.value}: {outcome.error}"
-            result.degraded.append((outcome.component or outcome.channel.value, reason))
+            result.degraded.append((component, reason))
+            if outcome.status is ChannelStatus.ERROR:
+                log.warning("channel_failed", component=component, reason=outcome.error)
     if result.rerank.fallback and result.rerank.requested:
         result.degraded.append(("reranker", result.rerank.reason))
+        if result.rerank.code == RerankCode.ERROR:  # not load, not absence: a fault
+            log.warning("rerank_failed", reason=result.rerank.reason)
     if requested and not any(o.ok for o in requested):
         result.message = (
             "Search is temporarily unavailable: the retrieval channels failed. "
             "Please try again shortly."
         )
-
-
-def _language_weights(
-    requested: dict[Channel, float] | None, language: LanguageDecision
-) -> dict[Channel, float] | None:
-    """The caller's weights with the language rule's factor on the vector channel."""
-    if language.vector_weight in (0.0, 1.0):  # 0: the channel did not run at all
-        return requested
-    weights = dict(requested or {})
-    weights[Channel.VECTOR] = weights.get(Channel.VECTOR, 1.0) * language.vector_weight
-    return weights
-
-
-_LANGUAGE_TAG = re.compile(r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8}){0,3}$")
-
-
-def check_language(tag: str) -> str:
-    """A request's `query_language`: empty (detect) or a language tag."""
-    tag = tag.strip()
-    if tag and not _LANGUAGE_TAG.match(tag):
-        raise InvalidArgument(
-            f"query_language: {tag[:40]!r} is not a language tag such as en, zh or zh-CN"
-        )
-    return tag
 
 
 def _ms(start: float) -> float:

@@ -1,4 +1,10 @@
-"""Client for the Reranker service, with a deadline on every call."""
+"""Client for the Reranker service, with a deadline on every call.
+
+Failures keep fixed reason prefixes (`reranker did not answer within …`,
+`reranker <CODE>: …`): gateway/reasons.py maps them to public codes. The gRPC
+code also travels on the exception (`RerankUnavailable.code`), so callers
+decide on it without parsing text.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.errors import DeadlineExceeded, Unavailable
 from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.common.security.client import ClientSecurity, aio_channel
 from services.common.server import client_channel_options
+
+# The name the Reranker reports health under (as services/reranker/servicer.py
+# derives it; not imported from there, which would load torch into the Retriever).
+RERANKER_SERVICE: str = pb.DESCRIPTOR.services_by_name["Reranker"].full_name
 
 
 @dataclass(frozen=True)
@@ -22,6 +33,26 @@ class RerankReply:
     model: str
 
 
+class RerankUnavailable(Unavailable):
+    """A Rerank call that failed with a status other than DEADLINE_EXCEEDED;
+    `code` is that status (UNAVAILABLE, FAILED_PRECONDITION, INTERNAL, …)."""
+
+    def __init__(self, message: str, code: grpc.StatusCode) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# gRPC's own reconnect backoff grows to 120 s: a Reranker that comes up
+# would stay unreachable to the Retriever's health checks (and calls) that
+# long. Reconnect within a couple of seconds instead; RerankerHealth paces the
+# checks themselves.
+RECONNECT_OPTIONS: list[tuple[str, int | str]] = [
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
 class RerankClient:
     def __init__(
         self,
@@ -30,13 +61,13 @@ class RerankClient:
         security: ClientSecurity | None = None,
     ) -> None:
         self.addr = addr
-        self._channel = aio_channel(
-            addr, security or ClientSecurity(), client_channel_options(max_message_bytes)
-        )
+        options = [*client_channel_options(max_message_bytes), *RECONNECT_OPTIONS]
+        self._channel = aio_channel(addr, security or ClientSecurity(), options)
         self._stub = reranker_pb2_grpc.RerankerStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> RerankReply:
-        """Raise DeadlineExceeded or Unavailable (with the reason) on failure."""
+        """Raise DeadlineExceeded or RerankUnavailable (with the reason) on failure."""
         request = pb.RerankRequest(query=query, passages=list(passages))
         try:
             reply = await self._stub.Rerank(request, timeout=timeout_s)
@@ -45,8 +76,20 @@ class RerankClient:
                 raise DeadlineExceeded(
                     f"reranker did not answer within {timeout_s * 1000:.0f} ms"
                 ) from exc
-            raise Unavailable(f"reranker {exc.code().name}: {exc.details()}") from exc
+            raise RerankUnavailable(
+                f"reranker {exc.code().name}: {exc.details()}", exc.code()
+            ) from exc
         return RerankReply(list(reply.scores), reply.partial, reply.stop_reason, reply.model)
+
+    async def check_health(self, timeout_s: float) -> bool:
+        """True when the Reranker's health service says SERVING for the Reranker;
+        False when it says otherwise or cannot be asked (unreachable, timeout)."""
+        request = health_pb2.HealthCheckRequest(service=RERANKER_SERVICE)
+        try:
+            reply = await self._health.Check(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -1,24 +1,49 @@
 """The rerank step: send the top fused candidates to the Reranker with a
 deadline of min(budget, time left − margin); keep the fused order for
-whatever was not scored in time, and say what happened."""
+whatever was not scored in time, and say what happened.
+
+Each outcome carries a stable `code` (the values of gateway/reasons.py
+`ReasonCode`), set where the outcome is decided, next to the free-text
+`reason` meant for operators. The reasons keep their fixed leading phrases:
+the gateway still reads them."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 
+import grpc
+
+from services.common.deadline import Deadline
 from services.common.errors import DeadlineExceeded, Unavailable
-from services.retriever.channels import remaining_s
 from services.retriever.fusion import merge_rerank
-from services.retriever.rerank_client import RerankClient
+from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
+from services.retriever.reranker_health import NOT_SERVING_CODES, RerankerHealth
 from services.retriever.types import FusedHit
 
 # Below this there is no point in asking: a round trip alone takes longer.
 MIN_USEFUL_BUDGET_S = 0.005
+NOT_SERVING_REASON = "reranker not serving"
+
+
+class RerankCode(StrEnum):
+    """What happened to reranking; equal to gateway/reasons.py ReasonCode values."""
+
+    RERANKED = "reranked"
+    PARTIAL = "reranker_partial"
+    TIMEOUT = "reranker_timeout"
+    UNAVAILABLE = "reranker_unavailable"
+    ERROR = "reranker_error"
+    SKIPPED = "reranker_skipped"  # too little time left to ask
+    OFF = "reranker_off"  # the request did not ask for it
+    NOT_CONFIGURED = "reranker_not_configured"
+    NO_CANDIDATES = "no_candidates"
 
 
 @dataclass
 class RerankOutcome:
+    code: str  # a RerankCode value: decided with the outcome, never parsed from `reason`
     used: bool = False  # the final order reflects reranking
     fallback: bool = False  # fused order kept, in whole or in part
     requested: bool = False  # reranking was wanted and possible
@@ -29,67 +54,111 @@ class RerankOutcome:
     latency_ms: float = 0.0
 
 
+Ranked = tuple[list[FusedHit], RerankOutcome]
+
+
 def passage_text(hit: FusedHit) -> str:
     chunk = hit.chunk
     return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
 
 
+def not_serving_reason(recheck_in_s: float) -> str:
+    when = f"in {recheck_in_s:.1f} s" if recheck_in_s > 0 else "now"
+    return f"{NOT_SERVING_REASON}; skipped (re-checking {when})"
+
+
 class RerankStep:
     def __init__(
-        self, client: RerankClient | None, candidates: int, budget_ms: int, margin_ms: int
+        self,
+        client: RerankClient | None,
+        candidates: int,
+        budget_ms: int,
+        margin_ms: int,
+        health: RerankerHealth | None = None,
     ) -> None:
+        """`health`: when given, a Reranker known not to serve is not called
+        (and calls that fail are reported to it); None calls it every time."""
         self.client = client
         self.candidates = candidates
         self.budget_s = budget_ms / 1000
         self.margin_s = margin_ms / 1000
+        self.health = health
 
     async def run(
-        self, query: str, fused: list[FusedHit], enabled: bool, deadline: float
-    ) -> tuple[list[FusedHit], RerankOutcome]:
+        self, query: str, fused: list[FusedHit], enabled: bool, deadline: Deadline
+    ) -> Ranked:
         if not enabled:
-            return fused, RerankOutcome(reason="disabled by request")
+            return fused, RerankOutcome(RerankCode.OFF, reason="disabled by request")
         if self.client is None:
-            return fused, RerankOutcome(reason="no reranker configured")
+            return fused, RerankOutcome(RerankCode.NOT_CONFIGURED, reason="no reranker configured")
         if not fused:
-            return fused, RerankOutcome(reason="no candidates")
+            return fused, RerankOutcome(RerankCode.NO_CANDIDATES, reason="no candidates")
         head, tail = fused[: self.candidates], fused[self.candidates :]
-        outcome = RerankOutcome(requested=True, candidates=len(head))
-        budget = min(self.budget_s, remaining_s(deadline) - self.margin_s)
+        if self.health is not None and not self.health.should_call():
+            reason = not_serving_reason(self.health.next_probe_in_s())
+            return fused, self._fallback(RerankCode.UNAVAILABLE, reason, len(head))
+        budget = deadline.budget(self.budget_s, self.margin_s)
         if budget < MIN_USEFUL_BUDGET_S:
-            outcome.fallback = True
-            outcome.reason = f"deadline too short to rerank ({max(budget, 0) * 1000:.0f} ms left)"
-            return fused, outcome
-        return await self._call(query, head, tail, budget, outcome)
+            reason = f"deadline too short to rerank ({budget * 1000:.0f} ms left)"
+            return fused, self._fallback(RerankCode.SKIPPED, reason, len(head))
+        return await self._call(query, head, tail, budget)
+
+    @staticmethod
+    def _fallback(code: RerankCode, reason: str, candidates: int) -> RerankOutcome:
+        """Wanted, not done: the fused order stands."""
+        return RerankOutcome(
+            code, fallback=True, requested=True, reason=reason, candidates=candidates
+        )
 
     async def _call(
-        self,
-        query: str,
-        head: list[FusedHit],
-        tail: list[FusedHit],
-        budget: float,
-        outcome: RerankOutcome,
-    ) -> tuple[list[FusedHit], RerankOutcome]:
+        self, query: str, head: list[FusedHit], tail: list[FusedHit], budget: float
+    ) -> Ranked:
         assert self.client is not None
         started = time.perf_counter()
         try:
             reply = await self.client.rerank(query, [passage_text(h) for h in head], budget)
         except (DeadlineExceeded, Unavailable) as exc:
+            code = self._record_failure(exc)
+            outcome = self._fallback(code, str(exc), len(head))
             outcome.latency_ms = (time.perf_counter() - started) * 1000
-            outcome.fallback = True
-            outcome.reason = str(exc)
             return head + tail, outcome
+        if self.health is not None:
+            self.health.record_success()  # it answered, even if only in part
+        outcome = RerankOutcome(RerankCode.RERANKED, requested=True, candidates=len(head))
         outcome.latency_ms = (time.perf_counter() - started) * 1000
         outcome.model = reply.model
+        return self._merge(head, tail, reply, outcome)
+
+    def _record_failure(self, exc: DeadlineExceeded | Unavailable) -> RerankCode:
+        """Tell the health tracker, and say which failure this was."""
+        if isinstance(exc, DeadlineExceeded):
+            status = grpc.StatusCode.DEADLINE_EXCEEDED
+        elif isinstance(exc, RerankUnavailable):
+            status = exc.code
+        else:  # no status to go on: say unavailable, but do not mark it down
+            return RerankCode.UNAVAILABLE
+        if self.health is not None:
+            self.health.record_failure(status)  # it decides which statuses count
+        if status == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return RerankCode.TIMEOUT
+        return RerankCode.UNAVAILABLE if status in NOT_SERVING_CODES else RerankCode.ERROR
+
+    @staticmethod
+    def _merge(
+        head: list[FusedHit], tail: list[FusedHit], reply: RerankReply, outcome: RerankOutcome
+    ) -> Ranked:
         scores = reply.scores[: len(head)]
         try:
             merged = merge_rerank(head, scores)
         except ValueError as exc:  # e.g. NaN scores: never fail a Retrieve over it
-            outcome.fallback = True
+            outcome.code, outcome.fallback = RerankCode.ERROR, True
             outcome.reason = f"unusable reranker reply: {exc}"
             return head + tail, outcome
         outcome.reranked = len(scores)
         outcome.used = bool(scores)
         if reply.partial or len(scores) < len(head):
+            # Nothing scored at all is the Reranker's own deadline: a timeout.
+            outcome.code = RerankCode.PARTIAL if scores else RerankCode.TIMEOUT
             outcome.fallback = True
             outcome.reason = (
                 f"partial: {len(scores)} of {len(head)} scored "

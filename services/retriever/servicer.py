@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import grpc
 
 from services.common import grpc_errors
+from services.common.deadline import Deadline
 from services.common.errors import InvalidArgument
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
@@ -298,13 +298,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
     async def Retrieve(
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetrieveResponse:
-        remaining = context.time_remaining()
-        budget = (
-            self.default_deadline_s
-            if remaining is None
-            else min(remaining, self.default_deadline_s)
-        )
-        deadline = time.monotonic() + budget
+        deadline = Deadline.from_grpc(context, self.default_deadline_s)
         retrieval = request_from_proto(request, self.limits)
         scope_id = readable_scope(retrieval.scope.scope_id, current_caller())
         retrieval = replace(retrieval, scope=replace(retrieval.scope, scope_id=scope_id))

@@ -14,7 +14,23 @@ class RetrieverSettings(
     client_settings("reranker", "Reranker"),  # type: ignore[misc]
 ):
     retriever_port: int = Field(50052, ge=0, le=65535, description="gRPC port of the Retriever")
+    retriever_metrics_port: int = Field(
+        9466,
+        ge=0,
+        le=65535,
+        description="Prometheus metrics port of the Retriever (0: any free port)",
+    )
     reranker_addr: str = Field("localhost:50053", description="host:port; empty disables reranking")
+    reranker_recheck_s: float = Field(
+        0.5,
+        gt=0,
+        le=60,
+        description="While the Reranker is NOT_SERVING it is not called; its health is "
+        "checked again after this long, then twice as long each time it is still down",
+    )
+    reranker_recheck_max_s: float = Field(
+        30.0, gt=0, le=3600, description="The longest wait between two such health checks"
+    )
     committed_generation_refresh_s: float = Field(
         1.0,
         gt=0,

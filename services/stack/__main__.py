@@ -21,7 +21,7 @@ SUMMARY = (
 
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
-    """What `services.stack.runtime.serve(indexer=True, retriever=True)` loads."""
+    """What `serve()` loads."""
     from services.common.stores.settings import StoreSettings
     from services.indexer.settings import IndexerSettings
     from services.retriever.settings import RetrieverSettings
@@ -29,14 +29,34 @@ def settings_classes() -> Sequence[type[BaseSettings]]:
     return [IndexerSettings, RetrieverSettings, StoreSettings]
 
 
+async def serve() -> None:
+    from services.common.logging import configure_logging
+    from services.common.service import run_apps
+    from services.common.settings import load_settings
+    from services.common.stores.settings import StoreSettings
+    from services.indexer.settings import IndexerSettings
+    from services.retriever.settings import RetrieverSettings
+    from services.stack.embedded import EmbeddedStack
+
+    indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
+    stores = load_settings(StoreSettings)
+    configure_logging(indexer.log_level, indexer.log_json)
+    stack = await EmbeddedStack.open(stores, indexer, retriever)
+    await run_apps(
+        stack.apps,
+        stack.parts.close,
+        mode=stores.resolved_mode().value,
+        data_dir=str(stores.data_dir),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parse_command_line("python -m services.stack", SUMMARY, settings_classes, argv)
     prefer_passive_waits()  # before torch is imported (see services.common.cpu)
 
     from services.common.server import run_main
-    from services.stack.runtime import serve
 
-    run_main(lambda: serve(indexer=True, retriever=True))
+    run_main(serve)
 
 
 if __name__ == "__main__":

@@ -292,7 +292,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Itera
 
 async def _start_reranker(settings: RerankerSettings) -> tuple[RerankerApp, int]:
     app = RerankerApp(settings)  # on the loop it serves from
-    port = await app.start()
+    port = await app.open_port()
     assert await app.load_model()
     return app, port
 

@@ -24,6 +24,7 @@ from gateway.retriever_client import RETRIEVER_SERVICE
 from gateway.settings import GatewaySettings
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.common.observability.tracing import Tracing
 from services.common.server import GrpcServer, ServerOptions
 
 ALLOWED_ORIGIN = "http://allowed.example"
@@ -296,9 +297,11 @@ class RunningGateway:
 
 
 @contextlib.asynccontextmanager
-async def serve_gateway(settings: GatewaySettings) -> AsyncIterator[RunningGateway]:
+async def serve_gateway(
+    settings: GatewaySettings, tracing: Tracing | None = None
+) -> AsyncIterator[RunningGateway]:
     """The gateway app behind a real uvicorn on a free loopback port."""
-    app = create_app(settings)
+    app = create_app(settings, tracing=tracing)
     async with serve_asgi(app) as (url, server):
         yield RunningGateway(url, app, server)
 

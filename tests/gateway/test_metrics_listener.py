@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from gateway.metrics import GatewayMetrics, MetricsListener
+from services.common.errors import ConfigError
 from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
 
 
@@ -47,5 +48,7 @@ def test_a_taken_metrics_port_stops_start_up_naming_the_setting() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(RuntimeError, match="RAG_GATEWAY_METRICS_PORT"):
-            MetricsListener.start(GatewayMetrics(), "127.0.0.1", port)
+        with pytest.raises(ConfigError, match="RAG_GATEWAY_METRICS_PORT"):
+            MetricsListener.start(
+                GatewayMetrics().registry, "127.0.0.1", port, "set RAG_GATEWAY_METRICS_PORT"
+            )

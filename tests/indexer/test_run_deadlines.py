@@ -23,6 +23,7 @@ import grpc
 import numpy as np
 import pytest
 
+from services.common.deadline import Deadline
 from services.common.embedding import Embedder, EmbeddingIdentity
 from services.common.errors import Cancelled, DeadlineExceeded, StoreError
 from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
@@ -56,7 +57,7 @@ class FakeClock:
 @pytest.mark.unit
 def test_check_raises_deadline_exceeded_only_within_the_margin() -> None:
     clock = FakeClock()
-    control = RunControl(deadline=1010.0, clock=clock)
+    control = RunControl(Deadline(1010.0, clock))
     control.check()
     control.check_commit()
     clock.now = 1010.0 - COMMIT_MARGIN_S / 2  # time left, but less than the commit needs
@@ -73,7 +74,7 @@ def test_check_raises_deadline_exceeded_only_within_the_margin() -> None:
 
 @pytest.mark.unit
 def test_check_raises_cancelled_after_cancel() -> None:
-    control = RunControl(deadline=2000.0, clock=FakeClock())
+    control = RunControl(Deadline(2000.0, FakeClock()))
     control.check()
     control.cancel()
     with pytest.raises(Cancelled, match="undone"):
@@ -81,7 +82,7 @@ def test_check_raises_cancelled_after_cancel() -> None:
     with pytest.raises(Cancelled):
         control.check_commit()
     # From another thread (the RPC's done-callback runs on the event loop).
-    other = RunControl(clock=FakeClock())
+    other = RunControl(Deadline.never(FakeClock()))
     worker = threading.Thread(target=other.cancel)
     worker.start()
     worker.join()
@@ -92,15 +93,15 @@ def test_check_raises_cancelled_after_cancel() -> None:
 @pytest.mark.unit
 def test_no_deadline_never_raises() -> None:
     clock = FakeClock()
-    control = RunControl(clock=clock)
+    control = RunControl(Deadline.never(clock))
     for now in (0.0, 1e6, 1e12):
         clock.now = now
         control.check()
         control.check(margin_s=1e9)
         control.check_commit()
-    assert RunControl.within(None).deadline is None
+    assert not RunControl.within(None).deadline.bounded
     bounded = RunControl.within(30.0)
-    assert bounded.deadline is not None and bounded.deadline > time.monotonic() + 29
+    assert bounded.deadline.remaining_s() > 29
     bounded.check_commit()
 
 

@@ -45,7 +45,7 @@ async def test_undecodable_requests_are_invalid_argument(
         shutdown_grace_s=0.5,
     )
     app = RerankerApp(settings)
-    port = await app.start()
+    port = await app.open_port()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             call = channel.unary_unary(f"/rag.reranker.v1.Reranker/{method}")

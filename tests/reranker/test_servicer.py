@@ -66,7 +66,7 @@ def settings_for(model: Path, cache: Path, **overrides: Any) -> RerankerSettings
 @asynccontextmanager
 async def running(settings: RerankerSettings, *, load: bool = True) -> AsyncIterator[Service]:
     app = RerankerApp(settings)
-    port = await app.start()
+    port = await app.open_port()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
         if load:

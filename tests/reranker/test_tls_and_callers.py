@@ -37,7 +37,7 @@ async def test_the_retriever_reaches_a_mutual_tls_reranker_with_its_token(
     pki = Pki.create(tmp_path)
     server = pki.server_settings(require_client_cert=True) | {"auth_callers": callers()}
     app = RerankerApp(settings_for(tiny_model_dir, onnx_cache, **server))
-    port = await app.start()
+    port = await app.open_port()
     await app.load_model()
     retriever_cert = pki.issue("retriever.rag")
     configured = RetrieverSettings(

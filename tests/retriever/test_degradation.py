@@ -157,7 +157,7 @@ def test_health_not_serving_when_no_store_answers(f) -> None:  # type: ignore[no
 
     faults, stack = f
     faults.vectors.mode = faults.lexical.mode = RAISE
-    monitor = stack.runtime.monitors[0]
+    monitor = stack.stack.retriever.monitor
     loop = stack._loop
     assert loop.run(monitor.check_once()) is False
     with grpc.insecure_channel(stack.retriever_addr) as channel:

@@ -37,12 +37,13 @@ def start_with_reranker(
 
     async def boot() -> RerankerApp:
         app = RerankerApp(settings)  # grpc.aio objects belong to the loop that serves them
-        await app.start()
+        await app.open_port()
         await app.load_model()
         return app
 
     assert stack._loop is not None
     app = stack._loop.run(boot())
+    assert stack.recheck_reranker(until_serving=app.scorer.loaded) == app.scorer.loaded
     stack.upsert(corpus_documents())
     return stack, app
 
@@ -83,11 +84,18 @@ def test_reranker_without_model_is_not_serving_and_retrieve_falls_back(
     stack, app = start_with_reranker(tmp_path, embedder, str(tmp_path / "no-such-model"))
     try:
         fused = stack.retrieve(QUERY, top_k=5, disable_rerank=True)
-        reply = stack.retrieve(QUERY, top_k=5)
+        replies = [stack.retrieve(QUERY, top_k=5) for _ in range(5)]
     finally:
         assert stack._loop is not None
         stack._loop.run(app.stop())
         stack.stop()
-    assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in fused.hits]
-    assert not reply.rerank.used and reply.rerank.fallback
-    assert "UNAVAILABLE" in reply.rerank.reason and "not loaded" in reply.rerank.reason
+    for reply in replies:
+        assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in fused.hits]
+        assert not reply.rerank.used and reply.rerank.fallback
+        assert reply.rerank.reason.startswith("reranker not serving; skipped")
+    # Its health said NOT_SERVING: the Retriever did not call it at all.
+    handled = app.telemetry.rpc.handled.collect()[0].samples
+    calls = [
+        s for s in handled if s.name.endswith("_total") and s.labels["grpc_method"] == "Rerank"
+    ]
+    assert calls and sum(s.value for s in calls) == 0

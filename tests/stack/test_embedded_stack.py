@@ -68,7 +68,8 @@ def test_unreachable_reranker_keeps_fused_order_and_says_so(
     assert reply.hits
     assert not reply.rerank.used
     assert reply.rerank.fallback
-    assert "UNAVAILABLE" in reply.rerank.reason
+    # Found absent at start-up: not called, re-checked with a backoff.
+    assert reply.rerank.reason.startswith("reranker not serving; skipped")
     assert any(d.component == "reranker" for d in reply.degraded)
     assert [h.rank for h in reply.hits] == [1, 2, 3]
     assert not any(h.reranked for h in reply.hits)

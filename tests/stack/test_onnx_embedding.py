@@ -11,9 +11,11 @@ import pytest
 from services.common.embedding import Embedder
 from services.common.errors import ConfigError
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.common.parts import ONNX_CACHE_SUBDIR
 from services.indexer.settings import IndexerSettings
+from services.retriever.app import retriever_parts
 from services.retriever.settings import RetrieverSettings
-from services.stack.runtime import ONNX_CACHE_SUBDIR, embedder_config
+from services.stack.embedded import stack_parts
 from tests.support.corpus import corpus_documents, url_of
 from tests.support.stack import BackgroundStack, free_port
 
@@ -23,11 +25,9 @@ QUESTIONS = ["keep my daemon alive when it dies", "how are rate limits enforced"
 @pytest.fixture(scope="module")
 def onnx_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundStack]:
     data_dir = tmp_path_factory.mktemp("onnx-stack")
-    config = embedder_config(
-        IndexerSettings(embedding_backend="onnx"),
-        RetrieverSettings(embedding_backend="onnx"),
-        data_dir,
-    )
+    config = stack_parts(
+        IndexerSettings(embedding_backend="onnx"), RetrieverSettings(embedding_backend="onnx")
+    ).embedder_config(data_dir)
     stack = BackgroundStack(
         data_dir, Embedder(config), reranker_addr=f"127.0.0.1:{free_port()}"
     ).start()
@@ -43,9 +43,8 @@ def vector_order(stack: BackgroundStack, question: str) -> list[str]:
 
 @pytest.mark.unit
 def test_settings_select_the_backend_and_a_cache_under_the_data_dir(tmp_path: Path) -> None:
-    config = embedder_config(
-        None, RetrieverSettings(embedding_backend="onnx", query_max_batch=8), tmp_path
-    )
+    settings = RetrieverSettings(embedding_backend="onnx", query_max_batch=8)
+    config = retriever_parts(settings).embedder_config(tmp_path)
     assert (config.backend, config.query_max_batch) == ("onnx", 8)
     assert config.onnx_cache_dir == tmp_path / ONNX_CACHE_SUBDIR
 
@@ -53,10 +52,8 @@ def test_settings_select_the_backend_and_a_cache_under_the_data_dir(tmp_path: Pa
 @pytest.mark.unit
 def test_indexer_and_retriever_must_embed_alike(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="RAG_EMBEDDING_BACKEND differs"):
-        embedder_config(
-            IndexerSettings(embedding_backend="torch"),
-            RetrieverSettings(embedding_backend="onnx"),
-            tmp_path,
+        stack_parts(
+            IndexerSettings(embedding_backend="torch"), RetrieverSettings(embedding_backend="onnx")
         )
 
 

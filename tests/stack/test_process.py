@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 
+import grpc
 import pytest
 
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
@@ -72,3 +77,63 @@ def test_stack_process_serves_then_shuts_down_gracefully_on_sigterm(tmp_path) ->
 
 def wait_serving(port: int, timeout_s: float) -> bool:
     return wait_until_serving(f"127.0.0.1:{port}", timeout_s=timeout_s)
+
+
+def test_stack_process_serves_each_apps_metrics_on_its_own_listener(tmp_path) -> None:
+    grpc_ports = {"RAG_INDEXER_PORT": free_port(), "RAG_RETRIEVER_PORT": free_port()}
+    metrics = {"RAG_INDEXER_METRICS_PORT": free_port(), "RAG_RETRIEVER_METRICS_PORT": free_port()}
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in {**grpc_ports, **metrics}.items()},
+        "RAG_METRICS_ENABLED": "true",
+        "RAG_DATA_DIR": str(tmp_path),
+        "RAG_RERANKER_ADDR": "",
+    }
+    proc = subprocess.Popen([sys.executable, "-m", "services.stack"], env=env)
+    try:
+        assert wait_serving(grpc_ports["RAG_RETRIEVER_PORT"], 120)
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_ports['RAG_RETRIEVER_PORT']}") as channel:
+            stub = retriever_pb2_grpc.RetrieverStub(channel)
+            stub.Retrieve(rpb.RetrieveRequest(query="how do ports work"), timeout=30)
+        retriever = scrape(metrics["RAG_RETRIEVER_METRICS_PORT"])
+        indexer = scrape(metrics["RAG_INDEXER_METRICS_PORT"])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert 'rag_service_info{service="retriever",tracing="off"} 1.0' in retriever
+    assert 'grpc_method="Retrieve",grpc_service="rag.retriever.v1.Retriever"' in retriever
+    assert "rag_retriever_answers_total" in retriever
+    assert 'rag_service_info{service="indexer",tracing="off"} 1.0' in indexer
+    assert "rag_indexer_documents_total" in indexer
+    assert "rag_retriever_" not in indexer  # each app's registry is its own
+
+
+def test_a_taken_metrics_port_is_refused_naming_the_setting(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = {
+            **os.environ,
+            "RAG_INDEXER_PORT": str(free_port()),
+            "RAG_RETRIEVER_PORT": str(free_port()),
+            "RAG_INDEXER_METRICS_PORT": "0",
+            "RAG_RETRIEVER_METRICS_PORT": str(taken.getsockname()[1]),
+            "RAG_METRICS_ENABLED": "true",
+            "RAG_DATA_DIR": str(tmp_path),
+            "RAG_RERANKER_ADDR": "",
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "services.stack"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert result.returncode == 2
+    assert "RAG_RETRIEVER_METRICS_PORT" in result.stderr
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        return str(reply.read().decode())

@@ -65,6 +65,7 @@ def faulty_stack(data_dir: Path, embedder: Embedder) -> Iterator[tuple[Faults, B
     ).start()
     assert stack._loop is not None
     reranker = stack._loop.run(serve_injector(faults.reranker, port))
+    assert stack.recheck_reranker()
     stack.upsert(corpus_documents())
     try:
         yield faults, stack

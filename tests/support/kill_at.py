@@ -46,9 +46,9 @@ def main(step: str) -> None:
     owner, name = TARGETS[step]
     setattr(owner, name, killing(getattr(owner, name)))
     from services.common.server import run_main
-    from services.stack.runtime import serve
+    from services.stack.__main__ import serve
 
-    run_main(lambda: serve(indexer=True, retriever=True))
+    run_main(serve)
 
 
 if __name__ == "__main__":

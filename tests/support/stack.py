@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,14 @@ from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.common.observability.telemetry import Telemetry
+from services.common.parts import SharedParts, open_parts
 from services.common.stores.settings import StoreMode, StoreSettings
+from services.indexer.app import IndexerApp
 from services.indexer.settings import IndexerSettings
+from services.retriever.app import RetrieverApp
 from services.retriever.settings import RetrieverSettings
-from services.stack.runtime import Runtime, open_runtime, start_indexer, start_retriever
+from services.stack.embedded import EmbeddedStack, stack_parts
 
 
 def free_port() -> int:
@@ -56,7 +61,10 @@ class BackgroundStack:
         retriever: dict[str, Any] | None = None,
         indexer: dict[str, Any] | None = None,
         wrap_stores: Callable[[Any, Any], tuple[Any, Any]] | None = None,
+        telemetry: tuple[Telemetry, Telemetry] | None = None,
     ) -> None:
+        """`telemetry`: the Indexer's and Retriever's (default: no listener,
+        tracing off)."""
         self.data_dir = data_dir
         self.embedder = embedder
         self.indexer_settings = IndexerSettings(host="127.0.0.1", log_json=False, **(indexer or {}))
@@ -64,7 +72,9 @@ class BackgroundStack:
             host="127.0.0.1", log_json=False, reranker_addr=reranker_addr, **(retriever or {})
         )
         self.wrap_stores = wrap_stores
-        self.runtime: Runtime | None = None
+        self.telemetry = telemetry or (Telemetry("indexer"), Telemetry("retriever"))
+        self.stack: EmbeddedStack | None = None
+        self._parts: SharedParts | None = None
         self._loop: BackgroundLoop | None = None
         self.indexer_addr = self.retriever_addr = ""
 
@@ -78,27 +88,53 @@ class BackgroundStack:
         self.retriever = retriever_pb2_grpc.RetrieverStub(self._channels[1])
         return self
 
+    @property
+    def runtime(self) -> SharedParts | None:
+        """The shared parts (stores, embedder) the two apps run on (already
+        while `wrap_stores` runs)."""
+        return self._parts
+
     async def _start(self) -> None:
         stores = StoreSettings(data_dir=self.data_dir, store_mode=StoreMode.EMBEDDED)
-        self.runtime = await asyncio.to_thread(
-            open_runtime, stores, self.indexer_settings, self.retriever_settings, self.embedder
+        config = stack_parts(self.indexer_settings, self.retriever_settings)
+        parts = await asyncio.to_thread(open_parts, stores, config, self.embedder)
+        self._parts = parts
+        if self.wrap_stores:  # fault injection: the apps run on the wrapped stores
+            parts.storage.vectors, parts.storage.lexical = self.wrap_stores(
+                parts.vectors, parts.lexical
+            )
+        indexer_telemetry, retriever_telemetry = self.telemetry
+        self.stack = EmbeddedStack(
+            IndexerApp(self.indexer_settings, parts, indexer_telemetry, port=0),
+            RetrieverApp(self.retriever_settings, parts, retriever_telemetry, port=0),
+            parts,
         )
-        if self.wrap_stores:
-            rt = self.runtime
-            rt.storage.vectors, rt.storage.lexical = self.wrap_stores(rt.vectors, rt.lexical)
-        indexer = await start_indexer(self.runtime, self.indexer_settings, 0)
-        retriever = await start_retriever(self.runtime, self.retriever_settings, 0)
-        self.indexer_addr = f"127.0.0.1:{indexer.port}"
-        self.retriever_addr = f"127.0.0.1:{retriever.port}"
+        await self.stack.start()
+        self.indexer_addr = f"127.0.0.1:{self.stack.indexer.server.port}"
+        self.retriever_addr = f"127.0.0.1:{self.stack.retriever.server.port}"
 
     def stop(self) -> None:
         for channel in getattr(self, "_channels", []):
             channel.close()
-        if self._loop and self.runtime:
-            self._loop.run(self.runtime.stop())
+        if self._loop and self.stack:
+            self._loop.run(self.stack.stop())
         if self._loop:
             self._loop.close()
-        self.runtime = None
+        self.stack = None
+        self._parts = None
+
+    def recheck_reranker(self, until_serving: bool = True) -> bool:
+        """Have the Retriever ask the Reranker's health now (tests that start
+        their Reranker after the stack: the Retriever saw it absent at start
+        and would otherwise wait out its re-check backoff)."""
+        assert self._loop is not None and self.stack is not None
+        health = self.stack.retriever.pipeline.reranker_health
+        assert health is not None, "no reranker configured"
+        for _ in range(100 if until_serving else 1):
+            if self._loop.run(health.probe()):
+                return True
+            time.sleep(0.1)  # the channel reconnects within its own backoff (≤ 2 s)
+        return False
 
     def upsert(self, docs: list[ipb.Document], dry_run: bool = False) -> ipb.UpsertResponse:
         return self.indexer.Upsert(ipb.UpsertRequest(documents=docs, dry_run=dry_run), timeout=120)

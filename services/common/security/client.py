@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from services.common.errors import ConfigError
+from services.common.observability.propagation import ContextPropagatingInterceptor
 from services.common.security.tls import ClientTls
 
 RECHECK_S = 1.0  # how often a token file's modification time is looked at
@@ -121,7 +122,11 @@ class _BearerSync(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterc
 def aio_channel(
     target: str, security: ClientSecurity, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.aio.Channel:
-    interceptors = [_BearerAio(security)] if security.token else None
+    """A channel that sends the caller's credential, and the current trace
+    context and request id (services.common.observability.propagation)."""
+    interceptors: list[Any] = [ContextPropagatingInterceptor()]
+    if security.token:
+        interceptors.append(_BearerAio(security))
     if security.tls is None:
         return grpc.aio.insecure_channel(target, options=list(options), interceptors=interceptors)
     opts = [*options, *security.tls.channel_options()]

@@ -39,8 +39,12 @@ class ServerCallPolicy:
         write_attempts: int = 4,
         backoff_initial_s: float = 0.2,
         backoff_max_s: float = 5.0,
+        on_retry: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
+        # Called before each retry of a write (the Indexer counts them; see
+        # `observe_write_retries`).
+        self.on_retry = on_retry
         self.is_transient = is_transient
         self.write_attempts = max(1, write_attempts)
         self.backoff_initial_s = backoff_initial_s
@@ -94,8 +98,21 @@ class ServerCallPolicy:
                 attempt=state.attempt_number,
                 error=type(exc).__name__ if exc else "",
             )
+            if self.on_retry is not None:
+                self.on_retry()
 
         return before_sleep
+
+
+def observe_write_retries(store: object, on_retry: Callable[[], None]) -> bool:
+    """Have `on_retry` called before every retry of a write to `store`; False
+    (nothing hooked) for a store without a retry policy: the embedded stores
+    write to local files and never retry."""
+    policy = getattr(store, "_calls", None)
+    if not isinstance(policy, ServerCallPolicy):
+        return False
+    policy.on_retry = on_retry
+    return True
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:

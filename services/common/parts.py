@@ -1,0 +1,110 @@
+"""The parts a data service runs on, opened once per process: the embedding
+model, the stores (vectors, lexical, manifest), the I/O thread pool and the
+view of the commit point.
+
+`python -m services.indexer` and `python -m services.retriever` each open
+their own; the embedded stack (`services.stack`) opens one set and hands it
+to both apps, because embedded stores have a single writer and the Retriever
+must read through the Indexer's open handles.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common.embedding import Embedder, EmbedderConfig
+from services.common.embedding_settings import EmbeddingSettings, declared_languages
+from services.common.errors import ConfigError
+from services.common.settings import GrpcServiceSettings
+from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.factory import Storage, open_storage
+from services.common.stores.manifest import Manifest
+from services.common.stores.settings import StoreSettings
+from services.common.stores.visibility import CommittedGeneration, ReleaseVerdict, read_release
+
+ONNX_CACHE_SUBDIR = "models"  # under RAG_DATA_DIR: ONNX exports of the embedding model
+EMBEDDING_FIELDS = tuple(
+    name for name in EmbeddingSettings.model_fields if name not in GrpcServiceSettings.model_fields
+)
+
+
+@dataclass(frozen=True)
+class PartsConfig:
+    """What the parts are opened with, beyond the stores' own settings."""
+
+    embedding: EmbeddingSettings
+    embedding_batch_size: int = 64  # the Indexer's
+    query_cache_size: int = 0  # the Retriever's query-embedding cache
+    query_cache_ttl_s: float = 0.0
+    query_max_batch: int = 1
+    io_threads: int = 8
+    committed_refresh_s: float = 1.0
+
+    def embedder_config(self, data_dir: Path) -> EmbedderConfig:
+        source = self.embedding
+        return EmbedderConfig(
+            model=source.embedding_model,
+            batch_size=self.embedding_batch_size,
+            query_cache_size=self.query_cache_size,
+            query_cache_ttl_s=self.query_cache_ttl_s,
+            backend=source.embedding_backend,
+            onnx_cache_dir=source.embedding_cache_dir or data_dir / ONNX_CACHE_SUBDIR,
+            threads=source.embedding_threads,
+            onnx_spin=source.embedding_onnx_spin,
+            query_max_batch=self.query_max_batch,
+            languages=declared_languages(source.embedding_languages),
+        )
+
+
+@dataclass
+class SharedParts:
+    embedder: Embedder
+    storage: Storage
+    executor: ThreadPoolExecutor
+    # The Retriever's view of the commit point; an in-process Indexer advances it.
+    committed: CommittedGeneration
+
+    @property
+    def vectors(self) -> VectorStore:
+        return self.storage.vectors
+
+    @property
+    def lexical(self) -> LexicalStore:
+        return self.storage.lexical
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.storage.manifest
+
+    def index_status(self) -> tuple[int, ReleaseVerdict | None]:
+        """The served generation and the latest release verdict (IndexStatus)."""
+        return self.committed.current(), read_release(self.manifest)
+
+    def close(self) -> None:
+        self.storage.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def open_parts(
+    stores: StoreSettings, config: PartsConfig, embedder: Embedder | None = None
+) -> SharedParts:
+    """Open everything (`embedder` may be shared, e.g. by tests)."""
+    embedder = embedder or Embedder(config.embedder_config(stores.data_dir))
+    storage = open_storage(stores, embedder.dim)
+    executor = ThreadPoolExecutor(max_workers=config.io_threads, thread_name_prefix="rag-io")
+    committed = CommittedGeneration.of(storage.manifest, config.committed_refresh_s)
+    return SharedParts(embedder, storage, executor, committed)
+
+
+def check_same_embedding(first: EmbeddingSettings, second: EmbeddingSettings) -> None:
+    """One embedder serves both services in one process: their settings must agree."""
+    for name in EMBEDDING_FIELDS:
+        ours, theirs = getattr(first, name), getattr(second, name)
+        if ours != theirs:
+            raise ConfigError(
+                f"RAG_{name.upper()} differs between indexer ({ours!r}) and retriever "
+                f"({theirs!r}); one embedder serves both, and queries must be embedded "
+                "the way the index was"
+            )

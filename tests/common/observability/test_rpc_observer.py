@@ -1,0 +1,146 @@
+"""The call observer on a real grpc.aio server: every call counted and timed
+under the status the client saw (OK, an abort's code, UNKNOWN for an
+untranslated exception, UNAUTHENTICATED for an unknown caller), each
+method's series present at 0 from the start, and the listener serving them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import httpx
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.common.observability.telemetry import Telemetry
+from services.common.security.server_security import ServerSecurity
+from services.common.server import GrpcServer, ServerOptions
+from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME
+from services.reranker.settings import RerankerSettings
+
+pytestmark = pytest.mark.integration
+
+RERANK = f"/{SERVICE_NAME}/Rerank"
+INFO = f"/{SERVICE_NAME}/Info"
+
+
+async def rerank_behaviour(request: pb.RerankRequest, context: grpc.aio.ServicerContext) -> object:
+    """A test servicer (not a stand-in for the Reranker): its answer depends on the query."""
+    if request.query == "bad":
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query: bad")
+    if request.query == "crash":
+        raise RuntimeError("untranslated")
+    return pb.RerankResponse(scores=[1.0])
+
+
+def scripted_handler() -> grpc.GenericRpcHandler:
+    handlers = {
+        "Rerank": grpc.unary_unary_rpc_method_handler(
+            rerank_behaviour,
+            request_deserializer=pb.RerankRequest.FromString,
+            response_serializer=pb.RerankResponse.SerializeToString,
+        )
+    }
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[GrpcServer, Telemetry]]:
+    telemetry = Telemetry("reranker", metrics_port=0)
+    server = GrpcServer(ServerOptions(port=0), [SERVICE_NAME], METHOD_ROLES, telemetry)
+    server.server.add_generic_rpc_handlers((scripted_handler(),))
+    await server.start()
+    await server.set_serving(True)
+    yield server, telemetry
+    await server.stop()
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                found[tuple(sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+def handled(text: str, method: str, code: str) -> float:
+    key = (
+        ("grpc_code", code),
+        ("grpc_method", method),
+        ("grpc_service", SERVICE_NAME),
+        ("grpc_type", "unary"),
+    )
+    return samples(text, "grpc_server_handled_total").get(key, 0.0)
+
+
+async def scrape(telemetry: Telemetry) -> str:
+    assert telemetry.metrics_url
+    async with httpx.AsyncClient(timeout=10) as client:
+        reply = await client.get(telemetry.metrics_url)
+    reply.raise_for_status()
+    return reply.text
+
+
+async def test_every_call_is_counted_under_the_status_the_client_saw(
+    served: tuple[GrpcServer, Telemetry],
+) -> None:
+    server, telemetry = served
+    before = await scrape(telemetry)
+    assert handled(before, "Info", "OK") == 0.0  # declared before any call
+    assert handled(before, "Rerank", "OK") == 0.0
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        rerank = channel.unary_unary(
+            RERANK,
+            request_serializer=pb.RerankRequest.SerializeToString,
+            response_deserializer=pb.RerankResponse.FromString,
+        )
+        await rerank(pb.RerankRequest(query="fine", passages=["x"]), timeout=5)
+        await rerank(pb.RerankRequest(query="fine", passages=["x"]), timeout=5)
+        for query, code in (("bad", "INVALID_ARGUMENT"), ("crash", "UNKNOWN")):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await rerank(pb.RerankRequest(query=query), timeout=5)
+            assert caught.value.code().name == code
+        health = health_pb2_grpc.HealthStub(channel)
+        await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+    after = await scrape(telemetry)
+    assert handled(after, "Rerank", "OK") == 2.0
+    assert handled(after, "Rerank", "INVALID_ARGUMENT") == 1.0
+    assert handled(after, "Rerank", "UNKNOWN") == 1.0
+    durations = samples(after, "grpc_server_handling_seconds_count")
+    rerank_key = (("grpc_method", "Rerank"), ("grpc_service", SERVICE_NAME), ("grpc_type", "unary"))
+    assert durations[rerank_key] == 4.0
+    started = samples(after, "grpc_server_started_total")
+    assert started[rerank_key] == 4.0
+    assert samples(after, "rag_service_info") == {
+        (("service", "reranker"), ("tracing", "off")): 1.0
+    }
+
+
+async def test_an_unknown_caller_is_counted_as_unauthenticated() -> None:
+    callers = (
+        '[{"name": "reader", "roles": ["reader"], "scopes": ["*"], "token_sha256": ["'
+        + "0" * 64
+        + '"]}]'
+    )
+    security = ServerSecurity.from_settings(RerankerSettings(auth_callers=callers))
+    telemetry = Telemetry("reranker", metrics_port=0)
+    options = ServerOptions(port=0, security=security)
+    server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES, telemetry)
+    server.server.add_generic_rpc_handlers((scripted_handler(),))
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            rerank = channel.unary_unary(
+                RERANK,
+                request_serializer=pb.RerankRequest.SerializeToString,
+                response_deserializer=pb.RerankResponse.FromString,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await rerank(pb.RerankRequest(query="fine"), timeout=5)
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert handled(await scrape(telemetry), "Rerank", "UNAUTHENTICATED") == 1.0
+    finally:
+        await server.stop()
