@@ -35,8 +35,12 @@ class ServiceProcess:
     """One service as its own OS process, logging to `log_path`, stopped with
     SIGTERM (graceful shutdown) and killed only if that hangs."""
 
-    def __init__(self, module: str, env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(
+        self, module: str, env: Mapping[str, str], log_path: Path, cwd: Path = ROOT
+    ) -> None:
+        """`cwd`: the source tree to run from (another revision's worktree, say)."""
         self.module = module
+        self.cwd = cwd
         self.env = {
             **os.environ,
             "HF_HUB_OFFLINE": "1",
@@ -53,7 +57,7 @@ class ServiceProcess:
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", self.module],
-            cwd=ROOT,
+            cwd=self.cwd,
             env=self.env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -111,7 +115,14 @@ class Stack:
     retriever_addr: str
 
     @classmethod
-    def start(cls, data_dir: Path, log_dir: Path, env: Mapping[str, str] | None = None) -> Stack:
+    def start(
+        cls,
+        data_dir: Path,
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path = ROOT,
+        log_name: str = "stack.log",
+    ) -> Stack:
         ports = {"RAG_INDEXER_PORT": free_port(), "RAG_RETRIEVER_PORT": free_port()}
         full_env = {
             "RAG_DATA_DIR": str(data_dir),
@@ -121,7 +132,7 @@ class Stack:
             **{k: str(v) for k, v in ports.items()},
             **(env or {}),
         }
-        process = ServiceProcess("services.stack", full_env, log_dir / "stack.log").start()
+        process = ServiceProcess("services.stack", full_env, log_dir / log_name, cwd).start()
         stack = cls(
             process,
             f"127.0.0.1:{ports['RAG_INDEXER_PORT']}",

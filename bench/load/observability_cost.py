@@ -55,7 +55,7 @@ from bench.common.paths import (
     SCRATCH_DIR,
     SHARED_DATASETS,
 )
-from bench.common.processes import ServiceProcess, Stack, free_port
+from bench.common.processes import Stack, free_port
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
 from bench.eval.dataset import BeirDataset, write_subset
@@ -225,51 +225,9 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-class _ProcessIn(ServiceProcess):
-    """A ServiceProcess started from another source tree (the baseline worktree)."""
-
-    def __init__(self, module: str, env: Mapping[str, str], log_path: Path, cwd: Path) -> None:
-        super().__init__(module, env, log_path)
-        self.cwd = cwd
-
-    def start(self) -> _ProcessIn:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.module],
-            cwd=self.cwd,
-            env=self.env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        return self
-
-
 def start_stack(data_dir: Path, log_path: Path, env: Mapping[str, str], cwd: Path) -> Stack:
-    """`python -m services.stack` from `cwd`, exactly as Stack.start starts it."""
-    ports = {"RAG_INDEXER_PORT": free_port(), "RAG_RETRIEVER_PORT": free_port()}
-    full_env = {
-        "RAG_DATA_DIR": str(data_dir),
-        "RAG_STORE_MODE": "embedded",
-        "RAG_HOST": "127.0.0.1",
-        "RAG_RERANKER_ADDR": "",
-        **{k: str(v) for k, v in ports.items()},
-        **env,
-    }
-    process = _ProcessIn("services.stack", full_env, log_path, cwd).start()
-    stack = Stack(
-        process,
-        f"127.0.0.1:{ports['RAG_INDEXER_PORT']}",
-        f"127.0.0.1:{ports['RAG_RETRIEVER_PORT']}",
-    )
-    try:
-        for addr in (stack.indexer_addr, stack.retriever_addr):
-            if not process.wait_health(addr):
-                raise RuntimeError(f"stack at {addr} never became SERVING")
-    except BaseException:
-        process.stop()
-        raise
-    return stack
+    """`python -m services.stack` from `cwd` (this tree or the baseline's worktree)."""
+    return Stack.start(data_dir, log_path.parent, env, cwd=cwd, log_name=log_path.name)
 
 
 # ------------------------------------------------------- scraper and OTLP sink

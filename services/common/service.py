@@ -9,11 +9,18 @@ and hands it to `run_apps`; the embedded stack hands it two.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from services.common.logging import get_logger
-from services.common.server import GrpcServer, run_until_signal
+from services.common.logging import configure_logging, get_logger
+from services.common.observability.telemetry import Telemetry
+from services.common.security.callers import Role
+from services.common.server import GrpcServer, ServerOptions, run_until_signal
+from services.common.settings import GrpcServiceSettings, load_settings
+
+if TYPE_CHECKING:  # the parts pull in the stores and the embedding model
+    from services.common.parts import PartsConfig, SharedParts
 
 log = get_logger(__name__)
 
@@ -34,6 +41,30 @@ class ServiceApp(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ServiceIdentity:
+    """What names a service: `name` ("indexer") prefixes its settings
+    (`<name>_port`, `<name>_metrics_port`) and its telemetry; `grpc_service`
+    and `roles` are its gRPC service and the role each method needs."""
+
+    name: str
+    grpc_service: str
+    roles: Mapping[str, Role]
+
+    def server(
+        self, settings: Any, port: int | None = None, telemetry: Telemetry | None = None
+    ) -> GrpcServer:
+        """The app's server from its GrpcServiceSettings. `port` None: the
+        setting's (tests pass 0: any free port); `telemetry` None: from the
+        settings (listener on `<name>_metrics_port`, tracing from OTEL_*). The
+        app reads its telemetry back as `server.telemetry`."""
+        grpc_port = getattr(settings, f"{self.name}_port") if port is None else port
+        metrics_port = getattr(settings, f"{self.name}_metrics_port")
+        telemetry = telemetry or Telemetry.from_settings(settings, self.name, metrics_port)
+        options = ServerOptions.from_settings(settings, grpc_port)
+        return GrpcServer(options, [self.grpc_service], self.roles, telemetry)
+
+
 async def run_apps(
     apps: Sequence[ServiceApp], close: Callable[[], None] | None = None, **context: object
 ) -> None:
@@ -51,3 +82,28 @@ async def run_apps(
             await app.stop()
         if close is not None:
             await asyncio.to_thread(close)
+
+
+S = TypeVar("S", bound=GrpcServiceSettings)
+
+
+async def serve_on_parts(
+    settings_class: type[S],
+    parts_config: Callable[[S], PartsConfig],
+    make_app: Callable[[S, SharedParts], ServiceApp],
+) -> None:
+    """A data service alone in its process (`python -m services.indexer`,
+    `services.retriever`): its settings and the stores' loaded and checked,
+    the shared parts opened (off the event loop), its app run until a signal."""
+    from services.common.parts import open_parts
+    from services.common.stores.settings import StoreSettings
+
+    settings, stores = load_settings(settings_class), load_settings(StoreSettings)
+    configure_logging(settings.log_level, settings.log_json)
+    parts = await asyncio.to_thread(open_parts, stores, parts_config(settings))
+    await run_apps(
+        [make_app(settings, parts)],
+        parts.close,
+        mode=stores.resolved_mode().value,
+        data_dir=str(stores.data_dir),
+    )

@@ -13,7 +13,7 @@ from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.logging import get_logger
 from services.common.observability.telemetry import Telemetry
 from services.common.parts import PartsConfig, SharedParts
-from services.common.server import GrpcServer, ServerOptions
+from services.common.service import ServiceIdentity
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.indexer.chunking import Chunker, ChunkingParams
@@ -25,6 +25,7 @@ from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
 
 log = get_logger(__name__)
+IDENTITY = ServiceIdentity("indexer", SERVICE_NAME, METHOD_ROLES)
 EMBEDDING_META = "embedding"
 
 
@@ -89,13 +90,8 @@ class IndexerApp:
     ) -> None:
         """`port` None: RAG_INDEXER_PORT (tests pass 0: any free port)."""
         self.settings, self.parts = settings, parts
-        self.telemetry = telemetry or Telemetry.from_settings(
-            settings, "indexer", settings.indexer_metrics_port
-        )
-        options = ServerOptions.from_settings(
-            settings, settings.indexer_port if port is None else port
-        )
-        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES, self.telemetry)
+        self.server = IDENTITY.server(settings, port, telemetry)
+        self.telemetry = self.server.telemetry
         # In the app's registry, served by its metrics listener.
         self.metrics = IndexerMetrics(
             self.telemetry.registry, parts.vectors, parts.lexical, parts.manifest

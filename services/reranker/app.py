@@ -12,7 +12,7 @@ import time
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.common.logging import get_logger
 from services.common.observability.telemetry import Telemetry
-from services.common.server import GrpcServer, ServerOptions
+from services.common.service import ServiceIdentity
 from services.reranker.metrics import RerankerMetrics
 from services.reranker.scorer import (
     CrossEncoderScorer,
@@ -24,6 +24,7 @@ from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME, RerankerServi
 from services.reranker.settings import RerankerSettings
 
 log = get_logger(__name__)
+IDENTITY = ServiceIdentity("reranker", SERVICE_NAME, METHOD_ROLES)
 
 
 def scorer_from_settings(
@@ -55,19 +56,14 @@ class RerankerApp:
     ) -> None:
         """`port` None: RAG_RERANKER_PORT (tests pass 0: any free port)."""
         self.settings = settings
-        self.telemetry = telemetry or Telemetry.from_settings(
-            settings, "reranker", settings.reranker_metrics_port
-        )
+        self.server = IDENTITY.server(settings, port, telemetry)
+        self.telemetry = self.server.telemetry
         self.metrics = RerankerMetrics(self.telemetry.registry)
         self.scorer = scorer_from_settings(settings, self.metrics)
         limits = InputLimits(settings.rerank_max_passages, settings.rerank_max_passage_chars)
         self.servicer = RerankerServicer(
             self.scorer, limits, settings.rerank_safety_margin_ms, settings.rerank_workers
         )
-        options = ServerOptions.from_settings(
-            settings, settings.reranker_port if port is None else port
-        )
-        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES, self.telemetry)
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
         self.loading: asyncio.Task[bool] | None = None
 

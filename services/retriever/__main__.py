@@ -7,7 +7,6 @@ refused (exit status 2) so that a typo never starts a server on the defaults.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 from pydantic_settings import BaseSettings
@@ -22,29 +21,11 @@ SUMMARY = (
 
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
-    """What `serve()` loads."""
+    """What the service loads (its settings and the stores')."""
     from services.common.stores.settings import StoreSettings
     from services.retriever.settings import RetrieverSettings
 
     return [RetrieverSettings, StoreSettings]
-
-
-async def serve() -> None:
-    from services.common.logging import configure_logging
-    from services.common.parts import open_parts
-    from services.common.service import run_apps
-    from services.common.settings import load_settings
-    from services.common.stores.settings import StoreSettings
-    from services.retriever.app import RetrieverApp, retriever_parts
-    from services.retriever.settings import RetrieverSettings
-
-    settings, stores = load_settings(RetrieverSettings), load_settings(StoreSettings)
-    configure_logging(settings.log_level, settings.log_json)
-    parts = await asyncio.to_thread(open_parts, stores, retriever_parts(settings))
-    app = RetrieverApp(settings, parts)
-    await run_apps(
-        [app], parts.close, mode=stores.resolved_mode().value, data_dir=str(stores.data_dir)
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -52,8 +33,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     prefer_passive_waits()  # before torch is imported (see services.common.cpu)
 
     from services.common.server import run_main
+    from services.common.service import serve_on_parts
+    from services.retriever.app import RetrieverApp, retriever_parts
+    from services.retriever.settings import RetrieverSettings
 
-    run_main(serve)
+    run_main(lambda: serve_on_parts(RetrieverSettings, retriever_parts, RetrieverApp))
 
 
 if __name__ == "__main__":

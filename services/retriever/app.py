@@ -15,7 +15,8 @@ from services.common.observability.telemetry import Telemetry
 from services.common.observability.tracing import Tracing
 from services.common.parts import PartsConfig, SharedParts
 from services.common.security.client import ClientSecurity
-from services.common.server import GrpcServer, ServerOptions
+from services.common.server import GrpcServer
+from services.common.service import ServiceIdentity
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.visibility import CommittedGeneration
 from services.retriever.metrics import RetrievalMetrics
@@ -26,6 +27,7 @@ from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RequestLimit
 from services.retriever.settings import RetrieverSettings
 
 log = get_logger(__name__)
+IDENTITY = ServiceIdentity("retriever", SERVICE_NAME, METHOD_ROLES)
 
 
 def retrieval_config(settings: RetrieverSettings) -> RetrievalConfig:
@@ -154,13 +156,8 @@ class RetrieverApp:
     ) -> None:
         """`port` None: RAG_RETRIEVER_PORT (tests pass 0: any free port)."""
         self.settings, self.parts = settings, parts
-        self.telemetry = telemetry or Telemetry.from_settings(
-            settings, "retriever", settings.retriever_metrics_port
-        )
-        options = ServerOptions.from_settings(
-            settings, settings.retriever_port if port is None else port
-        )
-        self.server = GrpcServer(options, [SERVICE_NAME], METHOD_ROLES, self.telemetry)
+        self.server = IDENTITY.server(settings, port, telemetry)
+        self.telemetry = self.server.telemetry
         self.metrics = RetrievalMetrics(self.telemetry.registry)
         self.pipeline = build_retrieval_pipeline(
             settings,

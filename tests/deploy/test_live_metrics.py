@@ -51,18 +51,9 @@ def running(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Ite
         rerank_cache_dir=root / "cache",
     )
 
-    async def boot() -> RerankerApp:
-        app = RerankerApp(settings, Telemetry("reranker", metrics_port=0))
-        await app.open_port()
-        assert await app.load_model()
-        return app
-
-    assert stack._loop is not None
-    reranker = stack._loop.run(boot())
-    assert stack.recheck_reranker()
+    reranker = stack.start_reranker(settings, Telemetry("reranker", metrics_port=0))
     stack.upsert(corpus_documents())
     yield Running(stack, reranker)
-    stack._loop.run(reranker.stop())
     stack.stop()
 
 

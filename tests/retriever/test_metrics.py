@@ -19,7 +19,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from services.common.embedding import Embedder
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.common.observability.telemetry import Telemetry
-from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
 from services.retriever.channels import ChannelOutcome, ChannelStatus
 from services.retriever.metrics import RetrievalMetrics, degradation_codes, rerank_outcome
@@ -253,17 +252,9 @@ def reranked(
         log_json=False,
     )
 
-    async def boot() -> RerankerApp:
-        app = RerankerApp(settings)  # grpc.aio objects belong to the loop that serves them
-        await app.open_port()
-        await app.load_model()
-        return app
-
-    assert stack._loop is not None
-    app = stack._loop.run(boot())
+    stack.start_reranker(settings)
     stack.upsert(corpus_documents())
     yield stack
-    stack._loop.run(app.stop())
     stack.stop()
 
 

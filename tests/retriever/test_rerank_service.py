@@ -35,15 +35,7 @@ def start_with_reranker(
         log_json=False,
     )
 
-    async def boot() -> RerankerApp:
-        app = RerankerApp(settings)  # grpc.aio objects belong to the loop that serves them
-        await app.open_port()
-        await app.load_model()
-        return app
-
-    assert stack._loop is not None
-    app = stack._loop.run(boot())
-    assert stack.recheck_reranker(until_serving=app.scorer.loaded) == app.scorer.loaded
+    app = stack.start_reranker(settings)
     stack.upsert(corpus_documents())
     return stack, app
 
@@ -52,11 +44,9 @@ def start_with_reranker(
 def tiny(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[BackgroundStack]:
     root = tmp_path_factory.mktemp("tiny-rerank")
     model = build_tiny_cross_encoder(root / "model")
-    stack, app = start_with_reranker(root, embedder, str(model))
+    stack, _ = start_with_reranker(root, embedder, str(model))
     yield stack
-    assert stack._loop is not None
-    stack._loop.run(app.stop())
-    stack.stop()
+    stack.stop()  # and its Reranker
 
 
 def test_loaded_reranker_reorders_the_final_hits(tiny: BackgroundStack) -> None:
@@ -86,9 +76,7 @@ def test_reranker_without_model_is_not_serving_and_retrieve_falls_back(
         fused = stack.retrieve(QUERY, top_k=5, disable_rerank=True)
         replies = [stack.retrieve(QUERY, top_k=5) for _ in range(5)]
     finally:
-        assert stack._loop is not None
-        stack._loop.run(app.stop())
-        stack.stop()
+        stack.stop()  # and its Reranker
     for reply in replies:
         assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in fused.hits]
         assert not reply.rerank.used and reply.rerank.fallback

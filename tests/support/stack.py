@@ -24,6 +24,8 @@ from services.common.parts import SharedParts, open_parts
 from services.common.stores.settings import StoreMode, StoreSettings
 from services.indexer.app import IndexerApp
 from services.indexer.settings import IndexerSettings
+from services.reranker.app import RerankerApp
+from services.reranker.settings import RerankerSettings
 from services.retriever.app import RetrieverApp
 from services.retriever.settings import RetrieverSettings
 from services.stack.embedded import EmbeddedStack, stack_parts
@@ -75,6 +77,7 @@ class BackgroundStack:
         self.telemetry = telemetry or (Telemetry("indexer"), Telemetry("retriever"))
         self.stack: EmbeddedStack | None = None
         self._parts: SharedParts | None = None
+        self.rerankers: list[RerankerApp] = []  # stopped with the stack
         self._loop: BackgroundLoop | None = None
         self.indexer_addr = self.retriever_addr = ""
 
@@ -116,12 +119,36 @@ class BackgroundStack:
     def stop(self) -> None:
         for channel in getattr(self, "_channels", []):
             channel.close()
+        if self._loop:
+            for reranker in self.rerankers:
+                self._loop.run(reranker.stop())
+        self.rerankers = []
         if self._loop and self.stack:
             self._loop.run(self.stack.stop())
         if self._loop:
             self._loop.close()
         self.stack = None
         self._parts = None
+
+    def start_reranker(
+        self, settings: RerankerSettings, telemetry: Telemetry | None = None
+    ) -> RerankerApp:
+        """A real Reranker app on this stack's loop (grpc.aio objects belong to
+        the loop that serves them), its model loaded (or not, when it cannot
+        be), and the Retriever told at once whether it serves."""
+
+        async def boot() -> RerankerApp:
+            app = RerankerApp(settings, telemetry)
+            await app.open_port()
+            await app.load_model()
+            return app
+
+        assert self._loop is not None
+        app: RerankerApp = self._loop.run(boot())
+        self.rerankers.append(app)
+        loaded = app.scorer.loaded
+        assert self.recheck_reranker(until_serving=loaded) == loaded
+        return app
 
     def recheck_reranker(self, until_serving: bool = True) -> bool:
         """Have the Retriever ask the Reranker's health now (tests that start

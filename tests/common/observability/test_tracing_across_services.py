@@ -20,7 +20,6 @@ from services.common.embedding import Embedder
 from services.common.logging import add_trace_context
 from services.common.observability.telemetry import Telemetry
 from services.common.observability.tracing import Tracing
-from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
 from tests.support.corpus import corpus_documents
@@ -87,18 +86,9 @@ def traced(
     )
     reranker_telemetry = Telemetry("reranker", tracing=exporter.tracing("rag-reranker"))
 
-    async def boot() -> RerankerApp:
-        app = RerankerApp(settings, reranker_telemetry)  # on the loop that serves it
-        await app.open_port()
-        assert await app.load_model()
-        return app
-
-    assert stack._loop is not None
-    reranker = stack._loop.run(boot())
-    assert stack.recheck_reranker()
+    stack.start_reranker(settings, reranker_telemetry)
     stack.upsert(corpus_documents())
     yield TracedServices(stack, exporter)
-    stack._loop.run(reranker.stop())
     stack.stop()
 
 
