@@ -66,9 +66,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # uvicorn finishes its graceful shutdown and then re-raises the signal it
     # caught against the handler it found; make that a normal exit status.
+    try:
+        server = build_server(settings)  # reads OTEL_* (tracing)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
     for stop_signal in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop_signal, _exit_normally)
-    build_server(settings).run()
+    server.run()
     return 0
 
 

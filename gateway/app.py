@@ -11,6 +11,7 @@ Every response says `X-Content-Type-Options: nosniff`.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -97,7 +98,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as running:  # stops in reverse: metrics, then runtime
-            running.callback(tracing.shutdown)
+            running.push_async_callback(asyncio.to_thread, tracing.shutdown)  # bounded
             runtime = _start_runtime(settings, metrics, retriever_stub_factory, tracing)
             running.push_async_callback(_stop_runtime, runtime)
             app.state.runtime = runtime
@@ -192,7 +193,7 @@ def _start_runtime(
         retriever,
         metrics,
         QueryLogPolicy(settings.gateway_query_log_retention),
-        GatewayTracing(tracing),
+        GatewayTracing(tracing, settings.gateway_trust_traceparent),
     )
     return Runtime(
         storage, retriever, search, release, redis_pool=pool, breaker_redis=breaker_client

@@ -39,7 +39,7 @@ from gateway.release_gate import ReleaseGate
 from gateway.retriever_client import RetrieverClient, api_error_for
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.settings import GatewaySettings
-from gateway.tracing import GatewayTracing
+from gateway.tracing import GatewayTracing, describe_response
 from services.common.deadline import Deadline
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.logging import get_logger
@@ -85,19 +85,20 @@ class SearchGateway:
         fields: dict[str, object] = {"request_id": request_id}
         outcome = "internal"
         with self.tracing.request_span(request, request_id) as span:
+            response: Response | None = None
             try:
                 response = await self._run(request, deadline, request_id, fields)
                 outcome = "allowed"
-                return response
             except ApiError as error:
                 outcome = error.outcome
                 fields["error"] = error.code.value
-                return error_response(error, request_id)
+                response = error_response(error, request_id)
             finally:
                 elapsed = time.perf_counter() - started
                 self.metrics.observe(outcome, elapsed)
-                span.set_attribute("rag.outcome", outcome)
+                describe_response(span, outcome, response.status_code if response else 500)
                 log.info("search", outcome=outcome, ms=round(elapsed * 1000, 2), **fields)
+            return response
 
     async def _run(
         self, request: Request, deadline: Deadline, request_id: str, fields: dict[str, object]

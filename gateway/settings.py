@@ -127,6 +127,15 @@ class GatewaySettings(
         "none", description="`raw` allows query text in logs; `none` logs length and a keyed hash"
     )
     gateway_allow_debug: bool = Field(True, description="Clients may ask for the debug report")
+    gateway_trust_traceparent: bool = Field(
+        False,
+        description=(
+            "Continue the trace a request's traceparent header names, sampling decision "
+            "included (for a gateway behind your own traced proxy). Off: every search starts "
+            "a trace of its own, linked to the caller's, so the public cannot choose trace "
+            "ids or force sampling"
+        ),
+    )
     gateway_debug_reasons: bool = Field(
         False,
         description=(

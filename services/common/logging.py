@@ -31,6 +31,35 @@ def configure_logging(level: str = "INFO", json: bool = True) -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    # With the trace collector unreachable the exporter would write several
+    # lines per export attempt, every few seconds, for as long as it is down.
+    # (A handler's filter: a logger's own would not see its children's records.)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(OncePerInterval("opentelemetry", NOISY_LIBRARY_INTERVAL_S))
+
+
+NOISY_LIBRARY_INTERVAL_S = 60.0
+
+
+class OncePerInterval(logging.Filter):
+    """Of the records from loggers under `prefix`, lets through one per logger
+    and level per interval (the first says what is wrong; the repeats say
+    nothing new); every other record passes."""
+
+    def __init__(self, prefix: str, interval_s: float) -> None:
+        super().__init__()
+        self.prefix, self.interval_s = prefix, interval_s
+        self._last: dict[tuple[str, int], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self.prefix):
+            return True
+        key = (record.name, record.levelno)
+        last = self._last.get(key)
+        if last is not None and record.created - last < self.interval_s:
+            return False
+        self._last[key] = record.created
+        return True
 
 
 def add_trace_context(

@@ -20,6 +20,7 @@ from google.protobuf import descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from services.common.errors import ConfigError
 from services.common.logging import get_logger
 from services.common.observability.telemetry import Telemetry
 from services.common.request_decoding import RequestDecodingInterceptor
@@ -108,13 +109,7 @@ class GrpcServer:
             names = [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
             reflection.enable_server_reflection(names, self.server)
         address = f"{self.options.host}:{self.options.port}"
-        credentials = security.credentials()
-        if credentials is None:
-            self.port = self.server.add_insecure_port(address)
-        else:
-            self.port = self.server.add_secure_port(address, credentials)
-        if self.port == 0:
-            raise OSError(f"cannot bind {self.options.host}:{self.options.port}")
+        self.port = self._bind(address)
         await self.set_serving(False)
         await self.health.set(LIVENESS_SERVICE, SERVING)
         declare_methods(self.telemetry, self.service_names)
@@ -131,6 +126,21 @@ class GrpcServer:
             callers=security.callers is not None,
         )
         return self.port
+
+    def _bind(self, address: str) -> int:
+        """The port bound; a taken or impossible address is a configuration
+        error (exit status 2, naming the address), not a traceback."""
+        credentials = self.options.security.credentials()
+        try:
+            if credentials is None:
+                port = self.server.add_insecure_port(address)
+            else:
+                port = self.server.add_secure_port(address, credentials)
+        except RuntimeError as exc:  # grpcio's "Failed to bind to address …"
+            raise ConfigError(f"cannot listen on {address}: {exc}") from exc
+        if port == 0:  # older grpcio returned 0 instead of raising
+            raise ConfigError(f"cannot listen on {address}")
+        return port
 
     async def set_serving(self, serving: bool, service: str | None = None) -> None:
         """Set health for one service, or for all of them and the overall ("")."""

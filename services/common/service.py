@@ -9,6 +9,7 @@ and hands it to `run_apps`; the embedded stack hands it two.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -65,6 +66,15 @@ class ServiceIdentity:
         return GrpcServer(options, [self.grpc_service], self.roles, telemetry)
 
 
+def freeze_start_up_objects() -> None:
+    """Move what start-up made (models, libraries: ~0.5 M objects) out of the
+    garbage collector's reach: they live as long as the process, and a full
+    collection walking them stalled a request by ~300 ms every few thousand
+    requests. Objects made afterwards are collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
 async def run_apps(
     apps: Sequence[ServiceApp], close: Callable[[], None] | None = None, **context: object
 ) -> None:
@@ -75,6 +85,7 @@ async def run_apps(
         for app in apps:
             await app.start()
             started.append(app)
+        freeze_start_up_objects()
         log.info("services_ready", ports=[app.server.port for app in apps], **context)
         await run_until_signal([app.server for app in apps])
     finally:

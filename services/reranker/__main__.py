@@ -43,7 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"reranker: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_json)
-    asyncio.run(serve(settings))
+    try:
+        asyncio.run(serve(settings))
+    except ConfigError as exc:  # found while starting: OTEL_*, a taken port
+        print(f"reranker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -12,7 +12,7 @@ import time
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.common.logging import get_logger
 from services.common.observability.telemetry import Telemetry
-from services.common.service import ServiceIdentity
+from services.common.service import ServiceIdentity, freeze_start_up_objects
 from services.reranker.metrics import RerankerMetrics
 from services.reranker.scorer import (
     CrossEncoderScorer,
@@ -70,8 +70,16 @@ class RerankerApp:
     async def start(self) -> int:
         """The port first (health and Info answer at once), then the model."""
         port = await self.open_port()
-        self.loading = asyncio.create_task(self.load_model())
+        self.loading = asyncio.create_task(self._load_for_good())
         return port
+
+    async def _load_for_good(self) -> bool:
+        """The model, then (loaded for the process's lifetime) out of the
+        garbage collector's reach, as `run_apps` does for the other apps."""
+        loaded = await self.load_model()
+        if loaded:
+            freeze_start_up_objects()
+        return loaded
 
     async def open_port(self) -> int:
         port = await self.server.start()

@@ -10,6 +10,8 @@ requests interleave batch by batch and each stops at its own deadline.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -48,9 +50,9 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         # The caller's deadline, less the time the reply needs to travel back.
         deadline = Deadline.from_grpc(context).shortened(self.safety_margin_ms / 1000)
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(
-            self._executor, self.scorer.score, query, passages, deadline.at
-        )
+        score = functools.partial(self.scorer.score, query, passages, deadline.at)
+        # In the call's context: the scorer's log lines carry the request id.
+        result = await loop.run_in_executor(self._executor, contextvars.copy_context().run, score)
         # DEBUG only: one line per call would flood the logs at serving rates;
         # the counts and waits are in the metrics (services.reranker.metrics).
         log.debug(

@@ -7,6 +7,8 @@ a status and reason, which is what lets Retrieve degrade instead of failing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -64,7 +66,9 @@ async def run_channel(
     start = time.perf_counter()
     loop = asyncio.get_running_loop()
     try:
-        hits = await asyncio.wait_for(loop.run_in_executor(executor, fn), timeout_s)
+        # In the request's context: its log lines carry the request id.
+        in_context = functools.partial(contextvars.copy_context().run, fn)
+        hits = await asyncio.wait_for(loop.run_in_executor(executor, in_context), timeout_s)
     except TimeoutError:
         return ChannelOutcome(
             channel,

@@ -87,8 +87,10 @@ class RerankClient:
         request = health_pb2.HealthCheckRequest(service=RERANKER_SERVICE)
         try:
             reply = await self._health.Check(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError:
-            return False
+        except grpc.aio.AioRpcError as exc:
+            # A server without the health service cannot be watched: treat it
+            # as serving, so it is called (and a failed call says why).
+            return exc.code() == grpc.StatusCode.UNIMPLEMENTED
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
     async def close(self) -> None:

@@ -5,7 +5,7 @@ every Rerank call; asking it on every Retrieve costs each request a round trip
 and the Reranker a refusal per call. `RerankerHealth` remembers the refusal:
 
     serving ──Rerank fails UNAVAILABLE / FAILED_PRECONDITION──▶ down
-    down ──health Check after the backoff says SERVING──▶ serving
+    down ──health Check after the backoff says SERVING──▶ serving, backoff reset
     down ──health Check says anything else──▶ down, backoff doubled (≤ max)
     any Rerank success ──▶ serving, backoff back to its initial value
 
@@ -130,6 +130,8 @@ class RerankerHealth:
 
     def _mark_serving(self, why: str) -> None:
         self._serving = True
+        # The next outage starts from the shortest wait again.
+        self._backoff_s = self.initial_backoff_s
         self._drop_prober()
         down_s = self._clock() - self._down_since
         log.info("reranker_serving_again", reason=why, down_s=round(down_s, 3))

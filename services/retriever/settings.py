@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from services.common.embedding_settings import EmbeddingSettings
 from services.common.security.client_settings import client_settings
@@ -111,3 +111,12 @@ class RetrieverSettings(
     safety_margin_ms: int = Field(10, ge=0, le=1000)
     health_check_interval_s: float = Field(5.0, gt=0, le=600)
     worker_threads: int = Field(32, ge=2, le=512, description="threads for store and model calls")
+
+    @model_validator(mode="after")
+    def _recheck_bounds(self) -> RetrieverSettings:
+        if self.reranker_recheck_s > self.reranker_recheck_max_s:
+            raise ValueError(
+                "RAG_RERANKER_RECHECK_S must not exceed RAG_RERANKER_RECHECK_MAX_S "
+                f"({self.reranker_recheck_s} > {self.reranker_recheck_max_s})"
+            )
+        return self

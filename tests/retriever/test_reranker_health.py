@@ -151,6 +151,9 @@ async def test_serving_again_resumes_calls_and_stops_checking(tracked: Tracked) 
     assert tracked.health.next_probe_in_s() == 0.0
     await advance(tracked, 60)
     assert tracked.check.calls == 2
+    # Recovered: the next outage is re-checked after the shortest wait again.
+    tracked.health.record_failure(UNAVAILABLE)
+    assert tracked.health.next_probe_in_s() == pytest.approx(0.5)
 
 
 @pytest.mark.unit

@@ -45,6 +45,9 @@ _SERVER_FAULTS = frozenset(
         grpc.StatusCode.DATA_LOSS,
     }
 )
+# Health checks and reflection are counted but not traced: probes every few
+# seconds would fill the trace store (and keep an idle exporter busy).
+UNTRACED_SERVICES = frozenset({"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"})
 _KINDS = {
     "unary_unary": "unary",
     "unary_stream": "server_stream",
@@ -60,47 +63,50 @@ def split_method(full: str) -> tuple[str, str]:
 
 
 class _Call:
-    """One call being observed: its labels, its span and its outcome."""
+    """One call being observed: its labels, its span and its outcome.
+
+    The request id and the log context are set, never reset: grpc.aio runs
+    every call in a task of its own, whose context ends with it. The span is
+    made current only while the call's own code runs (around each step of a
+    streaming method), never across a `yield`: a stream whose client went
+    away is finalised later, in another task, where a context token from
+    this one cannot be detached.
+    """
 
     def __init__(self, observer: RpcObserver, kind: str, details: grpc.HandlerCallDetails) -> None:
         self.observer = observer
         self.kind = kind
         self.service, self.method = split_method(str(details.method))
         self.carrier = metadata_dict(details.invocation_metadata)
+        self.code = grpc.StatusCode.OK
+        self.span: trace.Span = trace.INVALID_SPAN
+        self.started = 0.0
+
+    def begin(self) -> None:
+        request_id = valid_request_id(self.carrier.get(REQUEST_ID_KEY)) or new_request_id()
+        request_id_var.set(request_id)
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        self.observer.metrics.started.labels(self.kind, self.service, self.method).inc()
+        self.span = self._span(request_id)
+        self.started = time.perf_counter()
 
     @contextmanager
-    def observed(self, context: grpc.aio.ServicerContext) -> Iterator[None]:
-        request_id = valid_request_id(self.carrier.get(REQUEST_ID_KEY)) or new_request_id()
-        id_token = request_id_var.set(request_id)
-        log_tokens = structlog.contextvars.bind_contextvars(request_id=request_id)
-        self.observer.metrics.started.labels(self.kind, self.service, self.method).inc()
-        started = time.perf_counter()
-        code = grpc.StatusCode.OK
-        with self._span(request_id) as span:
-            try:
-                yield
-                code = _code_of(context) or grpc.StatusCode.OK
-            except asyncio.CancelledError:
-                code = grpc.StatusCode.CANCELLED
-                raise
-            except grpc.aio.AbortError:
-                code = _code_of(context) or grpc.StatusCode.UNKNOWN
-                raise
-            except Exception:
-                code = grpc.StatusCode.UNKNOWN
-                raise
-            finally:
-                elapsed = time.perf_counter() - started
-                self.observer.metrics.observe(
-                    self.kind, self.service, self.method, code.name, elapsed
-                )
-                _end_span(span, code)
-                structlog.contextvars.reset_contextvars(**log_tokens)
-                request_id_var.reset(id_token)
+    def current(self) -> Iterator[None]:
+        """The call's span as the current one, for a stretch of its own code."""
+        with trace.use_span(self.span, end_on_exit=False, record_exception=False):
+            yield
 
-    def _span(self, request_id: str) -> Any:
-        tracer = self.observer.tracer
-        return tracer.start_as_current_span(
+    def settle(self, context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
+        """The status the client saw, into the metrics and onto the span."""
+        self.code = _status_of(context, exc)
+        elapsed = time.perf_counter() - self.started
+        self.observer.metrics.observe(self.kind, self.service, self.method, self.code.name, elapsed)
+        _end_span(self.span, self.code)
+
+    def _span(self, request_id: str) -> trace.Span:
+        if self.service in UNTRACED_SERVICES:
+            return trace.INVALID_SPAN
+        return self.observer.tracer.start_span(
             f"{self.service}/{self.method}",
             context=extract_context(self.carrier),
             kind=SpanKind.SERVER,
@@ -115,6 +121,22 @@ class _Call:
         )
 
 
+def _status_of(context: grpc.aio.ServicerContext, exc: BaseException | None) -> grpc.StatusCode:
+    """OK, an abort's (or set_code's) code, DEADLINE_EXCEEDED for a call
+    cancelled because its deadline passed, CANCELLED for one whose client went
+    away, UNKNOWN for an exception nothing translated."""
+    if exc is None:
+        return _code_of(context) or grpc.StatusCode.OK
+    if isinstance(exc, grpc.aio.AbortError):
+        return _code_of(context) or grpc.StatusCode.UNKNOWN
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            return grpc.StatusCode.DEADLINE_EXCEEDED
+        return grpc.StatusCode.CANCELLED
+    return grpc.StatusCode.UNKNOWN
+
+
 def _code_of(context: grpc.aio.ServicerContext) -> grpc.StatusCode | None:
     code = context.code()
     if isinstance(code, grpc.StatusCode):
@@ -125,11 +147,11 @@ def _code_of(context: grpc.aio.ServicerContext) -> grpc.StatusCode | None:
 
 
 def _end_span(span: trace.Span, code: grpc.StatusCode) -> None:
-    if not span.is_recording():
-        return
-    span.set_attribute("rpc.grpc.status_code", code.value[0])
-    if code in _SERVER_FAULTS:
-        span.set_status(Status(StatusCode.ERROR, code.name))
+    if span.is_recording():
+        span.set_attribute("rpc.grpc.status_code", code.value[0])
+        if code in _SERVER_FAULTS:
+            span.set_status(Status(StatusCode.ERROR, code.name))
+    span.end()
 
 
 class RpcObserver(grpc.aio.ServerInterceptor):
@@ -160,16 +182,35 @@ class RpcObserver(grpc.aio.ServerInterceptor):
 
 def _unary(behaviour: Callable[..., Any], call: _Call) -> Callable[..., Any]:
     async def observed(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        with call.observed(context):
-            return await await_result(behaviour(request, context))
+        call.begin()
+        try:
+            with call.current():
+                result = await await_result(behaviour(request, context))
+        except BaseException as exc:
+            call.settle(context, exc)
+            raise
+        call.settle(context, None)
+        return result
 
     return observed
 
 
 def _streaming(behaviour: Callable[..., Any], call: _Call) -> Callable[..., Any]:
     async def observed(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        with call.observed(context):
-            async for item in stream_result(behaviour(request, context)):
+        call.begin()
+        with call.current():
+            items = stream_result(behaviour(request, context)).__aiter__()
+        try:
+            while True:
+                with call.current():
+                    try:
+                        item = await items.__anext__()
+                    except StopAsyncIteration:
+                        break
                 yield item
+        except BaseException as exc:
+            call.settle(context, exc)
+            raise
+        call.settle(context, None)
 
     return observed

@@ -4,6 +4,7 @@ with the server, so every service gets the same hooks in one place."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +74,7 @@ class Telemetry:
         if self.listener is not None:
             await self.listener.close()
             self.listener = None
-        self.tracing.shutdown()
+        await asyncio.to_thread(self.tracing.shutdown)  # bounded; off the event loop
 
 
 class _BuildInfo:

@@ -13,13 +13,16 @@ or `OTEL_EXPORTER_OTLP_PROTOCOL`: `http/protobuf` (the specification's
 default) or `grpc`.
 
 Each app gets a `Tracing` of its own (a provider, not the process-global one),
-so the Indexer and the Retriever in one process report as two services, and a
+so the Indexer and the Retriever in one process report as two services
+(`rag-indexer`, `rag-retriever`: set `OTEL_SERVICE_NAME` only for a process
+that runs one service, since it names every provider in the process), and a
 test can hand an app a provider with an in-memory exporter.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -34,8 +37,12 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from services.common.errors import ConfigError
+from services.common.logging import get_logger
+
+log = get_logger(__name__)
 
 TRACER_NAME = "rag"
+SHUTDOWN_TIMEOUT_S = 2.0
 EXPORTERS = ("otlp", "console")
 PROTOCOLS = ("http/protobuf", "grpc")
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -128,10 +135,19 @@ class Tracing:
             return trace.NoOpTracer()
         return self.provider.get_tracer(TRACER_NAME)
 
-    def shutdown(self) -> None:
-        """Flush what is buffered (bounded by the exporter's own timeout)."""
-        if self.provider is not None:
-            self.provider.shutdown()
+    def shutdown(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+        """Flush what is buffered and stop, waiting at most `timeout_s`: with
+        the collector unreachable the exporter retries with backoff for tens
+        of seconds, which must not eat a shutdown grace period. What is not
+        exported by then is lost (a daemon thread keeps trying until exit)."""
+        provider = self.provider
+        if provider is None:
+            return
+        worker = threading.Thread(target=provider.shutdown, name="otel-shutdown", daemon=True)
+        worker.start()
+        worker.join(timeout_s)
+        if worker.is_alive():
+            log.warning("trace_export_unfinished", waited_s=timeout_s)
 
 
 def _provider(service_name: str) -> TracerProvider:

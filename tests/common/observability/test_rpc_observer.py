@@ -5,6 +5,7 @@ method's series present at 0 from the start, and the listener serving them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
@@ -32,7 +33,17 @@ async def rerank_behaviour(request: pb.RerankRequest, context: grpc.aio.Servicer
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query: bad")
     if request.query == "crash":
         raise RuntimeError("untranslated")
+    if request.query == "slow":
+        await asyncio.sleep(5)
     return pb.RerankResponse(scores=[1.0])
+
+
+async def stream_behaviour(
+    request: pb.RerankRequest, context: grpc.aio.ServicerContext
+) -> AsyncIterator[pb.RerankResponse]:
+    """Replies big enough that the server waits on flow control between them."""
+    for _ in range(10_000):
+        yield pb.RerankResponse(scores=[1.0] * 50_000)
 
 
 def scripted_handler() -> grpc.GenericRpcHandler:
@@ -41,7 +52,12 @@ def scripted_handler() -> grpc.GenericRpcHandler:
             rerank_behaviour,
             request_deserializer=pb.RerankRequest.FromString,
             response_serializer=pb.RerankResponse.SerializeToString,
-        )
+        ),
+        "Stream": grpc.unary_stream_rpc_method_handler(
+            stream_behaviour,
+            request_deserializer=pb.RerankRequest.FromString,
+            response_serializer=pb.RerankResponse.SerializeToString,
+        ),
     }
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
@@ -144,3 +160,42 @@ async def test_an_unknown_caller_is_counted_as_unauthenticated() -> None:
         assert handled(await scrape(telemetry), "Rerank", "UNAUTHENTICATED") == 1.0
     finally:
         await server.stop()
+
+
+async def test_a_passed_deadline_and_a_client_gone_are_told_apart(
+    served: tuple[GrpcServer, Telemetry],
+) -> None:
+    server, telemetry = served
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        rerank = channel.unary_unary(
+            RERANK,
+            request_serializer=pb.RerankRequest.SerializeToString,
+            response_deserializer=pb.RerankResponse.FromString,
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await rerank(pb.RerankRequest(query="slow"), timeout=0.2)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        stream = channel.unary_stream(
+            f"/{SERVICE_NAME}/Stream",
+            request_serializer=pb.RerankRequest.SerializeToString,
+            response_deserializer=pb.RerankResponse.FromString,
+        )
+        for _ in range(2):  # the client leaves while the server waits to send
+            call = stream(pb.RerankRequest(query="x"), timeout=30)
+            async for _reply in call:
+                await asyncio.sleep(0.2)
+                call.cancel()
+                break
+    for _ in range(200):  # the server notices both a moment later
+        text = await scrape(telemetry)
+        done = handled(text, "Rerank", "DEADLINE_EXCEEDED") == 1.0
+        key = (
+            ("grpc_code", "CANCELLED"),
+            ("grpc_method", "Stream"),
+            ("grpc_service", SERVICE_NAME),
+            ("grpc_type", "server_stream"),
+        )
+        if done and samples(text, "grpc_server_handled_total").get(key) == 2.0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(text)

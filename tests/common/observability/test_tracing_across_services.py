@@ -113,8 +113,14 @@ def parent_of(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent else None
 
 
-async def search(traced: TracedServices) -> tuple[httpx.Response, list[dict[str, object]]]:
-    settings = gateway_settings(traced.stack.retriever_addr, gateway_request_deadline_s=10.0)
+async def search(
+    traced: TracedServices, trust_traceparent: bool = True
+) -> tuple[httpx.Response, list[dict[str, object]]]:
+    settings = gateway_settings(
+        traced.stack.retriever_addr,
+        gateway_request_deadline_s=10.0,
+        gateway_trust_traceparent=trust_traceparent,
+    )
     tracing = traced.exporter.tracing("rag-gateway")
     async with serve_gateway(settings, tracing) as gw, httpx.AsyncClient(timeout=30) as client:
         traced.exporter.clear()
@@ -156,6 +162,19 @@ async def test_one_request_is_one_trace_stage_by_stage(traced: TracedServices) -
     request_id = reply.headers["x-request-id"]
     assert retrieve.attributes["rag.request_id"] == request_id
     assert rerank_call.attributes["rag.request_id"] == request_id
+
+
+async def test_an_untrusted_traceparent_starts_a_trace_of_its_own(traced: TracedServices) -> None:
+    """The default at the public edge: the caller's context is a link, not a parent."""
+    reply, _ = await search(traced, trust_traceparent=False)
+    assert reply.status_code == 200
+    spans = finished(traced.exporter, GATEWAY, RETRIEVE, RERANK)
+    gateway = by_name(spans, GATEWAY)
+    own_trace = format(gateway.context.trace_id, "032x")
+    assert own_trace != CALLER_TRACE_ID and gateway.parent is None
+    assert [format(link.context.trace_id, "032x") for link in gateway.links] == [CALLER_TRACE_ID]
+    assert {format(s.context.trace_id, "032x") for s in spans} == {own_trace}
+    assert gateway.attributes["http.response.status_code"] == 200
 
 
 async def test_spans_never_hold_the_query_text(traced: TracedServices) -> None:
