@@ -9,10 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.embedding import Embedder
 from services.common.errors import StoreUnavailable
@@ -29,33 +27,18 @@ from services.indexer.metrics import (
     capped_scope_sizes,
 )
 from tests.support.corpus import corpus_documents
+from tests.support.metrics import Scrape
 from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+def documents(samples: Scrape, state: str) -> float:
+    return samples.value("rag_indexer_documents_total", operation="upsert", state=state)
 
 
-def parse(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """Sum of the samples named `name` whose labels include `labels`."""
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
-
-
-def documents(samples: Samples, state: str) -> float:
-    return value(samples, "rag_indexer_documents_total", operation="upsert", state=state)
-
-
-def embedded(samples: Samples) -> float:
-    return value(samples, "rag_indexer_chunks_embedded_total")
+def embedded(samples: Scrape) -> float:
+    return samples.value("rag_indexer_chunks_embedded_total")
 
 
 @pytest.fixture
@@ -69,13 +52,9 @@ def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
     stack.stop()
 
 
-def scrape(stack: BackgroundStack) -> Samples:
+def scrape(stack: BackgroundStack) -> Scrape:
     assert stack.stack is not None
-    url = stack.stack.indexer.telemetry.metrics_url
-    assert url
-    reply = httpx.get(url, timeout=10)
-    reply.raise_for_status()
-    return parse(reply.text)
+    return Scrape.fetch(stack.stack.indexer.telemetry.metrics_url)
 
 
 def two_scopes() -> list[ipb.Document]:
@@ -90,7 +69,7 @@ def test_runs_writes_and_sizes_are_exported(stack: BackgroundStack) -> None:
     docs = two_scopes()
     before = scrape(stack)
     for store in ("vector", "lexical", "manifest"):
-        assert ("rag_indexer_store_write_retries_total", frozenset({("store", store)})) in before
+        before.exact("rag_indexer_store_write_retries_total", store=store)  # KeyError: absent
 
     first = stack.upsert(docs)
     assert first.counts.added == len(docs)
@@ -114,16 +93,16 @@ def test_runs_writes_and_sizes_are_exported(stack: BackgroundStack) -> None:
     assert embedded(after_change) - embedded(after_same) == outcome.chunks_embedded > 0
 
     for store in ("vector", "lexical", "manifest"):
-        count = value(after_change, "rag_indexer_store_write_duration_seconds_count", store=store)
+        count = after_change.value("rag_indexer_store_write_duration_seconds_count", store=store)
         assert count > 0, store
-    assert value(after_change, "rag_indexer_pending_records") == 0
+    assert after_change.value("rag_indexer_pending_records") == 0
     handled = "grpc_server_handled_total"
     upserts_ok = {"grpc_method": "Upsert", "grpc_code": "OK"}
-    assert value(after_change, handled, **upserts_ok) - value(before, handled, **upserts_ok) == 3
+    assert after_change.value(handled, **upserts_ok) - before.value(handled, **upserts_ok) == 3
     check_sizes(stack, after_change)
 
 
-def check_sizes(stack: BackgroundStack, samples: Samples) -> None:
+def check_sizes(stack: BackgroundStack, samples: Scrape) -> None:
     """Per-scope gauges equal the stores' own counts; summed, the Stats RPC's."""
     parts = stack.runtime
     assert parts is not None
@@ -138,7 +117,7 @@ def check_sizes(stack: BackgroundStack, samples: Samples) -> None:
             "lexical_rows": parts.lexical.count(ScopeFilter(scope_id=scope)),
         }
         for field, count in expected.items():
-            assert value(samples, f"rag_index_{field}", scope_id=scope) == count, (scope, field)
+            assert samples.value(f"rag_index_{field}", scope_id=scope) == count, (scope, field)
             totals[field] += count
     assert totals == {
         "documents": stats.documents,

@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
@@ -26,6 +24,7 @@ from services.reranker.metrics import PARTIAL_REASONS
 from services.reranker.servicer import SERVICE_NAME
 from services.reranker.settings import RerankerSettings
 from tests.reranker.texts import QUERY, passages
+from tests.support.metrics import Scrape
 
 pytestmark = pytest.mark.integration
 
@@ -43,36 +42,15 @@ QUEUE_WAIT = "rag_reranker_queue_wait_seconds"
 LOADED = "rag_reranker_model_loaded"
 HANDLED = "grpc_server_handled_total"
 
-SampleKey = tuple[str, frozenset[tuple[str, str]]]
 
-
-@dataclass(frozen=True)
-class Scrape:
-    """One scrape of /metrics: series (name and labels) → value."""
-
-    samples: dict[SampleKey, float]
-
-    @classmethod
-    def parse(cls, text: str) -> Scrape:
-        samples = {
-            (sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        }
-        return cls(samples)
-
-    def value(self, name: str, **labels: str) -> float:
-        """KeyError when the series is not exported at all (not even at 0)."""
-        return self.samples[(name, frozenset(labels.items()))]
-
-    def rerank_ok(self) -> float:
-        return self.value(
-            HANDLED,
-            grpc_type="unary",
-            grpc_service=SERVICE_NAME,
-            grpc_method="Rerank",
-            grpc_code="OK",
-        )
+def rerank_ok(scrape: Scrape) -> float:
+    return scrape.exact(
+        HANDLED,
+        grpc_type="unary",
+        grpc_service=SERVICE_NAME,
+        grpc_method="Rerank",
+        grpc_code="OK",
+    )
 
 
 @dataclass
@@ -81,12 +59,7 @@ class Service:
     stub: reranker_pb2_grpc.RerankerStub
 
     async def scrape(self) -> Scrape:
-        url = self.app.telemetry.metrics_url
-        assert url is not None, "the metrics listener is not running"
-        async with httpx.AsyncClient() as client:
-            response = await client.get(url)
-        response.raise_for_status()
-        return Scrape.parse(response.text)
+        return await Scrape.fetch_async(self.app.telemetry.metrics_url)
 
     async def rerank(self, texts: list[str], timeout: float) -> Any:
         return await self.stub.Rerank(
@@ -131,21 +104,21 @@ async def test_model_loaded_is_1_only_once_the_model_is_warm(
 ) -> None:
     async with running(settings_for(tiny_model_dir, onnx_cache), load=False) as cold:
         before = await cold.scrape()
-        assert before.value(LOADED) == 0
+        assert before.exact(LOADED) == 0
         # Every series exists from the start, so rate() never sees a gap.
-        assert before.value(PAIRS) == 0
-        assert before.value(f"{BATCH}_count") == 0
-        assert before.value(f"{QUEUE_WAIT}_count") == 0
+        assert before.exact(PAIRS) == 0
+        assert before.exact(f"{BATCH}_count") == 0
+        assert before.exact(f"{QUEUE_WAIT}_count") == 0
         for reason in PARTIAL_REASONS:
-            assert before.value(PARTIAL, reason=reason) == 0
+            assert before.exact(PARTIAL, reason=reason) == 0
         assert await cold.app.load_model()
-        assert (await cold.scrape()).value(LOADED) == 1
+        assert (await cold.scrape()).exact(LOADED) == 1
 
 
 async def test_a_model_that_fails_to_load_stays_0(tmp_path: Path, onnx_cache: Path) -> None:
     async with running(settings_for(tmp_path / "absent", onnx_cache), load=False) as broken:
         assert not await broken.app.load_model()
-        assert (await broken.scrape()).value(LOADED) == 0
+        assert (await broken.scrape()).exact(LOADED) == 0
 
 
 async def test_scored_pairs_batches_and_queue_waits_are_counted(service: Service) -> None:
@@ -157,7 +130,7 @@ async def test_scored_pairs_batches_and_queue_waits_are_counted(service: Service
     after = await service.scrape()
 
     def moved(name: str, **labels: str) -> float:
-        return after.value(name, **labels) - before.value(name, **labels)
+        return after.exact(name, **labels) - before.exact(name, **labels)
 
     assert moved(PAIRS) == sum(sizes)
     # With time to spare every batch is full but a request's last.
@@ -165,7 +138,7 @@ async def test_scored_pairs_batches_and_queue_waits_are_counted(service: Service
     assert moved(f"{BATCH}_sum") == sum(sizes)
     assert moved(f"{BATCH}_bucket", le=str(float(BATCH_SIZE))) == moved(f"{BATCH}_count")
     assert moved(f"{QUEUE_WAIT}_count") == len(sizes)
-    assert after.rerank_ok() - before.rerank_ok() == len(sizes)
+    assert rerank_ok(after) - rerank_ok(before) == len(sizes)
     for reason in PARTIAL_REASONS:
         assert moved(PARTIAL, reason=reason) == 0
 
@@ -177,10 +150,10 @@ async def test_a_deadline_already_past_counts_a_deadline_partial(service: Servic
     reply = await service.rerank(passages(10, chars=150), timeout=SAFETY_MARGIN_S - 0.05)
     after = await service.scrape()
     assert (reply.scored, reply.partial, reply.stop_reason) == (0, True, "deadline")
-    assert after.value(PARTIAL, reason="deadline") - before.value(PARTIAL, reason="deadline") == 1
-    assert after.value(PAIRS) == before.value(PAIRS)
-    assert after.value(f"{QUEUE_WAIT}_count") == before.value(f"{QUEUE_WAIT}_count")
-    assert after.rerank_ok() - before.rerank_ok() == 1
+    assert after.exact(PARTIAL, reason="deadline") - before.exact(PARTIAL, reason="deadline") == 1
+    assert after.exact(PAIRS) == before.exact(PAIRS)
+    assert after.exact(f"{QUEUE_WAIT}_count") == before.exact(f"{QUEUE_WAIT}_count")
+    assert rerank_ok(after) - rerank_ok(before) == 1
 
 
 async def test_waiting_out_the_deadline_for_the_model_counts_a_queue_timeout(
@@ -199,10 +172,10 @@ async def test_waiting_out_the_deadline_for_the_model_counts_a_queue_timeout(
     assert (reply.scored, reply.partial, reply.stop_reason) == (0, True, "queue_timeout")
 
     def moved(name: str, **labels: str) -> float:
-        return after.value(name, **labels) - before.value(name, **labels)
+        return after.exact(name, **labels) - before.exact(name, **labels)
 
     assert moved(PARTIAL, reason="queue_timeout") == 1
     assert moved(PARTIAL, reason="deadline") == 0
     assert moved(f"{QUEUE_WAIT}_count") == 1  # the wait that timed out is observed too
     assert moved(PAIRS) == 0
-    assert after.rerank_ok() - before.rerank_ok() == 1
+    assert rerank_ok(after) - rerank_ok(before) == 1

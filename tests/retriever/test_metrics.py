@@ -7,14 +7,12 @@ Faults are injected with the labelled test-only wrappers of tests/support."""
 from __future__ import annotations
 
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.embedding import Embedder
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
@@ -28,6 +26,7 @@ from tests.deploy.metrics_contract import CONTRACT, EXPORTED_BY, exposed_names
 from tests.support.corpus import corpus_documents
 from tests.support.faults import OK, RAISE, FaultySearch
 from tests.support.faulty_stack import Faults
+from tests.support.metrics import Scrape
 from tests.support.stack import BackgroundStack, free_port
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
 
@@ -48,35 +47,9 @@ BATCH = "rag_retriever_query_embedding_batch_size"
 SERVING = "rag_retriever_reranker_serving"
 
 
-class Scrape:
-    """One scrape of a /metrics page: sample name + labels → value."""
-
-    def __init__(self, url: str) -> None:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
-        self.samples = [
-            (sample.name, sample.labels, sample.value)
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        ]
-
-    def value(self, name: str, **labels: str) -> float:
-        """The sum over the samples of `name` whose labels include `labels`."""
-        wanted = labels.items()
-        return sum(v for n, lbls, v in self.samples if n == name and wanted <= lbls.items())
-
-    def has(self, name: str) -> bool:
-        return any(n == name for n, _, _ in self.samples)
-
-    def label_values(self, name: str, label: str) -> set[str]:
-        return {lbls[label] for n, lbls, _ in self.samples if n == name and label in lbls}
-
-
 def scrape(stack: BackgroundStack) -> Scrape:
     assert stack.stack is not None
-    url = stack.stack.retriever.telemetry.metrics_url
-    assert url, "the retriever's metrics listener is not running"
-    return Scrape(url)
+    return Scrape.fetch(stack.stack.retriever.telemetry.metrics_url)
 
 
 def delta(before: Scrape, after: Scrape, name: str, **labels: str) -> float:
