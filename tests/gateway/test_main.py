@@ -131,6 +131,19 @@ def test_bad_settings_stop_start_up_naming_the_variable() -> None:
     assert "RAG_GATEWAY_RATE_LIMIT" in result.stderr
 
 
+def test_a_bad_tracing_setting_stops_start_up_naming_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway"],
+        cwd=ROOT,
+        env=_env(OTEL_TRACES_EXPORTER="zipkin"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "OTEL_TRACES_EXPORTER: 'zipkin'" in result.stderr
+
+
 def _wait_for_health(url: str, process: subprocess.Popen[bytes]) -> object:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

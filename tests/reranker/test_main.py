@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,31 @@ def test_serves_a_local_model_and_stops_on_sigterm(tiny_model_dir: Path, tmp_pat
     assert process.returncode == 0
     assert '"event": "reranker_starting"' in stderr and f'"model": "{tiny_model_dir}"' in stderr
     assert '"event": "reranker_serving"' in stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER"),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ),
+    ],
+)
+def test_a_bad_tracing_setting_exits_2_naming_it(env: dict[str, str], named: str) -> None:
+    process = start({"RAG_RERANKER_PORT": str(free_port()), **env})
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert named in stderr
+
+
+def test_a_taken_grpc_port_exits_2_naming_the_address() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = start({"RAG_RERANKER_PORT": str(port), "RAG_METRICS_ENABLED": "false"})
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert f"127.0.0.1:{port}" in stderr

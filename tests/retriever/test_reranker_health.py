@@ -328,3 +328,18 @@ async def test_started_beside_a_loading_reranker_it_never_calls_it(served: Serve
     assert await poll(serving_again)
     assert (await served.run()).code == RerankCode.RERANKED
     assert served.fake.calls == 1
+
+
+@pytest.mark.integration
+async def test_a_reranker_without_a_health_service_is_called_not_skipped() -> None:
+    """A real gRPC server with no health service: it cannot be watched, so it
+    counts as serving (were it skipped, it would be skipped forever)."""
+    server = grpc.aio.server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = RerankClient(f"127.0.0.1:{port}")
+    try:
+        assert await client.check_health(2.0)
+    finally:
+        await client.close()
+        await server.stop(0)

@@ -6,6 +6,7 @@ crosses HTTP and gRPC, and the gateway's log line carries the trace id."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from services.common.embedding import Embedder
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.common.logging import add_trace_context
 from services.common.observability.telemetry import Telemetry
 from services.common.observability.tracing import Tracing
@@ -216,3 +218,54 @@ def test_tracing_is_off_unless_the_environment_asks(tmp_path: Path) -> None:
     on = Tracing.from_env("rag-x", environ={"OTEL_TRACES_EXPORTER": "console"})
     assert on.enabled
     on.shutdown()
+
+
+async def test_a_hostile_traceparent_is_ignored(traced: TracedServices) -> None:
+    settings = gateway_settings(traced.stack.retriever_addr, gateway_request_deadline_s=10.0)
+    tracing = traced.exporter.tracing("rag-gateway")
+    async with serve_gateway(settings, tracing) as gw, httpx.AsyncClient(timeout=30) as client:
+        for header in ("00-zz-yy-01", "00-" + "f" * 4000, "ff-" + TRACEPARENT[3:] + "-x"):
+            traced.exporter.clear()
+            reply = await client.post(
+                f"{gw.url}/v1/search",
+                json={"query": QUERY},
+                headers={"origin": ALLOWED_ORIGIN, "traceparent": header},
+            )
+            assert reply.status_code == 200, header
+            gateway = by_name(finished(traced.exporter, GATEWAY), GATEWAY)
+            assert gateway.parent is None and not gateway.links
+
+
+def test_a_callers_malformed_request_id_is_replaced(traced: TracedServices) -> None:
+    traced.exporter.clear()
+    for request_id in ("short", "x" * 65, "evil;id=0123456789", "id with spaces 0123"):
+        reply = traced.stack.retriever.Retrieve(
+            rpb.RetrieveRequest(query="restore from snapshots", disable_rerank=True),
+            metadata=[("x-request-id", request_id), ("traceparent", "00-garbage")],
+            timeout=30,
+        )
+        assert reply.hits
+    spans = []
+    for _ in range(100):
+        spans = [s for s in traced.exporter.get_finished_spans() if s.name == RETRIEVE]
+        if len(spans) == 4:
+            break
+        time.sleep(0.01)
+    assert len(spans) == 4
+    for span in spans:
+        assert re.fullmatch(r"[0-9a-f]{16}", str(span.attributes["rag.request_id"]))
+
+
+async def test_a_failed_search_marks_the_gateway_span_failed(traced: TracedServices) -> None:
+    """No Retriever behind the gateway: 502, and the span says so."""
+    settings = gateway_settings(f"127.0.0.1:{free_port()}", gateway_request_deadline_s=2.0)
+    tracing = traced.exporter.tracing("rag-gateway")
+    async with serve_gateway(settings, tracing) as gw, httpx.AsyncClient(timeout=30) as client:
+        traced.exporter.clear()
+        reply = await client.post(
+            f"{gw.url}/v1/search", json={"query": QUERY}, headers={"origin": ALLOWED_ORIGIN}
+        )
+    assert reply.status_code >= 500
+    gateway = by_name(finished(traced.exporter, GATEWAY), GATEWAY)
+    assert gateway.attributes["http.response.status_code"] == reply.status_code
+    assert gateway.status.status_code.name == "ERROR"
