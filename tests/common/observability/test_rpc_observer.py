@@ -9,10 +9,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
-import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client.parser import text_string_to_metric_families
 
 from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.common.observability.telemetry import Telemetry
@@ -20,6 +18,7 @@ from services.common.security.server_security import ServerSecurity
 from services.common.server import GrpcServer, ServerOptions
 from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME
 from services.reranker.settings import RerankerSettings
+from tests.support.metrics import Scrape
 
 pytestmark = pytest.mark.integration
 
@@ -73,31 +72,17 @@ async def served() -> AsyncIterator[tuple[GrpcServer, Telemetry]]:
     await server.stop()
 
 
-def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name:
-                found[tuple(sorted(sample.labels.items()))] = sample.value
-    return found
+HANDLED = "grpc_server_handled_total"
+CALL = {"grpc_service": SERVICE_NAME, "grpc_type": "unary"}
 
 
-def handled(text: str, method: str, code: str) -> float:
-    key = (
-        ("grpc_code", code),
-        ("grpc_method", method),
-        ("grpc_service", SERVICE_NAME),
-        ("grpc_type", "unary"),
-    )
-    return samples(text, "grpc_server_handled_total").get(key, 0.0)
+def handled(scrape: Scrape, method: str, code: str) -> float:
+    """KeyError when the series is not exported at all."""
+    return scrape.exact(HANDLED, grpc_code=code, grpc_method=method, **CALL)
 
 
-async def scrape(telemetry: Telemetry) -> str:
-    assert telemetry.metrics_url
-    async with httpx.AsyncClient(timeout=10) as client:
-        reply = await client.get(telemetry.metrics_url)
-    reply.raise_for_status()
-    return reply.text
+async def scrape(telemetry: Telemetry) -> Scrape:
+    return await Scrape.fetch_async(telemetry.metrics_url)
 
 
 async def test_every_call_is_counted_under_the_status_the_client_saw(
@@ -125,14 +110,10 @@ async def test_every_call_is_counted_under_the_status_the_client_saw(
     assert handled(after, "Rerank", "OK") == 2.0
     assert handled(after, "Rerank", "INVALID_ARGUMENT") == 1.0
     assert handled(after, "Rerank", "UNKNOWN") == 1.0
-    durations = samples(after, "grpc_server_handling_seconds_count")
-    rerank_key = (("grpc_method", "Rerank"), ("grpc_service", SERVICE_NAME), ("grpc_type", "unary"))
-    assert durations[rerank_key] == 4.0
-    started = samples(after, "grpc_server_started_total")
-    assert started[rerank_key] == 4.0
-    assert samples(after, "rag_service_info") == {
-        (("service", "reranker"), ("tracing", "off")): 1.0
-    }
+    assert after.exact("grpc_server_handling_seconds_count", grpc_method="Rerank", **CALL) == 4.0
+    assert after.exact("grpc_server_started_total", grpc_method="Rerank", **CALL) == 4.0
+    assert after.label_values("rag_service_info", "service") == {"reranker"}
+    assert after.exact("rag_service_info", service="reranker", tracing="off") == 1.0
 
 
 async def test_an_unknown_caller_is_counted_as_unauthenticated() -> None:
@@ -187,15 +168,12 @@ async def test_a_passed_deadline_and_a_client_gone_are_told_apart(
                 call.cancel()
                 break
     for _ in range(200):  # the server notices both a moment later
-        text = await scrape(telemetry)
-        done = handled(text, "Rerank", "DEADLINE_EXCEEDED") == 1.0
-        key = (
-            ("grpc_code", "CANCELLED"),
-            ("grpc_method", "Stream"),
-            ("grpc_service", SERVICE_NAME),
-            ("grpc_type", "server_stream"),
-        )
-        if done and samples(text, "grpc_server_handled_total").get(key) == 2.0:
+        now = await scrape(telemetry)
+        stream_cancelled = {"grpc_code": "CANCELLED", "grpc_method": "Stream"}
+        if (
+            now.value(HANDLED, grpc_code="DEADLINE_EXCEEDED", grpc_method="Rerank") == 1.0
+            and now.value(HANDLED, grpc_type="server_stream", **stream_cancelled) == 2.0
+        ):
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(text)
+    raise AssertionError(now.samples)
