@@ -10,7 +10,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 
 .PHONY: bench-gateway
-.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-smoke bench bench-smoke bench-env clean
+.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-smoke bench bench-smoke bench-scale bench-env clean
 
 install: $(STAMP)
 
@@ -73,6 +73,14 @@ bench: install bench-env
 	$(BIN)/python -m bench.load.speed
 	$(BIN)/python -m bench.load.observability_cost
 	$(BIN)/python -m bench.load.visibility_filter
+	$(BIN)/python -m bench.load.reranker
+	$(BIN)/python -m bench.load.document_encoder
+
+# Embedded indexes of 10k, 100k and 1M synthetic chunks made of real SciFact
+# chunks (bench/scale/corpus.py): write time, disk, memory, Retrieve latency
+# and HNSW recall per size (~30 min on 2 cores; needs ~10 GB free in .data/).
+bench-scale: install
+	$(BIN)/python -m bench.scale
 
 bench-gateway: install
 	$(BIN)/python -m bench.load.gateway --duration 45

@@ -81,10 +81,17 @@ class ServiceProcess:
             raise RuntimeError(f"{self.module} exited with {self.proc.returncode}:\n{tail}")
 
     def memory(self) -> dict[str, float]:
-        """Resident memory now and its peak (VmHWM), in MiB."""
+        """Resident memory now and its peak (VmHWM), in MiB, and how much of
+        it is the process's own (anonymous) rather than file pages it maps
+        (store files: the kernel can drop those under memory pressure)."""
         info = psutil.Process(self.pid).memory_info()
         peak_kib = _proc_status_kib(self.pid, "VmHWM")
-        return {"rss_mib": round(info.rss / 2**20, 1), "peak_rss_mib": round(peak_kib / 1024, 1)}
+        return {
+            "rss_mib": round(info.rss / 2**20, 1),
+            "peak_rss_mib": round(peak_kib / 1024, 1),
+            "anon_mib": round(_proc_status_kib(self.pid, "RssAnon") / 1024, 1),
+            "file_mib": round(_proc_status_kib(self.pid, "RssFile") / 1024, 1),
+        }
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

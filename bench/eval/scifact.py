@@ -17,6 +17,10 @@ unchanged and writes nothing, so it is fast.
     python -m bench.eval.scifact --dataset PATH                 # any BEIR-layout folder
     python -m bench.eval.scifact --split train                  # for fitting; never report it
     python -m bench.eval.scifact --smoke --out /tmp/x           # 20 queries, ~60 documents
+
+A full test-split run also measures hybrid on an index of its own whose
+documents the Indexer encoded in int8 (RAG_EMBEDDING_DOCUMENT_PRECISION=int8;
+queries are fp32 as always), and the fine-tuned model (bench.eval.finetune).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from bench.eval.metrics import distinct_documents, evaluate
 from bench.eval.peer import run_peer
 from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, index_dir, parse_args
 from bench.reports.page import write_report
-from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM
+from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM, INT8_DOCUMENT_NDCG
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if opts.finetuned is not None:
         result["finetuned"] = measure_finetuned(opts)
+    if opts.int8_documents and "hybrid" in opts.configs:
+        result["int8_documents"] = measure_int8_documents(opts)
     result["targets"] = assess(result)
     split = "" if opts.dataset.split == "test" else f"-{opts.dataset.split}"
     path = opts.out_dir / f"{opts.dataset.name}{split}.json"
@@ -117,6 +123,32 @@ def measure_finetuned(opts: EvalOptions) -> dict[str, Any]:
         "validation": json.loads(validation.read_text()) if validation.is_file() else None,
         **measure_project(variant),
     }
+
+
+def measure_int8_documents(opts: EvalOptions) -> dict[str, Any]:
+    """Hybrid again, on an index of its own built by an Indexer that encodes
+    documents in int8; queries go through the normal Retriever (fp32)."""
+    variant = replace(
+        opts,
+        configs=("hybrid",),
+        stack_env={**opts.stack_env, "RAG_EMBEDDING_DOCUMENT_PRECISION": "int8"},
+        data_dir=index_dir(
+            opts.data_dir.parent,
+            opts.dataset.name,
+            opts.title_as_heading,
+            _embedding_model(opts),
+            document_precision="int8",
+        ),
+        finetuned=None,
+        int8_documents=False,
+    )
+    return measure_project(variant)
+
+
+def _embedding_model(opts: EvalOptions) -> Path | None:
+    """The `--embedding-model` folder the stack runs, None for the packaged model."""
+    model = opts.stack_env.get("RAG_EMBEDDING_MODEL")
+    return Path(model) if model else None
 
 
 def start_reranker(opts: EvalOptions) -> Reranker | None:
@@ -202,6 +234,7 @@ def chunking_section(opts: EvalOptions, stats: dict[str, Any]) -> dict[str, Any]
         "documents": int(stats["documents"]),
         "chunks": int(stats["chunks"]),
         "embedding_model": stats["embedding_model"],
+        "document_encoders": stats.get("document_encoders", []),
         "vector_backend": stats["vector_backend"],
         "lexical_backend": stats["lexical_backend"],
     }
@@ -248,18 +281,37 @@ def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
     models = [("packaged MiniLM", result["configs"])]
     if "finetuned" in result:
         models.append(("MiniLM fine-tuned on the train split", result["finetuned"]["configs"]))
-    return [
+    targets = [
         target.assess(configs.get("hybrid", {}).get("ndcg@10"), f"{split}, {model}")
         for model, configs in models
         for target in (HYBRID_NDCG, HYBRID_NDCG_AIM)
     ]
+    if "int8_documents" in result:
+        targets.append(assess_int8_documents(result, split))
+    return targets
+
+
+def assess_int8_documents(result: dict[str, Any], split: str) -> dict[str, Any]:
+    """How far hybrid nDCG@10 moves when the documents are encoded in int8."""
+    fp32 = result["configs"].get("hybrid", {}).get("ndcg@10")
+    int8 = result["int8_documents"]["configs"].get("hybrid", {}).get("ndcg@10")
+    if fp32 is None or int8 is None:
+        return INT8_DOCUMENT_NDCG.assess(None, split)
+    difference = round(int8 - fp32, 4)
+    note = f"{split}: int8 {int8:.4f}, fp32 {fp32:.4f} (int8 − fp32 {difference:+.4f})"
+    return {**INT8_DOCUMENT_NDCG.assess(abs(difference), note), "difference": difference}
 
 
 def print_summary(result: dict[str, Any], path: Path) -> None:
     index = result["index"]
     print(f"index: {'reused' if index['reused'] else 'built'} in {index['seconds']} s")
     finetuned = result.get("finetuned", {}).get("configs", {})
-    rows = [*result["configs"].items(), *((f"{n} (fine-tuned)", v) for n, v in finetuned.items())]
+    int8 = result.get("int8_documents", {}).get("configs", {})
+    rows = [
+        *result["configs"].items(),
+        *((f"{n} (fine-tuned)", v) for n, v in finetuned.items()),
+        *((f"{n} (int8 docs)", v) for n, v in int8.items()),
+    ]
     for name, values in rows:
         figures = ", ".join(f"{k}={v}" for k, v in values.items() if "@" in k)
         print(f"{name:14} {figures}  p50={values['latency']['p50_ms']} ms")

@@ -46,14 +46,24 @@ class EvalOptions:
     fit: dict[str, Any] | None = None  # bench.eval.fit's record, when its settings are used
     # Also measure this model made by bench.eval.finetune (vector and hybrid, own index).
     finetuned: Path | None = None
+    # Also measure hybrid with documents encoded in int8 (own index), queries in fp32.
+    int8_documents: bool = False
 
 
-def index_dir(parent: Path, dataset_name: str, title_as_heading: bool, model: Path | None) -> Path:
-    """One index per corpus, loader variant and embedding model (a fitted
-    model by its weights, so a re-trained one starts a fresh index)."""
+def index_dir(
+    parent: Path,
+    dataset_name: str,
+    title_as_heading: bool,
+    model: Path | None,
+    document_precision: str = "fp32",
+) -> Path:
+    """One index per corpus, loader variant, embedding model (a fitted model
+    by its weights, so a re-trained one starts a fresh index) and document
+    precision (an int8 index is compared with the fp32 one, never mixed with it)."""
     variant = "" if title_as_heading else "-plain"
     weights = f"-{finetune.weights_file_sha256(model)}" if model else ""
-    return parent / f"{dataset_name}{variant}{weights}"
+    precision = "" if document_precision == "fp32" else f"-{document_precision}"
+    return parent / f"{dataset_name}{variant}{weights}{precision}"
 
 
 def parse_args(argv: list[str], description: str) -> EvalOptions:
@@ -107,6 +117,13 @@ def parse_args(argv: list[str], description: str) -> EvalOptions:
         help="the bench.eval.finetune model to measure next to the packaged one (default: the "
         "dataset's, trained when missing; full test-split runs only)",
     )
+    p.add_argument(
+        "--int8-documents",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also measure hybrid on an index whose documents were encoded in int8 "
+        "(RAG_EMBEDDING_DOCUMENT_PRECISION=int8, own index; default: full test-split runs only)",
+    )
     args = p.parse_args(argv)
     return _options(args)
 
@@ -158,6 +175,7 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         configs=tuple(args.configs.split(",")) if args.configs else tuple(CONFIGS),
         fit=fit,
         finetuned=_finetuned_model(args, dataset.name, scratch),
+        int8_documents=not scratch if args.int8_documents is None else args.int8_documents,
     )
 
 

@@ -11,7 +11,9 @@ random weights throughout.
 Each backend runs through `CrossEncoderScorer.score` (tokenization, batching
 and activation included: the code path the service runs) on the same pairs.
 Rounds interleave the backends so a load change on a shared machine hits all
-of them alike. Writes bench/results/reranker.json and prints a Markdown table.
+of them alike. Writes bench/results/reranker.json, regenerates
+docs/benchmarks.md (its "Reranker" section) and prints that section. The
+defaults take about two minutes on a 2-core machine (`make bench`).
 
     python -m bench.load.reranker [--rounds 20] [--sizes 5 10 20] [--chars 800]
 """
@@ -36,10 +38,13 @@ from services.common.cpu import prefer_passive_waits
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 prefer_passive_waits()  # as `python -m services.reranker` runs torch
 
-from bench.common.paths import RESULTS_DIR  # noqa: E402
+from bench.common.paths import BENCHMARKS_MD, RESULTS_DIR  # noqa: E402
 from bench.common.record import latency_summary, run_record  # noqa: E402
-from bench.reports.markdown import table  # noqa: E402
+from bench.reports.page import write_report  # noqa: E402
+from bench.reports.reranker import RESULTS_FILE, reranker_section  # noqa: E402
 from services.reranker.scorer import CrossEncoderScorer  # noqa: E402
+from services.reranker.settings import RerankerSettings  # noqa: E402
+from services.retriever.settings import RetrieverSettings  # noqa: E402
 from tests.support.tiny_cross_encoder import (  # noqa: E402
     MINILM_L6,
     build_random_cross_encoder,
@@ -176,53 +181,97 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(rank_a, rank_b)[0, 1])
 
 
-def markdown(result: dict[str, Any]) -> str:
-    summary, sizes = result["results"], result["config"]["sizes"]
-    torch_rate = summary["torch"]["pairs_per_s"]
-    headers = ["backend", *[f"{n} passages p50 / p95 ms" for n in sizes], "pairs/s", "vs torch"]
-    rows = []
-    for backend in BACKENDS:
-        cells = [
-            f"{summary[backend]['sizes'][str(n)]['p50_ms']:.0f} / "
-            f"{summary[backend]['sizes'][str(n)]['p95_ms']:.0f}"
-            for n in sizes
-        ]
-        rate = summary[backend]["pairs_per_s"]
-        rows.append([backend, *cells, f"{rate:.1f}", f"{rate / torch_rate:.2f}x"])
-    drift = result["drift"]
-    drift_rows = [
-        [
-            backend,
-            f"{drift[backend]['max_abs']:.3g}",
-            f"{drift[backend]['mean_abs']:.3g}",
-            f"{drift[backend]['spearman']:.3f}",
-            "yes" if drift[backend]["same_top5"] else "no",
-        ]
-        for backend in DRIFT_OF
+def tokens_per_pair(passages: Sequence[str], max_length: int) -> dict[str, Any]:
+    """(query, passage) lengths in tokens as the model sees them (truncated)."""
+    tokenizer = packaged_tokenizer()
+    lengths = [
+        len(tokenizer(QUERY, passage, truncation=True, max_length=max_length)["input_ids"])
+        for passage in passages
     ]
-    return (
-        table(headers, rows) + f"\nScore drift against torch on {drift['pairs']} pairs "
-        f"(torch score std {drift['torch_score_std']}):\n\n"
-        + table(["backend", "max abs diff", "mean abs diff", "Spearman", "same top-5"], drift_rows)
-    )
+    return {"mean": round(sum(lengths) / len(lengths), 1), "min": min(lengths), "max": max(lengths)}
+
+
+def service_defaults() -> dict[str, Any]:
+    """The settings a deployed Reranker and Retriever start with, for the page to
+    compare the measured backends with."""
+
+    def default(settings: Any, name: str) -> Any:
+        return settings.model_fields[name].default
+
+    return {
+        "rerank_backend": default(RerankerSettings, "rerank_backend"),
+        "rerank_batch_size": default(RerankerSettings, "rerank_batch_size"),
+        "rerank_max_length": default(RerankerSettings, "rerank_max_length"),
+        "rerank_onnx_spin": default(RerankerSettings, "rerank_onnx_spin"),
+        "rerank_candidates": default(RetrieverSettings, "rerank_candidates"),
+        "rerank_budget_ms": default(RetrieverSettings, "rerank_budget_ms"),
+    }
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[5, 10, 20])
-    parser.add_argument("--chars", type=int, default=800, help="characters per passage")
-    parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=8, help="the service default")
-    parser.add_argument("--weights", choices=["packaged", "random"], default="packaged")
+    defaults = service_defaults()
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=20,
+        help="rounds; each scores every size with every backend once (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[5, 10, defaults["rerank_candidates"]],
+        help="passages per call (default: %(default)s; the last is the Retriever's "
+        "RAG_RERANK_CANDIDATES default)",
+    )
+    parser.add_argument(
+        "--chars", type=int, default=800, help="characters per passage (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=defaults["rerank_max_length"],
+        help="tokens per pair (default: %(default)s, the service default)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=defaults["rerank_batch_size"],
+        help="pairs per model batch (default: %(default)s, the service default)",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=["packaged", "random"],
+        default="packaged",
+        help="packaged: all-MiniLM-L6-v2's encoder under a random head; random: all random "
+        "(default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "reranker.json")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS_DIR / RESULTS_FILE,
+        help="result file (default: bench/results/reranker.json)",
+    )
+    parser.add_argument(
+        "--docs-path",
+        type=Path,
+        default=None,
+        help="page to regenerate (default: docs/benchmarks.md when --out is the default, "
+        "else benchmarks.md next to --out, so a trial run leaves the real page alone)",
+    )
+    opts = parser.parse_args(argv)
+    if opts.docs_path is None:
+        default_out = opts.out.resolve() == (RESULTS_DIR / RESULTS_FILE).resolve()
+        opts.docs_path = BENCHMARKS_MD if default_out else opts.out.parent / "benchmarks.md"
+    return opts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = parse_args(argv)
+    started = time.perf_counter()
     record = run_record(["-m", "bench.load.reranker", *argv])
     with tempfile.TemporaryDirectory(prefix="reranker-bench-") as scratch:
         model = build_model(Path(scratch) / "model", opts.weights, opts.seed)
@@ -230,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         passages = make_passages(max(opts.sizes), opts.chars, opts.seed)
         latencies = measure(scorers, passages, opts)
         drift = score_drift(scorers, make_passages(50, opts.chars, opts.seed + 1))
-    result = {
+    result: dict[str, Any] = {
         **record,
         "load_average_1m_after": round(os.getloadavg()[0], 2),
         "config": {
@@ -239,12 +288,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "max_length": opts.max_length,
             "batch_size": opts.batch_size,
             "passage_chars": opts.chars,
+            "tokens_per_pair": tokens_per_pair(passages, opts.max_length),
             "sizes": opts.sizes,
             "rounds": opts.rounds,
             "onnx_int8": "onnxruntime.quantization.quantize_dynamic, QInt8 weights, per channel",
             "onnx_spin": "'spin' rows: ORT intra-op threads spin while idle (RAG_RERANK_ONNX_SPIN)",
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+            "backends": [
+                {"label": label, "backend": backend, "onnx_spin": spin}
+                for label, backend, spin in CONFIGS
+            ],
         },
+        "service_defaults": service_defaults(),
         "load_s": {backend: scorers[backend]["load_s"] for backend in BACKENDS},
         "results": summarize(latencies),
         "drift": drift,
@@ -253,10 +308,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["speedup_vs_torch"] = {
         label: round(rate / rates["torch"], 2) for label, rate in rates.items()
     }
+    result["wall_s"] = round(time.perf_counter() - started, 1)
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     opts.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(markdown(result))
-    print(f"written to {opts.out}", file=sys.stderr)
+    if opts.out.name == RESULTS_FILE:  # the page reads this name only
+        write_report(opts.out.parent, opts.docs_path)
+        print(f"{opts.docs_path} regenerated", file=sys.stderr)
+    print(reranker_section(result))
+    print(f"written to {opts.out} in {result['wall_s']} s", file=sys.stderr)
     return 0
 
 

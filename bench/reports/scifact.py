@@ -9,8 +9,10 @@ from typing import Any
 
 from bench.reports.finetune import finetune_section
 from bench.reports.markdown import provenance, table, targets_table
+from bench.reports.targets import INT8_DOCUMENT_NDCG
 
 FINETUNED = "MiniLM fine-tuned on train"
+INT8_DOCUMENTS = "hybrid, int8 document encoder"
 METRICS = ("ndcg@10", "recall@100", "mrr@10", "hit_rate@5", "precision@5")
 METRIC_HEADERS = ("nDCG@10", "Recall@100", "MRR@10", "hit rate@5", "P@5")
 
@@ -23,6 +25,7 @@ def quality_section(result: dict[str, Any]) -> str:
             provenance(result),
             table(("configuration", *METRIC_HEADERS, "p50 ms", "p95 ms"), quality_rows(result)),
             index_note(result),
+            int8_documents_note(result),
             fit_section(result),
             finetune_section(result),
             peer_section(result),
@@ -41,6 +44,8 @@ def quality_rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
     if "finetuned" in result:
         finetuned = result["finetuned"]["configs"]
         measured += [(f"{name}, {FINETUNED}", values) for name, values in finetuned.items()]
+    if "hybrid" in result.get("int8_documents", {}).get("configs", {}):
+        measured.append((INT8_DOCUMENTS, result["int8_documents"]["configs"]["hybrid"]))
     if "metrics" in result["peer"]:
         peer = result["peer"]
         measured.append(("peer: Haystack hybrid", {**peer["metrics"], "latency": peer["latency"]}))
@@ -71,6 +76,31 @@ def index_note(result: dict[str, Any]) -> str:
         f"document, {request['candidates_per_channel']} candidates per channel; server settings "
         f"{request['server_settings']}. Latency: one query at a time at the client, gRPC "
         "included, query cache off.\n" + rejected_note(index)
+    )
+
+
+def int8_documents_note(result: dict[str, Any]) -> str:
+    """What encoding the documents in int8 did to hybrid nDCG@10, against its target."""
+    int8 = result.get("int8_documents")
+    if int8 is None:
+        return ""
+    target = next(t for t in result["targets"] if t["what"] == INT8_DOCUMENT_NDCG.what)
+    if target["measured"] is None:
+        return f"`{INT8_DOCUMENTS}`: not measured ({target['note']}).\n"
+    index = int8["index"]
+    built = (
+        "reused (every document unchanged)"
+        if index["reused"]
+        else f"built in {index['seconds']} s, {index.get('chunks_per_s')} chunks/s"
+    )
+    return (
+        f"`{INT8_DOCUMENTS}`: the same requests on an index of its own ({built}; document "
+        f"encoders {', '.join(int8['chunking']['document_encoders']) or 'unrecorded'}) whose "
+        "documents the Indexer encoded with `RAG_EMBEDDING_DOCUMENT_PRECISION=int8`; queries "
+        f"are encoded in fp32 as always. hybrid nDCG@10 {int8['configs']['hybrid']['ndcg@10']:.4f}"
+        f" against {result['configs']['hybrid']['ndcg@10']:.4f} with fp32 documents (the "
+        f"`hybrid` row): a difference of {target['difference']:+.4f}; target |difference| "
+        f"{INT8_DOCUMENT_NDCG.label}: {target['verdict']}.\n"
     )
 
 

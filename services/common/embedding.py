@@ -5,7 +5,8 @@ any sentence-transformers name or path works through configuration.
 Vectors are L2-normalised so cosine similarity is a dot product. The forward
 pass runs in PyTorch or, selected by configuration, in ONNX Runtime on an
 export of the same model (services.common.text_encoders); concurrent queries
-share forward passes (services.common.query_batching).
+share forward passes (services.common.query_batching). Documents may go
+through a dynamic int8 export instead (`document_precision`), queries never.
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ log = get_logger(__name__)
 
 PACKAGED_MODEL = "packaged:all-MiniLM-L6-v2"
 EmbeddingBackend = Literal["auto", "torch", "onnx"]
+# fp32: the model's own weights; int8: a dynamic int8 quantization of its ONNX
+# export (per-channel weights, activations quantized per pass).
+Precision = Literal["fp32", "int8"]
+# The variables that select them, for messages that tell an operator what to change.
+BACKEND_VARIABLE = "RAG_EMBEDDING_BACKEND"
+DOCUMENT_PRECISION_VARIABLE = "RAG_EMBEDDING_DOCUMENT_PRECISION"
+INT8_ON_TORCH = (
+    f"{DOCUMENT_PRECISION_VARIABLE}=int8 needs the ONNX embedding backend, but "
+    f"{BACKEND_VARIABLE}=torch: set {BACKEND_VARIABLE} to onnx or auto, or "
+    f"{DOCUMENT_PRECISION_VARIABLE} to fp32"
+)
 
 
 def resolve_model_path(model: str) -> str:
@@ -83,6 +95,9 @@ class EmbedderConfig:
     # one 800-character chunk on 2 cores (the model truncates at 256 tokens).
     # Throughput is about the same from 1 to 64 chunks per pass (measured, ONNX).
     document_pass_chars: int = 1000
+    # The precision of the document encoder; queries are always encoded in
+    # fp32. int8 needs the ONNX backend (never a silent fallback to torch).
+    document_precision: Precision = "fp32"
     # Primary language codes the model reads ("*": all); the query path leaves
     # the vector channel out for other languages.
     languages: frozenset[str] = frozenset({"en"})
@@ -134,6 +149,9 @@ class Embedder:
         self.identity = EmbeddingIdentity(config.model, self.dim, _weights_digest(model))
         self._encoder = self._encoder_for(config, model)
         self.backend = self._encoder.name
+        self._documents = _document_encoder(config, model, self._encoder)
+        # A short stable name an index records for the vectors it holds.
+        self.document_encoder = f"{self.backend}-{config.document_precision}"
         self._queries = QueryBatcher(self._encoder.encode, config.query_max_batch, self._lock)
 
     @staticmethod
@@ -156,6 +174,8 @@ class Embedder:
         if config.backend == "onnx":
             assert config.onnx_cache_dir is not None  # _check_backend
             return _onnx_encoder(config, config.onnx_cache_dir, model)
+        if config.document_precision == "int8":  # auto, which must then manage ONNX
+            return _onnx_encoder_for_int8(config, model)
         if config.backend == "auto":
             return _onnx_encoder_if_possible(config, model) or TorchTextEncoder(
                 model, config.batch_size
@@ -168,7 +188,7 @@ class Embedder:
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         for rows in document_passes([len(t) for t in texts], self.config.document_pass_chars):
             part = [texts[row] for row in rows]
-            vectors[rows] = self._queries.run_between_queries(partial(self._encoder.encode, part))
+            vectors[rows] = self._queries.run_between_queries(partial(self._documents.encode, part))
         return vectors
 
     @property
@@ -222,11 +242,9 @@ def _weights_digest(model: Any) -> str:
 
 def _onnx_encoder_if_possible(config: EmbedderConfig, model: Any) -> TextEncoder | None:
     """`auto`: the ONNX encoder, or None (torch) with the reason logged."""
-    if config.device != "cpu":
-        reason = f"device {config.device!r} (the ONNX path runs on CPU only)"
-    elif config.onnx_cache_dir is None:
-        reason = "no cache directory for the ONNX export"
-    else:
+    reason = _onnx_obstacle(config)
+    if reason is None:
+        assert config.onnx_cache_dir is not None  # _onnx_obstacle
         try:
             return _onnx_encoder(config, config.onnx_cache_dir, model)
         except ConfigError as exc:
@@ -236,8 +254,19 @@ def _onnx_encoder_if_possible(config: EmbedderConfig, model: Any) -> TextEncoder
     return None
 
 
+def _onnx_obstacle(config: EmbedderConfig) -> str | None:
+    """Why this configuration cannot run ONNX at all, before any model is read."""
+    if config.device != "cpu":
+        return f"device {config.device!r} (the ONNX path runs on CPU only)"
+    if config.onnx_cache_dir is None:
+        return "no cache directory for the ONNX export"
+    return None
+
+
 def _check_backend(config: EmbedderConfig) -> None:
     """Refuse an impossible configuration before the model is loaded."""
+    if config.document_precision == "int8":
+        _check_int8(config)
     if config.backend != "onnx":
         return
     if config.device != "cpu":
@@ -246,12 +275,54 @@ def _check_backend(config: EmbedderConfig) -> None:
         raise ConfigError("the ONNX embedding backend needs a cache directory for its export")
 
 
-def _onnx_encoder(config: EmbedderConfig, cache_dir: Path, model: Any) -> TextEncoder:
+def _check_int8(config: EmbedderConfig) -> None:
+    """int8 documents run on ONNX only; `auto` must then manage ONNX rather
+    than fall back to torch, which would leave no int8 path and build the
+    index at another speed than configured."""
+    if config.backend == "torch":
+        raise ConfigError(INT8_ON_TORCH)
+    if config.backend == "auto" and (reason := _onnx_obstacle(config)):
+        raise _int8_without_onnx(config, reason)
+
+
+def _int8_without_onnx(config: EmbedderConfig, reason: str) -> ConfigError:
+    return ConfigError(
+        f"{DOCUMENT_PRECISION_VARIABLE}=int8 needs the ONNX embedding backend, which "
+        f"{BACKEND_VARIABLE}={config.backend} cannot use here: {reason} (with "
+        f"{DOCUMENT_PRECISION_VARIABLE}=fp32, auto would run this model on torch)"
+    )
+
+
+def _onnx_encoder_for_int8(config: EmbedderConfig, model: Any) -> TextEncoder:
+    """`auto` with int8 documents: the fp32 ONNX query encoder, or a
+    ConfigError where `auto` alone would fall back to torch."""
+    assert config.onnx_cache_dir is not None  # _check_int8
+    try:
+        return _onnx_encoder(config, config.onnx_cache_dir, model)
+    except ConfigError as exc:
+        raise _int8_without_onnx(config, str(exc)) from exc
+
+
+def _document_encoder(config: EmbedderConfig, model: Any, queries: TextEncoder) -> TextEncoder:
+    """The query encoder itself (fp32), or an int8 one over the same model,
+    tokenizer and export cache. Built at start-up, so a failed quantization
+    stops start-up rather than the first ingest."""
+    if config.document_precision == "fp32":
+        return queries
+    assert config.onnx_cache_dir is not None  # the query encoder is ONNX: _encoder_for
+    return _onnx_encoder(config, config.onnx_cache_dir, model, precision="int8")
+
+
+def _onnx_encoder(
+    config: EmbedderConfig, cache_dir: Path, model: Any, precision: Precision = "fp32"
+) -> TextEncoder:
     from services.common.text_encoders import OnnxTextEncoder
 
     threads = config.threads or _usable_cpus()
     try:
-        encoder = OnnxTextEncoder(model, cache_dir, config.batch_size, threads, config.onnx_spin)
+        encoder = OnnxTextEncoder(
+            model, cache_dir, config.batch_size, threads, config.onnx_spin, precision
+        )
     except ConfigError:
         raise
     except Exception as exc:  # a failed export must stop start-up with a readable reason
@@ -259,7 +330,9 @@ def _onnx_encoder(config: EmbedderConfig, cache_dir: Path, model: Any) -> TextEn
             f"cannot run embedding model {config.model!r} with ONNX Runtime "
             f"(export cache {cache_dir}): {type(exc).__name__}: {exc}"
         ) from exc
-    log.info("embedding_onnx_ready", path=str(encoder.model_path), threads=threads)
+    log.info(
+        "embedding_onnx_ready", path=str(encoder.model_path), threads=threads, precision=precision
+    )
     return encoder
 
 

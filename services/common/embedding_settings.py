@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from services.common.embedding import PACKAGED_MODEL, EmbeddingBackend
+from services.common.embedding import INT8_ON_TORCH, PACKAGED_MODEL, EmbeddingBackend, Precision
 from services.common.settings import GrpcServiceSettings
 
 
@@ -24,6 +24,16 @@ class EmbeddingSettings(GrpcServiceSettings):
         description="auto | torch | onnx. onnx: ONNX Runtime on an fp32 export of the same "
         "model (vectors match torch to cosine ≥ 0.9999, so an index needs no rebuild; "
         "mean-pooled models only); auto: onnx when the model allows it, else torch (logged)",
+    )
+    embedding_document_precision: Precision = Field(
+        "fp32",
+        description="fp32 | int8: how the Indexer encodes documents; queries are always encoded "
+        "in fp32. int8: a dynamic int8 quantization of the model's ONNX export, ~1.8-1.9x the "
+        "fp32 chunks/s on 2 cores (python -m bench.load.document_encoder), its vectors at cosine "
+        "≥ 0.988 (mean 0.995) to fp32 ones; what that costs in nDCG@10 is make eval's "
+        "'hybrid, int8 document encoder' row. Needs RAG_EMBEDDING_BACKEND onnx or auto (else "
+        "start-up fails). The index records its document encoders (Stats document_encoders); "
+        "switching is allowed (same weights) and logged (document_encoder_changed)",
     )
     embedding_languages: str = Field(
         "en",
@@ -42,6 +52,14 @@ class EmbeddingSettings(GrpcServiceSettings):
     embedding_cache_dir: Path | None = Field(
         None, description="onnx: where the model's export is kept (unset: $RAG_DATA_DIR/models)"
     )
+
+    @model_validator(mode="after")
+    def _int8_needs_onnx(self) -> EmbeddingSettings:
+        # Checked when settings load: the torch backend has no int8 path, and
+        # running fp32 instead would build the index at another speed than asked.
+        if self.embedding_document_precision == "int8" and self.embedding_backend == "torch":
+            raise ValueError(INT8_ON_TORCH)
+        return self
 
 
 def declared_languages(value: str) -> frozenset[str]:

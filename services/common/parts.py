@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.common.embedding import Embedder, EmbedderConfig
+from services.common.embedding import Embedder, EmbedderConfig, Precision
 from services.common.embedding_settings import EmbeddingSettings, declared_languages
 from services.common.errors import ConfigError
 from services.common.settings import GrpcServiceSettings
@@ -25,8 +25,13 @@ from services.common.stores.settings import StoreSettings
 from services.common.stores.visibility import CommittedGeneration, ReleaseVerdict, read_release
 
 ONNX_CACHE_SUBDIR = "models"  # under RAG_DATA_DIR: ONNX exports of the embedding model
+# Only the Indexer encodes documents, so in one process the Indexer's setting
+# decides and the Retriever's need not agree with it.
+INDEXER_ONLY_FIELDS = frozenset({"embedding_document_precision"})
 EMBEDDING_FIELDS = tuple(
-    name for name in EmbeddingSettings.model_fields if name not in GrpcServiceSettings.model_fields
+    name
+    for name in EmbeddingSettings.model_fields
+    if name not in GrpcServiceSettings.model_fields and name not in INDEXER_ONLY_FIELDS
 )
 
 
@@ -41,6 +46,9 @@ class PartsConfig:
     query_max_batch: int = 1
     io_threads: int = 8
     committed_refresh_s: float = 1.0
+    # The Indexer's RAG_EMBEDDING_DOCUMENT_PRECISION; fp32 where no Indexer
+    # runs (a Retriever alone embeds queries only: no int8 export to build).
+    document_precision: Precision = "fp32"
 
     def embedder_config(self, data_dir: Path) -> EmbedderConfig:
         source = self.embedding
@@ -54,6 +62,7 @@ class PartsConfig:
             threads=source.embedding_threads,
             onnx_spin=source.embedding_onnx_spin,
             query_max_batch=self.query_max_batch,
+            document_precision=self.document_precision,
             languages=declared_languages(source.embedding_languages),
         )
 
@@ -99,7 +108,8 @@ def open_parts(
 
 
 def check_same_embedding(first: EmbeddingSettings, second: EmbeddingSettings) -> None:
-    """One embedder serves both services in one process: their settings must agree."""
+    """One embedder serves both services in one process: their settings must
+    agree (but for INDEXER_ONLY_FIELDS, where the Indexer's decide)."""
     for name in EMBEDDING_FIELDS:
         ours, theirs = getattr(first, name), getattr(second, name)
         if ours != theirs:

@@ -9,8 +9,15 @@ torch vectors ≥ 0.9999998 over the 300 SciFact test queries and 128 abstracts,
 and the same top 10 documents for every one of those queries against the
 torch-built index, so an index built by one backend is searched correctly with
 the other. A warm query takes ~4-5 ms instead of ~11-13 ms (2 cores); long
-passages cost the same in both. Dynamic int8 is not offered: its query vectors
-drift to cosine 0.989 (mean 0.993), enough to reorder near-ties.
+passages cost the same in both.
+
+Dynamic int8 (`precision="int8"`) is for documents only, ~1.8-1.9x as fast
+as fp32 per chunk (bench.load.document_encoder). Its query vectors drift to
+cosine 0.989 (mean 0.993), enough to reorder near-ties, so queries always go
+through fp32. Document vectors drift about as much (cosine ≥ 0.988, mean 0.995,
+on 1,500 SciFact chunks), and fp32 queries ranking them keep their top-1 on a
+SciFact sample (tests/common/test_embedding_document_precision.py); what the
+drift costs in nDCG@10 is measured by `make eval`.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from services.common.embedding import Precision
 from services.common.errors import ConfigError
 from services.common.onnx_export import OnnxExporter, model_input_names, open_session
 
@@ -61,12 +69,20 @@ class TorchTextEncoder:
 
 
 class OnnxTextEncoder:
-    """The model's transformer exported to ONNX (fp32), pooled like the model."""
+    """The model's transformer exported to ONNX (fp32, or its dynamic int8
+    quantization), pooled like the model. Two encoders of one model (fp32 for
+    queries, int8 for documents) share its tokenizer and one cache entry."""
 
     name = "onnx"
 
     def __init__(
-        self, model: Any, cache_dir: Path, batch_size: int, threads: int, spin: bool
+        self,
+        model: Any,
+        cache_dir: Path,
+        batch_size: int,
+        threads: int,
+        spin: bool,
+        precision: Precision = "fp32",
     ) -> None:
         transformer = _mean_pooled_transformer(model)
         self._model = model
@@ -76,8 +92,9 @@ class OnnxTextEncoder:
         network = transformer.auto_model
         self._input_names = model_input_names(network, sample)
         inputs = {name: sample[name] for name in self._input_names}
-        exporter = OnnxExporter(cache_dir)
-        self.model_path = exporter.ensure(network, inputs, quantize=False, output=_TOKEN_STATES)
+        self.model_path = OnnxExporter(cache_dir).ensure(
+            network, inputs, quantize=precision == "int8", output=_TOKEN_STATES
+        )
         self._session = open_session(self.model_path, threads, spin)
         self._pads_right = getattr(model.tokenizer, "padding_side", "right") == "right"
 

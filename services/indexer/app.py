@@ -17,6 +17,7 @@ from services.common.service import ServiceIdentity
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.indexer.chunking import Chunker, ChunkingParams
+from services.indexer.document_encoders import record_document_encoder
 from services.indexer.metrics import IndexerMetrics
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import Planner
@@ -39,6 +40,7 @@ def build_indexing_pipeline(
     params = chunking_params(settings)
     limits = DocumentLimits.from_settings(settings)
     check_embedding_model(manifest, embedder.identity)
+    record_document_encoder(manifest, embedder.document_encoder)
     planner = Planner(Chunker(params), manifest, limits, clean_markdown=settings.clean_markdown)
     return IndexingPipeline(
         planner, embedder, vectors, lexical, manifest, write_batch=settings.write_batch
@@ -75,7 +77,11 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
 
 def indexer_parts(settings: IndexerSettings) -> PartsConfig:
     """The parts an Indexer alone opens."""
-    return PartsConfig(embedding=settings, embedding_batch_size=settings.embedding_batch_size)
+    return PartsConfig(
+        embedding=settings,
+        embedding_batch_size=settings.embedding_batch_size,
+        document_precision=settings.embedding_document_precision,
+    )
 
 
 class IndexerApp:

@@ -34,6 +34,7 @@ from services.common.security.callers import ScopeGrant
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.common.stores.visibility import committed_generation
+from services.indexer.document_encoders import recorded_document_encoders
 from services.indexer.metrics import IndexerMetrics
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner
 from services.indexer.run_control import RunControl
@@ -317,6 +318,7 @@ class IndexStats:
     last_run: dict[str, int]
     committed_generation: int
     pending_documents: int
+    document_encoders: list[str]
 
 
 def collect_stats(pipeline: IndexingPipeline) -> IndexStats:
@@ -331,4 +333,5 @@ def collect_stats(pipeline: IndexingPipeline) -> IndexStats:
         lexical_rows=pipeline.lexical.count(),
         chunking=json.loads(pipeline.manifest.get_meta("chunking") or "{}"),
         last_run=json.loads(pipeline.manifest.get_meta("last_run") or "{}"),
+        document_encoders=recorded_document_encoders(pipeline.manifest),
     )

@@ -353,4 +353,5 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
             lexical_backend=self.pipeline.lexical.name,
             committed_generation=stats.committed_generation,
             pending_documents=stats.pending_documents,
+            document_encoders=stats.document_encoders,
         )

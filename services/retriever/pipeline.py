@@ -294,7 +294,7 @@ class RetrievalPipeline:
         budget_s = deadline.budget(
             self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
         )
-        query, depth, scope = prepared.text, prepared.depth, prepared.scope
+        query, depth, scope, plan = prepared.text, prepared.depth, prepared.scope, prepared.plan
 
         def vector_search() -> list[ScoredChunk]:
             with stages.stage("embedding"):
@@ -306,7 +306,9 @@ class RetrievalPipeline:
 
         def lexical_search() -> list[ScoredChunk]:
             with stages.stage("lexical_search", timed=False) as span:
-                hits = self.lexical.search(query, depth, scope)
+                # The plan made by `_prepare` (the store's own analysis, so the
+                # same terms the store would derive from `query`).
+                hits = self._lexical_search(query, plan, depth, scope)
                 span.set_attribute("rag.hits", len(hits))
             return hits
 
@@ -315,6 +317,15 @@ class RetrievalPipeline:
             self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
         )
         return results[0], results[1]
+
+    def _lexical_search(
+        self, query: str, plan: QueryPlan, depth: int, scope: ScopeFilter
+    ) -> list[ScoredChunk]:
+        """`search_plan` when the store analyses as the pipeline does (its
+        analyzer is the pipeline's), else `search` on the text."""
+        if getattr(self.lexical, "analyzer", None) is self.analyzer:
+            return self.lexical.search_plan(plan, depth, scope)
+        return self.lexical.search(query, depth, scope)
 
     async def _maybe_run(
         self,

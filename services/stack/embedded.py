@@ -22,10 +22,14 @@ from services.retriever.settings import RetrieverSettings
 
 
 def stack_parts(indexer: IndexerSettings, retriever: RetrieverSettings) -> PartsConfig:
-    """The Retriever's parts with the Indexer's batch size; one embedder
-    serves both, so their embedding settings must agree."""
+    """The Retriever's parts with the Indexer's batch size and document
+    precision; one embedder serves both, so their embedding settings must agree."""
     check_same_embedding(indexer, retriever)
-    return replace(retriever_parts(retriever), embedding_batch_size=indexer.embedding_batch_size)
+    return replace(
+        retriever_parts(retriever),
+        embedding_batch_size=indexer.embedding_batch_size,
+        document_precision=indexer.embedding_document_precision,
+    )
 
 
 class EmbeddedStack:

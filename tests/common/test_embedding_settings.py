@@ -67,3 +67,38 @@ def test_declared_languages_are_codes_or_a_star(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "english;chinese")
     with pytest.raises(ConfigError, match="RAG_EMBEDDING_LANGUAGES"):
         load_settings(RetrieverSettings)
+
+
+@pytest.mark.parametrize("cls", [IndexerSettings, RetrieverSettings])
+def test_int8_documents_on_the_torch_backend_stop_start_up(
+    monkeypatch: pytest.MonkeyPatch, cls: type[EmbeddingSettings]
+) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_DOCUMENT_PRECISION", "int8")
+    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "torch")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(cls)
+    message = str(refused.value)
+    assert "RAG_EMBEDDING_DOCUMENT_PRECISION=int8" in message
+    assert "RAG_EMBEDDING_BACKEND=torch" in message
+    for backend in ("auto", "onnx"):  # the backends that can run it
+        monkeypatch.setenv("RAG_EMBEDDING_BACKEND", backend)
+        assert load_settings(cls).embedding_document_precision == "int8"
+
+
+def test_document_precision_reaches_the_indexer_embedder_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The Indexer's setting decides; a Retriever alone embeds queries only
+    (no int8 export to build), and in one process the two need not agree."""
+    from services.indexer.app import indexer_parts
+    from services.retriever.app import retriever_parts
+    from services.stack.embedded import stack_parts
+
+    assert load_settings(IndexerSettings).embedding_document_precision == "fp32"
+    monkeypatch.setenv("RAG_EMBEDDING_DOCUMENT_PRECISION", "int8")
+    indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
+    assert indexer_parts(indexer).embedder_config(tmp_path).document_precision == "int8"
+    assert retriever_parts(retriever).embedder_config(tmp_path).document_precision == "fp32"
+    fp32_retriever = load_settings(RetrieverSettings, embedding_document_precision="fp32")
+    config = stack_parts(indexer, fp32_retriever).embedder_config(tmp_path)
+    assert config.document_precision == "int8"

@@ -29,6 +29,7 @@ class OtherModel:
     def __init__(self, inner: Embedder, identity: EmbeddingIdentity) -> None:
         self.inner, self.identity = inner, identity
         self.model_name, self.dim = identity.model, identity.dim
+        self.document_encoder = inner.document_encoder
 
     def embed_documents(self, texts: list[str]) -> object:
         return self.inner.embed_documents(texts)

@@ -28,6 +28,7 @@ class CountingEmbedder:
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.model_name, self.dim, self.identity = inner.model_name, inner.dim, inner.identity
+        self.document_encoder = inner.document_encoder
         self.texts = 0
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

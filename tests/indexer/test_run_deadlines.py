@@ -115,6 +115,7 @@ class HashEmbedder:
     dim = 16
     model_name = "fake-hash-embedder"
     identity = EmbeddingIdentity(model_name, dim, "fake")
+    document_encoder = "fake-hash"
 
     def __init__(self) -> None:
         self.texts = 0

@@ -26,7 +26,7 @@ class Faults:
 
     def wrap(self, vectors: Any, lexical: Any) -> tuple[Any, Any]:
         self.vectors = FaultySearch(vectors, ["search", "ping"])
-        self.lexical = FaultySearch(lexical, ["search", "ping", "count"])
+        self.lexical = FaultySearch(lexical, ["search", "search_plan", "ping", "count"])
         return self.vectors, self.lexical
 
     def set(self, part: str, mode: str) -> None:

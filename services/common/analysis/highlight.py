@@ -38,9 +38,12 @@ def match_spans(analyzer: TextAnalyzer, text: str, plan: QueryPlan) -> list[Matc
     wanted = set(plan.terms) | {word for word in phrase_words if not is_stopword(word)}
     lowered = lower_same_length(text)
     spans: list[MatchSpan] = []
+    word_terms: dict[str, str | None] = {}  # a word's term, analysed once per text
     for term in wanted:
         found = _cjk_spans(lowered, term) if CJK_RUN.fullmatch(term) else None
-        spans.extend(found if found is not None else _word_spans(analyzer, lowered, term))
+        spans.extend(
+            found if found is not None else _word_spans(analyzer, lowered, term, word_terms)
+        )
     spans += [
         MatchSpan(found.start, found.end, identifier=True)
         for found in find_identifiers(text, plan.identifiers)
@@ -52,14 +55,49 @@ def _cjk_spans(lowered: str, term: str) -> list[MatchSpan]:
     return [MatchSpan(start, start + len(term)) for start in _occurrences(lowered, term)]
 
 
-def _word_spans(analyzer: TextAnalyzer, lowered: str, term: str) -> Iterator[MatchSpan]:
+def _word_spans(
+    analyzer: TextAnalyzer,
+    lowered: str,
+    term: str,
+    word_terms: dict[str, str | None] | None = None,
+) -> list[MatchSpan]:
+    """`word_terms`: the terms of words already analysed (shared by the terms
+    of one text, so each distinct word is analysed once)."""
+    if word_terms is None:
+        word_terms = {}
     prefix = term[:-1] if len(term) > 2 else term
-    for start in _occurrences(lowered, prefix):
-        if start and WORD.match(lowered, start - 1):
-            continue  # inside a word, not at its start
-        word = WORD.match(lowered, start)
-        if word and analyzer.word_term(word.group()) == term:
-            yield MatchSpan(start, word.end())
+    spans: list[MatchSpan] = []
+    find = lowered.find
+    start = find(prefix)
+    while start != -1:
+        # Not inside a word (the letter before it is no word letter).
+        if not start or not _is_word_char(lowered[start - 1]):
+            word = WORD.match(lowered, start)
+            if word:
+                text = word.group()
+                if text in word_terms:
+                    found = word_terms[text]
+                else:
+                    found = word_terms[text] = analyzer.word_term(text)
+                if found == term:
+                    spans.append(MatchSpan(start, word.end()))
+        start = find(prefix, start + 1)
+    return spans
+
+
+# Whether one character is a word letter (WORD's class), by character: every
+# hit's text asks about the same few characters.
+_WORD_CHAR: dict[str, bool] = {}
+_WORD_CHAR_LIMIT = 65536
+
+
+def _is_word_char(char: str) -> bool:
+    known = _WORD_CHAR.get(char)
+    if known is None:
+        known = WORD.match(char) is not None
+        if len(_WORD_CHAR) < _WORD_CHAR_LIMIT:
+            _WORD_CHAR[char] = known
+    return known
 
 
 def _occurrences(text: str, needle: str) -> Iterator[int]:

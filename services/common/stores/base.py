@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
+from services.common.analysis import QueryPlan
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 
 # HNSW candidates per vector search. Qdrant's default (100) measured recall@100
@@ -89,6 +90,11 @@ class LexicalStore(Protocol):
     def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
         """BM25 search. `query` is raw user text: implementations must never let it
         become query syntax (operators, field prefixes, wildcards) or a parse error."""
+        ...
+
+    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        """`search` with the query already analysed by this store's `analyzer`
+        (`analyzer.plan(query)`): the same hits as `search(query, ...)`."""
         ...
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]: ...

@@ -34,7 +34,7 @@ from functools import partial
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
-from services.common.analysis import CjkMode, TextAnalyzer
+from services.common.analysis import CjkMode, QueryPlan, TextAnalyzer
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.common.stores.base import SCAN_BATCH
@@ -231,7 +231,9 @@ class OpenSearchLexicalStore:
         return describe_plan(self.analyzer.plan(query), self.field_boosts)
 
     def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        plan = self.analyzer.plan(query)
+        return self.search_plan(self.analyzer.plan(query), limit, scope)
+
+    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
         scoring = lexical_query(plan, self.field_boosts)
         if limit <= 0 or scoring is None:
             return []

@@ -411,6 +411,17 @@ class LexicalStoreContract(StoreContract):
         harness.upsert(filter_corpus())
         assert harness.store.search("zyzzyva", 10, ScopeFilter()) == []
 
+    def test_search_plan_finds_what_search_finds(self, harness: StoreHarness) -> None:
+        """The Retriever passes the plan it already made (the store's own
+        analyzer): the same hits, scores and exact identifiers as the text."""
+        harness.upsert(filter_corpus())
+        harness.upsert([make_chunk("doc-exact", text="HTTP 429 from text-embedding-v4.")])
+        analyzer = harness.store.analyzer
+        for query in (COMMON_WORD, "429 text-embedding-v4", "zyzzyva", "the"):
+            for scope in (ScopeFilter(), ScopeFilter(visible_generation=10**9)):
+                expected = harness.store.search(query, 10, scope)
+                assert harness.store.search_plan(analyzer.plan(query), 10, scope) == expected
+
     # -- exact identifiers and CJK text (one analysis in every store) ---------
 
     def test_exact_identifier_outranks_word_matches(self, harness: StoreHarness) -> None:

@@ -504,6 +504,7 @@ class StatsResponse(_message.Message):
     LEXICAL_BACKEND_FIELD_NUMBER: _builtins.int
     COMMITTED_GENERATION_FIELD_NUMBER: _builtins.int
     PENDING_DOCUMENTS_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ENCODERS_FIELD_NUMBER: _builtins.int
     documents: _builtins.int
     chunks: _builtins.int
     vectors: _builtins.int
@@ -523,6 +524,13 @@ class StatsResponse(_message.Message):
     def chunking(self) -> Global___ChunkingParams: ...
     @_builtins.property
     def last_run(self) -> Global___PlanCounts: ...
+    @_builtins.property
+    def document_encoders(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The document encoders that have written this index's vectors (e.g.
+        "onnx-fp32", "onnx-int8", "torch-fp32"), the current one last: more than
+        one means a mixed index (same weights, slightly different vectors).
+        """
+
     def __init__(
         self,
         *,
@@ -540,10 +548,11 @@ class StatsResponse(_message.Message):
         lexical_backend: _builtins.str = ...,
         committed_generation: _builtins.int = ...,
         pending_documents: _builtins.int = ...,
+        document_encoders: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "last_run", b"last_run"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "chunks", b"chunks", "chunks_by_locale", b"chunks_by_locale", "committed_generation", b"committed_generation", "documents", b"documents", "embedding_dim", b"embedding_dim", "embedding_model", b"embedding_model", "last_run", b"last_run", "lexical_backend", b"lexical_backend", "lexical_rows", b"lexical_rows", "manifest_rows", b"manifest_rows", "pending_documents", b"pending_documents", "vector_backend", b"vector_backend", "vectors", b"vectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "chunks", b"chunks", "chunks_by_locale", b"chunks_by_locale", "committed_generation", b"committed_generation", "document_encoders", b"document_encoders", "documents", b"documents", "embedding_dim", b"embedding_dim", "embedding_model", b"embedding_model", "last_run", b"last_run", "lexical_backend", b"lexical_backend", "lexical_rows", b"lexical_rows", "manifest_rows", b"manifest_rows", "pending_documents", b"pending_documents", "vector_backend", b"vector_backend", "vectors", b"vectors"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

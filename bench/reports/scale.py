@@ -1,0 +1,193 @@
+"""The benchmark page's section on scale (`python -m bench.scale`): latency,
+memory, disk, write time and HNSW recall from 10k to 1M chunks, the targets
+at 1M, and the latency-versus-size plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.reports.markdown import provenance, table, targets_table
+
+RESULTS_FILE = "scale.json"
+PLOT_FILE = "scale.png"
+MIB = 2**20
+
+
+def _latency(size: dict[str, Any], scope: str, concurrency: int) -> dict[str, Any]:
+    for row in size["retrieve"]:
+        if row["filter"] == scope and row["concurrency"] == concurrency:
+            return dict(row)
+    raise KeyError(f"no {scope} c={concurrency} row")
+
+
+def _latency_rows(sizes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    rows = []
+    for size in sizes:
+        for row in size["retrieve"]:
+            latency = row["latency_ms"]
+            rows.append(
+                (
+                    f"{size['chunks']:,}",
+                    row["filter"],
+                    row["concurrency"],
+                    *(f"{latency[k]:.1f}" for k in ("p50_ms", "p95_ms", "p99_ms")),
+                    f"{row['throughput_rps']:.1f}",
+                    ", ".join(f"{k} {v}" for k, v in row["errors"].items()) or "none",
+                )
+            )
+    return rows
+
+
+def _resource_rows(sizes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    rows = []
+    for size in sizes:
+        disk, seconds, memory = size["disk_bytes"], size["write_seconds"], size["memory"]
+        rows.append(
+            (
+                f"{size['chunks']:,}",
+                f"{size['documents']:,}",
+                f"{memory['after start']['rss_mib']:.0f}",
+                f"{memory['after load']['peak_rss_mib']:.0f}",
+                _anon(memory["after load"]),
+                f"{size.get('writer_peak_rss_mib', 0):.0f}",
+                *(f"{disk.get(part, 0) / MIB:.0f}" for part in ("vectors", "lexical", "manifest")),
+                *(f"{seconds.get(p, 0.0):.0f}" for p in ("vectors", "lexical", "manifest")),
+                f"{seconds.get('vector index (HNSW)', 0.0):.0f}",
+                f"{size['write_total_s']:.0f}",
+                f"{size['ready_s']:.0f}",
+                f"{size['recall_at_10']['none']:.3f}",
+                f"{size['recall_at_10']['1% scope']:.3f}",
+            )
+        )
+    return rows
+
+
+def _anon(memory: dict[str, float]) -> str:
+    return f"{memory['anon_mib']:.0f}" if "anon_mib" in memory else "—"
+
+
+def scale_targets(size: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets at 1M chunks (embedded, this machine)."""
+    plain, scoped = _latency(size, "none", 1), _latency(size, "1% scope", 1)
+    p50, p99 = plain["latency_ms"]["p50_ms"], plain["latency_ms"]["p99_ms"]
+    filter_ratio = scoped["latency_ms"]["p50_ms"] / max(p50, 1e-9)
+    peak = size["memory"]["after load"]["peak_rss_mib"] / 1024
+    recall = size["recall_at_10"]["none"]
+
+    def target(
+        what: str, limit: float, unit: str, measured: float, at_least: bool = False
+    ) -> dict[str, Any]:
+        met = measured >= limit if at_least else measured <= limit
+        return {
+            "what": what,
+            "threshold": limit,
+            "unit": unit,
+            "direction": "at_least" if at_least else "at_most",
+            "measured": f"{measured:.3g}{unit}",
+            "verdict": "met" if met else f"missed by {abs(measured - limit):.3g}{unit}",
+        }
+
+    return [
+        target("Retrieve p50, c=1, no rerank", 30, " ms", p50),
+        target("Retrieve p99, c=1, no rerank", 80, " ms", p99),
+        target("1% scope filter p50 / no filter p50", 1.0, "", filter_ratio),
+        target("stack peak RSS", 4, " GiB", peak),
+        target("vector channel recall@10 vs exact", 0.95, "", recall, at_least=True),
+    ]
+
+
+def scale_section(result: dict[str, Any]) -> str:
+    sizes = sorted(result["sizes"], key=lambda s: s["chunks"])
+    largest = sizes[-1]
+    parts = [
+        "## Scale: 10k to 1M chunks, embedded, on this machine\n",
+        provenance(result),
+        _about(largest),
+        f"![Retrieve latency versus corpus size](../bench/results/{PLOT_FILE})\n",
+        "### Retrieve latency (client-side, gRPC included, no rerank, query cache off)\n",
+        table(
+            ("chunks", "filter", "concurrency", "p50 ms", "p95 ms", "p99 ms", "req/s", "errors"),
+            _latency_rows(sizes),
+        ),
+        "### Memory, disk, write time and recall\n",
+        table(
+            (
+                "chunks",
+                "documents",
+                "RSS idle MiB",
+                "peak RSS MiB",
+                "own (anonymous) MiB after load",
+                "writer peak RSS MiB",
+                "vectors MiB",
+                "lexical MiB",
+                "manifest MiB",
+                "write vectors s",
+                "write lexical s",
+                "write manifest s",
+                "HNSW build s",
+                "build total s",
+                "start-up s",
+                "recall@10",
+                "recall@10, 1% scope",
+            ),
+            _resource_rows(sizes),
+        ),
+    ]
+    if largest["chunks"] >= 1_000_000:
+        parts += ["### Targets at 1M chunks\n", targets_table(scale_targets(largest))]
+    return "\n".join(parts)
+
+
+def _about(size: dict[str, Any]) -> str:
+    corpus = size["corpus"]
+    locales = ", ".join(f"{k} {v:.1%}" for k, v in size["locale_shares"].items())
+    return (
+        f"Synthetic corpora made of {corpus['source_chunks']:,} real chunks "
+        f"({corpus['source_documents']:,} documents: SciFact chunked as the Indexer chunks it, "
+        "and the bilingual set's Chinese pages), as `bench/scale/corpus.py` describes: each "
+        "synthetic document copies a real one under a new id; each chunk's vector is its real "
+        "vector moved towards one of its 10 nearest real neighbours plus Gaussian noise, "
+        "calibrated so a copy's median cosine to its source "
+        f"({corpus['source_cosine_median']:.3f}) "
+        "equals the median cosine of a real chunk to the nearest chunk of another real document "
+        f"({corpus['real_neighbour_cosine_median']:.3f}); its text is the real text with the last "
+        "sentence taken from that neighbour. Scopes follow a Zipf distribution over "
+        f"{corpus['spec']['scopes']} sections (largest {size['largest_scope_share']:.1%}); the "
+        f"filtered runs ask for `{corpus['filter_scope']}`, {size['filter_share']:.2%} of the "
+        f"{size['chunks']:,}-chunk corpus. Locales: {locales}. Written into a fresh index with the "
+        "Indexer's write protocol (intents, vector rows, lexical rows, manifest commit; 500 "
+        "documents a run), then the HNSW build; embedding is not timed (vectors are synthesised). "
+        "Served by `python -m services.stack`; the load is the 300 SciFact test queries, each "
+        "Retrieve embedding its query; recall@10 compares the vector store's search (limit 50, "
+        "`hnsw_ef` 256, the visibility filter every Retrieve carries) with exact search over "
+        "the same points.\n"
+    )
+
+
+def scale_plot(result: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(result["sizes"], key=lambda s: s["chunks"])
+    chunks = [size["chunks"] for size in sizes]
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    for scope, concurrency, style in (("none", 1, "-"), ("1% scope", 1, "--"), ("none", 16, ":")):
+        for key, marker in (("p50_ms", "o"), ("p99_ms", "^")):
+            values = [_latency(size, scope, concurrency)["latency_ms"][key] for size in sizes]
+            label = f"{key[:3]}, {'no filter' if scope == 'none' else scope}, c={concurrency}"
+            ax.plot(chunks, values, style, marker=marker, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("chunks in the index (log scale)")
+    ax.set_ylabel("Retrieve latency at the client, ms (log scale)")
+    ax.set_title("Retrieve latency versus corpus size (embedded, 2 cores, no rerank)")
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,126 @@
+"""Scale benchmark: embedded indexes of 10k, 100k and 1M chunks on this machine.
+
+    python -m bench.scale [--sizes 10000 100000 1000000] [--requests 300] [--keep]
+
+For each size: a synthetic corpus made of real SciFact chunks and Chinese
+pages (bench.scale.corpus says exactly how) is written into a fresh embedded
+index the way the Indexer writes (store writes timed; embedding skipped, the
+vectors are synthesised); then the real stack process serves it and
+`Retrieve` is loaded at concurrency 1 and 16 without rerank, without and
+with a scope filter selecting ~1% of the corpus; then the vector channel's
+HNSW recall@10 is measured against exact search. Results go to
+bench/results/scale.json, the plot to bench/results/scale.png and the
+section to docs/benchmarks.md. Indexes are deleted after measuring unless
+`--keep` (they live in .data/scale/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common.paths import BENCHMARKS_MD, RESULTS_DIR, ROOT, SCRATCH_DIR
+from bench.common.record import run_record
+from bench.reports.scale import PLOT_FILE, scale_plot
+from bench.scale.build import build_index, disk_bytes
+from bench.scale.corpus import CorpusSpec, SyntheticCorpus
+from bench.scale.measure import hnsw_recall, measure_serving
+from bench.scale.source import SourceCorpus, load_source
+from services.common.embedding import PACKAGED_MODEL
+
+SIZES = (10_000, 100_000, 1_000_000)
+RESULTS_FILE = RESULTS_DIR / "scale.json"
+INDEX_ROOT = ROOT / ".data" / "scale"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.scale",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--sizes", type=int, nargs="+", default=list(SIZES), help="corpus sizes in chunks"
+    )
+    p.add_argument(
+        "--requests", type=int, default=300, help="Retrieves per run at concurrency 1 (x2 at 16)"
+    )
+    p.add_argument("--seed", type=int, default=7, help="seed of the synthetic corpus")
+    p.add_argument(
+        "--source-docs",
+        type=int,
+        default=0,
+        help="build from the first N SciFact documents only (smoke runs; 0: all)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the built indexes in .data/scale/")
+    p.add_argument("--out", type=Path, default=RESULTS_FILE, help="result file")
+    p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
+    return p
+
+
+def measure_size(
+    source: SourceCorpus, size: int, args: argparse.Namespace, log_dir: Path
+) -> dict[str, Any]:
+    corpus = SyntheticCorpus(source, CorpusSpec(chunks=size, seed=args.seed))
+    data_dir = INDEX_ROOT / f"chunks-{size}"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    print(f"{size} chunks: writing into {data_dir}", flush=True)
+    started = time.perf_counter()
+    build = build_index(corpus, data_dir)
+    write_s = time.perf_counter() - started
+    # The writing process's peak so far (sizes run smallest first, so it is
+    # this size's): what an Indexer needs while it writes and builds HNSW.
+    writer_peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queries = list(zip(source.query_ids, source.query_texts, strict=True))
+    try:
+        serving = measure_serving(data_dir, corpus.filter_scope, queries, log_dir, args.requests)
+        recall = hnsw_recall(
+            data_dir / "vectors", source.query_vectors, build.generation, corpus.filter_scope
+        )
+        disk = disk_bytes(data_dir)
+    finally:
+        if not args.keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return {
+        "chunks": build.chunks,
+        "documents": build.documents,
+        "corpus": corpus.describe(),
+        "filter_share": round(build.scopes[corpus.filter_scope] / max(build.chunks, 1), 5),
+        "locale_shares": {k: round(v / build.chunks, 4) for k, v in sorted(build.locales.items())},
+        "largest_scope_share": round(max(build.scopes.values()) / max(build.chunks, 1), 4),
+        "write_seconds": {k: round(v, 1) for k, v in build.seconds.items()},
+        "write_total_s": round(write_s, 1),
+        "writer_peak_rss_mib": round(writer_peak_mib),
+        "disk_bytes": disk,
+        "recall_at_10": recall,
+        **serving,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    record = run_record(["-m", "bench.scale", *(argv if argv is not None else sys.argv[1:])])
+    source = load_source(PACKAGED_MODEL, args.source_docs)
+    log_dir = SCRATCH_DIR / "logs" / "scale"
+    started = time.perf_counter()
+    sizes = [measure_size(source, size, args, log_dir) for size in sorted(args.sizes)]
+    result = {**record, "total_s": round(time.perf_counter() - started, 1), "sizes": sizes}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    scale_plot(result, args.out.parent / PLOT_FILE)
+    print(f"wrote {args.out}")
+    if not args.no_report:
+        from bench.reports.page import write_report
+
+        write_report(RESULTS_DIR, BENCHMARKS_MD)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

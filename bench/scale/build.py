@@ -1,0 +1,135 @@
+"""Write a synthetic corpus into an embedded index the way the Indexer does.
+
+Each run of `docs_per_run` documents follows the Indexer's write protocol for
+added documents (services.indexer.pipeline / transactions): intents first,
+then the vector rows, the lexical rows, and the manifest commit that makes
+the run's generation visible; after the last run the vector store's
+optimizer builds the HNSW index, as the Indexer does after every run. Only
+the embedding is skipped (vectors are synthesised): store writes are timed
+part by part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+
+from bench.scale.corpus import SyntheticCorpus, SyntheticDocument
+from services.common.stores.factory import MANIFEST_FILE, Storage, open_storage
+from services.common.stores.manifest import ManifestEntry, RunIntent
+from services.common.stores.settings import StoreMode, StoreSettings
+
+# The operator CLI sends documents in batches of this order; each is one run.
+DOCS_PER_RUN = 500
+
+
+@dataclass
+class BuildReport:
+    documents: int = 0
+    chunks: int = 0
+    generation: int = 0  # the last committed run's
+    seconds: dict[str, float] = field(default_factory=dict)
+    scopes: Counter[str] = field(default_factory=Counter)
+    locales: Counter[str] = field(default_factory=Counter)
+
+    def add_time(self, part: str, seconds: float) -> None:
+        self.seconds[part] = self.seconds.get(part, 0.0) + seconds
+
+
+def _runs(corpus: SyntheticCorpus, size: int) -> Iterator[list[SyntheticDocument]]:
+    documents = corpus.documents()
+    while batch := list(islice(documents, size)):
+        yield batch
+
+
+def _entry(document: SyntheticDocument) -> ManifestEntry:
+    body = hashlib.sha256("".join(c.content_hash for c in document.chunks).encode())
+    return ManifestEntry(
+        doc_id=document.doc_id,
+        locale=document.locale,
+        scope_id=document.scope_id,
+        content_hash=body.hexdigest()[:32],
+        metadata_hash=hashlib.sha256(document.scope_id.encode()).hexdigest()[:32],
+        chunk_ids=tuple(c.chunk_id for c in document.chunks),
+        chunk_hashes=tuple(c.content_hash for c in document.chunks),
+    )
+
+
+def _write_run(
+    storage: Storage, generation: int, documents: list[SyntheticDocument], report: BuildReport
+) -> None:
+    chunks = [
+        replace(chunk, generation=generation) for document in documents for chunk in document.chunks
+    ]
+    vectors = np.concatenate([document.vectors for document in documents])
+    intents = [
+        RunIntent(generation, d.doc_id, d.locale, None, tuple(c.chunk_id for c in d.chunks), ())
+        for d in documents
+    ]
+    steps = (
+        ("manifest", lambda: storage.manifest.begin_run(intents)),
+        # Rows as lists, as the Indexer passes them (pipeline: vectors.tolist()).
+        ("vectors", lambda: storage.vectors.upsert(chunks, vectors.tolist())),
+        ("lexical", lambda: storage.lexical.upsert(chunks)),
+        ("manifest", lambda: storage.manifest.commit_run(generation, _entries(documents), [])),
+    )
+    for part, step in steps:
+        started = time.perf_counter()
+        step()
+        report.add_time(part, time.perf_counter() - started)
+    report.generation = generation
+    report.documents += len(documents)
+    report.chunks += len(chunks)
+    report.scopes.update(d.scope_id for d in documents for _ in d.chunks)
+    report.locales.update(d.locale for d in documents for _ in d.chunks)
+
+
+def _entries(documents: list[SyntheticDocument]) -> list[ManifestEntry]:
+    return [_entry(document) for document in documents]
+
+
+def build_index(
+    corpus: SyntheticCorpus, data_dir: Path, docs_per_run: int = DOCS_PER_RUN
+) -> BuildReport:
+    """A fresh embedded index of the corpus in `data_dir` (which must not exist)."""
+    if data_dir.exists():
+        raise FileExistsError(f"{data_dir} exists: the scale bench builds fresh indexes only")
+    settings = StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED)
+    storage = open_storage(settings, int(corpus.source.vectors.shape[1]))
+    report = BuildReport()
+    try:
+        started = time.perf_counter()
+        for generation, documents in enumerate(_runs(corpus, docs_per_run), start=1):
+            _write_run(storage, generation, documents, report)
+            if generation % 100 == 0:
+                print(f"  {report.chunks} chunks written", flush=True)
+        report.add_time("generate", time.perf_counter() - started - sum(report.seconds.values()))
+        started = time.perf_counter()
+        storage.vectors.optimize()
+        report.add_time("vector index (HNSW)", time.perf_counter() - started)
+    finally:
+        started = time.perf_counter()
+        storage.close()
+        report.add_time("close (flush)", time.perf_counter() - started)
+    return report
+
+
+def disk_bytes(data_dir: Path) -> dict[str, int]:
+    """Bytes on disk per store (allocated blocks, so sparse files count as used)."""
+
+    def used(path: Path) -> int:
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        return sum(p.stat().st_blocks * 512 for p in files)
+
+    parts = {"vectors": data_dir / "vectors", "lexical": data_dir / "lexical"}
+    sizes = {name: used(path) for name, path in parts.items() if path.exists()}
+    manifest = [p for p in data_dir.glob(MANIFEST_FILE + "*") if p.is_file()]
+    sizes["manifest"] = sum(p.stat().st_blocks * 512 for p in manifest)
+    return sizes

@@ -1,0 +1,144 @@
+"""What the scale bench measures on a built index: `Retrieve` through the real
+stack process (latency at concurrency 1 and 16, with and without a scope
+filter, memory), and the vector channel's HNSW recall@10 against exact search.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from bench.common.processes import Stack, free_port
+from bench.common.record import latency_summary
+from bench.common.retrieve_loop import LoadResult, run_load
+from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.common.models import ScopeFilter
+from services.common.stores.base import DEFAULT_SEARCH_EF, hnsw_ef
+from services.common.stores.qdrant_edge import edge_filter
+
+CONCURRENCY = (1, 16)
+# What the Retriever asks each channel for by default (RAG_CANDIDATES_PER_CHANNEL).
+CANDIDATES = 50
+RECALL_AT = 10
+
+
+def stack_env() -> dict[str, str]:
+    return {
+        "RAG_QUERY_CACHE_SIZE": "0",  # every request embeds its query
+        "RAG_RERANKER_ADDR": "",
+        "RAG_INDEXER_METRICS_PORT": str(free_port()),
+        "RAG_RETRIEVER_METRICS_PORT": str(free_port()),
+    }
+
+
+def _requests(scope: str | None) -> Any:
+    def make(text: str) -> pb.RetrieveRequest:
+        scope_filter = pb.ScopeFilter(scope_id=scope) if scope else None
+        return pb.RetrieveRequest(query=text, disable_rerank=True, filter=scope_filter)
+
+    return make
+
+
+def _cycle(queries: Sequence[tuple[str, str]], count: int) -> list[tuple[str, str]]:
+    return [queries[i % len(queries)] for i in range(count)]
+
+
+def _row(label: str, run: LoadResult) -> dict[str, Any]:
+    return {
+        "filter": label,
+        "concurrency": run.concurrency,
+        "requests": len(run.answers),
+        "errors": run.errors,
+        "throughput_rps": run.throughput_rps,
+        "latency_ms": latency_summary(run.latencies_ms),
+        "hits_mean": round(
+            float(np.mean([len(a.response.hits) for a in run.answers if a.response])), 2
+        )
+        if run.latencies_ms
+        else 0.0,
+    }
+
+
+def measure_serving(
+    data_dir: Path,
+    filter_scope: str,
+    queries: Sequence[tuple[str, str]],
+    log_dir: Path,
+    requests: int,
+) -> dict[str, Any]:
+    """Start the stack on the index, load it, stop it."""
+    started = time.perf_counter()
+    stack = Stack.start(data_dir, log_dir, stack_env(), log_name=f"stack-{data_dir.name}.log")
+    ready_s = time.perf_counter() - started
+    rows: list[dict[str, Any]] = []
+    try:
+        idle = stack.process.memory()
+        for label, scope in (("none", None), ("1% scope", filter_scope)):
+            make = _requests(scope)
+            for concurrency in CONCURRENCY:
+                batch = _cycle(queries, requests * (2 if concurrency > 1 else 1))
+                run_load(
+                    stack.retriever_addr, batch[: 2 * concurrency], make, concurrency=concurrency
+                )
+                run = run_load(stack.retriever_addr, batch, make, concurrency=concurrency)
+                rows.append(_row(label, run))
+                print(f"  {label} c={concurrency}: {rows[-1]['latency_ms']}", flush=True)
+        memory = {"after start": idle, "after load": stack.process.memory()}
+    finally:
+        stack.stop()
+    return {"ready_s": round(ready_s, 1), "retrieve": rows, "memory": memory}
+
+
+def hnsw_recall(
+    vectors_dir: Path,
+    query_vectors: np.ndarray,
+    generation: int,
+    filter_scope: str,
+    search_ef: int = DEFAULT_SEARCH_EF,
+) -> dict[str, float]:
+    """Recall@10 of the vector channel's search (limit and `hnsw_ef` as the
+    Retriever's vector store asks) against exact search, with the visibility
+    filter every Retrieve carries, with and without the scope filter."""
+    shard = qe.EdgeShard.load(str(vectors_dir))
+    try:
+        return {
+            label: _recall(
+                shard,
+                query_vectors,
+                ScopeFilter(scope_id=scope, visible_generation=generation),
+                search_ef,
+            )
+            for label, scope in (("none", ""), ("1% scope", filter_scope))
+        }
+    finally:
+        shard.close()
+
+
+def _recall(
+    shard: qe.EdgeShard, query_vectors: np.ndarray, scope: ScopeFilter, search_ef: int
+) -> float:
+    found = []
+    approximate = qe.SearchParams(hnsw_ef=hnsw_ef(search_ef, CANDIDATES))
+    for vector in query_vectors:
+        hnsw = _top_ids(shard, vector, scope, CANDIDATES, approximate)[:RECALL_AT]
+        exact = _top_ids(shard, vector, scope, RECALL_AT, qe.SearchParams(exact=True))
+        found.append(len(set(hnsw) & set(exact)) / max(len(exact), 1))
+    return round(float(np.mean(found)), 4)
+
+
+def _top_ids(
+    shard: qe.EdgeShard, vector: np.ndarray, scope: ScopeFilter, limit: int, params: Any
+) -> list[str]:
+    request = qe.QueryRequest(
+        limit=limit,
+        query=qe.Query.Nearest(vector.tolist()),
+        filter=edge_filter(scope),
+        with_payload=False,
+        params=params,
+    )
+    return [str(point.id) for point in shard.query(request)]

@@ -1,0 +1,29 @@
+"""A small real source corpus for the scale bench's tests: the first SciFact
+documents and the Chinese pages, chunked and embedded by the real model."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+import pytest
+
+from bench.scale.source import (
+    CHINESE_PAGES,
+    SCIFACT,
+    SourceCorpus,
+    embed_source,
+    scifact_test_queries,
+)
+from services.common.embedding import Embedder
+from services.indexer.chunking import Chunker
+from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
+
+
+@pytest.fixture(scope="session")
+def small_source(embedder: Embedder) -> SourceCorpus:
+    english = islice(
+        load_beir_jsonl(SCIFACT / "corpus.jsonl", scope_id="s", title_as_heading=True), 120
+    )
+    chinese = load_directory(CHINESE_PAGES, scope_id="s", locale="zh-CN")
+    documents = [d for d in [*english, *chinese] if not isinstance(d, LoadError)]
+    return embed_source(documents, scifact_test_queries()[:20], embedder, Chunker())

@@ -1,0 +1,30 @@
+"""`python -m bench.scale` end to end at a toy size: a real stack serves the
+index it builds, and the result file holds every figure the report needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.reports.scale import scale_section
+from bench.scale.__main__ import main
+
+pytestmark = pytest.mark.integration
+
+
+def test_scale_bench_runs_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    argv = ["--sizes", "1500", "--requests", "10", "--source-docs", "60"]
+    assert main([*argv, "--no-report", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (size,) = result["sizes"]
+    assert size["chunks"] == 1500
+    rows = {(row["filter"], row["concurrency"]): row for row in size["retrieve"]}
+    assert set(rows) == {("none", 1), ("none", 16), ("1% scope", 1), ("1% scope", 16)}
+    assert all(row["errors"] == {} and row["hits_mean"] > 0 for row in rows.values())
+    assert size["recall_at_10"]["none"] == 1.0  # a plain segment searches exactly
+    assert size["memory"]["after load"]["peak_rss_mib"] > 0
+    assert (tmp_path / "scale.png").is_file()
+    assert "| 1,500 | none | 16 |" in scale_section(result)
