@@ -42,7 +42,8 @@ from services.common.stores.point_ids import point_uuid
 
 # Keyword indexes let filtered searches skip non-matching points instead of
 # scanning payloads.
-_KEYWORD_INDEXED_FIELDS = ("chunk_id", "doc_id", "url", "scope_id", "locale", METADATA_TERMS_FIELD)
+_KEYWORD_INDEXED_FIELDS = ("chunk_id", "doc_id", "url", "locale", METADATA_TERMS_FIELD)
+_SCOPE_FIELD = "scope_id"
 _CONFIG_FILE = "edge_config.json"
 
 
@@ -69,6 +70,26 @@ def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
         later = qe.RangeFloat(gt=float(scope.visible_generation))
         must_not.append(qe.FieldCondition(GENERATION_FIELD, range=later))
     return qe.Filter(must=list(must), must_not=list(must_not))
+
+
+def _field_indexes() -> dict[str, qe.KeywordIndexParams | qe.IntegerIndexParams]:
+    """Payload indexes, with filterable-HNSW sub-graphs for the scope only.
+
+    The engine builds extra graph links for every indexed value holding more
+    than `full_scan_threshold` worth of vectors, so a filter that selects a
+    small part of a large index still walks a graph. Only a scope filter does
+    that here: ids and urls select too few rows to need a graph (the engine
+    scans them), the visibility filter (`generation`) keeps nearly every row,
+    and locales are few and large. Leaving them out cut the HNSW build of a
+    100k-chunk bench.scale index from 75 to 60 s with recall@10 unchanged
+    (0.998 / 0.993, 1% scope 1.0 both). Shards created before keep theirs.
+    """
+    no_graph = qe.KeywordIndexParams(enable_hnsw=False)
+    return {
+        **{field: no_graph for field in _KEYWORD_INDEXED_FIELDS},
+        _SCOPE_FIELD: qe.KeywordIndexParams(is_tenant=True),
+        GENERATION_FIELD: qe.IntegerIndexParams(lookup=True, range=True, enable_hnsw=False),
+    }
 
 
 def _as_floats(vector: Sequence[float]) -> list[float]:
@@ -110,11 +131,8 @@ class EdgeVectorStore:
         with store_errors(self.name, "create shard"):
             self._path.mkdir(parents=True, exist_ok=True)
             shard = qe.EdgeShard.create(str(self._path), config)
-            for field in _KEYWORD_INDEXED_FIELDS:
-                schema = qe.PayloadSchemaType.Keyword
+            for field, schema in _field_indexes().items():
                 shard.update(qe.UpdateOperation.create_field_index(field, schema))
-            integer = qe.PayloadSchemaType.Integer
-            shard.update(qe.UpdateOperation.create_field_index(GENERATION_FIELD, integer))
         return shard
 
     def _live_shard(self) -> qe.EdgeShard:

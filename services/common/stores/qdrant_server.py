@@ -175,12 +175,17 @@ class QdrantVectorStore:
     def _create_missing_indexes(self, indexed: set[str]) -> None:
         # Checked on every start so a start-up interrupted after creating the
         # collection still ends with every filter field indexed.
-        wanted: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
-            TENANT_FIELD: models.KeywordIndexParams(
-                type=models.KeywordIndexType.KEYWORD, is_tenant=True
+        # Filterable-HNSW sub-graphs for the scope only (as in Qdrant Edge,
+        # services.common.stores.qdrant_edge): the other filters select rows
+        # too few to need a graph or too many to need their own.
+        keyword = models.KeywordIndexType.KEYWORD
+        no_graph = models.KeywordIndexParams(type=keyword, enable_hnsw=False)
+        wanted: dict[str, models.KeywordIndexParams | models.IntegerIndexParams] = {
+            TENANT_FIELD: models.KeywordIndexParams(type=keyword, is_tenant=True),
+            **{field: no_graph for field in KEYWORD_INDEX_FIELDS},
+            GENERATION_FIELD: models.IntegerIndexParams(
+                type=models.IntegerIndexType.INTEGER, lookup=True, range=True, enable_hnsw=False
             ),
-            **{field: models.PayloadSchemaType.KEYWORD for field in KEYWORD_INDEX_FIELDS},
-            GENERATION_FIELD: models.PayloadSchemaType.INTEGER,
         }
         for field, schema in wanted.items():
             if field not in indexed:

@@ -201,14 +201,14 @@ class TantivyLexicalStore:
             return []
         with store_errors(self.name, "search"):
             text_query = self._queries.build(plan)
-            filters = self._filter_query(scope)
+            searcher = self._searcher()
+            filters = self._filter_query(scope, searcher)
             if filters is not None:
                 # Filters must not move BM25 scores: they only narrow the candidates.
                 no_score = tv.Query.const_score_query(filters, 0.0)
                 text_query = tv.Query.boolean_query(
                     [(tv.Occur.Must, text_query), (tv.Occur.Must, no_score)]
                 )
-            searcher = self._searcher()
             result = searcher.search(text_query, limit, count=False)
             hits = [
                 ScoredChunk(_stored_chunk(searcher.doc(address)), float(score))
@@ -246,8 +246,12 @@ class TantivyLexicalStore:
             result = searcher.search(filters, 1, count=True)
             return int(result.count)  # type: ignore[attr-defined]  # missing from the stub
 
-    def _filter_query(self, scope: ScopeFilter | None) -> tv.Query | None:
-        """ScopeFilter as keyword-term clauses that must all match."""
+    def _filter_query(
+        self, scope: ScopeFilter | None, searcher: tv.Searcher | None = None
+    ) -> tv.Query | None:
+        """ScopeFilter as keyword-term clauses that must all match. With the
+        `searcher` that will run the query, the visibility clause is left out
+        when that searcher holds no row it would hide."""
         if scope is None or scope.is_empty():
             return None
         clauses: list[tv.Query] = []
@@ -269,9 +273,14 @@ class TantivyLexicalStore:
                 None,
                 include_lower=False,
             )
-            # A pure MustNot query matches nothing: pair it with all documents.
-            occurs += [(tv.Occur.Must, tv.Query.all_query()), (tv.Occur.MustNot, later)]
-        return tv.Query.boolean_query(occurs)
+            # With no run in flight (the usual case) nothing is later than the
+            # committed generation, and the clause would hide nothing yet still
+            # intersect every document with the text query: at 1M chunks that
+            # doubled BM25 time (5.5 -> 10.3 ms p50, bench.scale's index).
+            if searcher is None or searcher.search(later, 1, count=False).hits:
+                # A pure MustNot query matches nothing: pair it with all documents.
+                occurs += [(tv.Occur.Must, tv.Query.all_query()), (tv.Occur.MustNot, later)]
+        return tv.Query.boolean_query(occurs) if occurs else None
 
     def _keyword(self, field: str, value: str) -> tv.Query:
         return tv.Query.term_query(self._schema, field, value, index_option="basic")

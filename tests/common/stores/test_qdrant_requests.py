@@ -88,6 +88,8 @@ def test_missing_collection_is_created_with_cosine_and_payload_indexes(capture) 
         "field_type": "FieldTypeKeyword",
         "timeout": "3",
     }
+    # Filterable-HNSW links for the scope only (services.common.stores.qdrant_edge).
+    no_graph = {"field_index_params": {"keyword_index_params": {"enable_hnsw": False}}}
     assert [(c.method, c.request) for c in double.calls] == [
         ("CollectionExists", {"collection_name": "rag_chunks"}),
         (
@@ -109,13 +111,20 @@ def test_missing_collection_is_created_with_cosine_and_payload_indexes(capture) 
                 "field_index_params": {"keyword_index_params": {"is_tenant": True}},
             },
         ),
-        ("CreateFieldIndex", {**index, "field_name": "locale"}),
-        ("CreateFieldIndex", {**index, "field_name": "doc_id"}),
-        ("CreateFieldIndex", {**index, "field_name": "url"}),
-        ("CreateFieldIndex", {**index, "field_name": "meta"}),
+        *(
+            ("CreateFieldIndex", {**index, "field_name": field, **no_graph})
+            for field in ("locale", "doc_id", "url", "meta")
+        ),
         (
             "CreateFieldIndex",
-            {**index, "field_name": "generation", "field_type": "FieldTypeInteger"},
+            {
+                **index,
+                "field_name": "generation",
+                "field_type": "FieldTypeInteger",
+                "field_index_params": {
+                    "integer_index_params": {"lookup": True, "range": True, "enable_hnsw": False}
+                },
+            },
         ),
     ]
     assert all(call.metadata["api-key"] == "test-key" for call in double.calls)
