@@ -15,3 +15,12 @@ EVAL_DATA = ROOT / ".data" / "eval"  # the indexes the eval and speed commands s
 SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored: logs, smoke and train-split runs
 SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
 BENCH_VENV_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
+
+
+def page_for(out: Path, default_out: Path) -> Path:
+    """The page a result file regenerates: docs/benchmarks.md for the default
+    result file, else benchmarks.md next to `out`, so a trial run leaves the
+    real page alone."""
+    if out.resolve() == default_out.resolve():
+        return BENCHMARKS_MD
+    return out.parent / "benchmarks.md"

@@ -40,7 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # 1.55× fp32, 20 ms a chunk instead of 12.6).
 prefer_passive_waits()
 
-from bench.common.paths import BENCHMARKS_MD, RESULTS_DIR, SHARED_DATASETS  # noqa: E402
+from bench.common.paths import RESULTS_DIR, SHARED_DATASETS, page_for  # noqa: E402
 from bench.common.record import run_record  # noqa: E402
 from bench.eval.dataset import indexed_texts  # noqa: E402
 from bench.reports.document_encoder import (  # noqa: E402
@@ -179,8 +179,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     opts = parser.parse_args(argv)
     if opts.docs_path is None:
-        default_out = opts.out.resolve() == (RESULTS_DIR / RESULTS_FILE).resolve()
-        opts.docs_path = BENCHMARKS_MD if default_out else opts.out.parent / "benchmarks.md"
+        opts.docs_path = page_for(opts.out, RESULTS_DIR / RESULTS_FILE)
     return opts
 
 

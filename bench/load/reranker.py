@@ -38,7 +38,7 @@ from services.common.cpu import prefer_passive_waits
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 prefer_passive_waits()  # as `python -m services.reranker` runs torch
 
-from bench.common.paths import BENCHMARKS_MD, RESULTS_DIR  # noqa: E402
+from bench.common.paths import RESULTS_DIR, page_for  # noqa: E402
 from bench.common.record import latency_summary, run_record  # noqa: E402
 from bench.reports.page import write_report  # noqa: E402
 from bench.reports.reranker import RESULTS_FILE, reranker_section  # noqa: E402
@@ -263,8 +263,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     opts = parser.parse_args(argv)
     if opts.docs_path is None:
-        default_out = opts.out.resolve() == (RESULTS_DIR / RESULTS_FILE).resolve()
-        opts.docs_path = BENCHMARKS_MD if default_out else opts.out.parent / "benchmarks.md"
+        opts.docs_path = page_for(opts.out, RESULTS_DIR / RESULTS_FILE)
     return opts
 
 
