@@ -3,6 +3,7 @@ is a one-line change and every command agrees on it."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,6 +16,31 @@ EVAL_DATA = ROOT / ".data" / "eval"  # the indexes the eval and speed commands s
 SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored: logs, smoke and train-split runs
 SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
 BENCH_VENV_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, results_file: str) -> None:
+    """`--out` (the result file) and `--docs` (the page it regenerates)."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS_DIR / results_file,
+        help=f"result file (default: bench/results/{results_file})",
+    )
+    parser.add_argument(
+        "--docs",
+        "--docs-path",
+        dest="docs_path",
+        type=Path,
+        default=None,
+        help="page to regenerate (default: docs/benchmarks.md when --out is the default, "
+        "else benchmarks.md next to --out, so a trial run leaves the real page alone)",
+    )
+
+
+def resolve_page(opts: argparse.Namespace, results_file: str) -> None:
+    """Fill `opts.docs_path` when `--docs` was not given (see `page_for`)."""
+    if opts.docs_path is None:
+        opts.docs_path = page_for(opts.out, RESULTS_DIR / results_file)
 
 
 def page_for(out: Path, default_out: Path) -> Path:

@@ -20,7 +20,6 @@ and prints its section. The defaults take about three minutes on a quiet
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -40,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # 1.55× fp32, 20 ms a chunk instead of 12.6).
 prefer_passive_waits()
 
-from bench.common.paths import RESULTS_DIR, SHARED_DATASETS, page_for  # noqa: E402
+from bench.common.paths import SHARED_DATASETS, add_output_arguments, resolve_page  # noqa: E402
 from bench.common.record import run_record  # noqa: E402
 from bench.eval.dataset import indexed_texts  # noqa: E402
 from bench.reports.document_encoder import (  # noqa: E402
@@ -48,7 +47,7 @@ from bench.reports.document_encoder import (  # noqa: E402
     SPEEDUP_TARGET,
     document_encoder_section,
 )
-from bench.reports.page import write_report  # noqa: E402
+from bench.reports.page import publish  # noqa: E402
 from services.common.embedding import Embedder  # noqa: E402
 from services.indexer.app import indexer_parts  # noqa: E402
 from services.indexer.settings import IndexerSettings  # noqa: E402
@@ -164,22 +163,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=SHARED_DATASETS / "scifact",
         help="BEIR-layout folder (corpus.jsonl)",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS_DIR / RESULTS_FILE,
-        help=f"result file (default: bench/results/{RESULTS_FILE})",
-    )
-    parser.add_argument(
-        "--docs",
-        type=Path,
-        dest="docs_path",
-        help="page to regenerate (default: docs/benchmarks.md when --out is the default, "
-        "else benchmarks.md next to --out, so a trial run leaves the real page alone)",
-    )
+    add_output_arguments(parser, RESULTS_FILE)
     opts = parser.parse_args(argv)
-    if opts.docs_path is None:
-        opts.docs_path = page_for(opts.out, RESULTS_DIR / RESULTS_FILE)
+    resolve_page(opts, RESULTS_FILE)
     return opts
 
 
@@ -228,11 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         ],
     }
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps(result, indent=2) + "\n")
-    if opts.out.name == RESULTS_FILE:  # the page reads this name only
-        write_report(opts.out.parent, opts.docs_path)
-        print(f"{opts.docs_path} regenerated", file=sys.stderr)
+    publish(result, opts.out, opts.docs_path, RESULTS_FILE)
     print(document_encoder_section(result))
     print(f"written to {opts.out}", file=sys.stderr)
     return 0

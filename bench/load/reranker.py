@@ -21,7 +21,6 @@ defaults take about two minutes on a 2-core machine (`make bench`).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -38,9 +37,9 @@ from services.common.cpu import prefer_passive_waits
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 prefer_passive_waits()  # as `python -m services.reranker` runs torch
 
-from bench.common.paths import RESULTS_DIR, page_for  # noqa: E402
+from bench.common.paths import add_output_arguments, resolve_page  # noqa: E402
 from bench.common.record import latency_summary, run_record  # noqa: E402
-from bench.reports.page import write_report  # noqa: E402
+from bench.reports.page import publish  # noqa: E402
 from bench.reports.reranker import RESULTS_FILE, reranker_section  # noqa: E402
 from services.reranker.scorer import CrossEncoderScorer  # noqa: E402
 from services.reranker.settings import RerankerSettings  # noqa: E402
@@ -248,22 +247,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "(default: %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS_DIR / RESULTS_FILE,
-        help="result file (default: bench/results/reranker.json)",
-    )
-    parser.add_argument(
-        "--docs-path",
-        type=Path,
-        default=None,
-        help="page to regenerate (default: docs/benchmarks.md when --out is the default, "
-        "else benchmarks.md next to --out, so a trial run leaves the real page alone)",
-    )
+    add_output_arguments(parser, RESULTS_FILE)
     opts = parser.parse_args(argv)
-    if opts.docs_path is None:
-        opts.docs_path = page_for(opts.out, RESULTS_DIR / RESULTS_FILE)
+    resolve_page(opts, RESULTS_FILE)
     return opts
 
 
@@ -308,11 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         label: round(rate / rates["torch"], 2) for label, rate in rates.items()
     }
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps(result, indent=2) + "\n")
-    if opts.out.name == RESULTS_FILE:  # the page reads this name only
-        write_report(opts.out.parent, opts.docs_path)
-        print(f"{opts.docs_path} regenerated", file=sys.stderr)
+    publish(result, opts.out, opts.docs_path, RESULTS_FILE)
     print(reranker_section(result))
     print(f"written to {opts.out} in {result['wall_s']} s", file=sys.stderr)
     return 0

@@ -5,6 +5,7 @@ it, and the page always shows the latest result of each."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,16 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text("\n".join(parts).rstrip() + "\n")
     return docs_path
+
+
+def publish(result: dict[str, Any], out: Path, docs_path: Path, results_file: str) -> None:
+    """Write a result file and, when it has the name the page reads,
+    regenerate the page from it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    if out.name == results_file:
+        write_report(out.parent, docs_path)
+        print(f"{docs_path} regenerated", file=sys.stderr)
 
 
 def _load(path: Path) -> dict[str, Any] | None:
