@@ -19,6 +19,13 @@ from services.indexer.chunking import Chunker
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 
 
+@pytest.fixture(autouse=True)
+def _needs_scifact() -> None:
+    # As tests/bench/test_smoke.py: CI clones the repository with shared/ beside it.
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        pytest.skip(f"SciFact not found at {SCIFACT} (the scale bench is made of it)")
+
+
 @pytest.fixture(scope="session")
 def small_source(embedder: Embedder) -> SourceCorpus:
     english = islice(
