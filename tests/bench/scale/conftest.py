@@ -18,16 +18,17 @@ from services.common.embedding import Embedder
 from services.indexer.chunking import Chunker
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 
-
-@pytest.fixture(autouse=True)
-def _needs_scifact() -> None:
-    # As tests/bench/test_smoke.py: CI clones the repository with shared/ beside it.
-    if not (SCIFACT / "corpus.jsonl").is_file():
-        pytest.skip(f"SciFact not found at {SCIFACT} (the scale bench is made of it)")
+# As tests/bench/test_smoke.py: CI clones the repository with shared/ beside it.
+needs_scifact = pytest.mark.skipif(
+    not (SCIFACT / "corpus.jsonl").is_file(),
+    reason=f"SciFact not found at {SCIFACT} (the scale bench is made of it)",
+)
 
 
 @pytest.fixture(scope="session")
 def small_source(embedder: Embedder) -> SourceCorpus:
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        pytest.skip(f"SciFact not found at {SCIFACT} (the scale bench is made of it)")
     english = islice(
         load_beir_jsonl(SCIFACT / "corpus.jsonl", scope_id="s", title_as_heading=True), 120
     )

@@ -10,8 +10,9 @@ import pytest
 
 from bench.reports.scale import scale_section
 from bench.scale.__main__ import main
+from tests.bench.scale.conftest import needs_scifact
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, needs_scifact]
 
 
 def test_scale_bench_runs_and_reports(tmp_path: Path) -> None:
