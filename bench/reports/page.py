@@ -70,12 +70,12 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
     return docs_path
 
 
-def publish(result: dict[str, Any], out: Path, docs_path: Path, results_file: str) -> None:
-    """Write a result file and, when it has the name the page reads,
-    regenerate the page from it."""
+def publish(result: dict[str, Any], out: Path, docs_path: Path | None, results_file: str) -> None:
+    """Write a result file and, when it has the name the page reads and a
+    page is wanted (`docs_path` not None), regenerate the page from it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    if out.name == results_file:
+    if docs_path is not None and out.name == results_file:
         write_report(out.parent, docs_path)
         print(f"{docs_path} regenerated", file=sys.stderr)
 

@@ -17,7 +17,6 @@ section to docs/benchmarks.md. Indexes are deleted after measuring unless
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import shutil
 import sys
@@ -25,8 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common.paths import BENCHMARKS_MD, RESULTS_DIR, ROOT, SCRATCH_DIR
+from bench.common.paths import RESULTS_DIR, ROOT, SCRATCH_DIR, page_for
 from bench.common.record import run_record
+from bench.reports.page import publish
 from bench.reports.scale import PLOT_FILE, scale_plot
 from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
@@ -111,14 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     sizes = [measure_size(source, size, args, log_dir) for size in sorted(args.sizes)]
     result = {**record, "total_s": round(time.perf_counter() - started, 1), "sizes": sizes}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    scale_plot(result, args.out.parent / PLOT_FILE)
+    scale_plot(result, args.out.parent / PLOT_FILE)  # first: the page links it
+    docs_path = None if args.no_report else page_for(args.out, RESULTS_FILE)
+    publish(result, args.out, docs_path, RESULTS_FILE.name)
     print(f"wrote {args.out}")
-    if not args.no_report:
-        from bench.reports.page import write_report
-
-        write_report(RESULTS_DIR, BENCHMARKS_MD)
     return 0
 
 
