@@ -132,3 +132,20 @@ def test_optimize_builds_an_index_that_finds_what_exact_search_finds(tmp_path: P
     assert shard.info().indexed_vectors_count == count
     shard.close()
     assert np.mean(recalls) >= 0.97
+
+
+def test_filterable_hnsw_links_are_built_for_the_scope_only(tmp_path: Path) -> None:
+    # The other filters select too few points to need a graph, or nearly all:
+    # building links for them only slows the HNSW build (bench.scale).
+    EdgeVectorStore(tmp_path / "shard", 4).close()
+    shard = qe.EdgeShard.load(str(tmp_path / "shard"))
+    try:
+        schema = shard.info().payload_schema
+    finally:
+        shard.close()
+    graphs = {field: info.params.enable_hnsw for field, info in schema.items()}
+    assert graphs == {
+        "scope_id": None,  # the engine's default: links built
+        **dict.fromkeys(("chunk_id", "doc_id", "url", "locale", "meta", "generation"), False),
+    }
+    assert schema["scope_id"].params.is_tenant is True

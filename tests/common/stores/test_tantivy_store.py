@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,17 @@ def test_an_index_from_before_generations_needs_a_reindex(tmp_path: Path) -> Non
     (tmp_path / "lexical" / "analysis.json").write_text(json.dumps({"analysis": "2;cjk=words"}))
     with pytest.raises(ConfigError, match=r"analysis 2;cjk=words, .* 2;cjk=words;rows=2"):
         TantivyLexicalStore(tmp_path / "lexical")
+
+
+def test_visibility_clause_only_when_a_row_is_hidden(tmp_path: Path) -> None:
+    # With no uncommitted row the clause would hide nothing yet intersect every
+    # document with the text query (twice the BM25 time at 1M chunks): left out.
+    store = TantivyLexicalStore(tmp_path / "lexical")
+    store.upsert([replace(make_chunk(f"doc-{n}"), generation=1) for n in range(3)])
+    visible = ScopeFilter(visible_generation=1)
+    assert store._filter_query(visible, store._searcher()) is None
+    store.upsert([replace(make_chunk("doc-later"), generation=2)])
+    assert store._filter_query(visible, store._searcher()) is not None
+    hits = store.search(COMMON_WORD, 10, visible)
+    assert sorted(h.chunk.doc_id for h in hits) == ["doc-0", "doc-1", "doc-2"]
+    store.close()
