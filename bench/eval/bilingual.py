@@ -1,8 +1,10 @@
-"""`make eval-bilingual`: identifiers and Chinese questions through the real RPCs.
+"""`make eval-bilingual`: identifiers, Chinese and cross-language questions through the RPCs.
 
-SciFact says how well English prose is ranked; it says nothing about the two
+SciFact says how well English prose is ranked; it says nothing about the
 things a bilingual product manual needs: an exact identifier (`RATE_LIMITED`,
-`SKERRY_API_KEY`) coming first, and Chinese questions finding Chinese pages.
+`SKERRY_API_KEY`) coming first, Chinese questions finding Chinese pages, and a
+question in one language finding the page that answers it only in the other
+(kinds `cross_zh_en` and `cross_en_zh`, each scored and targeted on its own).
 This command starts the embedded stack as its own process, syncs the data set
 (bench/datasets/bilingual: pages per locale folder, judged queries) into one
 scope through the Indexer, and sends every query through `Retrieve` three
@@ -64,7 +66,14 @@ from bench.eval.bilingual_scoring import (
 )
 from bench.reports.bilingual import DEFAULT_VARIANT, RESULTS_FILE
 from bench.reports.page import write_report
-from bench.reports.targets import IDENTIFIER_EXACT, ZH_LEXICAL, ZH_TOP3
+from bench.reports.targets import (
+    CROSS_EN_ZH_TOP3,
+    CROSS_ZH_EN_TOP3,
+    IDENTIFIER_EXACT,
+    ZH_LEXICAL,
+    ZH_TOP3,
+    Target,
+)
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.models import Document
 from services.common.stores.factory import MANIFEST_FILE
@@ -289,10 +298,21 @@ def corpus_characters(documents: list[Document]) -> set[str]:
     return set().union(*(cjk_characters(doc.text) for doc in documents))
 
 
+# Kinds whose hybrid top3 has a target of its own, in report order.
+TOP3_TARGETS: tuple[tuple[str, Target], ...] = (
+    ("zh_question", ZH_TOP3),
+    ("cross_zh_en", CROSS_ZH_EN_TOP3),
+    ("cross_en_zh", CROSS_EN_ZH_TOP3),
+)
+
+
 def assess(outcomes: dict[str, list[Outcome]], corpus_chars: set[str]) -> list[dict[str, Any]]:
-    """The three targets. A Chinese query counts for the lexical one when
-    every Chinese character it contains occurs somewhere in the pages: a
-    query about something the corpus never mentions may rightly find nothing."""
+    """The targets: identifiers exact at rank 1; a relevant chunk in the top 3
+    for Chinese questions and for each cross-language direction; the lexical
+    channel answering Chinese queries. A Chinese query counts for the lexical
+    one when every Chinese character it contains occurs somewhere in the
+    pages: a query about something the corpus never mentions may rightly find
+    nothing. A kind with no queries in the run is "not measured"."""
     hybrid = group_metrics(outcomes["hybrid"])
     chinese = [o for o in outcomes["lexical"] if cjk_characters(o.query.text)]
     covered = [o for o in chinese if cjk_characters(o.query.text) <= corpus_chars]
@@ -303,9 +323,9 @@ def assess(outcomes: dict[str, list[Outcome]], corpus_chars: set[str]) -> list[d
         IDENTIFIER_EXACT.assess(
             identifiers.get("exact@1"), f"{identifiers.get('exact_queries', 0)} queries"
         ),
-        ZH_TOP3.assess(
-            hybrid.get("zh_question", {}).get("top3"),
-            f"{hybrid.get('zh_question', {}).get('queries', 0)} queries",
+        *(
+            target.assess(hybrid.get(kind, {}).get("top3"), _queries_note(hybrid.get(kind, {})))
+            for kind, target in TOP3_TARGETS
         ),
         ZH_LEXICAL.assess(
             round(len(found) / len(covered), 4) if covered else None,
@@ -313,6 +333,10 @@ def assess(outcomes: dict[str, list[Outcome]], corpus_chars: set[str]) -> list[d
             + (f", not counted: {', '.join(left_out)}" if left_out else ""),
         ),
     ]
+
+
+def _queries_note(figures: dict[str, Any]) -> str:
+    return f"{figures.get('queries', 0)} queries"
 
 
 def record_variant(path: Path, result: dict[str, Any]) -> Path:

@@ -10,8 +10,14 @@ Layout (bench/datasets/bilingual/):
 
 `kind` is one of KINDS; `must_contain` is an identifier the rank-1 chunk must
 contain (case-insensitive): set on the identifier kinds, optional on mixed.
-The files are read strictly (unknown kinds, duplicate ids, missing fields stop
-the run) so a typo in the data set never turns into a silent miss.
+The two cross-language kinds (CROSS_KINDS) ask in one language about an
+answer that exists only in the other: `cross_zh_en`, a Chinese question (no
+Latin letters, no digits) judged against English pages only; `cross_en_zh`, an
+English question (no Chinese) judged against Chinese pages only.
+The files are read strictly (unknown kinds, duplicate ids, missing fields, a
+cross-language query written in the wrong script or judged against a page in
+its own language stop the run) so a typo in the data set never turns into a
+silent miss.
 """
 
 from __future__ import annotations
@@ -25,9 +31,23 @@ from typing import Any
 
 from services.common.models import Document
 
-KINDS = ("identifier", "identifier_sentence", "zh_question", "mixed")
+KINDS = (
+    "identifier",
+    "identifier_sentence",
+    "zh_question",
+    "mixed",
+    "cross_zh_en",
+    "cross_en_zh",
+)
 IDENTIFIER_KINDS = ("identifier", "identifier_sentence")
+# Cross-language kinds: (the question's language, the language of every page
+# judged relevant), as the first part of a locale folder (`zh-CN` -> `zh`).
+CROSS_KINDS: dict[str, tuple[str, str]] = {
+    "cross_zh_en": ("zh", "en"),
+    "cross_en_zh": ("en", "zh"),
+}
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_OR_DIGIT = re.compile(r"[A-Za-z0-9\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
 
 
 @dataclass(frozen=True)
@@ -103,13 +123,41 @@ def parse_query(record: dict[str, Any], where: str) -> Query:
     relevant = record["relevant"]
     if not isinstance(relevant, dict):
         raise ValueError(f"{where}: relevant must be an object {{doc_id: grade}}")
-    return Query(
+    query = Query(
         id=str(record["id"]),
         kind=record["kind"],
         text=str(record["query"]),
         relevant={str(doc): int(grade) for doc, grade in relevant.items()},
         must_contain=str(record.get("must_contain") or ""),
     )
+    if problem := cross_language_problem(query):
+        raise ValueError(f"{where}: {problem}")
+    return query
+
+
+def cross_language_problem(query: Query) -> str:
+    """Why a cross-language query breaks its kind's rules ("" when it does not):
+    its text must be in the question's language only, and every page judged
+    relevant must be in the other language (a page in the question's own
+    language that answers means the query does not cross languages)."""
+    if query.kind not in CROSS_KINDS:
+        return ""
+    asked_in, answered_in = CROSS_KINDS[query.kind]
+    if asked_in == "zh" and _LATIN_OR_DIGIT.search(query.text):
+        return f"{query.kind} query {query.id!r} contains Latin letters or digits"
+    if asked_in == "en" and cjk_characters(query.text):
+        return f"{query.kind} query {query.id!r} contains Chinese characters"
+    if not query.relevant_docs:
+        return f"{query.kind} query {query.id!r} has no relevant page"
+    wrong = ", ".join(sorted(doc for doc in query.relevant if doc_language(doc) != answered_in))
+    if wrong:
+        return f"{query.kind} query {query.id!r} judges pages outside {answered_in}: {wrong}"
+    return ""
+
+
+def doc_language(doc_id: str) -> str:
+    """`zh-CN/rerank.md` -> `zh`: the language part of the locale folder."""
+    return doc_id.split("/", 1)[0].split("-", 1)[0].lower()
 
 
 def smoke_queries(queries: Sequence[Query], per_kind: int = 2) -> list[Query]:

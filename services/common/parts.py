@@ -64,6 +64,9 @@ class PartsConfig:
             query_max_batch=self.query_max_batch,
             document_precision=self.document_precision,
             languages=declared_languages(source.embedding_languages),
+            prompt_source=source.embedding_prompts,
+            query_prompt=source.embedding_query_prompt,
+            passage_prompt=source.embedding_passage_prompt,
         )
 
 

@@ -24,6 +24,7 @@ from services.common.errors import ConfigError
 from services.common.logging import get_logger
 from services.common.observability.telemetry import Telemetry
 from services.common.request_decoding import RequestDecodingInterceptor
+from services.common.request_memory import ReleaseInterceptor
 from services.common.security.callers import Role
 from services.common.security.server_security import ServerSecurity
 
@@ -91,8 +92,10 @@ class GrpcServer:
         self.server = grpc.aio.server(
             options=channel_options(options.max_message_bytes),
             # Every call is observed (refusals too); callers are identified
-            # before anything else is said about their request.
+            # before anything else is said about their request; whatever
+            # ends a call, its request is freed with it (request_memory).
             interceptors=[
+                ReleaseInterceptor(),
                 self.telemetry.observer(),
                 *security.interceptors(method_roles or {}),
                 RequestDecodingInterceptor(),

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -30,6 +33,9 @@ class ServiceApp(Protocol):
     """What `run_apps` needs of an app."""
 
     server: GrpcServer
+    # True when stop() left work running past the grace period: the shared
+    # parts are then left open for the process to exit without closing them.
+    abandoned_work: bool
 
     async def start(self) -> int:
         """Open the port (returned) and everything behind it; health turns
@@ -91,8 +97,22 @@ async def run_apps(
     finally:
         for app in reversed(started):
             await app.stop()
+        if any(app.abandoned_work for app in started):
+            exit_leaving_work_behind()
         if close is not None:
             await asyncio.to_thread(close)
+
+
+def exit_leaving_work_behind() -> None:
+    """End the process now, without closing the shared parts or joining the
+    thread of a run that outlived the grace period: closing stores under a
+    writer, or finalising the interpreter while native code (ONNX Runtime,
+    tantivy) runs in a thread, aborts the process instead. The run's rows
+    are uncommitted, so the recovery at the next start undoes them."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 S = TypeVar("S", bound=GrpcServiceSettings)

@@ -65,9 +65,10 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
         if not built_with.compatible_with(configured):
             raise ConfigError(
                 f"this index was embedded with {built_with.describe()}, but "
-                f"RAG_EMBEDDING_MODEL gives {configured.describe()}: vectors of different "
-                "models are not comparable. Index into a fresh data directory (or vector "
-                "collection) with the new model, or configure the old one again"
+                f"RAG_EMBEDDING_MODEL and RAG_EMBEDDING_PROMPTS give {configured.describe()}: "
+                "vectors of different models, or of the same model fed other prompts, are not "
+                "comparable. Index into a fresh data directory (or vector collection) with the "
+                "new model or prompts, or configure the old ones again"
             )
     elif documents:
         # An index from before models were recorded: its model cannot be known.
@@ -103,6 +104,10 @@ class IndexerApp:
             self.telemetry.registry, parts.vectors, parts.lexical, parts.manifest
         )
         self.pipeline: IndexingPipeline | None = None
+        self.servicer: IndexerServicer | None = None
+        # A run still in its thread after the grace period: the shared parts
+        # must not be closed under it (see services.indexer.worker_threads).
+        self.abandoned_work = False
 
     async def start(self) -> int:
         parts = self.parts
@@ -117,12 +122,25 @@ class IndexerApp:
         # (their rows were never visible; this removes them).
         await asyncio.to_thread(pipeline.recover)
         self.pipeline = pipeline
-        indexer_pb2_grpc.add_IndexerServicer_to_server(
-            IndexerServicer(pipeline), self.server.server
-        )
+        self.servicer = IndexerServicer(pipeline)
+        indexer_pb2_grpc.add_IndexerServicer_to_server(self.servicer, self.server.server)
         port = await self.server.start()
         await self.server.set_serving(True)
         return port
 
     async def stop(self) -> None:
+        """In-flight calls get the grace period, and so do runs still in their
+        threads after it; a run that outlives both is abandoned, to be undone
+        by the recovery at the next start."""
         await self.server.stop()
+        if self.servicer is None:
+            return
+        grace_s = self.settings.shutdown_grace_s
+        if not await self.servicer.settle(grace_s):
+            self.abandoned_work = True
+            log.error(
+                "index_run_abandoned",
+                grace_s=grace_s,
+                running=self.servicer.workers.busy,
+                note="the run is undone by the recovery at the next start",
+            )

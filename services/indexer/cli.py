@@ -1,6 +1,7 @@
 """Operator CLI for the Indexer (talks to it over gRPC).
 
 python -m services.indexer.cli ingest docs/ --scope handbook [--dry-run] [--sync]
+python -m services.indexer.cli ingest site/ --scope site   # en/, zh-CN/: each page its own locale
 python -m services.indexer.cli ingest corpus.jsonl --scope scifact --format beir
 python -m services.indexer.cli delete DOC_ID [DOC_ID ...] [--locale en]
 python -m services.indexer.cli stats
@@ -25,6 +26,9 @@ from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.common.models import ContentType, Document
 from services.indexer.cli_channels import cli_channel
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
+from services.indexer.locale_detection import normalize_tag
+
+DEFAULT_LOCALE = "en"
 
 _CONTENT = {
     ContentType.MARKDOWN: pb.CONTENT_TYPE_MARKDOWN,
@@ -55,13 +59,17 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
         fmt = "dir" if path.is_dir() else "beir"
     if fmt == "dir":
         yield from load_directory(
-            path, scope_id=args.scope, locale=args.locale, base_url=args.base_url
+            path,
+            scope_id=args.scope,
+            locale=args.locale,  # "": each page its own
+            base_url=args.base_url,
+            follow_symlinks=args.follow_symlinks,
         )
     else:
         yield from load_beir_jsonl(
             path,
             scope_id=args.scope,
-            locale=args.locale,
+            locale=args.locale or DEFAULT_LOCALE,
             title_as_heading=args.title_as_heading,
         )
 
@@ -224,7 +232,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--addr", default="localhost:50051", help="Indexer host:port")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per RPC")
     sub = p.add_subparsers(dest="command", required=True)
-    ingest = sub.add_parser("ingest", help="index a directory (md/html/txt) or a BEIR JSONL file")
+    ingest = sub.add_parser(
+        "ingest",
+        help="index a directory (md/html/txt) or a BEIR JSONL file",
+        description="Index a directory (md/html/txt; hidden files and symbolic links are "
+        "skipped) or a BEIR JSONL file. Each page of a directory gets its own locale unless "
+        "--locale is given, and pages that translate each other share "
+        "metadata translation_key and list each other (locale, url, doc_id) in metadata "
+        "translations, which search hits carry. Unreadable files are reported and the rest "
+        "is indexed.",
+    )
     add_source_options(ingest)
     ingest.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     ingest.add_argument(
@@ -260,8 +277,22 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     """What `ingest` and `release-check` read: the same source, the same way."""
     p.add_argument("path")
     p.add_argument("--scope", required=True, help="scope_id of every document")
-    p.add_argument("--locale", default="en")
+    p.add_argument(
+        "--locale",
+        type=_locale_tag,
+        default="",
+        help="locale of every document, over anything a page says (e.g. en, zh-CN). "
+        "Without it a folder's page takes its own: front matter lang/locale, <html lang>, "
+        "a locale folder in its path (en/, zh-CN/), else the script of its text, else "
+        f"{DEFAULT_LOCALE}; a BEIR file is {DEFAULT_LOCALE}",
+    )
     p.add_argument("--base-url", default="", help="URL prefix for directory documents")
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="follow symbolic links in the folder (skipped by default), "
+        "only to files and folders inside it",
+    )
     p.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
     p.add_argument(
         "--title-as-heading",
@@ -270,6 +301,16 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch", type=int, default=64, help="documents per request")
     p.add_argument("--batch-chars", type=int, default=4_000_000)
+
+
+def _locale_tag(value: str) -> str:
+    """`--locale` in the one spelling the index uses (`zh_cn` → `zh-CN`); "": none."""
+    if not value:
+        return ""
+    tag = normalize_tag(value)
+    if tag is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a language tag like 'en' or 'zh-CN'")
+    return tag
 
 
 def main(argv: list[str] | None = None) -> int:

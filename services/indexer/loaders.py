@@ -12,26 +12,30 @@ body to what a reader sees (`markdown_text`), on the server, for files and
 for documents sent over the API alike; the directory loader reads a page's
 front matter into its title and metadata but leaves its text as written,
 so that the Indexer's `RAG_CLEAN_MARKDOWN` alone decides what is indexed.
+
+The directory loader lives in `site_loader` (folder walk in `site_walk`,
+locales in `locale_detection`, translations in `translations`) and is
+re-exported here with `LoadError` and `content_type_for_filename`.
 """
 
 from __future__ import annotations
 
-import codecs
 import json
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from services.common.errors import InvalidArgument, NotFound
 from services.common.models import ContentType, Document
-from services.indexer.chunking import iter_headings
-from services.indexer.front_matter import read_front_matter
 from services.indexer.html_markdown import html_to_markdown
 from services.indexer.markdown_text import clean_markdown
+from services.indexer.site_loader import load_directory
+from services.indexer.site_walk import LoadError
+from services.indexer.text_files import (
+    content_type_for_filename,
+    describe_error,
+    normalize_newlines,
+)
 
 __all__ = [
     "LoadError",
@@ -45,38 +49,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class LoadError:
-    """One source that could not be loaded; `source` is a path or `path:line`."""
-
-    source: str
-    reason: str
-
-
 LoadedItem = Document | LoadError
-
-_SUFFIX_TYPES = {
-    ".md": ContentType.MARKDOWN,
-    ".markdown": ContentType.MARKDOWN,
-    ".html": ContentType.HTML,
-    ".htm": ContentType.HTML,
-    ".txt": ContentType.TEXT,
-}
-_BOMS = (
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_\-]+)""", re.I)
-
-
-def content_type_for_filename(name: str) -> ContentType:
-    """The content type a file name's suffix implies; other suffixes are rejected."""
-    content_type = _SUFFIX_TYPES.get(Path(name).suffix.lower())
-    if content_type is None:
-        supported = ", ".join(sorted(_SUFFIX_TYPES))
-        raise InvalidArgument(f"unsupported file type {name!r}: expected one of {supported}")
-    return content_type
 
 
 def normalize_body(doc: Document, *, clean: bool = True) -> str:
@@ -88,86 +61,8 @@ def normalize_body(doc: Document, *, clean: bool = True) -> str:
     """
     if doc.content_type is ContentType.HTML:
         return html_to_markdown(doc.text)[1]
-    text = _normalize_newlines(doc.text)
+    text = normalize_newlines(doc.text)
     return clean_markdown(text) if clean and doc.content_type is ContentType.MARKDOWN else text
-
-
-def _normalize_newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-# ------------------------------------------------------------------ directories
-
-
-def load_directory(
-    root: Path, *, scope_id: str, locale: str = "en", base_url: str = ""
-) -> Iterator[LoadedItem]:
-    """Every .md/.markdown/.html/.htm/.txt file under `root`, in sorted path order.
-
-    Hidden files and folders (name starting with ".") are skipped. HTML is
-    converted to Markdown here, so the Document's content_type is MARKDOWN.
-    A Markdown file's YAML front matter gives its title (over the first H1)
-    and metadata (its other scalar fields, bounded; `path` stays the file's).
-    """
-    if not root.is_dir():
-        raise NotFound(f"document folder {str(root)!r} does not exist")
-    files = (p for p in root.rglob("*") if p.suffix.lower() in _SUFFIX_TYPES and p.is_file())
-    for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
-        relpath = path.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in Path(relpath).parts):
-            continue
-        try:
-            yield _load_file(path, relpath, scope_id=scope_id, locale=locale, base_url=base_url)
-        except (OSError, UnicodeDecodeError, LookupError) as exc:
-            yield LoadError(relpath, _describe(exc))
-
-
-def _load_file(path: Path, relpath: str, *, scope_id: str, locale: str, base_url: str) -> Document:
-    content_type = content_type_for_filename(path.name)
-    text = _normalize_newlines(_decode(path.read_bytes(), content_type))
-    title, metadata = "", {"path": relpath}
-    if content_type is ContentType.HTML:
-        title, text = html_to_markdown(text)
-        content_type = ContentType.MARKDOWN
-    elif content_type is ContentType.MARKDOWN:
-        front, body = read_front_matter(text)
-        # The H1 as a reader sees it: not a `#` line of the YAML, no comment in it.
-        title = front.title or _first_h1(clean_markdown(body))
-        metadata = {**front.metadata, **metadata}
-    modified = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
-    return Document(
-        doc_id=relpath,
-        text=text,
-        url=base_url + quote(relpath) if base_url else f"file:{relpath}",
-        title=title or path.stem,
-        locale=locale,
-        scope_id=scope_id,
-        metadata=metadata,
-        content_type=content_type,
-        updated_at=modified.isoformat(timespec="seconds"),
-    )
-
-
-def _decode(raw: bytes, content_type: ContentType) -> str:
-    """UTF-8 unless a byte-order mark (or, for HTML, a <meta charset>) says otherwise."""
-    for bom, encoding in _BOMS:
-        if raw.startswith(bom):
-            return raw.decode(encoding)
-    if content_type is ContentType.HTML and (declared := _META_CHARSET.search(raw[:4096])):
-        return raw.decode(declared.group(1).decode("ascii"))
-    return raw.decode("utf-8")
-
-
-def _first_h1(markdown: str) -> str:
-    return next((h.title for h in iter_headings(markdown) if h.level == 1 and h.title), "")
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return f"cannot decode as {exc.encoding} at byte {exc.start}: {exc.reason}"
-    if isinstance(exc, LookupError):
-        return f"unknown declared charset: {exc}"
-    return f"cannot read: {exc}"
 
 
 # ------------------------------------------------------------------ JSON lines
@@ -269,7 +164,7 @@ def _iter_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any] | LoadE
                     continue
                 record = json.loads(line)
             except UnicodeDecodeError as exc:
-                yield source, LoadError(source, _describe(exc))
+                yield source, LoadError(source, describe_error(exc))
                 continue
             except json.JSONDecodeError as exc:
                 yield source, LoadError(source, f"not valid JSON: {exc}")

@@ -110,8 +110,9 @@ class IndexingPipeline:
         control: RunControl | None = None,
     ) -> IndexReport:
         self.recover()
+        control = control or RunControl()
         with self.tracer.start_as_current_span("plan", attributes={"rag.documents": len(docs)}):
-            plans = self.planner.plan_upserts(docs)
+            plans = self.planner.plan_upserts(docs, control.check)
         return self._run("upsert", plans, dry_run, progress, control)
 
     def delete(
@@ -145,10 +146,12 @@ class IndexingPipeline:
         """Upsert `docs` into the scope and remove every document of the scope
         that is neither in `docs` nor in `keep` (already sent in earlier batches)."""
         self.recover()
+        control = control or RunControl()
         present = {(d.doc_id, d.locale) for d in docs} | set(keep)
         with self.tracer.start_as_current_span("plan", attributes={"rag.documents": len(docs)}):
             gone = [k for k in self.manifest.keys_in_scope(scope_id) if k not in present]
-            plans = self.planner.plan_upserts(docs) + self.planner.plan_removals(gone)
+            upserts = self.planner.plan_upserts(docs, control.check)
+            plans = upserts + self.planner.plan_removals(gone)
         return self._run("sync", plans, dry_run, progress, control)
 
     def _run(
@@ -181,6 +184,11 @@ class IndexingPipeline:
         generation = self.journal.next_generation()
         stamped = [_stamped(p, generation) for p in plans]
         self.journal.begin(generation, stamped)
+        log.info(
+            "index_run_writing",
+            generation=generation,
+            chunks_to_embed=sum(len(p.to_embed) for p in plans),
+        )
         try:
             self._write(stamped, progress, control)
             control.check_commit()
@@ -256,7 +264,8 @@ class IndexingPipeline:
             control.check()
             chunks = [c for p in plan_group for c in p.to_embed]
             with self.tracer.start_as_current_span("embed", attributes={"rag.chunks": len(chunks)}):
-                vectors = self.embedder.embed_documents([embedding_text(c) for c in chunks])
+                texts = [embedding_text(c) for c in chunks]
+                vectors = self.embedder.embed_documents(texts, between=control.check)
             if self.metrics is not None:
                 self.metrics.add_embedded(len(chunks))
             with self._timed("vector"):

@@ -2,7 +2,10 @@
 with the exact chunks to embed and the rows to write, update and delete.
 
 A plan is computed the same way for a dry run and a real run, so a dry run's
-counts are the real run's counts.
+counts are the real run's counts. Planning looks at the run's deadline and
+cancellation before each document and, through the chunker's `WorkMeter`,
+inside it; a document that needs more chunking work than
+`max_chunks_per_document` is rejected by name and the rest goes on.
 
 Not every span the chunker cuts is stored: one without a single letter or
 digit (a thematic break, a table's `| --- |` row, leftovers of markup) can
@@ -15,7 +18,7 @@ the spans kept, so a document's chunk ids stay consecutive.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -27,6 +30,9 @@ from services.indexer.chunking import Chunker, TextSpan
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
 from services.indexer.loaders import normalize_body
 from services.indexer.validation import DocumentLimits, validate_document
+from services.indexer.work_budget import WorkMeter
+
+RunCheck = Callable[[], None]  # raises when the run must stop (RunControl.check)
 
 
 class DocState(StrEnum):
@@ -138,44 +144,64 @@ class Planner:
         # change of parameters re-chunks everything instead of mixing builds.
         self._params_key = json.dumps(chunker.params.as_dict(), sort_keys=True)
 
-    def plan_upserts(self, docs: Sequence[Document]) -> list[DocumentPlan]:
-        """One plan per input document, in input order."""
+    def plan_upserts(
+        self, docs: Sequence[Document], check: RunCheck | None = None
+    ) -> list[DocumentPlan]:
+        """One plan per input document, in input order; `check` is called
+        before each document and every few chunking steps inside one."""
         plans, accepted = self._validate(docs)
         keys = [(d.doc_id, d.locale) for _, d in accepted]
         existing = self.manifest.get_many(keys)
         for index, doc in accepted:
+            if check is not None:
+                check()
             old = existing.get((doc.doc_id, doc.locale))
             if old is not None and old.scope_id != doc.scope_id:
                 plans[index] = _owned_elsewhere(doc)
-            else:
-                plans[index] = self._plan_one(doc, old)
+                continue
+            try:
+                plans[index] = self._plan_one(doc, old, self._meter(doc, check))
+            except InvalidArgument as exc:  # over its work budget
+                plans[index] = _rejected(doc, str(exc))
         return plans
+
+    def _meter(self, doc: Document, check: RunCheck | None) -> WorkMeter:
+        return WorkMeter(
+            limit=self.limits.max_chunks_per_document,
+            check=check,
+            what=f"doc_id {doc.doc_id!r} (locale {doc.locale!r})",
+        )
 
     def plan_removals(
         self, keys: Sequence[tuple[str, str]], scopes: ScopeGrant | None = None
     ) -> list[DocumentPlan]:
-        """Removal plans; a document in a scope outside `scopes` is reported
-        as not indexed, exactly like a missing one, so that nothing is learnt
-        about other scopes' documents."""
+        """Removal plans, in the order of `keys`.
+
+        A key the caller cannot remove (no such document, or one in a scope
+        outside `scopes`) is not indexed as far as the caller may tell, so the
+        answer must not depend on which it is: a doc_id with removable keys
+        gets exactly those, and one with none gets a single `_not_indexed`
+        plan that names nothing but the doc_id. Neither the answer's words nor
+        the number of its outcomes then tell a missing document from one in
+        another scope, whatever locales the latter has (a Delete without a
+        locale expands a doc_id into every locale indexed under it, in any
+        scope: `IndexingPipeline.delete`)."""
         existing = self.manifest.get_many(keys)
-        plans = []
-        for key in keys:
-            entry = existing.get(key)
-            if entry is not None and scopes is not None and not scopes.allows(entry.scope_id):
-                entry = None
-            if entry is None:
-                plans.append(
-                    DocumentPlan(
-                        key[0],
-                        key[1],
-                        DocState.REJECTED,
-                        error_code="NOT_FOUND",
-                        error=f"doc_id {key[0]!r} (locale {key[1]!r}) is not indexed",
-                    )
-                )
-                continue
-            to_delete = sorted(entry.chunk_ids)
-            plans.append(DocumentPlan(key[0], key[1], DocState.REMOVED, to_delete=to_delete))
+        removable = {
+            key: entry
+            for key, entry in existing.items()
+            if scopes is None or scopes.allows(entry.scope_id)
+        }
+        answered = {doc_id for doc_id, _ in removable}
+        plans: list[DocumentPlan] = []
+        for doc_id, locale in keys:
+            entry = removable.get((doc_id, locale))
+            if entry is not None:
+                to_delete = sorted(entry.chunk_ids)
+                plans.append(DocumentPlan(doc_id, locale, DocState.REMOVED, to_delete=to_delete))
+            elif doc_id not in answered:
+                answered.add(doc_id)
+                plans.append(_not_indexed(doc_id))
         return plans
 
     def _validate(
@@ -199,19 +225,19 @@ class Planner:
             accepted.append((index, doc))
         return plans, accepted
 
-    def _plan_one(self, doc: Document, old: ManifestEntry | None) -> DocumentPlan:
+    def _plan_one(self, doc: Document, old: ManifestEntry | None, meter: WorkMeter) -> DocumentPlan:
         body = normalize_body(doc, clean=self.clean_markdown)
         doc_hash = content_hash(self._params_key + "\x00" + body)
         meta_hash = metadata_hash(doc)
         if old and old.content_hash == doc_hash:
             if old.metadata_hash == meta_hash:
                 return DocumentPlan(doc.doc_id, doc.locale, DocState.UNCHANGED, entry=old)
-            spans = indexable_spans(self.chunker, body)
+            spans = indexable_spans(self.chunker, body, meter)
             # Unequal counts: the stored chunks were cut before markup-only
             # spans were dropped, so the document is re-chunked instead.
             if len(spans) == len(old.chunk_ids):
                 return self._metadata_only(doc, old, meta_hash, spans)
-        chunks = document_chunks(self.chunker, doc, body)
+        chunks = document_chunks(self.chunker, doc, body, meter=meter)
         entry = ManifestEntry(
             doc.doc_id,
             doc.locale,
@@ -271,19 +297,25 @@ class Planner:
         )
 
 
-def indexable_spans(chunker: Chunker, body: str) -> list[TextSpan]:
+def indexable_spans(chunker: Chunker, body: str, meter: WorkMeter | None = None) -> list[TextSpan]:
     """The chunker's spans that hold at least one letter or digit (any script:
     `str.isalnum`); a heading-only span keeps its words and stays."""
-    return [span for span in chunker.split(body) if any(c.isalnum() for c in span.text)]
+    return [span for span in chunker.split(body, meter) if any(c.isalnum() for c in span.text)]
 
 
 def document_chunks(
-    chunker: Chunker, doc: Document, body: str | None = None, *, clean: bool = True
+    chunker: Chunker,
+    doc: Document,
+    body: str | None = None,
+    *,
+    clean: bool = True,
+    meter: WorkMeter | None = None,
 ) -> list[Chunk]:
     """The chunks the Indexer stores for `doc` (`body`: its normalised text,
     when the caller has it already; `clean`: as the Indexer's
-    RAG_CLEAN_MARKDOWN, used when it has not)."""
-    spans = indexable_spans(chunker, normalize_body(doc, clean=clean) if body is None else body)
+    RAG_CLEAN_MARKDOWN, used when it has not; `meter`: see work_budget)."""
+    text = normalize_body(doc, clean=clean) if body is None else body
+    spans = indexable_spans(chunker, text, meter)
     return [
         Chunk(
             chunk_id=chunk_id(doc.locale, doc.doc_id, index),
@@ -313,6 +345,20 @@ def _owned_elsewhere(doc: Document) -> DocumentPlan:
         error_code="ALREADY_EXISTS",
         error=f"doc_id {doc.doc_id!r} (locale {doc.locale!r}) is already indexed in another "
         "scope; a document moves between scopes by deleting it first",
+    )
+
+
+def _not_indexed(doc_id: str) -> DocumentPlan:
+    """A removal the caller cannot make, in words that are the same whether
+    the document is missing or belongs to a scope the caller does not hold
+    (docs/security.md): no locale (the one looked up would be the other
+    scope's), no scope, no counts."""
+    return DocumentPlan(
+        doc_id,
+        "",
+        DocState.REJECTED,
+        error_code="NOT_FOUND",
+        error=f"doc_id {doc_id!r} is not indexed",
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from services.indexer.validation import (
     delete_ids,
 )
 from services.indexer.verify import IndexVerifier
+from services.indexer.worker_threads import WorkerThreads
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Indexer"].full_name
 # Writers change documents in the scopes they hold; whatever reads or repairs
@@ -197,6 +197,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         )
         # Embedded stores have a single writer: runs are serialised.
         self._write_lock = asyncio.Lock()
+        self.workers = WorkerThreads()
 
     async def _locked(
         self,
@@ -205,21 +206,31 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         on_cancel: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Run `fn` in a thread under the write lock, and keep the lock until
-        the thread is done even when the RPC is cancelled: a thread cannot be
-        stopped, and a second run starting beside one that is still writing
-        would recover (undo) it and reuse its generation."""
-        async with self._write_lock:
-            work = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
-            try:
-                return await asyncio.shield(work)
-            except asyncio.CancelledError:
-                # Tell the run (it undoes itself at its next check), then wait for it.
-                if on_cancel is not None:
-                    on_cancel()
-                with contextlib.suppress(Exception):
-                    await work
-                raise
+        """Run `fn` in a worker thread under the write lock, and keep the lock
+        until the thread is done even when the RPC is cancelled: a thread
+        cannot be stopped, and a second run starting beside one that is still
+        writing would recover (undo) it and reuse its generation. A cancelled
+        RPC returns at once (its run is told to stop and undoes itself at its
+        next check); the lock is released when the thread ends."""
+        await self._write_lock.acquire()
+        work = asyncio.ensure_future(self.workers.run(fn, *args, **kwargs))
+        work.add_done_callback(self._release_after)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if on_cancel is not None:
+                on_cancel()
+            raise
+
+    def _release_after(self, work: asyncio.Future[Any]) -> None:
+        self._write_lock.release()
+        if not work.cancelled():
+            work.exception()  # retrieved: a cancelled caller no longer awaits it
+
+    async def settle(self, timeout_s: float) -> bool:
+        """After the server stopped: wait up to `timeout_s` for runs still in
+        their threads; False if one is still running (see worker_threads)."""
+        return await self.workers.settle(timeout_s)
 
     async def _run(
         self, context: grpc.aio.ServicerContext, fn: Callable[..., Any], *args: Any, **kwargs: Any

@@ -23,6 +23,13 @@ class IndexerSettings(EmbeddingSettings):
     chunk_overlap_chars: int = Field(200, ge=0, le=10000)
     chunk_max_slack_chars: int = Field(200, ge=0, le=10000)
     max_document_chars: int = Field(2_000_000, ge=1000)
+    max_chunks_per_document: int = Field(
+        10_000,
+        ge=1,
+        le=10_000_000,
+        description="chunking steps (about one per chunk) one document may take; more: that "
+        "document is REJECTED with its name and the rest of the batch goes on",
+    )
     max_doc_id_chars: int = Field(512, ge=8, le=4096)
     allowed_locales: str = Field("", description="comma-separated; empty = any language tag")
     max_title_chars: int = Field(

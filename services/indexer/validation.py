@@ -12,6 +12,7 @@ from typing import Any
 
 from services.common.errors import InvalidArgument
 from services.common.models import Document
+from services.indexer.document_fields import check_timestamp, check_web_url
 
 # BCP 47-ish: "en", "pt-BR", "zh-Hant-TW". Anything else is an unknown locale.
 # Used with fullmatch: a `$` anchor would let a trailing newline through.
@@ -28,6 +29,7 @@ _PREVIEW_CHARS = 40
 class DocumentLimits:
     max_doc_id_chars: int = 512
     max_document_chars: int = 2_000_000
+    max_chunks_per_document: int = 10_000  # chunking steps (services.indexer.work_budget)
     max_metadata_entries: int = 64
     max_metadata_value_chars: int = 1024
     max_metadata_key_chars: int = 128
@@ -83,9 +85,20 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
             f"text: {len(doc.text)} characters, limit is {limits.max_document_chars}"
         )
     _check_length("title", doc.title, limits.max_title_chars)
+    # A title is one line of plain text, kept as written: `<script>` in a
+    # title is seven characters, shown as such by every reader (JSON, the
+    # evidence text, the web page's `textContent`). Tags are not stripped:
+    # a stripper would corrupt real titles ("Vec<T> in Rust", "The <dialog>
+    # element") and protect nothing, since escaping is the renderer's job.
+    # Control characters are refused instead: they never belong in one line
+    # and can forge lines in logs and terminals.
+    if _CONTROL.search(doc.title):
+        raise InvalidArgument("title: must not contain control characters (NUL, newline, ...)")
     _check_length("url", doc.url, limits.max_url_chars)
     if _CONTROL.search(doc.url):
         raise InvalidArgument("url: must not contain control characters (NUL, newline, ...)")
+    check_web_url("url", doc.url)
+    check_timestamp("updated_at", doc.updated_at)
     _validate_locale(doc.locale, limits)
     _validate_metadata(doc.metadata, limits)
     # Text arrives already decoded (protobuf strings are valid UTF-8; the file

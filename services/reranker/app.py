@@ -48,6 +48,8 @@ class RerankerApp:
     """Server + servicer + scorer for one Reranker process. `start()` opens the
     port and loads the model in the background (`loading`)."""
 
+    abandoned_work = False  # no work outlives its RPC here
+
     def __init__(
         self,
         settings: RerankerSettings,

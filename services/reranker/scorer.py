@@ -30,6 +30,7 @@ from sentence_transformers import CrossEncoder
 
 from services.common.errors import InvalidArgument, Unavailable
 from services.common.logging import get_logger
+from services.common.query_text import EMPTY_QUERY, is_empty_query
 from services.common.settings import default_data_dir
 from services.reranker.backends import BatchInterrupted, ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
@@ -106,9 +107,9 @@ class InputLimits:
     max_passage_chars: int = 2000
 
     def clean(self, query: str, passages: Sequence[str]) -> tuple[str, list[str]]:
+        if is_empty_query(query):  # the same definition as the gateway's and the Retriever's
+            raise InvalidArgument(EMPTY_QUERY)
         query = query.strip()
-        if not query:
-            raise InvalidArgument("query is empty")
         if not passages:
             raise InvalidArgument("no passages to score")
         if len(passages) > self.max_passages:

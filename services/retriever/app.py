@@ -19,6 +19,7 @@ from services.common.server import GrpcServer
 from services.common.service import ServiceIdentity
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.visibility import CommittedGeneration
+from services.retriever.locale_balance import IndexLocales
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline
 from services.retriever.rerank_client import RerankClient
@@ -44,9 +45,11 @@ def build_retrieval_pipeline(
     committed: CommittedGeneration | None = None,
     tracing: Tracing | None = None,
     metrics: RetrievalMetrics | None = None,
+    locales: IndexLocales | None = None,
 ) -> RetrievalPipeline:
     """`tracing`: spans per stage when on; `metrics`: counts every answer, and
-    shows the Reranker's health when one is configured (None: nothing counted)."""
+    shows the Reranker's health when one is configured (None: nothing counted);
+    `locales`: the index's locales (ranking across languages)."""
     tracing = tracing or Tracing.off()
     reranker, health = reranker_from_settings(settings)
     if metrics is not None and health is not None:
@@ -64,6 +67,7 @@ def build_retrieval_pipeline(
         record_query_text=tracing.record_query_text,
         reranker_health=health,
         metrics=metrics,
+        locales=locales,
     )
 
 
@@ -147,6 +151,8 @@ def retriever_parts(settings: RetrieverSettings) -> PartsConfig:
 class RetrieverApp:
     """Pipeline + servicer + server + store health monitor for one Retriever."""
 
+    abandoned_work = False  # no work outlives its RPC here
+
     def __init__(
         self,
         settings: RetrieverSettings,
@@ -168,6 +174,7 @@ class RetrieverApp:
             parts.committed,
             self.telemetry.tracing,
             self.metrics,
+            IndexLocales.of(parts.manifest),
         )
         # The embedder may be shared with an Indexer (embedded stack); only the
         # Retriever embeds queries, so its query passes are the Retriever's.

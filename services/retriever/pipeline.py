@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from opentelemetry import trace
 
@@ -29,7 +29,6 @@ from services.retriever.channels import (
 )
 from services.retriever.evidence import EvidenceAssembler
 from services.retriever.exact import (
-    ExactPrecedence,
     exact_precedence,
     precedence_note,
     with_exact_matches,
@@ -37,88 +36,43 @@ from services.retriever.exact import (
 )
 from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
 from services.retriever.language import (  # check_language: re-exported for its importers
-    LanguageDecision,
+    EVERY_LANGUAGE,
     LanguageRule,
     check_language,
     language_weights,
 )
+from services.retriever.locale_balance import (
+    IndexLocales,
+    LocaleBalance,
+    balance_note,
+    interleaved,
+)
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.query import QueryNormalizer
+from services.retriever.requests import (
+    DEFAULT_CONFIG,
+    PreparedQuery,
+    RetrievalConfig,
+    RetrievalRequest,
+    RetrievalResult,
+)
 from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
 from services.retriever.routing import IntentRouter
 from services.retriever.stages import StageRecorder
-from services.retriever.types import Channel, Evidence, FusedHit, Intent
+from services.retriever.types import Channel, FusedHit, Intent
+
+__all__ = [
+    "PreparedQuery",
+    "RetrievalConfig",
+    "RetrievalPipeline",
+    "RetrievalRequest",
+    "RetrievalResult",
+    "check_language",
+]
 
 log = get_logger(__name__)
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    default_top_k: int = 10
-    max_top_k: int = 50
-    candidates_per_channel: int = 50
-    max_candidates_per_channel: int = 200
-    rrf_k: int = 60
-    max_chunks_per_document: int = 2
-    context_char_budget: int = 6000
-    rerank_candidates: int = 20
-    rerank_budget_ms: int = 300
-    channel_timeout_ms: int = 1000
-    safety_margin_ms: int = 10
-    max_query_chars: int = 1000
-    exact_precedence: ExactPrecedence = ExactPrecedence.LEAD
-    unread_language_vector_weight: float = 0.0
-
-
-@dataclass(frozen=True)
-class RetrievalRequest:
-    query: str
-    top_k: int = 0
-    scope: ScopeFilter = field(default_factory=ScopeFilter)
-    page_url: str = ""
-    debug: bool = False
-    rerank: bool = True
-    weights: dict[Channel, float] | None = None
-    max_chunks_per_document: int = 0
-    context_char_budget: int = 0
-    min_vector_score: float = 0.0
-    candidates_per_channel: int = 0
-    channels: frozenset[Channel] = frozenset(Channel)
-    intent: Intent | None = None  # None: route by rules
-    query_language: str = ""  # "": detect from the script
-
-
-@dataclass
-class RetrievalResult:
-    hits: list[FusedHit]
-    intent: Intent
-    normalized_query: str
-    rerank: RerankOutcome
-    evidence: Evidence
-    channels: list[ChannelOutcome]
-    page_indexed: bool | None = None  # None: no page scoping
-    lexical_query: str = ""
-    degraded: list[tuple[str, str]] = field(default_factory=list)
-    message: str = ""
-    timings: list[tuple[str, float]] = field(default_factory=list)
-    query_language: str = ""
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class PreparedQuery:
-    """A request after validation, routing and analysis: what the channels run."""
-
-    text: str
-    plan: QueryPlan
-    intent: Intent
-    scope: ScopeFilter
-    top_k: int
-    depth: int
-    language: LanguageDecision
-    channels: frozenset[Channel]
 
 
 class RetrievalPipeline:
@@ -129,17 +83,21 @@ class RetrievalPipeline:
         lexical: LexicalStore,
         reranker: RerankClient | None,
         executor: Executor,
-        config: RetrievalConfig = RetrievalConfig(),
+        config: RetrievalConfig = DEFAULT_CONFIG,
         analyzer: TextAnalyzer | None = None,
         committed: CommittedGeneration | None = None,
         tracer: trace.Tracer | None = None,
         record_query_text: bool = False,
         reranker_health: RerankerHealth | None = None,
         metrics: RetrievalMetrics | None = None,
+        locales: IndexLocales | None = None,
     ) -> None:
         """`reranker_health`: skip the Reranker while it is NOT_SERVING (None:
-        always call it). `metrics`: counts each answer (None: not counted)."""
+        always call it). `metrics`: counts each answer (None: not counted).
+        `locales`: the index's locales, for ranking across languages
+        (services.retriever.locale_balance; None: one vector list)."""
         self.metrics = metrics
+        self.locales = locales
         self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
         self.tracer = tracer  # None: stages are timed, not traced
         self.record_query_text = record_query_text
@@ -186,7 +144,8 @@ class RetrievalPipeline:
             prepared.text, prepared.intent.value, prepared.top_k, self.record_query_text
         )
         prepared = replace(prepared, scope=await self._visible(prepared.scope))
-        vector, lexical = await self._fan_out(prepared, deadline, stages)
+        balanced: list[str] = []  # the locales the vector channel ranked apart
+        vector, lexical = await self._fan_out(prepared, deadline, stages, balanced)
         if prepared.language.skip_vector and Channel.VECTOR in request.channels:
             vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
         stages.record("vector", vector.latency_ms)
@@ -214,6 +173,8 @@ class RetrievalPipeline:
             timings=stages.timings,
         )
         self._explain(result, request, prepared, fused)
+        if balanced and vector.ok:
+            result.notes.append(balance_note(balanced))
         _record_degradation(result, vector, lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
             await self._check_page(result, prepared.scope, deadline)
@@ -288,9 +249,14 @@ class RetrievalPipeline:
         return top_k, max(depth, top_k)
 
     async def _fan_out(
-        self, prepared: PreparedQuery, deadline: Deadline, stages: StageRecorder
+        self,
+        prepared: PreparedQuery,
+        deadline: Deadline,
+        stages: StageRecorder,
+        balanced: list[str],
     ) -> tuple[ChannelOutcome, ChannelOutcome]:
-        """Both channels at once, each within min(channel timeout, time left − margin)."""
+        """Both channels at once, each within min(channel timeout, time left − margin);
+        `balanced` receives the locales the vector channel ranked apart."""
         budget_s = deadline.budget(
             self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
         )
@@ -300,7 +266,7 @@ class RetrievalPipeline:
             with stages.stage("embedding"):
                 vector = call_as("embedding", self.embedder.embed_query, query)
             with stages.stage("vector_search", timed=False) as span:
-                hits = call_as("vector", self.vectors.search, vector.tolist(), depth, scope)
+                hits = self._vector_search(vector.tolist(), depth, scope, balanced)
                 span.set_attribute("rag.hits", len(hits))
             return hits
 
@@ -317,6 +283,30 @@ class RetrievalPipeline:
             self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
         )
         return results[0], results[1]
+
+    def _vector_search(
+        self, vector: list[float], depth: int, scope: ScopeFilter, balanced: list[str]
+    ) -> list[ScoredChunk]:
+        """One search, or one per locale taken in turns (locale_balance)."""
+        locales = self._locales_to_balance(scope)
+        if not locales:
+            return call_as("vector", self.vectors.search, vector, depth, scope)
+        lists = [
+            call_as("vector", self.vectors.search, vector, depth, replace(scope, locale=locale))
+            for locale in locales
+        ]
+        balanced.extend(locales)
+        return interleaved(lists)[:depth]
+
+    def _locales_to_balance(self, scope: ScopeFilter) -> tuple[str, ...]:
+        """Locales to rank apart: only for a model that reads every language,
+        a request that fixes no locale, and an index with more than one."""
+        if self.config.vector_locale_balance is LocaleBalance.OFF or self.locales is None:
+            return ()
+        if scope.locale or EVERY_LANGUAGE not in self.language_rule.model_languages:
+            return ()
+        locales = self.locales.current()
+        return locales if len(locales) > 1 else ()
 
     def _lexical_search(
         self, query: str, plan: QueryPlan, depth: int, scope: ScopeFilter

@@ -14,6 +14,7 @@ import re
 import unicodedata
 
 from services.common.errors import ConfigError, InvalidArgument
+from services.common.query_text import EMPTY_QUERY, is_empty_query
 
 # `\s` on str patterns covers Unicode whitespace: tabs, newlines, NBSP,
 # thin/ideographic spaces, line/paragraph separators.
@@ -39,11 +40,14 @@ class QueryNormalizer:
 
     def normalize(self, text: str) -> str:
         """Return the cleaned query or raise InvalidArgument saying what is wrong."""
+        # Emptiness has one definition, shared with the gateway; it removes
+        # more than the cleaning below, so a query that passes is never
+        # cleaned into nothing.
+        if is_empty_query(text):
+            raise InvalidArgument(EMPTY_QUERY)
         # NFC last: removing an invisible character can bring a letter and its
         # combining accent together, which only then compose.
         cleaned = unicodedata.normalize("NFC", _collapse_whitespace(_strip_invisible(text)))
-        if not cleaned:
-            raise InvalidArgument("query is empty (nothing left after removing whitespace)")
         if len(cleaned) > self.max_chars:
             raise InvalidArgument(
                 f"query is too long: {len(cleaned)} characters, the limit is {self.max_chars}"

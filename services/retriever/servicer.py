@@ -19,6 +19,7 @@ from services.common.security.callers import Role, method_roles
 from services.common.security.scopes import readable_scope
 from services.common.security.server_auth import current_caller
 from services.common.stores.visibility import ReleaseVerdict
+from services.common.translation_links import TRANSLATIONS_KEY, decode_translations
 from services.retriever.channels import ChannelStatus
 from services.retriever.fusion import resolve_request_weights
 from services.retriever.pipeline import (
@@ -193,7 +194,18 @@ def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
             for span in hit.highlights
         ],
         exact_identifiers=list(hit.exact),
+        translations=hit_translations(c.metadata),
     )
+
+
+def hit_translations(metadata: dict[str, str]) -> list[pb.Translation]:
+    """The hit's page in other languages, from its `metadata["translations"]`
+    (services.common.translation_links): carried as they are, never reordering
+    anything; a malformed value carries none."""
+    return [
+        pb.Translation(locale=t.locale, url=t.url, doc_id=t.doc_id)
+        for t in decode_translations(metadata.get(TRANSLATIONS_KEY, ""))
+    ]
 
 
 def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse:

@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from services.common.embedding_settings import EmbeddingSettings
 from services.common.security.client_settings import client_settings
 from services.retriever.exact import ExactPrecedence
+from services.retriever.locale_balance import LocaleBalance
 
 
 class RetrieverSettings(
@@ -99,6 +100,13 @@ class RetrieverSettings(
         le=1,
         description="RRF weight of the vector channel for a query or scope locale in a language "
         "the embedding model does not read (RAG_EMBEDDING_LANGUAGES); 0 leaves the channel out",
+    )
+    vector_locale_balance: LocaleBalance = Field(
+        LocaleBalance.INTERLEAVE,
+        description="interleave | off. interleave: with a model that reads every language "
+        "(RAG_EMBEDDING_LANGUAGES=*), an index of several locales and a request that fixes "
+        "none, the vector channel ranks each locale's pages apart and takes them in turns, so "
+        "a question is not pulled to pages of its own language (docs/retrieval.md)",
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)

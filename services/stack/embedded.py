@@ -78,4 +78,5 @@ class EmbeddedStack:
     async def stop(self) -> None:
         await self.retriever.stop()
         await self.indexer.stop()
-        await asyncio.to_thread(self.parts.close)
+        if not self.indexer.abandoned_work:  # else a run still writes to them
+            await asyncio.to_thread(self.parts.close)

@@ -24,6 +24,10 @@ PAGES = {
     "超过限额的请求会被拒绝，稍后可以重试。\n",
     "zh-CN/keys.md": "# 密钥\n\n在控制台创建密钥，并放在请求头中发送。"
     "密钥一年后过期，续期后继续有效。\n",
+    # One page in each language with no counterpart: the cross-language kinds' answers.
+    "en/invoices.md": "# Invoices\n\nInvoices are issued on the first day of each month and "
+    "charged to the card on file three days later.\n",
+    "zh-CN/deploy.md": "# 私有化部署\n\n私有化部署至少需要三台服务器，其中一台用作网关。\n",
 }
 QUERIES = [
     {
@@ -52,6 +56,18 @@ QUERIES = [
         "query": "请求 limit 是多少",
         "relevant": {"zh-CN/limits.md": 1},
     },
+    {
+        "id": "zh-en",
+        "kind": "cross_zh_en",
+        "query": "账单每个月几号出",
+        "relevant": {"en/invoices.md": 2},
+    },
+    {
+        "id": "en-zh",
+        "kind": "cross_en_zh",
+        "query": "how many machines does an on-premises installation need",
+        "relevant": {"zh-CN/deploy.md": 2},
+    },
 ]
 
 
@@ -74,8 +90,9 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_every_configuration_has_every_metric_per_kind(result: dict[str, Any]) -> None:
     assert result["smoke"] is True and result["env"] == {}
     assert all(result[field] for field in ("command", "date", "git_revision", "machine"))
-    assert result["index"]["documents"] == 4
-    assert result["index"]["documents_by_locale"] == {"en": 2, "zh-CN": 2}
+    assert result["index"]["documents"] == 6
+    assert result["index"]["documents_by_locale"] == {"en": 3, "zh-CN": 3}
+    assert result["queries"] == {kind: 1 for kind in KINDS}
     assert result["index"]["unknown_judgments"] == []
     for name in ("lexical", "vector", "hybrid"):
         config = result["configs"][name]
@@ -85,7 +102,15 @@ def test_every_configuration_has_every_metric_per_kind(result: dict[str, Any]) -
             assert set(METRICS) <= set(figures) and figures["queries"] >= 1
     assert result["configs"]["vector"]["groups"]["all"]["lexical_nonempty"] is None
     assert result["configs"]["lexical"]["groups"]["identifier"]["lexical_nonempty"] == 1.0
-    assert len(result["targets"]) == 3
+    assert len(result["targets"]) == 5
+
+
+def test_each_cross_language_direction_has_its_own_top3_target(result: dict[str, Any]) -> None:
+    hybrid = result["configs"]["hybrid"]["groups"]
+    for kind in ("cross_zh_en", "cross_en_zh"):
+        target = next(t for t in result["targets"] if t["what"].startswith(kind))
+        assert target["threshold"] == 0.8 and target["direction"] == "at_least"
+        assert target["measured"] == hybrid[kind]["top3"] and target["note"] == "1 queries"
 
 
 def test_an_identifier_on_exactly_one_page_puts_that_page_first_lexically(

@@ -61,7 +61,9 @@ def test_bad_values_name_the_variable_and_the_value(
 def test_declared_languages_are_codes_or_a_star(monkeypatch: pytest.MonkeyPatch) -> None:
     from services.common.embedding_settings import declared_languages
 
-    assert load_settings(RetrieverSettings).embedding_languages == "en"
+    # Unset: the model's own declaration (services.common.packaged_models).
+    assert load_settings(RetrieverSettings).embedding_languages == ""
+    assert declared_languages("") == frozenset()
     monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "en, ZH")
     assert declared_languages(load_settings(RetrieverSettings).embedding_languages) == {"en", "zh"}
     monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "english;chinese")
@@ -102,3 +104,19 @@ def test_document_precision_reaches_the_indexer_embedder_only(
     fp32_retriever = load_settings(RetrieverSettings, embedding_document_precision="fp32")
     config = stack_parts(indexer, fp32_retriever).embedder_config(tmp_path)
     assert config.document_precision == "int8"
+
+
+def test_packaged_models_declare_their_languages() -> None:
+    from services.common.packaged_models import model_languages
+
+    assert model_languages("packaged:all-MiniLM-L6-v2") == {"en"}
+    assert model_languages("") == {"en"}  # the legacy name of the packaged MiniLM
+    assert model_languages("packaged:multilingual-e5-small") == {"*"}
+    assert model_languages("/models/any-folder") == {"en"}  # unknown: the safe side
+
+
+def test_an_unknown_packaged_alias_names_the_known_ones() -> None:
+    from services.common.packaged_models import model_path
+
+    with pytest.raises(ConfigError, match="packaged:multilingual-e5-small"):
+        model_path("packaged:e5-large")

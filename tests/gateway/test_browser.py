@@ -347,3 +347,47 @@ async def test_the_widget_marks_code_point_spans_as_text(
     assert text == "😀 表情之后是 分词 和 X7Q-4291 🎉 <b>not markup</b> end"
     assert marks == [(None, "分词"), ("ident", "X7Q-4291")]
     assert tags == ["MARK", "MARK"]
+
+
+async def test_a_hit_offers_its_translations_as_safe_links(
+    browser: object, retriever: RetrieverServer
+) -> None:
+    """ "Also in: 中文（中国） / English" under a hit, each language named in
+    itself; a URL that is not http(s) is never a link, whatever the API says."""
+    hit = pb.Hit(
+        chunk_id="c-en",
+        doc_id="en/setup.md",
+        url="https://docs.example/en/setup",
+        title="Setup",
+        text="Install the service.",
+        rank=1,
+        translations=[
+            pb.Translation(locale="zh-CN", url="/zh-CN/setup", doc_id="zh-CN/setup.md"),
+            pb.Translation(locale="en-GB", url="javascript:alert(1)", doc_id="en-GB/setup.md"),
+            pb.Translation(locale="en", url="https://docs.example/en/", doc_id="en/index.md"),
+        ],
+    )
+    bare = pb.Hit(chunk_id="c-2", doc_id="b.md", url="https://docs.example/b", title="B", rank=2)
+    retriever.servicer.reply_with = pb.RetrieveResponse(hits=[hit, bare], query_language="en")
+    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
+    async with serve_gateway(settings) as gw:
+        page = await browser.new_page()  # type: ignore[attr-defined]
+        await page.goto(f"{gw.url}/")
+        await page.get_by_role("searchbox", name="Search query").fill("install")
+        await page.get_by_role("button", name="Search", exact=True).click()
+        offered = page.locator(".hit .translations")
+        await offered.first.wait_for()
+        text = await offered.first.inner_text()
+        links = [
+            (await a.inner_text(), await a.get_attribute("href"), await a.get_attribute("lang"))
+            for a in await offered.first.locator("a").all()
+        ]
+        count = await offered.count()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "gateway-translations.png"), full_page=True)
+    assert links == [
+        ("中文（中国）", f"{gw.url}/zh-CN/setup", "zh-CN"),
+        ("English", "https://docs.example/en/", "en"),
+    ]
+    assert text == "Also in: 中文（中国） / English"
+    assert count == 1  # the hit without translations offers none

@@ -135,3 +135,38 @@ async def test_a_bad_query_language_is_named_in_the_error(retriever: RetrieverSe
     assert accepted.status_code == 200
     assert accepted.json()["query_language"] == "zh"
     assert [r.query_language for r in retriever.servicer.requests] == ["zh"]
+
+
+# Once answered 200 with arbitrary hits, or (NUL) forwarded to the Retriever
+# at the cost of a downstream call and a unit of the daily budget.
+INVISIBLE_QUERIES = [
+    "\u200c",
+    "\u2061\u2062",
+    "\ufe0f",
+    "\U0001d173",
+    "\u200b",
+    "\x00",
+    "\u0000 \u3000",
+    "\u3000",
+]
+
+
+async def test_a_query_of_invisible_characters_is_empty_and_costs_nothing(
+    retriever: RetrieverServer,
+) -> None:
+    settings = gateway_settings(retriever.addr, gateway_daily_budget=1)
+    headers = {"Origin": ALLOWED_ORIGIN}
+    async with serve_gateway(settings) as gw, httpx.AsyncClient() as client:
+        refused = [
+            await client.post(f"{gw.url}/v1/search", json={"query": q}, headers=headers)
+            for q in INVISIBLE_QUERIES
+        ]
+        assert retriever.servicer.calls == 0  # no downstream call
+        accepted = await client.post(
+            f"{gw.url}/v1/search", json={"query": "ports"}, headers=headers
+        )  # the one unit of the budget is still there
+    for response in refused:
+        assert (response.status_code, _error_code(response)) == (422, "invalid_request")
+        assert response.json()["error"]["message"].startswith("query is empty")
+    assert accepted.status_code == 200
+    assert retriever.servicer.calls == 1

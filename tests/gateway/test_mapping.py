@@ -156,3 +156,19 @@ LANGUAGE_CODES = ["", "en", "zh", "ja", "ko", "yue", "zh-Hant", "pt-BR", "sr-Lat
 @pytest.mark.parametrize("code", LANGUAGE_CODES)
 def test_limits_accept_language_codes(code: str) -> None:
     LIMITS.check(SearchRequest.model_validate({"query": "q", "query_language": code}))
+
+
+def test_response_carries_each_hits_translations() -> None:
+    translations = [
+        pb.Translation(locale="en", url="https://docs.example/en/a", doc_id="en/a.md"),
+        pb.Translation(locale="zh-CN", url="/zh-CN/a", doc_id="zh-CN/a.md"),
+    ]
+    reply = pb.RetrieveResponse(
+        hits=[pb.Hit(chunk_id="c", text="x", translations=translations), pb.Hit(chunk_id="d")]
+    )
+    hits = to_search_response(reply, "rid", debug=False).model_dump(mode="json")["hits"]
+    assert hits[0]["translations"] == [
+        {"locale": "en", "url": "https://docs.example/en/a", "doc_id": "en/a.md"},
+        {"locale": "zh-CN", "url": "/zh-CN/a", "doc_id": "zh-CN/a.md"},
+    ]
+    assert hits[1]["translations"] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -10,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.errors import ConfigError
-from services.indexer.chunking import Chunker, ChunkingParams, TextSpan, iter_headings
+from services.indexer.chunking import Chunker, ChunkingParams, iter_headings
+from services.indexer.work_budget import WorkBudgetExceeded, WorkMeter
+from tests.support.chunk_invariants import assert_chunk_invariants, step_bound
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +67,8 @@ def _blocks(draw: st.DrawFn) -> tuple[str, str, int]:
         return kind, "\n".join([marker + draw(st.sampled_from(["", "python"])), *lines, marker]), 0
     if kind == "table":
         rows = draw(st.lists(st.lists(_word, min_size=1, max_size=4), min_size=1, max_size=30))
-        return kind, "\n".join("| " + " | ".join(row) + " |" for row in rows), 0
+        indent = draw(st.sampled_from(["", "", "   "]))  # rST-style tables are indented
+        return kind, "\n".join(indent + "| " + " | ".join(row) + " |" for row in rows), 0
     if kind == "long":
         return kind, draw(_long_token), 0
     if kind == "free":
@@ -79,23 +83,63 @@ class _Doc:
     headings: list[tuple[int, int, str]] = field(default_factory=list)  # offset, level, title
 
 
+def _sized_block(kind: str, size: int) -> str:
+    """A fence, table, long line or paragraph of exactly `size` characters."""
+    if kind == "fence":
+        body = _filled(size - 8, "x = call(1)  # code line")
+        return "```\n" + body + "\n```"
+    if kind == "table":
+        head = "| name | value |\n|---|---|\n"
+        return head + _filled(size - len(head), "| key_1 | val |", sep="\n")
+    if kind == "long":
+        return ("identifier-" * (size // 11 + 1))[:size]
+    return _filled(size, "Words of prose end here.", sep=" ")
+
+
+def _filled(size: int, unit: str, sep: str = "\n") -> str:
+    text = sep.join([unit] * (size // (len(unit) + 1) + 1))
+    return text[:size].rstrip() or unit[: max(size, 1)]
+
+
+@st.composite
+def _edge_blocks(draw: st.DrawFn) -> tuple[str, str, int]:
+    """A block sized at an edge of the window: around min, target, max, 2*max."""
+    params = ChunkingParams()
+    edge = draw(st.sampled_from([params.min_chars, params.target_chars, params.max_chars]))
+    size = draw(st.integers(-3, 3)) + edge * draw(st.sampled_from([1, 1, 2]))
+    kind = draw(st.sampled_from(["fence", "table", "long", "para"]))
+    return kind, _sized_block(kind, max(size, 10)), 0
+
+
 @st.composite
 def markdown_docs(draw: st.DrawFn) -> _Doc:
     doc = _Doc()
     parts: list[str] = []
     offset = 0
-    for kind, text, level in draw(st.lists(_blocks(), max_size=14)):
+    blocks = draw(st.lists(st.one_of(_blocks(), _edge_blocks()), max_size=14))
+    for kind, text, level in blocks:
         if kind in ("fence", "table"):
             doc.atomic.append((offset, offset + len(text)))
         if kind == "heading":
             doc.headings.append((offset, level, text.lstrip("#").strip()))
         parts.append(text)
         offset += len(text) + 2
-    doc.text = "\n\n".join(parts)
+    doc.text = "\n\n".join(parts) + draw(st.sampled_from(["", "\n", "\n\n", "  \n"]))
     return doc
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _after_heading(doc: _Doc, start: int, end: int, params: ChunkingParams) -> bool:
+    """A block right after headings that do not fit beside it whole may be
+    cut: the headings travel with its first lines instead."""
+    before = doc.text[:start].rstrip()
+    last_line = before[before.rfind("\n") + 1 :]
+    if not last_line.lstrip().startswith("#"):
+        return False
+    run = [h for h in doc.headings if h[0] < start]
+    return end - run[-1][0] > params.max_chars if run else False
 
 
 def _expected_heading_path(doc: _Doc, pos: int) -> str:
@@ -107,31 +151,22 @@ def _expected_heading_path(doc: _Doc, pos: int) -> str:
     return " > ".join(t for _, t in stack)
 
 
-def _assert_invariants(text: str, spans: list[TextSpan], params: ChunkingParams) -> None:
-    covered = bytearray(len(text))
-    for span in spans:
-        assert span.text == text[span.start : span.end]
-        assert span.text and span.text == span.text.strip()
-        assert len(span.text) <= params.max_chars
-        covered[span.start : span.end] = b"\x01" * (span.end - span.start)
-    uncovered = [i for i, ch in enumerate(text) if not ch.isspace() and not covered[i]]
-    assert not uncovered, f"characters outside every chunk at {uncovered[:5]}"
-    for prev, nxt in itertools.pairwise(spans):
-        assert nxt.start > prev.start and nxt.end > prev.end
-        assert prev.end - nxt.start <= params.overlap_chars
-
-
 # ---------------------------------------------------------------- properties
 
 
 @settings(max_examples=200, deadline=None)
 @given(doc=markdown_docs(), params=st.sampled_from(PARAM_SETS))
 def test_generated_markdown_keeps_every_invariant(doc: _Doc, params: ChunkingParams) -> None:
-    spans = Chunker(params).split(doc.text)
-    _assert_invariants(doc.text, spans, params)
+    meter = WorkMeter()
+    spans = Chunker(params).split(doc.text, meter)
+    assert_chunk_invariants(doc.text, spans, params)
+    assert meter.steps <= step_bound(doc.text, params)
     assert Chunker(params).split(doc.text) == spans  # deterministic
-    for start, end in doc.atomic:
-        if end - start < params.max_chars:
+    for block_start, end in doc.atomic:
+        start = (
+            block_start + len(doc.text[block_start:end]) - len(doc.text[block_start:end].lstrip())
+        )
+        if end - start < params.max_chars and not _after_heading(doc, start, end, params):
             assert any(s.start <= start and end <= s.end for s in spans), (
                 f"block [{start}, {end}) was split"
             )
@@ -145,7 +180,9 @@ def test_generated_markdown_keeps_every_invariant(doc: _Doc, params: ChunkingPar
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(max_size=3000), params=st.sampled_from(PARAM_SETS))
 def test_arbitrary_text_keeps_every_invariant(text: str, params: ChunkingParams) -> None:
-    _assert_invariants(text, Chunker(params).split(text), params)
+    meter = WorkMeter()
+    assert_chunk_invariants(text, Chunker(params).split(text, meter), params)
+    assert meter.steps <= step_bound(text, params)
 
 
 # ---------------------------------------------------------------- examples
@@ -304,6 +341,121 @@ def test_params_describe_themselves() -> None:
         "target_chars": 500,
         "overlap_chars": 100,
         "max_slack_chars": 50,
-        "version": "struct-v1",
+        "version": "struct-v2",
         "max_chars": 550,
     }
+
+
+# ---------------------------------------------------------------- progress
+
+
+def _fenced_example(lines: int) -> str:
+    body = "\n".join(f"console.log('line {i:03d} of the example');" for i in range(lines))
+    return "```js\n" + body + "\n```\n"
+
+
+@pytest.mark.parametrize("lines", [16, 18, 20, 22, 23, 24])
+@pytest.mark.parametrize("trailer", ["", "\n", "\n\n"])
+def test_text_ending_with_a_block_near_the_maximum_finishes(lines: int, trailer: str) -> None:
+    # struct-v1 looped forever on a final fence of 801-1000 characters, and cut
+    # shorter ones into slivers that were suffixes of the first chunk.
+    text = "# Example\n\n" + "A sentence of prose here. " * 30 + "\n\n" + _fenced_example(lines)
+    text = text.rstrip("\n") + trailer
+    meter = WorkMeter()
+    spans = Chunker().split(text, meter)
+    assert_chunk_invariants(text, spans, ChunkingParams())
+    assert len(spans) == 2 and meter.steps == 2
+    fence_start = text.index("```js")
+    assert spans[1].start <= fence_start and spans[1].end == len(text.rstrip())
+
+
+def test_table_at_the_end_between_target_and_maximum_finishes() -> None:
+    rows = "\n".join(f"| option_{i:02d} | default value {i:03d} |" for i in range(28))
+    table = "| option | default |\n|---|---|\n" + rows + "\n"
+    assert 800 < len(table) <= 1000
+    text = "Intro sentence of the page. " * 25 + "\n\n" + table
+    spans = Chunker().split(text)
+    assert_chunk_invariants(text, spans, ChunkingParams())
+    assert spans[-1].text.endswith(table.strip()[-40:])
+    assert table.strip() in spans[-1].text  # kept whole
+
+
+def test_a_heading_travels_with_the_table_after_it() -> None:
+    # The quick start's corpus had a chunk that was only "## Steps and their
+    # defaults", its table split off into the next chunk.
+    rows = "\n".join(f"| step {i} | {i * 10} ms |" for i in range(30))
+    table = "| step | default |\n|---|---|\n" + rows
+    text = "Prose before the section. " * 26 + "\n\n## Steps and their defaults\n\n" + table
+    spans = Chunker().split(text)
+    assert_chunk_invariants(text, spans, ChunkingParams())
+    assert not any(s.text.strip() == "## Steps and their defaults" for s in spans)
+    holder = next(s for s in spans if "## Steps" in s.text)
+    assert "| step | default |" in holder.text
+
+
+def test_headings_with_nothing_after_them_join_the_chunk_before() -> None:
+    text = "Some closing words of the page. " * 20 + "\n\n## See also\n\n### More\n"
+    (span,) = Chunker().split(text)
+    assert span.text.endswith("### More")
+
+
+def test_a_split_table_repeats_its_header_rows() -> None:
+    header = "| parameter | meaning | default |\n|:---|---|--:|"
+    rows = "\n".join(f"| param_{i:03d} | what it means {i} | {i} |" for i in range(120))
+    text = "## Reference\n\n" + header + "\n" + rows + "\n\nAfter the table."
+    spans = Chunker().split(text)
+    assert_chunk_invariants(text, spans, ChunkingParams())
+    inside = [s for s in spans if text.index(header) + len(header) < s.start < text.index("After")]
+    assert len(inside) >= 3
+    for span in inside:
+        assert span.header == header + "\n" and span.text.startswith(header + "\n| param_")
+
+
+def test_an_indented_table_repeats_its_header_without_the_indent() -> None:
+    # reStructuredText-style indentation, as in Python's own documentation sources.
+    rows = "".join(f"   | ``'{i:02d}'`` | General format number {i}. |\n" for i in range(40))
+    text = "Intro paragraph.\n\n   | Type | Meaning |\n" + rows
+    spans = Chunker().split(text)
+    assert_chunk_invariants(text, spans, ChunkingParams())
+    assert any(s.header == "| Type | Meaning |\n" for s in spans)
+
+
+def test_a_huge_table_header_is_not_repeated() -> None:
+    header = "| " + " | ".join(f"column_{i}" for i in range(40)) + " |"
+    rows = "\n".join("| " + " | ".join(str(i) for _ in range(40)) + " |" for i in range(40))
+    text = header + "\n" + rows
+    assert len(header) > ChunkingParams().max_header_chars
+    spans = Chunker().split(text)
+    assert_chunk_invariants(text, spans, ChunkingParams())
+    assert all(s.header == "" for s in spans)
+
+
+# ---------------------------------------------------------------- work
+
+
+def test_steps_are_one_per_cut_and_linear_in_the_text() -> None:
+    text = _sentences(2000)
+    meter = WorkMeter()
+    spans = Chunker().split(text, meter)
+    assert meter.steps == len(spans) <= step_bound(text, ChunkingParams())
+
+
+def test_a_document_over_its_work_budget_is_rejected_by_name() -> None:
+    meter = WorkMeter(limit=5, what="doc_id 'big-page' (locale 'en')")
+    with pytest.raises(WorkBudgetExceeded, match=re.escape("doc_id 'big-page' (locale 'en')")):
+        Chunker().split(_sentences(600), meter)
+    assert meter.steps == 6
+
+
+def test_the_meter_checks_the_run_every_few_steps() -> None:
+    calls: list[int] = []
+
+    def check() -> None:
+        calls.append(meter.steps)
+        if len(calls) == 2:
+            raise TimeoutError("deadline")  # stands in for RunControl's DeadlineExceeded
+
+    meter = WorkMeter(check=check, check_every=4)
+    with pytest.raises(TimeoutError):
+        Chunker().split(_sentences(600), meter)
+    assert calls == [4, 8]

@@ -31,8 +31,8 @@ class OtherModel:
         self.model_name, self.dim = identity.model, identity.dim
         self.document_encoder = inner.document_encoder
 
-    def embed_documents(self, texts: list[str]) -> object:
-        return self.inner.embed_documents(texts)
+    def embed_documents(self, texts: list[str], between: object = None) -> object:
+        return self.inner.embed_documents(texts, between)
 
 
 def open_index(data_dir: Path, embedder: object) -> tuple[object, list[object]]:
@@ -130,3 +130,30 @@ def test_an_empty_index_takes_any_model(tmp_path: Path, embedder: Embedder) -> N
     other = replace(embedder.identity, model="/models/tuned", weights="0123456789abcdef")
     index_one(tmp_path, OtherModel(embedder, other))
     assert recorded_model(tmp_path)["weights"] == "0123456789abcdef"
+
+
+def test_index_built_with_other_prompts_refuses_to_start(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    index_one(tmp_path, embedder)
+    before = recorded_model(tmp_path)
+    assert before["query_prompt"] == "" and before["passage_prompt"] == ""
+    prompted = replace(embedder.identity, query_prompt="query: ", passage_prompt="passage: ")
+    with pytest.raises(ConfigError) as refused:
+        open_index(tmp_path, OtherModel(embedder, prompted))
+    message = str(refused.value)
+    assert "query prompt 'query: '" in message and "RAG_EMBEDDING_PROMPTS" in message
+    assert "fresh data directory" in message
+    assert recorded_model(tmp_path) == before
+
+
+def test_an_index_recorded_before_prompts_existed_reads_as_prompt_less(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    index_one(tmp_path, embedder)
+    old_record = {k: v for k, v in recorded_model(tmp_path).items() if "prompt" not in k}
+    manifest = open_manifest(StoreSettings(data_dir=tmp_path, store_mode=StoreMode.EMBEDDED))
+    manifest.set_meta(EMBEDDING_META, json.dumps(old_record))
+    manifest.close()
+    index_one(tmp_path, embedder)  # accepted: the packaged model has no prompts
+    assert recorded_model(tmp_path)["query_prompt"] == ""

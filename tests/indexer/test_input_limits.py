@@ -96,6 +96,62 @@ def test_bad_fields_reject_the_document_naming_field_and_limit(
     assert error in outcome.error
 
 
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        (
+            {"url": "javascript:alert(3)"},
+            "url: scheme 'javascript' is not allowed; "
+            "url must be an absolute http(s) URL or a relative path",
+        ),
+        ({"url": "data:text/html,<script>alert(1)</script>"}, "url: scheme 'data' is not allowed"),
+        ({"url": "file:///etc/passwd"}, "url: scheme 'file' is not allowed"),
+        ({"url": "VBScript:msgbox"}, "url: scheme 'vbscript' is not allowed"),
+        ({"url": " javascript:alert(1)"}, "url: starts or ends with whitespace"),
+        ({"url": "//evil.example/x"}, "url: a scheme-relative URL (//host) is not allowed"),
+        ({"url": "https:/no-host"}, "url: an absolute https URL needs a host"),
+        ({"title": "Two\nlines"}, "title: must not contain control characters"),
+        (
+            {"updated_at": "not-a-date"},
+            "updated_at: 'not-a-date' is not an RFC 3339 date-time such as "
+            "2024-05-01T12:00:00Z (or a full-date such as 2024-05-01)",
+        ),
+        ({"updated_at": "2024-02-30T10:00:00Z"}, "updated_at: '2024-02-30T10:00:00Z' is not"),
+        ({"updated_at": "2024-05-01T10:00:00"}, "is not an RFC 3339 date-time"),  # no offset
+    ],
+)
+def test_unsafe_urls_titles_and_dates_reject_that_document_only(
+    stack: BackgroundStack, fields: dict[str, Any], error: str
+) -> None:
+    reply = stack.upsert([doc("bad.md", **fields), doc("good.md")], dry_run=True)
+    rejected, added = reply.outcomes
+    assert (rejected.doc_id, rejected.state, rejected.error_code) == (
+        "bad.md",
+        REJECTED,
+        "INVALID_ARGUMENT",
+    )
+    assert error in rejected.error
+    assert added.state == ipb.DOCUMENT_STATE_ADDED  # the rest of the batch goes on
+
+
+def test_web_urls_dates_and_markup_in_titles_are_accepted_as_written(
+    stack: BackgroundStack,
+) -> None:
+    """A title is plain text: `<script>` is stored and returned as the seven
+    characters it is, for the reader to show as text (never as HTML)."""
+    title = "<script>alert(1)</script> & Vec<T>"
+    accepted = [
+        doc("abs.md", url="https://docs.example/a?b=1#c", updated_at="2024-05-01T12:00:00Z"),
+        doc("rel.md", url="guides/setup.md", updated_at="2024-05-01T14:00:00.5+02:00"),
+        doc("root.md", url="/docs/rel", updated_at="2024-05-01"),
+        doc("markup.md", url="", title=title, text="# Markup\n\nA page about the canary ledger."),
+    ]
+    reply = stack.upsert(accepted)
+    assert [o.state for o in reply.outcomes] == [ipb.DOCUMENT_STATE_ADDED] * 4
+    hits = stack.retrieve("canary ledger").hits
+    assert title in {h.title for h in hits}
+
+
 def test_a_huge_field_is_not_echoed_back(stack: BackgroundStack) -> None:
     megabyte = "k" * 1_000_000
     for document in (doc(metadata={megabyte: "v"}), doc(scope_id=megabyte), doc(locale=megabyte)):

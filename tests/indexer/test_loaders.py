@@ -162,7 +162,7 @@ def test_directory_loader_reads_supported_files_in_sorted_order(docs_root: Path)
     assert all(d.scope_id == "site" and d.locale == "fr" for d in docs.values())
     assert docs["index.md"].title == "Welcome"
     assert docs["index.md"].text == "Intro\n\n# Welcome\n\nHello.\n"
-    assert docs["index.md"].url == "file:index.md"
+    assert docs["index.md"].url == "index.md"
     assert docs["index.md"].metadata == {"path": "index.md"}
     assert docs["guide/bom.md"].text == "# With BOM\n"
     assert docs["guide/deep/notes.txt"].text == "UTF-16 ✓ notes"

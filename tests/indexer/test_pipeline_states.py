@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,9 +31,11 @@ class CountingEmbedder:
         self.document_encoder = inner.document_encoder
         self.texts = 0
 
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_documents(
+        self, texts: Sequence[str], between: Callable[[], None] | None = None
+    ) -> np.ndarray:
         self.texts += len(texts)
-        return self.inner.embed_documents(texts)
+        return self.inner.embed_documents(texts, between)
 
 
 @pytest.fixture

@@ -120,7 +120,11 @@ class HashEmbedder:
     def __init__(self) -> None:
         self.texts = 0
 
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_documents(
+        self, texts: Sequence[str], between: Callable[[], None] | None = None
+    ) -> np.ndarray:
+        if between is not None:
+            between()
         self.texts += len(texts)
         rows = []
         for text in texts:

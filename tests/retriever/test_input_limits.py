@@ -13,6 +13,7 @@ import pytest
 
 from services.common.embedding import Embedder
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.common.query_text import EMPTY_QUERY
 from services.retriever.servicer import RequestLimits
 from services.retriever.settings import RetrieverSettings
 from tests.support.corpus import corpus_documents, url_of
@@ -97,6 +98,15 @@ def test_out_of_bounds_fields_are_invalid_argument(
     stack: BackgroundStack, fields: dict[str, Any], message: str
 ) -> None:
     assert rejection(stack, **fields) == message
+
+
+@pytest.mark.parametrize(
+    "query", ["\u200c", "\u2061\u2062", "\ufe0f", "\U0001d173", "\u200b", "\x00", "\u3000"]
+)
+def test_a_query_of_invisible_characters_is_empty(stack: BackgroundStack, query: str) -> None:
+    """The first four once answered ten arbitrary hits (the vector channel
+    embeds anything); emptiness is the gateway's definition too."""
+    assert rejection(stack, query=query) == EMPTY_QUERY
 
 
 def test_a_fourteen_megabyte_id_list_is_refused_at_once(

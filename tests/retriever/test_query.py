@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.errors import ConfigError, InvalidArgument
+from services.common.query_text import is_empty_query
 from services.retriever.query import QueryNormalizer
 
 pytestmark = pytest.mark.unit
@@ -59,10 +60,36 @@ def test_does_not_fold_compatibility_characters() -> None:
     assert normalizer.normalize("\ufb01le x\u00b2") == "\ufb01le x\u00b2"
 
 
-@pytest.mark.parametrize("blank", ["", "   ", "\n\t", "\u00a0\u2009", "\x00\x07", "\u200b"])
+@pytest.mark.parametrize(
+    "blank",
+    [
+        "",
+        "   ",
+        "\n\t",
+        "\u00a0\u2009",
+        "\x00\x07",
+        "\u200b",
+        # Once answered with ten arbitrary hits: format characters (ZWNJ,
+        # invisible math operators) and default-ignorables (a variation
+        # selector, a musical formatting character) survived the clean-up.
+        "\u200c",
+        "\u2061\u2062",
+        "\ufe0f",
+        "\U0001d173",
+        "\u3000",
+        "\u3000\u200d\ufeff \U000e0001\u180e\x00",
+    ],
+)
 def test_rejects_empty_query(blank: str) -> None:
     with pytest.raises(InvalidArgument, match="query is empty"):
         normalizer.normalize(blank)
+
+
+def test_invisible_characters_inside_a_query_are_kept_or_cleaned_as_before() -> None:
+    # Only emptiness changed: joiners that shape emoji and scripts stay.
+    assert normalizer.normalize("\u200c\U0001f469\u200d\U0001f4bb\ufe0f") == (
+        "\u200c\U0001f469\u200d\U0001f4bb\ufe0f"
+    )
 
 
 def test_rejects_overlong_query_naming_length_and_limit() -> None:
@@ -94,3 +121,15 @@ def test_output_is_a_fixed_point_without_edge_or_double_spaces(raw: str) -> None
     assert not any(unicodedata.category(ch) == "Cc" for ch in cleaned)
     assert unicodedata.is_normalized("NFC", cleaned)
     assert QueryNormalizer(max_chars=1000).normalize(cleaned) == cleaned
+
+
+@settings(deadline=None)
+@given(st.text(max_size=60))
+def test_a_query_is_refused_as_empty_exactly_when_the_shared_rule_says_so(raw: str) -> None:
+    try:
+        cleaned = QueryNormalizer(max_chars=1000).normalize(raw)
+    except InvalidArgument as exc:
+        assert is_empty_query(raw), str(exc)  # never for anything but emptiness here
+        return
+    assert not is_empty_query(raw)
+    assert cleaned  # a query that passes is never cleaned into nothing

@@ -233,3 +233,57 @@ def test_an_unknown_caller_learns_nothing_about_its_request(stack: BackgroundSta
         assert code == grpc.StatusCode.UNAUTHENTICATED
         code, message = code_of(lambda: raw(b"\xff\xff\xff\xff", metadata=as_caller("writer-a")))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "could not be decoded" in message
+
+
+def delete(
+    stack: BackgroundStack, who: str, doc_id: str, locale: str = "", dry_run: bool = False
+) -> ipb.DeleteResponse:
+    request = ipb.DeleteRequest(doc_ids=[doc_id], locale=locale, dry_run=dry_run)
+    return stack.indexer.Delete(request, metadata=as_caller(who), timeout=60)
+
+
+def anonymised(reply: ipb.DeleteResponse, doc_id: str) -> bytes:
+    """The reply's bytes with the one doc_id asked about written as "<id>"."""
+    copy = ipb.DeleteResponse()
+    copy.CopyFrom(reply)
+    for outcome in copy.outcomes:
+        assert outcome.doc_id == doc_id
+        outcome.doc_id = "<id>"
+        outcome.error = outcome.error.replace(repr(doc_id), "'<id>'")
+    return copy.SerializeToString(deterministic=True)
+
+
+def test_delete_answers_a_missing_and_a_foreign_document_alike(stack: BackgroundStack) -> None:
+    """Byte for byte, whatever the locale asked and whatever locales the other
+    scope holds: once "(locale 'de')" and one outcome per foreign locale told
+    the other scope's documents apart from missing ones."""
+    body = "# Page\n\nA page about the ledger."
+    beta = [
+        ipb.Document(doc_id="two-locales.md", scope_id="beta", locale=loc, text=body)
+        for loc in ("en", "de")
+    ] + [ipb.Document(doc_id="shared.md", scope_id="beta", locale="de", text=body)]
+    alpha = [
+        ipb.Document(doc_id=d, scope_id="alpha", locale="en", text=body)
+        for d in ("shared.md", "alpha-only.md")
+    ]
+    assert upsert(stack, "writer-b", *beta).counts.added == 3
+    assert upsert(stack, "writer-a", *alpha).counts.added == 2
+    try:
+        for locale in ("", "en", "de"):
+            for dry_run in (True, False):
+                foreign = delete(stack, "writer-a", "two-locales.md", locale, dry_run)
+                missing = delete(stack, "writer-a", "no-such-page.md", locale, dry_run)
+                assert foreign.outcomes[0].error_code == "NOT_FOUND"
+                assert anonymised(foreign, "two-locales.md") == anonymised(
+                    missing, "no-such-page.md"
+                ), (locale, dry_run)
+        # Held in alpha (en) and in beta (de): the answer is alpha's alone.
+        shared = delete(stack, "writer-a", "shared.md", dry_run=True)
+        own = delete(stack, "writer-a", "alpha-only.md", dry_run=True)
+        assert [o.state for o in shared.outcomes] == [ipb.DOCUMENT_STATE_REMOVED]
+        assert anonymised(shared, "shared.md") == anonymised(own, "alpha-only.md")
+    finally:
+        for d in beta:
+            delete(stack, "writer-b", d.doc_id, d.locale)
+        for d in alpha:
+            delete(stack, "writer-a", d.doc_id, d.locale)

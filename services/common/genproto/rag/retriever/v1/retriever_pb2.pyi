@@ -333,6 +333,7 @@ class Hit(_message.Message):
     RERANK_SCORE_FIELD_NUMBER: _builtins.int
     HIGHLIGHTS_FIELD_NUMBER: _builtins.int
     EXACT_IDENTIFIERS_FIELD_NUMBER: _builtins.int
+    TRANSLATIONS_FIELD_NUMBER: _builtins.int
     chunk_id: _builtins.str
     doc_id: _builtins.str
     url: _builtins.str
@@ -363,6 +364,15 @@ class Hit(_message.Message):
         hits with more of them lead the order (exact-identifier precedence).
         """
 
+    @_builtins.property
+    def translations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Translation]:
+        """The same page in other languages, so a client can offer the reader's
+        language: from the document's metadata["translations"] (written by the
+        folder loader, sorted by locale, or by the caller that upserted it).
+        Only entries with a language tag and an http(s) or relative URL are
+        carried; a malformed value carries none. Nothing is reordered by them.
+        """
+
     def __init__(
         self,
         *,
@@ -383,14 +393,45 @@ class Hit(_message.Message):
         rerank_score: _builtins.float = ...,
         highlights: _abc.Iterable[Global___Span] | None = ...,
         exact_identifiers: _abc.Iterable[_builtins.str] | None = ...,
+        translations: _abc.Iterable[Global___Translation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "exact_identifiers", b"exact_identifiers", "fused_score", b"fused_score", "heading_path", b"heading_path", "highlights", b"highlights", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "exact_identifiers", b"exact_identifiers", "fused_score", b"fused_score", "heading_path", b"heading_path", "highlights", b"highlights", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "translations", b"translations", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Hit: _TypeAlias = Hit  # noqa: Y015
+
+@_typing.final
+class Translation(_message.Message):
+    """One translation of a hit's page (see Hit.translations)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOCALE_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    DOC_ID_FIELD_NUMBER: _builtins.int
+    locale: _builtins.str
+    """its language tag, e.g. "zh-CN" """
+    url: _builtins.str
+    """an absolute http(s) URL or a relative path"""
+    doc_id: _builtins.str
+    """its document id (same scope as the hit)"""
+    def __init__(
+        self,
+        *,
+        locale: _builtins.str = ...,
+        url: _builtins.str = ...,
+        doc_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["doc_id", b"doc_id", "locale", b"locale", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Translation: _TypeAlias = Translation  # noqa: Y015
 
 @_typing.final
 class RerankOutcome(_message.Message):

@@ -1,0 +1,55 @@
+"""What a stored URL may be: what a browser follows without running anything.
+
+One rule for every URL the services store and hand back as a link target (a
+document's `url`, checked by the Indexer: `services.indexer.document_fields`;
+the same shape is expected of the links in a document's translations): empty,
+an absolute `http`/`https` URL with a host, or a relative reference (a path,
+with an optional `?query` and `#fragment`), resolved against the page that
+shows it. Every other scheme is refused (`javascript:`, `data:`, `file:`,
+`vbscript:`, ...), and so are the shapes a browser reads differently from the
+way they look: control characters (tab and newline are dropped by browsers),
+leading or trailing whitespace (stripped, so `" javascript:..."` would run), a
+backslash (read as `/` in http(s) URLs), and a scheme-relative `//host/...`
+(another site, named without a scheme).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+# RFC 3986 scheme, then ":". A relative path whose first segment holds a
+# colon reads as a scheme too (RFC 3986 §4.2), and is refused as one.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_WEB_SCHEMES = frozenset({"http", "https"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+WEB_URL_RULE = "an absolute http(s) URL or a relative path"
+
+
+def web_url_problem(url: str) -> str | None:
+    """None when `url` follows the rule above, else what is wrong with it."""
+    if not url:
+        return None
+    if _CONTROL.search(url):
+        return "contains control characters"
+    if url != url.strip():
+        return "starts or ends with whitespace"
+    if "\\" in url:
+        return "contains a backslash"
+    scheme = _SCHEME.match(url)
+    if scheme is not None:
+        return _absolute_problem(url, scheme.group(1).lower())
+    if url.startswith("//"):
+        return "a scheme-relative URL (//host) is not allowed"
+    return None
+
+
+def _absolute_problem(url: str, scheme: str) -> str | None:
+    if scheme not in _WEB_SCHEMES:
+        return f"scheme {scheme!r} is not allowed"
+    try:
+        host = urlsplit(url).hostname
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        return f"not a valid URL ({exc})"
+    return None if host else f"an absolute {scheme} URL needs a host"

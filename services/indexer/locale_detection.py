@@ -1,0 +1,216 @@
+"""Which locale a page of a folder is in: tag form, folder names, script.
+
+The directory loader asks, in order: the operator's `--locale`, the page's
+front matter (`lang`, `locale`), `<html lang>`, a locale folder in the
+page's path, the script of its text; the first that answers wins. This
+module holds the three rules that need more than a lookup:
+
+- `normalize_tag`: the one spelling of a tag the project uses (`zh-CN`,
+  `en`, `zh-Hans`), as the bilingual data set and the Retriever's filters
+  spell it, so `zh_cn`, `ZH-CN` and `zh-CN` are one locale, not three.
+- `PathLocales`: which folder names are locales. Folder names are the least
+  deliberate of the sources (`go/`, `api/`, `ml/`, `it/` are ordinary
+  folders), so the rule is conservative; see `PathLocales`.
+- `script_locale`: the language the script of a page's text names.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+from services.common.analysis.scripts import HAN_CHAR, HANGUL_CHAR, KANA_CHAR, OTHER_WORD
+
+# A tag as people write it: primary language, then subtags joined by "-" or "_".
+_TAG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
+# Well-formed tags that name no language a page could be written in.
+_NOT_A_LANGUAGE = frozenset({"und", "mul", "mis", "zxx"})
+_MAX_SUBTAGS = 3  # what the Indexer's validation accepts ("zh-Hant-TW" and one more)
+
+
+def normalize_tag(tag: str) -> str | None:
+    """The canonical form of a language tag, or None when it is not one.
+
+    Case as BCP 47 recommends (`zh-cn` → `zh-CN`, `EN` → `en`, `zh-hans` →
+    `zh-Hans`), `_` read as `-`. An extension or private-use part (`-u-…`,
+    `-x-…`) and subtags past the third are dropped: they refine a locale,
+    and the Indexer accepts at most three subtags.
+    """
+    tag = tag.strip()
+    if not _TAG.fullmatch(tag):
+        return None
+    primary, *rest = re.split(r"[-_]", tag)
+    if primary.lower() in _NOT_A_LANGUAGE:
+        return None
+    subtags: list[str] = []
+    for subtag in rest:
+        if len(subtag) == 1 or len(subtags) == _MAX_SUBTAGS:
+            break
+        subtags.append(_subtag_case(subtag))
+    return "-".join([primary.lower(), *subtags])
+
+
+def _subtag_case(subtag: str) -> str:
+    if len(subtag) == 4 and subtag.isalpha():
+        return subtag.title()  # script: Hans, Latn
+    if len(subtag) == 2 and subtag.isalpha():
+        return subtag.upper()  # region: CN, US
+    return subtag.lower()  # numeric region (419), variants
+
+
+# ------------------------------------------------------------------ folders
+
+
+def _codes(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Languages documentation sites publish in (ISO 639-1, plus `fil` and `yue`).
+_KNOWN_LANGUAGES = _codes("""
+    af am ar az be bg bn bs ca cs cy da de el en eo es et eu fa fi fil fr ga gl gu he
+    hi hr hu hy id is it ja ka kk km kn ko ky lo lt lv mk ml mn mr ms my nb ne nl nn no
+    pa pl pt ro ru si sk sl sq sr sv sw ta te th tl tr uk ur uz vi yue zh zu
+""")
+# Codes that are also words or abbreviations a folder is often named by
+# (`it/`, `id/`, `ml/`, `ca/` for certificates, `hr/`, `uk/`, `no/`, ...).
+_AMBIGUOUS_LANGUAGES = _codes("""
+    am ar be ca cs el et fa gl hi hr hy id is it ka km ml mn mr ms my ne no pa pl ro
+    si sk sq sr sw ta te tl uk ur
+""")
+_KNOWN_SCRIPTS = frozenset({
+    "arab", "cyrl", "deva", "grek", "hans", "hant", "hebr", "hira", "jpan", "kana",
+    "kore", "latn", "thai",
+})  # fmt: skip
+_FOLDER_TAG = re.compile(
+    r"(?P<language>[a-z]{2,3})(?:[-_](?P<script>[a-z]{4}))?(?:[-_](?P<region>[a-z]{2}|[0-9]{3}))?"
+)
+
+
+def _folder_tag(name: str) -> tuple[str, bool] | None:
+    """(normalised tag, needs a sibling locale folder) for a locale-shaped
+    folder name of a known language; None for any other name."""
+    shape = _FOLDER_TAG.fullmatch(name.lower())
+    if shape is None or shape["language"] not in _KNOWN_LANGUAGES:
+        return None
+    if shape["script"] and shape["script"] not in _KNOWN_SCRIPTS:
+        return None
+    tag = normalize_tag(name)
+    if tag is None:
+        return None
+    bare = not (shape["script"] or shape["region"])
+    return tag, bare and shape["language"] in _AMBIGUOUS_LANGUAGES
+
+
+def _locale_folders(names: Iterable[str]) -> dict[str, str]:
+    """Folder name → tag for the locale folders among one folder's subfolders."""
+    shaped = {name: found for name in names if (found := _folder_tag(name))}
+    # An ambiguous code counts only beside a folder that is a locale on its own.
+    has_sure_sibling = any(not needs_sibling for _, needs_sibling in shaped.values())
+    return {
+        name: tag
+        for name, (tag, needs_sibling) in shaped.items()
+        if has_sure_sibling or not needs_sibling
+    }
+
+
+class PathLocales:
+    """The locale folders of one folder tree, from its pages' relative paths.
+
+    A folder name is a locale when it has the shape of a tag (a language,
+    then an optional script, then an optional region: `en`, `zh-CN`,
+    `zh_Hans`, `pt-BR`, `es-419`, any case), the language is a known one
+    (`go`, `api`, `js` are not), a script subtag is a known script (so
+    `en-docs` is no locale), and, for a bare code that is also a common
+    folder name (`it`, `id`, `ml`, `no`, ...), a sibling folder is a locale
+    on its own: `it/` beside `en/` is Italian, `it/` alone is a folder.
+    The first locale folder from the root is the page's: `content/zh-CN/a.md`
+    is zh-CN. File names never count.
+    """
+
+    def __init__(self, relpaths: Iterable[str]) -> None:
+        subfolders: dict[str, set[str]] = defaultdict(set)
+        for relpath in relpaths:
+            folders = relpath.split("/")[:-1]
+            for depth, name in enumerate(folders):
+                subfolders["/".join(folders[:depth])].add(name)
+        self._locales = {parent: _locale_folders(names) for parent, names in subfolders.items()}
+
+    def _locale_folder(self, relpath: str) -> tuple[int, str] | None:
+        """(depth, tag) of the first locale folder on the page's path."""
+        folders = relpath.split("/")[:-1]
+        for depth, name in enumerate(folders):
+            tag = self._locales.get("/".join(folders[:depth]), {}).get(name)
+            if tag:
+                return depth, tag
+        return None
+
+    def locale_of(self, relpath: str) -> str | None:
+        found = self._locale_folder(relpath)
+        return found[1] if found else None
+
+    def neutral_path(self, relpath: str) -> str:
+        """The path without its locale folder: `zh-CN/guide/a.md` → `guide/a.md`,
+        which `en/guide/a.md` shares."""
+        found = self._locale_folder(relpath)
+        if found is None:
+            return relpath
+        parts = relpath.split("/")
+        return posixpath.join(*parts[: found[0]], *parts[found[0] + 1 :])
+
+
+# ------------------------------------------------------------------ script
+
+_SAMPLE_CHARS = 50_000  # enough text to tell; a huge page costs no more
+_MIN_UNITS = 5
+_KANA_SHARE = 0.10
+_FENCED_CODE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+_URL = re.compile(r"\S+://\S+")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
+
+
+def script_locale(text: str) -> str | None:
+    """`zh`, `ja`, `ko` or `en` by the script of a page's prose, else None.
+
+    Code blocks, inline code and URLs are left out first: code is written
+    in English whatever the page's language. Then every Han, Kana or Hangul
+    character counts as one unit and every word of letters as one unit, as
+    in the Retriever's query-language rule (services.common.analysis.language).
+    Thresholds, and why:
+
+    - fewer than 5 units: None. A page of code, numbers or a two-word stub
+      says nothing, and the loader's default is a better guess than noise.
+    - CJK characters are at least half of the units: a CJK page. A Chinese
+      word is one to three characters, so counting characters gives CJK a
+      mild edge on purpose: Chinese and Japanese pages quote English names,
+      commands and identifiers all the time; English pages rarely quote CJK.
+      Then kana at least 10% of the CJK characters: `ja` (Japanese prose is
+      roughly 40-70% kana, Chinese has none, so a Chinese page may quote a
+      Japanese name and stay `zh`); else more Hangul than Han: `ko` (Korean
+      may carry a little Hanja); else `zh`.
+    - Latin words are at least half of the units: `en`. A script cannot tell
+      English from French; a French page needs its `lang`, folder or flag.
+    - anything else (Cyrillic, Arabic, a mix with no majority): None, since
+      a script shared by many languages names none of them for sure.
+    """
+    sample = _prose(text[:_SAMPLE_CHARS])
+    han, kana, hangul = (len(p.findall(sample)) for p in (HAN_CHAR, KANA_CHAR, HANGUL_CHAR))
+    cjk = han + kana + hangul
+    words = OTHER_WORD.findall(sample)  # letters of any non-CJK script
+    latin = sum(1 for word in words if _LATIN_WORD.fullmatch(word))
+    units = cjk + len(words)
+    if units < _MIN_UNITS:
+        return None
+    if 2 * cjk >= units:
+        if kana >= _KANA_SHARE * cjk:
+            return "ja"
+        return "ko" if hangul > han else "zh"
+    return "en" if 2 * latin >= units else None
+
+
+def _prose(text: str) -> str:
+    for code in (_FENCED_CODE, _INLINE_CODE, _URL):
+        text = code.sub(" ", text)
+    return text

@@ -1,0 +1,165 @@
+"""Walking a document folder without ever leaving it.
+
+A symbolic link inside a docs folder can point anywhere: a link to
+`/etc/passwd` named `notes.md` once made a system file searchable. So links
+are not followed unless the operator asks (`--follow-symlinks`), and even
+then a link is followed only when its resolved target lies inside the
+resolved root; a link to an outside file or folder, through `..` or an
+absolute path, is refused. A link that leads back to a folder on its own way
+down (`docs/a/loop -> ..`) is a loop and is refused too, so a walk always
+ends. A link into a hidden file or folder is refused as well: hidden stays
+hidden. Only regular files are read: a FIFO named `page.md` would block a read
+forever.
+
+Every refusal is a `LoadError` for that path, never an exception: the rest of
+the folder loads. Hidden files and folders (".name") are skipped silently, as
+are files of types the loader does not read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+FOLLOW_HINT = "pass --follow-symlinks to follow links that stay inside the folder"
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """One source that could not be loaded; `source` is a path or `path:line`."""
+
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SiteFile:
+    """A file to load: `relpath` as listed under the root (a followed link
+    keeps its own name), `path` the real file to read."""
+
+    relpath: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class _Folder:
+    path: Path  # a real path: links are resolved before a folder is entered
+    prefix: str  # its relative path under the root, with a trailing "/"
+    chain: tuple[Path, ...]  # real paths of the folders on the way down, itself included
+
+
+def walk_site(
+    root: Path, *, wanted: Callable[[str], bool], follow_symlinks: bool = False
+) -> list[SiteFile | LoadError]:
+    """Files under `root` whose name `wanted` accepts, and the refusals, sorted
+    by relative path. `root` itself may be a link: the operator named it."""
+    walk = _Walk(root.resolve(strict=True), wanted, follow_symlinks)
+    walk.run()
+    return sorted(walk.found, key=lambda x: x.relpath if isinstance(x, SiteFile) else x.source)
+
+
+class _Walk:
+    def __init__(self, root: Path, wanted: Callable[[str], bool], follow: bool) -> None:
+        self.root, self.wanted, self.follow = root, wanted, follow
+        self.found: list[SiteFile | LoadError] = []
+        self.pending = [_Folder(root, "", (root,))]
+
+    def run(self) -> None:
+        # An explicit stack, not recursion: a deep tree cannot hit the recursion limit.
+        while self.pending:
+            folder = self.pending.pop()
+            try:
+                with os.scandir(folder.path) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError as exc:
+                self.found.append(LoadError(folder.prefix or ".", f"cannot list: {exc.strerror}"))
+                continue
+            for entry in entries:
+                if not entry.name.startswith("."):
+                    self._entry(entry, folder)
+
+    def _entry(self, entry: os.DirEntry[str], folder: _Folder) -> None:
+        relpath = folder.prefix + entry.name
+        path = Path(entry.path)
+        if entry.is_symlink():
+            self._link(path, relpath, folder)
+        elif entry.is_dir(follow_symlinks=False):
+            self.pending.append(_Folder(path, relpath + "/", (*folder.chain, path)))
+        elif self.wanted(entry.name):
+            self._file(path, relpath)
+
+    def _file(self, path: Path, relpath: str) -> None:
+        """`path` is real (no link in it), so its own mode is the file's."""
+        try:
+            mode = path.stat(follow_symlinks=False).st_mode
+        except OSError as exc:
+            self._refuse(relpath, f"cannot read: {exc.strerror}")
+            return
+        if stat.S_ISREG(mode):
+            self.found.append(SiteFile(relpath, path))
+        else:
+            self._refuse(relpath, "not a regular file (a FIFO, socket or device), skipped")
+
+    def _link(self, link: Path, relpath: str, folder: _Folder) -> None:
+        if not self.follow:
+            if link.is_dir():
+                self._refuse(relpath, f"symbolic link to a folder, skipped: {FOLLOW_HINT}")
+            elif self.wanted(link.name):
+                self._refuse(relpath, f"symbolic link, skipped: {FOLLOW_HINT}")
+            return
+        target = self._resolve(link, relpath)
+        if target is None or not (target.is_dir() or self.wanted(link.name)):
+            return  # nothing the loader would read, as for a file
+        if not target.is_relative_to(self.root):
+            self._refuse(relpath, f"symbolic link to {target}, outside the folder, refused")
+        elif _is_hidden(target.relative_to(self.root)):
+            # Hidden stays hidden, whatever name a link gives it (`env.md -> .env`).
+            self._refuse(relpath, "symbolic link to a hidden file or folder, refused")
+        elif target.is_dir():
+            self._enter(target, relpath, folder)
+        else:
+            self._file(target, relpath)
+
+    def _resolve(self, link: Path, relpath: str) -> Path | None:
+        """The link's real target, or None (and a refusal) when there is none."""
+        try:
+            return link.resolve(strict=True)
+        except RuntimeError:  # Python < 3.13 reports a loop so
+            self._refuse(relpath, "symbolic link loop, refused")
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self._refuse(relpath, "symbolic link loop, refused")
+            elif self.wanted(link.name):
+                self._refuse(relpath, f"broken symbolic link: {exc.strerror}")
+        return None
+
+    def _enter(self, target: Path, relpath: str, folder: _Folder) -> None:
+        if target in folder.chain:
+            shown = target.relative_to(self.root).as_posix() or "."
+            self._refuse(relpath, f"symbolic link loop: leads back to {shown}, refused")
+            return
+        self.pending.append(_Folder(target, relpath + "/", (*folder.chain, target)))
+
+    def _refuse(self, relpath: str, reason: str) -> None:
+        self.found.append(LoadError(relpath, reason))
+
+
+def _is_hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts)
+
+
+def read_regular_file(path: Path) -> tuple[bytes, float]:
+    """(the bytes, the modification time) of a regular file, read without
+    following a link that replaced it since the walk and without blocking on
+    a FIFO that did; either raises OSError."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return file.read(), status.st_mtime

@@ -1,0 +1,132 @@
+"""Ranking across languages: per-locale vector lists taken in turns (unit)."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from services.common.deadline import Deadline
+from services.common.models import ScopeFilter, ScoredChunk
+from services.retriever.locale_balance import IndexLocales, LocaleBalance, interleaved
+from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
+from tests.retriever.factories import ranked_list, scored
+
+pytestmark = pytest.mark.unit
+
+
+def test_lists_are_taken_in_turns_and_a_short_one_is_skipped() -> None:
+    en, zh = ranked_list("en1", "en2", "en3"), ranked_list("zh1")
+    assert [h.chunk.chunk_id for h in interleaved([en, zh])] == ["en1", "zh1", "en2", "en3"]
+    assert interleaved([]) == []
+
+
+def test_index_locales_are_read_again_only_after_the_refresh_interval() -> None:
+    now, reads = [0.0], [["en", "zh-CN"]]
+    locales = IndexLocales(lambda: reads[-1], refresh_s=5.0, clock=lambda: now[0])
+    assert locales.current() == ("en", "zh-CN")
+    reads.append(["en", "ja", "zh-CN", ""])
+    now[0] = 4.0
+    assert locales.current() == ("en", "zh-CN")
+    now[0] = 5.0
+    assert locales.current() == ("en", "ja", "zh-CN")
+
+
+def test_a_failed_reading_keeps_the_last_one() -> None:
+    now, fail = [0.0], [False]
+
+    def read() -> list[str]:
+        if fail[0]:
+            raise OSError("manifest unavailable")
+        return ["en", "zh-CN"]
+
+    locales = IndexLocales(read, refresh_s=1.0, clock=lambda: now[0])
+    assert locales.current() == ("en", "zh-CN")
+    fail[0], now[0] = True, 2.0
+    assert locales.current() == ("en", "zh-CN")
+
+
+class _Embedder:
+    """Stands in for the model: the rule only needs the declared languages."""
+
+    dim = 3
+
+    def __init__(self, languages: frozenset[str]) -> None:
+        self.languages = languages
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.ones(3, dtype=np.float32)
+
+
+class _Vectors:
+    """A vector store whose results depend on the locale filter."""
+
+    def __init__(self) -> None:
+        self.scopes: list[ScopeFilter] = []
+
+    def search(self, vector: list[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        self.scopes.append(scope)
+        by_locale = {"en": ["en-answer"], "zh-CN": ["zh-1", "zh-2"], "": ["zh-1", "zh-2"]}
+        return [scored(cid, 0.9 - i / 10) for i, cid in enumerate(by_locale[scope.locale])]
+
+
+class _Lexical:
+    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        return []
+
+
+def _retrieve(languages: frozenset[str], locales: tuple[str, ...], **request: object):  # type: ignore[no-untyped-def]
+    vectors = _Vectors()
+    with ThreadPoolExecutor(2) as executor:
+        pipeline = RetrievalPipeline(
+            _Embedder(languages),  # type: ignore[arg-type]
+            vectors,  # type: ignore[arg-type]
+            _Lexical(),  # type: ignore[arg-type]
+            None,
+            executor,
+            RetrievalConfig(),
+            locales=IndexLocales(lambda: locales),
+        )
+        query = RetrievalRequest(query="怎么申请发票", rerank=False, **request)  # type: ignore[arg-type]
+        result = asyncio.run(pipeline.retrieve(query, Deadline.within(10)))
+    return result, vectors
+
+
+def test_a_multilingual_model_ranks_each_locale_apart() -> None:
+    result, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"))
+    assert [h.chunk.chunk_id for h in result.hits] == ["en-answer", "zh-1", "zh-2"]
+    assert [s.locale for s in vectors.scopes] == ["en", "zh-CN"]
+    assert any("ranked each locale apart (en, zh-CN)" in note for note in result.notes)
+
+
+def test_one_list_where_balancing_cannot_matter() -> None:
+    fixed, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"), scope=ScopeFilter(locale="zh-CN"))
+    assert [s.locale for s in vectors.scopes] == ["zh-CN"]
+    assert not any("locale apart" in note for note in fixed.notes)
+    _, vectors = _retrieve(frozenset({"*"}), ("zh-CN",))
+    assert [s.locale for s in vectors.scopes] == [""]
+    _, vectors = _retrieve(frozenset({"en"}), ("en", "zh-CN"), query_language="en")
+    assert [s.locale for s in vectors.scopes] == [""]
+
+
+def test_balancing_can_be_turned_off() -> None:
+    vectors = _Vectors()
+    config = replace(RetrievalConfig(), vector_locale_balance=LocaleBalance.OFF)
+    with ThreadPoolExecutor(2) as executor:
+        pipeline = RetrievalPipeline(
+            _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
+            vectors,  # type: ignore[arg-type]
+            _Lexical(),  # type: ignore[arg-type]
+            None,
+            executor,
+            config,
+            locales=IndexLocales(lambda: ("en", "zh-CN")),
+        )
+        result = asyncio.run(
+            pipeline.retrieve(RetrievalRequest(query="发票", rerank=False), Deadline.within(10))
+        )
+    assert [s.locale for s in vectors.scopes] == [""]
+    assert [h.chunk.chunk_id for h in result.hits] == ["zh-1", "zh-2"]
