@@ -90,6 +90,7 @@ bench: install bench-env
 	$(BIN)/python -m bench.load.visibility_filter
 	$(BIN)/python -m bench.load.reranker
 	$(BIN)/python -m bench.load.document_encoder
+	$(BIN)/python -m bench.load.model_speed
 
 # Embedded indexes of 10k, 100k and 1M synthetic chunks made of real SciFact
 # chunks (bench/scale/corpus.py): write time, disk, memory, Retrieve latency

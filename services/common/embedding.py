@@ -11,7 +11,6 @@ through a dynamic int8 export instead (`document_precision`), queries never.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -19,27 +18,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from services.common.embedding_prompts import (
-    EmbeddingPrompts,
-    PromptSource,
-    model_prompts,
-    resolve_prompts,
-)
-from services.common.errors import ConfigError
+from services.common.embedding_prompts import EmbeddingPrompts, PromptSource, resolve_prompts
 from services.common.logging import get_logger
 from services.common.packaged_models import model_languages, model_path
 from services.common.query_batching import QueryBatcher, QueryBatchStats, QueryEmbeddingObserver
 
 if TYPE_CHECKING:  # imported when an Embedder is built: they pull in torch and ORT
-    from services.common.text_encoders import TextEncoder
+    pass
 
 log = get_logger(__name__)
 
+# The English MiniLM: the library default (fast, English only), and the
+# documented fast option of the services, whose default is MULTILINGUAL_MODEL
+# (services.common.embedding_settings; chosen by measurement, docs/benchmarks.md).
 PACKAGED_MODEL = "packaged:all-MiniLM-L6-v2"
+MULTILINGUAL_MODEL = "packaged:multilingual-e5-small"
 EmbeddingBackend = Literal["auto", "torch", "onnx"]
 # fp32: the model's own weights; int8: a dynamic int8 quantization of its ONNX
 # export (per-channel weights, activations quantized per pass).
@@ -158,28 +155,28 @@ class Embedder:
     the model share the next pass, and go before the next document pass."""
 
     def __init__(self, config: EmbedderConfig = EmbedderConfig()) -> None:
-        _check_backend(config)
         self.config = config
         self.model_name = config.model
         self.languages = config.languages or model_languages(config.model)
         self._cache = QueryCache(config.query_cache_size, config.query_cache_ttl_s)
         self._lock = threading.Lock()
-        model = self._load(config)
-        self.dim = int(model.get_embedding_dimension() or 0)
-        self.max_input_tokens = int(getattr(model, "max_seq_length", 0) or 0)
+        from services.common.model_runtime import load_runtime  # pulls in the backends
+
+        runtime = load_runtime(config)
+        self.dim = runtime.dim
+        self.max_input_tokens = runtime.max_input_tokens
         self.prompts = resolve_prompts(
-            config.prompt_source, model_prompts(model), config.query_prompt, config.passage_prompt
+            config.prompt_source,
+            runtime.declared_prompts,
+            config.query_prompt,
+            config.passage_prompt,
         )
         self.identity = EmbeddingIdentity(
-            config.model,
-            self.dim,
-            _weights_digest(model),
-            self.prompts.query,
-            self.prompts.passage,
+            config.model, self.dim, runtime.weights, self.prompts.query, self.prompts.passage
         )
-        self._encoder = self._encoder_for(config, model)
-        self.backend = self._encoder.name
-        self._documents = _document_encoder(config, model, self._encoder)
+        self._encoder = runtime.queries
+        self.backend = runtime.backend
+        self._documents = runtime.documents
         # A short stable name an index records for the vectors it holds.
         self.document_encoder = f"{self.backend}-{config.document_precision}"
         self._queries = QueryBatcher(self._encode_queries, config.query_max_batch, self._lock)
@@ -195,34 +192,6 @@ class Embedder:
 
     def _encode_queries(self, texts: list[str]) -> np.ndarray:
         return self._encoder.encode(self.prompts.for_queries(texts))
-
-    @staticmethod
-    def _load(config: EmbedderConfig):  # type: ignore[no-untyped-def]
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-
-        path = resolve_model_path(config.model, config.onnx_cache_dir)
-        try:
-            model = SentenceTransformer(path, device=config.device)
-        except Exception as exc:
-            raise ConfigError(f"cannot load embedding model {config.model!r}: {exc}") from exc
-        log.info("embedding_model_loaded", model=config.model, path=path)
-        return model
-
-    @staticmethod
-    def _encoder_for(config: EmbedderConfig, model: Any) -> TextEncoder:
-        from services.common.text_encoders import TorchTextEncoder
-
-        if config.backend == "onnx":
-            assert config.onnx_cache_dir is not None  # _check_backend
-            return _onnx_encoder(config, config.onnx_cache_dir, model)
-        if config.document_precision == "int8":  # auto, which must then manage ONNX
-            return _onnx_encoder_for_int8(config, model)
-        if config.backend == "auto":
-            return _onnx_encoder_if_possible(config, model) or TorchTextEncoder(
-                model, config.batch_size
-            )
-        return TorchTextEncoder(model, config.batch_size)
 
     def embed_documents(
         self, texts: Sequence[str], between: Callable[[], None] | None = None
@@ -280,111 +249,3 @@ def document_passes(lengths: Sequence[int], max_chars: int) -> list[list[int]]:
     if current:
         passes.append(current)
     return passes
-
-
-def _weights_digest(model: Any) -> str:
-    from services.common.onnx_export import weights_digest
-
-    return weights_digest(model)[:16]
-
-
-def _onnx_encoder_if_possible(config: EmbedderConfig, model: Any) -> TextEncoder | None:
-    """`auto`: the ONNX encoder, or None (torch) with the reason logged."""
-    reason = _onnx_obstacle(config)
-    if reason is None:
-        assert config.onnx_cache_dir is not None  # _onnx_obstacle
-        try:
-            return _onnx_encoder(config, config.onnx_cache_dir, model)
-        except ConfigError as exc:
-            reason = str(exc)
-    # auto promises a working embedder, so it says why it is the slower one
-    log.warning("embedding_backend_torch", requested="auto", reason=reason)
-    return None
-
-
-def _onnx_obstacle(config: EmbedderConfig) -> str | None:
-    """Why this configuration cannot run ONNX at all, before any model is read."""
-    if config.device != "cpu":
-        return f"device {config.device!r} (the ONNX path runs on CPU only)"
-    if config.onnx_cache_dir is None:
-        return "no cache directory for the ONNX export"
-    return None
-
-
-def _check_backend(config: EmbedderConfig) -> None:
-    """Refuse an impossible configuration before the model is loaded."""
-    if config.document_precision == "int8":
-        _check_int8(config)
-    if config.backend != "onnx":
-        return
-    if config.device != "cpu":
-        raise ConfigError(f"the ONNX embedding backend runs on CPU only, not {config.device!r}")
-    if config.onnx_cache_dir is None:
-        raise ConfigError("the ONNX embedding backend needs a cache directory for its export")
-
-
-def _check_int8(config: EmbedderConfig) -> None:
-    """int8 documents run on ONNX only; `auto` must then manage ONNX rather
-    than fall back to torch, which would leave no int8 path and build the
-    index at another speed than configured."""
-    if config.backend == "torch":
-        raise ConfigError(INT8_ON_TORCH)
-    if config.backend == "auto" and (reason := _onnx_obstacle(config)):
-        raise _int8_without_onnx(config, reason)
-
-
-def _int8_without_onnx(config: EmbedderConfig, reason: str) -> ConfigError:
-    return ConfigError(
-        f"{DOCUMENT_PRECISION_VARIABLE}=int8 needs the ONNX embedding backend, which "
-        f"{BACKEND_VARIABLE}={config.backend} cannot use here: {reason} (with "
-        f"{DOCUMENT_PRECISION_VARIABLE}=fp32, auto would run this model on torch)"
-    )
-
-
-def _onnx_encoder_for_int8(config: EmbedderConfig, model: Any) -> TextEncoder:
-    """`auto` with int8 documents: the fp32 ONNX query encoder, or a
-    ConfigError where `auto` alone would fall back to torch."""
-    assert config.onnx_cache_dir is not None  # _check_int8
-    try:
-        return _onnx_encoder(config, config.onnx_cache_dir, model)
-    except ConfigError as exc:
-        raise _int8_without_onnx(config, str(exc)) from exc
-
-
-def _document_encoder(config: EmbedderConfig, model: Any, queries: TextEncoder) -> TextEncoder:
-    """The query encoder itself (fp32), or an int8 one over the same model,
-    tokenizer and export cache. Built at start-up, so a failed quantization
-    stops start-up rather than the first ingest."""
-    if config.document_precision == "fp32":
-        return queries
-    assert config.onnx_cache_dir is not None  # the query encoder is ONNX: _encoder_for
-    return _onnx_encoder(config, config.onnx_cache_dir, model, precision="int8")
-
-
-def _onnx_encoder(
-    config: EmbedderConfig, cache_dir: Path, model: Any, precision: Precision = "fp32"
-) -> TextEncoder:
-    from services.common.text_encoders import OnnxTextEncoder
-
-    threads = config.threads or _usable_cpus()
-    try:
-        encoder = OnnxTextEncoder(
-            model, cache_dir, config.batch_size, threads, config.onnx_spin, precision
-        )
-    except ConfigError:
-        raise
-    except Exception as exc:  # a failed export must stop start-up with a readable reason
-        raise ConfigError(
-            f"cannot run embedding model {config.model!r} with ONNX Runtime "
-            f"(export cache {cache_dir}): {type(exc).__name__}: {exc}"
-        ) from exc
-    log.info(
-        "embedding_onnx_ready", path=str(encoder.model_path), threads=threads, precision=precision
-    )
-    return encoder
-
-
-def _usable_cpus() -> int:
-    # The CPUs this process may run on (a container's cpuset), not the host's.
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity else os.cpu_count() or 1

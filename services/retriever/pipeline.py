@@ -45,6 +45,7 @@ from services.retriever.locale_balance import (
     IndexLocales,
     LocaleBalance,
     balance_note,
+    fuse_per_locale,
     interleaved,
 )
 from services.retriever.metrics import RetrievalMetrics
@@ -144,14 +145,14 @@ class RetrievalPipeline:
             prepared.text, prepared.intent.value, prepared.top_k, self.record_query_text
         )
         prepared = replace(prepared, scope=await self._visible(prepared.scope))
-        balanced: list[str] = []  # the locales the vector channel ranked apart
+        balanced: dict[str, list[ScoredChunk]] = {}  # vector hits per locale ranked apart
         vector, lexical = await self._fan_out(prepared, deadline, stages, balanced)
         if prepared.language.skip_vector and Channel.VECTOR in request.channels:
             vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
         stages.record("vector", vector.latency_ms)
         stages.record("lexical", lexical.latency_ms)
         with stages.stage("fusion") as span:
-            fused = self._fuse(request, prepared, vector, lexical)
+            fused = self._fuse(request, prepared, vector, lexical, balanced)
             span.set_attribute("rag.candidates", len(fused))
         with stages.stage("rerank") as span:
             hits, rerank = await self.rerank_step.run(
@@ -174,7 +175,7 @@ class RetrievalPipeline:
         )
         self._explain(result, request, prepared, fused)
         if balanced and vector.ok:
-            result.notes.append(balance_note(balanced))
+            result.notes.append(balance_note(list(balanced)))
         _record_degradation(result, vector, lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
             await self._check_page(result, prepared.scope, deadline)
@@ -253,7 +254,7 @@ class RetrievalPipeline:
         prepared: PreparedQuery,
         deadline: Deadline,
         stages: StageRecorder,
-        balanced: list[str],
+        balanced: dict[str, list[ScoredChunk]],
     ) -> tuple[ChannelOutcome, ChannelOutcome]:
         """Both channels at once, each within min(channel timeout, time left − margin);
         `balanced` receives the locales the vector channel ranked apart."""
@@ -285,18 +286,21 @@ class RetrievalPipeline:
         return results[0], results[1]
 
     def _vector_search(
-        self, vector: list[float], depth: int, scope: ScopeFilter, balanced: list[str]
+        self,
+        vector: list[float],
+        depth: int,
+        scope: ScopeFilter,
+        balanced: dict[str, list[ScoredChunk]],
     ) -> list[ScoredChunk]:
-        """One search, or one per locale taken in turns (locale_balance)."""
+        """One search, or one per locale (locale_balance: `balanced` gets
+        them; the channel's own list takes them in turns)."""
         locales = self._locales_to_balance(scope)
         if not locales:
             return call_as("vector", self.vectors.search, vector, depth, scope)
-        lists = [
-            call_as("vector", self.vectors.search, vector, depth, replace(scope, locale=locale))
-            for locale in locales
-        ]
-        balanced.extend(locales)
-        return interleaved(lists)[:depth]
+        for locale in locales:
+            search = replace(scope, locale=locale)
+            balanced[locale] = call_as("vector", self.vectors.search, vector, depth, search)
+        return interleaved(list(balanced.values()))[:depth]
 
     def _locales_to_balance(self, scope: ScopeFilter) -> tuple[str, ...]:
         """Locales to rank apart: only for a model that reads every language,
@@ -334,9 +338,16 @@ class RetrievalPipeline:
         prepared: PreparedQuery,
         vector: ChannelOutcome,
         lexical: ChannelOutcome,
+        balanced: dict[str, list[ScoredChunk]],
     ) -> list[FusedHit]:
-        ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
-        fused = self.fuser.fuse(ranked, language_weights(request.weights, prepared.language))
+        weights = language_weights(request.weights, prepared.language)
+        if balanced and vector.ok:
+            lexical_hits = lexical.hits if lexical.ok else []
+            language = prepared.language.language
+            fused = fuse_per_locale(self.fuser, balanced, lexical_hits, language, weights)
+        else:
+            ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
+            fused = self.fuser.fuse(ranked, weights)
         held = {hit.chunk.chunk_id: hit.exact for hit in lexical.hits} if lexical.ok else {}
         fused = with_exact_matches(fused, prepared.plan.identifiers, held)
         fused = exact_precedence(fused, self.config.exact_precedence)

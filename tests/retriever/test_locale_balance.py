@@ -11,8 +11,15 @@ import pytest
 
 from services.common.deadline import Deadline
 from services.common.models import ScopeFilter, ScoredChunk
-from services.retriever.locale_balance import IndexLocales, LocaleBalance, interleaved
+from services.retriever.fusion import RrfFuser
+from services.retriever.locale_balance import (
+    IndexLocales,
+    LocaleBalance,
+    fuse_per_locale,
+    interleaved,
+)
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
+from services.retriever.types import Channel
 from tests.retriever.factories import ranked_list, scored
 
 pytestmark = pytest.mark.unit
@@ -97,9 +104,45 @@ def _retrieve(languages: frozenset[str], locales: tuple[str, ...], **request: ob
 
 def test_a_multilingual_model_ranks_each_locale_apart() -> None:
     result, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"))
-    assert [h.chunk.chunk_id for h in result.hits] == ["en-answer", "zh-1", "zh-2"]
+    # The question's language first, then the locales take turns.
+    assert [h.chunk.chunk_id for h in result.hits] == ["zh-1", "en-answer", "zh-2"]
     assert [s.locale for s in vectors.scopes] == ["en", "zh-CN"]
     assert any("ranked each locale apart (en, zh-CN)" in note for note in result.notes)
+
+
+def _lexical(chunk_id: str, locale: str, exact: tuple[str, ...] = ()) -> ScoredChunk:
+    hit = scored(chunk_id)
+    return replace(hit, chunk=replace(hit.chunk, locale=locale), exact=exact)
+
+
+def _vector(chunk_id: str, locale: str) -> ScoredChunk:
+    return _lexical(chunk_id, locale)
+
+
+def test_across_languages_only_identifiers_count_lexically() -> None:
+    vector = {
+        "en": [_vector("en-a", "en"), _vector("en-b", "en")],
+        "zh-CN": [_vector("zh-a", "zh-CN")],
+    }
+    lexical = [
+        _lexical("en-b", "en"),  # a Chinese question's words cannot match English text
+        _lexical("zh-a", "zh-CN"),
+    ]
+    fused = fuse_per_locale(RrfFuser(), vector, lexical, "zh", None)
+    by_id = {h.chunk.chunk_id: h for h in fused}
+    assert [c.channel for c in by_id["en-b"].channels] == [Channel.VECTOR]
+    assert [h.chunk.chunk_id for h in fused] == ["zh-a", "en-a", "en-b"]
+    with_identifier = [_lexical("en-b", "en", exact=("e1042",))]
+    fused = fuse_per_locale(RrfFuser(), vector, with_identifier, "zh", None)
+    by_id = {h.chunk.chunk_id: h for h in fused}
+    assert {c.channel for c in by_id["en-b"].channels} == {Channel.VECTOR, Channel.LEXICAL}
+
+
+def test_a_question_without_language_puts_the_best_locale_first() -> None:
+    vector = {"en": [_vector("en-a", "en")], "zh-CN": [_vector("zh-a", "zh-CN")]}
+    lexical = [_lexical("en-a", "en", exact=("429",))]
+    fused = fuse_per_locale(RrfFuser(), vector, lexical, "und", None)
+    assert [h.chunk.chunk_id for h in fused] == ["en-a", "zh-a"]
 
 
 def test_one_list_where_balancing_cannot_matter() -> None:
