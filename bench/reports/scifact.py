@@ -26,6 +26,7 @@ def quality_section(result: dict[str, Any]) -> str:
             table(("configuration", *METRIC_HEADERS, "p50 ms", "p95 ms"), quality_rows(result)),
             index_note(result),
             int8_documents_note(result),
+            models_note(result),
             fit_section(result),
             finetune_section(result),
             peer_section(result),
@@ -49,6 +50,9 @@ def quality_rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
     for model, other in result.get("models", {}).items():
         name = model.removeprefix("packaged:")
         measured += [(f"{config}, {name}", v) for config, v in other.get("configs", {}).items()]
+        if "hybrid" in other.get("int8_documents", {}).get("configs", {}):
+            int8 = other["int8_documents"]["configs"]["hybrid"]
+            measured.append((f"hybrid, {name}, int8 document encoder", int8))
     if "metrics" in result["peer"]:
         peer = result["peer"]
         measured.append(("peer: Haystack hybrid", {**peer["metrics"], "latency": peer["latency"]}))
@@ -61,6 +65,24 @@ def quality_rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
         (name, f"not measured: {why}", *blanks) for name, why in result["not_measured"].items()
     ]
     return rows
+
+
+def models_note(result: dict[str, Any]) -> str:
+    """Where the rows of another embedding model come from: their own run."""
+    notes = []
+    for model, other in result.get("models", {}).items():
+        if "command" not in other:
+            continue
+        index, chunking = other["index"], other["chunking"]
+        notes.append(
+            f"Rows `…, {model.removeprefix('packaged:')}`: {model} in an index of its own "
+            f"({chunking['chunks']} chunks, {chunking['version']}, built in {index['seconds']} s, "
+            f"{index.get('chunks_per_s')} chunks/s on a shared machine), same requests; measured "
+            f"by `{other['command']}`, {other['date']}, revision `{other['git_revision']}`, "
+            f"1-minute load average at the start {other['machine']['load_average_1m']} (its "
+            "latencies are not comparable with the rows above: other runs shared the machine).\n"
+        )
+    return "\n".join(notes)
 
 
 def index_note(result: dict[str, Any]) -> str:

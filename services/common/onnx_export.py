@@ -144,7 +144,7 @@ class OnnxExporter:
         int8 = entry / "model.int8.onnx"
         if not int8.exists():
             log.info("onnx_quantize", path=str(int8))
-            _atomic_write(int8, lambda tmp: _quantize(fp32, tmp))
+            _atomic_write(int8, lambda tmp: quantize_int8(fp32, tmp))
         return int8
 
     def _export(
@@ -173,7 +173,7 @@ class OnnxExporter:
         model.eval()  # the exporter restores the wrapper's mode; keep inference mode explicit
 
 
-def _quantize(fp32: Path, path: Path) -> None:
+def quantize_int8(fp32: Path, path: Path) -> None:
     """Dynamic int8 with per-channel weight scales (lower score drift at the
     same speed), in a child process so no side file lands in our cwd."""
     with tempfile.TemporaryDirectory(prefix="rag-onnx-quantize-") as scratch:

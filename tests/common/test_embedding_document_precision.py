@@ -154,7 +154,9 @@ def test_auto_refuses_int8_for_a_model_onnx_cannot_pool(tmp_path: Path) -> None:
 def test_int8_without_onnx_is_refused_before_loading(
     config: EmbedderConfig, reason: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(Embedder, "_load", staticmethod(lambda _: pytest.fail("model loaded")))
+    from services.common import st_runtime
+
+    monkeypatch.setattr(st_runtime, "_load", lambda _: pytest.fail("model loaded"))
     with pytest.raises(ConfigError, match=reason) as refused:
         Embedder(config)
     assert all(name in str(refused.value) for name in VARIABLES)

@@ -58,14 +58,16 @@ def test_rows_come_back_in_input_order_with_their_own_vectors(embedder: Embedder
 def test_a_query_runs_between_two_passes_of_a_document_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from services.common import st_runtime
+
     gates: list[GatedEncoder] = []
-    real = Embedder._encoder_for
+    real = st_runtime._encoder_for
 
     def gated(config: EmbedderConfig, model: Any) -> GatedEncoder:
         gates.append(GatedEncoder(real(config, model)))
         return gates[-1]
 
-    monkeypatch.setattr(Embedder, "_encoder_for", staticmethod(gated))
+    monkeypatch.setattr(st_runtime, "_encoder_for", gated)
     model = Embedder(EmbedderConfig(backend="torch", query_cache_size=0))
     gate = gates[0]
     documents = [f"document {n}: " + "word " * 200 for n in range(3)]  # one pass each
