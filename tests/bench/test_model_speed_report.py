@@ -15,7 +15,7 @@ def _values(query_ms: float, rps: float) -> dict[str, object]:
         "indexing": {"chunks": 900, "seconds": 30.0, "chunks_per_s": 30.0},
         "retrieve_c1": {"p50_ms": 9.5, "p99_ms": 20.1},
         "retrieve_c16_rps": rps,
-        "memory": {"rss_mib": 900.0},
+        "memory": {"rss_mib": 900.0, "peak_rss_mib": 1200.0},
     }
 
 
@@ -38,5 +38,5 @@ def test_one_row_per_model_with_every_figure() -> None:
         "models": {"packaged:a": _values(4.5, 110.0), "packaged:b": _values(13.0, 41.5)},
     }
     section = model_speed_section(result)
-    assert "| packaged:a | 4.5 | 9.5 | 20.1 | 110.0 | 30.0 | 900.0 |" in section
+    assert "| packaged:a | 4.5 | 9.5 | 20.1 | 110.0 | 30.0 | 900.0 | 1200.0 |" in section
     assert "| packaged:b | 13.0 |" in section and "41.5" in section
