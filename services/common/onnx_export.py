@@ -104,7 +104,7 @@ def _eager_attention(model: torch.nn.Module) -> Iterator[None]:
         switch(previous)
 
 
-def _atomic_write(target: Path, write: Any) -> Path:
+def atomic_write(target: Path, write: Any) -> Path:
     """Write via a temporary sibling so a crash or a concurrent exporter never
     leaves a half-written model where the cache expects a whole one."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -138,13 +138,13 @@ class OnnxExporter:
         fp32 = entry / "model.onnx"
         if not fp32.exists():
             log.info("onnx_export", path=str(fp32))
-            _atomic_write(fp32, lambda tmp: self._export(model, sample, output, tmp))
+            atomic_write(fp32, lambda tmp: self._export(model, sample, output, tmp))
         if not quantize:
             return fp32
         int8 = entry / "model.int8.onnx"
         if not int8.exists():
             log.info("onnx_quantize", path=str(int8))
-            _atomic_write(int8, lambda tmp: quantize_int8(fp32, tmp))
+            atomic_write(int8, lambda tmp: quantize_int8(fp32, tmp))
         return int8
 
     def _export(
