@@ -229,6 +229,20 @@ class Embedder:
         self._cache.put(text, vector)
         return vector
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """One row per query text, the uncached ones in one forward pass (a
+        question and its translations: services.retriever.locale_balance)."""
+        if len(texts) == 1:
+            return self.embed_query(texts[0])[None, :]
+        rows = [self._cache.get(text) for text in texts]
+        missing = [i for i, row in enumerate(rows) if row is None]
+        if missing:
+            encoded = self._queries.embed_many([texts[i] for i in missing])
+            for i, vector in zip(missing, encoded, strict=True):
+                rows[i] = vector
+                self._cache.put(texts[i], vector)
+        return np.stack([row for row in rows if row is not None])
+
     def query_stats(self) -> QueryBatchStats:
         """Forward passes and batch sizes spent on queries (cache hits excluded)."""
         return self._queries.stats()

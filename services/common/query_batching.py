@@ -122,17 +122,23 @@ class QueryBatcher:
         self.observer: QueryEmbeddingObserver | None = None  # told each pass's size
 
     def embed(self, text: str) -> np.ndarray:
-        query = _PendingQuery(text)
+        return self.embed_many([text])[0]
+
+    def embed_many(self, texts: list[str]) -> list[np.ndarray]:
+        """Several queries of one caller (a question and its translations),
+        queued together so that they share a pass when they fit in one."""
+        queries = [_PendingQuery(text) for text in texts]
+        last = queries[-1]  # served oldest first: the last done means all done
         with self._changed:
-            self._waiting.append(query)
-            while self._model_taken_for_queries() and not query.done:
+            self._waiting.extend(queries)
+            while self._model_taken_for_queries() and not last.done:
                 self._changed.wait()
-            leader = not query.done
+            leader = not last.done
             if leader:
                 self._leading = True
         if leader:
-            self._lead_until_done(query)
-        return query.outcome()
+            self._lead_until_done(last)
+        return [query.outcome() for query in queries]
 
     def stats(self) -> QueryBatchStats:
         with self._changed:

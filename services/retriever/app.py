@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 from concurrent.futures import Executor
 
+from services.common.analysis.bilingual_dictionary import load_cedict
+from services.common.analysis.query_translation import QueryTranslator
 from services.common.embedding import Embedder
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.logging import get_logger
@@ -19,7 +21,8 @@ from services.common.server import GrpcServer
 from services.common.service import ServiceIdentity
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.visibility import CommittedGeneration
-from services.retriever.locale_balance import IndexLocales
+from services.retriever.language import EVERY_LANGUAGE
+from services.retriever.locale_balance import CrossLanguageLexical, IndexLocales, LocaleBalance
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline
 from services.retriever.rerank_client import RerankClient
@@ -68,7 +71,21 @@ def build_retrieval_pipeline(
         reranker_health=health,
         metrics=metrics,
         locales=locales,
+        translator=query_translator(settings, embedder),
     )
+
+
+def query_translator(settings: RetrieverSettings, embedder: Embedder) -> QueryTranslator | None:
+    """The dictionary translator when locales may be ranked apart (a model
+    that reads every language) and cross-language lexical search is on; the
+    dictionary is parsed once per process, only then (~1.4 s)."""
+    if settings.cross_language_lexical is not CrossLanguageLexical.DICTIONARY:
+        return None
+    if settings.vector_locale_balance is not LocaleBalance.INTERLEAVE:
+        return None
+    if EVERY_LANGUAGE not in getattr(embedder, "languages", frozenset()):
+        return None
+    return QueryTranslator(load_cedict())
 
 
 def reranker_from_settings(

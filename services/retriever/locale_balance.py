@@ -10,11 +10,14 @@ collect one. The rule, where it can matter (a model that reads every
 language, an index of several locales, a request that fixes none):
 
 1. the vector channel searches each locale of the index on its own;
-2. each locale's list is fused with the lexical hits of that locale, but in
-   a locale of another language than the question's only the lexical hits
-   that hold one of the question's exact identifiers count (an identifier
-   reads the same in every language; an ordinary word does not, so a lexical
-   miss there is expected, not evidence);
+2. each locale's list is fused with the lexical hits of that locale; in a
+   locale of another language than the question's, the question's own words
+   cannot match (a lexical miss there is expected, not evidence), so only
+   its hits that hold one of the question's exact identifiers count (an
+   identifier reads the same in every language), followed by the hits of the
+   question's words translated with a bilingual dictionary and searched in
+   that locale alone (services.common.analysis.query_translation;
+   RAG_CROSS_LANGUAGE_LEXICAL);
 3. the fused locale lists take turns (1st of each, then 2nd of each, …), the
    question's language first (by the best fused score when the question has
    no language, e.g. an identifier alone).
@@ -30,12 +33,16 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TypeVar
 
 from services.common.analysis import UNDETERMINED, primary_language
-from services.common.models import ScoredChunk
+from services.common.analysis.query_translation import QueryTranslator, Translation
+from services.common.models import ScopeFilter, ScoredChunk
+from services.common.stores.base import VectorStore
 from services.common.stores.manifest import Manifest
+from services.retriever.channels import call_as
 from services.retriever.fusion import RrfFuser
 from services.retriever.types import Channel, FusedHit
 
@@ -45,6 +52,36 @@ T = TypeVar("T")
 class LocaleBalance(StrEnum):
     INTERLEAVE = "interleave"  # locales ranked apart, taken in turns
     OFF = "off"  # one vector list and one fusion over every locale
+
+
+class CrossLanguageLexical(StrEnum):
+    DICTIONARY = "dictionary"  # the question's words translated, searched per locale
+    OFF = "off"  # other-language locales get lexical hits by exact identifiers only
+
+
+@dataclass
+class LocaleLists:
+    """What the channels found per locale when locales are ranked apart:
+    vector hits, lexical hits of the translated question, and the
+    translations themselves (for the debug report)."""
+
+    vector: dict[str, list[ScoredChunk]] = field(default_factory=dict)
+    translated: dict[str, list[ScoredChunk]] = field(default_factory=dict)
+    translations: dict[str, Translation] = field(default_factory=dict)
+
+    def translation_notes(self) -> list[str]:
+        return [
+            f"lexical words translated for {locale} pages: {translation.describe()}"
+            for locale, translation in self.translations.items()
+        ]
+
+
+def other_language(query_language: str, locale: str) -> bool:
+    """Whether `locale`'s pages are in another language than a question in
+    `query_language` ("" or undetermined: no language, so never)."""
+    if query_language in ("", UNDETERMINED):
+        return False
+    return primary_language(locale) != query_language
 
 
 class IndexLocales:
@@ -90,24 +127,114 @@ def fuse_per_locale(
     lexical: Sequence[ScoredChunk],
     query_language: str,
     weights: Mapping[Channel, float] | None,
+    translated: Mapping[str, list[ScoredChunk]] | None = None,
 ) -> list[FusedHit]:
-    """Steps 2 and 3 of the module docstring."""
+    """Steps 2 and 3 of the module docstring (`translated`: lexical hits of
+    the translated question per locale)."""
     fused_lists: list[tuple[bool, list[FusedHit]]] = []
     for locale, vector_hits in vector_by_locale.items():
-        own = query_language in ("", UNDETERMINED) or primary_language(locale) == query_language
+        own = not other_language(query_language, locale)
         lexical_hits = [h for h in lexical if h.chunk.locale == locale and (own or h.exact)]
+        if not own and translated:
+            lexical_hits = _merged(lexical_hits, translated.get(locale, []))
         ranked = {Channel.VECTOR: vector_hits, Channel.LEXICAL: lexical_hits}
         fused_lists.append((own, fuser.fuse(ranked, weights)))
     fused_lists.sort(key=lambda item: (not item[0], -_best_score(item[1])))
     return interleaved([hits for _, hits in fused_lists])
 
 
+def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChunk]:
+    """`first`, then the hits of `then` that are not in it, in order."""
+    seen = {hit.chunk.chunk_id for hit in first}
+    return first + [hit for hit in then if hit.chunk.chunk_id not in seen]
+
+
 def _best_score(hits: list[FusedHit]) -> float:
     return hits[0].fused_score if hits else 0.0
 
 
-def balance_note(locales: Sequence[str]) -> str:
+def balance_note(locales: Sequence[str], translated: bool) -> str:
+    other = "translated by dictionary" if translated else "only in the question's language"
     return (
         f"ranked each locale apart ({', '.join(locales)}): vector per locale, lexical words "
-        "only in the question's language (identifiers in every locale), locales in turns"
+        f"{other} (identifiers in every locale), locales in turns"
     )
+
+
+class LocaleSearch:
+    """Steps 1 and 2's searches: the vector channel per locale, and the
+    translated question per other-language locale. Decides whether locales
+    are ranked apart at all: only for a model that reads every language
+    (`enabled`), a request that fixes no locale, and an index with locales
+    of more than one."""
+
+    def __init__(
+        self,
+        vectors: VectorStore,
+        locales: IndexLocales | None,
+        enabled: bool,
+        translator: QueryTranslator | None = None,
+    ) -> None:
+        self.vectors, self.locales, self.translator = vectors, locales, translator
+        self.enabled = enabled and locales is not None
+
+    def locales_to_balance(self, scope: ScopeFilter) -> tuple[str, ...]:
+        if not self.enabled or self.locales is None or scope.locale:
+            return ()
+        locales = self.locales.current()
+        return locales if len(locales) > 1 else ()
+
+    def translate(self, query: str, language: str, scope: ScopeFilter, lists: LocaleLists) -> None:
+        """The question in each other-language locale's language
+        (`lists.translations`), when locales are ranked apart."""
+        if self.translator is None:
+            return
+        for locale in self.locales_to_balance(scope):
+            if other_language(language, locale):
+                target = primary_language(locale)
+                translation = self.translator.translate(query, language, target)
+                if translation is not None:
+                    lists.translations[locale] = translation
+
+    def vector(
+        self, vectors: list[list[float]], depth: int, scope: ScopeFilter, lists: LocaleLists
+    ) -> list[ScoredChunk]:
+        """One search, or one per locale (`lists.vector` gets them; the
+        channel's own list takes them in turns). `vectors`: the question's,
+        then one per translation in `lists.translations`; in a locale with a
+        translation, the question's and the translation's hits take turns."""
+        locales = self.locales_to_balance(scope)
+        if not locales:
+            return call_as("vector", self.vectors.search, vectors[0], depth, scope)
+        translated = dict(zip(lists.translations, vectors[1:], strict=True))
+        for locale in locales:
+            search = replace(scope, locale=locale)
+            hits = call_as("vector", self.vectors.search, vectors[0], depth, search)
+            if locale in translated:
+                more = call_as("vector", self.vectors.search, translated[locale], depth, search)
+                hits = _distinct(interleaved([hits, more]))[:depth]
+            lists.vector[locale] = hits
+        return interleaved(list(lists.vector.values()))[:depth]
+
+    def translated_lexical(
+        self,
+        depth: int,
+        scope: ScopeFilter,
+        lexical_search: Callable[[str, int, ScopeFilter], list[ScoredChunk]],
+        lists: LocaleLists,
+    ) -> None:
+        """Each translation searched in its locale alone (`lists.translated`)."""
+        for locale, translation in lists.translations.items():
+            search = replace(scope, locale=locale)
+            lists.translated[locale] = lexical_search(translation.text, depth, search)
+
+
+def _distinct(hits: list[ScoredChunk]) -> list[ScoredChunk]:
+    """Each chunk once, where it first appears."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        if hit.chunk.chunk_id not in seen:
+            seen.add(hit.chunk.chunk_id)
+            kept.append(hit)
+    return kept

@@ -12,6 +12,7 @@ from dataclasses import replace
 from opentelemetry import trace
 
 from services.common.analysis import QueryPlan, TextAnalyzer
+from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.embedding import Embedder
 from services.common.errors import InvalidArgument, RagError
@@ -44,9 +45,10 @@ from services.retriever.language import (  # check_language: re-exported for its
 from services.retriever.locale_balance import (
     IndexLocales,
     LocaleBalance,
+    LocaleLists,
+    LocaleSearch,
     balance_note,
     fuse_per_locale,
-    interleaved,
 )
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.query import QueryNormalizer
@@ -92,13 +94,15 @@ class RetrievalPipeline:
         reranker_health: RerankerHealth | None = None,
         metrics: RetrievalMetrics | None = None,
         locales: IndexLocales | None = None,
+        translator: QueryTranslator | None = None,
     ) -> None:
         """`reranker_health`: skip the Reranker while it is NOT_SERVING (None:
         always call it). `metrics`: counts each answer (None: not counted).
         `locales`: the index's locales, for ranking across languages
-        (services.retriever.locale_balance; None: one vector list)."""
+        (services.retriever.locale_balance; None: one vector list);
+        `translator`: the question's words for other-language locales (None:
+        identifiers only there)."""
         self.metrics = metrics
-        self.locales = locales
         self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
         self.tracer = tracer  # None: stages are timed, not traced
         self.record_query_text = record_query_text
@@ -109,6 +113,9 @@ class RetrievalPipeline:
         self.analyzer = analyzer or TextAnalyzer()
         languages = getattr(embedder, "languages", frozenset({"en"}))
         self.language_rule = LanguageRule(languages, config.unread_language_vector_weight)
+        balance = config.vector_locale_balance is LocaleBalance.INTERLEAVE
+        multilingual = EVERY_LANGUAGE in self.language_rule.model_languages
+        self.locale_search = LocaleSearch(vectors, locales, balance and multilingual, translator)
         self.executor = executor
         self.config = config
         self.normalizer = QueryNormalizer(config.max_query_chars)
@@ -145,7 +152,7 @@ class RetrievalPipeline:
             prepared.text, prepared.intent.value, prepared.top_k, self.record_query_text
         )
         prepared = replace(prepared, scope=await self._visible(prepared.scope))
-        balanced: dict[str, list[ScoredChunk]] = {}  # vector hits per locale ranked apart
+        balanced = LocaleLists()  # hits per locale ranked apart
         vector, lexical = await self._fan_out(prepared, deadline, stages, balanced)
         if prepared.language.skip_vector and Channel.VECTOR in request.channels:
             vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
@@ -174,8 +181,10 @@ class RetrievalPipeline:
             timings=stages.timings,
         )
         self._explain(result, request, prepared, fused)
-        if balanced and vector.ok:
-            result.notes.append(balance_note(list(balanced)))
+        if balanced.vector and vector.ok:
+            result.notes.append(balance_note(list(balanced.vector), bool(balanced.translated)))
+            if request.debug:
+                result.notes.extend(balanced.translation_notes())
         _record_degradation(result, vector, lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
             await self._check_page(result, prepared.scope, deadline)
@@ -254,7 +263,7 @@ class RetrievalPipeline:
         prepared: PreparedQuery,
         deadline: Deadline,
         stages: StageRecorder,
-        balanced: dict[str, list[ScoredChunk]],
+        balanced: LocaleLists,
     ) -> tuple[ChannelOutcome, ChannelOutcome]:
         """Both channels at once, each within min(channel timeout, time left − margin);
         `balanced` receives the locales the vector channel ranked apart."""
@@ -262,12 +271,14 @@ class RetrievalPipeline:
             self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
         )
         query, depth, scope, plan = prepared.text, prepared.depth, prepared.scope, prepared.plan
+        self.locale_search.translate(query, prepared.language.language, scope, balanced)
 
         def vector_search() -> list[ScoredChunk]:
+            texts = [query, *(t.text for t in balanced.translations.values())]
             with stages.stage("embedding"):
-                vector = call_as("embedding", self.embedder.embed_query, query)
+                vectors = call_as("embedding", self.embedder.embed_queries, texts)
             with stages.stage("vector_search", timed=False) as span:
-                hits = self._vector_search(vector.tolist(), depth, scope, balanced)
+                hits = self.locale_search.vector(vectors.tolist(), depth, scope, balanced)
                 span.set_attribute("rag.hits", len(hits))
             return hits
 
@@ -277,6 +288,8 @@ class RetrievalPipeline:
                 # same terms the store would derive from `query`).
                 hits = self._lexical_search(query, plan, depth, scope)
                 span.set_attribute("rag.hits", len(hits))
+                search = self._lexical_search_text
+                self.locale_search.translated_lexical(depth, scope, search, balanced)
             return hits
 
         results = await asyncio.gather(
@@ -284,33 +297,6 @@ class RetrievalPipeline:
             self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
         )
         return results[0], results[1]
-
-    def _vector_search(
-        self,
-        vector: list[float],
-        depth: int,
-        scope: ScopeFilter,
-        balanced: dict[str, list[ScoredChunk]],
-    ) -> list[ScoredChunk]:
-        """One search, or one per locale (locale_balance: `balanced` gets
-        them; the channel's own list takes them in turns)."""
-        locales = self._locales_to_balance(scope)
-        if not locales:
-            return call_as("vector", self.vectors.search, vector, depth, scope)
-        for locale in locales:
-            search = replace(scope, locale=locale)
-            balanced[locale] = call_as("vector", self.vectors.search, vector, depth, search)
-        return interleaved(list(balanced.values()))[:depth]
-
-    def _locales_to_balance(self, scope: ScopeFilter) -> tuple[str, ...]:
-        """Locales to rank apart: only for a model that reads every language,
-        a request that fixes no locale, and an index with more than one."""
-        if self.config.vector_locale_balance is LocaleBalance.OFF or self.locales is None:
-            return ()
-        if scope.locale or EVERY_LANGUAGE not in self.language_rule.model_languages:
-            return ()
-        locales = self.locales.current()
-        return locales if len(locales) > 1 else ()
 
     def _lexical_search(
         self, query: str, plan: QueryPlan, depth: int, scope: ScopeFilter
@@ -320,6 +306,10 @@ class RetrievalPipeline:
         if getattr(self.lexical, "analyzer", None) is self.analyzer:
             return self.lexical.search_plan(plan, depth, scope)
         return self.lexical.search(query, depth, scope)
+
+    def _lexical_search_text(self, text: str, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        plan = self.analyzer.plan(text)
+        return call_as("lexical", self._lexical_search, text, plan, depth, scope)
 
     async def _maybe_run(
         self,
@@ -338,13 +328,16 @@ class RetrievalPipeline:
         prepared: PreparedQuery,
         vector: ChannelOutcome,
         lexical: ChannelOutcome,
-        balanced: dict[str, list[ScoredChunk]],
+        balanced: LocaleLists,
     ) -> list[FusedHit]:
         weights = language_weights(request.weights, prepared.language)
-        if balanced and vector.ok:
+        if balanced.vector and vector.ok:
             lexical_hits = lexical.hits if lexical.ok else []
+            translated = balanced.translated if lexical.ok else {}
             language = prepared.language.language
-            fused = fuse_per_locale(self.fuser, balanced, lexical_hits, language, weights)
+            fused = fuse_per_locale(
+                self.fuser, balanced.vector, lexical_hits, language, weights, translated
+            )
         else:
             ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
             fused = self.fuser.fuse(ranked, weights)

@@ -10,7 +10,7 @@ from services.common.models import ScopeFilter
 from services.retriever.channels import ChannelOutcome
 from services.retriever.exact import ExactPrecedence
 from services.retriever.language import LanguageDecision
-from services.retriever.locale_balance import LocaleBalance
+from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.reranking import RerankOutcome
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
 
@@ -32,6 +32,7 @@ class RetrievalConfig:
     exact_precedence: ExactPrecedence = ExactPrecedence.LEAD
     unread_language_vector_weight: float = 0.0
     vector_locale_balance: LocaleBalance = LocaleBalance.INTERLEAVE
+    cross_language_lexical: CrossLanguageLexical = CrossLanguageLexical.DICTIONARY
 
 
 @dataclass(frozen=True)

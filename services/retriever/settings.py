@@ -7,7 +7,7 @@ from pydantic import Field, model_validator
 from services.common.embedding_settings import EmbeddingSettings
 from services.common.security.client_settings import client_settings
 from services.retriever.exact import ExactPrecedence
-from services.retriever.locale_balance import LocaleBalance
+from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 
 
 class RetrieverSettings(
@@ -107,6 +107,13 @@ class RetrieverSettings(
         "(RAG_EMBEDDING_LANGUAGES=*), an index of several locales and a request that fixes "
         "none, the vector channel ranks each locale's pages apart and takes them in turns, so "
         "a question is not pulled to pages of its own language (docs/retrieval.md)",
+    )
+    cross_language_lexical: CrossLanguageLexical = Field(
+        CrossLanguageLexical.DICTIONARY,
+        description="dictionary | off. With locales ranked apart (RAG_VECTOR_LOCALE_BALANCE="
+        "interleave), the lexical channel also searches each other-language locale with the "
+        "question's words translated by the CC-CEDICT Chinese-English dictionary; off: only "
+        "exact identifiers match across languages (docs/retrieval.md)",
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)

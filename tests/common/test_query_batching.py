@@ -131,3 +131,19 @@ def test_concurrent_embed_query_matches_sequential_with_fewer_passes(
     stats = fresh.query_stats()
     assert stats.queries == len(texts)
     assert stats.forward_passes < len(texts)
+
+
+def test_one_caller_s_queries_share_a_pass_and_come_back_in_order(
+    embedder: Embedder,
+) -> None:
+    """A question and its translations (Embedder.embed_queries) in one pass;
+    cached rows come back in their places without a pass."""
+    texts = ["发票在哪里下载", "invoice receipt bill download", "rate limits"]
+    alone = np.stack([embedder.embed_query(text) for text in texts])
+    passes = embedder.query_stats().forward_passes
+    together = embedder.embed_queries(["new " + text for text in texts])
+    assert embedder.query_stats().forward_passes == passes + 1
+    assert together.shape == alone.shape
+    again = embedder.embed_queries(texts)  # cached rows, no pass
+    np.testing.assert_allclose(again, alone, atol=1e-6)
+    assert embedder.query_stats().forward_passes == passes + 1

@@ -9,6 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from services.common.analysis.bilingual_dictionary import BilingualDictionary, Entry
+from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.models import ScopeFilter, ScoredChunk
 from services.retriever.fusion import RrfFuser
@@ -67,6 +69,9 @@ class _Embedder:
     def embed_query(self, text: str) -> np.ndarray:
         return np.ones(3, dtype=np.float32)
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), 3), dtype=np.float32)
+
 
 class _Vectors:
     """A vector store whose results depend on the locale filter."""
@@ -81,21 +86,36 @@ class _Vectors:
 
 
 class _Lexical:
+    """Finds the English invoice page by the English word only."""
+
+    def __init__(self) -> None:
+        self.searches: list[tuple[str, str]] = []
+
     def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        self.searches.append((query, scope.locale))
+        if "invoice" in query.split() and scope.locale == "en":
+            return [_lexical("en-invoice", "en")]
         return []
 
 
-def _retrieve(languages: frozenset[str], locales: tuple[str, ...], **request: object):  # type: ignore[no-untyped-def]
+def _retrieve(  # type: ignore[no-untyped-def]
+    languages: frozenset[str],
+    locales: tuple[str, ...],
+    translator: QueryTranslator | None = None,
+    lexical: _Lexical | None = None,
+    **request: object,
+):
     vectors = _Vectors()
     with ThreadPoolExecutor(2) as executor:
         pipeline = RetrievalPipeline(
             _Embedder(languages),  # type: ignore[arg-type]
             vectors,  # type: ignore[arg-type]
-            _Lexical(),  # type: ignore[arg-type]
+            lexical or _Lexical(),  # type: ignore[arg-type]
             None,
             executor,
             RetrievalConfig(),
             locales=IndexLocales(lambda: locales),
+            translator=translator,
         )
         query = RetrievalRequest(query="怎么申请发票", rerank=False, **request)  # type: ignore[arg-type]
         result = asyncio.run(pipeline.retrieve(query, Deadline.within(10)))
@@ -173,3 +193,37 @@ def test_balancing_can_be_turned_off() -> None:
         )
     assert [s.locale for s in vectors.scopes] == [""]
     assert [h.chunk.chunk_id for h in result.hits] == ["zh-1", "zh-2"]
+
+
+def test_the_translated_question_searches_the_other_locale_in_both_channels() -> None:
+    lexical = _Lexical()
+    translator = QueryTranslator(BilingualDictionary([Entry("发票", ("invoice",))]))
+    result, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"), translator, lexical, debug=True)
+    # The question's words in its own language everywhere, the translation in English pages only.
+    assert lexical.searches == [("怎么申请发票", ""), ("invoice", "en")]
+    assert [s.locale for s in vectors.scopes] == ["en", "en", "zh-CN"]  # question, translation
+    by_id = {h.chunk.chunk_id: h for h in result.hits}
+    assert {c.channel for c in by_id["en-invoice"].channels} == {Channel.LEXICAL}
+    assert [h.chunk.chunk_id for h in result.hits][:2] == ["zh-1", "en-answer"]
+    assert "lexical words translated for en pages: 发票 → invoice" in result.notes
+    assert any("translated by dictionary" in note for note in result.notes)
+
+
+def test_translations_are_shown_only_in_the_debug_report() -> None:
+    translator = QueryTranslator(BilingualDictionary([Entry("发票", ("invoice",))]))
+    result, _ = _retrieve(frozenset({"*"}), ("en", "zh-CN"), translator)
+    assert not any("translated for en pages" in note for note in result.notes)
+
+
+def test_nothing_is_translated_into_the_question_s_own_language() -> None:
+    lexical = _Lexical()
+    translator = QueryTranslator(BilingualDictionary([Entry("发票", ("invoice",))]))
+    _retrieve(frozenset({"*"}), ("zh-CN", "zh-TW"), translator, lexical)
+    assert lexical.searches == [("怎么申请发票", "")]
+
+
+def test_translated_hits_count_only_in_other_language_locales() -> None:
+    vector = {"en": [_vector("en-a", "en")], "zh-CN": [_vector("zh-a", "zh-CN")]}
+    translated = {"en": [_lexical("en-b", "en")], "zh-CN": [_lexical("zh-b", "zh-CN")]}
+    fused = fuse_per_locale(RrfFuser(), vector, [], "zh", None, translated)
+    assert {h.chunk.chunk_id for h in fused} == {"zh-a", "en-a", "en-b"}

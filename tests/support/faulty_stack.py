@@ -19,7 +19,7 @@ from tests.support.stack import BackgroundStack, free_port
 
 class Faults:
     def __init__(self, embedder: Embedder) -> None:
-        self.embedder = FaultySearch(embedder, ["embed_query"])
+        self.embedder = FaultySearch(embedder, ["embed_query", "embed_queries"])
         self.vectors: FaultySearch | None = None
         self.lexical: FaultySearch | None = None
         self.reranker = RerankerInjector()
