@@ -132,8 +132,8 @@ def _answerable_split(result: dict[str, Any]) -> str:
     return (
         f"Variant `{result['variant']}`, zh_question top3 by where the answer is: "
         f"{_share(split[True])} with a relevant Chinese page, {_share(split[False])} answered "
-        "only by English pages (cross-language: the lexical channel cannot match them; only "
-        "a multilingual embedding model can)."
+        "only by English pages (cross-language: only the multilingual model and the question's "
+        "words translated by dictionary can reach them; docs/retrieval.md)."
     )
 
 
