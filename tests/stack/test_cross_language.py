@@ -133,3 +133,13 @@ def test_the_english_answer_is_found_by_the_translated_question_s_words(
     assert any(
         note.startswith("lexical words translated for en pages: 发票 → invoice") for note in notes
     )
+
+
+def test_a_question_at_the_length_limit_is_translated_within_bounds(
+    bilingual_stack: BackgroundStack,
+) -> None:
+    question = "发票在哪里下载，密钥多久过期？" * 66  # 990 characters, under the 1,000 limit
+    reply = bilingual_stack.retrieve(question, top_k=5, debug=True)
+    assert not reply.degraded
+    (note,) = [n for n in reply.debug.notes if n.startswith("lexical words translated")]
+    assert note.count("→") <= 32  # MAX_SOURCE_WORDS

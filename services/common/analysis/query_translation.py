@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 import rjieba
 
@@ -43,6 +44,9 @@ _SUFFIXES = (
     ("ed", "e"),
 )
 MAX_PHRASE = 3
+# Source words translated per question: the lexical plan keeps 64 terms anyway
+# (analysis.analyzer.MAX_TERMS), and a long question's debug note stays short.
+MAX_SOURCE_WORDS = 32
 # Words a question is made of but a page's topic is not (pronouns, auxiliaries,
 # modals, question words, prepositions): the index keeps them, so they are
 # queried in English, but their dictionary translations are mostly noise.
@@ -86,10 +90,10 @@ class QueryTranslator:
         """`text` from language `source` into `target` ("zh" or "en"); None
         when the pair is not Chinese–English or no word could be translated."""
         if (source, target) == ("zh", "en"):
-            words = list(self._chinese_to_english(text))
+            words = list(islice(self._chinese_to_english(text), MAX_SOURCE_WORDS))
             kept = [w for w in _ASCII_WORD.findall(text)]
         elif (source, target) == ("en", "zh"):
-            words = list(self._english_to_chinese(text))
+            words = list(islice(self._english_to_chinese(text), MAX_SOURCE_WORDS))
             kept = [w for w in _ASCII_WORD.findall(text) if w.lower() not in _FUNCTION_WORDS]
         else:
             return None

@@ -12,7 +12,7 @@ from services.common.analysis.bilingual_dictionary import (
     load_cedict,
     parse_cedict,
 )
-from services.common.analysis.query_translation import QueryTranslator
+from services.common.analysis.query_translation import MAX_SOURCE_WORDS, QueryTranslator
 
 pytestmark = pytest.mark.unit
 
@@ -94,3 +94,12 @@ def test_common_words_come_first_among_equal_senses() -> None:
         [Entry("椠", ("edition",)), Entry("版本", ("version", "edition"))]
     )
     assert dictionary.chinese_for("edition") == ["版本", "椠"]  # jieba: 版本 is far more common
+
+
+def test_a_long_question_translates_a_bounded_number_of_words(
+    translator: QueryTranslator,
+) -> None:
+    translation = translator.translate("发票下载服务器部署密钥" * 100, "zh", "en")
+    assert translation is not None
+    assert len(translation.words) == MAX_SOURCE_WORDS
+    assert len(translation.text.split()) <= MAX_SOURCE_WORDS * translator.per_word
