@@ -68,10 +68,10 @@ def indexed_texts(corpus: Path, *, title_as_heading: bool) -> dict[str, list[str
     embeds for it: same loader, chunking settings (RAG_CHUNK_*) and
     `embedding_text`."""
     from services.common.models import Document
+    from services.common.stores.storage import embedding_text
     from services.indexer.app import chunking_params
     from services.indexer.chunking import Chunker
     from services.indexer.loaders import load_beir_jsonl
-    from services.indexer.pipeline import embedding_text
     from services.indexer.planning import document_chunks
     from services.indexer.settings import IndexerSettings
 

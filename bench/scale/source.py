@@ -22,10 +22,10 @@ import numpy as np
 
 from bench.common.paths import CACHE_DIR, DATASETS_DIR, SHARED_DATASETS
 from services.common.models import Document
+from services.common.stores.storage import embedding_text
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 from services.indexer.planning import document_chunks
-from services.indexer.transactions import embedding_text
 
 if TYPE_CHECKING:
     from services.common.embedding import Embedder

@@ -18,9 +18,7 @@ from services.common.embedding import Embedder, EmbedderConfig, Precision
 from services.common.embedding_settings import EmbeddingSettings, declared_languages
 from services.common.errors import ConfigError
 from services.common.settings import GrpcServiceSettings
-from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.factory import Storage, open_storage
-from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreSettings
 from services.common.stores.visibility import CommittedGeneration, ReleaseVerdict, read_release
 
@@ -78,21 +76,9 @@ class SharedParts:
     # The Retriever's view of the commit point; an in-process Indexer advances it.
     committed: CommittedGeneration
 
-    @property
-    def vectors(self) -> VectorStore:
-        return self.storage.vectors
-
-    @property
-    def lexical(self) -> LexicalStore:
-        return self.storage.lexical
-
-    @property
-    def manifest(self) -> Manifest:
-        return self.storage.manifest
-
     def index_status(self) -> tuple[int, ReleaseVerdict | None]:
         """The served generation and the latest release verdict (IndexStatus)."""
-        return self.committed.current(), read_release(self.manifest)
+        return self.committed.current(), read_release(self.storage.manifest)
 
     def close(self) -> None:
         self.storage.close()

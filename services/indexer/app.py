@@ -14,8 +14,8 @@ from services.common.logging import get_logger
 from services.common.observability.telemetry import Telemetry
 from services.common.parts import PartsConfig, SharedParts
 from services.common.service import ServiceIdentity
-from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
+from services.common.stores.storage import Storage
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.document_encoders import record_document_encoder
 from services.indexer.metrics import IndexerMetrics
@@ -33,18 +33,15 @@ EMBEDDING_META = "embedding"
 def build_indexing_pipeline(
     settings: IndexerSettings,
     embedder: Embedder,
-    vectors: VectorStore,
-    lexical: LexicalStore,
-    manifest: Manifest,
+    storage: Storage,
 ) -> IndexingPipeline:
     params = chunking_params(settings)
     limits = DocumentLimits.from_settings(settings)
+    manifest = storage.manifest
     check_embedding_model(manifest, embedder.identity)
     record_document_encoder(manifest, embedder.document_encoder)
     planner = Planner(Chunker(params), manifest, limits, clean_markdown=settings.clean_markdown)
-    return IndexingPipeline(
-        planner, embedder, vectors, lexical, manifest, write_batch=settings.write_batch
-    )
+    return IndexingPipeline(planner, embedder, storage, write_batch=settings.write_batch)
 
 
 def chunking_params(settings: IndexerSettings) -> ChunkingParams:
@@ -100,9 +97,7 @@ class IndexerApp:
         self.server = IDENTITY.server(settings, port, telemetry)
         self.telemetry = self.server.telemetry
         # In the app's registry, served by its metrics listener.
-        self.metrics = IndexerMetrics(
-            self.telemetry.registry, parts.vectors, parts.lexical, parts.manifest
-        )
+        self.metrics = IndexerMetrics(self.telemetry.registry, parts.storage)
         self.pipeline: IndexingPipeline | None = None
         self.servicer: IndexerServicer | None = None
         # A run still in its thread after the grace period: the shared parts
@@ -111,9 +106,7 @@ class IndexerApp:
 
     async def start(self) -> int:
         parts = self.parts
-        pipeline = build_indexing_pipeline(
-            self.settings, parts.embedder, parts.vectors, parts.lexical, parts.manifest
-        )
+        pipeline = build_indexing_pipeline(self.settings, parts.embedder, parts.storage)
         pipeline.on_commit = parts.committed.advance
         pipeline.metrics = self.metrics
         if self.telemetry.tracing.enabled:

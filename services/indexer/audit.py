@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from services.common.models import Document, StoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.manifest import Manifest
+from services.common.stores.storage import Storage
 from services.common.stores.visibility import committed_generation
 from services.indexer.identity import content_hash, metadata_hash
 
@@ -133,9 +133,8 @@ class IndexSnapshot:
     rows: dict[str, dict[str, RowSummary]] = field(default_factory=dict)
 
 
-def read_snapshot(
-    vectors: VectorStore, lexical: LexicalStore, manifest: Manifest, progress: ProgressFn
-) -> IndexSnapshot:
+def read_snapshot(storage: Storage, progress: ProgressFn) -> IndexSnapshot:
+    manifest = storage.manifest
     snapshot = IndexSnapshot(committed_generation(manifest))
     for entry in manifest.entries():
         snapshot.documents += 1
@@ -146,7 +145,7 @@ def read_snapshot(
         if snapshot.documents % 1000 == 0:
             progress(AuditProgress("manifest", snapshot.documents, 0))
     progress(AuditProgress("manifest", snapshot.documents, snapshot.documents))
-    for name, store in ((VECTORS, vectors), (LEXICAL, lexical)):
+    for name, store in ((VECTORS, storage.vectors), (LEXICAL, storage.lexical)):
         snapshot.rows[name] = _scan(name, store, progress)
     return snapshot
 

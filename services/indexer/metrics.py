@@ -30,16 +30,15 @@ from prometheus_client.registry import Collector
 
 from services.common.logging import get_logger
 from services.common.models import ScopeFilter
-from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
-from services.common.stores.server_calls import observe_write_retries
+from services.common.stores.storage import Part, Storage
 from services.indexer.planning import PlanCounts
 
 log = get_logger(__name__)
 
 OPERATIONS = ("upsert", "delete", "sync")
 STATES = ("added", "updated", "unchanged", "deleted", "rejected")
-STORES = ("vector", "lexical", "manifest")
+STORES = tuple(part.value for part in Part)
 OTHER_SCOPES = "_other"
 # The planner's six states onto the metric's five: a metadata-only change
 # rewrites the document's payloads, so it is an update as much as a new text.
@@ -61,9 +60,7 @@ class IndexerMetrics:
     def __init__(
         self,
         registry: CollectorRegistry,
-        vectors: VectorStore,
-        lexical: LexicalStore,
-        manifest: Manifest,
+        storage: Storage,
         *,
         size_refresh_s: float = 30.0,
         max_scopes: int = 100,
@@ -95,15 +92,15 @@ class IndexerMetrics:
             registry=registry,
         )
         self._declare_series()
-        self.pending = PendingRecordsCollector(manifest, ttl_s=pending_ttl_s)
+        self.pending = PendingRecordsCollector(storage.manifest, ttl_s=pending_ttl_s)
         self.index_sizes = IndexSizeCollector(
-            StoreScopeCounts(vectors, lexical, manifest),
+            StoreScopeCounts(storage),
             refresh_s=size_refresh_s,
             max_scopes=max_scopes,
         )
         registry.register(self.pending)
         registry.register(self.index_sizes)
-        self._hook_retries({"vector": vectors, "lexical": lexical, "manifest": manifest})
+        storage.observe_write_retries(lambda part: self.write_retries.labels(part.value).inc())
 
     def _declare_series(self) -> None:
         """Every series of a closed label set exists (at 0) from the start,
@@ -114,10 +111,6 @@ class IndexerMetrics:
         for store in STORES:
             self.write_seconds.labels(store)
             self.write_retries.labels(store)
-
-    def _hook_retries(self, stores: dict[str, object]) -> None:
-        for label, store in stores.items():
-            observe_write_retries(store, self.write_retries.labels(label).inc)
 
     def record_run(self, operation: str, counts: PlanCounts) -> None:
         """A finished real run's documents by state."""
@@ -198,8 +191,9 @@ class ScopeCounts(Protocol):
 class StoreScopeCounts:
     """`ScopeCounts` of the real stores."""
 
-    def __init__(self, vectors: VectorStore, lexical: LexicalStore, manifest: Manifest) -> None:
-        self._vectors, self._lexical, self._manifest = vectors, lexical, manifest
+    def __init__(self, storage: Storage) -> None:
+        self._vectors, self._lexical = storage.vectors, storage.lexical
+        self._manifest = storage.manifest
 
     def by_scope(self) -> dict[str, tuple[int, int]]:
         # The Manifest interface has no per-scope aggregate (SQLite could

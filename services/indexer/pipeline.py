@@ -31,14 +31,13 @@ from services.common.embedding import Embedder
 from services.common.logging import get_logger
 from services.common.models import Document
 from services.common.security.callers import ScopeGrant
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.manifest import Manifest
+from services.common.stores.storage import Storage
 from services.common.stores.visibility import committed_generation
 from services.indexer.document_encoders import recorded_document_encoders
 from services.indexer.metrics import IndexerMetrics
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner
 from services.indexer.run_control import RunControl
-from services.indexer.transactions import Recovery, RunJournal, changes_index, embedding_text
+from services.indexer.transactions import Recovery, RunJournal, changes_index
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -75,9 +74,7 @@ class IndexingPipeline:
         self,
         planner: Planner,
         embedder: Embedder,
-        vectors: VectorStore,
-        lexical: LexicalStore,
-        manifest: Manifest,
+        storage: Storage,
         *,
         write_batch: int = 256,
         on_commit: Callable[[int], None] | None = None,
@@ -86,11 +83,11 @@ class IndexingPipeline:
     ) -> None:
         self.planner = planner
         self.embedder = embedder
-        self.vectors = vectors
-        self.lexical = lexical
-        self.manifest = manifest
+        self.storage = storage
+        self.vectors, self.manifest = storage.vectors, storage.manifest
         self.write_batch = write_batch
-        self.journal = RunJournal(embedder, vectors, lexical, manifest)
+        self.writer = storage.writer(embedder, timed=self._timed)
+        self.journal = RunJournal(embedder, storage)
         # Tells an in-process Retriever at once which generation it may serve.
         self.on_commit = on_commit
         self.metrics = metrics
@@ -206,17 +203,11 @@ class IndexingPipeline:
         updates = [u for p in plans for u in p.payload_updates]
         for batch in batched(updates, self.write_batch):
             control.check()
-            with self._timed("vector"):
-                self.vectors.update_payload(batch)
-            with self._timed("lexical"):
-                self.lexical.update_payload(batch)
+            self.writer.rewrite(batch)
         deletes = [cid for p in plans for cid in p.to_delete]
         for ids in batched(deletes, self.write_batch):
             control.check()
-            with self._timed("vector"):
-                self.vectors.delete(ids)
-            with self._timed("lexical"):
-                self.lexical.delete(ids)
+            self.writer.delete(ids)
 
     @contextmanager
     def _timed(self, store: str) -> Iterator[None]:
@@ -264,14 +255,10 @@ class IndexingPipeline:
             control.check()
             chunks = [c for p in plan_group for c in p.to_embed]
             with self.tracer.start_as_current_span("embed", attributes={"rag.chunks": len(chunks)}):
-                texts = [embedding_text(c) for c in chunks]
-                vectors = self.embedder.embed_documents(texts, between=control.check)
+                vectors = self.writer.embed(chunks, between=control.check)
             if self.metrics is not None:
                 self.metrics.add_embedded(len(chunks))
-            with self._timed("vector"):
-                self.vectors.upsert(chunks, vectors.tolist())
-            with self._timed("lexical"):
-                self.lexical.upsert(chunks)
+            self.writer.write(chunks, vectors)
             embedded += len(chunks)
             done_docs += len(plan_group)
             if progress:
@@ -339,7 +326,7 @@ def collect_stats(pipeline: IndexingPipeline) -> IndexStats:
         chunks=sum(by_locale.values()),
         chunks_by_locale=by_locale,
         vectors=pipeline.vectors.count(),
-        lexical_rows=pipeline.lexical.count(),
+        lexical_rows=pipeline.storage.lexical.count(),
         chunking=json.loads(pipeline.manifest.get_meta("chunking") or "{}"),
         last_run=json.loads(pipeline.manifest.get_meta("last_run") or "{}"),
         document_encoders=recorded_document_encoders(pipeline.manifest),

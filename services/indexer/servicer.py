@@ -188,13 +188,7 @@ def run_control_for(context: grpc.aio.ServicerContext) -> RunControl:
 class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     def __init__(self, pipeline: IndexingPipeline) -> None:
         self.pipeline = pipeline
-        self.verifier = IndexVerifier(
-            pipeline.embedder,
-            pipeline.vectors,
-            pipeline.lexical,
-            pipeline.manifest,
-            pipeline.recover,
-        )
+        self.verifier = IndexVerifier(pipeline.embedder, pipeline.storage, pipeline.recover)
         # Embedded stores have a single writer: runs are serialised.
         self._write_lock = asyncio.Lock()
         self.workers = WorkerThreads()
@@ -360,8 +354,8 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
             last_run=pb.PlanCounts(**stats.last_run),
             embedding_model=self.pipeline.embedder.model_name,
             embedding_dim=self.pipeline.embedder.dim,
-            vector_backend=self.pipeline.vectors.name,
-            lexical_backend=self.pipeline.lexical.name,
+            vector_backend=self.pipeline.storage.vectors.name,
+            lexical_backend=self.pipeline.storage.lexical.name,
             committed_generation=stats.committed_generation,
             pending_documents=stats.pending_documents,
             document_encoders=stats.document_encoders,

@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
-from services.common.models import Chunk, StoredChunk
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.manifest import Manifest, ManifestEntry, RunIntent
-from services.common.stores.payload import chunk_with_payload, payload_of_stored
+from services.common.models import StoredChunk
+from services.common.stores.manifest import ManifestEntry, RunIntent
+from services.common.stores.payload import payload_of_stored
+from services.common.stores.storage import Storage, chunk_from_stored
 from services.common.stores.visibility import committed_generation
 from services.indexer.planning import DocState, DocumentPlan
 
@@ -45,19 +45,6 @@ class Recovery:
         return {k: int(v) for k, v in self.__dict__.items()}
 
 
-def embedding_text(chunk: Chunk | StoredChunk) -> str:
-    """What the encoder sees: the heading path gives a chunk its topic, and it
-    is part of the chunk's content hash, so changing it re-embeds."""
-    if chunk.heading_path and not chunk.text.lstrip().startswith("#"):
-        return f"{chunk.heading_path}\n\n{chunk.text}"
-    return chunk.text
-
-
-def chunk_from_stored(row: StoredChunk) -> Chunk:
-    """A stored row as the chunk that writes it back unchanged."""
-    return chunk_with_payload(row, payload_of_stored(row))
-
-
 def changes_index(plan: DocumentPlan) -> bool:
     return plan.state not in (DocState.UNCHANGED, DocState.REJECTED)
 
@@ -65,13 +52,11 @@ def changes_index(plan: DocumentPlan) -> bool:
 class RunJournal:
     """Writes a run's intents and undoes runs that never committed."""
 
-    def __init__(
-        self, embedder: Embedder, vectors: VectorStore, lexical: LexicalStore, manifest: Manifest
-    ) -> None:
-        self.embedder = embedder
-        self.vectors = vectors
-        self.lexical = lexical
-        self.manifest = manifest
+    def __init__(self, embedder: Embedder, storage: Storage) -> None:
+        self.storage = storage
+        self.writer = storage.writer(embedder)
+        self.vectors, self.lexical = storage.vectors, storage.lexical
+        self.manifest = storage.manifest
 
     def next_generation(self) -> int:
         return committed_generation(self.manifest) + 1
@@ -136,8 +121,7 @@ class RunJournal:
         saved = [row for i in intents for row in i.saved_rows]
         saved_ids = {row.chunk_id for row in saved}
         added = sorted({cid for i in intents for cid in i.written_ids} - saved_ids)
-        self.vectors.delete(added)
-        self.lexical.delete(added)
+        self.writer.delete(added)
         self._restore(saved, {cid for i in intents for cid in i.written_ids})
         self.manifest.put_many([i.old_entry for i in intents if i.old_entry is not None])
         self.manifest.delete_many([i.key for i in intents if i.old_entry is None])
@@ -156,12 +140,8 @@ class RunJournal:
         }
         whole = [chunk_from_stored(r) for r in rows if r.chunk_id not in rewrite]
         updates = [(r.chunk_id, payload_of_stored(r)) for r in rows if r.chunk_id in rewrite]
-        self.vectors.update_payload(updates)
-        self.lexical.update_payload(updates)
-        if whole:
-            vectors = self.embedder.embed_documents([embedding_text(c) for c in whole])
-            self.vectors.upsert(whole, vectors.tolist())
-            self.lexical.upsert(whole)
+        self.writer.rewrite(updates)
+        self.writer.write(whole)
 
 
 def _touched_committed_ids(plan: DocumentPlan, old: ManifestEntry | None) -> list[str]:

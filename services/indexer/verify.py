@@ -26,8 +26,8 @@ from services.common.embedding import Embedder
 from services.common.logging import get_logger
 from services.common.models import StoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.manifest import Manifest
 from services.common.stores.payload import payload_of_stored
+from services.common.stores.storage import ChunkWriter, Part, Storage, chunk_from_stored
 from services.indexer.audit import (
     LEXICAL,
     VECTORS,
@@ -39,7 +39,6 @@ from services.indexer.audit import (
     read_snapshot,
     scope_counts,
 )
-from services.indexer.transactions import chunk_from_stored, embedding_text
 
 log = get_logger(__name__)
 REPAIRED = "repaired"
@@ -60,21 +59,26 @@ class IndexVerifier:
     def __init__(
         self,
         embedder: Embedder,
-        vectors: VectorStore,
-        lexical: LexicalStore,
-        manifest: Manifest,
+        storage: Storage,
         recover: Callable[[], object],
     ) -> None:
-        self.embedder = embedder
-        self.stores: dict[str, VectorStore | LexicalStore] = {VECTORS: vectors, LEXICAL: lexical}
-        self.vectors, self.lexical, self.manifest = vectors, lexical, manifest
+        self.storage, self.manifest = storage, storage.manifest
+        self.stores: dict[str, VectorStore | LexicalStore] = {
+            VECTORS: storage.vectors,
+            LEXICAL: storage.lexical,
+        }
+        # A repair writes one store at a time: the one a finding is about.
+        self.writers: dict[str, ChunkWriter] = {
+            VECTORS: storage.writer(embedder, frozenset({Part.VECTOR})),
+            LEXICAL: storage.writer(embedder, frozenset({Part.LEXICAL})),
+        }
         self.recover = recover
 
     def verify(self, repair: bool = False, progress: ProgressFn | None = None) -> AuditReport:
         report_progress = progress or (lambda _: None)
         if repair:
             self.recover()
-        snapshot = read_snapshot(self.vectors, self.lexical, self.manifest, report_progress)
+        snapshot = read_snapshot(self.storage, report_progress)
         findings = compare(snapshot)
         report_progress(AuditProgress("compare", len(findings), len(findings)))
         if repair and findings:
@@ -160,21 +164,14 @@ class IndexVerifier:
         return replace(f, repair=REPAIRED)
 
     def _apply(self, store: str, plan: RepairPlan) -> None:
-        target = self.stores[store]
-        target.delete(sorted(set(plan.delete)))
+        writer = self.writers[store]
+        writer.delete(sorted(set(plan.delete)))
         whole_ids = {row.chunk_id for row in plan.whole}
         payloads = [
             (r.chunk_id, payload_of_stored(r)) for r in plan.payload if r.chunk_id not in whole_ids
         ]
-        target.update_payload(payloads)
-        chunks = [chunk_from_stored(row) for row in plan.whole]
-        if not chunks:
-            return
-        if store == VECTORS:
-            vectors = self.embedder.embed_documents([embedding_text(c) for c in chunks])
-            self.vectors.upsert(chunks, vectors.tolist())
-        else:
-            self.lexical.upsert(chunks)
+        writer.rewrite(payloads)
+        writer.write([chunk_from_stored(row) for row in plan.whole])
 
 
 def _other(store: str) -> str:

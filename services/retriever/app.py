@@ -20,6 +20,7 @@ from services.common.security.client import ClientSecurity
 from services.common.server import GrpcServer
 from services.common.service import ServiceIdentity
 from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.storage import Storage
 from services.common.stores.visibility import CommittedGeneration
 from services.retriever.language import EVERY_LANGUAGE
 from services.retriever.locale_balance import CrossLanguageLexical, IndexLocales, LocaleBalance
@@ -42,8 +43,7 @@ def retrieval_config(settings: RetrieverSettings) -> RetrievalConfig:
 def build_retrieval_pipeline(
     settings: RetrieverSettings,
     embedder: Embedder,
-    vectors: VectorStore,
-    lexical: LexicalStore,
+    storage: Storage,
     executor: Executor,
     committed: CommittedGeneration | None = None,
     tracing: Tracing | None = None,
@@ -59,12 +59,10 @@ def build_retrieval_pipeline(
         metrics.watch_reranker(health)
     return RetrievalPipeline(
         embedder,
-        vectors,
-        lexical,
+        storage,
         reranker,
         executor,
         retrieval_config(settings),
-        analyzer=getattr(lexical, "analyzer", None),
         committed=committed,
         tracer=tracing.tracer if tracing.enabled else None,
         record_query_text=tracing.record_query_text,
@@ -83,7 +81,7 @@ def query_translator(settings: RetrieverSettings, embedder: Embedder) -> QueryTr
         return None
     if settings.vector_locale_balance is not LocaleBalance.INTERLEAVE:
         return None
-    if EVERY_LANGUAGE not in getattr(embedder, "languages", frozenset()):
+    if EVERY_LANGUAGE not in embedder.languages:
         return None
     return QueryTranslator(load_cedict())
 
@@ -116,12 +114,11 @@ class StoreHealthMonitor:
         self,
         server: GrpcServer,
         service: str,
-        vectors: VectorStore,
-        lexical: LexicalStore,
+        storage: Storage,
         interval_s: float,
     ) -> None:
         self.server, self.service = server, service
-        self.stores = (vectors, lexical)
+        self.stores: tuple[VectorStore | LexicalStore, ...] = (storage.vectors, storage.lexical)
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
 
@@ -185,13 +182,12 @@ class RetrieverApp:
         self.pipeline = build_retrieval_pipeline(
             settings,
             parts.embedder,
-            parts.vectors,
-            parts.lexical,
+            parts.storage,
             parts.executor,
             parts.committed,
             self.telemetry.tracing,
             self.metrics,
-            IndexLocales.of(parts.manifest),
+            IndexLocales.of(parts.storage.manifest),
         )
         # The embedder may be shared with an Indexer (embedded stack); only the
         # Retriever embeds queries, so its query passes are the Retriever's.
@@ -199,8 +195,7 @@ class RetrieverApp:
         self.monitor = StoreHealthMonitor(
             self.server,
             SERVICE_NAME,
-            parts.vectors,
-            parts.lexical,
+            parts.storage,
             settings.health_check_interval_s,
         )
 

@@ -11,14 +11,14 @@ from dataclasses import replace
 
 from opentelemetry import trace
 
-from services.common.analysis import QueryPlan, TextAnalyzer
+from services.common.analysis import QueryPlan
 from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.embedding import Embedder
 from services.common.errors import InvalidArgument, RagError
 from services.common.logging import get_logger
 from services.common.models import ScopeFilter, ScoredChunk
-from services.common.stores.base import LexicalStore, VectorStore
+from services.common.stores.storage import Storage
 from services.common.stores.visibility import CommittedGeneration
 from services.retriever.channels import (
     ChannelOutcome,
@@ -82,12 +82,10 @@ class RetrievalPipeline:
     def __init__(
         self,
         embedder: Embedder,
-        vectors: VectorStore,
-        lexical: LexicalStore,
+        storage: Storage,
         reranker: RerankClient | None,
         executor: Executor,
         config: RetrievalConfig = DEFAULT_CONFIG,
-        analyzer: TextAnalyzer | None = None,
         committed: CommittedGeneration | None = None,
         tracer: trace.Tracer | None = None,
         record_query_text: bool = False,
@@ -103,19 +101,21 @@ class RetrievalPipeline:
         `translator`: the question's words for other-language locales (None:
         identifiers only there)."""
         self.metrics = metrics
-        self.embedder, self.vectors, self.lexical = embedder, vectors, lexical
+        self.embedder, self.storage = embedder, storage
+        self.vectors, self.lexical = storage.vectors, storage.lexical
         self.tracer = tracer  # None: stages are timed, not traced
         self.record_query_text = record_query_text
         # Which rows may be served (None: every row; tests of the pipeline alone).
         self.committed = committed
         # The lexical index's own analysis, so identifiers and highlights are
         # found exactly as the index found them.
-        self.analyzer = analyzer or TextAnalyzer()
-        languages = getattr(embedder, "languages", frozenset({"en"}))
-        self.language_rule = LanguageRule(languages, config.unread_language_vector_weight)
+        self.analyzer = storage.analyzer
+        self.language_rule = LanguageRule(embedder.languages, config.unread_language_vector_weight)
         balance = config.vector_locale_balance is LocaleBalance.INTERLEAVE
         multilingual = EVERY_LANGUAGE in self.language_rule.model_languages
-        self.locale_search = LocaleSearch(vectors, locales, balance and multilingual, translator)
+        self.locale_search = LocaleSearch(
+            storage.vectors, locales, balance and multilingual, translator
+        )
         self.executor = executor
         self.config = config
         self.normalizer = QueryNormalizer(config.max_query_chars)
@@ -286,7 +286,7 @@ class RetrievalPipeline:
             with stages.stage("lexical_search", timed=False) as span:
                 # The plan made by `_prepare` (the store's own analysis, so the
                 # same terms the store would derive from `query`).
-                hits = self._lexical_search(query, plan, depth, scope)
+                hits = self._lexical_search(plan, depth, scope)
                 span.set_attribute("rag.hits", len(hits))
                 search = self._lexical_search_text
                 self.locale_search.translated_lexical(depth, scope, search, balanced)
@@ -298,18 +298,14 @@ class RetrievalPipeline:
         )
         return results[0], results[1]
 
-    def _lexical_search(
-        self, query: str, plan: QueryPlan, depth: int, scope: ScopeFilter
-    ) -> list[ScoredChunk]:
-        """`search_plan` when the store analyses as the pipeline does (its
-        analyzer is the pipeline's), else `search` on the text."""
-        if getattr(self.lexical, "analyzer", None) is self.analyzer:
-            return self.lexical.search_plan(plan, depth, scope)
-        return self.lexical.search(query, depth, scope)
+    def _lexical_search(self, plan: QueryPlan, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        """`search_plan`: the plan was made with the store's own analyzer
+        (`storage.analyzer`), so the store need not analyse `query` again."""
+        return self.lexical.search_plan(plan, depth, scope)
 
     def _lexical_search_text(self, text: str, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
         plan = self.analyzer.plan(text)
-        return call_as("lexical", self._lexical_search, text, plan, depth, scope)
+        return call_as("lexical", self._lexical_search, plan, depth, scope)
 
     async def _maybe_run(
         self,
@@ -349,8 +345,7 @@ class RetrievalPipeline:
         return cap_per_document(fused, per_doc)
 
     def _describe_lexical(self, query: str) -> str:
-        describe = getattr(self.lexical, "describe_query", None)
-        return str(describe(query)) if callable(describe) else ""
+        return self.storage.describe_query(query)
 
     async def _check_page(
         self, result: RetrievalResult, scope: ScopeFilter, deadline: Deadline

@@ -16,6 +16,7 @@ from services.common.errors import ConfigError
 from services.common.models import ContentType, Document
 from services.common.stores.factory import open_manifest, open_stores
 from services.common.stores.settings import StoreMode, StoreSettings
+from services.common.stores.storage import Storage
 from services.indexer.app import EMBEDDING_META, build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
 
@@ -41,7 +42,9 @@ def open_index(data_dir: Path, embedder: object) -> tuple[object, list[object]]:
     manifest = open_manifest(stores)
     handles = [vectors, lexical, manifest]
     try:
-        pipeline = build_indexing_pipeline(IndexerSettings(), embedder, vectors, lexical, manifest)  # type: ignore[arg-type]
+        pipeline = build_indexing_pipeline(
+            IndexerSettings(), embedder, Storage(vectors, lexical, manifest)
+        )  # type: ignore[arg-type]
     except Exception:
         close(handles)
         raise

@@ -18,6 +18,7 @@ from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.models import ScopeFilter
 from services.common.observability.telemetry import Telemetry
 from services.common.stores.server_calls import ServerCallPolicy
+from services.common.stores.storage import Storage
 from services.indexer.metrics import (
     OTHER_SCOPES,
     IndexerMetrics,
@@ -109,12 +110,12 @@ def check_sizes(stack: BackgroundStack, samples: Scrape) -> None:
     stats = stack.indexer.Stats(ipb.StatsRequest(), timeout=30)
     totals = {"documents": 0.0, "chunks": 0.0, "vectors": 0.0, "lexical_rows": 0.0}
     for scope in ("alpha", "beta"):
-        entries = [e for e in parts.manifest.entries() if e.scope_id == scope]
+        entries = [e for e in parts.storage.manifest.entries() if e.scope_id == scope]
         expected = {
             "documents": len(entries),
             "chunks": sum(len(e.chunk_ids) for e in entries),
-            "vectors": parts.vectors.count(ScopeFilter(scope_id=scope)),
-            "lexical_rows": parts.lexical.count(ScopeFilter(scope_id=scope)),
+            "vectors": parts.storage.vectors.count(ScopeFilter(scope_id=scope)),
+            "lexical_rows": parts.storage.lexical.count(ScopeFilter(scope_id=scope)),
         }
         for field, count in expected.items():
             assert samples.value(f"rag_index_{field}", scope_id=scope) == count, (scope, field)
@@ -247,13 +248,24 @@ class FakeServerStore:
     treats every error as transient and does not wait between attempts."""
 
     def __init__(self) -> None:
-        self._calls = ServerCallPolicy("fake", lambda exc: True, 3, backoff_initial_s=0.0)
+        self.calls = ServerCallPolicy("fake", lambda exc: True, 3, backoff_initial_s=0.0)
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        self.calls.on_retry = on_retry
+        return True
+
+
+class FakeEmbeddedStore:
+    """Stands in for an embedded store or the SQLite manifest: never retries."""
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        return False
 
 
 def test_server_store_write_retries_are_counted() -> None:
     registry, vectors = CollectorRegistry(), FakeServerStore()
-    stores: Any = (vectors, object(), object())  # lexical, manifest: no retry policy
-    IndexerMetrics(registry, *stores)
+    storage: Any = Storage(vectors, FakeEmbeddedStore(), FakeEmbeddedStore())  # type: ignore[arg-type]
+    IndexerMetrics(registry, storage)
     attempts = iter([ConnectionError("fake"), ConnectionError("fake"), None])
 
     def flaky() -> None:
@@ -261,7 +273,7 @@ def test_server_store_write_retries_are_counted() -> None:
         if error is not None:
             raise error
 
-    vectors._calls.write("upsert", flaky)
+    vectors.calls.write("upsert", flaky)
     for store, retries in (("vector", 2), ("lexical", 0), ("manifest", 0)):
         sample = registry.get_sample_value(
             "rag_indexer_store_write_retries_total", {"store": store}

@@ -15,6 +15,7 @@ from services.common.errors import StoreError
 from services.common.models import ContentType, Document
 from services.common.stores.factory import open_manifest, open_stores
 from services.common.stores.settings import StoreMode, StoreSettings
+from services.common.stores.storage import Storage
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.settings import IndexerSettings
@@ -46,7 +47,7 @@ def spied(tmp_path: Path, embedder: Embedder) -> Iterator[tuple[IndexingPipeline
     vectors, lexical = open_stores(stores, embedder.dim)
     manifest = open_manifest(stores)
     spy = OptimizeSpy(vectors)
-    pipeline = build_indexing_pipeline(IndexerSettings(), embedder, spy, lexical, manifest)  # type: ignore[arg-type]
+    pipeline = build_indexing_pipeline(IndexerSettings(), embedder, Storage(spy, lexical, manifest))  # type: ignore[arg-type]
     yield pipeline, spy
     vectors.close()
     lexical.close()

@@ -13,6 +13,7 @@ from services.common.embedding import Embedder
 from services.common.models import ContentType, Document, ScopeFilter
 from services.common.stores.factory import open_manifest, open_stores
 from services.common.stores.settings import StoreMode, StoreSettings
+from services.common.stores.storage import Storage
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
@@ -47,7 +48,7 @@ def pipeline(tmp_path: Path, embedder: Embedder) -> Iterator[IndexingPipeline]:
     settings = IndexerSettings(
         chunk_target_chars=300, chunk_overlap_chars=50, chunk_max_slack_chars=100
     )
-    yield build_indexing_pipeline(settings, spy, vectors, lexical, manifest)  # type: ignore[arg-type]
+    yield build_indexing_pipeline(settings, spy, Storage(vectors, lexical, manifest))  # type: ignore[arg-type]
     vectors.close()
     lexical.close()
     manifest.close()

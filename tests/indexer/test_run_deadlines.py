@@ -33,13 +33,13 @@ from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.factory import open_manifest, open_stores
 from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreMode, StoreSettings
+from services.common.stores.storage import Storage, embedding_text
 from services.common.stores.visibility import committed_generation
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.run_control import COMMIT_MARGIN_S, RunControl
 from services.indexer.settings import IndexerSettings
-from services.indexer.transactions import embedding_text
 from services.indexer.verify import IndexVerifier
 from tests.support.stack import BackgroundStack
 
@@ -206,7 +206,7 @@ def faulty(tmp_path: Path) -> Iterator[FaultyIndex]:
     settings = IndexerSettings(
         chunk_target_chars=200, chunk_overlap_chars=0, chunk_max_slack_chars=100, write_batch=1
     )
-    pipeline = build_indexing_pipeline(settings, embedder, vectors, failing, manifest)  # type: ignore[arg-type]
+    pipeline = build_indexing_pipeline(settings, embedder, Storage(vectors, failing, manifest))  # type: ignore[arg-type]
     yield FaultyIndex(pipeline, vectors, failing, manifest, embedder)
     vectors.close()
     lexical.close()
@@ -260,9 +260,7 @@ def test_a_store_failure_mid_run_is_undone_in_process(faulty: FaultyIndex) -> No
     assert committed_generation(faulty.manifest) == 2
     verifier = IndexVerifier(
         faulty.embedder,  # type: ignore[arg-type]
-        faulty.vectors,
-        faulty.lexical,  # type: ignore[arg-type]
-        faulty.manifest,
+        Storage(faulty.vectors, faulty.lexical, faulty.manifest),  # type: ignore[arg-type]
         faulty.pipeline.recover,
     )
     audit = verifier.verify()

@@ -27,6 +27,7 @@ from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.factory import open_manifest, open_stores
 from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreMode, StoreSettings
+from services.common.stores.storage import Storage, chunk_from_stored, embedding_text
 from services.common.stores.visibility import committed_generation
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.audit import LEXICAL, VECTORS, AuditReport, Finding
@@ -34,7 +35,6 @@ from services.indexer.identity import chunk_id, content_hash, metadata_hash
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.settings import IndexerSettings
-from services.indexer.transactions import chunk_from_stored, embedding_text
 from services.indexer.verify import IndexVerifier
 from tests.support.stack import BackgroundStack
 
@@ -126,10 +126,10 @@ def index(tmp_path: Path, embedder: Embedder) -> Iterator[Index]:
     stores = StoreSettings(data_dir=tmp_path, store_mode=StoreMode.EMBEDDED)
     vectors, lexical = open_stores(stores, embedder.dim)
     manifest = open_manifest(stores)
-    pipeline = build_indexing_pipeline(SETTINGS, embedder, vectors, lexical, manifest)
+    pipeline = build_indexing_pipeline(SETTINGS, embedder, Storage(vectors, lexical, manifest))
     report = pipeline.upsert(DOCS)
     assert [p.state for p in report.plans] == [DocState.ADDED] * len(DOCS)
-    verifier = IndexVerifier(embedder, vectors, lexical, manifest, pipeline.recover)
+    verifier = IndexVerifier(embedder, Storage(vectors, lexical, manifest), pipeline.recover)
     index = Index(embedder, vectors, lexical, manifest, pipeline, verifier)
     assert_clean(index)
     yield index

@@ -9,10 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from services.common.analysis import QueryPlan, TextAnalyzer
 from services.common.analysis.bilingual_dictionary import BilingualDictionary, Entry
 from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.models import ScopeFilter, ScoredChunk
+from services.common.stores.storage import Storage
 from services.retriever.fusion import RrfFuser
 from services.retriever.locale_balance import (
     IndexLocales,
@@ -89,13 +91,21 @@ class _Lexical:
     """Finds the English invoice page by the English word only."""
 
     def __init__(self) -> None:
-        self.searches: list[tuple[str, str]] = []
+        self.analyzer = TextAnalyzer()
+        self.searches: list[tuple[tuple[str, ...], str]] = []
 
-    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        self.searches.append((query, scope.locale))
-        if "invoice" in query.split() and scope.locale == "en":
+    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        self.searches.append((plan.terms, scope.locale))
+        if "invoic" in plan.terms and scope.locale == "en":  # "invoice", stemmed
             return [_lexical("en-invoice", "en")]
         return []
+
+    def describe_query(self, query: str) -> str:
+        return self.analyzer.plan(query).describe()
+
+
+def _storage(vectors: _Vectors, lexical: _Lexical | None = None) -> Storage:
+    return Storage(vectors, lexical or _Lexical(), None)  # type: ignore[arg-type]
 
 
 def _retrieve(  # type: ignore[no-untyped-def]
@@ -109,8 +119,7 @@ def _retrieve(  # type: ignore[no-untyped-def]
     with ThreadPoolExecutor(2) as executor:
         pipeline = RetrievalPipeline(
             _Embedder(languages),  # type: ignore[arg-type]
-            vectors,  # type: ignore[arg-type]
-            lexical or _Lexical(),  # type: ignore[arg-type]
+            _storage(vectors, lexical),
             None,
             executor,
             RetrievalConfig(),
@@ -181,8 +190,7 @@ def test_balancing_can_be_turned_off() -> None:
     with ThreadPoolExecutor(2) as executor:
         pipeline = RetrievalPipeline(
             _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
-            vectors,  # type: ignore[arg-type]
-            _Lexical(),  # type: ignore[arg-type]
+            _storage(vectors),
             None,
             executor,
             config,
@@ -200,7 +208,8 @@ def test_the_translated_question_searches_the_other_locale_in_both_channels() ->
     translator = QueryTranslator(BilingualDictionary([Entry("发票", ("invoice",))]))
     result, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"), translator, lexical, debug=True)
     # The question's words in its own language everywhere, the translation in English pages only.
-    assert lexical.searches == [("怎么申请发票", ""), ("invoice", "en")]
+    question = TextAnalyzer().plan("怎么申请发票").terms
+    assert lexical.searches == [(question, ""), (("invoic",), "en")]
     assert [s.locale for s in vectors.scopes] == ["en", "en", "zh-CN"]  # question, translation
     by_id = {h.chunk.chunk_id: h for h in result.hits}
     assert {c.channel for c in by_id["en-invoice"].channels} == {Channel.LEXICAL}
@@ -219,7 +228,7 @@ def test_nothing_is_translated_into_the_question_s_own_language() -> None:
     lexical = _Lexical()
     translator = QueryTranslator(BilingualDictionary([Entry("发票", ("invoice",))]))
     _retrieve(frozenset({"*"}), ("zh-CN", "zh-TW"), translator, lexical)
-    assert lexical.searches == [("怎么申请发票", "")]
+    assert lexical.searches == [(TextAnalyzer().plan("怎么申请发票").terms, "")]
 
 
 def test_translated_hits_count_only_in_other_language_locales() -> None:

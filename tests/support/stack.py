@@ -103,9 +103,8 @@ class BackgroundStack:
         parts = await asyncio.to_thread(open_parts, stores, config, self.embedder)
         self._parts = parts
         if self.wrap_stores:  # fault injection: the apps run on the wrapped stores
-            parts.storage.vectors, parts.storage.lexical = self.wrap_stores(
-                parts.vectors, parts.lexical
-            )
+            storage = parts.storage
+            storage.vectors, storage.lexical = self.wrap_stores(storage.vectors, storage.lexical)
         indexer_telemetry, retriever_telemetry = self.telemetry
         self.stack = EmbeddedStack(
             IndexerApp(self.indexer_settings, parts, indexer_telemetry, port=0),

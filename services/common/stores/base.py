@@ -8,10 +8,10 @@ interrupted ingest converges. Implementations raise `StoreError` (or
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
-from services.common.analysis import QueryPlan
+from services.common.analysis import QueryPlan, TextAnalyzer
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 
 # HNSW candidates per vector search. Qdrant's default (100) measured recall@100
@@ -70,6 +70,11 @@ class VectorStore(Protocol):
         """Raise StoreUnavailable when the store cannot serve."""
         ...
 
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        """Call `on_retry` before every retried write; False when the store
+        never retries (embedded stores write local files)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -78,6 +83,8 @@ class LexicalStore(Protocol):
     """BM25 over title + heading_path + text, with keyword fields for filters."""
 
     name: str
+    # The analysis the index was written with; queries use the same.
+    analyzer: TextAnalyzer
 
     def upsert(self, chunks: Sequence[Chunk]) -> None: ...
 
@@ -105,6 +112,14 @@ class LexicalStore(Protocol):
 
     def count(self, scope: ScopeFilter | None = None) -> int: ...
 
+    def describe_query(self, query: str) -> str:
+        """The store's query for `query`, rendered for debug reports."""
+        ...
+
     def ping(self) -> None: ...
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        """As `VectorStore.observe_write_retries`."""
+        ...
 
     def close(self) -> None: ...

@@ -1,7 +1,7 @@
 """Opens the stores and the manifest for the mode the settings select.
 
-`open_storage` opens all three as one `Storage` bundle with one `close()`;
-the rest of the code only sees `VectorStore`, `LexicalStore` and `Manifest`,
+`open_storage` opens all three as one `Storage` facade (`storage.py`);
+the rest of the code only sees it and the protocols its parts declare,
 so switching from embedded to server mode is a change of environment
 variables, never of code. Implementations are imported inside the functions:
 an embedded process never loads the server clients and vice versa.
@@ -9,29 +9,14 @@ an embedded process never loads the server clients and vice versa.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from services.common.analysis import TextAnalyzer
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
 from services.common.stores.settings import StoreSettings
+from services.common.stores.storage import Storage
 
 MANIFEST_FILE = "manifest.sqlite3"
-
-
-@dataclass
-class Storage:
-    """One index: its vector store, its lexical store and the manifest that
-    says which of their rows are committed. Opened and closed together, so an
-    audit or a service never holds half of an index."""
-
-    vectors: VectorStore
-    lexical: LexicalStore
-    manifest: Manifest
-
-    def close(self) -> None:
-        for part in (self.manifest, self.lexical, self.vectors):
-            part.close()
+__all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_stores"]
 
 
 def open_storage(settings: StoreSettings, dim: int) -> Storage:

@@ -14,7 +14,7 @@ does with every run that never committed (services.indexer.transactions).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -130,5 +130,10 @@ class Manifest(Protocol):
         ...
 
     def set_meta(self, key: str, value: str) -> None: ...
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        """Call `on_retry` before every retried write; False when the manifest
+        never retries (SQLite)."""
+        ...
 
     def close(self) -> None: ...

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -282,6 +282,10 @@ class OpenSearchManifest:
         body = {"kind": "meta", "key": key, "value": value}
         action = BulkAction("index", manifest_doc_id("meta", key), body)
         self._bulk.write("set meta", [action], ignored_status=frozenset())
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        self._calls.on_retry = on_retry
+        return True
 
     def close(self) -> None:
         if not self._closed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from services.common.stores.manifest import ManifestEntry, RunIntent
@@ -163,6 +163,9 @@ class SqliteManifest:
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        return False  # local files: a failed write is an error, never retried
 
     def close(self) -> None:
         with self._lock:

@@ -28,7 +28,7 @@ with the re-index path. Refresh policy: see `RefreshPolicy` and deploy/README.md
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 
 from opensearchpy import OpenSearch
@@ -301,6 +301,10 @@ class OpenSearchLexicalStore:
         if status not in ("green", "yellow"):
             # red: some primary shard of the index is unassigned, searches would be partial.
             raise StoreUnavailable(f"opensearch index {self.index!r} health is {status}")
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        self._calls.on_retry = on_retry
+        return True
 
     def close(self) -> None:
         if not self._closed:

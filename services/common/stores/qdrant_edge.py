@@ -21,7 +21,7 @@ with `hnsw_ef` 256, recall@100 against exact 0.995 (Qdrant's default `ef` of
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -237,6 +237,9 @@ class EdgeVectorStore:
             raise
         except Exception as exc:
             raise StoreUnavailable(f"{self.name}: {exc}") from exc
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        return False  # local files: a failed write is an error, never retried
 
     def close(self) -> None:
         with self._write_lock:

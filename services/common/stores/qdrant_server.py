@@ -14,7 +14,7 @@ vectors of one model with another model's query embedding returns garbage.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -353,6 +353,10 @@ class QdrantVectorStore:
     def optimize(self) -> bool:
         """Nothing to do: a Qdrant server runs its optimizers in the background."""
         return False
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        self._calls.on_retry = on_retry
+        return True
 
     def close(self) -> None:
         if not self._closed:

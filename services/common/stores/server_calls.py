@@ -104,17 +104,6 @@ class ServerCallPolicy:
         return before_sleep
 
 
-def observe_write_retries(store: object, on_retry: Callable[[], None]) -> bool:
-    """Have `on_retry` called before every retry of a write to `store`; False
-    (nothing hooked) for a store without a retry policy: the embedded stores
-    write to local files and never retry."""
-    policy = getattr(store, "_calls", None)
-    if not isinstance(policy, ServerCallPolicy):
-        return False
-    policy.on_retry = on_retry
-    return True
-
-
 def _short(exc: BaseException, limit: int = 300) -> str:
     text = str(exc).replace("\n", " ")
     return text if len(text) <= limit else text[:limit] + "…"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import tantivy as tv
@@ -344,6 +344,9 @@ class TantivyLexicalStore:
             raise
         except Exception as exc:
             raise StoreUnavailable(f"{self.name}: {exc}") from exc
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        return False  # local files: a failed write is an error, never retried
 
     def close(self) -> None:
         with self._write_lock:
