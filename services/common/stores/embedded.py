@@ -22,9 +22,15 @@ def open_embedded_stores(
     *,
     vector_search_ef: int = DEFAULT_SEARCH_EF,
     analyzer: TextAnalyzer | None = None,
+    optimize_apart: bool = True,
 ) -> tuple[EdgeVectorStore, TantivyLexicalStore]:
     """Vector store in `data_dir/vectors`, lexical store in `data_dir/lexical`."""
-    vectors = EdgeVectorStore(Path(data_dir) / VECTOR_SUBDIR, dim, search_ef=vector_search_ef)
+    vectors = EdgeVectorStore(
+        Path(data_dir) / VECTOR_SUBDIR,
+        dim,
+        search_ef=vector_search_ef,
+        optimize_apart=optimize_apart,
+    )
     try:
         lexical = TantivyLexicalStore(
             Path(data_dir) / LEXICAL_SUBDIR, field_boosts=field_boosts, analyzer=analyzer

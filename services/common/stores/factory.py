@@ -39,6 +39,7 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
             settings.lexical_field_boosts,
             vector_search_ef=settings.vector_search_ef,
             analyzer=TextAnalyzer(settings.lexical_cjk),
+            optimize_apart=settings.vector_optimize_apart,
         )
 
     from services.common.stores.opensearch_store import OpenSearchLexicalStore

@@ -87,6 +87,13 @@ class StoreSettings(BaseSettings):
         RefreshPolicy.WAIT_FOR, validation_alias="OPENSEARCH_REFRESH"
     )
 
+    vector_optimize_apart: bool = Field(
+        True,
+        description="Embedded mode: build the vector index (HNSW) on a copy of the shard in a "
+        "child process and swap it in, so queries never wait for it (the engine holds the "
+        "Python GIL while it builds); false builds in the service's own process. Needs free "
+        "disk for one copy of the vector shard while it runs",
+    )
     vector_search_ef: int = Field(
         DEFAULT_SEARCH_EF,
         ge=16,
