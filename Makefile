@@ -10,7 +10,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 
 .PHONY: bench-gateway
-.PHONY: install proto proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-smoke bench bench-smoke bench-scale bench-env clean
+.PHONY: install proto proto-baseline proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-smoke bench bench-smoke bench-scale bench-env clean
 
 install: $(STAMP)
 
@@ -41,7 +41,20 @@ DOC_CORPUS_DEBS := python3-doc git-doc debian-reference-zh-cn
 # System packages the integration and browser tests use: a real redis-server
 # (gateway limits shared across instances), Debian's chromium (browser test) and
 # a CJK font, so the browser test's screenshots show Chinese results legibly.
-test-deps:
+# buf (the gRPC contract's lint and breaking-change check, tests/protos) from
+# the @bufbuild/buf npm package, into .tools/.
+BUF := .tools/node_modules/.bin/buf
+BUF_VERSION := 1.75.0
+
+$(BUF):
+	npm install --prefix .tools --no-audit --no-fund --no-save --loglevel=error \
+		@bufbuild/buf@$(BUF_VERSION) >/dev/null
+
+# When a release is cut: the contract later changes are checked against.
+proto-baseline: $(BUF)
+	$(BUF) build protos -o protos/baseline.binpb
+
+test-deps: $(BUF)
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1 \
 		|| ! dpkg -s fonts-wqy-microhei >/dev/null 2>&1; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
