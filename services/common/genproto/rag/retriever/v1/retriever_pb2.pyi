@@ -97,7 +97,10 @@ Global___ChannelStatus: _TypeAlias = ChannelStatus  # noqa: Y015
 
 @_typing.final
 class ScopeFilter(_message.Message):
-    """Applied identically in both stores. Empty fields do not filter."""
+    """Applied identically in both stores. Empty fields do not filter. Limits
+    are the Retriever's defaults (RAG_MAX_FILTER_*); a value over one is
+    refused with INVALID_ARGUMENT naming the field and the limit.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -127,14 +130,22 @@ class ScopeFilter(_message.Message):
     URLS_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     scope_id: _builtins.str
+    """At most 128 characters. A caller granted several scopes must name one."""
     locale: _builtins.str
+    """a language tag, at most 35 characters"""
     @_builtins.property
-    def doc_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def doc_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """at most 1,000 ids of at most 2,048 characters"""
+
     @_builtins.property
-    def urls(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def urls(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """at most 1,000 URLs of at most 2,048 characters"""
+
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """equality on each key"""
+        """Equality on each key: at most 64 entries, keys of at most 128 and values
+        of at most 2,048 characters.
+        """
 
     def __init__(
         self,
@@ -155,6 +166,8 @@ Global___ScopeFilter: _TypeAlias = ScopeFilter  # noqa: Y015
 
 @_typing.final
 class ChannelWeights(_message.Message):
+    """RRF weights, each in [0, 10], not all 0."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VECTOR_FIELD_NUMBER: _builtins.int
@@ -162,6 +175,7 @@ class ChannelWeights(_message.Message):
     vector: _builtins.float
     """0 = default (1.0)"""
     lexical: _builtins.float
+    """0 = default (1.0)"""
     def __init__(
         self,
         *,
@@ -195,29 +209,35 @@ class RetrieveRequest(_message.Message):
     INTENT_FIELD_NUMBER: _builtins.int
     QUERY_LANGUAGE_FIELD_NUMBER: _builtins.int
     query: _builtins.str
+    """The question: at most 100,000 characters received and at most 1,000
+    after normalisation (whitespace folded), else refused; so is one with no
+    letter, digit or symbol.
+    """
     top_k: _builtins.int
-    """0 = server default"""
+    """hits returned, 1..50; 0 = server default (10)"""
     page_url: _builtins.str
-    """the page the user is on, if any"""
+    """the page the user is on, if any; at most 2,048 characters"""
     debug: _builtins.bool
+    """fill `debug` in the response"""
     disable_rerank: _builtins.bool
     max_chunks_per_document: _builtins.int
-    """0 = server default"""
+    """per document in the hits, >= 0; 0 = server default (2)"""
     context_char_budget: _builtins.int
-    """0 = server default"""
+    """evidence characters, >= 0; 0 = server default (6,000)"""
     min_vector_score: _builtins.float
-    """cosine floor for vector-only hits; 0 = off"""
+    """cosine floor in [0, 1] for vector-only hits; 0 = off"""
     candidates_per_channel: _builtins.int
-    """0 = server default"""
+    """1..200 per channel; 0 = server default (50)"""
     intent: Global___Intent.ValueType
     """Force an intent instead of routing by rules (e.g. a UI's explicit
     "this page" mode); unspecified = route by the documented rules.
     INTENT_CURRENT_PAGE needs page_url.
     """
     query_language: _builtins.str
-    """Language of the query ("en", "zh", "ja", "ko", ...); empty = detected from
-    its script (see docs/retrieval.md, "Languages"). Decides whether the
-    vector channel can read the query.
+    """Language of the query ("en", "zh", "ja", "ko", ...; a language tag of at
+    most 35 characters); empty = detected from its script (see
+    docs/retrieval.md, "Languages"). Decides whether the vector channel can
+    read the query, and which locales' pages are in another language.
     """
     @_builtins.property
     def filter(self) -> Global___ScopeFilter: ...
@@ -266,7 +286,7 @@ class ChannelMatch(_message.Message):
     rank: _builtins.int
     """1-based rank in that channel's list"""
     score: _builtins.float
-    """the channel's own score (cosine / BM25)"""
+    """the channel's own score (cosine in [-1, 1] / BM25, unbounded)"""
     def __init__(
         self,
         *,
@@ -348,7 +368,7 @@ class Hit(_message.Message):
     score: _builtins.float
     """what the final order is sorted by"""
     fused_score: _builtins.float
-    """RRF score"""
+    """RRF score: sum of weight / (60 + rank) over the channels"""
     reranked: _builtins.bool
     rerank_score: _builtins.float
     """set when reranked"""
@@ -456,6 +476,7 @@ class RerankOutcome(_message.Message):
     """how many got a score in time"""
     model: _builtins.str
     latency_ms: _builtins.float
+    """milliseconds"""
     def __init__(
         self,
         *,
@@ -505,7 +526,9 @@ class StageTiming(_message.Message):
     STAGE_FIELD_NUMBER: _builtins.int
     MS_FIELD_NUMBER: _builtins.int
     stage: _builtins.str
+    """embedding, vector, lexical, fusion, rerank, evidence, total"""
     ms: _builtins.float
+    """milliseconds"""
     def __init__(
         self,
         *,
@@ -567,6 +590,7 @@ class Evidence(_message.Message):
     text: _builtins.str
     """numbered reference blocks"""
     chars: _builtins.int
+    """characters (Unicode code points) of `text`"""
     dropped_chunks: _builtins.int
     """whole chunks left out for the budget"""
     truncated: _builtins.bool
@@ -602,6 +626,7 @@ class ChannelReport(_message.Message):
     channel: Global___Channel.ValueType
     status: Global___ChannelStatus.ValueType
     latency_ms: _builtins.float
+    """milliseconds"""
     hits: _builtins.int
     error: _builtins.str
     def __init__(
