@@ -16,6 +16,12 @@ from typing import Any
 from bench.reports.markdown import provenance, table
 
 BEFORE_FILE = "ingest_isolation_before.json"
+# The vector index built apart (child process, the default) and in-process,
+# each a `python -m bench.load.ingest_isolation` run with its own provenance.
+OPTIMIZE_FILES = {
+    "built apart (default)": "ingest_isolation_optimize_apart.json",
+    "built in-process (RAG_VECTOR_OPTIMIZE_APART=false)": "ingest_isolation_optimize_inline.json",
+}
 HEADERS = (
     "code",
     "phase",
@@ -36,7 +42,40 @@ def isolation_section_of(bench: dict[str, Any], results_dir: Path) -> str:
     """The section for the speed page ("" when the run measured no ingest)."""
     if "ingest_isolation" not in bench:
         return ""
-    return isolation_section(bench, _load(results_dir / BEFORE_FILE))
+    section = isolation_section(bench, _load(results_dir / BEFORE_FILE))
+    runs = {label: _load(results_dir / name) for label, name in OPTIMIZE_FILES.items()}
+    if all(runs.values()):
+        section += "\n" + optimize_section({k: v for k, v in runs.items() if v})
+    return section
+
+
+def optimize_section(runs: dict[str, dict[str, Any]]) -> str:
+    """The same ingest with the vector index built apart and in-process."""
+    rows = [row for label, run in runs.items() for row in _rows(label, run)]
+    stalls = [
+        (label, run["vector_optimize"]["optimizations"], _seconds(run), _ratio(run))
+        for label, run in runs.items()
+    ]
+    return "\n".join(
+        [
+            "### The vector index built apart vs in-process (same ingest, same load)\n",
+            "Qdrant Edge holds the GIL for its whole HNSW build; built apart, the build runs "
+            "on a copy of the shard in a child process and the copy is swapped in "
+            "(docs/indexing.md). Each run: "
+            + "; ".join(f"{label}: {provenance(run)}" for label, run in runs.items()),
+            table(HEADERS, rows),
+            table(("code", "index builds during the ingest", "their seconds", "p99 ratio"), stalls),
+        ]
+    )
+
+
+def _seconds(run: dict[str, Any]) -> str:
+    return ", ".join(f"{s:g}" for s in run["vector_optimize"]["seconds"]) or "none"
+
+
+def _ratio(run: dict[str, Any]) -> float:
+    idle, during = run["idle"]["latency"]["p99_ms"], run["during_ingest"]["latency"]["p99_ms"]
+    return round(during / idle, 2)
 
 
 def isolation_section(bench: dict[str, Any], before: dict[str, Any] | None) -> str:
@@ -57,12 +96,12 @@ def _stall_note(stalls: dict[str, Any], degraded: int) -> str:
     return (
         f"During this run's ingest the Indexer's vector store optimised its segments "
         f"{stalls['optimizations']} time(s) ({seconds}). Qdrant Edge (qdrant-edge-py 0.9.0) holds "
-        "the GIL throughout `EdgeShard.optimize()`, so the whole stack process, event loop "
-        f"included, pauses meanwhile: {stalls['answers_in_flight']} answers were in flight then "
-        f"(each as slow as the pause), {stalls['degraded_in_flight']} of them degraded, of the "
-        f"{degraded} degraded answers of the phase (bench.load.stall_windows, from the stack's "
-        "`vector_index_optimized` log lines). Whether an answer caught in a pause comes back "
-        "degraded depends on whether its channels had started when the pause began.\n"
+        "the GIL throughout `EdgeShard.optimize()`; built in-process "
+        "(RAG_VECTOR_OPTIMIZE_APART=false) the whole stack process pauses meanwhile, built apart "
+        f"(the default) it does not. {stalls['answers_in_flight']} answers were in flight during "
+        f"the builds, {stalls['degraded_in_flight']} of them degraded, of the {degraded} "
+        "degraded answers of the phase (bench.load.stall_windows, from the stack's "
+        "`vector_index_optimized` log lines).\n"
     )
 
 

@@ -101,7 +101,11 @@ def build_index(
     """A fresh embedded index of the corpus in `data_dir` (which must not exist)."""
     if data_dir.exists():
         raise FileExistsError(f"{data_dir} exists: the scale bench builds fresh indexes only")
-    settings = StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED)
+    # Built in this process: nothing queries it yet, and the record times the
+    # engine's HNSW build itself (no shard copy, no child process).
+    settings = StoreSettings(
+        data_dir=data_dir, store_mode=StoreMode.EMBEDDED, vector_optimize_apart=False
+    )
     storage = open_storage(settings, int(corpus.source.vectors.shape[1]))
     report = BuildReport()
     try:

@@ -18,7 +18,7 @@ from bench.load.ingest_isolation import (
 )
 from bench.load.paced_load import Sample
 from bench.load.stall_windows import Window, in_flight, optimize_windows, stall_summary
-from bench.reports.ingest_isolation import isolation_section
+from bench.reports.ingest_isolation import isolation_section, optimize_section
 
 pytestmark = pytest.mark.unit
 
@@ -120,3 +120,30 @@ def test_the_section_shows_before_and_after_rows() -> None:
     assert len(rows) == 4
     assert "| before the fix | during the ingest | 1 | 3000.0 |" in page
     assert "optimised its segments 1 time(s) (1.5 s)" in page
+
+
+def test_the_optimize_section_sets_apart_and_in_process_side_by_side() -> None:
+    def run(during_p99: float, seconds: list[float]) -> dict[str, Any]:
+        windows = [Window(T0, T0 + s) for s in seconds]
+        return {
+            **_result(20.0, during_p99, 0),
+            "vector_optimize": stall_summary([], windows),
+            "command": "c",
+            "date": "d",
+            "git_revision": "abc",
+            "machine": {
+                "cpu": "cpu",
+                "logical_cpus": 2,
+                "memory_gib": 1,
+                "python": "3",
+                "torch": "t",
+                "torch_threads": 2,
+                "load_average_1m": 0.1,
+            },
+        }
+
+    page = optimize_section({"apart": run(50.0, [4.9]), "inline": run(5000.0, [4.6])})
+    assert "| apart | during the ingest | 1 | 50.0 |" in page
+    assert "| inline | during the ingest | 1 | 5000.0 |" in page
+    assert "| apart | 1 | 4.9 | 2.5 |" in page
+    assert "| inline | 1 | 4.6 | 250.0 |" in page
