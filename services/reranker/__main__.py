@@ -8,14 +8,12 @@ status 2) so that a typo never starts a server on the defaults.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from collections.abc import Sequence
 
 from services.common.cli_help import parse_command_line
 from services.common.cpu import prefer_passive_waits
-from services.common.errors import ConfigError
 from services.common.logging import configure_logging
+from services.common.server import run_main
 from services.common.service import run_apps
 from services.common.settings import load_settings
 from services.reranker.settings import RerankerSettings
@@ -26,30 +24,23 @@ SUMMARY = (
 )
 
 
-async def serve(settings: RerankerSettings) -> None:
-    # Imported here so a settings error is reported before torch loads, and
-    # after the threading policy is set (torch reads it on import).
-    prefer_passive_waits()
+async def serve() -> None:
+    """Settings first (an error is reported before torch loads), then the app."""
+    settings = load_settings(RerankerSettings)
+    configure_logging(settings.log_level, settings.log_json)
     from services.reranker.app import RerankerApp
 
     await run_apps([RerankerApp(settings)])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> None:
+    """The recipe every service follows: arguments checked, the threading
+    policy set before torch loads, then `run_main` (a configuration error,
+    found on loading or on starting, prints and exits with status 2)."""
     parse_command_line("python -m services.reranker", SUMMARY, lambda: [RerankerSettings], argv)
-    try:
-        settings = load_settings(RerankerSettings)
-    except ConfigError as exc:
-        print(f"reranker: {exc}", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_level, settings.log_json)
-    try:
-        asyncio.run(serve(settings))
-    except ConfigError as exc:  # found while starting: OTEL_*, a taken port
-        print(f"reranker: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    prefer_passive_waits()
+    run_main(serve)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

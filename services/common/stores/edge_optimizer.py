@@ -12,9 +12,9 @@ lands meanwhile; searches go on against the live shard):
 2. `python -m services.common.stores.edge_optimizer <copy>` loads the copy,
    optimises it and says whether anything changed;
 3. swap: `<path>` → `<path>.old`, the copy → `<path>`, load it, and hand it
-   to new searches. The old shard object is dropped, never closed: a search
-   still running on it finishes on its mapped files (renamed or deleted files
-   stay readable while mapped), and the last reference frees it.
+   to new searches; the old shard is closed once no search runs on it any
+   more, and `<path>.old` deleted. A copy that does not load is removed and
+   `<path>.old` renamed back, so the live shard never changes on a failure.
 
 Crash safety: `recover_swap` runs before every open. A crash between the two
 renames leaves `<path>.old` and no `<path>`: the old shard is put back. Any
@@ -71,13 +71,24 @@ def optimize_copy(copy: Path, timeout_s: float | None = None) -> bool:
     return verdict == [CHANGED]
 
 
-def swap_in(path: Path, copy: Path) -> None:
-    """The optimised copy becomes the shard folder; the old one is deleted
-    (open mappings of its files stay valid until released)."""
+def swap_in(path: Path, copy: Path) -> Path:
+    """The optimised copy becomes the shard folder; the old one moves aside
+    (returned) until the new one is known to load (`settle` / `swap_back`)."""
     old = sibling(path, OLD_SUFFIX)
     path.rename(old)
     copy.rename(path)
+    return old
+
+
+def settle(old: Path) -> None:
+    """Delete the replaced folder (open mappings of its files stay valid)."""
     shutil.rmtree(old, ignore_errors=True)
+
+
+def swap_back(path: Path, old: Path) -> None:
+    """The copy did not load: the old folder becomes the shard again."""
+    shutil.rmtree(path)
+    old.rename(path)
 
 
 def discard(copy: Path) -> None:

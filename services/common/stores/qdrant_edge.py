@@ -39,6 +39,8 @@ from services.common.stores.edge_optimizer import (
     discard,
     optimize_copy,
     recover_swap,
+    settle,
+    swap_back,
     swap_in,
 )
 from services.common.stores.guards import store_errors
@@ -269,12 +271,17 @@ class EdgeVectorStore:
     def _swap(self, old: qe.EdgeShard, copy: Path) -> None:
         """The optimised copy replaces the live shard (caller holds the write
         lock); the old one is closed once no search runs on it."""
-        swap_in(self._path, copy)
-        fresh = qe.EdgeShard.load(str(self._path), self._config())
+        old_folder = swap_in(self._path, copy)
+        try:
+            fresh = qe.EdgeShard.load(str(self._path), self._config())
+        except BaseException:
+            swap_back(self._path, old_folder)
+            raise
         with self._readers_changed:
             self._shard = fresh
             self._readers_changed.wait_for(lambda: not self._readers.get(id(old)))
         old.close()
+        settle(old_folder)
 
     @contextmanager
     def _reading(self) -> Iterator[qe.EdgeShard]:

@@ -111,3 +111,23 @@ def test_the_child_reports_a_shard_it_cannot_open(tmp_path: Path) -> None:
     (tmp_path / "not-a-shard").mkdir()
     with pytest.raises(StoreError, match="not-a-shard"):
         optimize_copy(tmp_path / "not-a-shard")
+
+
+def test_a_copy_that_does_not_load_is_swapped_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, vectors = _filled(tmp_path / "vectors", apart=True)
+    query = vectors[5].tolist()
+    before = [h.chunk.chunk_id for h in store.search(query, 10, ScopeFilter())]
+    # Fault injection: the swapped-in copy is loaded with a wrong dimension.
+    params = qe.EdgeVectorParams(size=HNSW_DIM + 1, distance=qe.Distance.Cosine)
+    monkeypatch.setattr(store, "_config", lambda: qe.EdgeConfig(vectors=params))
+    with pytest.raises(StoreError):
+        store.optimize()
+    assert [h.chunk.chunk_id for h in store.search(query, 10, ScopeFilter())] == before
+    assert {p.name for p in tmp_path.iterdir()} == {"vectors"}
+    monkeypatch.undo()
+    store.close()
+    reopened = EdgeVectorStore(tmp_path / "vectors", HNSW_DIM)
+    assert reopened.count() == HNSW_COUNT
+    reopened.close()
