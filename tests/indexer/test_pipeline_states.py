@@ -93,11 +93,11 @@ def test_metadata_only_updates_payloads_without_embedding(pipeline: IndexingPipe
     assert report.counts.payload_updates == len(report.plans[0].payload_updates) > 1
     scope = ScopeFilter(metadata=(("team", "search"),))
     assert (
-        pipeline.vectors.count(scope)
-        == pipeline.lexical.count(scope)
+        pipeline.storage.vectors.count(scope)
+        == pipeline.storage.lexical.count(scope)
         == report.counts.payload_updates
     )
-    hits = pipeline.lexical.search("topic", 50, scope)
+    hits = pipeline.storage.lexical.search("topic", 50, scope)
     assert hits and all(h.chunk.title == "Renamed" for h in hits)
 
 
@@ -115,8 +115,9 @@ def test_changed_reembeds_only_changed_chunks_and_deletes_vanished(
     plan = shrunk.plans[0]
     assert plan.state is DocState.CHANGED and plan.to_delete
     remaining = len(plan.chunks)
-    assert pipeline.vectors.count() == pipeline.lexical.count() == remaining
-    assert pipeline.vectors.get(plan.to_delete) == [] and pipeline.lexical.get(plan.to_delete) == []
+    assert pipeline.storage.vectors.count() == pipeline.storage.lexical.count() == remaining
+    storage = pipeline.storage
+    assert storage.vectors.get(plan.to_delete) == [] and storage.lexical.get(plan.to_delete) == []
 
 
 def test_removed_by_delete_and_by_sync(pipeline: IndexingPipeline) -> None:
@@ -126,7 +127,7 @@ def test_removed_by_delete_and_by_sync(pipeline: IndexingPipeline) -> None:
     synced = pipeline.sync("site", [doc("b", "# B\n\nBody b.")])
     assert sorted(states(synced)) == sorted([DocState.UNCHANGED, DocState.REMOVED])
     assert pipeline.manifest.count() == 1
-    assert pipeline.vectors.count() == pipeline.lexical.count() == 1
+    assert pipeline.storage.vectors.count() == pipeline.storage.lexical.count() == 1
     missing = pipeline.delete(["nope"])
     assert (
         missing.plans[0].state is DocState.REJECTED and missing.plans[0].error_code == "NOT_FOUND"
@@ -142,9 +143,11 @@ def test_dry_run_plan_equals_the_real_run(pipeline: IndexingPipeline) -> None:
         doc("new", "# N\n\nNew doc."),
         doc("", "empty id"),
     ]
-    before = (pipeline.vectors.count(), pipeline.lexical.count(), pipeline.embedder.texts)  # type: ignore[attr-defined]
+    storage = pipeline.storage
+    before = (storage.vectors.count(), storage.lexical.count(), pipeline.embedder.texts)  # type: ignore[attr-defined]
     plan = pipeline.upsert(batch, dry_run=True)
-    assert (pipeline.vectors.count(), pipeline.lexical.count(), pipeline.embedder.texts) == before  # type: ignore[attr-defined]
+    after = (storage.vectors.count(), storage.lexical.count(), pipeline.embedder.texts)  # type: ignore[attr-defined]
+    assert after == before
     real = pipeline.upsert(batch)
     assert plan.counts == real.counts
     assert states(real) == [

@@ -148,7 +148,7 @@ def test_failing_record_names_the_diff_and_the_golden_query(
 
 def runtime_verdict(stack: BackgroundStack) -> tuple[bool, int]:
     assert stack.runtime is not None
-    verdict = read_release(stack.runtime.manifest)
+    verdict = read_release(stack.runtime.storage.manifest)
     assert verdict is not None
     return verdict.passed, verdict.generation
 

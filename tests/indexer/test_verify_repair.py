@@ -385,9 +385,9 @@ def findings_of(report: dict) -> list[tuple[str, str, str, str, str]]:  # type: 
 def test_verify_rpc_and_cli_report_repair_and_exit_codes(stack: BackgroundStack) -> None:
     assert stack.runtime is not None
     vectors, lexical, manifest = (
-        stack.runtime.vectors,
-        stack.runtime.lexical,
-        stack.runtime.manifest,
+        stack.runtime.storage.vectors,
+        stack.runtime.storage.lexical,
+        stack.runtime.storage.manifest,
     )
     clean = cli(stack, "verify")
     assert clean.returncode == 0, clean.stdout + clean.stderr
