@@ -41,6 +41,7 @@ def to_retrieve_request(
             metadata=scope.metadata,
         ),
         query_language=request.query_language,
+        group_by_document=request.group_by_document,
     )
 
 
@@ -96,6 +97,7 @@ def _hit(hit: pb.Hit, citation: int | None) -> schema.Hit:
             schema.Translation(locale=t.locale, url=t.url, doc_id=t.doc_id)
             for t in hit.translations
         ],
+        group=hit.group or None,
     )
 
 

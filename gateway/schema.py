@@ -50,6 +50,11 @@ class SearchRequest(Strict):
         description='The query\'s language ("en", "zh", "ja", "ko", ...); '
         "empty: the Retriever detects it from the script",
     )
+    group_by_document: StrictBool = Field(
+        False,
+        description="Hits grouped by page: top_k counts pages, each with its best passages "
+        "(the Retriever's per-document cap), pages ranked by their best passage",
+    )
 
 
 class SearchLimits:
@@ -151,6 +156,10 @@ class Hit(BaseModel):
         default_factory=list,
         description="The hit's page in other languages (empty when it has none), so a "
         "client can offer the reader's language; they never change the order of the hits",
+    )
+    group: int | None = Field(
+        None,
+        description="With group_by_document: the rank of the hit's page among the pages",
     )
 
 

@@ -36,6 +36,7 @@ from services.retriever.exact import (
     with_highlights,
 )
 from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
+from services.retriever.grouping import MAX_GROUP_SIZE, group_by_document
 from services.retriever.language import (  # check_language: re-exported for its importers
     EVERY_LANGUAGE,
     LanguageRule,
@@ -167,7 +168,7 @@ class RetrievalPipeline:
             )
             _describe_rerank(span, rerank)
         hits = exact_precedence(hits, self.config.exact_precedence)
-        hits = with_highlights(hits[: prepared.top_k], self.analyzer, prepared.plan)
+        hits = with_highlights(self._top(hits, request, prepared), self.analyzer, prepared.plan)
         with stages.stage("evidence"):
             budget = request.context_char_budget or self.config.context_char_budget
             evidence = self.assembler.assemble(hits, char_budget=budget)
@@ -256,7 +257,21 @@ class RetrievalPipeline:
             raise InvalidArgument(f"min_vector_score: {request.min_vector_score} is outside 0..1")
         if request.max_chunks_per_document < 0:
             raise InvalidArgument("max_chunks_per_document: must not be negative")
+        if request.group_by_document and request.max_chunks_per_document > MAX_GROUP_SIZE:
+            raise InvalidArgument(
+                f"max_chunks_per_document: {request.max_chunks_per_document} is outside "
+                f"0..{MAX_GROUP_SIZE} with group_by_document"
+            )
         return top_k, max(depth, top_k)
+
+    def _top(
+        self, hits: list[FusedHit], request: RetrievalRequest, prepared: PreparedQuery
+    ) -> list[FusedHit]:
+        """The first top_k hits, or top_k documents' groups (services.retriever.grouping)."""
+        if not request.group_by_document:
+            return hits[: prepared.top_k]
+        size = request.max_chunks_per_document or self.config.max_chunks_per_document
+        return group_by_document(hits, prepared.top_k, min(size, MAX_GROUP_SIZE))
 
     async def _fan_out(
         self,

@@ -51,6 +51,7 @@ class RetrievalRequest:
     channels: frozenset[Channel] = frozenset(Channel)
     intent: Intent | None = None  # None: route by rules
     query_language: str = ""  # "": detect from the script
+    group_by_document: bool = False  # top_k counts documents (services.retriever.grouping)
 
 
 @dataclass

@@ -98,6 +98,7 @@ def request_from_proto(
         channels=_channels(msg.channels),
         intent=_intent(msg.intent),
         query_language=msg.query_language,
+        group_by_document=msg.group_by_document,
     )
 
 
@@ -195,6 +196,7 @@ def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
         ],
         exact_identifiers=list(hit.exact),
         translations=hit_translations(c.metadata),
+        group=hit.group,
     )
 
 

@@ -36,6 +36,7 @@ class FusedHit:
     rerank_score: float | None = None
     exact: tuple[str, ...] = ()  # the query's identifiers this hit holds
     highlights: list[MatchSpan] = field(default_factory=list)  # in chunk.text
+    group: int = 0  # its document's rank among the groups (0: not grouping)
 
     @property
     def reranked(self) -> bool:

@@ -172,3 +172,15 @@ def test_response_carries_each_hits_translations() -> None:
         {"locale": "zh-CN", "url": "/zh-CN/a", "doc_id": "zh-CN/a.md"},
     ]
     assert hits[1]["translations"] == []
+
+
+def test_grouping_is_forwarded_and_each_hit_says_its_group() -> None:
+    request = SearchRequest.model_validate({"query": "backups", "group_by_document": True})
+    assert to_retrieve_request(request, "backups", top_k=3, debug=False).group_by_document
+    plain = SearchRequest.model_validate({"query": "backups"})
+    assert not to_retrieve_request(plain, "backups", top_k=3, debug=False).group_by_document
+    reply = pb.RetrieveResponse(hits=[pb.Hit(chunk_id="a", group=1), pb.Hit(chunk_id="b")])
+    hits = to_search_response(reply, "rid", debug=False).model_dump(mode="json")["hits"]
+    assert [hit["group"] for hit in hits] == [1, None]  # None: not grouped
+    with pytest.raises(ValueError, match="group_by_document"):
+        SearchRequest.model_validate({"query": "q", "group_by_document": "yes"})

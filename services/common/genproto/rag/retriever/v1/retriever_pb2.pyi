@@ -208,6 +208,7 @@ class RetrieveRequest(_message.Message):
     CHANNELS_FIELD_NUMBER: _builtins.int
     INTENT_FIELD_NUMBER: _builtins.int
     QUERY_LANGUAGE_FIELD_NUMBER: _builtins.int
+    GROUP_BY_DOCUMENT_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The question: at most 100,000 characters received and at most 1,000
     after normalisation (whitespace folded), else refused; so is one with no
@@ -239,6 +240,12 @@ class RetrieveRequest(_message.Message):
     docs/retrieval.md, "Languages"). Decides whether the vector channel can
     read the query, and which locales' pages are in another language.
     """
+    group_by_document: _builtins.bool
+    """Hits grouped by document (as OpenSearch `collapse` / Qdrant `group_by`):
+    top_k counts documents, each with up to max_chunks_per_document chunks
+    (at most 10 when grouping) in rank order, the documents ranked by their
+    best chunk; each hit says its `group`.
+    """
     @_builtins.property
     def filter(self) -> Global___ScopeFilter: ...
     @_builtins.property
@@ -266,10 +273,11 @@ class RetrieveRequest(_message.Message):
         channels: _abc.Iterable[Global___Channel.ValueType] | None = ...,
         intent: Global___Intent.ValueType = ...,
         query_language: _builtins.str = ...,
+        group_by_document: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -354,6 +362,7 @@ class Hit(_message.Message):
     HIGHLIGHTS_FIELD_NUMBER: _builtins.int
     EXACT_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     TRANSLATIONS_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
     chunk_id: _builtins.str
     doc_id: _builtins.str
     url: _builtins.str
@@ -372,6 +381,10 @@ class Hit(_message.Message):
     reranked: _builtins.bool
     rerank_score: _builtins.float
     """set when reranked"""
+    group: _builtins.int
+    """With group_by_document: the 1-based rank of this hit's document among the
+    groups; 0 when not grouping.
+    """
     @_builtins.property
     def channels(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChannelMatch]: ...
     @_builtins.property
@@ -414,10 +427,11 @@ class Hit(_message.Message):
         highlights: _abc.Iterable[Global___Span] | None = ...,
         exact_identifiers: _abc.Iterable[_builtins.str] | None = ...,
         translations: _abc.Iterable[Global___Translation] | None = ...,
+        group: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "exact_identifiers", b"exact_identifiers", "fused_score", b"fused_score", "heading_path", b"heading_path", "highlights", b"highlights", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "translations", b"translations", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "exact_identifiers", b"exact_identifiers", "fused_score", b"fused_score", "group", b"group", "heading_path", b"heading_path", "highlights", b"highlights", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "translations", b"translations", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
