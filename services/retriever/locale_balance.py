@@ -145,8 +145,7 @@ def fuse_per_locale(
 
 def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChunk]:
     """`first`, then the hits of `then` that are not in it, in order."""
-    seen = {hit.chunk.chunk_id for hit in first}
-    return first + [hit for hit in then if hit.chunk.chunk_id not in seen]
+    return _distinct([*first, *then])
 
 
 def _best_score(hits: list[FusedHit]) -> float:

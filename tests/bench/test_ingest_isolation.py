@@ -59,6 +59,17 @@ def test_summarise_counts_degraded_answers_by_reason_and_errors() -> None:
     assert summary["slowest"][0]["latency_ms"] == 30_000.0
 
 
+MACHINE = {
+    "cpu": "cpu",
+    "logical_cpus": 2,
+    "memory_gib": 1,
+    "python": "3",
+    "torch": "t",
+    "torch_threads": 2,
+    "load_average_1m": 0.1,
+}
+
+
 def _result(idle_p99: float, during_p99: float, degraded: int) -> dict[str, Any]:
     def phase(p99: float, count: int) -> dict[str, Any]:
         summary = summarise([Sample(p99, T0)], 1.0)
@@ -106,15 +117,7 @@ def test_the_section_shows_before_and_after_rows() -> None:
     }
     before = {**current, **_result(20.0, 3000.0, 7), "command": "c", "date": "d"}
     before["git_revision"] = "abc"
-    before["machine"] = {
-        "cpu": "cpu",
-        "logical_cpus": 2,
-        "memory_gib": 1,
-        "python": "3",
-        "torch": "t",
-        "torch_threads": 2,
-        "load_average_1m": 0.1,
-    }
+    before["machine"] = MACHINE
     page = isolation_section({"ingest_isolation": current}, before)
     rows = [line for line in page.splitlines() if line.startswith("| before") or "| this" in line]
     assert len(rows) == 4
@@ -131,15 +134,7 @@ def test_the_optimize_section_sets_apart_and_in_process_side_by_side() -> None:
             "command": "c",
             "date": "d",
             "git_revision": "abc",
-            "machine": {
-                "cpu": "cpu",
-                "logical_cpus": 2,
-                "memory_gib": 1,
-                "python": "3",
-                "torch": "t",
-                "torch_threads": 2,
-                "load_average_1m": 0.1,
-            },
+            "machine": MACHINE,
         }
 
     page = optimize_section({"apart": run(50.0, [4.9]), "inline": run(5000.0, [4.6])})

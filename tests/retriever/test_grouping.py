@@ -10,10 +10,10 @@ import grpc
 import pytest
 
 from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.retriever.grouping import MAX_GROUP_SIZE, group_by_document
 from services.retriever.types import FusedHit
 from tests.retriever.factories import scored
+from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack
 
 
@@ -64,21 +64,14 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> Iterator[BackgroundStack]:
     stack = BackgroundStack(tmp_path_factory.mktemp("grouping"), embedder).start()
-    docs = [
-        ipb.Document(
-            doc_id=name,
-            url=f"https://docs.example.com/{name}",
-            title=name.removesuffix(".md").title(),
-            scope_id="site",
-            # Sections of ~900 characters: about one chunk each.
-            text="\n\n".join(
-                f"## Part {i}\n\n" + " ".join([sentence] * 12)
-                for i, sentence in enumerate(sections, 1)
-            ),
-            content_type=ipb.CONTENT_TYPE_MARKDOWN,
+    # Sections of ~900 characters: about one chunk each.
+    pages = {
+        name: "\n\n".join(
+            f"## Part {i}\n\n" + " ".join([sentence] * 12) for i, sentence in enumerate(sections, 1)
         )
         for name, sections in SECTIONS.items()
-    ]
+    }
+    docs = markdown_pages(pages, title=lambda path, _: path.removesuffix(".md").title())
     assert stack.upsert(docs).counts.added == len(docs)
     yield stack
     stack.stop()

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
@@ -46,19 +46,7 @@ def bilingual_stack(
     tmp_path_factory: pytest.TempPathFactory, e5_embedder: Embedder
 ) -> Iterator[BackgroundStack]:
     stack = BackgroundStack(tmp_path_factory.mktemp("cross"), e5_embedder).start()
-    docs = [
-        ipb.Document(
-            doc_id=path,
-            url=f"https://docs.example.com/{path}",
-            title=text.splitlines()[0].lstrip("# "),
-            scope_id="site",
-            locale=path.split("/")[0],
-            text=text,
-            content_type=ipb.CONTENT_TYPE_MARKDOWN,
-        )
-        for path, text in PAGES.items()
-    ]
-    reply = stack.upsert(docs)
+    reply = stack.upsert(markdown_pages(PAGES))
     assert reply.counts.added == len(PAGES)
     yield stack
     stack.stop()

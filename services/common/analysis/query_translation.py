@@ -91,7 +91,7 @@ class QueryTranslator:
         when the pair is not Chinese–English or no word could be translated."""
         if (source, target) == ("zh", "en"):
             words = list(islice(self._chinese_to_english(text), MAX_SOURCE_WORDS))
-            kept = [w for w in _ASCII_WORD.findall(text)]
+            kept = _ASCII_WORD.findall(text)
         elif (source, target) == ("en", "zh"):
             words = list(islice(self._english_to_chinese(text), MAX_SOURCE_WORDS))
             kept = [w for w in _ASCII_WORD.findall(text) if w.lower() not in _FUNCTION_WORDS]

@@ -4,6 +4,8 @@ real data, no model)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from services.common.analysis.bilingual_dictionary import (
     BilingualDictionary,
@@ -103,3 +105,42 @@ def test_a_long_question_translates_a_bounded_number_of_words(
     assert translation is not None
     assert len(translation.words) == MAX_SOURCE_WORDS
     assert len(translation.text.split()) <= MAX_SOURCE_WORDS * translator.per_word
+
+
+_WORDS = [
+    "发票",
+    "下载",
+    "密钥",
+    "的",
+    "限流",
+    "部署",
+    "服务器",
+    "rate",
+    "limiting",
+    "API",
+    "the",
+    "keys",
+]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    words=st.lists(st.sampled_from(_WORDS) | st.text(max_size=12), max_size=400),
+    source=st.sampled_from(["zh", "en"]),
+)
+def test_any_text_translates_within_the_bounds(
+    translator: QueryTranslator, words: list[str], source: str
+) -> None:
+    """Mixed scripts, punctuation, empty runs and questions near the length
+    limit: always a result within MAX_SOURCE_WORDS × per_word, or None."""
+    text = " ".join(words)[:1000]
+    target = "en" if source == "zh" else "zh"
+    translation = translator.translate(text, source, target)
+    if translation is None:
+        return
+    assert 1 <= len(translation.words) <= MAX_SOURCE_WORDS
+    assert all(1 <= len(targets) <= translator.per_word for _, targets in translation.words)
+    translated = [t for _, targets in translation.words for t in targets]
+    assert translation.text.split()[-len(translated) :] == " ".join(translated).split()
