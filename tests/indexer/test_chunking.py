@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from services.common.errors import ConfigError
@@ -132,14 +132,21 @@ def markdown_docs(draw: st.DrawFn) -> _Doc:
 
 
 def _after_heading(doc: _Doc, start: int, end: int, params: ChunkingParams) -> bool:
-    """A block right after headings that do not fit beside it whole may be
-    cut: the headings travel with its first lines instead."""
+    """A block right after a run of headings that does not fit beside it whole
+    may be cut: the headings travel with its first lines instead. The run is
+    every heading separated from the next only by blank lines, as the chunker
+    keeps a heading with the heading that follows it."""
     before = doc.text[:start].rstrip()
     last_line = before[before.rfind("\n") + 1 :]
     if not last_line.lstrip().startswith("#"):
         return False
-    run = [h for h in doc.headings if h[0] < start]
-    return end - run[-1][0] > params.max_chars if run else False
+    run_start = start
+    for offset, _, _ in reversed([h for h in doc.headings if h[0] < start]):
+        line_end = doc.text.find("\n", offset)
+        if doc.text[line_end if line_end >= 0 else offset : run_start].strip():
+            break
+        run_start = offset
+    return end - run_start > params.max_chars
 
 
 def _expected_heading_path(doc: _Doc, pos: int) -> str:
@@ -153,9 +160,24 @@ def _expected_heading_path(doc: _Doc, pos: int) -> str:
 
 # ---------------------------------------------------------------- properties
 
+_SMALL_WINDOW = ChunkingParams(target_chars=100, overlap_chars=30, max_slack_chars=20)
+_RUN_TEXT = (
+    "```\n" + "x = call(1)  # code line\n" * 15 + "x = call(1)  # co\n```\n\n"
+    "###### 0\n\n###### 000000 0000000 00000000\n\n"
+    "```python\n" + "# NOTAHEADING comment\n" * 3 + "```"
+)
+# Found by CI: two sibling headings before a fence; the run with the fence
+# exceeds the window, so the fence may be cut (the headings stay together).
+_HEADING_RUN_BEFORE_FENCE = _Doc(
+    text=_RUN_TEXT,
+    atomic=[(0, 400), (444, 523)],
+    headings=[(402, 6, "0"), (412, 6, "000000 0000000 00000000")],
+)
+
 
 @settings(max_examples=200, deadline=None)
 @given(doc=markdown_docs(), params=st.sampled_from(PARAM_SETS))
+@example(doc=_HEADING_RUN_BEFORE_FENCE, params=_SMALL_WINDOW)
 def test_generated_markdown_keeps_every_invariant(doc: _Doc, params: ChunkingParams) -> None:
     meter = WorkMeter()
     spans = Chunker(params).split(doc.text, meter)
