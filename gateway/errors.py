@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INTERNAL = "internal"
+    PAGE_EXPIRED = "page_expired"
 
 
 STATUS: dict[ErrorCode, int] = {
@@ -62,6 +63,7 @@ STATUS: dict[ErrorCode, int] = {
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.INTERNAL: 500,
+    ErrorCode.PAGE_EXPIRED: 409,
 }
 
 # Metric outcomes that differ from the code: input errors share one label.

@@ -42,6 +42,7 @@ def to_retrieve_request(
         ),
         query_language=request.query_language,
         group_by_document=request.group_by_document,
+        page_token=request.page_token,
     )
 
 
@@ -183,5 +184,6 @@ def to_search_response(
         rerank=_rerank(response.rerank, trusted),
         degraded=[_degradation(d, response.rerank, trusted) for d in response.degraded],
         timings_ms={t.stage: t.ms for t in response.timings},
+        next_page_token=response.next_page_token,
         debug=_debug(response.debug, trusted) if debug and response.HasField("debug") else None,
     )

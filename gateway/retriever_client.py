@@ -90,9 +90,13 @@ class RetrieverClient:
 
 def api_error_for(exc: grpc.aio.AioRpcError) -> ApiError:
     """The gateway's answer to a failed Retrieve."""
-    code = exc.code()
+    code, details = exc.code(), exc.details() or ""
     if code in _INPUT_CODES:
         return ApiError(ErrorCode.UPSTREAM_REJECTED, exc.details() or "rejected by the retriever")
+    if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith("page_token:"):
+        # The ranking a page token continued is gone (the index moved on):
+        # the client starts again from the first page.
+        return ApiError(ErrorCode.PAGE_EXPIRED, details)
     if code in _REJECTED_CODES:
         return ApiError(ErrorCode.UPSTREAM_REJECTED, "the search could not be run as asked")
     if code == grpc.StatusCode.PERMISSION_DENIED:

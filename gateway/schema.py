@@ -55,6 +55,12 @@ class SearchRequest(Strict):
         description="Hits grouped by page: top_k counts pages, each with its best passages "
         "(the Retriever's per-document cap), pages ranked by their best passage",
     )
+    page_token: Annotated[StrictStr, Field(max_length=2048)] = Field(
+        "",
+        description="The next_page_token of the previous answer to this same search: its next "
+        "hits, never repeated or skipped (top_k may change; 409 page_expired once the index "
+        "has changed)",
+    )
 
 
 class SearchLimits:
@@ -230,4 +236,7 @@ class SearchResponse(BaseModel):
     rerank: Rerank
     degraded: list[Degradation]
     timings_ms: dict[str, float]
+    next_page_token: str = Field(
+        "", description="Send it back as page_token for the next hits; empty on the last page"
+    )
     debug: DebugReport | None = None

@@ -7,6 +7,8 @@ them to status codes in exactly one place (`services.common.grpc_errors`).
     ├── ResourceExhausted    a limit was hit
     ├── DeadlineExceeded     the time budget ran out
     ├── Cancelled            the caller went away; the work was undone
+    ├── FailedPrecondition   valid, but not in the current state (e.g. a page
+    │                        token from an older index generation)
     ├── Unavailable          a dependency or the service itself cannot serve
     │   └── StoreUnavailable a store cannot be reached
     ├── StoreError           a store rejected or failed an operation
@@ -42,6 +44,12 @@ class DeadlineExceeded(RagError):
 
 class Cancelled(RagError):
     """The caller cancelled (or disconnected) before the work committed."""
+
+
+class FailedPrecondition(RagError):
+    """The request is well formed but cannot be served in the current state;
+    retrying it unchanged will not help (e.g. a page token whose ranking is
+    gone)."""
 
 
 class Unavailable(RagError):

@@ -17,13 +17,18 @@ from services.retriever.types import FusedHit
 MAX_GROUP_SIZE = 10
 
 
-def group_by_document(hits: Sequence[FusedHit], groups: int, size: int) -> list[FusedHit]:
-    """The first `groups` documents of the ranking, each with up to `size`
-    of its chunks; every hit numbered with its document's group rank."""
+def group_by_document(
+    hits: Sequence[FusedHit], groups: int, size: int, skip: int = 0
+) -> list[FusedHit]:
+    """The `groups` documents of the ranking after the first `skip`, each with
+    up to `size` of its chunks; every hit numbered with its document's group
+    rank (counted from the first document of the ranking)."""
     by_document: dict[str, list[FusedHit]] = {}
     for hit in hits:
         members = by_document.setdefault(hit.chunk.doc_id, [])
         if len(members) < size:
             members.append(hit)
-    chosen = list(by_document.values())[:groups]
-    return [replace(hit, group=rank) for rank, members in enumerate(chosen, 1) for hit in members]
+    chosen = list(by_document.values())[skip : skip + groups]
+    return [
+        replace(hit, group=rank) for rank, members in enumerate(chosen, skip + 1) for hit in members
+    ]

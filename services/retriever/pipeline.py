@@ -22,12 +22,12 @@ from services.common.stores.storage import Storage
 from services.common.stores.visibility import CommittedGeneration
 from services.retriever.channels import (
     ChannelOutcome,
-    ChannelStatus,
     call_as,
     not_requested,
     run_channel,
     skipped_by_rule,
 )
+from services.retriever.degradation import record_degradation
 from services.retriever.evidence import EvidenceAssembler
 from services.retriever.exact import (
     exact_precedence,
@@ -36,7 +36,7 @@ from services.retriever.exact import (
     with_highlights,
 )
 from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
-from services.retriever.grouping import MAX_GROUP_SIZE, group_by_document
+from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import (  # check_language: re-exported for its importers
     EVERY_LANGUAGE,
     LanguageRule,
@@ -52,6 +52,13 @@ from services.retriever.locale_balance import (
     fuse_per_locale,
 )
 from services.retriever.metrics import RetrievalMetrics
+from services.retriever.paging import (
+    Page,
+    PageCursor,
+    next_page_token,
+    page_of,
+    reranked_positions,
+)
 from services.retriever.query import QueryNormalizer
 from services.retriever.requests import (
     DEFAULT_CONFIG,
@@ -59,6 +66,7 @@ from services.retriever.requests import (
     RetrievalConfig,
     RetrievalRequest,
     RetrievalResult,
+    check_limits,
 )
 from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
@@ -152,7 +160,9 @@ class RetrievalPipeline:
         stages.describe_request(
             prepared.text, prepared.intent.value, prepared.top_k, self.record_query_text
         )
+        cursor = PageCursor.of(request)
         prepared = replace(prepared, scope=await self._visible(prepared.scope))
+        cursor.check_generation(prepared.scope.visible_generation)
         balanced = LocaleLists()  # hits per locale ranked apart
         vector, lexical = await self._fan_out(prepared, deadline, stages, balanced)
         if prepared.language.skip_vector and Channel.VECTOR in request.channels:
@@ -163,12 +173,13 @@ class RetrievalPipeline:
             fused = self._fuse(request, prepared, vector, lexical, balanced)
             span.set_attribute("rag.candidates", len(fused))
         with stages.stage("rerank") as span:
-            hits, rerank = await self.rerank_step.run(
-                prepared.text, fused, request.rerank, deadline
-            )
+            failed = [o.channel.value for o in (vector, lexical) if o.requested and not o.ok]
+            hits, rerank = await self._rank(prepared.text, fused, request, cursor, deadline, failed)
             _describe_rerank(span, rerank)
+        reranked = cursor.token.reranked if cursor.token else reranked_positions(fused, hits)
         hits = exact_precedence(hits, self.config.exact_precedence)
-        hits = with_highlights(self._top(hits, request, prepared), self.analyzer, prepared.plan)
+        page = self._page(hits, request, prepared, cursor.offset)
+        hits = with_highlights(page.hits, self.analyzer, prepared.plan)
         with stages.stage("evidence"):
             budget = request.context_char_budget or self.config.context_char_budget
             evidence = self.assembler.assemble(hits, char_budget=budget)
@@ -182,11 +193,17 @@ class RetrievalPipeline:
             timings=stages.timings,
         )
         self._explain(result, request, prepared, fused)
+        result.hits_before = page.hits_before
+        if page.next_offset is not None:
+            generation = prepared.scope.visible_generation
+            result.next_page_token = next_page_token(
+                request, generation, fused, reranked, page.next_offset
+            )
         if balanced.vector and vector.ok:
             result.notes.append(balance_note(list(balanced.vector), bool(balanced.translated)))
             if request.debug:
                 result.notes.extend(balanced.translation_notes())
-        _record_degradation(result, vector, lexical)
+        record_degradation(result, vector, lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
             await self._check_page(result, prepared.scope, deadline)
         stages.record("total", _ms(started))
@@ -207,7 +224,7 @@ class RetrievalPipeline:
 
     def _prepare(self, request: RetrievalRequest) -> PreparedQuery:
         query = self.normalizer.normalize(request.query)
-        top_k, depth = self._limits(request)
+        top_k, depth = check_limits(request, self.config)
         intent = request.intent or self.router.route(query, request.page_url)
         if intent is Intent.CURRENT_PAGE and not request.page_url.strip():
             raise InvalidArgument("intent: current_page needs page_url")
@@ -243,35 +260,33 @@ class RetrievalPipeline:
         if request.debug:
             result.lexical_query = self._describe_lexical(prepared.text)
 
-    def _limits(self, request: RetrievalRequest) -> tuple[int, int]:
-        cfg = self.config
-        top_k = request.top_k or cfg.default_top_k
-        if not 1 <= top_k <= cfg.max_top_k:
-            raise InvalidArgument(f"top_k: {request.top_k} is outside 1..{cfg.max_top_k}")
-        depth = request.candidates_per_channel or cfg.candidates_per_channel
-        if not 1 <= depth <= cfg.max_candidates_per_channel:
-            raise InvalidArgument(
-                f"candidates_per_channel: {depth} is outside 1..{cfg.max_candidates_per_channel}"
-            )
-        if not 0.0 <= request.min_vector_score <= 1.0:
-            raise InvalidArgument(f"min_vector_score: {request.min_vector_score} is outside 0..1")
-        if request.max_chunks_per_document < 0:
-            raise InvalidArgument("max_chunks_per_document: must not be negative")
-        if request.group_by_document and request.max_chunks_per_document > MAX_GROUP_SIZE:
-            raise InvalidArgument(
-                f"max_chunks_per_document: {request.max_chunks_per_document} is outside "
-                f"0..{MAX_GROUP_SIZE} with group_by_document"
-            )
-        return top_k, max(depth, top_k)
+    def _page(
+        self, hits: list[FusedHit], request: RetrievalRequest, prepared: PreparedQuery, offset: int
+    ) -> Page:
+        """top_k hits, or top_k documents' groups (services.retriever.grouping),
+        from `offset` on, and where the next page starts."""
+        size = 0
+        if request.group_by_document:
+            size = request.max_chunks_per_document or self.config.max_chunks_per_document
+        return page_of(hits, offset, prepared.top_k, min(size, MAX_GROUP_SIZE))
 
-    def _top(
-        self, hits: list[FusedHit], request: RetrievalRequest, prepared: PreparedQuery
-    ) -> list[FusedHit]:
-        """The first top_k hits, or top_k documents' groups (services.retriever.grouping)."""
-        if not request.group_by_document:
-            return hits[: prepared.top_k]
-        size = request.max_chunks_per_document or self.config.max_chunks_per_document
-        return group_by_document(hits, prepared.top_k, min(size, MAX_GROUP_SIZE))
+    async def _rank(
+        self,
+        query: str,
+        fused: list[FusedHit],
+        request: RetrievalRequest,
+        cursor: PageCursor,
+        deadline: Deadline,
+        failed: list[str],
+    ) -> tuple[list[FusedHit], RerankOutcome]:
+        """Rerank the first page; a later page restores the first page's order
+        (services.retriever.paging) rather than asking the Reranker again."""
+        if cursor.token is None:
+            return await self.rerank_step.run(query, fused, request.rerank, deadline)
+        hits = cursor.restore(fused, failed)
+        code = RerankCode.RERANKED if cursor.token.reranked else RerankCode.OFF
+        reason = "the first page's order, carried by page_token"
+        return hits, RerankOutcome(code, used=bool(cursor.token.reranked), reason=reason)
 
     async def _fan_out(
         self,
@@ -387,32 +402,6 @@ def _describe_rerank(span: trace.Span, rerank: RerankOutcome) -> None:
     span.set_attribute("rag.rerank.candidates", rerank.candidates)
     span.set_attribute("rag.rerank.reranked", rerank.reranked)
     span.set_attribute("rag.rerank.fallback", rerank.fallback)
-
-
-def _record_degradation(
-    result: RetrievalResult, vector: ChannelOutcome, lexical: ChannelOutcome
-) -> None:
-    """Say in the answer what failed. Failures are logged here, once per
-    request (the request id comes from the log context); timeouts, skips and
-    reranker fallbacks are expected under load or while a part restarts:
-    they are counted in the metrics, not logged per request."""
-    requested = [o for o in (vector, lexical) if o.requested]
-    for outcome in requested:
-        if not outcome.ok:
-            component = outcome.component or outcome.channel.value
-            reason = f"{outcome.status.value}: {outcome.error}"
-            result.degraded.append((component, reason))
-            if outcome.status is ChannelStatus.ERROR:
-                log.warning("channel_failed", component=component, reason=outcome.error)
-    if result.rerank.fallback and result.rerank.requested:
-        result.degraded.append(("reranker", result.rerank.reason))
-        if result.rerank.code == RerankCode.ERROR:  # not load, not absence: a fault
-            log.warning("rerank_failed", reason=result.rerank.reason)
-    if requested and not any(o.ok for o in requested):
-        result.message = (
-            "Search is temporarily unavailable: the retrieval channels failed. "
-            "Please try again shortly."
-        )
 
 
 def _ms(start: float) -> float:

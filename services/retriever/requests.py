@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.common.analysis import QueryPlan
+from services.common.errors import InvalidArgument
 from services.common.models import ScopeFilter
 from services.retriever.channels import ChannelOutcome
 from services.retriever.exact import ExactPrecedence
+from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.reranking import RerankOutcome
@@ -52,6 +54,7 @@ class RetrievalRequest:
     intent: Intent | None = None  # None: route by rules
     query_language: str = ""  # "": detect from the script
     group_by_document: bool = False  # top_k counts documents (services.retriever.grouping)
+    page_token: str = ""  # "": the first page (services.retriever.paging)
 
 
 @dataclass
@@ -69,6 +72,8 @@ class RetrievalResult:
     timings: list[tuple[str, float]] = field(default_factory=list)
     query_language: str = ""
     notes: list[str] = field(default_factory=list)
+    next_page_token: str = ""  # "": no further page
+    hits_before: int = 0  # hits on earlier pages: this page's ranks follow on
 
 
 @dataclass(frozen=True)
@@ -86,3 +91,26 @@ class PreparedQuery:
 
 
 DEFAULT_CONFIG = RetrievalConfig()
+
+
+def check_limits(request: RetrievalRequest, cfg: RetrievalConfig) -> tuple[int, int]:
+    """top_k and the per-channel depth; InvalidArgument naming the field and
+    the limit for a value out of bounds."""
+    top_k = request.top_k or cfg.default_top_k
+    if not 1 <= top_k <= cfg.max_top_k:
+        raise InvalidArgument(f"top_k: {request.top_k} is outside 1..{cfg.max_top_k}")
+    depth = request.candidates_per_channel or cfg.candidates_per_channel
+    if not 1 <= depth <= cfg.max_candidates_per_channel:
+        raise InvalidArgument(
+            f"candidates_per_channel: {depth} is outside 1..{cfg.max_candidates_per_channel}"
+        )
+    if not 0.0 <= request.min_vector_score <= 1.0:
+        raise InvalidArgument(f"min_vector_score: {request.min_vector_score} is outside 0..1")
+    if request.max_chunks_per_document < 0:
+        raise InvalidArgument("max_chunks_per_document: must not be negative")
+    if request.group_by_document and request.max_chunks_per_document > MAX_GROUP_SIZE:
+        raise InvalidArgument(
+            f"max_chunks_per_document: {request.max_chunks_per_document} is outside "
+            f"0..{MAX_GROUP_SIZE} with group_by_document"
+        )
+    return top_k, max(depth, top_k)

@@ -99,6 +99,7 @@ def request_from_proto(
         intent=_intent(msg.intent),
         query_language=msg.query_language,
         group_by_document=msg.group_by_document,
+        page_token=msg.page_token,
     )
 
 
@@ -219,7 +220,7 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
     }[result.page_indexed]
     ev = result.evidence
     response = pb.RetrieveResponse(
-        hits=[hit_to_proto(h, i) for i, h in enumerate(result.hits, start=1)],
+        hits=[hit_to_proto(h, i) for i, h in enumerate(result.hits, start=result.hits_before + 1)],
         intent=_INTENTS[result.intent],
         page_status=page_status,
         rerank=pb.RerankOutcome(
@@ -235,6 +236,7 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
         message=result.message,
         timings=[pb.StageTiming(stage=s, ms=ms) for s, ms in result.timings],
         query_language=result.query_language,
+        next_page_token=result.next_page_token,
         evidence=pb.Evidence(
             text=ev.text,
             chars=ev.chars,

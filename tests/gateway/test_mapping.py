@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from gateway.errors import ApiError, ErrorCode
 from gateway.mapping import to_retrieve_request, to_search_response
+from gateway.retriever_client import api_error_for
 from gateway.schema import SearchLimits, SearchRequest
 from gateway.snippets import snippet
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
@@ -184,3 +186,29 @@ def test_grouping_is_forwarded_and_each_hit_says_its_group() -> None:
     assert [hit["group"] for hit in hits] == [1, None]  # None: not grouped
     with pytest.raises(ValueError, match="group_by_document"):
         SearchRequest.model_validate({"query": "q", "group_by_document": "yes"})
+
+
+def test_paging_is_forwarded_both_ways() -> None:
+    request = SearchRequest.model_validate({"query": "backups", "page_token": "AQAB"})
+    assert to_retrieve_request(request, "backups", top_k=3, debug=False).page_token == "AQAB"
+    reply = pb.RetrieveResponse(hits=[pb.Hit(chunk_id="a")], next_page_token="AQAC")
+    assert to_search_response(reply, "rid", debug=False).next_page_token == "AQAC"
+    with pytest.raises(ValueError, match="page_token"):
+        SearchRequest.model_validate({"query": "q", "page_token": "x" * 2049})
+
+
+class _RpcFailure(grpc.aio.AioRpcError):
+    """A Retriever refusal as grpc.aio raises it (built here: only its code and
+    details matter to the mapping)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+def test_an_expired_page_token_is_a_409_that_says_start_again() -> None:
+    expired = api_error_for(
+        _RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, "page_token: issued for generation 3")
+    )
+    assert (expired.code, expired.status) == (ErrorCode.PAGE_EXPIRED, 409)
+    other = api_error_for(_RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, "index not ready"))
+    assert other.code is ErrorCode.UPSTREAM_REJECTED

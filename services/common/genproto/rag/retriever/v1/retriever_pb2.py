@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n rag/retriever/v1/retriever.proto\x12\x10rag.retriever.v1\"\xbe\x01\n\x0bScopeFilter\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x0e\n\x06locale\x18\x02 \x01(\t\x12\x0f\n\x07\x64oc_ids\x18\x03 \x03(\t\x12\x0c\n\x04urls\x18\x04 \x03(\t\x12=\n\x08metadata\x18\x05 \x03(\x0b\x32+.rag.retriever.v1.ScopeFilter.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x0e\x43hannelWeights\x12\x0e\n\x06vector\x18\x01 \x01(\x01\x12\x0f\n\x07lexical\x18\x02 \x01(\x01\"\xcc\x03\n\x0fRetrieveRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12-\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x1d.rag.retriever.v1.ScopeFilter\x12\x10\n\x08page_url\x18\x04 \x01(\t\x12\r\n\x05\x64\x65\x62ug\x18\x05 \x01(\x08\x12\x16\n\x0e\x64isable_rerank\x18\x06 \x01(\x08\x12\x31\n\x07weights\x18\x07 \x01(\x0b\x32 .rag.retriever.v1.ChannelWeights\x12\x1f\n\x17max_chunks_per_document\x18\x08 \x01(\x05\x12\x1b\n\x13\x63ontext_char_budget\x18\t \x01(\x05\x12\x18\n\x10min_vector_score\x18\n \x01(\x01\x12\x1e\n\x16\x63\x61ndidates_per_channel\x18\x0b \x01(\x05\x12+\n\x08\x63hannels\x18\x0c \x03(\x0e\x32\x19.rag.retriever.v1.Channel\x12(\n\x06intent\x18\r \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x16\n\x0equery_language\x18\x0e \x01(\t\x12\x19\n\x11group_by_document\x18\x0f \x01(\x08\"W\n\x0c\x43hannelMatch\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\"6\n\x04Span\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\x12\x12\n\nidentifier\x18\x03 \x01(\x08\"\xb2\x03\n\x03Hit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x14\n\x0cheading_path\x18\x05 \x01(\t\x12\x0c\n\x04text\x18\x06 \x01(\t\x12\x10\n\x08position\x18\x07 \x01(\x05\x12\x10\n\x08scope_id\x18\x08 \x01(\t\x12\x0e\n\x06locale\x18\t \x01(\t\x12\x0c\n\x04rank\x18\n \x01(\x05\x12\r\n\x05score\x18\x0b \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x0c \x01(\x01\x12\x30\n\x08\x63hannels\x18\r \x03(\x0b\x32\x1e.rag.retriever.v1.ChannelMatch\x12\x10\n\x08reranked\x18\x0e \x01(\x08\x12\x14\n\x0crerank_score\x18\x0f \x01(\x01\x12*\n\nhighlights\x18\x10 \x03(\x0b\x32\x16.rag.retriever.v1.Span\x12\x19\n\x11\x65xact_identifiers\x18\x11 \x03(\t\x12\x33\n\x0ctranslations\x18\x12 \x03(\x0b\x32\x1d.rag.retriever.v1.Translation\x12\r\n\x05group\x18\x13 \x01(\x05\":\n\x0bTranslation\x12\x0e\n\x06locale\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\"\x88\x01\n\rRerankOutcome\x12\x0c\n\x04used\x18\x01 \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\ncandidates\x18\x04 \x01(\x05\x12\x10\n\x08reranked\x18\x05 \x01(\x05\x12\r\n\x05model\x18\x06 \x01(\t\x12\x12\n\nlatency_ms\x18\x07 \x01(\x01\"0\n\x0b\x44\x65gradation\x12\x11\n\tcomponent\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"(\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\n\n\x02ms\x18\x02 \x01(\x01\"n\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x14\n\x0cheading_path\x18\x06 \x01(\t\"\x81\x01\n\x08\x45vidence\x12\x0c\n\x04text\x18\x01 \x01(\t\x12-\n\tcitations\x18\x02 \x03(\x0b\x32\x1a.rag.retriever.v1.Citation\x12\r\n\x05\x63hars\x18\x03 \x01(\x05\x12\x16\n\x0e\x64ropped_chunks\x18\x04 \x01(\x05\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\x9d\x01\n\rChannelReport\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12/\n\x06status\x18\x02 \x01(\x0e\x32\x1f.rag.retriever.v1.ChannelStatus\x12\x12\n\nlatency_ms\x18\x03 \x01(\x01\x12\x0c\n\x04hits\x18\x04 \x01(\x05\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"\x80\x01\n\x0b\x44\x65\x62ugReport\x12\x31\n\x08\x63hannels\x18\x01 \x03(\x0b\x32\x1f.rag.retriever.v1.ChannelReport\x12\x18\n\x10normalized_query\x18\x02 \x01(\t\x12\x15\n\rlexical_query\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x03(\t\"\xab\x03\n\x10RetrieveResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.rag.retriever.v1.Hit\x12(\n\x06intent\x18\x02 \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x31\n\x0bpage_status\x18\x03 \x01(\x0e\x32\x1c.rag.retriever.v1.PageStatus\x12/\n\x06rerank\x18\x04 \x01(\x0b\x32\x1f.rag.retriever.v1.RerankOutcome\x12/\n\x08\x64\x65graded\x18\x05 \x03(\x0b\x32\x1d.rag.retriever.v1.Degradation\x12\x0f\n\x07message\x18\x06 \x01(\t\x12.\n\x07timings\x18\x07 \x03(\x0b\x32\x1d.rag.retriever.v1.StageTiming\x12,\n\x08\x65vidence\x18\x08 \x01(\x0b\x32\x1a.rag.retriever.v1.Evidence\x12,\n\x05\x64\x65\x62ug\x18\t \x01(\x0b\x32\x1d.rag.retriever.v1.DebugReport\x12\x16\n\x0equery_language\x18\n \x01(\t\"\x14\n\x12IndexStatusRequest\"\xb7\x01\n\x13IndexStatusResponse\x12\x1c\n\x14\x63ommitted_generation\x18\x01 \x01(\x03\x12\x18\n\x10release_recorded\x18\x02 \x01(\x08\x12\x1a\n\x12release_generation\x18\x03 \x01(\x03\x12\x16\n\x0erelease_passed\x18\x04 \x01(\x08\x12\x1b\n\x13release_recorded_at\x18\x05 \x01(\t\x12\x17\n\x0frelease_current\x18\x06 \x01(\x08*K\n\x07\x43hannel\x12\x17\n\x13\x43HANNEL_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43HANNEL_VECTOR\x10\x01\x12\x13\n\x0f\x43HANNEL_LEXICAL\x10\x02*Q\n\x06Intent\x12\x16\n\x12INTENT_UNSPECIFIED\x10\x00\x12\x16\n\x12INTENT_SITE_SEARCH\x10\x01\x12\x17\n\x13INTENT_CURRENT_PAGE\x10\x02*_\n\nPageStatus\x12\x1b\n\x17PAGE_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13PAGE_STATUS_INDEXED\x10\x01\x12\x1b\n\x17PAGE_STATUS_NOT_INDEXED\x10\x02*\x98\x01\n\rChannelStatus\x12\x1e\n\x1a\x43HANNEL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43HANNEL_STATUS_OK\x10\x01\x12\x18\n\x14\x43HANNEL_STATUS_ERROR\x10\x02\x12\x1a\n\x16\x43HANNEL_STATUS_TIMEOUT\x10\x03\x12\x1a\n\x16\x43HANNEL_STATUS_SKIPPED\x10\x04\x32\xba\x01\n\tRetriever\x12Q\n\x08Retrieve\x12!.rag.retriever.v1.RetrieveRequest\x1a\".rag.retriever.v1.RetrieveResponse\x12Z\n\x0bIndexStatus\x12$.rag.retriever.v1.IndexStatusRequest\x1a%.rag.retriever.v1.IndexStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n rag/retriever/v1/retriever.proto\x12\x10rag.retriever.v1\"\xbe\x01\n\x0bScopeFilter\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x0e\n\x06locale\x18\x02 \x01(\t\x12\x0f\n\x07\x64oc_ids\x18\x03 \x03(\t\x12\x0c\n\x04urls\x18\x04 \x03(\t\x12=\n\x08metadata\x18\x05 \x03(\x0b\x32+.rag.retriever.v1.ScopeFilter.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x0e\x43hannelWeights\x12\x0e\n\x06vector\x18\x01 \x01(\x01\x12\x0f\n\x07lexical\x18\x02 \x01(\x01\"\xe0\x03\n\x0fRetrieveRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12-\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x1d.rag.retriever.v1.ScopeFilter\x12\x10\n\x08page_url\x18\x04 \x01(\t\x12\r\n\x05\x64\x65\x62ug\x18\x05 \x01(\x08\x12\x16\n\x0e\x64isable_rerank\x18\x06 \x01(\x08\x12\x31\n\x07weights\x18\x07 \x01(\x0b\x32 .rag.retriever.v1.ChannelWeights\x12\x1f\n\x17max_chunks_per_document\x18\x08 \x01(\x05\x12\x1b\n\x13\x63ontext_char_budget\x18\t \x01(\x05\x12\x18\n\x10min_vector_score\x18\n \x01(\x01\x12\x1e\n\x16\x63\x61ndidates_per_channel\x18\x0b \x01(\x05\x12+\n\x08\x63hannels\x18\x0c \x03(\x0e\x32\x19.rag.retriever.v1.Channel\x12(\n\x06intent\x18\r \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x16\n\x0equery_language\x18\x0e \x01(\t\x12\x19\n\x11group_by_document\x18\x0f \x01(\x08\x12\x12\n\npage_token\x18\x10 \x01(\t\"W\n\x0c\x43hannelMatch\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\"6\n\x04Span\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\x12\x12\n\nidentifier\x18\x03 \x01(\x08\"\xb2\x03\n\x03Hit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x14\n\x0cheading_path\x18\x05 \x01(\t\x12\x0c\n\x04text\x18\x06 \x01(\t\x12\x10\n\x08position\x18\x07 \x01(\x05\x12\x10\n\x08scope_id\x18\x08 \x01(\t\x12\x0e\n\x06locale\x18\t \x01(\t\x12\x0c\n\x04rank\x18\n \x01(\x05\x12\r\n\x05score\x18\x0b \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x0c \x01(\x01\x12\x30\n\x08\x63hannels\x18\r \x03(\x0b\x32\x1e.rag.retriever.v1.ChannelMatch\x12\x10\n\x08reranked\x18\x0e \x01(\x08\x12\x14\n\x0crerank_score\x18\x0f \x01(\x01\x12*\n\nhighlights\x18\x10 \x03(\x0b\x32\x16.rag.retriever.v1.Span\x12\x19\n\x11\x65xact_identifiers\x18\x11 \x03(\t\x12\x33\n\x0ctranslations\x18\x12 \x03(\x0b\x32\x1d.rag.retriever.v1.Translation\x12\r\n\x05group\x18\x13 \x01(\x05\":\n\x0bTranslation\x12\x0e\n\x06locale\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\"\x88\x01\n\rRerankOutcome\x12\x0c\n\x04used\x18\x01 \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\ncandidates\x18\x04 \x01(\x05\x12\x10\n\x08reranked\x18\x05 \x01(\x05\x12\r\n\x05model\x18\x06 \x01(\t\x12\x12\n\nlatency_ms\x18\x07 \x01(\x01\"0\n\x0b\x44\x65gradation\x12\x11\n\tcomponent\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"(\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\n\n\x02ms\x18\x02 \x01(\x01\"n\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x14\n\x0cheading_path\x18\x06 \x01(\t\"\x81\x01\n\x08\x45vidence\x12\x0c\n\x04text\x18\x01 \x01(\t\x12-\n\tcitations\x18\x02 \x03(\x0b\x32\x1a.rag.retriever.v1.Citation\x12\r\n\x05\x63hars\x18\x03 \x01(\x05\x12\x16\n\x0e\x64ropped_chunks\x18\x04 \x01(\x05\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\x9d\x01\n\rChannelReport\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12/\n\x06status\x18\x02 \x01(\x0e\x32\x1f.rag.retriever.v1.ChannelStatus\x12\x12\n\nlatency_ms\x18\x03 \x01(\x01\x12\x0c\n\x04hits\x18\x04 \x01(\x05\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"\x80\x01\n\x0b\x44\x65\x62ugReport\x12\x31\n\x08\x63hannels\x18\x01 \x03(\x0b\x32\x1f.rag.retriever.v1.ChannelReport\x12\x18\n\x10normalized_query\x18\x02 \x01(\t\x12\x15\n\rlexical_query\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x03(\t\"\xc4\x03\n\x10RetrieveResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.rag.retriever.v1.Hit\x12(\n\x06intent\x18\x02 \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x31\n\x0bpage_status\x18\x03 \x01(\x0e\x32\x1c.rag.retriever.v1.PageStatus\x12/\n\x06rerank\x18\x04 \x01(\x0b\x32\x1f.rag.retriever.v1.RerankOutcome\x12/\n\x08\x64\x65graded\x18\x05 \x03(\x0b\x32\x1d.rag.retriever.v1.Degradation\x12\x0f\n\x07message\x18\x06 \x01(\t\x12.\n\x07timings\x18\x07 \x03(\x0b\x32\x1d.rag.retriever.v1.StageTiming\x12,\n\x08\x65vidence\x18\x08 \x01(\x0b\x32\x1a.rag.retriever.v1.Evidence\x12,\n\x05\x64\x65\x62ug\x18\t \x01(\x0b\x32\x1d.rag.retriever.v1.DebugReport\x12\x16\n\x0equery_language\x18\n \x01(\t\x12\x17\n\x0fnext_page_token\x18\x0b \x01(\t\"\x14\n\x12IndexStatusRequest\"\xb7\x01\n\x13IndexStatusResponse\x12\x1c\n\x14\x63ommitted_generation\x18\x01 \x01(\x03\x12\x18\n\x10release_recorded\x18\x02 \x01(\x08\x12\x1a\n\x12release_generation\x18\x03 \x01(\x03\x12\x16\n\x0erelease_passed\x18\x04 \x01(\x08\x12\x1b\n\x13release_recorded_at\x18\x05 \x01(\t\x12\x17\n\x0frelease_current\x18\x06 \x01(\x08*K\n\x07\x43hannel\x12\x17\n\x13\x43HANNEL_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43HANNEL_VECTOR\x10\x01\x12\x13\n\x0f\x43HANNEL_LEXICAL\x10\x02*Q\n\x06Intent\x12\x16\n\x12INTENT_UNSPECIFIED\x10\x00\x12\x16\n\x12INTENT_SITE_SEARCH\x10\x01\x12\x17\n\x13INTENT_CURRENT_PAGE\x10\x02*_\n\nPageStatus\x12\x1b\n\x17PAGE_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13PAGE_STATUS_INDEXED\x10\x01\x12\x1b\n\x17PAGE_STATUS_NOT_INDEXED\x10\x02*\x98\x01\n\rChannelStatus\x12\x1e\n\x1a\x43HANNEL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43HANNEL_STATUS_OK\x10\x01\x12\x18\n\x14\x43HANNEL_STATUS_ERROR\x10\x02\x12\x1a\n\x16\x43HANNEL_STATUS_TIMEOUT\x10\x03\x12\x1a\n\x16\x43HANNEL_STATUS_SKIPPED\x10\x04\x32\xba\x01\n\tRetriever\x12Q\n\x08Retrieve\x12!.rag.retriever.v1.RetrieveRequest\x1a\".rag.retriever.v1.RetrieveResponse\x12Z\n\x0bIndexStatus\x12$.rag.retriever.v1.IndexStatusRequest\x1a%.rag.retriever.v1.IndexStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,14 +33,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SCOPEFILTER_METADATAENTRY']._loaded_options = None
   _globals['_SCOPEFILTER_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_CHANNEL']._serialized_start=2807
-  _globals['_CHANNEL']._serialized_end=2882
-  _globals['_INTENT']._serialized_start=2884
-  _globals['_INTENT']._serialized_end=2965
-  _globals['_PAGESTATUS']._serialized_start=2967
-  _globals['_PAGESTATUS']._serialized_end=3062
-  _globals['_CHANNELSTATUS']._serialized_start=3065
-  _globals['_CHANNELSTATUS']._serialized_end=3217
+  _globals['_CHANNEL']._serialized_start=2852
+  _globals['_CHANNEL']._serialized_end=2927
+  _globals['_INTENT']._serialized_start=2929
+  _globals['_INTENT']._serialized_end=3010
+  _globals['_PAGESTATUS']._serialized_start=3012
+  _globals['_PAGESTATUS']._serialized_end=3107
+  _globals['_CHANNELSTATUS']._serialized_start=3110
+  _globals['_CHANNELSTATUS']._serialized_end=3262
   _globals['_SCOPEFILTER']._serialized_start=55
   _globals['_SCOPEFILTER']._serialized_end=245
   _globals['_SCOPEFILTER_METADATAENTRY']._serialized_start=198
@@ -48,35 +48,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHANNELWEIGHTS']._serialized_start=247
   _globals['_CHANNELWEIGHTS']._serialized_end=296
   _globals['_RETRIEVEREQUEST']._serialized_start=299
-  _globals['_RETRIEVEREQUEST']._serialized_end=759
-  _globals['_CHANNELMATCH']._serialized_start=761
-  _globals['_CHANNELMATCH']._serialized_end=848
-  _globals['_SPAN']._serialized_start=850
-  _globals['_SPAN']._serialized_end=904
-  _globals['_HIT']._serialized_start=907
-  _globals['_HIT']._serialized_end=1341
-  _globals['_TRANSLATION']._serialized_start=1343
-  _globals['_TRANSLATION']._serialized_end=1401
-  _globals['_RERANKOUTCOME']._serialized_start=1404
-  _globals['_RERANKOUTCOME']._serialized_end=1540
-  _globals['_DEGRADATION']._serialized_start=1542
-  _globals['_DEGRADATION']._serialized_end=1590
-  _globals['_STAGETIMING']._serialized_start=1592
-  _globals['_STAGETIMING']._serialized_end=1632
-  _globals['_CITATION']._serialized_start=1634
-  _globals['_CITATION']._serialized_end=1744
-  _globals['_EVIDENCE']._serialized_start=1747
-  _globals['_EVIDENCE']._serialized_end=1876
-  _globals['_CHANNELREPORT']._serialized_start=1879
-  _globals['_CHANNELREPORT']._serialized_end=2036
-  _globals['_DEBUGREPORT']._serialized_start=2039
-  _globals['_DEBUGREPORT']._serialized_end=2167
-  _globals['_RETRIEVERESPONSE']._serialized_start=2170
-  _globals['_RETRIEVERESPONSE']._serialized_end=2597
-  _globals['_INDEXSTATUSREQUEST']._serialized_start=2599
-  _globals['_INDEXSTATUSREQUEST']._serialized_end=2619
-  _globals['_INDEXSTATUSRESPONSE']._serialized_start=2622
-  _globals['_INDEXSTATUSRESPONSE']._serialized_end=2805
-  _globals['_RETRIEVER']._serialized_start=3220
-  _globals['_RETRIEVER']._serialized_end=3406
+  _globals['_RETRIEVEREQUEST']._serialized_end=779
+  _globals['_CHANNELMATCH']._serialized_start=781
+  _globals['_CHANNELMATCH']._serialized_end=868
+  _globals['_SPAN']._serialized_start=870
+  _globals['_SPAN']._serialized_end=924
+  _globals['_HIT']._serialized_start=927
+  _globals['_HIT']._serialized_end=1361
+  _globals['_TRANSLATION']._serialized_start=1363
+  _globals['_TRANSLATION']._serialized_end=1421
+  _globals['_RERANKOUTCOME']._serialized_start=1424
+  _globals['_RERANKOUTCOME']._serialized_end=1560
+  _globals['_DEGRADATION']._serialized_start=1562
+  _globals['_DEGRADATION']._serialized_end=1610
+  _globals['_STAGETIMING']._serialized_start=1612
+  _globals['_STAGETIMING']._serialized_end=1652
+  _globals['_CITATION']._serialized_start=1654
+  _globals['_CITATION']._serialized_end=1764
+  _globals['_EVIDENCE']._serialized_start=1767
+  _globals['_EVIDENCE']._serialized_end=1896
+  _globals['_CHANNELREPORT']._serialized_start=1899
+  _globals['_CHANNELREPORT']._serialized_end=2056
+  _globals['_DEBUGREPORT']._serialized_start=2059
+  _globals['_DEBUGREPORT']._serialized_end=2187
+  _globals['_RETRIEVERESPONSE']._serialized_start=2190
+  _globals['_RETRIEVERESPONSE']._serialized_end=2642
+  _globals['_INDEXSTATUSREQUEST']._serialized_start=2644
+  _globals['_INDEXSTATUSREQUEST']._serialized_end=2664
+  _globals['_INDEXSTATUSRESPONSE']._serialized_start=2667
+  _globals['_INDEXSTATUSRESPONSE']._serialized_end=2850
+  _globals['_RETRIEVER']._serialized_start=3265
+  _globals['_RETRIEVER']._serialized_end=3451
 # @@protoc_insertion_point(module_scope)

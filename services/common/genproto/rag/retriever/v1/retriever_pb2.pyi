@@ -209,6 +209,7 @@ class RetrieveRequest(_message.Message):
     INTENT_FIELD_NUMBER: _builtins.int
     QUERY_LANGUAGE_FIELD_NUMBER: _builtins.int
     GROUP_BY_DOCUMENT_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The question: at most 100,000 characters received and at most 1,000
     after normalisation (whitespace folded), else refused; so is one with no
@@ -246,6 +247,16 @@ class RetrieveRequest(_message.Message):
     (at most 10 when grouping) in rank order, the documents ranked by their
     best chunk; each hit says its `group`.
     """
+    page_token: _builtins.str
+    """The next page of the same ranking: the `next_page_token` of the previous
+    answer to this same request (top_k, debug and context_char_budget may
+    change; any other field makes it a different ranking and is refused).
+    Hits are never repeated or skipped while the index is unchanged; a token
+    from another index generation is refused with FAILED_PRECONDITION, and a
+    page whose channels failed with UNAVAILABLE (retry it). At most 2,048
+    characters. Pages end where the fused candidates end
+    (candidates_per_channel sets how deep that is).
+    """
     @_builtins.property
     def filter(self) -> Global___ScopeFilter: ...
     @_builtins.property
@@ -274,10 +285,11 @@ class RetrieveRequest(_message.Message):
         intent: Global___Intent.ValueType = ...,
         query_language: _builtins.str = ...,
         group_by_document: _builtins.bool = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_token", b"page_token", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -704,12 +716,15 @@ class RetrieveResponse(_message.Message):
     EVIDENCE_FIELD_NUMBER: _builtins.int
     DEBUG_FIELD_NUMBER: _builtins.int
     QUERY_LANGUAGE_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     intent: Global___Intent.ValueType
     page_status: Global___PageStatus.ValueType
     message: _builtins.str
     """human-readable note, e.g. page not indexed"""
     query_language: _builtins.str
     """the language used (given or detected)"""
+    next_page_token: _builtins.str
+    """Send it back as page_token for the next page; empty when this is the last."""
     @_builtins.property
     def hits(self) -> _containers.RepeatedCompositeFieldContainer[Global___Hit]: ...
     @_builtins.property
@@ -737,10 +752,11 @@ class RetrieveResponse(_message.Message):
         evidence: Global___Evidence | None = ...,
         debug: Global___DebugReport | None = ...,
         query_language: _builtins.str = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["debug", b"debug", "evidence", b"evidence", "rerank", b"rerank"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["debug", b"debug", "degraded", b"degraded", "evidence", b"evidence", "hits", b"hits", "intent", b"intent", "message", b"message", "page_status", b"page_status", "query_language", b"query_language", "rerank", b"rerank", "timings", b"timings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["debug", b"debug", "degraded", b"degraded", "evidence", b"evidence", "hits", b"hits", "intent", b"intent", "message", b"message", "next_page_token", b"next_page_token", "page_status", b"page_status", "query_language", b"query_language", "rerank", b"rerank", "timings", b"timings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,193 @@
+"""Paging through one fused ranking: `page_token` in, `next_page_token` out.
+
+A page token lets the same request fetch the next hits of the *same*
+ranking, never a duplicate or a gap, while the index is unchanged. Nothing
+is kept on the server; the token carries what makes the ranking
+reproducible:
+
+- the index generation the first page was served from (a token from another
+  generation is refused: the ranking it continues no longer exists);
+- a fingerprint of every request field that shapes the ranking (query,
+  filters, weights, caps, channels, ...), so a token cannot continue a
+  different question; `top_k`, `debug` and the evidence budget may change
+  from page to page;
+- a fingerprint of the fused candidate list, so a page whose channels
+  answered differently (a timeout, say) is refused instead of silently
+  skipping or repeating hits;
+- how far the caller has read (hits, or documents when grouping);
+- the reranked prefix, as positions in the fused list with their scores:
+  reranking runs under a deadline and may score a different prefix on a
+  later call, so later pages restore the first page's order instead of
+  asking the Reranker again.
+
+Tokens are opaque URL-safe text; they are not secrets (they hold no text or
+ids, and every filter and scope check applies to each page as to the first).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+
+from services.common.errors import FailedPrecondition, InvalidArgument, Unavailable
+from services.retriever.grouping import group_by_document
+from services.retriever.requests import RetrievalRequest
+from services.retriever.types import FusedHit
+
+_VERSION = 1
+_HEAD = struct.Struct(">BQ8s8sIH")  # version, generation + 1, request, ranking, offset, n
+_ENTRY = struct.Struct(">Hf")  # position in the fused list, rerank score
+MAX_TOKEN_CHARS = 2048
+# Positions and counts must fit the token's fields; candidates beyond this
+# are far past any page a reader turns to.
+MAX_RERANKED_ENTRIES = 1000
+
+
+@dataclass(frozen=True)
+class PageToken:
+    generation: int | None  # the committed generation served (None: every row)
+    request: bytes  # fingerprint of the ranking-shaping request fields
+    ranking: bytes  # fingerprint of the fused candidate ids, in order
+    offset: int  # hits (or documents when grouping) already returned
+    reranked: tuple[tuple[int, float], ...] = ()  # fused position, score; rerank order
+
+    def encode(self) -> str:
+        generation = 0 if self.generation is None else self.generation + 1
+        head = _HEAD.pack(
+            _VERSION, generation, self.request, self.ranking, self.offset, len(self.reranked)
+        )
+        body = b"".join(_ENTRY.pack(position, score) for position, score in self.reranked)
+        return base64.urlsafe_b64encode(head + body).decode().rstrip("=")
+
+
+def decode_token(text: str) -> PageToken:
+    """The token a caller sent back; InvalidArgument if it is not one of ours."""
+    if len(text) > MAX_TOKEN_CHARS:
+        raise InvalidArgument(f"page_token: {len(text)} characters, limit is {MAX_TOKEN_CHARS}")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        version, generation, request, ranking, offset, count = _HEAD.unpack_from(raw)
+    except (binascii.Error, ValueError, struct.error):
+        raise InvalidArgument("page_token: not a token this service issued") from None
+    if version != _VERSION or len(raw) != _HEAD.size + count * _ENTRY.size:
+        raise InvalidArgument("page_token: not a token this service issued")
+    entries = tuple(_ENTRY.iter_unpack(raw[_HEAD.size :]))
+    return PageToken(None if generation == 0 else generation - 1, request, ranking, offset, entries)
+
+
+def request_fingerprint(request: RetrievalRequest) -> bytes:
+    """What must be equal for two requests to share one ranking."""
+    shaping = asdict(replace(request, top_k=0, debug=False, context_char_budget=0, page_token=""))
+    shaping["channels"] = sorted(shaping["channels"])
+    shaping["weights"] = sorted((shaping["weights"] or {}).items())
+    return _digest(json.dumps(shaping, sort_keys=True, default=str))
+
+
+def ranking_fingerprint(candidates: Sequence[FusedHit]) -> bytes:
+    return _digest("\n".join(hit.chunk.chunk_id for hit in candidates))
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=8).digest()
+
+
+@dataclass(frozen=True)
+class Page:
+    hits: list[FusedHit]
+    hits_before: int  # hits of the ranking shown on earlier pages (ranks follow on)
+    next_offset: int | None  # where the next page starts; None: this is the last
+
+
+@dataclass(frozen=True)
+class PageCursor:
+    """Where a request starts reading: the first page, or a checked token."""
+
+    token: PageToken | None = None
+
+    @classmethod
+    def of(cls, request: RetrievalRequest) -> PageCursor:
+        """The request's place in its ranking; InvalidArgument for a token
+        that is malformed or continues another request."""
+        if not request.page_token:
+            return cls()
+        token = decode_token(request.page_token)
+        if token.request != request_fingerprint(request):
+            raise InvalidArgument(
+                "page_token: issued for a different request (between pages only "
+                "top_k, debug and context_char_budget may change)"
+            )
+        return cls(token)
+
+    @property
+    def offset(self) -> int:
+        return self.token.offset if self.token else 0
+
+    def check_generation(self, generation: int | None) -> None:
+        if self.token is not None and self.token.generation != generation:
+            raise FailedPrecondition(
+                f"page_token: issued for index generation {self.token.generation}, now "
+                f"serving {generation}; the ranking changed, start again without a page token"
+            )
+
+    def restore(self, candidates: list[FusedHit], degraded: Sequence[str]) -> list[FusedHit]:
+        """The first page's order of `candidates` (the reranked prefix with its
+        scores, then fused order), or an error if they are not the same list."""
+        assert self.token is not None
+        if self.token.ranking != ranking_fingerprint(candidates):
+            if degraded:
+                raise Unavailable(
+                    f"page_token: this page's ranking could not be rebuilt "
+                    f"({', '.join(degraded)}); retry the same request"
+                )
+            raise FailedPrecondition(
+                "page_token: the ranking changed since the first page; start again"
+            )
+        return _reorder(candidates, self.token.reranked)
+
+
+def _reorder(candidates: list[FusedHit], reranked: Sequence[tuple[int, float]]) -> list[FusedHit]:
+    if any(position >= len(candidates) for position, _ in reranked):
+        raise InvalidArgument("page_token: not a token this service issued")
+    head = [replace(candidates[p], rerank_score=float(score)) for p, score in reranked]
+    taken = {position for position, _ in reranked}
+    return head + [hit for i, hit in enumerate(candidates) if i not in taken]
+
+
+def reranked_positions(
+    candidates: Sequence[FusedHit], ranked: Sequence[FusedHit]
+) -> tuple[tuple[int, float], ...]:
+    """The reranked hits of `ranked`, as positions in `candidates`, in order."""
+    where = {hit.chunk.chunk_id: i for i, hit in enumerate(candidates)}
+    return tuple(
+        (where[hit.chunk.chunk_id], hit.rerank_score)
+        for hit in ranked[:MAX_RERANKED_ENTRIES]
+        if hit.rerank_score is not None
+    )
+
+
+def page_of(hits: Sequence[FusedHit], offset: int, size: int, group_size: int = 0) -> Page:
+    """The page starting at `offset` (hits, or documents when `group_size`)."""
+    end = offset + size
+    if not group_size:
+        return Page(list(hits[offset:end]), offset, end if end < len(hits) else None)
+    documents = len({hit.chunk.doc_id for hit in hits})
+    before = len(group_by_document(hits, offset, group_size))
+    page = group_by_document(hits, size, group_size, skip=offset)
+    return Page(page, before, end if end < documents else None)
+
+
+def next_page_token(
+    request: RetrievalRequest,
+    generation: int | None,
+    candidates: Sequence[FusedHit],
+    reranked: tuple[tuple[int, float], ...],
+    offset: int,
+) -> str:
+    """The token that continues this ranking at `offset`."""
+    fingerprints = request_fingerprint(request), ranking_fingerprint(candidates)
+    return PageToken(generation, *fingerprints, offset, reranked).encode()
