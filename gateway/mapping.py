@@ -35,6 +35,7 @@ def to_retrieve_request(
         intent=intent,
         filter=pb.ScopeFilter(
             scope_id=scope.scope_id,
+            scope_ids=scope.scope_ids,
             locale=scope.locale,
             doc_ids=scope.doc_ids,
             urls=list(scope.urls),

@@ -30,6 +30,9 @@ class Scope(Strict):
     """Restricts the search; empty fields do not filter."""
 
     scope_id: ShortText = ""
+    scope_ids: list[ShortText] = Field(
+        default_factory=list, description="Several scopes at once (not together with scope_id)"
+    )
     locale: Annotated[StrictStr, Field(max_length=35)] = ""
     doc_ids: list[ShortText] = Field(default_factory=list)
     urls: list[ShortText] = Field(default_factory=list)
@@ -95,7 +98,8 @@ class SearchLimits:
         if request.this_page and not request.page_url.strip():
             raise ApiError(ErrorCode.INVALID_REQUEST, "this_page needs a page_url")
         scope = request.scope
-        if max(len(scope.doc_ids), len(scope.urls), len(scope.metadata)) > self.max_filter_values:
+        lists = (scope.scope_ids, scope.doc_ids, scope.urls, scope.metadata)
+        if max(len(values) for values in lists) > self.max_filter_values:
             raise ApiError(
                 ErrorCode.INVALID_REQUEST,
                 f"scope lists hold at most {self.max_filter_values} values",

@@ -63,6 +63,9 @@ class ScopeFilter:
 
     scope_id: str = ""
     locale: str = ""
+    # Any of these scopes (a reader granted several, searching them at once);
+    # with scope_id set as well, both hold.
+    scope_ids: tuple[str, ...] = ()
     doc_ids: tuple[str, ...] = ()
     urls: tuple[str, ...] = ()
     metadata: tuple[tuple[str, str], ...] = ()
@@ -73,6 +76,7 @@ class ScopeFilter:
     def is_empty(self) -> bool:
         return not (
             self.scope_id
+            or self.scope_ids
             or self.locale
             or self.doc_ids
             or self.urls

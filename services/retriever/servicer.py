@@ -15,8 +15,8 @@ from services.common.errors import InvalidArgument
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.common.models import ScopeFilter
-from services.common.security.callers import Role, method_roles
-from services.common.security.scopes import readable_scope
+from services.common.security.callers import Caller, Role, method_roles
+from services.common.security.scopes import readable_scope, readable_scopes
 from services.common.security.server_auth import current_caller
 from services.common.stores.visibility import ReleaseVerdict
 from services.common.translation_links import TRANSLATIONS_KEY, decode_translations
@@ -58,6 +58,7 @@ class RequestLimits:
     max_filter_metadata_entries: int = 64
     max_filter_metadata_key_chars: int = 128
     max_filter_scope_id_chars: int = 128
+    max_filter_scope_ids: int = 64
 
     @classmethod
     def from_settings(cls, settings: Any) -> RequestLimits:
@@ -78,6 +79,7 @@ def request_from_proto(
     f = msg.filter
     scope = ScopeFilter(
         scope_id=f.scope_id,
+        scope_ids=tuple(f.scope_ids),
         locale=f.locale,
         doc_ids=tuple(f.doc_ids),
         urls=tuple(f.urls),
@@ -117,6 +119,18 @@ def check_request(msg: pb.RetrieveRequest, limits: RequestLimits) -> None:
 def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
     _check_chars("filter.scope_id", f.scope_id, limits.max_filter_scope_id_chars)
     _check_chars("filter.locale", f.locale, MAX_LANGUAGE_TAG_CHARS)
+    if len(f.scope_ids) > limits.max_filter_scope_ids:
+        raise InvalidArgument(
+            f"filter.scope_ids: {len(f.scope_ids)} values, limit is {limits.max_filter_scope_ids}"
+        )
+    for index, scope_id in enumerate(f.scope_ids):
+        _check_chars(f"filter.scope_ids[{index}]", scope_id, limits.max_filter_scope_id_chars)
+        if not scope_id:
+            raise InvalidArgument(f"filter.scope_ids[{index}]: empty")
+    if f.scope_id and f.scope_ids:
+        raise InvalidArgument(
+            "filter.scope_ids: give filter.scope_id or filter.scope_ids, not both"
+        )
     _check_list("filter.doc_ids", f.doc_ids, limits.max_filter_doc_ids, limits)
     _check_list("filter.urls", f.urls, limits.max_filter_urls, limits)
     if len(f.metadata) > limits.max_filter_metadata_entries:
@@ -280,6 +294,17 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
 IndexStatusSource = Callable[[], tuple[int, ReleaseVerdict | None]]
 
 
+def _readable(scope: ScopeFilter, caller: Caller) -> ScopeFilter:
+    """The scope(s) the read runs in, each checked against the caller's grant;
+    one scope asked for in scope_ids is searched as scope_id."""
+    if not scope.scope_ids:
+        return replace(scope, scope_id=readable_scope(scope.scope_id, caller))
+    scope_ids = readable_scopes(scope.scope_ids, caller)
+    if len(scope_ids) == 1:
+        return replace(scope, scope_id=scope_ids[0], scope_ids=())
+    return replace(scope, scope_ids=scope_ids)
+
+
 def index_status_to_proto(
     generation: int, verdict: ReleaseVerdict | None
 ) -> pb.IndexStatusResponse:
@@ -316,8 +341,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
     ) -> pb.RetrieveResponse:
         deadline = Deadline.from_grpc(context, self.default_deadline_s)
         retrieval = request_from_proto(request, self.limits)
-        scope_id = readable_scope(retrieval.scope.scope_id, current_caller())
-        retrieval = replace(retrieval, scope=replace(retrieval.scope, scope_id=scope_id))
+        retrieval = replace(retrieval, scope=_readable(retrieval.scope, current_caller()))
         result = await self.pipeline.retrieve(retrieval, deadline)
         return result_to_proto(result, request.debug)
 

@@ -82,6 +82,9 @@ class RetrieverSettings(
     max_filter_scope_id_chars: int = Field(
         128, ge=8, le=4096, description="longest scope_id of a Retrieve filter"
     )
+    max_filter_scope_ids: int = Field(
+        64, ge=1, le=1000, description="most scopes one Retrieve searches at once (scope_ids)"
+    )
     default_top_k: int = Field(10, ge=1, le=100)
     max_top_k: int = Field(50, ge=1, le=1000)
     candidates_per_channel: int = Field(50, ge=1, le=1000)

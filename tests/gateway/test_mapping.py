@@ -212,3 +212,14 @@ def test_an_expired_page_token_is_a_409_that_says_start_again() -> None:
     assert (expired.code, expired.status) == (ErrorCode.PAGE_EXPIRED, 409)
     other = api_error_for(_RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, "index not ready"))
     assert other.code is ErrorCode.UPSTREAM_REJECTED
+
+
+def test_several_scopes_are_forwarded_and_bounded() -> None:
+    request = SearchRequest.model_validate({"query": "q", "scope": {"scope_ids": ["a", "b"]}})
+    assert list(to_retrieve_request(request, "q", top_k=3, debug=False).filter.scope_ids) == [
+        "a",
+        "b",
+    ]
+    many = SearchRequest.model_validate({"query": "q", "scope": {"scope_ids": ["a", "b", "c"]}})
+    with pytest.raises(ApiError, match="at most 2"):
+        LIMITS.check(many)

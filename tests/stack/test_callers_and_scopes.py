@@ -163,6 +163,30 @@ def test_a_reader_sees_only_its_scope_whatever_the_request_says(stack: Backgroun
     assert all(h.scope_id == "alpha" for h in reply.hits)
 
 
+def test_a_reader_of_several_scopes_searches_them_at_once(stack: BackgroundStack) -> None:
+    def several(who: str, *scopes: str, **extra: str) -> rpb.RetrieveResponse:
+        scope = rpb.ScopeFilter(scope_ids=list(scopes), **extra)
+        request = rpb.RetrieveRequest(query="ledger port 7311", filter=scope)
+        return stack.retriever.Retrieve(request, metadata=as_caller(who), timeout=30)
+
+    both = several("reader-ab", "alpha", "beta").hits
+    assert {h.scope_id for h in both} == {"alpha", "beta"}
+    # The same two pages as searching each scope apart, in one fused order.
+    apart = (
+        retrieve(stack, "reader-ab", "alpha").hits[:1]
+        + retrieve(stack, "reader-ab", "beta").hits[:1]
+    )
+    assert {h.chunk_id for h in both[:2]} == {h.chunk_id for h in apart}
+    assert {h.scope_id for h in several("reader-ab", "beta", "beta").hits} == {"beta"}
+    code, message = code_of(lambda: several("reader-a", "alpha", "beta"))
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    assert "filter.scope_ids" in message and "'beta'" in message
+    code, message = code_of(lambda: several("reader-ab", "alpha", "beta", scope_id="alpha"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "not both" in message
+    code, message = code_of(lambda: several("admin", *[f"s{i}" for i in range(65)]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "limit is 64" in message
+
+
 def test_a_writer_cannot_write_into_another_scope(stack: BackgroundStack) -> None:
     foreign = doc("new-page.md", "beta", "# New\n\nA page written into someone else's scope.")
     code, message = code_of(lambda: upsert(stack, "writer-a", foreign))

@@ -5,7 +5,7 @@ request."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from services.common.errors import InvalidArgument, PermissionDenied
 from services.common.security.callers import Caller
@@ -29,8 +29,20 @@ def readable_scope(requested: str, caller: Caller) -> str:
         return grant.sole
     raise InvalidArgument(
         f"filter.scope_id: required, caller {caller.name!r} may read several scopes "
-        f"({grant.describe()}); name one"
+        f"({grant.describe()}); name one, or several in filter.scope_ids"
     )
+
+
+def readable_scopes(requested: Sequence[str], caller: Caller) -> tuple[str, ...]:
+    """Several scopes read at once: each must be one the caller holds
+    (PermissionDenied naming the first that is not); duplicates dropped."""
+    for scope_id in requested:
+        if not caller.scopes.allows(scope_id):
+            raise PermissionDenied(
+                f"filter.scope_ids: caller {caller.name!r} may not read scope {scope_id!r} "
+                f"(it may read: {caller.scopes.describe()})"
+            )
+    return tuple(dict.fromkeys(requested))
 
 
 def check_writable(scope_ids: Iterable[str], caller: Caller, field: str) -> None:

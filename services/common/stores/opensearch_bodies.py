@@ -108,6 +108,8 @@ def scope_filters(scope: ScopeFilter | None) -> list[dict[str, Any]]:
     clauses: list[dict[str, Any]] = []
     if scope.scope_id:
         clauses.append({"term": {"scope_id": scope.scope_id}})
+    if scope.scope_ids:
+        clauses.append({"terms": {"scope_id": list(scope.scope_ids)}})
     if scope.locale:
         clauses.append({"term": {"locale": scope.locale}})
     if scope.doc_ids:

@@ -68,6 +68,8 @@ def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
     must: list[qe.FieldCondition] = []
     if scope.scope_id:
         must.append(qe.FieldCondition("scope_id", match=qe.MatchValue(scope.scope_id)))
+    if scope.scope_ids:
+        must.append(qe.FieldCondition("scope_id", match=qe.MatchAny(list(scope.scope_ids))))
     if scope.locale:
         must.append(qe.FieldCondition("locale", match=qe.MatchValue(scope.locale)))
     if scope.doc_ids:

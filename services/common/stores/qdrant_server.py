@@ -82,6 +82,8 @@ def scope_to_filter(scope: ScopeFilter | None) -> models.Filter | None:
     must: list[models.Condition] = []
     if scope.scope_id:
         must.append(_match("scope_id", scope.scope_id))
+    if scope.scope_ids:
+        must.append(_match_any("scope_id", scope.scope_ids))
     if scope.locale:
         must.append(_match("locale", scope.locale))
     if scope.doc_ids:

@@ -258,7 +258,8 @@ class TantivyLexicalStore:
         for field, value in (("scope_id", scope.scope_id), ("locale", scope.locale)):
             if value:
                 clauses.append(self._keyword(field, value))
-        for field, values in (("doc_id", scope.doc_ids), ("url", scope.urls)):
+        any_of = (("scope_id", scope.scope_ids), ("doc_id", scope.doc_ids), ("url", scope.urls))
+        for field, values in any_of:
             if values:
                 clauses.append(tv.Query.term_set_query(self._schema, field, list(values)))
         for key, value in scope.metadata:

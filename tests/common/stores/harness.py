@@ -137,6 +137,10 @@ SCOPE_CASES: dict[str, ScopeFilter] = {
         scope_id="site-a", locale="en", doc_ids=("doc-1", "doc-2"), metadata=(("tier", "pro"),)
     ),
     "no-match": ScopeFilter(scope_id="site-unknown"),
+    "scopes-any": ScopeFilter(scope_ids=("site-b", "site-unknown")),
+    "scopes-all": ScopeFilter(scope_ids=("site-a", "site-b"), locale="de"),
+    "scopes+scope": ScopeFilter(scope_id="site-a", scope_ids=("site-b",)),
+    "scopes+generation": ScopeFilter(scope_ids=("site-a", "site-b"), visible_generation=1),
     "generation-0": ScopeFilter(visible_generation=0),
     "generation-2": ScopeFilter(visible_generation=2),
     "scope+generation": ScopeFilter(scope_id="site-b", visible_generation=2),
@@ -150,6 +154,7 @@ def reference_match(chunk: Chunk | StoredChunk, scope: ScopeFilter) -> bool:
     return (
         (scope.visible_generation is None or chunk.generation <= scope.visible_generation)
         and (not scope.scope_id or chunk.scope_id == scope.scope_id)
+        and (not scope.scope_ids or chunk.scope_id in scope.scope_ids)
         and (not scope.locale or chunk.locale == scope.locale)
         and (not scope.doc_ids or chunk.doc_id in scope.doc_ids)
         and (not scope.urls or chunk.url in scope.urls)

@@ -562,3 +562,14 @@ def test_credentials_and_tls_come_from_settings(capture) -> None:
     assert connection.options["http_auth"] == ("rag", "secret")
     assert connection.options["verify_certs"] is False
     assert client.transport.max_retries == 0
+
+
+def test_several_scopes_are_one_terms_clause(capture, store) -> None:
+    capture.on("POST", f"/{INDEX}/_count", (200, {"count": 0}))
+    store.count(ScopeFilter(scope_ids=("docs", "blog")))
+    assert [(r.path, r.body) for r in capture.requests] == [
+        (
+            "/rag-chunks/_count",
+            {"query": {"bool": {"filter": [{"terms": {"scope_id": ["docs", "blog"]}}]}}},
+        )
+    ]

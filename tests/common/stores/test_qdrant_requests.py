@@ -466,3 +466,15 @@ def test_a_closed_store_sends_nothing(capture, store) -> None:
     with pytest.raises(StoreUnavailable):
         store.ping()
     assert double.methods() == []
+
+
+def test_several_scopes_match_any_of_them(capture, store) -> None:
+    double, _ = capture
+    store.count(ScopeFilter(scope_ids=("docs", "blog")))
+    assert [r["filter"] for r in double.requests("Count")] == [
+        {
+            "must": [
+                {"field": {"key": "scope_id", "match": {"keywords": {"strings": ["docs", "blog"]}}}}
+            ]
+        }
+    ]

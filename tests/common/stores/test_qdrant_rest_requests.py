@@ -185,3 +185,16 @@ def test_rest_scan_scrolls_from_each_next_page_offset_until_there_is_none() -> N
     by_point = [stored_chunk_from_payload(payload) for payload in rows.values()]
     assert scanned == [by_point[:2], by_point[2:]]
     store.close()
+
+
+def test_rest_several_scopes_match_any_of_them() -> None:
+    sent: Sent = []
+    store = open_store(sent)
+    store.count(ScopeFilter(scope_ids=("docs", "blog")))
+    assert [(path, body["filter"]) for _, path, body in sent[2:]] == [
+        (
+            "/collections/rag_chunks/points/count?timeout=2",
+            {"must": [{"key": "scope_id", "match": {"any": ["docs", "blog"]}}]},
+        ),
+    ]
+    store.close()

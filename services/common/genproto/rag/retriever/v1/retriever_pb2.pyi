@@ -129,8 +129,11 @@ class ScopeFilter(_message.Message):
     DOC_IDS_FIELD_NUMBER: _builtins.int
     URLS_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    SCOPE_IDS_FIELD_NUMBER: _builtins.int
     scope_id: _builtins.str
-    """At most 128 characters. A caller granted several scopes must name one."""
+    """At most 128 characters. A caller granted several scopes must name one
+    here, or several in scope_ids.
+    """
     locale: _builtins.str
     """a language tag, at most 35 characters"""
     @_builtins.property
@@ -147,6 +150,13 @@ class ScopeFilter(_message.Message):
         of at most 2,048 characters.
         """
 
+    @_builtins.property
+    def scope_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Several scopes searched at once (rows of any of them), each one the
+        caller may read (else PERMISSION_DENIED naming it); at most 64 of at
+        most 128 characters. Not together with scope_id.
+        """
+
     def __init__(
         self,
         *,
@@ -155,10 +165,11 @@ class ScopeFilter(_message.Message):
         doc_ids: _abc.Iterable[_builtins.str] | None = ...,
         urls: _abc.Iterable[_builtins.str] | None = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        scope_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["doc_ids", b"doc_ids", "locale", b"locale", "metadata", b"metadata", "scope_id", b"scope_id", "urls", b"urls"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["doc_ids", b"doc_ids", "locale", b"locale", "metadata", b"metadata", "scope_id", b"scope_id", "scope_ids", b"scope_ids", "urls", b"urls"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
