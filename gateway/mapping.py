@@ -44,7 +44,16 @@ def to_retrieve_request(
         query_language=request.query_language,
         group_by_document=request.group_by_document,
         page_token=request.page_token,
+        fusion=pb.Fusion(method=_FUSION_METHODS[request.fusion.method], rrf_k=request.fusion.rrf_k),
     )
+
+
+_FUSION_METHODS = {
+    None: pb.FUSION_METHOD_UNSPECIFIED,
+    "rrf": pb.FUSION_METHOD_RRF,
+    "min_max": pb.FUSION_METHOD_MIN_MAX,
+    "dbsf": pb.FUSION_METHOD_DBSF,
+}
 
 
 def _label(enum: Any, value: int, prefix: str) -> Any:
@@ -59,7 +68,10 @@ def _label(enum: Any, value: int, prefix: str) -> Any:
 def _channels(matches: Any) -> list[schema.ChannelMatch]:
     return [
         schema.ChannelMatch(
-            channel=_label(pb.Channel, m.channel, "CHANNEL_"), rank=m.rank, score=m.score
+            channel=_label(pb.Channel, m.channel, "CHANNEL_"),
+            rank=m.rank,
+            score=m.score,
+            contribution=m.contribution,
         )
         for m in matches
     ]

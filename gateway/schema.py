@@ -41,6 +41,17 @@ class Scope(Strict):
     )
 
 
+class Fusion(Strict):
+    """How the channels' lists are combined (the Retriever's Fusion)."""
+
+    method: Literal["rrf", "min_max", "dbsf"] | None = Field(
+        None, description="None: the Retriever's default"
+    )
+    rrf_k: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = Field(
+        0.0, description="RRF only; 0: the Retriever's default (60)"
+    )
+
+
 class SearchRequest(Strict):
     query: StrictStr = Field(description="What to search for (bounded length)")
     page_url: ShortText = Field("", description="The page the user is on, if any")
@@ -58,6 +69,7 @@ class SearchRequest(Strict):
         description="Hits grouped by page: top_k counts pages, each with its best passages "
         "(the Retriever's per-document cap), pages ranked by their best passage",
     )
+    fusion: Fusion = Field(default_factory=Fusion)
     page_token: Annotated[StrictStr, Field(max_length=2048)] = Field(
         "",
         description="The next_page_token of the previous answer to this same search: its next "
@@ -114,6 +126,7 @@ class ChannelMatch(BaseModel):
     channel: ChannelName
     rank: int = Field(description="1-based rank in that channel's list")
     score: float = Field(description="The channel's own score (cosine or BM25)")
+    contribution: float = Field(0.0, description="What this channel added to fused_score")
 
 
 class Span(BaseModel):

@@ -77,8 +77,9 @@ class _Accumulator:
     channels: list[ChannelRank] = dataclasses.field(default_factory=list)
 
 
-class RrfFuser:
-    """Fuses per-channel ranked lists with (weighted) Reciprocal Rank Fusion.
+class ListFuser:
+    """Fuses per-channel ranked lists: each channel adds a contribution per
+    chunk (`contributions`, by the subclass), summed into its fused score.
 
     Tie-break, applied in order until two hits differ:
       1. higher fused score;
@@ -92,10 +93,9 @@ class RrfFuser:
     (a compact vector payload may omit the text).
     """
 
-    def __init__(self, k: float = DEFAULT_RRF_K) -> None:
-        if not (math.isfinite(k) and k >= 0):
-            raise ConfigError(f"RRF k must be a finite number >= 0, got {k!r}")
-        self.k = k
+    def contributions(self, results: Sequence[ScoredChunk], weight: float) -> list[float]:
+        """What each position of one channel's list adds to its chunk's score."""
+        raise NotImplementedError
 
     def fuse(
         self,
@@ -123,6 +123,7 @@ class RrfFuser:
         weight: float,
     ) -> None:
         seen: set[str] = set()
+        contributions = self.contributions(results, weight)
         for rank, result in enumerate(results, start=1):
             chunk_id = result.chunk.chunk_id
             if chunk_id in seen:
@@ -133,8 +134,21 @@ class RrfFuser:
                 acc = fused[chunk_id] = _Accumulator(result.chunk)
             elif not acc.chunk.text and result.chunk.text:
                 acc.chunk = result.chunk
-            acc.score += weight / (self.k + rank)
-            acc.channels.append(ChannelRank(channel, rank, result.score))
+            contribution = contributions[rank - 1]
+            acc.score += contribution
+            acc.channels.append(ChannelRank(channel, rank, result.score, contribution))
+
+
+class RrfFuser(ListFuser):
+    """(Weighted) Reciprocal Rank Fusion: weight / (k + rank)."""
+
+    def __init__(self, k: float = DEFAULT_RRF_K) -> None:
+        if not (math.isfinite(k) and k >= 0):
+            raise ConfigError(f"RRF k must be a finite number >= 0, got {k!r}")
+        self.k = k
+
+    def contributions(self, results: Sequence[ScoredChunk], weight: float) -> list[float]:
+        return [weight / (self.k + rank) for rank in range(1, len(results) + 1)]
 
 
 def _tie_break_key(hit: FusedHit) -> tuple[float, int, int, str]:

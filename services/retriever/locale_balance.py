@@ -43,7 +43,7 @@ from services.common.models import ScopeFilter, ScoredChunk
 from services.common.stores.base import VectorStore
 from services.common.stores.manifest import Manifest
 from services.retriever.channels import call_as
-from services.retriever.fusion import RrfFuser
+from services.retriever.fusion import ListFuser
 from services.retriever.types import Channel, FusedHit
 
 T = TypeVar("T")
@@ -122,7 +122,7 @@ def interleaved(lists: Sequence[list[T]]) -> list[T]:
 
 
 def fuse_per_locale(
-    fuser: RrfFuser,
+    fuser: ListFuser,
     vector_by_locale: Mapping[str, list[ScoredChunk]],
     lexical: Sequence[ScoredChunk],
     query_language: str,

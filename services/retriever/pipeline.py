@@ -35,7 +35,7 @@ from services.retriever.exact import (
     with_exact_matches,
     with_highlights,
 )
-from services.retriever.fusion import RrfFuser, cap_per_document, drop_weak_vector_only
+from services.retriever.fusion import ListFuser, cap_per_document, drop_weak_vector_only
 from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import (  # check_language: re-exported for its importers
     EVERY_LANGUAGE,
@@ -72,6 +72,7 @@ from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
 from services.retriever.routing import IntentRouter
+from services.retriever.score_fusion import fuser_for
 from services.retriever.stages import StageRecorder
 from services.retriever.types import Channel, FusedHit, Intent
 
@@ -129,7 +130,7 @@ class RetrievalPipeline:
         self.config = config
         self.normalizer = QueryNormalizer(config.max_query_chars)
         self.router = IntentRouter()
-        self.fuser = RrfFuser(config.rrf_k)
+        self.fuser = fuser_for(config.fusion, config.rrf_k)
         self.assembler = EvidenceAssembler(config.context_char_budget)
         self.reranker, self.reranker_health = reranker, reranker_health
         self.rerank_step = RerankStep(
@@ -357,22 +358,30 @@ class RetrievalPipeline:
         balanced: LocaleLists,
     ) -> list[FusedHit]:
         weights = language_weights(request.weights, prepared.language)
+        fuser = self._fuser(request)
         if balanced.vector and vector.ok:
             lexical_hits = lexical.hits if lexical.ok else []
             translated = balanced.translated if lexical.ok else {}
             language = prepared.language.language
             fused = fuse_per_locale(
-                self.fuser, balanced.vector, lexical_hits, language, weights, translated
+                fuser, balanced.vector, lexical_hits, language, weights, translated
             )
         else:
             ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
-            fused = self.fuser.fuse(ranked, weights)
+            fused = fuser.fuse(ranked, weights)
         held = {hit.chunk.chunk_id: hit.exact for hit in lexical.hits} if lexical.ok else {}
         fused = with_exact_matches(fused, prepared.plan.identifiers, held)
         fused = exact_precedence(fused, self.config.exact_precedence)
         fused = drop_weak_vector_only(fused, request.min_vector_score)
         per_doc = request.max_chunks_per_document or self.config.max_chunks_per_document
         return cap_per_document(fused, per_doc)
+
+    def _fuser(self, request: RetrievalRequest) -> ListFuser:
+        """The configured fuser, or the one the request asks for."""
+        if request.fusion is None and not request.rrf_k:
+            return self.fuser
+        method = request.fusion or self.config.fusion
+        return fuser_for(method, request.rrf_k or self.config.rrf_k)
 
     def _describe_lexical(self, query: str) -> str:
         return self.storage.describe_query(query)

@@ -3,6 +3,7 @@ pipeline's configuration, a request, a prepared query and the result."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from services.common.analysis import QueryPlan
@@ -14,6 +15,7 @@ from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.reranking import RerankOutcome
+from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
 
 
@@ -24,6 +26,7 @@ class RetrievalConfig:
     candidates_per_channel: int = 50
     max_candidates_per_channel: int = 200
     rrf_k: int = 60
+    fusion: FusionMethod = FusionMethod.RRF
     max_chunks_per_document: int = 2
     context_char_budget: int = 6000
     rerank_candidates: int = 20
@@ -55,6 +58,8 @@ class RetrievalRequest:
     query_language: str = ""  # "": detect from the script
     group_by_document: bool = False  # top_k counts documents (services.retriever.grouping)
     page_token: str = ""  # "": the first page (services.retriever.paging)
+    fusion: FusionMethod | None = None  # None: the configured default
+    rrf_k: float = 0.0  # RRF only; 0: the configured k
 
 
 @dataclass
@@ -91,6 +96,7 @@ class PreparedQuery:
 
 
 DEFAULT_CONFIG = RetrievalConfig()
+MAX_RRF_K = 1000.0
 
 
 def check_limits(request: RetrievalRequest, cfg: RetrievalConfig) -> tuple[int, int]:
@@ -113,4 +119,13 @@ def check_limits(request: RetrievalRequest, cfg: RetrievalConfig) -> tuple[int, 
             f"max_chunks_per_document: {request.max_chunks_per_document} is outside "
             f"0..{MAX_GROUP_SIZE} with group_by_document"
         )
+    _check_fusion(request, cfg)
     return top_k, max(depth, top_k)
+
+
+def _check_fusion(request: RetrievalRequest, cfg: RetrievalConfig) -> None:
+    if not (math.isfinite(request.rrf_k) and 0.0 <= request.rrf_k <= MAX_RRF_K):
+        raise InvalidArgument(f"fusion.rrf_k: {request.rrf_k} is outside 0..{MAX_RRF_K:g}")
+    method = request.fusion or cfg.fusion
+    if request.rrf_k and method is not FusionMethod.RRF:
+        raise InvalidArgument(f"fusion.rrf_k: applies to rrf only, not {method.value}")

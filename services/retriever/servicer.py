@@ -28,6 +28,7 @@ from services.retriever.pipeline import (
     RetrievalResult,
     check_language,
 )
+from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, FusedHit, Intent
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Retriever"].full_name
@@ -40,6 +41,11 @@ _STATUSES = {
     ChannelStatus.ERROR: pb.CHANNEL_STATUS_ERROR,
     ChannelStatus.TIMEOUT: pb.CHANNEL_STATUS_TIMEOUT,
     ChannelStatus.SKIPPED: pb.CHANNEL_STATUS_SKIPPED,
+}
+_FUSION_OF_PROTO: dict[int, FusionMethod] = {
+    pb.FUSION_METHOD_RRF: FusionMethod.RRF,
+    pb.FUSION_METHOD_MIN_MAX: FusionMethod.MIN_MAX,
+    pb.FUSION_METHOD_DBSF: FusionMethod.DBSF,
 }
 _CHANNEL_OF_PROTO: dict[int, Channel] = {int(v): k for k, v in _CHANNELS.items()}
 _INTENT_OF_PROTO: dict[int, Intent] = {int(v): k for k, v in _INTENTS.items()}
@@ -102,6 +108,8 @@ def request_from_proto(
         query_language=msg.query_language,
         group_by_document=msg.group_by_document,
         page_token=msg.page_token,
+        fusion=_fusion(msg.fusion.method),
+        rrf_k=msg.fusion.rrf_k,
     )
 
 
@@ -170,6 +178,15 @@ def _intent(value: int) -> Intent | None:
     return _INTENT_OF_PROTO[value]
 
 
+def _fusion(value: int) -> FusionMethod | None:
+    """FUSION_METHOD_UNSPECIFIED: the server's default."""
+    if value == pb.FUSION_METHOD_UNSPECIFIED:
+        return None
+    if value not in _FUSION_OF_PROTO:
+        raise InvalidArgument(f"fusion.method: unknown value {value}")
+    return _FUSION_OF_PROTO[value]
+
+
 def _channels(requested: Sequence[int]) -> frozenset[Channel]:
     unknown = [c for c in requested if c not in _CHANNEL_OF_PROTO]
     if unknown:
@@ -200,7 +217,12 @@ def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
         score=hit.rerank_score if hit.rerank_score is not None else hit.fused_score,
         fused_score=hit.fused_score,
         channels=[
-            pb.ChannelMatch(channel=_CHANNELS[r.channel], rank=r.rank, score=r.score)
+            pb.ChannelMatch(
+                channel=_CHANNELS[r.channel],
+                rank=r.rank,
+                score=r.score,
+                contribution=r.contribution,
+            )
             for r in hit.channels
         ],
         reranked=hit.reranked,

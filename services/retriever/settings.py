@@ -8,6 +8,7 @@ from services.common.embedding_settings import EmbeddingSettings
 from services.common.security.client_settings import client_settings
 from services.retriever.exact import ExactPrecedence
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
+from services.retriever.score_fusion import FusionMethod
 
 
 class RetrieverSettings(
@@ -90,6 +91,11 @@ class RetrieverSettings(
     candidates_per_channel: int = Field(50, ge=1, le=1000)
     max_candidates_per_channel: int = Field(200, ge=1, le=5000)
     rrf_k: int = Field(60, ge=1, le=1000)
+    fusion: FusionMethod = Field(
+        FusionMethod.RRF,
+        description="rrf | min_max | dbsf: how the channels' lists are combined when a request "
+        "does not say (docs/retrieval.md, 'Fusion'; chosen by measurement, docs/benchmarks.md)",
+    )
     exact_precedence: ExactPrecedence = Field(
         ExactPrecedence.LEAD,
         description="For a query with exact identifiers (429, text-embedding-v4, chunkSize=800): "

@@ -26,6 +26,7 @@ class ChannelRank:
     channel: Channel
     rank: int
     score: float
+    contribution: float = 0.0  # what this channel added to the hit's fused score
 
 
 @dataclass

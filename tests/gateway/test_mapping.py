@@ -60,7 +60,12 @@ def test_response_uses_stable_lowercase_names_and_links_citations() -> None:
     assert body["intent"] == "site_search"
     assert body["page_status"] == "unspecified"
     assert body["hits"][0]["citation"] == body["citations"][0]["number"] == 1
-    assert body["hits"][0]["channels"][0] == {"channel": "vector", "rank": 1, "score": 0.8}
+    assert body["hits"][0]["channels"][0] == {
+        "channel": "vector",
+        "rank": 1,
+        "score": 0.8,
+        "contribution": 0.0,
+    }
     assert body["debug"]["channels"][1]["status"] == "ok"
     assert body["timings_ms"] == {"fanout": 1.5, "rerank": 4.2}
 
@@ -223,3 +228,16 @@ def test_several_scopes_are_forwarded_and_bounded() -> None:
     many = SearchRequest.model_validate({"query": "q", "scope": {"scope_ids": ["a", "b", "c"]}})
     with pytest.raises(ApiError, match="at most 2"):
         LIMITS.check(many)
+
+
+def test_fusion_choice_is_forwarded_and_bounded() -> None:
+    request = SearchRequest.model_validate({"query": "q", "fusion": {"method": "dbsf"}})
+    sent = to_retrieve_request(request, "q", top_k=3, debug=False)
+    assert (sent.fusion.method, sent.fusion.rrf_k) == (pb.FUSION_METHOD_DBSF, 0.0)
+    rrf = SearchRequest.model_validate({"query": "q", "fusion": {"method": "rrf", "rrf_k": 20}})
+    assert to_retrieve_request(rrf, "q", top_k=3, debug=False).fusion.rrf_k == 20
+    plain = to_retrieve_request(SearchRequest.model_validate({"query": "q"}), "q", 3, False)
+    assert plain.fusion.method == pb.FUSION_METHOD_UNSPECIFIED
+    for bad in ({"method": "sum"}, {"rrf_k": -1}, {"rrf_k": 1001}, {"weights": 1}):
+        with pytest.raises(ValueError, match="fusion"):
+            SearchRequest.model_validate({"query": "q", "fusion": bad})

@@ -56,9 +56,11 @@ def test_records_rank_and_own_score_per_channel() -> None:
     vector = [scored("x", 0.91), scored("y", 0.80)]
     lexical = [scored("y", 12.5)]
     by_id = {h.chunk.chunk_id: h for h in RrfFuser().fuse({L: lexical, V: vector})}
-    assert by_id["x"].channels == [ChannelRank(V, 1, 0.91)]
-    assert by_id["y"].channels == [ChannelRank(V, 2, 0.80), ChannelRank(L, 1, 12.5)]
-    assert by_id["y"].rank_in(L) == ChannelRank(L, 1, 12.5)
+    assert by_id["x"].channels == [ChannelRank(V, 1, 0.91, 1 / 61)]
+    assert by_id["y"].channels == [ChannelRank(V, 2, 0.80, 1 / 62), ChannelRank(L, 1, 12.5, 1 / 61)]
+    assert by_id["y"].rank_in(L) == ChannelRank(L, 1, 12.5, 1 / 61)
+    # The contributions are what the fused score is the sum of.
+    assert by_id["y"].fused_score == sum(c.contribution for c in by_id["y"].channels)
     assert by_id["x"].rank_in(L) is None
 
 
@@ -88,7 +90,7 @@ def test_zero_weight_channel_keeps_provenance_but_adds_nothing() -> None:
 def test_duplicate_in_one_list_keeps_first_rank_only() -> None:
     hits = RrfFuser().fuse({V: ranked_list("x", "y", "x")})
     assert scores_by_id(hits) == exactly({"x": 1 / 61, "y": 1 / 62})
-    assert hits[0].channels == [ChannelRank(V, 1, 3.0)]
+    assert hits[0].channels == [ChannelRank(V, 1, 3.0, 1 / 61)]
 
 
 def test_copy_with_text_wins_over_compact_payload() -> None:

@@ -207,3 +207,34 @@ def test_forced_current_page_without_page_url_is_invalid(stack: BackgroundStack)
         stack.retrieve("anything", intent=rpb.INTENT_CURRENT_PAGE)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "page_url" in (err.value.details() or "")
+
+
+@pytest.mark.parametrize(
+    "method", [rpb.FUSION_METHOD_RRF, rpb.FUSION_METHOD_MIN_MAX, rpb.FUSION_METHOD_DBSF]
+)
+def test_each_fusion_explains_every_fused_score(stack: BackgroundStack, method: int) -> None:
+    reply = stack.retrieve(
+        "restore from snapshots", top_k=5, disable_rerank=True, fusion=rpb.Fusion(method=method)
+    )
+    assert reply.hits and not reply.degraded
+    for hit in reply.hits:  # the fused score is the sum of what each channel added
+        assert hit.fused_score == pytest.approx(sum(m.contribution for m in hit.channels))
+    scores = [hit.fused_score for hit in reply.hits]
+    assert scores == sorted(scores, reverse=True)
+    if method != rpb.FUSION_METHOD_RRF:  # each channel's best gets the channel's full weight
+        assert max(m.contribution for h in reply.hits for m in h.channels) == pytest.approx(1.0)
+
+
+def test_fusion_choices_out_of_bounds_are_refused_naming_the_field(stack: BackgroundStack) -> None:
+    for fusion, expected in [
+        (rpb.Fusion(method=rpb.FUSION_METHOD_DBSF, rrf_k=10), "fusion.rrf_k"),
+        (rpb.Fusion(rrf_k=5000), "fusion.rrf_k"),
+        (rpb.Fusion(rrf_k=float("nan")), "fusion.rrf_k"),
+        (rpb.Fusion(method=9), "fusion.method"),
+    ]:
+        with pytest.raises(grpc.RpcError) as err:
+            stack.retrieve("restore", fusion=fusion)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert expected in (err.value.details() or "")
+    small_k = stack.retrieve("restore from snapshots", top_k=1, fusion=rpb.Fusion(rrf_k=1))
+    assert small_k.hits[0].fused_score > 0.5 - 1e-9  # 1 / (1 + 1) from its best channel

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n rag/retriever/v1/retriever.proto\x12\x10rag.retriever.v1\"\xd1\x01\n\x0bScopeFilter\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x0e\n\x06locale\x18\x02 \x01(\t\x12\x0f\n\x07\x64oc_ids\x18\x03 \x03(\t\x12\x0c\n\x04urls\x18\x04 \x03(\t\x12=\n\x08metadata\x18\x05 \x03(\x0b\x32+.rag.retriever.v1.ScopeFilter.MetadataEntry\x12\x11\n\tscope_ids\x18\x06 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x0e\x43hannelWeights\x12\x0e\n\x06vector\x18\x01 \x01(\x01\x12\x0f\n\x07lexical\x18\x02 \x01(\x01\"\xe0\x03\n\x0fRetrieveRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12-\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x1d.rag.retriever.v1.ScopeFilter\x12\x10\n\x08page_url\x18\x04 \x01(\t\x12\r\n\x05\x64\x65\x62ug\x18\x05 \x01(\x08\x12\x16\n\x0e\x64isable_rerank\x18\x06 \x01(\x08\x12\x31\n\x07weights\x18\x07 \x01(\x0b\x32 .rag.retriever.v1.ChannelWeights\x12\x1f\n\x17max_chunks_per_document\x18\x08 \x01(\x05\x12\x1b\n\x13\x63ontext_char_budget\x18\t \x01(\x05\x12\x18\n\x10min_vector_score\x18\n \x01(\x01\x12\x1e\n\x16\x63\x61ndidates_per_channel\x18\x0b \x01(\x05\x12+\n\x08\x63hannels\x18\x0c \x03(\x0e\x32\x19.rag.retriever.v1.Channel\x12(\n\x06intent\x18\r \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x16\n\x0equery_language\x18\x0e \x01(\t\x12\x19\n\x11group_by_document\x18\x0f \x01(\x08\x12\x12\n\npage_token\x18\x10 \x01(\t\"W\n\x0c\x43hannelMatch\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\"6\n\x04Span\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\x12\x12\n\nidentifier\x18\x03 \x01(\x08\"\xb2\x03\n\x03Hit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x14\n\x0cheading_path\x18\x05 \x01(\t\x12\x0c\n\x04text\x18\x06 \x01(\t\x12\x10\n\x08position\x18\x07 \x01(\x05\x12\x10\n\x08scope_id\x18\x08 \x01(\t\x12\x0e\n\x06locale\x18\t \x01(\t\x12\x0c\n\x04rank\x18\n \x01(\x05\x12\r\n\x05score\x18\x0b \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x0c \x01(\x01\x12\x30\n\x08\x63hannels\x18\r \x03(\x0b\x32\x1e.rag.retriever.v1.ChannelMatch\x12\x10\n\x08reranked\x18\x0e \x01(\x08\x12\x14\n\x0crerank_score\x18\x0f \x01(\x01\x12*\n\nhighlights\x18\x10 \x03(\x0b\x32\x16.rag.retriever.v1.Span\x12\x19\n\x11\x65xact_identifiers\x18\x11 \x03(\t\x12\x33\n\x0ctranslations\x18\x12 \x03(\x0b\x32\x1d.rag.retriever.v1.Translation\x12\r\n\x05group\x18\x13 \x01(\x05\":\n\x0bTranslation\x12\x0e\n\x06locale\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\"\x88\x01\n\rRerankOutcome\x12\x0c\n\x04used\x18\x01 \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\ncandidates\x18\x04 \x01(\x05\x12\x10\n\x08reranked\x18\x05 \x01(\x05\x12\r\n\x05model\x18\x06 \x01(\t\x12\x12\n\nlatency_ms\x18\x07 \x01(\x01\"0\n\x0b\x44\x65gradation\x12\x11\n\tcomponent\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"(\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\n\n\x02ms\x18\x02 \x01(\x01\"n\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x14\n\x0cheading_path\x18\x06 \x01(\t\"\x81\x01\n\x08\x45vidence\x12\x0c\n\x04text\x18\x01 \x01(\t\x12-\n\tcitations\x18\x02 \x03(\x0b\x32\x1a.rag.retriever.v1.Citation\x12\r\n\x05\x63hars\x18\x03 \x01(\x05\x12\x16\n\x0e\x64ropped_chunks\x18\x04 \x01(\x05\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\x9d\x01\n\rChannelReport\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12/\n\x06status\x18\x02 \x01(\x0e\x32\x1f.rag.retriever.v1.ChannelStatus\x12\x12\n\nlatency_ms\x18\x03 \x01(\x01\x12\x0c\n\x04hits\x18\x04 \x01(\x05\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"\x80\x01\n\x0b\x44\x65\x62ugReport\x12\x31\n\x08\x63hannels\x18\x01 \x03(\x0b\x32\x1f.rag.retriever.v1.ChannelReport\x12\x18\n\x10normalized_query\x18\x02 \x01(\t\x12\x15\n\rlexical_query\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x03(\t\"\xc4\x03\n\x10RetrieveResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.rag.retriever.v1.Hit\x12(\n\x06intent\x18\x02 \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x31\n\x0bpage_status\x18\x03 \x01(\x0e\x32\x1c.rag.retriever.v1.PageStatus\x12/\n\x06rerank\x18\x04 \x01(\x0b\x32\x1f.rag.retriever.v1.RerankOutcome\x12/\n\x08\x64\x65graded\x18\x05 \x03(\x0b\x32\x1d.rag.retriever.v1.Degradation\x12\x0f\n\x07message\x18\x06 \x01(\t\x12.\n\x07timings\x18\x07 \x03(\x0b\x32\x1d.rag.retriever.v1.StageTiming\x12,\n\x08\x65vidence\x18\x08 \x01(\x0b\x32\x1a.rag.retriever.v1.Evidence\x12,\n\x05\x64\x65\x62ug\x18\t \x01(\x0b\x32\x1d.rag.retriever.v1.DebugReport\x12\x16\n\x0equery_language\x18\n \x01(\t\x12\x17\n\x0fnext_page_token\x18\x0b \x01(\t\"\x14\n\x12IndexStatusRequest\"\xb7\x01\n\x13IndexStatusResponse\x12\x1c\n\x14\x63ommitted_generation\x18\x01 \x01(\x03\x12\x18\n\x10release_recorded\x18\x02 \x01(\x08\x12\x1a\n\x12release_generation\x18\x03 \x01(\x03\x12\x16\n\x0erelease_passed\x18\x04 \x01(\x08\x12\x1b\n\x13release_recorded_at\x18\x05 \x01(\t\x12\x17\n\x0frelease_current\x18\x06 \x01(\x08*K\n\x07\x43hannel\x12\x17\n\x13\x43HANNEL_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43HANNEL_VECTOR\x10\x01\x12\x13\n\x0f\x43HANNEL_LEXICAL\x10\x02*Q\n\x06Intent\x12\x16\n\x12INTENT_UNSPECIFIED\x10\x00\x12\x16\n\x12INTENT_SITE_SEARCH\x10\x01\x12\x17\n\x13INTENT_CURRENT_PAGE\x10\x02*_\n\nPageStatus\x12\x1b\n\x17PAGE_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13PAGE_STATUS_INDEXED\x10\x01\x12\x1b\n\x17PAGE_STATUS_NOT_INDEXED\x10\x02*\x98\x01\n\rChannelStatus\x12\x1e\n\x1a\x43HANNEL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43HANNEL_STATUS_OK\x10\x01\x12\x18\n\x14\x43HANNEL_STATUS_ERROR\x10\x02\x12\x1a\n\x16\x43HANNEL_STATUS_TIMEOUT\x10\x03\x12\x1a\n\x16\x43HANNEL_STATUS_SKIPPED\x10\x04\x32\xba\x01\n\tRetriever\x12Q\n\x08Retrieve\x12!.rag.retriever.v1.RetrieveRequest\x1a\".rag.retriever.v1.RetrieveResponse\x12Z\n\x0bIndexStatus\x12$.rag.retriever.v1.IndexStatusRequest\x1a%.rag.retriever.v1.IndexStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n rag/retriever/v1/retriever.proto\x12\x10rag.retriever.v1\"\xd1\x01\n\x0bScopeFilter\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x0e\n\x06locale\x18\x02 \x01(\t\x12\x0f\n\x07\x64oc_ids\x18\x03 \x03(\t\x12\x0c\n\x04urls\x18\x04 \x03(\t\x12=\n\x08metadata\x18\x05 \x03(\x0b\x32+.rag.retriever.v1.ScopeFilter.MetadataEntry\x12\x11\n\tscope_ids\x18\x06 \x03(\t\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x0e\x43hannelWeights\x12\x0e\n\x06vector\x18\x01 \x01(\x01\x12\x0f\n\x07lexical\x18\x02 \x01(\x01\"\x8a\x04\n\x0fRetrieveRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12-\n\x06\x66ilter\x18\x03 \x01(\x0b\x32\x1d.rag.retriever.v1.ScopeFilter\x12\x10\n\x08page_url\x18\x04 \x01(\t\x12\r\n\x05\x64\x65\x62ug\x18\x05 \x01(\x08\x12\x16\n\x0e\x64isable_rerank\x18\x06 \x01(\x08\x12\x31\n\x07weights\x18\x07 \x01(\x0b\x32 .rag.retriever.v1.ChannelWeights\x12\x1f\n\x17max_chunks_per_document\x18\x08 \x01(\x05\x12\x1b\n\x13\x63ontext_char_budget\x18\t \x01(\x05\x12\x18\n\x10min_vector_score\x18\n \x01(\x01\x12\x1e\n\x16\x63\x61ndidates_per_channel\x18\x0b \x01(\x05\x12+\n\x08\x63hannels\x18\x0c \x03(\x0e\x32\x19.rag.retriever.v1.Channel\x12(\n\x06intent\x18\r \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x16\n\x0equery_language\x18\x0e \x01(\t\x12\x19\n\x11group_by_document\x18\x0f \x01(\x08\x12\x12\n\npage_token\x18\x10 \x01(\t\x12(\n\x06\x66usion\x18\x11 \x01(\x0b\x32\x18.rag.retriever.v1.Fusion\"G\n\x06\x46usion\x12.\n\x06method\x18\x01 \x01(\x0e\x32\x1e.rag.retriever.v1.FusionMethod\x12\r\n\x05rrf_k\x18\x02 \x01(\x01\"m\n\x0c\x43hannelMatch\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x14\n\x0c\x63ontribution\x18\x04 \x01(\x01\"6\n\x04Span\x12\r\n\x05start\x18\x01 \x01(\x05\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x05\x12\x12\n\nidentifier\x18\x03 \x01(\x08\"\xb2\x03\n\x03Hit\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x14\n\x0cheading_path\x18\x05 \x01(\t\x12\x0c\n\x04text\x18\x06 \x01(\t\x12\x10\n\x08position\x18\x07 \x01(\x05\x12\x10\n\x08scope_id\x18\x08 \x01(\t\x12\x0e\n\x06locale\x18\t \x01(\t\x12\x0c\n\x04rank\x18\n \x01(\x05\x12\r\n\x05score\x18\x0b \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x0c \x01(\x01\x12\x30\n\x08\x63hannels\x18\r \x03(\x0b\x32\x1e.rag.retriever.v1.ChannelMatch\x12\x10\n\x08reranked\x18\x0e \x01(\x08\x12\x14\n\x0crerank_score\x18\x0f \x01(\x01\x12*\n\nhighlights\x18\x10 \x03(\x0b\x32\x16.rag.retriever.v1.Span\x12\x19\n\x11\x65xact_identifiers\x18\x11 \x03(\t\x12\x33\n\x0ctranslations\x18\x12 \x03(\x0b\x32\x1d.rag.retriever.v1.Translation\x12\r\n\x05group\x18\x13 \x01(\x05\":\n\x0bTranslation\x12\x0e\n\x06locale\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\"\x88\x01\n\rRerankOutcome\x12\x0c\n\x04used\x18\x01 \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x12\n\ncandidates\x18\x04 \x01(\x05\x12\x10\n\x08reranked\x18\x05 \x01(\x05\x12\r\n\x05model\x18\x06 \x01(\t\x12\x12\n\nlatency_ms\x18\x07 \x01(\x01\"0\n\x0b\x44\x65gradation\x12\x11\n\tcomponent\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"(\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\n\n\x02ms\x18\x02 \x01(\x01\"n\n\x08\x43itation\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0e\n\x06\x64oc_id\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x14\n\x0cheading_path\x18\x06 \x01(\t\"\x81\x01\n\x08\x45vidence\x12\x0c\n\x04text\x18\x01 \x01(\t\x12-\n\tcitations\x18\x02 \x03(\x0b\x32\x1a.rag.retriever.v1.Citation\x12\r\n\x05\x63hars\x18\x03 \x01(\x05\x12\x16\n\x0e\x64ropped_chunks\x18\x04 \x01(\x05\x12\x11\n\ttruncated\x18\x05 \x01(\x08\"\x9d\x01\n\rChannelReport\x12*\n\x07\x63hannel\x18\x01 \x01(\x0e\x32\x19.rag.retriever.v1.Channel\x12/\n\x06status\x18\x02 \x01(\x0e\x32\x1f.rag.retriever.v1.ChannelStatus\x12\x12\n\nlatency_ms\x18\x03 \x01(\x01\x12\x0c\n\x04hits\x18\x04 \x01(\x05\x12\r\n\x05\x65rror\x18\x05 \x01(\t\"\x80\x01\n\x0b\x44\x65\x62ugReport\x12\x31\n\x08\x63hannels\x18\x01 \x03(\x0b\x32\x1f.rag.retriever.v1.ChannelReport\x12\x18\n\x10normalized_query\x18\x02 \x01(\t\x12\x15\n\rlexical_query\x18\x03 \x01(\t\x12\r\n\x05notes\x18\x04 \x03(\t\"\xc4\x03\n\x10RetrieveResponse\x12#\n\x04hits\x18\x01 \x03(\x0b\x32\x15.rag.retriever.v1.Hit\x12(\n\x06intent\x18\x02 \x01(\x0e\x32\x18.rag.retriever.v1.Intent\x12\x31\n\x0bpage_status\x18\x03 \x01(\x0e\x32\x1c.rag.retriever.v1.PageStatus\x12/\n\x06rerank\x18\x04 \x01(\x0b\x32\x1f.rag.retriever.v1.RerankOutcome\x12/\n\x08\x64\x65graded\x18\x05 \x03(\x0b\x32\x1d.rag.retriever.v1.Degradation\x12\x0f\n\x07message\x18\x06 \x01(\t\x12.\n\x07timings\x18\x07 \x03(\x0b\x32\x1d.rag.retriever.v1.StageTiming\x12,\n\x08\x65vidence\x18\x08 \x01(\x0b\x32\x1a.rag.retriever.v1.Evidence\x12,\n\x05\x64\x65\x62ug\x18\t \x01(\x0b\x32\x1d.rag.retriever.v1.DebugReport\x12\x16\n\x0equery_language\x18\n \x01(\t\x12\x17\n\x0fnext_page_token\x18\x0b \x01(\t\"\x14\n\x12IndexStatusRequest\"\xb7\x01\n\x13IndexStatusResponse\x12\x1c\n\x14\x63ommitted_generation\x18\x01 \x01(\x03\x12\x18\n\x10release_recorded\x18\x02 \x01(\x08\x12\x1a\n\x12release_generation\x18\x03 \x01(\x03\x12\x16\n\x0erelease_passed\x18\x04 \x01(\x08\x12\x1b\n\x13release_recorded_at\x18\x05 \x01(\t\x12\x17\n\x0frelease_current\x18\x06 \x01(\x08*w\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x01\x12\x19\n\x15\x46USION_METHOD_MIN_MAX\x10\x02\x12\x16\n\x12\x46USION_METHOD_DBSF\x10\x03*K\n\x07\x43hannel\x12\x17\n\x13\x43HANNEL_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x43HANNEL_VECTOR\x10\x01\x12\x13\n\x0f\x43HANNEL_LEXICAL\x10\x02*Q\n\x06Intent\x12\x16\n\x12INTENT_UNSPECIFIED\x10\x00\x12\x16\n\x12INTENT_SITE_SEARCH\x10\x01\x12\x17\n\x13INTENT_CURRENT_PAGE\x10\x02*_\n\nPageStatus\x12\x1b\n\x17PAGE_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13PAGE_STATUS_INDEXED\x10\x01\x12\x1b\n\x17PAGE_STATUS_NOT_INDEXED\x10\x02*\x98\x01\n\rChannelStatus\x12\x1e\n\x1a\x43HANNEL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43HANNEL_STATUS_OK\x10\x01\x12\x18\n\x14\x43HANNEL_STATUS_ERROR\x10\x02\x12\x1a\n\x16\x43HANNEL_STATUS_TIMEOUT\x10\x03\x12\x1a\n\x16\x43HANNEL_STATUS_SKIPPED\x10\x04\x32\xba\x01\n\tRetriever\x12Q\n\x08Retrieve\x12!.rag.retriever.v1.RetrieveRequest\x1a\".rag.retriever.v1.RetrieveResponse\x12Z\n\x0bIndexStatus\x12$.rag.retriever.v1.IndexStatusRequest\x1a%.rag.retriever.v1.IndexStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,14 +33,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SCOPEFILTER_METADATAENTRY']._loaded_options = None
   _globals['_SCOPEFILTER_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_CHANNEL']._serialized_start=2871
-  _globals['_CHANNEL']._serialized_end=2946
-  _globals['_INTENT']._serialized_start=2948
-  _globals['_INTENT']._serialized_end=3029
-  _globals['_PAGESTATUS']._serialized_start=3031
-  _globals['_PAGESTATUS']._serialized_end=3126
-  _globals['_CHANNELSTATUS']._serialized_start=3129
-  _globals['_CHANNELSTATUS']._serialized_end=3281
+  _globals['_FUSIONMETHOD']._serialized_start=3008
+  _globals['_FUSIONMETHOD']._serialized_end=3127
+  _globals['_CHANNEL']._serialized_start=3129
+  _globals['_CHANNEL']._serialized_end=3204
+  _globals['_INTENT']._serialized_start=3206
+  _globals['_INTENT']._serialized_end=3287
+  _globals['_PAGESTATUS']._serialized_start=3289
+  _globals['_PAGESTATUS']._serialized_end=3384
+  _globals['_CHANNELSTATUS']._serialized_start=3387
+  _globals['_CHANNELSTATUS']._serialized_end=3539
   _globals['_SCOPEFILTER']._serialized_start=55
   _globals['_SCOPEFILTER']._serialized_end=264
   _globals['_SCOPEFILTER_METADATAENTRY']._serialized_start=217
@@ -48,35 +50,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHANNELWEIGHTS']._serialized_start=266
   _globals['_CHANNELWEIGHTS']._serialized_end=315
   _globals['_RETRIEVEREQUEST']._serialized_start=318
-  _globals['_RETRIEVEREQUEST']._serialized_end=798
-  _globals['_CHANNELMATCH']._serialized_start=800
-  _globals['_CHANNELMATCH']._serialized_end=887
-  _globals['_SPAN']._serialized_start=889
-  _globals['_SPAN']._serialized_end=943
-  _globals['_HIT']._serialized_start=946
-  _globals['_HIT']._serialized_end=1380
-  _globals['_TRANSLATION']._serialized_start=1382
-  _globals['_TRANSLATION']._serialized_end=1440
-  _globals['_RERANKOUTCOME']._serialized_start=1443
-  _globals['_RERANKOUTCOME']._serialized_end=1579
-  _globals['_DEGRADATION']._serialized_start=1581
-  _globals['_DEGRADATION']._serialized_end=1629
-  _globals['_STAGETIMING']._serialized_start=1631
-  _globals['_STAGETIMING']._serialized_end=1671
-  _globals['_CITATION']._serialized_start=1673
-  _globals['_CITATION']._serialized_end=1783
-  _globals['_EVIDENCE']._serialized_start=1786
-  _globals['_EVIDENCE']._serialized_end=1915
-  _globals['_CHANNELREPORT']._serialized_start=1918
-  _globals['_CHANNELREPORT']._serialized_end=2075
-  _globals['_DEBUGREPORT']._serialized_start=2078
-  _globals['_DEBUGREPORT']._serialized_end=2206
-  _globals['_RETRIEVERESPONSE']._serialized_start=2209
-  _globals['_RETRIEVERESPONSE']._serialized_end=2661
-  _globals['_INDEXSTATUSREQUEST']._serialized_start=2663
-  _globals['_INDEXSTATUSREQUEST']._serialized_end=2683
-  _globals['_INDEXSTATUSRESPONSE']._serialized_start=2686
-  _globals['_INDEXSTATUSRESPONSE']._serialized_end=2869
-  _globals['_RETRIEVER']._serialized_start=3284
-  _globals['_RETRIEVER']._serialized_end=3470
+  _globals['_RETRIEVEREQUEST']._serialized_end=840
+  _globals['_FUSION']._serialized_start=842
+  _globals['_FUSION']._serialized_end=913
+  _globals['_CHANNELMATCH']._serialized_start=915
+  _globals['_CHANNELMATCH']._serialized_end=1024
+  _globals['_SPAN']._serialized_start=1026
+  _globals['_SPAN']._serialized_end=1080
+  _globals['_HIT']._serialized_start=1083
+  _globals['_HIT']._serialized_end=1517
+  _globals['_TRANSLATION']._serialized_start=1519
+  _globals['_TRANSLATION']._serialized_end=1577
+  _globals['_RERANKOUTCOME']._serialized_start=1580
+  _globals['_RERANKOUTCOME']._serialized_end=1716
+  _globals['_DEGRADATION']._serialized_start=1718
+  _globals['_DEGRADATION']._serialized_end=1766
+  _globals['_STAGETIMING']._serialized_start=1768
+  _globals['_STAGETIMING']._serialized_end=1808
+  _globals['_CITATION']._serialized_start=1810
+  _globals['_CITATION']._serialized_end=1920
+  _globals['_EVIDENCE']._serialized_start=1923
+  _globals['_EVIDENCE']._serialized_end=2052
+  _globals['_CHANNELREPORT']._serialized_start=2055
+  _globals['_CHANNELREPORT']._serialized_end=2212
+  _globals['_DEBUGREPORT']._serialized_start=2215
+  _globals['_DEBUGREPORT']._serialized_end=2343
+  _globals['_RETRIEVERESPONSE']._serialized_start=2346
+  _globals['_RETRIEVERESPONSE']._serialized_end=2798
+  _globals['_INDEXSTATUSREQUEST']._serialized_start=2800
+  _globals['_INDEXSTATUSREQUEST']._serialized_end=2820
+  _globals['_INDEXSTATUSRESPONSE']._serialized_start=2823
+  _globals['_INDEXSTATUSRESPONSE']._serialized_end=3006
+  _globals['_RETRIEVER']._serialized_start=3542
+  _globals['_RETRIEVER']._serialized_end=3728
 # @@protoc_insertion_point(module_scope)

@@ -21,6 +21,25 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _FusionMethod:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FusionMethodEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FusionMethod.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FUSION_METHOD_UNSPECIFIED: _FusionMethod.ValueType  # 0
+    FUSION_METHOD_RRF: _FusionMethod.ValueType  # 1
+    FUSION_METHOD_MIN_MAX: _FusionMethod.ValueType  # 2
+    FUSION_METHOD_DBSF: _FusionMethod.ValueType  # 3
+
+class FusionMethod(_FusionMethod, metaclass=_FusionMethodEnumTypeWrapper): ...
+
+FUSION_METHOD_UNSPECIFIED: FusionMethod.ValueType  # 0
+FUSION_METHOD_RRF: FusionMethod.ValueType  # 1
+FUSION_METHOD_MIN_MAX: FusionMethod.ValueType  # 2
+FUSION_METHOD_DBSF: FusionMethod.ValueType  # 3
+Global___FusionMethod: _TypeAlias = FusionMethod  # noqa: Y015
+
 class _Channel:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -221,6 +240,7 @@ class RetrieveRequest(_message.Message):
     QUERY_LANGUAGE_FIELD_NUMBER: _builtins.int
     GROUP_BY_DOCUMENT_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    FUSION_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The question: at most 100,000 characters received and at most 1,000
     after normalisation (whitespace folded), else refused; so is one with no
@@ -278,6 +298,12 @@ class RetrieveRequest(_message.Message):
         lexical-only or vector-only through the same RPC.
         """
 
+    @_builtins.property
+    def fusion(self) -> Global___Fusion:
+        """How the channels' lists are combined; unset = the server's default
+        (RAG_FUSION). See Fusion.
+        """
+
     def __init__(
         self,
         *,
@@ -297,14 +323,46 @@ class RetrieveRequest(_message.Message):
         query_language: _builtins.str = ...,
         group_by_document: _builtins.bool = ...,
         page_token: _builtins.str = ...,
+        fusion: Global___Fusion | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "weights", b"weights"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "fusion", b"fusion", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_token", b"page_token", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "fusion", b"fusion", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_token", b"page_token", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetrieveRequest: _TypeAlias = RetrieveRequest  # noqa: Y015
+
+@_typing.final
+class Fusion(_message.Message):
+    """RRF sums weight / (k + rank) over the channels; the score methods put each
+    channel's scores on [0, 1] over its own list (min-max, or Qdrant-style
+    distribution-based: mean ± 3 standard deviations) and sum weight × that.
+    `weights` apply to every method. Each hit's ChannelMatch.contribution says
+    what each channel added.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    METHOD_FIELD_NUMBER: _builtins.int
+    RRF_K_FIELD_NUMBER: _builtins.int
+    method: Global___FusionMethod.ValueType
+    """unspecified = the server's default"""
+    rrf_k: _builtins.float
+    """RRF only: k in (0, 1000]; 0 = server default (60)"""
+    def __init__(
+        self,
+        *,
+        method: Global___FusionMethod.ValueType = ...,
+        rrf_k: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["method", b"method", "rrf_k", b"rrf_k"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Fusion: _TypeAlias = Fusion  # noqa: Y015
 
 @_typing.final
 class ChannelMatch(_message.Message):
@@ -313,21 +371,25 @@ class ChannelMatch(_message.Message):
     CHANNEL_FIELD_NUMBER: _builtins.int
     RANK_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    CONTRIBUTION_FIELD_NUMBER: _builtins.int
     channel: Global___Channel.ValueType
     rank: _builtins.int
     """1-based rank in that channel's list"""
     score: _builtins.float
     """the channel's own score (cosine in [-1, 1] / BM25, unbounded)"""
+    contribution: _builtins.float
+    """what this channel added to the hit's fused_score"""
     def __init__(
         self,
         *,
         channel: Global___Channel.ValueType = ...,
         rank: _builtins.int = ...,
         score: _builtins.float = ...,
+        contribution: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "rank", b"rank", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "contribution", b"contribution", "rank", b"rank", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -400,7 +462,9 @@ class Hit(_message.Message):
     score: _builtins.float
     """what the final order is sorted by"""
     fused_score: _builtins.float
-    """RRF score: sum of weight / (60 + rank) over the channels"""
+    """The fused score: the sum of the channels' contributions (RRF: weight /
+    (k + rank); min_max, dbsf: weight × the normalised score).
+    """
     reranked: _builtins.bool
     rerank_score: _builtins.float
     """set when reranked"""
