@@ -78,11 +78,11 @@ test-unit: install
 	$(BIN)/pytest -p no:cacheprovider -q -m unit
 
 lint: install
-	$(BIN)/ruff check services gateway tests scripts bench
-	$(BIN)/ruff format --check services gateway tests scripts bench
+	$(BIN)/ruff check services gateway rag_client tests scripts bench
+	$(BIN)/ruff format --check services gateway rag_client tests scripts bench
 
 typecheck: install
-	$(BIN)/mypy services gateway
+	$(BIN)/mypy services gateway rag_client
 
 # Quality (SciFact test split; identifiers and Chinese questions on the bilingual
 # data set) and speed through the real services; results in bench/results/ and

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PATHS = ["services", "gateway", "tests", "scripts", "bench"]
+PATHS = ["services", "gateway", "rag_client", "tests", "scripts", "bench"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -30,5 +30,5 @@ def test_ruff_lint_and_format() -> None:
 
 
 def test_mypy() -> None:
-    result = run(str(BIN / "mypy"), "services", "gateway")
+    result = run(str(BIN / "mypy"), "services", "gateway", "rag_client")
     assert result.returncode == 0, result.stdout[-4000:]

@@ -1,0 +1,95 @@
+"""Channels and call metadata from ClientSettings.
+
+The services read the caller's credential from the `authorization` metadata
+as `Bearer <token>` (services/common/security/server_auth.py); the client
+sends it on every call. A token file is looked at on every call and re-read
+when its modification time or size changes, so a rotated token is picked up
+without a restart."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from rag_client.errors import InvalidSettings
+from rag_client.settings import ClientSettings
+
+AUTHORIZATION = "authorization"
+
+
+class TokenSource:
+    """The bearer token: given directly, or read from a file (re-read on change)."""
+
+    def __init__(self, token: str = "", path: Path | None = None) -> None:
+        self._token = token
+        self._path = path
+        self._stamp: tuple[int, int] | None = None
+        self._lock = threading.Lock()
+
+    def current(self) -> str:
+        if self._path is None:
+            return self._token
+        try:
+            st = self._path.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+            with self._lock:
+                if stamp != self._stamp:
+                    self._token, self._stamp = self._path.read_text().strip(), stamp
+                return self._token
+        except OSError as exc:
+            raise InvalidSettings("token_file", f"{self._path}: {exc.strerror}") from None
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        token = self.current()
+        return ((AUTHORIZATION, f"Bearer {token}"),) if token else ()
+
+
+def token_source(settings: ClientSettings) -> TokenSource:
+    return TokenSource(settings.token, settings.token_file)
+
+
+def _reconnect_options(settings: ClientSettings) -> list[tuple[str, Any]]:
+    """The channel reconnects on the retry policy's schedule: with gRPC's own
+    default (first reconnect after 1 s, up to 120 s) a retry made while the
+    channel waits to reconnect fails at once, however long its backoff."""
+    policy = settings.retry
+    return [
+        ("grpc.initial_reconnect_backoff_ms", max(1, round(policy.initial_backoff * 1000))),
+        ("grpc.max_reconnect_backoff_ms", max(1, round(policy.max_backoff * 1000))),
+    ]
+
+
+def _options(settings: ClientSettings) -> list[tuple[str, Any]]:
+    given = {name for name, _ in settings.channel_options}
+    defaults = [(k, v) for k, v in _reconnect_options(settings) if k not in given]
+    options = [*defaults, *settings.channel_options]
+    if settings.tls is not None and settings.tls.server_name:
+        options.append(("grpc.ssl_target_name_override", settings.tls.server_name))
+    return options
+
+
+def _credentials(settings: ClientSettings) -> grpc.ChannelCredentials:
+    assert settings.tls is not None
+    try:
+        ca, key, chain = settings.tls.read()
+    except OSError as exc:
+        raise InvalidSettings("tls", f"cannot read a TLS file: {exc}") from None
+    return grpc.ssl_channel_credentials(ca, key, chain)
+
+
+def sync_channel(settings: ClientSettings) -> grpc.Channel:
+    """A blocking channel: TLS when settings.tls is set, else plaintext."""
+    if settings.tls is None:
+        return grpc.insecure_channel(settings.target, options=_options(settings))
+    return grpc.secure_channel(settings.target, _credentials(settings), options=_options(settings))
+
+
+def aio_channel(settings: ClientSettings) -> grpc.aio.Channel:
+    """The asyncio counterpart of sync_channel."""
+    if settings.tls is None:
+        return grpc.aio.insecure_channel(settings.target, options=_options(settings))
+    creds = _credentials(settings)
+    return grpc.aio.secure_channel(settings.target, creds, options=_options(settings))
