@@ -45,7 +45,33 @@ def to_retrieve_request(
         group_by_document=request.group_by_document,
         page_token=request.page_token,
         fusion=pb.Fusion(method=_FUSION_METHODS[request.fusion.method], rrf_k=request.fusion.rrf_k),
+        boosts=_boosts(request.boosts),
     )
+
+
+_DECAY = {
+    "exp": pb.DECAY_FUNCTION_EXP,
+    "gauss": pb.DECAY_FUNCTION_GAUSS,
+    "linear": pb.DECAY_FUNCTION_LINEAR,
+}
+
+
+def _boosts(boosts: schema.Boosts) -> pb.Boosts:
+    metadata = [
+        pb.MetadataBoost(key=b.key, value=b.value, weight=b.weight) for b in boosts.metadata
+    ]
+    if boosts.recency is None:
+        return pb.Boosts(metadata=metadata)
+    r = boosts.recency
+    recency = pb.RecencyBoost(
+        weight=r.weight,
+        scale_days=r.scale_days,
+        offset_days=r.offset_days,
+        decay=r.decay,
+        function=_DECAY[r.function],
+        origin=r.origin,
+    )
+    return pb.Boosts(recency=recency, metadata=metadata)
 
 
 _FUSION_METHODS = {
@@ -112,6 +138,8 @@ def _hit(hit: pb.Hit, citation: int | None) -> schema.Hit:
             for t in hit.translations
         ],
         group=hit.group or None,
+        boost=hit.boost or 1.0,
+        boost_reasons=list(hit.boost_reasons),
     )
 
 

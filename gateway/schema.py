@@ -52,6 +52,32 @@ class Fusion(Strict):
     )
 
 
+class RecencyBoost(Strict):
+    """Decay on the page's updated_at (the Retriever's RecencyBoost; bounds checked there)."""
+
+    weight: float = Field(description="In (0, 10]")
+    scale_days: float = Field(description="Days past the offset at which the factor is `decay`")
+    offset_days: float = 0.0
+    decay: float = Field(0.5, description="In (0, 1)")
+    function: Literal["exp", "gauss", "linear"] = "exp"
+    origin: Annotated[StrictStr, Field(max_length=64)] = Field(
+        "", description="RFC 3339; empty: now"
+    )
+
+
+class MetadataBoost(Strict):
+    key: Annotated[StrictStr, Field(max_length=128)]
+    value: ShortText
+    weight: float = Field(description="In (0, 10]")
+
+
+class Boosts(Strict):
+    """Multiply each hit's fused score by 1 + the boosts it earns (docs/retrieval.md)."""
+
+    recency: RecencyBoost | None = None
+    metadata: list[MetadataBoost] = Field(default_factory=list, max_length=16)
+
+
 class SearchRequest(Strict):
     query: StrictStr = Field(description="What to search for (bounded length)")
     page_url: ShortText = Field("", description="The page the user is on, if any")
@@ -70,6 +96,7 @@ class SearchRequest(Strict):
         "(the Retriever's per-document cap), pages ranked by their best passage",
     )
     fusion: Fusion = Field(default_factory=Fusion)
+    boosts: Boosts = Field(default_factory=Boosts)
     page_token: Annotated[StrictStr, Field(max_length=2048)] = Field(
         "",
         description="The next_page_token of the previous answer to this same search: its next "
@@ -184,6 +211,8 @@ class Hit(BaseModel):
         None,
         description="With group_by_document: the rank of the hit's page among the pages",
     )
+    boost: float = Field(1.0, description="The multiplier the request's boosts put on fused_score")
+    boost_reasons: list[str] = Field(default_factory=list, description="One line per boost")
 
 
 class Citation(BaseModel):

@@ -33,6 +33,7 @@ import json
 import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 
 from services.common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from services.retriever.grouping import group_by_document
@@ -40,7 +41,8 @@ from services.retriever.requests import RetrievalRequest
 from services.retriever.types import FusedHit
 
 _VERSION = 1
-_HEAD = struct.Struct(">BQ8s8sIH")  # version, generation + 1, request, ranking, offset, n
+# version, generation + 1, request, ranking, offset, boost origin (unix s), n
+_HEAD = struct.Struct(">BQ8s8sIqH")
 _ENTRY = struct.Struct(">Hf")  # position in the fused list, rerank score
 MAX_TOKEN_CHARS = 2048
 # Positions and counts must fit the token's fields; candidates beyond this
@@ -55,11 +57,18 @@ class PageToken:
     ranking: bytes  # fingerprint of the fused candidate ids, in order
     offset: int  # hits (or documents when grouping) already returned
     reranked: tuple[tuple[int, float], ...] = ()  # fused position, score; rerank order
+    origin: int = 0  # the first page's time (unix seconds): recency ages count from it
 
     def encode(self) -> str:
         generation = 0 if self.generation is None else self.generation + 1
         head = _HEAD.pack(
-            _VERSION, generation, self.request, self.ranking, self.offset, len(self.reranked)
+            _VERSION,
+            generation,
+            self.request,
+            self.ranking,
+            self.offset,
+            self.origin,
+            len(self.reranked),
         )
         body = b"".join(_ENTRY.pack(position, score) for position, score in self.reranked)
         return base64.urlsafe_b64encode(head + body).decode().rstrip("=")
@@ -71,13 +80,14 @@ def decode_token(text: str) -> PageToken:
         raise InvalidArgument(f"page_token: {len(text)} characters, limit is {MAX_TOKEN_CHARS}")
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        version, generation, request, ranking, offset, count = _HEAD.unpack_from(raw)
+        version, generation, request, ranking, offset, origin, count = _HEAD.unpack_from(raw)
     except (binascii.Error, ValueError, struct.error):
         raise InvalidArgument("page_token: not a token this service issued") from None
     if version != _VERSION or len(raw) != _HEAD.size + count * _ENTRY.size:
         raise InvalidArgument("page_token: not a token this service issued")
     entries = tuple(_ENTRY.iter_unpack(raw[_HEAD.size :]))
-    return PageToken(None if generation == 0 else generation - 1, request, ranking, offset, entries)
+    generation = None if generation == 0 else generation - 1
+    return PageToken(generation, request, ranking, offset, entries, origin)
 
 
 def request_fingerprint(request: RetrievalRequest) -> bytes:
@@ -126,6 +136,12 @@ class PageCursor:
     @property
     def offset(self) -> int:
         return self.token.offset if self.token else 0
+
+    def origin(self, now: datetime) -> datetime:
+        """When recency ages count from: the first page's time on every page."""
+        if self.token is None or not self.token.origin:
+            return now.replace(microsecond=0)
+        return datetime.fromtimestamp(self.token.origin, tz=UTC)
 
     def check_generation(self, generation: int | None) -> None:
         if self.token is not None and self.token.generation != generation:
@@ -187,7 +203,8 @@ def next_page_token(
     candidates: Sequence[FusedHit],
     reranked: tuple[tuple[int, float], ...],
     offset: int,
+    origin: datetime,
 ) -> str:
     """The token that continues this ranking at `offset`."""
     fingerprints = request_fingerprint(request), ranking_fingerprint(candidates)
-    return PageToken(generation, *fingerprints, offset, reranked).encode()
+    return PageToken(generation, *fingerprints, offset, reranked, int(origin.timestamp())).encode()

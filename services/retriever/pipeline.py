@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from opentelemetry import trace
 
@@ -20,6 +21,7 @@ from services.common.logging import get_logger
 from services.common.models import ScopeFilter, ScoredChunk
 from services.common.stores.storage import Storage
 from services.common.stores.visibility import CommittedGeneration
+from services.retriever.boost_step import BoostStep
 from services.retriever.channels import (
     ChannelOutcome,
     call_as,
@@ -133,6 +135,7 @@ class RetrievalPipeline:
         self.fuser = fuser_for(config.fusion, config.rrf_k)
         self.assembler = EvidenceAssembler(config.context_char_budget)
         self.reranker, self.reranker_health = reranker, reranker_health
+        self.boost_step = BoostStep(storage.manifest, executor, config.exact_precedence)
         self.rerank_step = RerankStep(
             reranker,
             config.rerank_candidates,
@@ -170,8 +173,10 @@ class RetrievalPipeline:
             vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
         stages.record("vector", vector.latency_ms)
         stages.record("lexical", lexical.latency_ms)
+        origin = request.boosts.recency_origin() or cursor.origin(datetime.now(UTC))
         with stages.stage("fusion") as span:
             fused = self._fuse(request, prepared, vector, lexical, balanced)
+            fused, boost_note = await self.boost_step.run(fused, request.boosts, origin, deadline)
             span.set_attribute("rag.candidates", len(fused))
         with stages.stage("rerank") as span:
             failed = [o.channel.value for o in (vector, lexical) if o.requested and not o.ok]
@@ -198,8 +203,10 @@ class RetrievalPipeline:
         if page.next_offset is not None:
             generation = prepared.scope.visible_generation
             result.next_page_token = next_page_token(
-                request, generation, fused, reranked, page.next_offset
+                request, generation, fused, reranked, page.next_offset, origin
             )
+        if boost_note:
+            result.notes.append(boost_note)
         if balanced.vector and vector.ok:
             result.notes.append(balance_note(list(balanced.vector), bool(balanced.translated)))
             if request.debug:

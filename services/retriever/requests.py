@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from services.common.analysis import QueryPlan
 from services.common.errors import InvalidArgument
 from services.common.models import ScopeFilter
+from services.retriever.boosts import Boosts, check_boosts
 from services.retriever.channels import ChannelOutcome
 from services.retriever.exact import ExactPrecedence
 from services.retriever.grouping import MAX_GROUP_SIZE
@@ -60,6 +61,7 @@ class RetrievalRequest:
     page_token: str = ""  # "": the first page (services.retriever.paging)
     fusion: FusionMethod | None = None  # None: the configured default
     rrf_k: float = 0.0  # RRF only; 0: the configured k
+    boosts: Boosts = field(default_factory=Boosts)  # services.retriever.boosts
 
 
 @dataclass
@@ -120,6 +122,7 @@ def check_limits(request: RetrievalRequest, cfg: RetrievalConfig) -> tuple[int, 
             f"0..{MAX_GROUP_SIZE} with group_by_document"
         )
     _check_fusion(request, cfg)
+    check_boosts(request.boosts)
     return top_k, max(depth, top_k)
 
 

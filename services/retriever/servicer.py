@@ -20,6 +20,7 @@ from services.common.security.scopes import readable_scope, readable_scopes
 from services.common.security.server_auth import current_caller
 from services.common.stores.visibility import ReleaseVerdict
 from services.common.translation_links import TRANSLATIONS_KEY, decode_translations
+from services.retriever.boost_proto import boosts_from_proto
 from services.retriever.channels import ChannelStatus
 from services.retriever.fusion import resolve_request_weights
 from services.retriever.pipeline import (
@@ -110,6 +111,7 @@ def request_from_proto(
         page_token=msg.page_token,
         fusion=_fusion(msg.fusion.method),
         rrf_k=msg.fusion.rrf_k,
+        boosts=boosts_from_proto(msg.boosts),
     )
 
 
@@ -214,7 +216,7 @@ def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
         scope_id=c.scope_id,
         locale=c.locale,
         rank=rank,
-        score=hit.rerank_score if hit.rerank_score is not None else hit.fused_score,
+        score=hit.rerank_score if hit.rerank_score is not None else hit.fused_score * hit.boost,
         fused_score=hit.fused_score,
         channels=[
             pb.ChannelMatch(
@@ -226,6 +228,8 @@ def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
             for r in hit.channels
         ],
         reranked=hit.reranked,
+        boost=hit.boost,
+        boost_reasons=hit.boost_reasons,
         rerank_score=hit.rerank_score or 0.0,
         highlights=[
             pb.Span(start=span.start, end=span.end, identifier=span.identifier)

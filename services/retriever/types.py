@@ -38,6 +38,8 @@ class FusedHit:
     exact: tuple[str, ...] = ()  # the query's identifiers this hit holds
     highlights: list[MatchSpan] = field(default_factory=list)  # in chunk.text
     group: int = 0  # its document's rank among the groups (0: not grouping)
+    boost: float = 1.0  # multiplier on fused_score from the request's boosts
+    boost_reasons: tuple[str, ...] = ()  # one line per boost that applied
 
     @property
     def reranked(self) -> bool:

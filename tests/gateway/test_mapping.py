@@ -241,3 +241,24 @@ def test_fusion_choice_is_forwarded_and_bounded() -> None:
     for bad in ({"method": "sum"}, {"rrf_k": -1}, {"rrf_k": 1001}, {"weights": 1}):
         with pytest.raises(ValueError, match="fusion"):
             SearchRequest.model_validate({"query": "q", "fusion": bad})
+
+
+def test_boosts_are_forwarded_and_each_hit_says_its_boost() -> None:
+    body = {
+        "query": "q",
+        "boosts": {
+            "recency": {"weight": 2, "scale_days": 90, "function": "gauss"},
+            "metadata": [{"key": "product", "value": "api", "weight": 0.5}],
+        },
+    }
+    sent = to_retrieve_request(SearchRequest.model_validate(body), "q", 3, False).boosts
+    assert (sent.recency.weight, sent.recency.scale_days) == (2, 90)
+    assert sent.recency.function == pb.DECAY_FUNCTION_GAUSS and sent.recency.decay == 0.5
+    assert [(m.key, m.value, m.weight) for m in sent.metadata] == [("product", "api", 0.5)]
+    plain = to_retrieve_request(SearchRequest.model_validate({"query": "q"}), "q", 3, False)
+    assert not plain.boosts.HasField("recency") and not plain.boosts.metadata
+    reply = pb.RetrieveResponse(hits=[pb.Hit(chunk_id="a", boost=1.5, boost_reasons=["x +0.5"])])
+    hit = to_search_response(reply, "rid", debug=False).hits[0]
+    assert (hit.boost, hit.boost_reasons) == (1.5, ["x +0.5"])
+    with pytest.raises(ValueError, match="boosts"):
+        SearchRequest.model_validate({"query": "q", "boosts": {"recency": {"weight": 1}}})

@@ -21,6 +21,25 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _DecayFunction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DecayFunctionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DecayFunction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DECAY_FUNCTION_UNSPECIFIED: _DecayFunction.ValueType  # 0
+    DECAY_FUNCTION_EXP: _DecayFunction.ValueType  # 1
+    DECAY_FUNCTION_GAUSS: _DecayFunction.ValueType  # 2
+    DECAY_FUNCTION_LINEAR: _DecayFunction.ValueType  # 3
+
+class DecayFunction(_DecayFunction, metaclass=_DecayFunctionEnumTypeWrapper): ...
+
+DECAY_FUNCTION_UNSPECIFIED: DecayFunction.ValueType  # 0
+DECAY_FUNCTION_EXP: DecayFunction.ValueType  # 1
+DECAY_FUNCTION_GAUSS: DecayFunction.ValueType  # 2
+DECAY_FUNCTION_LINEAR: DecayFunction.ValueType  # 3
+Global___DecayFunction: _TypeAlias = DecayFunction  # noqa: Y015
+
 class _FusionMethod:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -241,6 +260,7 @@ class RetrieveRequest(_message.Message):
     GROUP_BY_DOCUMENT_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     FUSION_FIELD_NUMBER: _builtins.int
+    BOOSTS_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The question: at most 100,000 characters received and at most 1,000
     after normalisation (whitespace folded), else refused; so is one with no
@@ -304,6 +324,10 @@ class RetrieveRequest(_message.Message):
         (RAG_FUSION). See Fusion.
         """
 
+    @_builtins.property
+    def boosts(self) -> Global___Boosts:
+        """Recency and metadata boosts applied after fusion; see Boosts."""
+
     def __init__(
         self,
         *,
@@ -324,14 +348,124 @@ class RetrieveRequest(_message.Message):
         group_by_document: _builtins.bool = ...,
         page_token: _builtins.str = ...,
         fusion: Global___Fusion | None = ...,
+        boosts: Global___Boosts | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "fusion", b"fusion", "weights", b"weights"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["boosts", b"boosts", "filter", b"filter", "fusion", b"fusion", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "fusion", b"fusion", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_token", b"page_token", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boosts", b"boosts", "candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "fusion", b"fusion", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_token", b"page_token", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetrieveRequest: _TypeAlias = RetrieveRequest  # noqa: Y015
+
+@_typing.final
+class Boosts(_message.Message):
+    """Each hit's fused score is multiplied by 1 + recency.weight × decay(age) +
+    the weights of the metadata boosts it matches (Hit.boost, Hit.boost_reasons);
+    the candidates are then sorted again. With the reranker on, its window is
+    ordered by relevance alone (disable_rerank lets boosts order everything).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECENCY_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def recency(self) -> Global___RecencyBoost: ...
+    @_builtins.property
+    def metadata(self) -> _containers.RepeatedCompositeFieldContainer[Global___MetadataBoost]:
+        """at most 16"""
+
+    def __init__(
+        self,
+        *,
+        recency: Global___RecencyBoost | None = ...,
+        metadata: _abc.Iterable[Global___MetadataBoost] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["recency", b"recency"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "recency", b"recency"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Boosts: _TypeAlias = Boosts  # noqa: Y015
+
+@_typing.final
+class RecencyBoost(_message.Message):
+    """Decay on the age of the document's updated_at (documents without one get
+    no recency boost), in days: d = max(0, age − offset_days); the factor is
+    `decay` at d = scale_days (exp: decay^(d/scale), gauss: decay^((d/scale)²),
+    linear: max(0, 1 − (1 − decay)·d/scale)), as Elasticsearch defines them.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    SCALE_DAYS_FIELD_NUMBER: _builtins.int
+    OFFSET_DAYS_FIELD_NUMBER: _builtins.int
+    DECAY_FIELD_NUMBER: _builtins.int
+    FUNCTION_FIELD_NUMBER: _builtins.int
+    ORIGIN_FIELD_NUMBER: _builtins.int
+    weight: _builtins.float
+    """in (0, 10]; 0 = no recency boost"""
+    scale_days: _builtins.float
+    """in (0, 36500]"""
+    offset_days: _builtins.float
+    """in [0, 36500]"""
+    decay: _builtins.float
+    """in (0, 1); 0 = 0.5"""
+    function: Global___DecayFunction.ValueType
+    """unspecified = exp"""
+    origin: _builtins.str
+    """Ages count from here (RFC 3339); empty = the time of the first page."""
+    def __init__(
+        self,
+        *,
+        weight: _builtins.float = ...,
+        scale_days: _builtins.float = ...,
+        offset_days: _builtins.float = ...,
+        decay: _builtins.float = ...,
+        function: Global___DecayFunction.ValueType = ...,
+        origin: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decay", b"decay", "function", b"function", "offset_days", b"offset_days", "origin", b"origin", "scale_days", b"scale_days", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecencyBoost: _TypeAlias = RecencyBoost  # noqa: Y015
+
+@_typing.final
+class MetadataBoost(_message.Message):
+    """Hits whose metadata[key] equals value get `weight` (in (0, 10]) added to
+    their multiplier.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """at most 128 characters"""
+    value: _builtins.str
+    """at most 2,048 characters"""
+    weight: _builtins.float
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.str = ...,
+        weight: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MetadataBoost: _TypeAlias = MetadataBoost  # noqa: Y015
 
 @_typing.final
 class Fusion(_message.Message):
@@ -448,6 +582,8 @@ class Hit(_message.Message):
     EXACT_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     TRANSLATIONS_FIELD_NUMBER: _builtins.int
     GROUP_FIELD_NUMBER: _builtins.int
+    BOOST_FIELD_NUMBER: _builtins.int
+    BOOST_REASONS_FIELD_NUMBER: _builtins.int
     chunk_id: _builtins.str
     doc_id: _builtins.str
     url: _builtins.str
@@ -472,6 +608,10 @@ class Hit(_message.Message):
     """With group_by_document: the 1-based rank of this hit's document among the
     groups; 0 when not grouping.
     """
+    boost: _builtins.float
+    """The multiplier the request's boosts put on fused_score (1 = none; `score`
+    is fused_score × boost when not reranked), and one line per boost applied.
+    """
     @_builtins.property
     def channels(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChannelMatch]: ...
     @_builtins.property
@@ -493,6 +633,8 @@ class Hit(_message.Message):
         carried; a malformed value carries none. Nothing is reordered by them.
         """
 
+    @_builtins.property
+    def boost_reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -515,10 +657,12 @@ class Hit(_message.Message):
         exact_identifiers: _abc.Iterable[_builtins.str] | None = ...,
         translations: _abc.Iterable[Global___Translation] | None = ...,
         group: _builtins.int = ...,
+        boost: _builtins.float = ...,
+        boost_reasons: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "exact_identifiers", b"exact_identifiers", "fused_score", b"fused_score", "group", b"group", "heading_path", b"heading_path", "highlights", b"highlights", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "translations", b"translations", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boost", b"boost", "boost_reasons", b"boost_reasons", "channels", b"channels", "chunk_id", b"chunk_id", "doc_id", b"doc_id", "exact_identifiers", b"exact_identifiers", "fused_score", b"fused_score", "group", b"group", "heading_path", b"heading_path", "highlights", b"highlights", "locale", b"locale", "position", b"position", "rank", b"rank", "rerank_score", b"rerank_score", "reranked", b"reranked", "scope_id", b"scope_id", "score", b"score", "text", b"text", "title", b"title", "translations", b"translations", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
