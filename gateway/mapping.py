@@ -46,6 +46,9 @@ def to_retrieve_request(
         page_token=request.page_token,
         fusion=pb.Fusion(method=_FUSION_METHODS[request.fusion.method], rrf_k=request.fusion.rrf_k),
         boosts=_boosts(request.boosts),
+        diversity=pb.Diversity(
+            mmr_lambda=request.diversity.mmr_lambda, window=request.diversity.window
+        ),
     )
 
 

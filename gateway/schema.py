@@ -78,6 +78,15 @@ class Boosts(Strict):
     metadata: list[MetadataBoost] = Field(default_factory=list, max_length=16)
 
 
+class Diversity(Strict):
+    """MMR over the final candidates (the Retriever's Diversity)."""
+
+    mmr_lambda: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+        0.0, description="0: off; lower trades relevance for novelty"
+    )
+    window: Annotated[StrictInt, Field(ge=0, le=200)] = Field(0, description="0: 50")
+
+
 class SearchRequest(Strict):
     query: StrictStr = Field(description="What to search for (bounded length)")
     page_url: ShortText = Field("", description="The page the user is on, if any")
@@ -97,6 +106,7 @@ class SearchRequest(Strict):
     )
     fusion: Fusion = Field(default_factory=Fusion)
     boosts: Boosts = Field(default_factory=Boosts)
+    diversity: Diversity = Field(default_factory=Diversity)
     page_token: Annotated[StrictStr, Field(max_length=2048)] = Field(
         "",
         description="The next_page_token of the previous answer to this same search: its next "

@@ -16,7 +16,7 @@ from services.common.analysis import QueryPlan
 from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.embedding import Embedder
-from services.common.errors import InvalidArgument, RagError
+from services.common.errors import InvalidArgument
 from services.common.logging import get_logger
 from services.common.models import ScopeFilter, ScoredChunk
 from services.common.stores.storage import Storage
@@ -29,7 +29,9 @@ from services.retriever.channels import (
     run_channel,
     skipped_by_rule,
 )
+from services.retriever.current_page import check_page
 from services.retriever.degradation import record_degradation
+from services.retriever.diversity import DiversityStep
 from services.retriever.evidence import EvidenceAssembler
 from services.retriever.exact import (
     exact_precedence,
@@ -136,6 +138,7 @@ class RetrievalPipeline:
         self.assembler = EvidenceAssembler(config.context_char_budget)
         self.reranker, self.reranker_health = reranker, reranker_health
         self.boost_step = BoostStep(storage.manifest, executor, config.exact_precedence)
+        self.diversity_step = DiversityStep(storage.vectors, executor)
         self.rerank_step = RerankStep(
             reranker,
             config.rerank_candidates,
@@ -184,6 +187,7 @@ class RetrievalPipeline:
             _describe_rerank(span, rerank)
         reranked = cursor.token.reranked if cursor.token else reranked_positions(fused, hits)
         hits = exact_precedence(hits, self.config.exact_precedence)
+        hits, diversity_note = await self.diversity_step.run(hits, request.diversity, deadline)
         page = self._page(hits, request, prepared, cursor.offset)
         hits = with_highlights(page.hits, self.analyzer, prepared.plan)
         with stages.stage("evidence"):
@@ -205,15 +209,17 @@ class RetrievalPipeline:
             result.next_page_token = next_page_token(
                 request, generation, fused, reranked, page.next_offset, origin
             )
-        if boost_note:
-            result.notes.append(boost_note)
+        result.notes.extend(note for note in (boost_note, diversity_note) if note)
         if balanced.vector and vector.ok:
             result.notes.append(balance_note(list(balanced.vector), bool(balanced.translated)))
             if request.debug:
                 result.notes.extend(balanced.translation_notes())
         record_degradation(result, vector, lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
-            await self._check_page(result, prepared.scope, deadline)
+            margin_s = self.config.safety_margin_ms / 1000
+            await check_page(
+                result, self.lexical, self.executor, prepared.scope, deadline, margin_s
+            )
         stages.record("total", _ms(started))
         stages.describe_answer(len(result.hits), len(result.degraded))
         if self.metrics is not None:  # once per answer, after every stage is timed
@@ -392,26 +398,6 @@ class RetrievalPipeline:
 
     def _describe_lexical(self, query: str) -> str:
         return self.storage.describe_query(query)
-
-    async def _check_page(
-        self, result: RetrievalResult, scope: ScopeFilter, deadline: Deadline
-    ) -> None:
-        """A current-page request never falls back to site-wide results; when
-        the page has no chunks it says so explicitly."""
-        if result.hits:
-            result.page_indexed = True
-            return
-        loop = asyncio.get_running_loop()
-        timeout = max(deadline.budget(margin_s=self.config.safety_margin_ms / 1000), 0.001)
-        try:
-            count = await asyncio.wait_for(
-                loop.run_in_executor(self.executor, self.lexical.count, scope), timeout
-            )
-        except (TimeoutError, RagError, OSError):
-            return
-        result.page_indexed = count > 0
-        if count == 0:
-            result.message = "This page is not indexed, so there is nothing to answer from."
 
 
 def _describe_rerank(span: trace.Span, rerank: RerankOutcome) -> None:

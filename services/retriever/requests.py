@@ -11,6 +11,7 @@ from services.common.errors import InvalidArgument
 from services.common.models import ScopeFilter
 from services.retriever.boosts import Boosts, check_boosts
 from services.retriever.channels import ChannelOutcome
+from services.retriever.diversity import Diversity, check_diversity
 from services.retriever.exact import ExactPrecedence
 from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
@@ -62,6 +63,7 @@ class RetrievalRequest:
     fusion: FusionMethod | None = None  # None: the configured default
     rrf_k: float = 0.0  # RRF only; 0: the configured k
     boosts: Boosts = field(default_factory=Boosts)  # services.retriever.boosts
+    diversity: Diversity = field(default_factory=Diversity)  # services.retriever.diversity
 
 
 @dataclass
@@ -123,6 +125,7 @@ def check_limits(request: RetrievalRequest, cfg: RetrievalConfig) -> tuple[int, 
         )
     _check_fusion(request, cfg)
     check_boosts(request.boosts)
+    check_diversity(request.diversity)
     return top_k, max(depth, top_k)
 
 

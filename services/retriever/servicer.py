@@ -22,6 +22,7 @@ from services.common.stores.visibility import ReleaseVerdict
 from services.common.translation_links import TRANSLATIONS_KEY, decode_translations
 from services.retriever.boost_proto import boosts_from_proto
 from services.retriever.channels import ChannelStatus
+from services.retriever.diversity import Diversity
 from services.retriever.fusion import resolve_request_weights
 from services.retriever.pipeline import (
     RetrievalPipeline,
@@ -112,6 +113,7 @@ def request_from_proto(
         fusion=_fusion(msg.fusion.method),
         rrf_k=msg.fusion.rrf_k,
         boosts=boosts_from_proto(msg.boosts),
+        diversity=Diversity(msg.diversity.mmr_lambda, msg.diversity.window),
     )
 
 

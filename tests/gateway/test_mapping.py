@@ -262,3 +262,12 @@ def test_boosts_are_forwarded_and_each_hit_says_its_boost() -> None:
     assert (hit.boost, hit.boost_reasons) == (1.5, ["x +0.5"])
     with pytest.raises(ValueError, match="boosts"):
         SearchRequest.model_validate({"query": "q", "boosts": {"recency": {"weight": 1}}})
+
+
+def test_diversity_is_forwarded_and_bounded() -> None:
+    body = {"query": "q", "diversity": {"mmr_lambda": 0.6, "window": 30}}
+    sent = to_retrieve_request(SearchRequest.model_validate(body), "q", 3, False).diversity
+    assert (sent.mmr_lambda, sent.window) == (0.6, 30)
+    for bad in ({"mmr_lambda": 1.5}, {"window": 201}, {"lambda": 0.5}):
+        with pytest.raises(ValueError, match="diversity"):
+            SearchRequest.model_validate({"query": "q", "diversity": bad})

@@ -136,8 +136,9 @@ def test_short_caller_deadline_with_everything_slow_answers_in_time(f) -> None: 
     faults.vectors.mode = faults.lexical.mode = HANG
     faults.reranker.mode = "slow"
     deadline = 0.05
-    reply, elapsed = timed(stack, deadline)  # a late answer would be DEADLINE_EXCEEDED
-    assert elapsed <= deadline
+    # An answer at all is the check: gRPC fails a call still running at its
+    # deadline with DEADLINE_EXCEEDED (no wall-clock assertion of our own).
+    reply, _ = timed(stack, deadline)
     assert {"vector", "lexical"} <= set(components(reply))
 
 
@@ -146,8 +147,7 @@ def test_short_caller_deadline_with_slow_reranker_returns_fused_hits(f) -> None:
     faults.reranker.mode = "slow"
     timed(stack, 5.0, disable_rerank=True)  # warm the query-embedding cache
     deadline = 0.15
-    reply, elapsed = timed(stack, deadline)
-    assert elapsed <= deadline
+    reply, _ = timed(stack, deadline)  # answered, so within the deadline
     assert reply.hits
     assert reply.rerank.fallback and not reply.rerank.used
 

@@ -55,6 +55,11 @@ class VectorStore(Protocol):
         """Chunks by id (missing ids are skipped), in no particular order."""
         ...
 
+    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored (unit-length) vectors of these chunks by id; missing ids
+        are left out. For diversity (MMR) over the final candidates."""
+        ...
+
     def optimize(self) -> bool:
         """Do the index maintenance a server does in the background (build the
         search index, merge segments) if any is due; True if anything changed."""

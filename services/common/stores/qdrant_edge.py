@@ -233,6 +233,19 @@ class EdgeVectorStore:
             records = shard.retrieve(point_ids, with_payload=True, with_vector=False)
         return [stored_chunk_from_payload(record.payload or {}) for record in records]
 
+    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+        by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
+        if not by_point:
+            return {}
+        wanted: list[qe.PointId] = list(by_point)
+        with store_errors(self.name, "vectors"), self._reading() as shard:
+            records = shard.retrieve(wanted, with_payload=False, with_vector=True)
+        return {
+            by_point[str(record.id)]: list(record.vector)  # type: ignore[arg-type]
+            for record in records
+            if str(record.id) in by_point and record.vector is not None
+        }
+
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
         """Every stored chunk, `batch` at a time, in point-id order."""
         offset: qe.PointId | None = None

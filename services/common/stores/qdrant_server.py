@@ -316,6 +316,24 @@ class QdrantVectorStore:
             found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
         return found
 
+    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+        by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
+        found: dict[str, list[float]] = {}
+        ids: list[models.ExtendedPointId] = list(by_point)
+        for batch in batched(ids, self.batch_size):
+            retrieve = partial(
+                self._live().retrieve,
+                self.collection,
+                ids=batch,
+                with_payload=False,
+                with_vectors=True,
+                timeout=self._timeout,
+            )
+            for record in self._calls.read("vectors", retrieve):
+                if isinstance(record.vector, list) and str(record.id) in by_point:
+                    found[by_point[str(record.id)]] = [float(v) for v in record.vector]  # type: ignore[arg-type]
+        return found
+
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
         """Every stored chunk, `batch` at a time (scroll pages, point-id order)."""
         offset: Any = None  # the client's next-page id, handed back as it came

@@ -354,6 +354,16 @@ class VectorStoreContract(StoreContract):
         assert hit.score == pytest.approx(math.sqrt(0.5), abs=1e-5)
         assert hit.chunk.title == "Renamed"
 
+    def test_stored_vectors_come_back_unit_length_by_chunk_id(self, harness: StoreHarness) -> None:
+        chunks = [make_chunk("doc-1"), make_chunk("doc-2")]
+        harness.upsert(chunks, [_vec(3, 4), _vec(0, 2)])
+        ghost = make_chunk("doc-ghost").chunk_id
+        got = harness.store.vectors([chunks[0].chunk_id, chunks[1].chunk_id, ghost])
+        assert set(got) == {chunks[0].chunk_id, chunks[1].chunk_id}
+        assert got[chunks[0].chunk_id] == pytest.approx(_vec(0.6, 0.8), abs=1e-6)
+        assert got[chunks[1].chunk_id] == pytest.approx(_vec(0, 1), abs=1e-6)
+        assert harness.store.vectors([]) == {}
+
     def test_mismatched_vectors_are_rejected(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1")
         with pytest.raises(RagError):

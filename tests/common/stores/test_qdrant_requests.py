@@ -478,3 +478,17 @@ def test_several_scopes_match_any_of_them(capture, store) -> None:
             ]
         }
     ]
+
+
+def test_vectors_are_read_without_payload(capture, store) -> None:
+    double, _ = capture
+    store.vectors(["chunk-setup-0", "chunk-faq-0"])
+    assert double.requests("GetPoints") == [
+        {
+            "collection_name": "rag_chunks",
+            "ids": [{"uuid": SETUP_0}, {"uuid": FAQ_0}],
+            "with_payload": {"enable": False},
+            "with_vectors": {"enable": True},
+            "timeout": "3",
+        }
+    ]

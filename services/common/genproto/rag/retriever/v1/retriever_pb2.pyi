@@ -261,6 +261,7 @@ class RetrieveRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     FUSION_FIELD_NUMBER: _builtins.int
     BOOSTS_FIELD_NUMBER: _builtins.int
+    DIVERSITY_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """The question: at most 100,000 characters received and at most 1,000
     after normalisation (whitespace folded), else refused; so is one with no
@@ -328,6 +329,10 @@ class RetrieveRequest(_message.Message):
     def boosts(self) -> Global___Boosts:
         """Recency and metadata boosts applied after fusion; see Boosts."""
 
+    @_builtins.property
+    def diversity(self) -> Global___Diversity:
+        """Diversity by Maximal Marginal Relevance over the final candidates; see Diversity."""
+
     def __init__(
         self,
         *,
@@ -349,14 +354,45 @@ class RetrieveRequest(_message.Message):
         page_token: _builtins.str = ...,
         fusion: Global___Fusion | None = ...,
         boosts: Global___Boosts | None = ...,
+        diversity: Global___Diversity | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["boosts", b"boosts", "filter", b"filter", "fusion", b"fusion", "weights", b"weights"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["boosts", b"boosts", "diversity", b"diversity", "filter", b"filter", "fusion", b"fusion", "weights", b"weights"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["boosts", b"boosts", "candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "filter", b"filter", "fusion", b"fusion", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_token", b"page_token", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boosts", b"boosts", "candidates_per_channel", b"candidates_per_channel", "channels", b"channels", "context_char_budget", b"context_char_budget", "debug", b"debug", "disable_rerank", b"disable_rerank", "diversity", b"diversity", "filter", b"filter", "fusion", b"fusion", "group_by_document", b"group_by_document", "intent", b"intent", "max_chunks_per_document", b"max_chunks_per_document", "min_vector_score", b"min_vector_score", "page_token", b"page_token", "page_url", b"page_url", "query", b"query", "query_language", b"query_language", "top_k", b"top_k", "weights", b"weights"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RetrieveRequest: _TypeAlias = RetrieveRequest  # noqa: Y015
+
+@_typing.final
+class Diversity(_message.Message):
+    """MMR reorders the first `window` candidates of the final order: each next
+    hit maximises mmr_lambda × relevance (1 for the first candidate down to 0
+    for the last, by position) − (1 − mmr_lambda) × its highest cosine (stored
+    vectors) to a hit already taken. A debug note says what was done.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MMR_LAMBDA_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    mmr_lambda: _builtins.float
+    """in [0, 1]; 0 = off, 1 = the plain order"""
+    window: _builtins.int
+    """candidates reordered, 0..200; 0 = 50"""
+    def __init__(
+        self,
+        *,
+        mmr_lambda: _builtins.float = ...,
+        window: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mmr_lambda", b"mmr_lambda", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Diversity: _TypeAlias = Diversity  # noqa: Y015
 
 @_typing.final
 class Boosts(_message.Message):
