@@ -110,6 +110,7 @@
     origin_not_allowed: "This site is not allowed to use this search service.",
     upstream_timeout: "The search took too long. Please try again.",
     upstream_unavailable: "The search backend is unavailable right now.",
+    page_expired: "The index was just updated. Search again to see the new results.",
   };
 
   function el(tag, attrs, children) {
@@ -227,9 +228,11 @@
     this.results = el("ol", { className: "results", "aria-label": "Results" });
     this.sources = el("section", { className: "sources", hidden: "", "aria-label": "Sources" });
     this.debug = el("section", { className: "debug", hidden: "", "aria-label": "Debug report" });
+    this.more = el("button", { type: "button", className: "more", hidden: "",
+      text: "More results" });
     root.appendChild(el("div", { className: "rag" }, [this.form,
       el("div", { className: "options" }, [mode, debugLabel, pageRow]),
-      this.status, this.results, this.sources, this.debug]));
+      this.status, this.results, this.more, this.sources, this.debug]));
     this.bind();
   };
 
@@ -242,6 +245,7 @@
     var onMode = function () { self.pageRow.hidden = !self.pageRadio.checked; };
     this.siteRadio.addEventListener("change", onMode);
     this.pageRadio.addEventListener("change", onMode);
+    this.more.addEventListener("click", function () { self.search(self.lastQuery, self.nextPage); });
     this.debugBox.addEventListener("change", function () {
       if (self.lastQuery) self.search(self.lastQuery);
       else self.debug.hidden = true;
@@ -257,29 +261,33 @@
     return body;
   };
 
-  SearchUI.prototype.search = function (raw) {
+  // `pageToken`: the next page of the last answer (appended, not replacing it).
+  SearchUI.prototype.search = function (raw, pageToken) {
     var self = this;
     var query = raw.trim();
     if (!query) return;
     this.lastQuery = query;
-    this.button.disabled = true;
+    this.button.disabled = this.more.disabled = true;
     this.setStatus("Searching…", false);
+    var body = this.payload(query);
+    if (pageToken) body.page_token = pageToken;
     fetch(endpoint + "/v1/search", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(this.payload(query)),
+      body: JSON.stringify(body),
       credentials: "omit",
     }).then(function (response) {
       return response.json().then(function (json) {
         return { ok: response.ok, json: json, retry: response.headers.get("Retry-After") };
       });
     }).then(function (result) {
-      if (result.ok) self.render(result.json);
+      if (result.ok && pageToken) self.renderMore(result.json);
+      else if (result.ok) self.render(result.json);
       else self.showError(result.json.error || {}, result.retry);
     }).catch(function () {
       self.clear();
       self.setStatus("Could not reach the search service.", true);
-    }).finally(function () { self.button.disabled = false; });
+    }).finally(function () { self.button.disabled = self.more.disabled = false; });
   };
 
   SearchUI.prototype.setStatus = function (text, isError) {
@@ -293,6 +301,24 @@
     this.debug.replaceChildren();
     this.sources.hidden = true;
     this.debug.hidden = true;
+    this.showMore("");
+  };
+
+  SearchUI.prototype.showMore = function (token) {
+    this.nextPage = token || "";
+    this.more.hidden = !this.nextPage;
+  };
+
+  // A later page: its hits continue the list (the ranking is the first
+  // page's); citations stay those of the first page's evidence.
+  SearchUI.prototype.renderMore = function (data) {
+    var self = this;
+    data.hits.forEach(function (hit) {
+      self.results.appendChild(self.renderHit(Object.assign({}, hit, { citation: null }), data.debug));
+    });
+    var shown = this.results.children.length;
+    this.setStatus(shown + " results.", false);
+    this.showMore(data.next_page_token);
   };
 
   SearchUI.prototype.showError = function (error, retryAfter) {
@@ -311,6 +337,7 @@
     data.hits.forEach(function (hit) { self.results.appendChild(self.renderHit(hit, data.debug)); });
     this.renderSources(data.citations);
     if (data.debug) this.renderDebug(data);
+    this.showMore(data.next_page_token);
   };
 
   SearchUI.prototype.renderHit = function (hit, debug) {

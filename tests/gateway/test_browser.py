@@ -391,3 +391,25 @@ async def test_a_hit_offers_its_translations_as_safe_links(
     ]
     assert text == "Also in: 中文（中国） / English"
     assert count == 1  # the hit without translations offers none
+
+
+async def test_more_results_continue_the_ranking(browser: object, retriever_addr: str) -> None:
+    settings = gateway_settings(retriever_addr, gateway_allowed_origins=[])
+    async with serve_gateway(settings) as gw:
+        page = await browser.new_page()  # type: ignore[attr-defined]
+        await page.goto(f"{gw.url}/")
+        await page.get_by_role("searchbox", name="Search query").fill("how do backups work")
+        await page.get_by_role("button", name="Search", exact=True).click()
+        await page.locator(".hit").first.wait_for()
+        first = await page.locator(".hit").count()
+        more = page.get_by_role("button", name="More results")
+        assert await more.is_visible()
+        titles_before = await page.locator(".hit h3").all_inner_texts()
+        await more.click()
+        await page.locator(f".hit >> nth={first}").wait_for()
+        snippets = await page.locator(".hit .snippet").all_inner_texts()
+        assert len(snippets) > first
+        assert len(set(snippets)) == len(snippets)  # nothing repeated
+        assert (await page.locator(".hit h3").all_inner_texts())[:first] == titles_before
+        later = page.locator(f".hit >> nth={first}")
+        assert await later.locator(".cite").count() == 0  # citations belong to page one
