@@ -204,3 +204,18 @@ async def test_recency_is_skipped_with_a_note_when_the_manifest_fails() -> None:
         ranked, note = await step.run(hits, boosts, NOW, Deadline.after(1.0))
     assert "recency boost skipped" in note
     assert [h.chunk.chunk_id for h in ranked] == ["b", "a"]  # the metadata boost still applies
+
+
+@pytest.mark.integration
+def test_pages_with_a_recency_boost_keep_the_first_pages_clock(stack: BackgroundStack) -> None:
+    boosts = rpb.Boosts(recency=rpb.RecencyBoost(weight=1.0, scale_days=30))  # origin: now
+    ask = dict(query="signing keys rotation", disable_rerank=True, boosts=boosts)
+    whole = stack.retrieve(top_k=3, **ask)  # type: ignore[arg-type]
+    first = stack.retrieve(top_k=1, **ask)  # type: ignore[arg-type]
+    rest = stack.retrieve(top_k=2, page_token=first.next_page_token, **ask)  # type: ignore[arg-type]
+    joined = [h.chunk_id for h in (*first.hits, *rest.hits)]
+    assert joined == [h.chunk_id for h in whole.hits]
+    # The same clock to the second (whole and first may straddle one tick).
+    assert [h.boost for h in rest.hits] == pytest.approx(
+        [h.boost for h in whole.hits[1:]], rel=1e-4
+    )
