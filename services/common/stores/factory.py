@@ -30,6 +30,10 @@ def open_storage(settings: StoreSettings, dim: int) -> Storage:
 
 
 def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, LexicalStore]:
+    if settings.is_postgres:
+        from services.common.stores.postgres_factory import open_postgres_stores
+
+        return open_postgres_stores(settings, dim)
     if not settings.is_server:
         from services.common.stores.embedded import open_embedded_stores
 
@@ -55,6 +59,10 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
 
 
 def open_manifest(settings: StoreSettings) -> Manifest:
+    if settings.is_postgres:
+        from services.common.stores.postgres_factory import open_postgres_manifest
+
+        return open_postgres_manifest(settings)
     if not settings.is_server:
         from services.common.stores.manifest_sqlite import SqliteManifest
 

@@ -2,7 +2,9 @@
 
 Embedded mode (default) keeps Qdrant Edge + tantivy + SQLite under
 `RAG_DATA_DIR`. Server mode talks to a Qdrant server and an OpenSearch cluster;
-it is selected by setting both `QDRANT_URL` and `OPENSEARCH_URL`. Settings that
+it is selected by setting both `QDRANT_URL` and `OPENSEARCH_URL`. PostgreSQL mode
+keeps vectors (pgvector), the lexical index and the manifest in one database,
+selected by `POSTGRES_URL` (stores in `postgres_*.py`). Settings that
 contradict each other stop the process at start-up with a `ConfigError` naming
 the variables, instead of silently running half in one mode and half in the
 other (e.g. vectors on a cluster, BM25 in a container's local folder).
@@ -29,6 +31,7 @@ class StoreMode(StrEnum):
     AUTO = "auto"
     EMBEDDED = "embedded"
     SERVER = "server"
+    POSTGRES = "postgres"
 
 
 class RefreshPolicy(StrEnum):
@@ -46,8 +49,23 @@ class StoreSettings(BaseSettings):
         default_factory=default_data_dir, description="Embedded mode: folder of all local data"
     )
     store_mode: StoreMode = Field(
-        StoreMode.AUTO, description="auto | embedded | server (auto: decided by the URLs)"
+        StoreMode.AUTO,
+        description="auto | embedded | server | postgres (auto: decided by the URLs)",
     )
+
+    postgres_url: SecretStr | None = Field(
+        None,
+        validation_alias="POSTGRES_URL",
+        description="PostgreSQL with pgvector, e.g. postgresql://rag:secret@postgres:5432/rag",
+    )
+    postgres_schema: str = Field(
+        "rag",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        validation_alias="POSTGRES_SCHEMA",
+        description="schema holding the tables (one index per schema)",
+    )
+    postgres_pool_size: int = Field(8, ge=1, le=256, validation_alias="POSTGRES_POOL_SIZE")
+    postgres_timeout_s: float = Field(5.0, gt=0, le=300, validation_alias="POSTGRES_TIMEOUT_S")
 
     qdrant_url: str | None = Field(
         None, validation_alias="QDRANT_URL", description="Qdrant server, e.g. http://qdrant:6333"
@@ -126,7 +144,9 @@ class StoreSettings(BaseSettings):
             "text": self.lexical_text_boost,
         }
 
-    @field_validator("qdrant_url", "opensearch_url", "opensearch_user", mode="before")
+    @field_validator(
+        "qdrant_url", "opensearch_url", "opensearch_user", "postgres_url", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         # `FOO=` in a compose file or k8s manifest means "not set", not "empty host".
@@ -138,7 +158,10 @@ class StoreSettings(BaseSettings):
         return self
 
     def resolved_mode(self) -> StoreMode:
-        """EMBEDDED or SERVER; ConfigError (naming the variables) when contradictory."""
+        """EMBEDDED, SERVER or POSTGRES; ConfigError (naming the variables) when
+        contradictory."""
+        if self.postgres_url is not None or self.store_mode is StoreMode.POSTGRES:
+            return self._postgres_mode()
         qdrant, opensearch = self.qdrant_url is not None, self.opensearch_url is not None
         if self.store_mode is StoreMode.EMBEDDED and (qdrant or opensearch):
             raise ConfigError(
@@ -158,9 +181,37 @@ class StoreSettings(BaseSettings):
             )
         return StoreMode.SERVER if qdrant else StoreMode.EMBEDDED
 
+    def _postgres_mode(self) -> StoreMode:
+        """PostgreSQL mode: POSTGRES_URL alone, never mixed with the other stores."""
+        if self.postgres_url is None:
+            raise ConfigError("RAG_STORE_MODE=postgres needs POSTGRES_URL (it is unset)")
+        if self.store_mode not in (StoreMode.AUTO, StoreMode.POSTGRES):
+            raise ConfigError(
+                f"RAG_STORE_MODE={self.store_mode.value} contradicts POSTGRES_URL being set: "
+                "unset POSTGRES_URL or use RAG_STORE_MODE=postgres"
+            )
+        others = [
+            name
+            for name, value in (
+                ("QDRANT_URL", self.qdrant_url),
+                ("OPENSEARCH_URL", self.opensearch_url),
+            )
+            if value is not None
+        ]
+        if others:
+            raise ConfigError(
+                f"POSTGRES_URL contradicts {' and '.join(others)} being set: PostgreSQL mode "
+                "keeps vectors, text and manifest in one database; unset one side"
+            )
+        return StoreMode.POSTGRES
+
     @property
     def is_server(self) -> bool:
         return self.resolved_mode() is StoreMode.SERVER
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.resolved_mode() is StoreMode.POSTGRES
 
 
 def _state(is_set: bool) -> str:

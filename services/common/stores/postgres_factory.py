@@ -1,0 +1,53 @@
+"""Opens the PostgreSQL stores and manifest from the settings (PostgreSQL
+mode: `POSTGRES_URL`, tables in `POSTGRES_SCHEMA`); `factory` calls these."""
+
+from __future__ import annotations
+
+from services.common.analysis import TextAnalyzer
+from services.common.errors import ConfigError
+from services.common.stores.postgres_lexical import PostgresLexicalStore
+from services.common.stores.postgres_manifest import PostgresManifest
+from services.common.stores.postgres_vectors import PostgresVectorStore
+from services.common.stores.settings import StoreSettings
+
+
+def postgres_url(settings: StoreSettings) -> str:
+    if settings.postgres_url is None:
+        raise ConfigError("PostgreSQL mode needs POSTGRES_URL")
+    return settings.postgres_url.get_secret_value()
+
+
+def open_postgres_stores(
+    settings: StoreSettings, dim: int
+) -> tuple[PostgresVectorStore, PostgresLexicalStore]:
+    url = postgres_url(settings)
+    vectors = PostgresVectorStore(
+        url,
+        settings.postgres_schema,
+        dim,
+        search_ef=settings.vector_search_ef,
+        pool_size=settings.postgres_pool_size,
+        timeout_s=settings.postgres_timeout_s,
+    )
+    try:
+        lexical = PostgresLexicalStore(
+            url,
+            settings.postgres_schema,
+            field_boosts=settings.lexical_field_boosts,
+            analyzer=TextAnalyzer(settings.lexical_cjk),
+            pool_size=settings.postgres_pool_size,
+            timeout_s=settings.postgres_timeout_s,
+        )
+    except BaseException:
+        vectors.close()  # do not leak the pool when start-up fails half-way
+        raise
+    return vectors, lexical
+
+
+def open_postgres_manifest(settings: StoreSettings) -> PostgresManifest:
+    return PostgresManifest(
+        postgres_url(settings),
+        settings.postgres_schema,
+        pool_size=max(2, settings.postgres_pool_size // 2),
+        timeout_s=settings.postgres_timeout_s,
+    )

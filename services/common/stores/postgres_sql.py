@@ -1,0 +1,206 @@
+"""What the PostgreSQL stores share: the connection pool, error translation,
+schema creation under a lock, and the `ScopeFilter` as a SQL condition.
+
+PostgreSQL mode keeps one index in one schema (`POSTGRES_SCHEMA`): the vector
+table (pgvector), the lexical tables (`postgres_lexical`) and the manifest
+tables (`postgres_manifest`). Every statement is built from `psycopg.sql`
+pieces with values as bound parameters, so no user text is ever SQL.
+
+The filter is the same rule as every other store's (`harness.reference_match`
+in the tests is its definition): each set field must hold, lists (`scope_ids`,
+`doc_ids`, `urls`) are any-of,
+metadata pairs are `key=value` terms (`payload.metadata_term`) the row's
+`meta` array must contain, and rows written by a generation above
+`visible_generation` are hidden (`generation <= G`; rows written before
+generations existed hold 0 and stay visible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from services.common.errors import ConfigError, RagError, StoreError, StoreUnavailable
+from services.common.models import ScopeFilter, StoredChunk
+from services.common.stores.payload import metadata_from_terms, metadata_term, metadata_terms
+
+# The columns every chunk row has, in the order `stored_chunk` reads them.
+CHUNK_COLUMNS = (
+    "chunk_id",
+    "doc_id",
+    "position",
+    "text",
+    "url",
+    "title",
+    "heading_path",
+    "scope_id",
+    "locale",
+    "content_hash",
+    "meta",
+    "generation",
+)
+CHUNK_COLUMNS_DDL = """
+    chunk_id text PRIMARY KEY,
+    doc_id text NOT NULL,
+    position integer NOT NULL,
+    text text NOT NULL,
+    url text NOT NULL,
+    title text NOT NULL,
+    heading_path text NOT NULL,
+    scope_id text NOT NULL,
+    locale text NOT NULL,
+    content_hash text NOT NULL,
+    meta text[] NOT NULL,
+    generation bigint NOT NULL DEFAULT 0"""
+
+
+def open_pool(url: str, size: int, timeout_s: float, name: str) -> ConnectionPool:
+    """A pool of autocommit connections, open and checked (StoreUnavailable if not)."""
+    pool = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=size,
+        kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout_s))},
+        timeout=timeout_s,
+        name=name,
+        open=False,
+        # A connection is checked as it is handed out: after a server restart
+        # or failover the stale ones are replaced instead of failing a request.
+        check=ConnectionPool.check_connection,
+        # The pool's reconnect backoff doubles without a cap until this
+        # timeout (300 s by default): after a long outage a replica would stay
+        # down about as long again. Past it the pool gives up, and the next
+        # request starts a fresh attempt at once.
+        reconnect_timeout=max(2 * timeout_s, 5.0),
+    )
+    try:
+        pool.open(wait=True, timeout=timeout_s)
+    except PoolTimeout as exc:
+        pool.close()
+        raise StoreUnavailable(f"{name}: cannot connect to PostgreSQL: {exc}") from exc
+    return pool
+
+
+@contextmanager
+def pg_errors(store: str, action: str) -> Iterator[None]:
+    """PostgreSQL failures as the project's errors: connection trouble is
+    StoreUnavailable (callers may retry elsewhere), the rest StoreError."""
+    try:
+        yield
+    except RagError:
+        raise
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise StoreUnavailable(f"{store} {action} failed: {exc}") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"{store} {action} failed: {exc}") from exc
+
+
+def ensure_schema(conn: psycopg.Connection[Any], schema: str, ddl: sql.Composed) -> None:
+    """Run `ddl` (CREATE ... IF NOT EXISTS) once per schema, even when several
+    processes start together: the advisory lock serialises them."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        conn.execute(ddl)
+
+
+def check_recorded(
+    conn: psycopg.Connection[Any], schema: str, key: str, expected: str, setting: str
+) -> None:
+    """Refuse a schema whose `store_info[key]` differs from `expected`; record it if new."""
+    table = sql.Identifier(schema, "store_info")
+    with conn.transaction():
+        conn.execute(
+            sql.SQL("INSERT INTO {} VALUES (%s, %s) ON CONFLICT (key) DO NOTHING").format(table),
+            (key, expected),
+        )
+        row = conn.execute(sql.SQL("SELECT value FROM {} WHERE key = %s").format(table), (key,))
+        recorded = row.fetchone()
+    if recorded is not None and recorded[0] != expected:
+        raise ConfigError(
+            f"PostgreSQL schema {schema!r} (POSTGRES_SCHEMA) was built with {key}={recorded[0]}, "
+            f"but this service needs {expected} ({setting}): point POSTGRES_SCHEMA at a new "
+            "schema and re-index (docs/indexing.md, 'Re-indexing after an analysis change')"
+        )
+
+
+STORE_INFO_DDL = "CREATE TABLE IF NOT EXISTS {info} (key text PRIMARY KEY, value text NOT NULL);"
+
+
+def scope_condition(scope: ScopeFilter | None, alias: str = "") -> tuple[sql.Composable, list[Any]]:
+    """ScopeFilter as a WHERE condition (TRUE when empty) and its parameters."""
+    if scope is None or scope.is_empty():
+        return sql.SQL("TRUE"), []
+
+    def column(name: str) -> sql.Composable:
+        return sql.Identifier(alias, name) if alias else sql.Identifier(name)
+
+    parts: list[sql.Composable] = []
+    params: list[Any] = []
+    for name, value in (("scope_id", scope.scope_id), ("locale", scope.locale)):
+        if value:
+            parts.append(sql.SQL("{} = %s").format(column(name)))
+            params.append(value)
+    lists = (("scope_id", scope.scope_ids), ("doc_id", scope.doc_ids), ("url", scope.urls))
+    for name, values in lists:
+        if values:
+            parts.append(sql.SQL("{} = ANY(%s::text[])").format(column(name)))
+            params.append(list(values))
+    if scope.metadata:
+        parts.append(sql.SQL("{} @> %s::text[]").format(column("meta")))
+        params.append([metadata_term(key, value) for key, value in scope.metadata])
+    if scope.visible_generation is not None:
+        parts.append(sql.SQL("{} <= %s").format(column("generation")))
+        params.append(scope.visible_generation)
+    return sql.SQL(" AND ").join(parts), params
+
+
+def chunk_columns(alias: str = "") -> sql.Composable:
+    names = [sql.Identifier(alias, c) if alias else sql.Identifier(c) for c in CHUNK_COLUMNS]
+    return sql.SQL(", ").join(names)
+
+
+def chunk_values(chunk: Any) -> tuple[Any, ...]:
+    """A `Chunk` as the values of CHUNK_COLUMNS."""
+    return (
+        chunk.chunk_id,
+        chunk.doc_id,
+        chunk.position,
+        chunk.text,
+        chunk.url,
+        chunk.title,
+        chunk.heading_path,
+        chunk.scope_id,
+        chunk.locale,
+        chunk.content_hash,
+        metadata_terms(chunk.metadata),
+        chunk.generation,
+    )
+
+
+def stored_chunk(row: tuple[Any, ...] | list[Any]) -> StoredChunk:
+    """The first len(CHUNK_COLUMNS) values of a row as a StoredChunk."""
+    return StoredChunk(
+        chunk_id=row[0],
+        doc_id=row[1],
+        position=int(row[2]),
+        text=row[3],
+        url=row[4],
+        title=row[5],
+        heading_path=row[6],
+        scope_id=row[7],
+        locale=row[8],
+        content_hash=row[9],
+        metadata=metadata_from_terms(row[10] or []),
+        generation=int(row[11]),
+    )
+
+
+def last_wins(items: list[Any], key: Any) -> list[Any]:
+    """One item per key, the last one given (a batch may repeat a chunk)."""
+    return list({key(item): item for item in items}.values())

@@ -1,0 +1,302 @@
+"""`VectorStore` on PostgreSQL with pgvector (PostgreSQL mode).
+
+One table, `<schema>.vectors`: the chunk columns every PostgreSQL store has
+(`postgres_sql.CHUNK_COLUMNS`, metadata as `key=value` terms in `meta`) and
+`embedding vector(dim)`, with an HNSW index (`vector_cosine_ops`) and b-tree
+/ GIN indexes on the filter columns. Cosine similarity is `1 - (embedding
+<=> q)`, as Qdrant reports it.
+
+Search: the filter is a WHERE clause on the same statement, and pgvector's
+iterative index scan (`hnsw.iterative_scan = strict_order`, pgvector 0.8)
+keeps walking the graph until `limit` rows pass it, so a narrow scope still
+fills its page (without it HNSW returns `ef_search` candidates and the
+filter then drops most of them). `hnsw.ef_search` follows `base.hnsw_ef`.
+The index orders by distance alone; an outer query orders equal scores by
+chunk_id, like the other stores.
+
+Writes are one transaction per call (upsert: INSERT ... ON CONFLICT DO
+UPDATE), so a search sees a batch whole or not at all. Vectors are stored at
+unit length, as Qdrant stores them for cosine (`vectors` hands them back).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef
+from services.common.stores.payload import metadata_terms
+from services.common.stores.postgres_sql import (
+    CHUNK_COLUMNS,
+    CHUNK_COLUMNS_DDL,
+    STORE_INFO_DDL,
+    check_recorded,
+    chunk_columns,
+    chunk_values,
+    ensure_schema,
+    last_wins,
+    open_pool,
+    pg_errors,
+    scope_condition,
+    stored_chunk,
+)
+
+_DDL = (
+    STORE_INFO_DDL
+    + """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS {vectors} ("""
+    + CHUNK_COLUMNS_DDL
+    + """,
+    embedding vector({dim}) NOT NULL
+);
+CREATE INDEX IF NOT EXISTS vectors_hnsw ON {vectors} USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS vectors_scope ON {vectors} (scope_id, locale);
+CREATE INDEX IF NOT EXISTS vectors_doc ON {vectors} (doc_id);
+CREATE INDEX IF NOT EXISTS vectors_url ON {vectors} (url);
+CREATE INDEX IF NOT EXISTS vectors_meta ON {vectors} USING gin (meta);
+CREATE INDEX IF NOT EXISTS vectors_generation ON {vectors} (generation);
+"""
+)
+
+
+def schema_ddl(schema: str, dim: int) -> sql.Composed:
+    return sql.SQL(_DDL).format(
+        info=sql.Identifier(schema, "store_info"),
+        vectors=sql.Identifier(schema, "vectors"),
+        dim=sql.Literal(dim),
+    )
+
+
+def search_statement(table: sql.Identifier, scope: ScopeFilter) -> tuple[sql.Composed, list[Any]]:
+    """The KNN query: nearest `limit` rows inside `scope`, equal scores by chunk_id.
+    Parameters: the vector (float4[]), the filter's, then the limit."""
+    where, params = scope_condition(scope)
+    statement = sql.SQL(
+        "SELECT * FROM (SELECT {columns}, 1 - (embedding <=> %s::float4[]::vector) AS score "
+        "FROM {table} WHERE {where} ORDER BY embedding <=> %s::float4[]::vector LIMIT %s) AS knn "
+        "ORDER BY score DESC, chunk_id"
+    ).format(columns=chunk_columns(), table=table, where=where)
+    return statement, params
+
+
+def upsert_statement(table: sql.Identifier) -> sql.Composed:
+    names = [*CHUNK_COLUMNS, "embedding"]
+    updates = [sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in names[1:]]
+    return sql.SQL(
+        "INSERT INTO {table} ({columns}) VALUES ({values}) "
+        "ON CONFLICT (chunk_id) DO UPDATE SET {updates}"
+    ).format(
+        table=table,
+        columns=sql.SQL(", ").join(map(sql.Identifier, names)),
+        values=sql.SQL(", ").join([sql.Placeholder()] * len(CHUNK_COLUMNS) + [_VECTOR]),
+        updates=sql.SQL(", ").join(updates),
+    )
+
+
+_VECTOR = sql.SQL("%s::float4[]::vector")
+MAX_HNSW_DIM = 2000
+MIN_PGVECTOR = (0, 8)
+MAX_EF_SEARCH = 1000  # pgvector's upper bound
+# Transaction-local (set_config(..., true)), in one round trip.
+SEARCH_SETTINGS = (
+    "SELECT set_config('hnsw.ef_search', %s, true), "
+    "set_config('hnsw.iterative_scan', 'strict_order', true)"
+)
+
+UPDATE_PAYLOAD = (
+    "UPDATE {table} SET url = %s, title = %s, heading_path = %s, scope_id = %s, "
+    "locale = %s, meta = %s, generation = %s WHERE chunk_id = %s"
+)
+
+
+def payload_values(chunk_id: str, payload: ChunkPayload) -> tuple[Any, ...]:
+    return (
+        payload.url,
+        payload.title,
+        payload.heading_path,
+        payload.scope_id,
+        payload.locale,
+        metadata_terms(payload.metadata),
+        payload.generation,
+        chunk_id,
+    )
+
+
+class PostgresVectorStore:
+    """Cosine KNN over chunk vectors in `<schema>.vectors`."""
+
+    name = "postgres-vectors"
+
+    def __init__(
+        self, url: str, schema: str, dim: int, *, search_ef: int = DEFAULT_SEARCH_EF,
+        pool_size: int = 8, timeout_s: float = 5.0,
+    ) -> None:  # fmt: skip
+        check_dim(dim)
+        self.dim = dim
+        self.schema = schema
+        self.search_ef = search_ef
+        self._table = sql.Identifier(schema, "vectors")
+        self._pool = open_pool(url, pool_size, timeout_s, self.name)
+        self._closed = False
+        try:
+            with pg_errors(self.name, "create schema"), self._pool.connection() as conn:
+                create_schema(conn, schema, dim)
+                check_pgvector(conn)
+                check_recorded(conn, schema, "vector_dim", str(dim), "the embedding model")
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- writes ---------------------------------------------------------------
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+        if len(chunks) != len(vectors):
+            raise StoreError(f"{self.name}: {len(chunks)} chunks but {len(vectors)} vectors")
+        bad = [len(v) for v in vectors if len(v) != self.dim]
+        if bad:
+            raise StoreError(f"{self.name}: vectors of length {bad[0]}, expected {self.dim}")
+        rows = last_wins(list(zip(chunks, vectors, strict=True)), lambda pair: pair[0].chunk_id)
+        if not rows:
+            return
+        values = [(*chunk_values(c), unit_length(v)) for c, v in rows]
+        with pg_errors(self.name, "upsert"), self._conn() as conn, conn.transaction():
+            conn.cursor().executemany(upsert_statement(self._table), values)
+
+    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+        if not updates:
+            return
+        statement = sql.SQL(UPDATE_PAYLOAD).format(table=self._table)
+        values = [payload_values(chunk_id, payload) for chunk_id, payload in updates]
+        with pg_errors(self.name, "update payload"), self._conn() as conn, conn.transaction():
+            conn.cursor().executemany(statement, values)
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        if not chunk_ids:
+            return
+        statement = sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s::text[])").format(self._table)
+        with pg_errors(self.name, "delete"), self._conn() as conn:
+            conn.execute(statement, (list(chunk_ids),))
+
+    # -- reads ----------------------------------------------------------------
+
+    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        if limit <= 0:
+            return []
+        statement, params = search_statement(self._table, scope)
+        probe = [float(x) for x in vector]
+        ef = min(hnsw_ef(self.search_ef, limit), MAX_EF_SEARCH)
+        with pg_errors(self.name, "search"), self._conn() as conn, conn.transaction():
+            conn.execute(SEARCH_SETTINGS, (str(ef),))
+            rows = conn.execute(statement, [probe, *params, probe, limit]).fetchall()
+        return [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
+
+    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+        wanted = sorted(set(chunk_ids))
+        if not wanted:
+            return []
+        statement = sql.SQL("SELECT {} FROM {} WHERE chunk_id = ANY(%s::text[])").format(
+            chunk_columns(), self._table
+        )
+        with pg_errors(self.name, "get"), self._conn() as conn:
+            return [stored_chunk(row) for row in conn.execute(statement, (wanted,))]
+
+    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors (unit length: `upsert` normalises, as Qdrant does)."""
+        wanted = sorted(set(chunk_ids))
+        if not wanted:
+            return {}
+        statement = sql.SQL(
+            "SELECT chunk_id, embedding::float4[] FROM {} WHERE chunk_id = ANY(%s::text[])"
+        ).format(self._table)
+        with pg_errors(self.name, "vectors"), self._conn() as conn:
+            rows = conn.execute(statement, (wanted,)).fetchall()
+        return {row[0]: [float(x) for x in row[1]] for row in rows}
+
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every row in chunk-id order, `batch` at a time (keyset pages)."""
+        statement = sql.SQL(
+            "SELECT {} FROM {} WHERE chunk_id > %s ORDER BY chunk_id LIMIT %s"
+        ).format(chunk_columns(), self._table)
+        after = ""
+        while True:
+            with pg_errors(self.name, "scan"), self._conn() as conn:
+                rows = [stored_chunk(r) for r in conn.execute(statement, (after, batch))]
+            if rows:
+                yield rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].chunk_id
+
+    def count(self, scope: ScopeFilter | None = None) -> int:
+        where, params = scope_condition(scope)
+        statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._table, where)
+        with pg_errors(self.name, "count"), self._conn() as conn:
+            row = conn.execute(statement, params).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def optimize(self) -> bool:
+        return False  # PostgreSQL maintains the HNSW index on every write
+
+    def ping(self) -> None:
+        with pg_errors(self.name, "ping"), self._conn() as conn:
+            conn.execute("SELECT 1")
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        return False  # a failed transaction is an error; the run journal redoes the run
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    def _conn(self) -> Any:
+        if self._closed:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        return self._pool.connection()
+
+
+def unit_length(vector: Sequence[float]) -> list[float]:
+    """`vector` scaled to length 1 (cosine scores do not change); zero stays zero."""
+    norm = math.sqrt(sum(float(x) * float(x) for x in vector))
+    return [float(x) / norm for x in vector] if norm else [float(x) for x in vector]
+
+
+def create_schema(conn: psycopg.Connection[Any], schema: str, dim: int) -> None:
+    try:
+        ensure_schema(conn, schema, schema_ddl(schema, dim))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigError(
+            f"the POSTGRES_URL role may not create the pgvector extension or schema {schema!r} "
+            f"({exc}): run `CREATE EXTENSION vector;` once as a superuser (or grant CREATE on "
+            "the database), then start again"
+        ) from exc
+
+
+def check_pgvector(conn: psycopg.Connection[Any]) -> None:
+    """Filtered search needs pgvector's iterative index scans (0.8.0)."""
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    version = tuple(int(part) for part in str(row[0] if row else "0").split(".")[:2])
+    if version < MIN_PGVECTOR:
+        raise ConfigError(
+            f"PostgreSQL mode needs pgvector >= 0.8 (iterative index scans keep filtered "
+            f"searches full), but the server has {row[0] if row else 'none'}: "
+            "ALTER EXTENSION vector UPDATE after installing a newer pgvector"
+        )
+
+
+def check_dim(dim: int) -> None:
+    """pgvector's HNSW index takes `vector` columns of at most 2,000 dimensions."""
+    if not 1 <= dim <= MAX_HNSW_DIM:
+        raise ConfigError(
+            f"PostgreSQL mode indexes vectors of 1..{MAX_HNSW_DIM} dimensions (pgvector HNSW), "
+            f"but the embedding model has {dim}: use a smaller model or the Qdrant stores"
+        )
