@@ -5,28 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from opentelemetry import trace
 
-from services.common.analysis import QueryPlan
 from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.embedding import Embedder
 from services.common.errors import InvalidArgument
 from services.common.logging import get_logger
-from services.common.models import ScopeFilter, ScoredChunk
+from services.common.models import ScopeFilter
 from services.common.stores.storage import Storage
 from services.common.stores.visibility import CommittedGeneration
 from services.retriever.boost_step import BoostStep
 from services.retriever.channels import (
     ChannelOutcome,
-    call_as,
-    not_requested,
-    run_channel,
     skipped_by_rule,
 )
 from services.retriever.current_page import check_page
@@ -39,6 +34,7 @@ from services.retriever.exact import (
     with_exact_matches,
     with_highlights,
 )
+from services.retriever.fan_out import ChannelFanOut
 from services.retriever.fusion import ListFuser, cap_per_document, drop_weak_vector_only
 from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import (  # check_language: re-exported for its importers
@@ -76,6 +72,7 @@ from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
 from services.retriever.routing import IntentRouter
+from services.retriever.run_state import RetrievalRun
 from services.retriever.score_fusion import fuser_for
 from services.retriever.stages import StageRecorder
 from services.retriever.types import Channel, FusedHit, Intent
@@ -137,6 +134,9 @@ class RetrievalPipeline:
         self.fuser = fuser_for(config.fusion, config.rrf_k)
         self.assembler = EvidenceAssembler(config.context_char_budget)
         self.reranker, self.reranker_health = reranker, reranker_health
+        self.fan_out = ChannelFanOut(
+            embedder, storage.lexical, self.analyzer, self.locale_search, executor, config
+        )
         self.boost_step = BoostStep(storage.manifest, executor, config.exact_precedence)
         self.diversity_step = DiversityStep(storage.vectors, executor)
         self.rerank_step = RerankStep(
@@ -170,60 +170,86 @@ class RetrievalPipeline:
         cursor = PageCursor.of(request)
         prepared = replace(prepared, scope=await self._visible(prepared.scope))
         cursor.check_generation(prepared.scope.visible_generation)
-        balanced = LocaleLists()  # hits per locale ranked apart
-        vector, lexical = await self._fan_out(prepared, deadline, stages, balanced)
-        if prepared.language.skip_vector and Channel.VECTOR in request.channels:
-            vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
-        stages.record("vector", vector.latency_ms)
-        stages.record("lexical", lexical.latency_ms)
-        origin = request.boosts.recency_origin() or cursor.origin(datetime.now(UTC))
-        with stages.stage("fusion") as span:
-            fused = self._fuse(request, prepared, vector, lexical, balanced)
-            fused, boost_note = await self.boost_step.run(fused, request.boosts, origin, deadline)
-            span.set_attribute("rag.candidates", len(fused))
-        with stages.stage("rerank") as span:
-            failed = [o.channel.value for o in (vector, lexical) if o.requested and not o.ok]
-            hits, rerank = await self._rank(prepared.text, fused, request, cursor, deadline, failed)
-            _describe_rerank(span, rerank)
-        reranked = cursor.token.reranked if cursor.token else reranked_positions(fused, hits)
-        hits = exact_precedence(hits, self.config.exact_precedence)
-        hits, diversity_note = await self.diversity_step.run(hits, request.diversity, deadline)
-        page = self._page(hits, request, prepared, cursor.offset)
-        hits = with_highlights(page.hits, self.analyzer, prepared.plan)
-        with stages.stage("evidence"):
-            budget = request.context_char_budget or self.config.context_char_budget
-            evidence = self.assembler.assemble(hits, char_budget=budget)
-        result = RetrievalResult(
-            hits,
-            prepared.intent,
-            prepared.text,
-            rerank,
-            evidence,
-            [vector, lexical],
-            timings=stages.timings,
-        )
-        self._explain(result, request, prepared, fused)
-        result.hits_before = page.hits_before
-        if page.next_offset is not None:
-            generation = prepared.scope.visible_generation
-            result.next_page_token = next_page_token(
-                request, generation, fused, reranked, page.next_offset, origin
-            )
-        result.notes.extend(note for note in (boost_note, diversity_note) if note)
-        if balanced.vector and vector.ok:
-            result.notes.append(balance_note(list(balanced.vector), bool(balanced.translated)))
-            if request.debug:
-                result.notes.extend(balanced.translation_notes())
-        record_degradation(result, vector, lexical)
+        run = RetrievalRun(request, prepared, cursor, deadline, stages)
+        await self._search_and_fuse(run)
+        await self._order(run)
+        result = self._answer(run)
+        record_degradation(result, run.vector, run.lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
             margin_s = self.config.safety_margin_ms / 1000
-            await check_page(
-                result, self.lexical, self.executor, prepared.scope, deadline, margin_s
-            )
+            scope = prepared.scope
+            await check_page(result, self.lexical, self.executor, scope, deadline, margin_s)
         stages.record("total", _ms(started))
         stages.describe_answer(len(result.hits), len(result.degraded))
         if self.metrics is not None:  # once per answer, after every stage is timed
             self.metrics.record(result)
+        return result
+
+    async def _search_and_fuse(self, run: RetrievalRun) -> None:
+        """Both channels, then fusion and boosts: `run.fused`, the candidates."""
+        prepared, stages = run.prepared, run.stages
+        vector, lexical = await self.fan_out.run(prepared, run.deadline, stages, run.balanced)
+        if prepared.language.skip_vector and Channel.VECTOR in run.request.channels:
+            vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
+        stages.record("vector", vector.latency_ms)
+        stages.record("lexical", lexical.latency_ms)
+        run.vector, run.lexical = vector, lexical
+        run.origin = run.request.boosts.recency_origin() or run.cursor.origin(datetime.now(UTC))
+        with stages.stage("fusion") as span:
+            fused = self._fuse(run.request, prepared, vector, lexical, run.balanced)
+            boosts = run.request.boosts
+            run.fused, note = await self.boost_step.run(fused, boosts, run.origin, run.deadline)
+            span.set_attribute("rag.candidates", len(run.fused))
+        run.notes.append(note)
+
+    async def _order(self, run: RetrievalRun) -> None:
+        """Rerank (or restore a page token's order), precedence, diversity."""
+        with run.stages.stage("rerank") as span:
+            failed = [
+                o.channel.value for o in (run.vector, run.lexical) if o.requested and not o.ok
+            ]
+            hits, run.rerank = await self._rank(run, failed)
+            _describe_rerank(span, run.rerank)
+        cursor = run.cursor
+        run.reranked = (
+            cursor.token.reranked if cursor.token else reranked_positions(run.fused, hits)
+        )
+        hits = exact_precedence(hits, self.config.exact_precedence)
+        diversity = run.request.diversity
+        run.ordered, note = await self.diversity_step.run(hits, diversity, run.deadline)
+        run.notes.append(note)
+
+    def _answer(self, run: RetrievalRun) -> RetrievalResult:
+        """This page of the order, its evidence, and what explains it."""
+        request, prepared = run.request, run.prepared
+        page = self._page(run.ordered, request, prepared, run.cursor.offset)
+        hits = with_highlights(page.hits, self.analyzer, prepared.plan)
+        with run.stages.stage("evidence"):
+            budget = request.context_char_budget or self.config.context_char_budget
+            evidence = self.assembler.assemble(hits, char_budget=budget)
+        channels = [run.vector, run.lexical]
+        result = RetrievalResult(
+            hits,
+            prepared.intent,
+            prepared.text,
+            run.rerank,
+            evidence,
+            channels,
+            timings=run.stages.timings,
+        )
+        self._explain(result, request, prepared, run.fused)
+        result.hits_before = page.hits_before
+        if page.next_offset is not None:
+            generation = prepared.scope.visible_generation
+            result.next_page_token = next_page_token(
+                request, generation, run.fused, run.reranked, page.next_offset, run.origin
+            )
+        result.notes.extend(note for note in run.notes if note)
+        if run.balanced.vector and run.vector.ok:
+            translated = bool(run.balanced.translated)
+            result.notes.append(balance_note(list(run.balanced.vector), translated))
+            if request.debug:
+                result.notes.extend(run.balanced.translation_notes())
         return result
 
     async def _visible(self, scope: ScopeFilter) -> ScopeFilter:
@@ -285,82 +311,18 @@ class RetrievalPipeline:
         return page_of(hits, offset, prepared.top_k, min(size, MAX_GROUP_SIZE))
 
     async def _rank(
-        self,
-        query: str,
-        fused: list[FusedHit],
-        request: RetrievalRequest,
-        cursor: PageCursor,
-        deadline: Deadline,
-        failed: list[str],
+        self, run: RetrievalRun, failed: list[str]
     ) -> tuple[list[FusedHit], RerankOutcome]:
         """Rerank the first page; a later page restores the first page's order
         (services.retriever.paging) rather than asking the Reranker again."""
+        cursor, fused = run.cursor, run.fused
         if cursor.token is None:
-            return await self.rerank_step.run(query, fused, request.rerank, deadline)
+            rerank = run.request.rerank
+            return await self.rerank_step.run(run.prepared.text, fused, rerank, run.deadline)
         hits = cursor.restore(fused, failed)
         code = RerankCode.RERANKED if cursor.token.reranked else RerankCode.OFF
         reason = "the first page's order, carried by page_token"
         return hits, RerankOutcome(code, used=bool(cursor.token.reranked), reason=reason)
-
-    async def _fan_out(
-        self,
-        prepared: PreparedQuery,
-        deadline: Deadline,
-        stages: StageRecorder,
-        balanced: LocaleLists,
-    ) -> tuple[ChannelOutcome, ChannelOutcome]:
-        """Both channels at once, each within min(channel timeout, time left − margin);
-        `balanced` receives the locales the vector channel ranked apart."""
-        budget_s = deadline.budget(
-            self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
-        )
-        query, depth, scope, plan = prepared.text, prepared.depth, prepared.scope, prepared.plan
-        self.locale_search.translate(query, prepared.language.language, scope, balanced)
-
-        def vector_search() -> list[ScoredChunk]:
-            texts = [query, *(t.text for t in balanced.translations.values())]
-            with stages.stage("embedding"):
-                vectors = call_as("embedding", self.embedder.embed_queries, texts)
-            with stages.stage("vector_search", timed=False) as span:
-                hits = self.locale_search.vector(vectors.tolist(), depth, scope, balanced)
-                span.set_attribute("rag.hits", len(hits))
-            return hits
-
-        def lexical_search() -> list[ScoredChunk]:
-            with stages.stage("lexical_search", timed=False) as span:
-                # The plan made by `_prepare` (the store's own analysis, so the
-                # same terms the store would derive from `query`).
-                hits = self._lexical_search(plan, depth, scope)
-                span.set_attribute("rag.hits", len(hits))
-                search = self._lexical_search_text
-                self.locale_search.translated_lexical(depth, scope, search, balanced)
-            return hits
-
-        results = await asyncio.gather(
-            self._maybe_run(Channel.VECTOR, prepared.channels, vector_search, budget_s),
-            self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
-        )
-        return results[0], results[1]
-
-    def _lexical_search(self, plan: QueryPlan, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        """`search_plan`: the plan was made with the store's own analyzer
-        (`storage.analyzer`), so the store need not analyse `query` again."""
-        return self.lexical.search_plan(plan, depth, scope)
-
-    def _lexical_search_text(self, text: str, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        plan = self.analyzer.plan(text)
-        return call_as("lexical", self._lexical_search, plan, depth, scope)
-
-    async def _maybe_run(
-        self,
-        channel: Channel,
-        wanted: frozenset[Channel],
-        search: Callable[[], list[ScoredChunk]],
-        budget_s: float,
-    ) -> ChannelOutcome:
-        if channel not in wanted:
-            return not_requested(channel)
-        return await run_channel(channel, self.executor, search, budget_s)
 
     def _fuse(
         self,

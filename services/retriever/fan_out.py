@@ -1,0 +1,96 @@
+"""Both channels of one Retrieve at once: the query embedded (with its
+translations for other-language locales) and searched in the vector store,
+and its analysed plan searched in the lexical store, each within
+min(channel timeout, time left − margin), each degrading on its own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from services.common.analysis import QueryPlan
+from services.common.analysis.analyzer import TextAnalyzer
+from services.common.deadline import Deadline
+from services.common.embedding import Embedder
+from services.common.models import ScopeFilter, ScoredChunk
+from services.common.stores.base import LexicalStore
+from services.retriever.channels import ChannelOutcome, call_as, not_requested, run_channel
+from services.retriever.locale_balance import LocaleLists, LocaleSearch
+from services.retriever.requests import PreparedQuery, RetrievalConfig
+from services.retriever.stages import StageRecorder
+from services.retriever.types import Channel
+
+
+class ChannelFanOut:
+    def __init__(
+        self,
+        embedder: Embedder,
+        lexical: LexicalStore,
+        analyzer: TextAnalyzer,
+        locale_search: LocaleSearch,
+        executor: Executor,
+        config: RetrievalConfig,
+    ) -> None:
+        self.embedder, self.lexical, self.analyzer = embedder, lexical, analyzer
+        self.locale_search, self.executor, self.config = locale_search, executor, config
+
+    async def run(
+        self,
+        prepared: PreparedQuery,
+        deadline: Deadline,
+        stages: StageRecorder,
+        balanced: LocaleLists,
+    ) -> tuple[ChannelOutcome, ChannelOutcome]:
+        """Both channels' outcomes; `balanced` receives the locales the
+        vector channel ranked apart."""
+        budget_s = deadline.budget(
+            self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
+        )
+        query, depth, scope, plan = prepared.text, prepared.depth, prepared.scope, prepared.plan
+        self.locale_search.translate(query, prepared.language.language, scope, balanced)
+
+        def vector_search() -> list[ScoredChunk]:
+            texts = [query, *(t.text for t in balanced.translations.values())]
+            with stages.stage("embedding"):
+                vectors = call_as("embedding", self.embedder.embed_queries, texts)
+            with stages.stage("vector_search", timed=False) as span:
+                hits = self.locale_search.vector(vectors.tolist(), depth, scope, balanced)
+                span.set_attribute("rag.hits", len(hits))
+            return hits
+
+        def lexical_search() -> list[ScoredChunk]:
+            with stages.stage("lexical_search", timed=False) as span:
+                # The plan made by the pipeline's `_prepare` (the store's own
+                # analysis, so the same terms the store would derive from `query`).
+                hits = self._lexical_search(plan, depth, scope)
+                span.set_attribute("rag.hits", len(hits))
+                search = self._lexical_search_text
+                self.locale_search.translated_lexical(depth, scope, search, balanced)
+            return hits
+
+        results = await asyncio.gather(
+            self._maybe_run(Channel.VECTOR, prepared.channels, vector_search, budget_s),
+            self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
+        )
+        return results[0], results[1]
+
+    def _lexical_search(self, plan: QueryPlan, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        """`search_plan`: the plan was made with the store's own analyzer
+        (`storage.analyzer`), so the store need not analyse `query` again."""
+        return self.lexical.search_plan(plan, depth, scope)
+
+    def _lexical_search_text(self, text: str, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
+        plan = self.analyzer.plan(text)
+        return call_as("lexical", self._lexical_search, plan, depth, scope)
+
+    async def _maybe_run(
+        self,
+        channel: Channel,
+        wanted: frozenset[Channel],
+        search: Callable[[], list[ScoredChunk]],
+        budget_s: float,
+    ) -> ChannelOutcome:
+        if channel not in wanted:
+            return not_requested(channel)
+        return await run_channel(channel, self.executor, search, budget_s)
