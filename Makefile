@@ -89,6 +89,7 @@ typecheck: install
 # docs/benchmarks.md. The smoke versions run in `make test`.
 eval: install bench-env
 	$(BIN)/python -m bench.eval.scifact
+	$(BIN)/python -m bench.eval.diversity
 	$(BIN)/python -m bench.eval.bilingual
 
 eval-bilingual: install

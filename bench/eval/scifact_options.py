@@ -21,6 +21,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "lexical": {"channels": [pb.CHANNEL_LEXICAL], "disable_rerank": True},
     "vector": {"channels": [pb.CHANNEL_VECTOR], "disable_rerank": True},
     "hybrid": {"disable_rerank": True},
+    # Score fusion next to RRF (the default is chosen by these on train).
+    "hybrid-min_max": {
+        "disable_rerank": True,
+        "fusion": pb.Fusion(method=pb.FUSION_METHOD_MIN_MAX),
+    },
+    "hybrid-dbsf": {"disable_rerank": True, "fusion": pb.Fusion(method=pb.FUSION_METHOD_DBSF)},
     "hybrid+rerank": {"disable_rerank": False},
 }
 SCOPE = "eval"

@@ -11,6 +11,13 @@ from typing import Any
 
 from bench.reports.bilingual import RESULTS_FILE as BILINGUAL_FILE
 from bench.reports.bilingual import bilingual_section
+from bench.reports.diversity import (
+    FUSION_FILE,
+    FUSION_TEST_FILE,
+    diversity_section,
+    fusion_section,
+)
+from bench.reports.diversity import RESULTS_FILE as DIVERSITY_FILE
 from bench.reports.document_encoder import RESULTS_FILE as DOCUMENT_ENCODER_FILE
 from bench.reports.document_encoder import document_encoder_section
 from bench.reports.gateway import gateway_section
@@ -48,9 +55,17 @@ pipeline runs in its own environment (`make bench-env`), never in the services' 
 
 
 def write_report(results_dir: Path, docs_path: Path) -> Path:
-    evals = [r for r in _load_all(results_dir) if "configs" in r and r.get("split") == "test"]
+    evals = [
+        r
+        for r in _load_all(results_dir)
+        if "configs" in r and r.get("split") == "test" and r.get("purpose") != "fusion"
+    ]
     parts = [INTRO]
     parts += [quality_section(r) for r in evals]
+    if (fusion := _load(results_dir / FUSION_FILE)) is not None:
+        parts.append(fusion_section(fusion, _load(results_dir / FUSION_TEST_FILE)))
+    if (diversity := _load(results_dir / DIVERSITY_FILE)) is not None:
+        parts.append(diversity_section(diversity))
     if (bilingual := _load(results_dir / BILINGUAL_FILE)) is not None:
         parts.append(bilingual_section(bilingual))
     if (bench := _load(results_dir / "bench.json")) is not None:

@@ -36,6 +36,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model = tiny_finetuned_model(out / "finetuned-model")
     run_bench_module("bench.eval.scifact", out, "--no-peer", "--finetuned-model", str(model))
     run_bench_module("bench.load.speed", out)
+    run_bench_module("bench.eval.diversity", out)
     return out
 
 
@@ -149,3 +150,17 @@ def test_visibility_filter_bench_records_both_channels_with_and_without(tmp_path
     result = json.loads((tmp_path / "visibility_filter.json").read_text())
     assert set(result["latency"]) == {"vector", "vector_filtered", "lexical", "lexical_filtered"}
     assert all(summary["n"] == 10 for summary in result["latency"].values())
+
+
+def test_diversity_measures_each_lambda(results: Path) -> None:
+    result = load(results / "diversity-smoke.json")
+    assert [row["mmr_lambda"] for row in result["rows"]] == [0.0, 0.9, 0.7, 0.5]
+    for row in result["rows"]:
+        assert row["errors"] == 0 and 0.0 <= row["ndcg@10"] <= 1.0
+        assert 1.0 <= row["distinct_documents_top10"] <= 10.0
+        assert -1.0 <= row["mean_pairwise_cosine_top10"] <= 1.0
+    # Diversity never lowers the number of distinct documents on average.
+    plain, diverse = result["rows"][0], result["rows"][-1]
+    assert diverse["distinct_documents_top10"] >= plain["distinct_documents_top10"]
+    for field in RECORD_FIELDS:
+        assert result[field]

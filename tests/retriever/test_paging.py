@@ -202,3 +202,25 @@ def test_a_token_for_another_question_or_index_is_refused(stack: BackgroundStack
         stack.retrieve(QUERY, top_k=2, page_token=token)
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "generation" in str(caught.value.details())
+
+
+@pytest.mark.unit
+@given(st.text(max_size=300) | st.binary(max_size=200).map(lambda b: _b64(b)))
+def test_any_text_as_a_token_is_a_token_or_invalid_argument(text: str) -> None:
+    try:
+        token = decode_token(text)
+    except InvalidArgument as refused:
+        assert str(refused).startswith("page_token:")
+        return
+    cursor = PageCursor(token)
+    fused = [hit(f"c{i}") for i in range(3)]
+    try:
+        cursor.restore(fused, degraded=[])
+    except (InvalidArgument, FailedPrecondition) as refused:
+        assert str(refused).startswith("page_token:")
+
+
+def _b64(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
