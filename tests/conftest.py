@@ -11,11 +11,6 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# CI (`.ci/run`) draws the same property-test examples on every run, so a
-# landing never depends on the draw; a developer's `make test` explores new
-# examples each time, and what it finds is pinned with `@example`.
-settings.register_profile("ci", derandomize=True, print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # Services started by tests (in process or as child processes) open no metrics
 # listener on the fixed default ports, which parallel workers would fight
 # over; the tests of metrics ask for a listener on a free port.
@@ -28,6 +23,12 @@ os.environ.setdefault("RAG_EMBEDDING_MODEL", "packaged:all-MiniLM-L6-v2")
 from services.common.embedding import PACKAGED_MODEL, Embedder, EmbedderConfig
 from tests.support.corpus import corpus_documents
 from tests.support.stack import BackgroundStack, free_port
+
+# CI (`.ci/run`) draws the same property-test examples on every run, so a
+# landing never depends on the draw; a developer's `make test` explores new
+# examples each time, and what it finds is pinned with `@example`.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session")
