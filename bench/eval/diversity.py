@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bench.common.indexing import ingest_beir
+from bench.common.paths import SCRATCH_DIR
 from bench.common.processes import Stack
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import Answer, run_load
@@ -33,6 +34,7 @@ from services.common.embedding import PACKAGED_MODEL, Embedder, EmbedderConfig
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 LAMBDAS = (0.0, 0.9, 0.7, 0.5)
+MODEL_CACHE = SCRATCH_DIR / "models"  # the judge's ONNX export, made once
 TOP = 10
 CHUNKS_PER_DOCUMENT = 3
 
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         answers = {lam: _answers(stack.retriever_addr, queries, lam) for lam in LAMBDAS}
     finally:
         stack.stop()
-    judge = Embedder(EmbedderConfig(model=PACKAGED_MODEL))
+    judge = _Judge(Embedder(EmbedderConfig(model=PACKAGED_MODEL, onnx_cache_dir=MODEL_CACHE)))
     qrels = opts.dataset.qrels()
     rows = [_measure(lam, found, qrels, judge) for lam, found in answers.items()]
     result = {
@@ -85,11 +87,34 @@ def _answers(addr: str, queries: list[tuple[str, str]], lam: float) -> list[Answ
     return run_load(addr, queries, request, timeout_s=300).answers
 
 
-def _measure(lam: float, answers: list[Answer], qrels: Any, judge: Embedder) -> dict[str, Any]:
+class _Judge:
+    """The second model's vectors, each distinct text embedded once (the
+    same passages come back under several λ), in batches."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder, self.vectors = embedder, dict[str, np.ndarray]()
+
+    def similarity(self, texts: list[str]) -> float:
+        """Mean pairwise cosine of `texts` (nan for fewer than two)."""
+        if len(texts) < 2:
+            return float("nan")
+        rows = np.stack([self.vectors[text] for text in texts])
+        pairs = list(itertools.combinations(range(len(texts)), 2))
+        return float(np.mean([float(rows[i] @ rows[j]) for i, j in pairs]))
+
+    def embed_all(self, texts: set[str]) -> None:
+        todo = sorted(texts - self.vectors.keys())
+        for start in range(0, len(todo), 256):
+            batch = todo[start : start + 256]
+            self.vectors.update(zip(batch, self.embedder.embed_documents(batch), strict=True))
+
+
+def _measure(lam: float, answers: list[Answer], qrels: Any, judge: _Judge) -> dict[str, Any]:
     replies = [a for a in answers if a.response is not None]
     run = {a.query_id: distinct_documents([h.doc_id for h in a.response.hits]) for a in replies}  # type: ignore[union-attr]
     distinct = [len({h.doc_id for h in a.response.hits}) for a in replies]  # type: ignore[union-attr]
-    similarity = [_mean_pairwise([h.text for h in a.response.hits], judge) for a in replies]  # type: ignore[union-attr]
+    judge.embed_all({h.text for a in replies for h in a.response.hits})  # type: ignore[union-attr]
+    similarity = [judge.similarity([h.text for h in a.response.hits]) for a in replies]  # type: ignore[union-attr]
     return {
         "mmr_lambda": lam,
         "ndcg@10": evaluate(qrels, run).get("ndcg@10"),
@@ -98,14 +123,6 @@ def _measure(lam: float, answers: list[Answer], qrels: Any, judge: Embedder) -> 
         "latency": latency_summary([a.latency_ms for a in replies]),
         "errors": len(answers) - len(replies),
     }
-
-
-def _mean_pairwise(texts: list[str], judge: Embedder) -> float:
-    if len(texts) < 2:
-        return float("nan")
-    vectors = judge.embed_documents(texts)
-    pairs = list(itertools.combinations(range(len(texts)), 2))
-    return float(np.mean([float(vectors[i] @ vectors[j]) for i, j in pairs]))
 
 
 if __name__ == "__main__":
