@@ -87,6 +87,8 @@ class RetrieveOptions(TypedDict, total=False):
     group_by_document: bool
     page_token: str
     fusion: rpb.Fusion
+    boosts: rpb.Boosts
+    diversity: rpb.Diversity
 
 
 def retrieve_request(query: str | rpb.RetrieveRequest, **options: Any) -> rpb.RetrieveRequest:
