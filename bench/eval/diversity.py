@@ -92,21 +92,21 @@ class _Judge:
     same passages come back under several λ), in batches."""
 
     def __init__(self, embedder: Embedder) -> None:
-        self.embedder, self.vectors = embedder, dict[str, np.ndarray]()
+        self.embedder, self.by_text = embedder, dict[str, np.ndarray]()
 
     def similarity(self, texts: list[str]) -> float:
         """Mean pairwise cosine of `texts` (nan for fewer than two)."""
         if len(texts) < 2:
             return float("nan")
-        rows = np.stack([self.vectors[text] for text in texts])
+        rows = np.stack([self.by_text[text] for text in texts])
         pairs = list(itertools.combinations(range(len(texts)), 2))
         return float(np.mean([float(rows[i] @ rows[j]) for i, j in pairs]))
 
     def embed_all(self, texts: set[str]) -> None:
-        todo = sorted(texts - self.vectors.keys())
+        todo = sorted(texts - self.by_text.keys())
         for start in range(0, len(todo), 256):
             batch = todo[start : start + 256]
-            self.vectors.update(zip(batch, self.embedder.embed_documents(batch), strict=True))
+            self.by_text.update(zip(batch, self.embedder.embed_documents(batch), strict=True))
 
 
 def _measure(lam: float, answers: list[Answer], qrels: Any, judge: _Judge) -> dict[str, Any]:
