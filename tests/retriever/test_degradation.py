@@ -4,7 +4,6 @@ matrix says, and never after the caller's deadline."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,12 +36,11 @@ def f(faults: tuple[Faults, BackgroundStack]) -> Iterator[tuple[Faults, Backgrou
     faults[0].reset()
 
 
-def timed(
-    stack: BackgroundStack, timeout: float, **fields: Any
-) -> tuple[rpb.RetrieveResponse, float]:
-    started = time.perf_counter()
-    reply = stack.retrieve(QUERY, timeout=timeout, top_k=5, **fields)
-    return reply, time.perf_counter() - started
+def timed(stack: BackgroundStack, timeout: float, **fields: Any) -> rpb.RetrieveResponse:
+    """Ask with a gRPC deadline: a reply at all proves the Retriever answered
+    within it (gRPC fails a late call with DEADLINE_EXCEEDED), with no
+    wall-clock assertion of our own."""
+    return stack.retrieve(QUERY, timeout=timeout, top_k=5, **fields)
 
 
 def only_channel(reply: rpb.RetrieveResponse, channel: int) -> bool:
@@ -59,17 +57,16 @@ def components(reply: rpb.RetrieveResponse) -> dict[str, str]:
 def test_vector_store_down_or_slow_gives_lexical_only(f, mode: str) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
     faults.vectors.mode = mode
-    reply, elapsed = timed(stack, 2.0)
+    reply = timed(stack, 2.0)
     assert only_channel(reply, rpb.CHANNEL_LEXICAL)
     assert "vector" in components(reply)
     assert ("timeout" if mode == HANG else "error") in components(reply)["vector"]
-    assert elapsed < 2.0
 
 
 def test_embedding_down_gives_lexical_only_and_names_it(f) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
     faults.embedder.mode = RAISE
-    reply, _ = timed(stack, 2.0, disable_rerank=True)
+    reply = timed(stack, 2.0, disable_rerank=True)
     assert only_channel(reply, rpb.CHANNEL_LEXICAL)
     assert "embedding" in components(reply)
 
@@ -78,40 +75,37 @@ def test_embedding_down_gives_lexical_only_and_names_it(f) -> None:  # type: ign
 def test_lexical_store_down_or_slow_gives_vector_only(f, mode: str) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
     faults.lexical.mode = mode
-    reply, elapsed = timed(stack, 2.0)
+    reply = timed(stack, 2.0)
     assert only_channel(reply, rpb.CHANNEL_VECTOR)
     assert "lexical" in components(reply)
-    assert elapsed < 2.0
 
 
 @pytest.mark.parametrize("mode", [RAISE, HANG])
 def test_both_stores_down_gives_empty_ok_with_safe_message(f, mode: str) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
     faults.vectors.mode = faults.lexical.mode = mode
-    reply, elapsed = timed(stack, 2.0)
+    reply = timed(stack, 2.0)
     assert list(reply.hits) == []
     assert {"vector", "lexical"} <= set(components(reply))
     assert "temporarily unavailable" in reply.message
-    assert elapsed < 2.0
 
 
 @pytest.mark.parametrize(("mode", "reason"), [("slow", "did not answer"), ("error", "INTERNAL")])
 def test_reranker_slow_or_failing_keeps_fused_order(f, mode: str, reason: str) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
-    fused, _ = timed(stack, 5.0, disable_rerank=True)
+    fused = timed(stack, 5.0, disable_rerank=True)
     faults.reranker.mode = mode
-    reply, elapsed = timed(stack, 1.0)
+    reply = timed(stack, 1.0)
     assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in fused.hits]
     assert not reply.rerank.used and reply.rerank.fallback
     assert reason in reply.rerank.reason
     assert "reranker" in components(reply)
-    assert elapsed < 1.0
 
 
 def test_reranker_reorders_when_it_answers(f) -> None:  # type: ignore[no-untyped-def]
     _, stack = f
     all_fused = stack.retrieve(QUERY, top_k=20, disable_rerank=True).hits
-    reply, _ = timed(stack, 5.0)
+    reply = timed(stack, 5.0)
     assert reply.rerank.used and not reply.rerank.fallback
     assert reply.rerank.reranked == reply.rerank.candidates == len(all_fused)
     # The injector scores later passages higher: the candidate order flips.
@@ -121,9 +115,9 @@ def test_reranker_reorders_when_it_answers(f) -> None:  # type: ignore[no-untype
 
 def test_partial_rerank_reorders_the_scored_prefix_only(f) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
-    fused, _ = timed(stack, 5.0, disable_rerank=True)
+    fused = timed(stack, 5.0, disable_rerank=True)
     faults.reranker.mode, faults.reranker.partial_n = "partial", 2
-    reply, _ = timed(stack, 5.0)
+    reply = timed(stack, 5.0)
     ids, fused_ids = [h.chunk_id for h in reply.hits], [h.chunk_id for h in fused.hits]
     assert ids[:2] == [fused_ids[1], fused_ids[0]]
     assert ids[2:] == fused_ids[2:]
@@ -138,7 +132,7 @@ def test_short_caller_deadline_with_everything_slow_answers_in_time(f) -> None: 
     deadline = 0.05
     # An answer at all is the check: gRPC fails a call still running at its
     # deadline with DEADLINE_EXCEEDED (no wall-clock assertion of our own).
-    reply, _ = timed(stack, deadline)
+    reply = timed(stack, deadline)
     assert {"vector", "lexical"} <= set(components(reply))
 
 
@@ -147,7 +141,7 @@ def test_short_caller_deadline_with_slow_reranker_returns_fused_hits(f) -> None:
     faults.reranker.mode = "slow"
     timed(stack, 5.0, disable_rerank=True)  # warm the query-embedding cache
     deadline = 0.15
-    reply, _ = timed(stack, deadline)  # answered, so within the deadline
+    reply = timed(stack, deadline)  # answered, so within the deadline
     assert reply.hits
     assert reply.rerank.fallback and not reply.rerank.used
 

@@ -61,7 +61,9 @@ def faulty_stack(data_dir: Path, embedder: Embedder) -> Iterator[tuple[Faults, B
         faults.embedder,  # type: ignore[arg-type]
         reranker_addr=f"127.0.0.1:{port}",
         wrap_stores=faults.wrap,
-        retriever={"rerank_budget_ms": 200, "channel_timeout_ms": 300},
+        # The channel timeout leaves room for a loaded 2-core CI machine: a
+        # healthy channel must never time out, while a HANG (2 s) always does.
+        retriever={"rerank_budget_ms": 200, "channel_timeout_ms": 1000},
     ).start()
     assert stack._loop is not None
     reranker = stack._loop.run(serve_injector(faults.reranker, port))
