@@ -178,21 +178,26 @@ class IndexingPipeline:
     def _apply(
         self, plans: list[DocumentPlan], progress: ProgressFn | None, control: RunControl
     ) -> None:
-        generation = self.journal.next_generation()
-        stamped = [_stamped(p, generation) for p in plans]
-        self.journal.begin(generation, stamped)
-        log.info(
-            "index_run_writing",
-            generation=generation,
-            chunks_to_embed=sum(len(p.to_embed) for p in plans),
-        )
-        try:
-            self._write(stamped, progress, control)
-            control.check_commit()
-            self._commit_manifest(generation, stamped)
-        except BaseException:
-            self._undo_after_failure(generation)
-            raise
+        # Where the backend has one transaction for all three parts, the run
+        # is that transaction: a failure rolls it back, nothing to undo.
+        with self.storage.run_transaction() as atomic:
+            generation = self.journal.next_generation()
+            stamped = [_stamped(p, generation) for p in plans]
+            self.journal.begin(generation, stamped)
+            log.info(
+                "index_run_writing",
+                generation=generation,
+                atomic=atomic,
+                chunks_to_embed=sum(len(p.to_embed) for p in plans),
+            )
+            try:
+                self._write(stamped, progress, control)
+                control.check_commit()
+                self._commit_manifest(generation, stamped)
+            except BaseException:
+                if not atomic:
+                    self._undo_after_failure(generation)
+                raise
         if self.on_commit is not None:
             self.on_commit(generation)
 

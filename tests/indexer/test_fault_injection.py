@@ -64,10 +64,14 @@ RETITLE_RUN = [
 class StackProcess:
     """The real embedded stack (Indexer + Retriever) in its own process."""
 
-    def __init__(self, data_dir: Path, kill_at: str = "") -> None:
+    def __init__(
+        self, data_dir: Path, kill_at: str = "", stores: dict[str, str] | None = None
+    ) -> None:
+        """`stores`: the store settings (environment) when not embedded."""
         self.indexer_port, self.retriever_port = free_port(), free_port()
         env = {
             **os.environ,
+            **(stores or {}),
             "RAG_DATA_DIR": str(data_dir),
             "RAG_INDEXER_PORT": str(self.indexer_port),
             "RAG_RETRIEVER_PORT": str(self.retriever_port),
@@ -177,19 +181,25 @@ def test_a_run_killed_at_any_write_step_is_undone_without_its_input(
     assert uncommitted_rows_visible(data_dir) == []
     stack = StackProcess(data_dir)  # recovery runs before the ports open
     try:
-        # Hybrid: the vector channel returns neighbours for any query, so the
-        # check is that none of them is a row of the killed run.
-        assert "fresh" not in stack.doc_ids_for("nebulacrocus tuning")
-        assert "saffronkestrel" not in " ".join(stack.texts_for("saffronkestrel wording"))
-        assert stack.doc_ids_for("ottomanfennel")[:1] == ["changing"]
-        assert stack.doc_ids_for("glacierpuffin")[:1] == ["doomed"]
-        retitled = stack.retriever.Retrieve(
-            rpb.RetrieveRequest(query="wolframpeony", top_k=1, disable_rerank=True), timeout=30
-        ).hits[0]
-        assert (retitled.doc_id, retitled.title) == ("retitled", "Retitled")
-        report = stack.verify()
-        assert report.clean, [str(f) for f in report.findings]
-        assert report.findings_total == 0
-        assert stack.counts() == clean_counts
+        assert_only_committed_data(stack, clean_counts)
     finally:
         stack.stop()
+
+
+def assert_only_committed_data(stack: StackProcess, clean_counts: tuple[int, ...]) -> None:
+    """After a restart: answers, verify and counts as if the killed run never
+    happened (the base corpus alone)."""
+    # Hybrid: the vector channel returns neighbours for any query, so the
+    # check is that none of them is a row of the killed run.
+    assert "fresh" not in stack.doc_ids_for("nebulacrocus tuning")
+    assert "saffronkestrel" not in " ".join(stack.texts_for("saffronkestrel wording"))
+    assert stack.doc_ids_for("ottomanfennel")[:1] == ["changing"]
+    assert stack.doc_ids_for("glacierpuffin")[:1] == ["doomed"]
+    retitled = stack.retriever.Retrieve(
+        rpb.RetrieveRequest(query="wolframpeony", top_k=1, disable_rerank=True), timeout=30
+    ).hits[0]
+    assert (retitled.doc_id, retitled.title) == ("retitled", "Retitled")
+    report = stack.verify()
+    assert report.clean, [str(f) for f in report.findings]
+    assert report.findings_total == 0
+    assert stack.counts() == clean_counts

@@ -21,15 +21,23 @@ from collections.abc import Callable
 from typing import Any
 
 from services.common.stores.manifest_sqlite import SqliteManifest
+from services.common.stores.postgres_lexical import PostgresLexicalStore
+from services.common.stores.postgres_manifest import PostgresManifest
+from services.common.stores.postgres_vectors import PostgresVectorStore
 from services.common.stores.qdrant_edge import EdgeVectorStore
 from services.common.stores.tantivy_store import TantivyLexicalStore
 
-TARGETS: dict[str, tuple[type, str]] = {
-    "vector_write": (EdgeVectorStore, "upsert"),
-    "lexical_write": (TantivyLexicalStore, "upsert"),
-    "payload": (TantivyLexicalStore, "update_payload"),
-    "delete": (TantivyLexicalStore, "delete"),
-    "commit": (SqliteManifest, "commit_run"),
+# Per step, the methods of the embedded and of the PostgreSQL stores (the
+# process runs with one of them; the environment chooses, as in production).
+TARGETS: dict[str, tuple[tuple[type, str], ...]] = {
+    "vector_write": ((EdgeVectorStore, "upsert"), (PostgresVectorStore, "upsert")),
+    "lexical_write": ((TantivyLexicalStore, "upsert"), (PostgresLexicalStore, "upsert")),
+    "payload": (
+        (TantivyLexicalStore, "update_payload"),
+        (PostgresLexicalStore, "update_payload"),
+    ),
+    "delete": ((TantivyLexicalStore, "delete"), (PostgresLexicalStore, "delete")),
+    "commit": ((SqliteManifest, "commit_run"), (PostgresManifest, "commit_run")),
 }
 
 
@@ -43,8 +51,8 @@ def killing(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def main(step: str) -> None:
-    owner, name = TARGETS[step]
-    setattr(owner, name, killing(getattr(owner, name)))
+    for owner, name in TARGETS[step]:
+        setattr(owner, name, killing(getattr(owner, name)))
     from services.common.server import run_main
     from services.stack.__main__ import serve
 

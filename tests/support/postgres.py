@@ -43,18 +43,26 @@ class PostgresServer:
     def stop(self) -> None:
         """Fast shutdown (open connections are cut), e.g. to test an outage."""
         _run(
-            [str(_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"],
+            [
+                str(postgres_bin_dir() / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
             self.user,
         )
 
     def start(self) -> None:
         """Start again on the same port and data (after `stop`)."""
         log = self.data_dir.parent / "server.log"
-        ctl = [str(_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(log), "-w"]
+        ctl = [str(postgres_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(log), "-w"]
         _run([*ctl, "-o", self.options, "start"], self.user)
 
 
-def _bin_dir() -> Path:
+def postgres_bin_dir() -> Path:
     """The wheel's binaries, found without importing `pgserver` (its import
     sets up runtime folders and locks this helper has no use for)."""
     spec = importlib.util.find_spec("pgserver")
@@ -79,7 +87,7 @@ def _run_as() -> str | None:
         subprocess.run(
             ["useradd", "-s", "/bin/false", SERVER_USER], check=True, capture_output=True
         )
-    _open_path(_bin_dir())
+    _open_path(postgres_bin_dir())
     return SERVER_USER
 
 
@@ -118,7 +126,7 @@ def running_postgres() -> Iterator[PostgresServer]:
     deleted on exit. Its folder is its own, outside pytest's basetemp: a
     pytest session starting anywhere on the machine resets that to mode 0700,
     which would lock the server's user out of a running server's files."""
-    bin_dir, user, port = _bin_dir(), _run_as(), _free_port()
+    bin_dir, user, port = postgres_bin_dir(), _run_as(), _free_port()
     workdir = Path(tempfile.mkdtemp(prefix="rag-postgres-"))
     try:
         _prepare(workdir, user)

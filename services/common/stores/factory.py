@@ -20,6 +20,10 @@ __all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_st
 
 
 def open_storage(settings: StoreSettings, dim: int) -> Storage:
+    if settings.is_postgres:
+        from services.common.stores.postgres_factory import open_postgres_storage
+
+        return open_postgres_storage(settings, dim)
     vectors, lexical = open_stores(settings, dim)
     try:
         return Storage(vectors, lexical, open_manifest(settings))

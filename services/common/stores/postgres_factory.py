@@ -7,8 +7,10 @@ from services.common.analysis import TextAnalyzer
 from services.common.errors import ConfigError
 from services.common.stores.postgres_lexical import PostgresLexicalStore
 from services.common.stores.postgres_manifest import PostgresManifest
+from services.common.stores.postgres_run import RunConnection
 from services.common.stores.postgres_vectors import PostgresVectorStore
 from services.common.stores.settings import StoreSettings
+from services.common.stores.storage import Storage
 
 
 def postgres_url(settings: StoreSettings) -> str:
@@ -17,8 +19,23 @@ def postgres_url(settings: StoreSettings) -> str:
     return settings.postgres_url.get_secret_value()
 
 
+def open_postgres_storage(settings: StoreSettings, dim: int) -> Storage:
+    """All three parts in one schema, sharing the connection of the run in
+    flight, so a run commits as one transaction (`postgres_run`)."""
+    run = RunConnection(
+        postgres_url(settings), settings.postgres_schema, settings.postgres_timeout_s
+    )
+    vectors, lexical = open_postgres_stores(settings, dim, run)
+    try:
+        return Storage(vectors, lexical, open_postgres_manifest(settings, run), run)
+    except BaseException:
+        lexical.close()
+        vectors.close()
+        raise
+
+
 def open_postgres_stores(
-    settings: StoreSettings, dim: int
+    settings: StoreSettings, dim: int, run: RunConnection | None = None
 ) -> tuple[PostgresVectorStore, PostgresLexicalStore]:
     url = postgres_url(settings)
     vectors = PostgresVectorStore(
@@ -28,6 +45,7 @@ def open_postgres_stores(
         search_ef=settings.vector_search_ef,
         pool_size=settings.postgres_pool_size,
         timeout_s=settings.postgres_timeout_s,
+        run=run,
     )
     try:
         lexical = PostgresLexicalStore(
@@ -37,6 +55,7 @@ def open_postgres_stores(
             analyzer=TextAnalyzer(settings.lexical_cjk),
             pool_size=settings.postgres_pool_size,
             timeout_s=settings.postgres_timeout_s,
+            run=run,
         )
     except BaseException:
         vectors.close()  # do not leak the pool when start-up fails half-way
@@ -44,10 +63,13 @@ def open_postgres_stores(
     return vectors, lexical
 
 
-def open_postgres_manifest(settings: StoreSettings) -> PostgresManifest:
+def open_postgres_manifest(
+    settings: StoreSettings, run: RunConnection | None = None
+) -> PostgresManifest:
     return PostgresManifest(
         postgres_url(settings),
         settings.postgres_schema,
         pool_size=max(2, settings.postgres_pool_size // 2),
         timeout_s=settings.postgres_timeout_s,
+        run=run,
     )

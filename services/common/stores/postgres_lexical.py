@@ -35,6 +35,7 @@ from services.common.stores.lexical_fields import (
 )
 from services.common.stores.payload import chunk_with_payload
 from services.common.stores.postgres_bm25 import FIELD_CODES, search_statement
+from services.common.stores.postgres_run import RunConnection
 from services.common.stores.postgres_sql import (
     CHUNK_COLUMNS,
     CHUNK_COLUMNS_DDL,
@@ -148,8 +149,10 @@ class PostgresLexicalStore:
     def __init__(
         self, url: str, schema: str, *, field_boosts: Mapping[str, float] = FIELD_BOOSTS,
         analyzer: TextAnalyzer | None = None, pool_size: int = 8, timeout_s: float = 5.0,
+        run: RunConnection | None = None,
     ) -> None:  # fmt: skip
         self.schema = schema
+        self._run = run
         self.analyzer = analyzer or TextAnalyzer()
         self.field_boosts = check_field_boosts(field_boosts)
         names = ("chunks", "postings", "term_stats", "corpus", "info")
@@ -173,7 +176,7 @@ class PostgresLexicalStore:
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         unique = last_wins(list(chunks), lambda chunk: chunk.chunk_id)
         if unique:
-            with pg_errors(self.name, "upsert"), self._conn() as conn, conn.transaction():
+            with pg_errors(self.name, "upsert"), self._write_conn() as conn, conn.transaction():
                 self._replace(conn, unique)
 
     def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
@@ -181,7 +184,7 @@ class PostgresLexicalStore:
         terms depend on it); unknown ids are ignored."""
         if not updates:
             return
-        with pg_errors(self.name, "update payload"), self._conn() as conn, conn.transaction():
+        with pg_errors(self.name, "update payload"), self._write_conn() as conn, conn.transaction():
             conn.execute(self._sql(LOCK))
             current = {row.chunk_id: row for row in self._get(conn, [i for i, _ in updates])}
             rewritten = [
@@ -193,7 +196,7 @@ class PostgresLexicalStore:
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         if chunk_ids:
-            with pg_errors(self.name, "delete"), self._conn() as conn, conn.transaction():
+            with pg_errors(self.name, "delete"), self._write_conn() as conn, conn.transaction():
                 conn.execute(self._sql(LOCK))
                 self._remove(conn, list(set(chunk_ids)))
 
@@ -285,6 +288,11 @@ class PostgresLexicalStore:
         if self._closed:
             raise StoreUnavailable(f"{self.name}: store is closed")
         return self._pool.connection()
+
+    def _write_conn(self) -> Any:
+        """Writes join the run in flight, if one is open (`postgres_run`)."""
+        own = self._conn()  # raises when closed; not entered, it takes no connection
+        return own if self._run is None else self._run.writing(self._pool)
 
 
 __all__ = ["CHUNK_COLUMNS", "PostgresLexicalStore", "index_rows"]

@@ -18,6 +18,7 @@ from psycopg import sql
 
 from services.common.errors import StoreUnavailable
 from services.common.stores.manifest import ManifestEntry, RunIntent
+from services.common.stores.postgres_run import RunConnection
 from services.common.stores.postgres_sql import ensure_schema, open_pool, pg_errors
 from services.common.stores.visibility import COMMITTED_GENERATION_META
 
@@ -70,8 +71,12 @@ class PostgresManifest:
 
     name = "postgres-manifest"
 
-    def __init__(self, url: str, schema: str, *, pool_size: int = 4, timeout_s: float = 5.0):
+    def __init__(
+        self, url: str, schema: str, *, pool_size: int = 4, timeout_s: float = 5.0,
+        run: RunConnection | None = None,
+    ) -> None:  # fmt: skip
         self.schema = schema
+        self._run = run
         self._names = {
             name: sql.Identifier(schema, name) for name in ("documents", "meta", "intents")
         }
@@ -190,7 +195,7 @@ class PostgresManifest:
             return conn.execute(statement, params).fetchall()
 
     def _transaction(self, action: str, steps: list[tuple[str, list[Any]]]) -> None:
-        with pg_errors(self.name, action), self._conn() as conn, conn.transaction():
+        with pg_errors(self.name, action), self._write_conn() as conn, conn.transaction():
             cursor = conn.cursor()
             for template, rows in steps:
                 if rows:
@@ -200,6 +205,11 @@ class PostgresManifest:
         if self._closed:
             raise StoreUnavailable(f"{self.name}: manifest is closed")
         return self._pool.connection()
+
+    def _write_conn(self) -> Any:
+        """Writes join the run in flight, if one is open (`postgres_run`)."""
+        own = self._conn()  # raises when closed; not entered, it takes no connection
+        return own if self._run is None else self._run.writing(self._pool)
 
 
 def _row(e: ManifestEntry) -> tuple[Any, ...]:

@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from services.common.errors import ConfigError, RagError, StoreError, StoreUnavailable
 from services.common.models import ScopeFilter, StoredChunk
 from services.common.stores.payload import metadata_from_terms, metadata_term, metadata_terms
+from services.common.stores.postgres_migrations import migrate
 
 # The columns every chunk row has, in the order `stored_chunk` reads them.
 CHUNK_COLUMNS = (
@@ -101,11 +102,13 @@ def pg_errors(store: str, action: str) -> Iterator[None]:
 
 
 def ensure_schema(conn: psycopg.Connection[Any], schema: str, ddl: sql.Composed) -> None:
-    """Run `ddl` (CREATE ... IF NOT EXISTS) once per schema, even when several
-    processes start together: the advisory lock serialises them."""
+    """Bring the schema to this release's version (`postgres_migrations`),
+    then run `ddl` (CREATE ... IF NOT EXISTS), once per schema even when
+    several processes start together: the advisory lock serialises them."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        migrate(conn, schema)
         conn.execute(ddl)
 
 

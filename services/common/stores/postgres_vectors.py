@@ -32,6 +32,7 @@ from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef
 from services.common.stores.payload import metadata_terms
+from services.common.stores.postgres_run import RunConnection
 from services.common.stores.postgres_sql import (
     CHUNK_COLUMNS,
     CHUNK_COLUMNS_DDL,
@@ -136,9 +137,10 @@ class PostgresVectorStore:
 
     def __init__(
         self, url: str, schema: str, dim: int, *, search_ef: int = DEFAULT_SEARCH_EF,
-        pool_size: int = 8, timeout_s: float = 5.0,
+        pool_size: int = 8, timeout_s: float = 5.0, run: RunConnection | None = None,
     ) -> None:  # fmt: skip
         check_dim(dim)
+        self._run = run
         self.dim = dim
         self.schema = schema
         self.search_ef = search_ef
@@ -166,7 +168,7 @@ class PostgresVectorStore:
         if not rows:
             return
         values = [(*chunk_values(c), unit_length(v)) for c, v in rows]
-        with pg_errors(self.name, "upsert"), self._conn() as conn, conn.transaction():
+        with pg_errors(self.name, "upsert"), self._write_conn() as conn, conn.transaction():
             conn.cursor().executemany(upsert_statement(self._table), values)
 
     def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
@@ -174,14 +176,14 @@ class PostgresVectorStore:
             return
         statement = sql.SQL(UPDATE_PAYLOAD).format(table=self._table)
         values = [payload_values(chunk_id, payload) for chunk_id, payload in updates]
-        with pg_errors(self.name, "update payload"), self._conn() as conn, conn.transaction():
+        with pg_errors(self.name, "update payload"), self._write_conn() as conn, conn.transaction():
             conn.cursor().executemany(statement, values)
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         if not chunk_ids:
             return
         statement = sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s::text[])").format(self._table)
-        with pg_errors(self.name, "delete"), self._conn() as conn:
+        with pg_errors(self.name, "delete"), self._write_conn() as conn:
             conn.execute(statement, (list(chunk_ids),))
 
     # -- reads ----------------------------------------------------------------
@@ -262,6 +264,11 @@ class PostgresVectorStore:
         if self._closed:
             raise StoreUnavailable(f"{self.name}: store is closed")
         return self._pool.connection()
+
+    def _write_conn(self) -> Any:
+        """Writes join the run in flight, if one is open (`postgres_run`)."""
+        own = self._conn()  # raises when closed; not entered, it takes no connection
+        return own if self._run is None else self._run.writing(self._pool)
 
 
 def unit_length(vector: Sequence[float]) -> list[float]:

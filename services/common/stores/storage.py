@@ -12,13 +12,16 @@ channel (a Retrieve degrades per channel); writes go through a `ChunkWriter`:
 embed, then write, rewrite or delete in both stores, in that order, so "the
 vector store has it, the lexical store does not" is only ever the state of a
 run in flight (which the manifest's intents undo) or of a repair of one store.
-Embedded and server implementations are chosen by `factory.open_storage`.
+Where one database holds all three parts (PostgreSQL), `run_transaction`
+makes a whole run one transaction; elsewhere the journal's intents and the
+generation rule make it all-or-nothing. Embedded, server and PostgreSQL
+implementations are chosen by `factory.open_storage`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -49,6 +52,13 @@ class DocumentEncoder(Protocol):
     def embed_documents(
         self, texts: Sequence[str], between: Callable[[], None] | None = None
     ) -> np.ndarray: ...
+
+
+class AtomicRuns(Protocol):
+    """A backend that can commit a run's writes to all three parts at once
+    (`postgres_run.RunConnection`)."""
+
+    def transaction(self) -> AbstractContextManager[None]: ...
 
 
 def embedding_text(chunk: Chunk | StoredChunk) -> str:
@@ -134,6 +144,19 @@ class Storage:
     vectors: VectorStore
     lexical: LexicalStore
     manifest: Manifest
+    atomic_runs: AtomicRuns | None = None
+
+    @contextmanager
+    def run_transaction(self) -> Iterator[bool]:
+        """The block as one transaction over all three parts where the
+        backend has one: yields True, and an exception leaves nothing
+        written, so there is nothing to undo. Elsewhere a plain block
+        (False): the run journal's intents undo a failed run."""
+        if self.atomic_runs is None:
+            yield False
+            return
+        with self.atomic_runs.transaction():
+            yield True
 
     @property
     def analyzer(self) -> TextAnalyzer:
