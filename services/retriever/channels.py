@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from services.common.errors import DeadlineExceeded
 from services.common.models import ScoredChunk
 from services.retriever.types import Channel
 
@@ -70,14 +71,10 @@ async def run_channel(
         in_context = functools.partial(contextvars.copy_context().run, fn)
         hits = await asyncio.wait_for(loop.run_in_executor(executor, in_context), timeout_s)
     except TimeoutError:
-        return ChannelOutcome(
-            channel,
-            ChannelStatus.TIMEOUT,
-            _ms(start),
-            error=f"timed out after {timeout_s * 1000:.0f} ms",
-            component=channel.value,
-        )
+        return _timed_out(channel, start, timeout_s)
     except Exception as exc:
+        if _past_deadline(exc):  # the store stopped at the deadline it was given
+            return _timed_out(channel, start, timeout_s)
         return ChannelOutcome(
             channel,
             ChannelStatus.ERROR,
@@ -86,6 +83,20 @@ async def run_channel(
             component=getattr(exc, "component", channel.value),
         )
     return ChannelOutcome(channel, ChannelStatus.OK, _ms(start), hits=hits)
+
+
+def _timed_out(channel: Channel, start: float, timeout_s: float) -> ChannelOutcome:
+    return ChannelOutcome(
+        channel,
+        ChannelStatus.TIMEOUT,
+        _ms(start),
+        error=f"timed out after {timeout_s * 1000:.0f} ms",
+        component=channel.value,
+    )
+
+
+def _past_deadline(exc: BaseException) -> bool:
+    return isinstance(exc, DeadlineExceeded) or isinstance(exc.__cause__, DeadlineExceeded)
 
 
 class ComponentError(Exception):

@@ -48,6 +48,9 @@ class ChannelFanOut:
             self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
         )
         query, depth, scope, plan = prepared.text, prepared.depth, prepared.scope, prepared.plan
+        # The stores get the channel's own deadline: a server store's query
+        # ends there too, instead of holding a worker thread past the channel.
+        searches_end = Deadline.after(budget_s)
         self.locale_search.translate(query, prepared.language.language, scope, balanced)
 
         def vector_search() -> list[ScoredChunk]:
@@ -55,7 +58,9 @@ class ChannelFanOut:
             with stages.stage("embedding"):
                 vectors = call_as("embedding", self.embedder.embed_queries, texts)
             with stages.stage("vector_search", timed=False) as span:
-                hits = self.locale_search.vector(vectors.tolist(), depth, scope, balanced)
+                hits = self.locale_search.vector(
+                    vectors.tolist(), depth, scope, balanced, searches_end
+                )
                 span.set_attribute("rag.hits", len(hits))
             return hits
 
@@ -63,10 +68,10 @@ class ChannelFanOut:
             with stages.stage("lexical_search", timed=False) as span:
                 # The plan made by the pipeline's `_prepare` (the store's own
                 # analysis, so the same terms the store would derive from `query`).
-                hits = self._lexical_search(plan, depth, scope)
+                hits = self._lexical_search(plan, depth, scope, searches_end)
                 span.set_attribute("rag.hits", len(hits))
                 search = self._lexical_search_text
-                self.locale_search.translated_lexical(depth, scope, search, balanced)
+                self.locale_search.translated_lexical(depth, scope, search, balanced, searches_end)
             return hits
 
         results = await asyncio.gather(
@@ -75,14 +80,18 @@ class ChannelFanOut:
         )
         return results[0], results[1]
 
-    def _lexical_search(self, plan: QueryPlan, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def _lexical_search(
+        self, plan: QueryPlan, depth: int, scope: ScopeFilter, deadline: Deadline
+    ) -> list[ScoredChunk]:
         """`search_plan`: the plan was made with the store's own analyzer
         (`storage.analyzer`), so the store need not analyse `query` again."""
-        return self.lexical.search_plan(plan, depth, scope)
+        return self.lexical.search_plan(plan, depth, scope, deadline)
 
-    def _lexical_search_text(self, text: str, depth: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def _lexical_search_text(
+        self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline | None
+    ) -> list[ScoredChunk]:
         plan = self.analyzer.plan(text)
-        return call_as("lexical", self._lexical_search, plan, depth, scope)
+        return call_as("lexical", self.lexical.search_plan, plan, depth, scope, deadline)
 
     async def _maybe_run(
         self,

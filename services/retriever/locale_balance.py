@@ -39,6 +39,7 @@ from typing import TypeVar
 
 from services.common.analysis import UNDETERMINED, primary_language
 from services.common.analysis.query_translation import QueryTranslator, Translation
+from services.common.deadline import Deadline
 from services.common.models import ScopeFilter, ScoredChunk
 from services.common.stores.base import VectorStore
 from services.common.stores.manifest import Manifest
@@ -196,7 +197,12 @@ class LocaleSearch:
                     lists.translations[locale] = translation
 
     def vector(
-        self, vectors: list[list[float]], depth: int, scope: ScopeFilter, lists: LocaleLists
+        self,
+        vectors: list[list[float]],
+        depth: int,
+        scope: ScopeFilter,
+        lists: LocaleLists,
+        deadline: Deadline | None = None,
     ) -> list[ScoredChunk]:
         """One search, or one per locale (`lists.vector` gets them; the
         channel's own list takes them in turns). `vectors`: the question's,
@@ -204,13 +210,15 @@ class LocaleSearch:
         translation, the question's and the translation's hits take turns."""
         locales = self.locales_to_balance(scope)
         if not locales:
-            return call_as("vector", self.vectors.search, vectors[0], depth, scope)
+            return call_as("vector", self.vectors.search, vectors[0], depth, scope, deadline)
         translated = dict(zip(lists.translations, vectors[1:], strict=True))
         for locale in locales:
             search = replace(scope, locale=locale)
-            hits = call_as("vector", self.vectors.search, vectors[0], depth, search)
+            hits = call_as("vector", self.vectors.search, vectors[0], depth, search, deadline)
             if locale in translated:
-                more = call_as("vector", self.vectors.search, translated[locale], depth, search)
+                more = call_as(
+                    "vector", self.vectors.search, translated[locale], depth, search, deadline
+                )
                 hits = _distinct(interleaved([hits, more]))[:depth]
             lists.vector[locale] = hits
         return interleaved(list(lists.vector.values()))[:depth]
@@ -219,13 +227,14 @@ class LocaleSearch:
         self,
         depth: int,
         scope: ScopeFilter,
-        lexical_search: Callable[[str, int, ScopeFilter], list[ScoredChunk]],
+        lexical_search: Callable[[str, int, ScopeFilter, Deadline | None], list[ScoredChunk]],
         lists: LocaleLists,
+        deadline: Deadline | None = None,
     ) -> None:
         """Each translation searched in its locale alone (`lists.translated`)."""
         for locale, translation in lists.translations.items():
             search = replace(scope, locale=locale)
-            lists.translated[locale] = lexical_search(translation.text, depth, search)
+            lists.translated[locale] = lexical_search(translation.text, depth, search, deadline)
 
 
 def _distinct(hits: list[ScoredChunk]) -> list[ScoredChunk]:

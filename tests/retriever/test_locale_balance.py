@@ -81,7 +81,9 @@ class _Vectors:
     def __init__(self) -> None:
         self.scopes: list[ScopeFilter] = []
 
-    def search(self, vector: list[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search(
+        self, vector: list[float], limit: int, scope: ScopeFilter, deadline: object = None
+    ) -> list[ScoredChunk]:
         self.scopes.append(scope)
         by_locale = {"en": ["en-answer"], "zh-CN": ["zh-1", "zh-2"], "": ["zh-1", "zh-2"]}
         return [scored(cid, 0.9 - i / 10) for i, cid in enumerate(by_locale[scope.locale])]
@@ -94,7 +96,9 @@ class _Lexical:
         self.analyzer = TextAnalyzer()
         self.searches: list[tuple[tuple[str, ...], str]] = []
 
-    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search_plan(
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: object = None
+    ) -> list[ScoredChunk]:
         self.searches.append((plan.terms, scope.locale))
         if "invoic" in plan.terms and scope.locale == "en":  # "invoice", stemmed
             return [_lexical("en-invoice", "en")]

@@ -8,10 +8,13 @@ interrupted ingest converges. Implementations raise `StoreError` (or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from services.common.analysis import QueryPlan, TextAnalyzer
+from services.common.deadline import Deadline
+from services.common.errors import DeadlineExceeded
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 
 # HNSW candidates per vector search. Qdrant's default (100) measured recall@100
@@ -22,6 +25,21 @@ DEFAULT_SEARCH_EF = 256
 
 # Rows per page when an audit reads a whole store.
 SCAN_BATCH = 1000
+
+
+def search_budget_s(store: str, deadline: Deadline | None, cap_s: float = math.inf) -> float:
+    """How long a search may take: the store's own timeout `cap_s`, shortened
+    to the caller's deadline. None left is `DeadlineExceeded` before any work,
+    so a channel that already gave up never starts (or queues) a search.
+    Server stores hand the result to the server as the call's timeout, which
+    ends the query there too; embedded stores only check (a local search
+    cannot be interrupted, and takes milliseconds)."""
+    if deadline is None:
+        return cap_s
+    budget = deadline.budget(cap_s)
+    if budget <= 0:
+        raise DeadlineExceeded(f"{store}: no time left in the deadline for a search")
+    return budget
 
 
 def hnsw_ef(configured: int, limit: int) -> int:
@@ -47,8 +65,15 @@ class VectorStore(Protocol):
         """Remove chunks; ids that do not exist are ignored."""
         ...
 
-    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        """Nearest chunks by cosine similarity, best first, honoring `scope`."""
+    def search(
+        self,
+        vector: Sequence[float],
+        limit: int,
+        scope: ScopeFilter,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        """Nearest chunks by cosine similarity, best first, honoring `scope`;
+        within `deadline` (`search_budget_s`: DeadlineExceeded past it)."""
         ...
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
@@ -99,12 +124,17 @@ class LexicalStore(Protocol):
 
     def delete(self, chunk_ids: Sequence[str]) -> None: ...
 
-    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search(
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
         """BM25 search. `query` is raw user text: implementations must never let it
-        become query syntax (operators, field prefixes, wildcards) or a parse error."""
+        become query syntax (operators, field prefixes, wildcards) or a parse error.
+        Within `deadline`, as `VectorStore.search`."""
         ...
 
-    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search_plan(
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
         """`search` with the query already analysed by this store's `analyzer`
         (`analyzer.plan(query)`): the same hits as `search(query, ...)`."""
         ...

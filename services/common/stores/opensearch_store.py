@@ -35,9 +35,10 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
 from services.common.analysis import CjkMode, QueryPlan, TextAnalyzer
+from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import SCAN_BATCH
+from services.common.stores.base import SCAN_BATCH, search_budget_s
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
@@ -230,10 +231,14 @@ class OpenSearchLexicalStore:
         """The query actually run for `query` (debug output)."""
         return describe_plan(self.analyzer.plan(query), self.field_boosts)
 
-    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        return self.search_plan(self.analyzer.plan(query), limit, scope)
+    def search(
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
+        return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
-    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search_plan(
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
         scoring = lexical_query(plan, self.field_boosts)
         if limit <= 0 or scoring is None:
             return []
@@ -246,8 +251,9 @@ class OpenSearchLexicalStore:
             # The term strings double a hit's size and are never shown.
             "_source": {"excludes": [f"*{TERMS_SUFFIX}", IDENTIFIERS_FIELD]},
         }
+        timeout_s = search_budget_s(self.name, deadline, self.timeout_s)
         search = partial(
-            self._live().search, index=self.index, body=body, request_timeout=self.timeout_s
+            self._live().search, index=self.index, body=body, request_timeout=timeout_s
         )
         hits = self._calls.read("search", search)["hits"]["hits"]
         scored = [

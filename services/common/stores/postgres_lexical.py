@@ -23,9 +23,10 @@ import psycopg
 from psycopg import sql
 
 from services.common.analysis import QueryPlan, TextAnalyzer
+from services.common.deadline import Deadline
 from services.common.errors import StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import SCAN_BATCH
+from services.common.stores.base import SCAN_BATCH, search_budget_s
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
     check_field_boosts,
@@ -45,6 +46,7 @@ from services.common.stores.postgres_sql import (
     chunk_values,
     ensure_schema,
     last_wins,
+    limit_statement_time,
     open_pool,
     pg_errors,
     scope_condition,
@@ -153,6 +155,7 @@ class PostgresLexicalStore:
     ) -> None:  # fmt: skip
         self.schema = schema
         self._run = run
+        self.timeout_s = timeout_s
         self.analyzer = analyzer or TextAnalyzer()
         self.field_boosts = check_field_boosts(field_boosts)
         names = ("chunks", "postings", "term_stats", "corpus", "info")
@@ -226,14 +229,20 @@ class PostgresLexicalStore:
     def describe_query(self, query: str) -> str:
         return describe_plan(self.analyzer.plan(query), self.field_boosts)
 
-    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        return self.search_plan(self.analyzer.plan(query), limit, scope)
+    def search(
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
+        return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
-    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search_plan(
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
         if limit <= 0 or plan.is_empty():
             return []
+        budget_s = search_budget_s(self.name, deadline, self.timeout_s)
         statement, params = search_statement(self.schema, plan, self.field_boosts, scope, limit)
-        with pg_errors(self.name, "search"), self._conn() as conn:
+        with pg_errors(self.name, "search"), self._conn() as conn, conn.transaction():
+            limit_statement_time(conn, budget_s)
             rows = conn.execute(statement, params).fetchall()
         hits = [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
         return exact_first(hits, plan)

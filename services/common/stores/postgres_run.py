@@ -31,7 +31,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from services.common.errors import StoreUnavailable
-from services.common.stores.postgres_sql import pg_errors
+from services.common.stores.postgres_sql import pg_errors, statement_timeout_ms
 
 # The advisory-lock key space of runs, apart from the schema-creation lock
 # (`postgres_sql.ensure_schema` locks hashtext(schema) alone).
@@ -88,7 +88,11 @@ class RunConnection:
     def _connect(self) -> psycopg.Connection[Any]:
         with pg_errors("postgres", "open a run"):
             return psycopg.connect(
-                self.url, autocommit=True, connect_timeout=max(1, int(self.timeout_s))
+                self.url,
+                autocommit=True,
+                connect_timeout=max(1, int(self.timeout_s)),
+                # As the pools': no write of a run waits for ever (POSTGRES_TIMEOUT_S).
+                options=f"-c statement_timeout={statement_timeout_ms(self.timeout_s)}",
             )
 
     def _take_run_lock(self, conn: psycopg.Connection[Any]) -> None:

@@ -17,6 +17,7 @@ generations existed hold 0 and stay visible).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,7 +26,13 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from services.common.errors import ConfigError, RagError, StoreError, StoreUnavailable
+from services.common.errors import (
+    ConfigError,
+    DeadlineExceeded,
+    RagError,
+    StoreError,
+    StoreUnavailable,
+)
 from services.common.models import ScopeFilter, StoredChunk
 from services.common.stores.payload import metadata_from_terms, metadata_term, metadata_terms
 from services.common.stores.postgres_migrations import migrate
@@ -66,7 +73,14 @@ def open_pool(url: str, size: int, timeout_s: float, name: str) -> ConnectionPoo
         url,
         min_size=1,
         max_size=size,
-        kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout_s))},
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": max(1, int(timeout_s)),
+            # Every statement ends by POSTGRES_TIMEOUT_S at the latest, so a
+            # stuck query never holds a worker thread and a connection for
+            # good; searches shorten it to their deadline (limit_statement_time).
+            "options": f"-c statement_timeout={statement_timeout_ms(timeout_s)}",
+        },
         timeout=timeout_s,
         name=name,
         open=False,
@@ -87,6 +101,19 @@ def open_pool(url: str, size: int, timeout_s: float, name: str) -> ConnectionPoo
     return pool
 
 
+def statement_timeout_ms(seconds: float) -> int:
+    """PostgreSQL's statement_timeout for `seconds` (0 would mean none: at least 1 ms)."""
+    return max(1, math.ceil(seconds * 1000))
+
+
+def limit_statement_time(conn: psycopg.Connection[Any], seconds: float) -> None:
+    """Inside a transaction: its statements end after `seconds` (QueryCanceled,
+    which `pg_errors` reports as DeadlineExceeded)."""
+    conn.execute(
+        "SELECT set_config('statement_timeout', %s, true)", (str(statement_timeout_ms(seconds)),)
+    )
+
+
 @contextmanager
 def pg_errors(store: str, action: str) -> Iterator[None]:
     """PostgreSQL failures as the project's errors: connection trouble is
@@ -95,6 +122,9 @@ def pg_errors(store: str, action: str) -> Iterator[None]:
         yield
     except RagError:
         raise
+    except psycopg.errors.QueryCanceled as exc:
+        # statement_timeout: the caller's deadline (or POSTGRES_TIMEOUT_S) passed.
+        raise DeadlineExceeded(f"{store} {action} stopped at its deadline: {exc}") from exc
     except (psycopg.OperationalError, PoolTimeout) as exc:
         raise StoreUnavailable(f"{store} {action} failed: {exc}") from exc
     except psycopg.Error as exc:

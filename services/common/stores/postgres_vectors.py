@@ -28,9 +28,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef
+from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef, search_budget_s
 from services.common.stores.payload import metadata_terms
 from services.common.stores.postgres_run import RunConnection
 from services.common.stores.postgres_sql import (
@@ -42,6 +43,7 @@ from services.common.stores.postgres_sql import (
     chunk_values,
     ensure_schema,
     last_wins,
+    limit_statement_time,
     open_pool,
     pg_errors,
     scope_condition,
@@ -110,6 +112,24 @@ SEARCH_SETTINGS = (
     "SELECT set_config('hnsw.ef_search', %s, true), "
     "set_config('hnsw.iterative_scan', 'strict_order', true)"
 )
+# Which path a search takes is decided here, not by the planner: it prices a
+# 384-dimension distance like a cheap operator and computes it for every row
+# in scope rather than walk the graph (measured on SciFact, 12,500 rows: p50
+# 89 ms that way, 15 ms through HNSW). As Qdrant's full-scan threshold: a
+# scope of fewer rows than EXACT_BELOW is searched exactly (the planner's own
+# plan: complete and cheap at that size), a larger one through the HNSW index
+# (iterative scans keep filtered results complete there).
+EXACT_BELOW = 2_000
+ROWS_IN_SCOPE = "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} LIMIT {cap}) AS few"
+THROUGH_THE_INDEX = (
+    "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true)"
+)
+# Tables whose statistics a run left stale: more than a tenth of the rows (at
+# least 1,000) changed since the last ANALYZE (autovacuum's rule, sooner).
+STALE_TABLES = (
+    "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s "
+    "AND n_mod_since_analyze > 0.1 * GREATEST(n_live_tup, 10000)"
+)
 
 UPDATE_PAYLOAD = (
     "UPDATE {table} SET url = %s, title = %s, heading_path = %s, scope_id = %s, "
@@ -141,6 +161,7 @@ class PostgresVectorStore:
     ) -> None:  # fmt: skip
         check_dim(dim)
         self._run = run
+        self.timeout_s = timeout_s
         self.dim = dim
         self.schema = schema
         self.search_ef = search_ef
@@ -188,7 +209,13 @@ class PostgresVectorStore:
 
     # -- reads ----------------------------------------------------------------
 
-    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search(
+        self,
+        vector: Sequence[float],
+        limit: int,
+        scope: ScopeFilter,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
         if limit <= 0:
             return []
         statement, params = search_statement(self._table, scope)
@@ -196,8 +223,20 @@ class PostgresVectorStore:
         ef = min(hnsw_ef(self.search_ef, limit), MAX_EF_SEARCH)
         with pg_errors(self.name, "search"), self._conn() as conn, conn.transaction():
             conn.execute(SEARCH_SETTINGS, (str(ef),))
+            limit_statement_time(conn, search_budget_s(self.name, deadline, self.timeout_s))
+            if not self._few_rows_in(conn, scope):
+                conn.execute(THROUGH_THE_INDEX)
             rows = conn.execute(statement, [probe, *params, probe, limit]).fetchall()
         return [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
+
+    def _few_rows_in(self, conn: psycopg.Connection[Any], scope: ScopeFilter) -> bool:
+        """Fewer than EXACT_BELOW rows in `scope` (reads at most that many ids)."""
+        where, params = scope_condition(scope)
+        statement = sql.SQL(ROWS_IN_SCOPE).format(
+            table=self._table, where=where, cap=sql.Literal(EXACT_BELOW)
+        )
+        row = conn.execute(statement, params).fetchone()
+        return row is not None and int(row[0]) < EXACT_BELOW
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
         wanted = sorted(set(chunk_ids))
@@ -246,7 +285,19 @@ class PostgresVectorStore:
     # -- lifecycle ------------------------------------------------------------
 
     def optimize(self) -> bool:
-        return False  # PostgreSQL maintains the HNSW index on every write
+        """PostgreSQL maintains the HNSW index on every write; what a large
+        run leaves stale is the planner's statistics, of every table in the
+        schema (this store's, the lexical tables, the manifest). Autovacuum
+        refreshes them up to a minute later (autovacuum_naptime); until then
+        plans are made for the tables as they were (measured on SciFact right
+        after a bulk load: vector search p50 195 ms, 89 ms once analysed).
+        So after a run, every table changed by more than a tenth since its
+        last statistics is analysed now; True if any was."""
+        with pg_errors(self.name, "analyze"), self._conn() as conn:
+            stale = conn.execute(STALE_TABLES, (self.schema,)).fetchall()
+            for (table,) in stale:
+                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, table)))
+        return bool(stale)
 
     def ping(self) -> None:
         with pg_errors(self.name, "ping"), self._conn() as conn:

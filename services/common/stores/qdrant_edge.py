@@ -31,9 +31,10 @@ from pathlib import Path
 
 import qdrant_edge as qe
 
+from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef
+from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef, search_budget_s
 from services.common.stores.edge_optimizer import (
     copy_for_optimizing,
     discard,
@@ -207,9 +208,16 @@ class EdgeVectorStore:
         with self._write_lock, store_errors(self.name, "delete"):
             self._live_shard().update(qe.UpdateOperation.delete_points(point_ids))
 
-    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search(
+        self,
+        vector: Sequence[float],
+        limit: int,
+        scope: ScopeFilter,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
         if limit <= 0:
             return []
+        search_budget_s(self.name, deadline)
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(_as_floats(vector)),

@@ -24,9 +24,10 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef
+from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef, search_budget_s
 from services.common.stores.payload import (
     GENERATION_FIELD,
     METADATA_TERMS_FIELD,
@@ -282,7 +283,13 @@ class QdrantVectorStore:
 
     # -- reads ----------------------------------------------------------------
 
-    def search(self, vector: Sequence[float], limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search(
+        self,
+        vector: Sequence[float],
+        limit: int,
+        scope: ScopeFilter,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
         if limit <= 0:
             return []
         query = partial(
@@ -293,7 +300,8 @@ class QdrantVectorStore:
             limit=limit,
             search_params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
             with_payload=True,
-            timeout=self._timeout,
+            # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
+            timeout=max(1, math.ceil(search_budget_s(self.name, deadline, self._timeout))),
         )
         points = self._calls.read("search", query).points
         hits = [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]

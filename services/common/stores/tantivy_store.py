@@ -31,9 +31,10 @@ from pathlib import Path
 import tantivy as tv
 
 from services.common.analysis import QueryPlan, TextAnalyzer
+from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import SCAN_BATCH
+from services.common.stores.base import SCAN_BATCH, search_budget_s
 from services.common.stores.guards import store_errors
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
@@ -193,12 +194,17 @@ class TantivyLexicalStore:
         """The query actually run for `query` (debug output)."""
         return describe_plan(self.analyzer.plan(query), self._boosts)
 
-    def search(self, query: str, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
-        return self.search_plan(self.analyzer.plan(query), limit, scope)
+    def search(
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
+        return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
-    def search_plan(self, plan: QueryPlan, limit: int, scope: ScopeFilter) -> list[ScoredChunk]:
+    def search_plan(
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+    ) -> list[ScoredChunk]:
         if limit <= 0 or plan.is_empty():
             return []
+        search_budget_s(self.name, deadline)
         with store_errors(self.name, "search"):
             text_query = self._queries.build(plan)
             searcher = self._searcher()

@@ -24,11 +24,14 @@ from dataclasses import replace
 
 import pytest
 
-from services.common.errors import RagError, StoreUnavailable
-from services.common.models import ScopeFilter
+from services.common.deadline import Deadline
+from services.common.errors import DeadlineExceeded, RagError, StoreUnavailable
+from services.common.models import ScopeFilter, ScoredChunk
 from tests.common.stores.harness import (
     COMMON_WORD,
     DIM,
+    ENOUGH,
+    EVERYWHERE,
     PROBE_VECTOR,
     SCOPE_CASES,
     StoreFactory,
@@ -293,6 +296,22 @@ class StoreContract:
         assert len(harness.search(limit=3)) == 3
         assert harness.search(limit=0) == []
 
+    def test_a_deadline_with_time_left_changes_nothing(self, harness: StoreHarness) -> None:
+        harness.upsert(filter_corpus())
+        plenty = Deadline.after(30.0)
+        assert _ranked(harness.search(deadline=plenty)) == _ranked(harness.search())
+
+    def test_a_passed_deadline_stops_the_search_before_it_starts(
+        self, harness: StoreHarness
+    ) -> None:
+        harness.upsert(filter_corpus())
+        with pytest.raises(DeadlineExceeded, match="no time left"):
+            harness.search(deadline=Deadline.after(-0.001))
+        if not harness.is_vector:
+            plan = harness.store.analyzer.plan(COMMON_WORD)
+            with pytest.raises(DeadlineExceeded):
+                harness.store.search_plan(plan, ENOUGH, EVERYWHERE, Deadline.after(0.0))
+
     def test_results_are_best_first_and_deterministic(self, harness: StoreHarness) -> None:
         harness.upsert(filter_corpus())
         first = [(hit.chunk.chunk_id, hit.score) for hit in harness.search()]
@@ -371,6 +390,10 @@ class VectorStoreContract(StoreContract):
         with pytest.raises(RagError):
             harness.store.upsert([chunk], [[1.0] * (DIM + 1)])
         assert harness.store.count() == 0
+
+
+def _ranked(hits: list[ScoredChunk]) -> list[tuple[str, float]]:
+    return [(hit.chunk.chunk_id, round(hit.score, 6)) for hit in hits]
 
 
 def _vec(x: float, y: float) -> list[float]:

@@ -232,9 +232,13 @@ class StoreHarness:
             vectors = [seeded_vector(chunk.chunk_id) for chunk in chunks]
         self.store.upsert(chunks, list(vectors))
 
-    def search(self, scope: ScopeFilter = EVERYWHERE, limit: int = ENOUGH) -> list[ScoredChunk]:
+    def search(
+        self, scope: ScopeFilter = EVERYWHERE, limit: int = ENOUGH, deadline: Any = None
+    ) -> list[ScoredChunk]:
         probe: Any = PROBE_VECTOR if self.is_vector else COMMON_WORD
-        return list(self.store.search(probe, limit, scope))
+        if deadline is None:  # the call every caller without a deadline makes
+            return list(self.store.search(probe, limit, scope))
+        return list(self.store.search(probe, limit, scope, deadline))
 
     def matching_ids(self, scope: ScopeFilter = EVERYWHERE) -> set[str]:
         hits = self.search(scope)

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.deadline import Deadline
+from services.common.errors import ConfigError, DeadlineExceeded, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter
 from services.common.stores.opensearch_client import connect_opensearch
 from services.common.stores.opensearch_store import OpenSearchLexicalStore
@@ -573,3 +574,12 @@ def test_several_scopes_are_one_terms_clause(capture, store) -> None:
             {"query": {"bool": {"filter": [{"terms": {"scope_id": ["docs", "blog"]}}]}}},
         )
     ]
+
+
+def test_a_search_takes_at_most_the_time_left_in_the_callers_deadline(capture, store) -> None:
+    store.search("gateway", 5, ScopeFilter(), Deadline.after(0.8))
+    [request] = capture.requests
+    assert request.timeout is not None and 0.5 < request.timeout <= 0.8  # not the store's 2.5 s
+    with pytest.raises(DeadlineExceeded):
+        store.search("gateway", 5, ScopeFilter(), Deadline.after(-1))
+    assert len(capture.requests) == 1  # nothing sent

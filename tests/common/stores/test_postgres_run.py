@@ -17,11 +17,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from services.common.errors import ConfigError, StoreUnavailable
+from services.common.deadline import Deadline
+from services.common.errors import ConfigError, DeadlineExceeded, StoreUnavailable
 from services.common.models import ScopeFilter
 from services.common.stores.factory import open_storage
 from services.common.stores.manifest import RunIntent
 from services.common.stores.postgres_migrations import SCHEMA_VERSION, VERSION_KEY, migrate
+from services.common.stores.postgres_sql import limit_statement_time, pg_errors
+from services.common.stores.postgres_vectors import PostgresVectorStore
 from services.common.stores.settings import StoreSettings
 from services.common.stores.storage import Storage
 from services.common.stores.visibility import committed_generation
@@ -219,3 +222,27 @@ def test_pg_dump_and_pg_restore_of_the_schema_bring_the_index_back(
 
 def pg_tool(name: str, *args: str) -> None:
     subprocess.run([str(postgres_bin_dir() / name), *args], check=True, capture_output=True)
+
+
+# -- statement time ------------------------------------------------------------
+
+
+def test_every_statement_has_a_time_limit_and_a_search_gets_its_deadline(
+    two_views, postgres: PostgresServer
+) -> None:
+    writer, _ = two_views
+    with writer.run_transaction():
+        write_run(writer, 1, "alpha")
+    store = writer.vectors
+    assert isinstance(store, PostgresVectorStore)
+    with store._pool.connection() as conn:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("5s",)
+        # What a search does with 50 ms left: a slower statement is cancelled
+        # by the server and reported as the deadline, not as an outage.
+        stopped = pytest.raises(DeadlineExceeded, match="stopped at its deadline")
+        with stopped, pg_errors("test", "search"), conn.transaction():
+            limit_statement_time(conn, 0.05)
+            conn.execute("SELECT pg_sleep(2)")
+    probe = [1.0] + [0.0] * (DIM - 1)
+    hits = store.search(probe, 5, ScopeFilter(visible_generation=1), Deadline.after(5.0))
+    assert [h.chunk.doc_id for h in hits] == ["alpha"]

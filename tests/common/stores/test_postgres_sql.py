@@ -10,6 +10,8 @@ fast are the ones it uses.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,9 @@ from services.common.models import ScopeFilter
 from services.common.stores.postgres_bm25 import search_statement as bm25_statement
 from services.common.stores.postgres_lexical import PostgresLexicalStore
 from services.common.stores.postgres_vectors import (
+    EXACT_BELOW,
+    SEARCH_SETTINGS,
+    THROUGH_THE_INDEX,
     PostgresVectorStore,
     search_statement,
     upsert_statement,
@@ -327,9 +332,63 @@ def test_a_vector_search_sets_its_scan_then_runs_one_statement(
             "set_config('hnsw.iterative_scan', 'strict_order', true)"
         )
         assert trace.params[0] == ("1000",)  # 2 x 600, capped at pgvector's 1000
-        assert trace.statements[1].startswith("SELECT * FROM (SELECT")
-        assert len(trace.statements) == 2
+        # The statement time: the store's own 5 s (no deadline given), in ms.
+        assert trace.statements[1] == "SELECT set_config('statement_timeout', %s, true)"
+        assert trace.params[1] == ("5000",)
+        # One row in scope: searched exactly, as the planner plans it.
+        assert trace.statements[2].startswith("SELECT count(*) FROM (SELECT 1 FROM")
+        assert trace.statements[2].endswith("LIMIT 2000) AS few")
+        assert trace.statements[3].startswith("SELECT * FROM (SELECT")
+        assert len(trace.statements) == 4
     finally:
         store.close()
         with psycopg.connect(postgres.url, autocommit=True) as conn:
             conn.execute("DROP SCHEMA t_trace_v CASCADE")
+
+
+def _eventually_true(check: Any, within_s: float = 10.0) -> bool:
+    """PostgreSQL publishes a backend's table counters when it goes idle (at
+    most once a second): poll for them instead of sleeping a fixed time."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_after_a_large_run_statistics_are_fresh_and_searches_take_the_hnsw_index(
+    postgres: PostgresServer,
+) -> None:
+    store = PostgresVectorStore(postgres.url, "t_plan", 8, pool_size=2)
+    try:
+        chunks = [make_chunk(f"doc-{i}") for i in range(EXACT_BELOW + 500)]
+        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+        assert _eventually_true(store.optimize)  # 2,500 new rows: analysed now
+        assert store.optimize() is False  # nothing changed since
+        scope = ScopeFilter(scope_id="site-a", visible_generation=5)
+        statement, params = search_statement(sql.Identifier("t_plan", "vectors"), scope)
+        probe = seeded_vector("q")
+        with psycopg.connect(postgres.url, autocommit=True) as conn, conn.transaction():
+            conn.execute(SEARCH_SETTINGS, ("100",))
+            conn.execute(THROUGH_THE_INDEX)
+            plan = conn.execute(sql.SQL("EXPLAIN ") + statement, [probe, *params, probe, 10])
+            text = "\n".join(row[0] for row in plan)
+        assert "Index Scan using vectors_hnsw" in text, text
+        exact = sorted(chunks, key=lambda c: -_cosine(seeded_vector(c.chunk_id), probe))
+        nearest = [c.chunk_id for c in exact[:10]]
+        found = [h.chunk.chunk_id for h in store.search(probe, 10, scope)]
+        assert len(set(found) & set(nearest)) >= 9  # the graph, approximate
+        # A scope of few rows is searched exactly: its true nearest, in order.
+        few = ScopeFilter(doc_ids=tuple(c.doc_id for c in exact[500:520]))
+        found = [h.chunk.chunk_id for h in store.search(probe, 5, few)]
+        assert found == [c.chunk_id for c in exact[500:505]]
+    finally:
+        store.close()
+        with psycopg.connect(postgres.url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA t_plan CASCADE")
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))

@@ -14,7 +14,8 @@ from qdrant_client import grpc as qg
 from qdrant_client import models
 from qdrant_client.conversions.conversion import RestToGrpc
 
-from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.deadline import Deadline
+from services.common.errors import ConfigError, DeadlineExceeded, StoreError, StoreUnavailable
 from services.common.models import ChunkPayload, ScopeFilter
 from services.common.stores.payload import chunk_payload, stored_chunk_from_payload
 from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
@@ -492,3 +493,15 @@ def test_vectors_are_read_without_payload(capture, store) -> None:
             "timeout": "3",
         }
     ]
+
+
+def test_a_search_takes_at_most_the_time_left_in_the_callers_deadline(capture, store) -> None:
+    double, _ = capture
+    store.search([0.25, 0.5, 0, 1], 7, ScopeFilter(), Deadline.after(0.3))
+    [call] = [c for c in double.calls if c.method == "Query"]
+    # Whole seconds (qdrant-client), rounded up from the 0.3 s left, not the store's 3 s.
+    assert call.request["timeout"] == "1"
+    assert call.deadline_s is not None and call.deadline_s <= 1.5
+    with pytest.raises(DeadlineExceeded):
+        store.search([0.25, 0.5, 0, 1], 7, ScopeFilter(), Deadline.after(-1))
+    assert len([c for c in double.calls if c.method == "Query"]) == 1  # nothing sent
