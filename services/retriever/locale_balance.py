@@ -41,7 +41,7 @@ from services.common.analysis import UNDETERMINED, primary_language
 from services.common.analysis.query_translation import QueryTranslator, Translation
 from services.common.deadline import Deadline
 from services.common.models import ScopeFilter, ScoredChunk
-from services.common.stores.base import VectorStore
+from services.common.stores.base import VectorQuery, VectorStore
 from services.common.stores.manifest import Manifest
 from services.retriever.channels import call_as
 from services.retriever.fusion import ListFuser
@@ -212,14 +212,18 @@ class LocaleSearch:
         if not locales:
             return call_as("vector", self.vectors.search, vectors[0], depth, scope, deadline)
         translated = dict(zip(lists.translations, vectors[1:], strict=True))
+        # Every locale's searches (the question's, and its translation's
+        # where there is one) as one store call: one pass over the segments.
+        queries = [
+            VectorQuery(vector, depth, replace(scope, locale=locale))
+            for locale in locales
+            for vector in (vectors[0], *([translated[locale]] if locale in translated else []))
+        ]
+        answers = iter(call_as("vector", self.vectors.search_many, queries, deadline))
         for locale in locales:
-            search = replace(scope, locale=locale)
-            hits = call_as("vector", self.vectors.search, vectors[0], depth, search, deadline)
+            hits = next(answers)
             if locale in translated:
-                more = call_as(
-                    "vector", self.vectors.search, translated[locale], depth, search, deadline
-                )
-                hits = _distinct(interleaved([hits, more]))[:depth]
+                hits = _distinct(interleaved([hits, next(answers)]))[:depth]
             lists.vector[locale] = hits
         return interleaved(list(lists.vector.values()))[:depth]
 

@@ -14,6 +14,7 @@ from services.common.analysis.bilingual_dictionary import BilingualDictionary, E
 from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.models import ScopeFilter, ScoredChunk
+from services.common.stores.base import VectorQuery
 from services.common.stores.storage import Storage
 from services.retriever.fusion import RrfFuser
 from services.retriever.locale_balance import (
@@ -80,6 +81,7 @@ class _Vectors:
 
     def __init__(self) -> None:
         self.scopes: list[ScopeFilter] = []
+        self.batches: list[int] = []  # queries per search_many call
 
     def search(
         self, vector: list[float], limit: int, scope: ScopeFilter, deadline: object = None
@@ -87,6 +89,12 @@ class _Vectors:
         self.scopes.append(scope)
         by_locale = {"en": ["en-answer"], "zh-CN": ["zh-1", "zh-2"], "": ["zh-1", "zh-2"]}
         return [scored(cid, 0.9 - i / 10) for i, cid in enumerate(by_locale[scope.locale])]
+
+    def search_many(
+        self, queries: list[VectorQuery], deadline: object = None
+    ) -> list[list[ScoredChunk]]:
+        self.batches.append(len(queries))
+        return [self.search(q.vector, q.limit, q.scope) for q in queries]
 
 
 class _Lexical:
@@ -140,6 +148,7 @@ def test_a_multilingual_model_ranks_each_locale_apart() -> None:
     # The question's language first, then the locales take turns.
     assert [h.chunk.chunk_id for h in result.hits] == ["zh-1", "en-answer", "zh-2"]
     assert [s.locale for s in vectors.scopes] == ["en", "zh-CN"]
+    assert vectors.batches == [2]  # both locales' searches in one store call
     assert any("ranked each locale apart (en, zh-CN)" in note for note in result.notes)
 
 
@@ -215,6 +224,7 @@ def test_the_translated_question_searches_the_other_locale_in_both_channels() ->
     question = TextAnalyzer().plan("怎么申请发票").terms
     assert lexical.searches == [(question, ""), (("invoic",), "en")]
     assert [s.locale for s in vectors.scopes] == ["en", "en", "zh-CN"]  # question, translation
+    assert vectors.batches == [3]
     by_id = {h.chunk.chunk_id: h for h in result.hits}
     assert {c.channel for c in by_id["en-invoice"].channels} == {Channel.LEXICAL}
     assert [h.chunk.chunk_id for h in result.hits][:2] == ["zh-1", "en-answer"]

@@ -25,7 +25,7 @@ class Faults:
         self.reranker = RerankerInjector()
 
     def wrap(self, vectors: Any, lexical: Any) -> tuple[Any, Any]:
-        self.vectors = FaultySearch(vectors, ["search", "ping"])
+        self.vectors = FaultySearch(vectors, ["search", "search_many", "ping"])
         self.lexical = FaultySearch(lexical, ["search", "search_plan", "ping", "count"])
         return self.vectors, self.lexical
 

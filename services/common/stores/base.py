@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from services.common.analysis import QueryPlan, TextAnalyzer
@@ -47,6 +48,21 @@ def hnsw_ef(configured: int, limit: int) -> int:
     return max(configured, 2 * limit)
 
 
+@dataclass(frozen=True)
+class VectorQuery:
+    """One search of a `VectorStore.search_many` batch."""
+
+    vector: Sequence[float]
+    limit: int
+    scope: ScopeFilter
+
+
+def ranked(hits: list[ScoredChunk]) -> list[ScoredChunk]:
+    """Best first, equal scores by chunk_id (an engine's order among equal
+    scores is not part of its contract)."""
+    return sorted(hits, key=lambda hit: (-hit.score, hit.chunk.chunk_id))
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """Dense vectors with a compact payload (identity + filter/cite/debug fields)."""
@@ -74,6 +90,14 @@ class VectorStore(Protocol):
     ) -> list[ScoredChunk]:
         """Nearest chunks by cosine similarity, best first, honoring `scope`;
         within `deadline` (`search_budget_s`: DeadlineExceeded past it)."""
+        ...
+
+    def search_many(
+        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+    ) -> list[list[ScoredChunk]]:
+        """`search` for each query, results in the same order, as one call
+        where the engine has one (Qdrant Edge and a Qdrant server: one batch
+        request; PostgreSQL: one connection and transaction)."""
         ...
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:

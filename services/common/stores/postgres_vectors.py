@@ -31,7 +31,13 @@ from psycopg import sql
 from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef, search_budget_s
+from services.common.stores.base import (
+    DEFAULT_SEARCH_EF,
+    SCAN_BATCH,
+    VectorQuery,
+    hnsw_ef,
+    search_budget_s,
+)
 from services.common.stores.payload import metadata_terms
 from services.common.stores.postgres_run import RunConnection
 from services.common.stores.postgres_sql import (
@@ -107,10 +113,13 @@ _VECTOR = sql.SQL("%s::float4[]::vector")
 MAX_HNSW_DIM = 2000
 MIN_PGVECTOR = (0, 8)
 MAX_EF_SEARCH = 1000  # pgvector's upper bound
-# Transaction-local (set_config(..., true)), in one round trip.
+# Transaction-local (set_config(..., true)), in one round trip: the HNSW
+# candidate list, iterative scans, and whether the planner may scan and sort
+# (on: an exact search; off: through the index, see EXACT_BELOW).
 SEARCH_SETTINGS = (
     "SELECT set_config('hnsw.ef_search', %s, true), "
-    "set_config('hnsw.iterative_scan', 'strict_order', true)"
+    "set_config('hnsw.iterative_scan', 'strict_order', true), "
+    "set_config('enable_seqscan', %s, true), set_config('enable_sort', %s, true)"
 )
 # Which path a search takes is decided here, not by the planner: it prices a
 # 384-dimension distance like a cheap operator and computes it for every row
@@ -121,9 +130,6 @@ SEARCH_SETTINGS = (
 # (iterative scans keep filtered results complete there).
 EXACT_BELOW = 2_000
 ROWS_IN_SCOPE = "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} LIMIT {cap}) AS few"
-THROUGH_THE_INDEX = (
-    "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true)"
-)
 # Tables whose statistics a run left stale: more than a tenth of the rows (at
 # least 1,000) changed since the last ANALYZE (autovacuum's rule, sooner).
 STALE_TABLES = (
@@ -216,17 +222,27 @@ class PostgresVectorStore:
         scope: ScopeFilter,
         deadline: Deadline | None = None,
     ) -> list[ScoredChunk]:
-        if limit <= 0:
-            return []
-        statement, params = search_statement(self._table, scope)
-        probe = [float(x) for x in vector]
-        ef = min(hnsw_ef(self.search_ef, limit), MAX_EF_SEARCH)
+        return self.search_many([VectorQuery(vector, limit, scope)], deadline)[0]
+
+    def search_many(
+        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+    ) -> list[list[ScoredChunk]]:
+        """One connection and one transaction for the batch, each query with
+        its own path (exact or HNSW) and candidate list."""
+        budget_s = search_budget_s(self.name, deadline, self.timeout_s)
+        if all(query.limit <= 0 for query in queries):
+            return [[] for _ in queries]
         with pg_errors(self.name, "search"), self._conn() as conn, conn.transaction():
-            conn.execute(SEARCH_SETTINGS, (str(ef),))
-            limit_statement_time(conn, search_budget_s(self.name, deadline, self.timeout_s))
-            if not self._few_rows_in(conn, scope):
-                conn.execute(THROUGH_THE_INDEX)
-            rows = conn.execute(statement, [probe, *params, probe, limit]).fetchall()
+            limit_statement_time(conn, budget_s)
+            return [self._search(conn, query) if query.limit > 0 else [] for query in queries]
+
+    def _search(self, conn: psycopg.Connection[Any], query: VectorQuery) -> list[ScoredChunk]:
+        statement, params = search_statement(self._table, query.scope)
+        probe = [float(x) for x in query.vector]
+        ef = min(hnsw_ef(self.search_ef, query.limit), MAX_EF_SEARCH)
+        planner = "on" if self._few_rows_in(conn, query.scope) else "off"
+        conn.execute(SEARCH_SETTINGS, (str(ef), planner, planner))
+        rows = conn.execute(statement, [probe, *params, probe, query.limit]).fetchall()
         return [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
 
     def _few_rows_in(self, conn: psycopg.Connection[Any], scope: ScopeFilter) -> bool:

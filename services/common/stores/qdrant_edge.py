@@ -34,7 +34,14 @@ import qdrant_edge as qe
 from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef, search_budget_s
+from services.common.stores.base import (
+    DEFAULT_SEARCH_EF,
+    SCAN_BATCH,
+    VectorQuery,
+    hnsw_ef,
+    ranked,
+    search_budget_s,
+)
 from services.common.stores.edge_optimizer import (
     copy_for_optimizing,
     discard,
@@ -215,23 +222,34 @@ class EdgeVectorStore:
         scope: ScopeFilter,
         deadline: Deadline | None = None,
     ) -> list[ScoredChunk]:
-        if limit <= 0:
-            return []
+        return self.search_many([VectorQuery(vector, limit, scope)], deadline)[0]
+
+    def search_many(
+        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+    ) -> list[list[ScoredChunk]]:
         search_budget_s(self.name, deadline)
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(_as_floats(vector)),
-            filter=edge_filter(scope),
+        wanted = [i for i, query in enumerate(queries) if query.limit > 0]
+        results: list[list[ScoredChunk]] = [[] for _ in queries]
+        if not wanted:
+            return results
+        batch = qe.QueryBatchRequest([self._request(queries[i]) for i in wanted])
+        with store_errors(self.name, "search"), self._reading() as shard:
+            answers = shard.query_batch(batch)  # one pass over the segments
+        for i, points in zip(wanted, answers, strict=True):
+            results[i] = ranked(
+                [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]
+            )
+        return results
+
+    def _request(self, query: VectorQuery) -> qe.QueryRequest:
+        return qe.QueryRequest(
+            limit=query.limit,
+            query=qe.Query.Nearest(_as_floats(query.vector)),
+            filter=edge_filter(query.scope),
             with_payload=True,
             # HNSW candidates: ignored by plain segments, which search exactly.
-            params=qe.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
+            params=qe.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
         )
-        with store_errors(self.name, "search"), self._reading() as shard:
-            points = shard.query(request)
-        hits = [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]
-        # The engine's order among equal scores is not part of its contract.
-        hits.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
-        return hits
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
         if not chunk_ids:

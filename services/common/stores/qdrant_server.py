@@ -27,7 +27,14 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import DEFAULT_SEARCH_EF, SCAN_BATCH, hnsw_ef, search_budget_s
+from services.common.stores.base import (
+    DEFAULT_SEARCH_EF,
+    SCAN_BATCH,
+    VectorQuery,
+    hnsw_ef,
+    ranked,
+    search_budget_s,
+)
 from services.common.stores.payload import (
     GENERATION_FIELD,
     METADATA_TERMS_FIELD,
@@ -300,14 +307,40 @@ class QdrantVectorStore:
             limit=limit,
             search_params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
             with_payload=True,
-            # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
-            timeout=max(1, math.ceil(search_budget_s(self.name, deadline, self._timeout))),
+            timeout=self._search_timeout(deadline),
         )
-        points = self._calls.read("search", query).points
-        hits = [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]
-        # Same tie order as the embedded store: equal scores by chunk_id.
-        hits.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
-        return hits
+        return _hits(self._calls.read("search", query).points)
+
+    def search_many(
+        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+    ) -> list[list[ScoredChunk]]:
+        timeout = self._search_timeout(deadline)
+        wanted = [i for i, query in enumerate(queries) if query.limit > 0]
+        results: list[list[ScoredChunk]] = [[] for _ in queries]
+        if not wanted:
+            return results
+        batch = partial(
+            self._live().query_batch_points,
+            self.collection,
+            requests=[self._request(queries[i]) for i in wanted],
+            timeout=timeout,
+        )
+        for i, answer in zip(wanted, self._calls.read("search", batch), strict=True):
+            results[i] = _hits(answer.points)
+        return results
+
+    def _request(self, query: VectorQuery) -> models.QueryRequest:
+        return models.QueryRequest(
+            query=np.asarray(query.vector, dtype=np.float32).tolist(),
+            filter=scope_to_filter(query.scope),
+            limit=query.limit,
+            params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
+            with_payload=True,
+        )
+
+    def _search_timeout(self, deadline: Deadline | None) -> int:
+        # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
+        return max(1, math.ceil(search_budget_s(self.name, deadline, self._timeout)))
 
     def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
         found: list[StoredChunk] = []
@@ -395,3 +428,10 @@ class QdrantVectorStore:
         if self._closed:
             raise StoreUnavailable(f"{self.name}: store is closed")
         return self.client
+
+
+def _hits(points: Sequence[Any]) -> list[ScoredChunk]:
+    """Scored points as hits, ties by chunk_id as in every store."""
+    return ranked(
+        [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]
+    )

@@ -65,7 +65,16 @@ class StoreSettings(BaseSettings):
         description="schema holding the tables (one index per schema)",
     )
     postgres_pool_size: int = Field(8, ge=1, le=256, validation_alias="POSTGRES_POOL_SIZE")
-    postgres_timeout_s: float = Field(5.0, gt=0, le=300, validation_alias="POSTGRES_TIMEOUT_S")
+    postgres_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        validation_alias="POSTGRES_TIMEOUT_S",
+        description=(
+            "connect timeout and statement_timeout of every connection; a search takes "
+            "the shorter of it and the time left in its request's deadline"
+        ),
+    )
 
     qdrant_url: str | None = Field(
         None, validation_alias="QDRANT_URL", description="Qdrant server, e.g. http://qdrant:6333"

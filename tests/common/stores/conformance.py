@@ -27,6 +27,7 @@ import pytest
 from services.common.deadline import Deadline
 from services.common.errors import DeadlineExceeded, RagError, StoreUnavailable
 from services.common.models import ScopeFilter, ScoredChunk
+from services.common.stores.base import VectorQuery
 from tests.common.stores.harness import (
     COMMON_WORD,
     DIM,
@@ -351,6 +352,22 @@ class VectorStoreContract(StoreContract):
         assert [hit.chunk.chunk_id for hit in hits] == [chunk.chunk_id for chunk in axis]
         expected = [1.0, math.sqrt(0.5), 0.0, -1.0]
         assert [hit.score for hit in hits] == pytest.approx(expected, abs=1e-5)
+
+    def test_search_many_answers_each_query_as_search_does(self, harness: StoreHarness) -> None:
+        harness.upsert(filter_corpus())
+        queries = [
+            VectorQuery(PROBE_VECTOR, 5, EVERYWHERE),
+            VectorQuery(_vec(0.0, 1.0), 3, ScopeFilter(scope_id="site-b")),
+            VectorQuery(PROBE_VECTOR, 0, EVERYWHERE),  # nothing asked, nothing found
+            VectorQuery(_vec(1.0, 0.2), 4, ScopeFilter(locale="de")),
+        ]
+        batched = harness.store.search_many(queries, Deadline.after(30.0))
+        one_by_one = [harness.store.search(q.vector, q.limit, q.scope) for q in queries]
+        assert [_ranked(hits) for hits in batched] == [_ranked(hits) for hits in one_by_one]
+        assert [len(hits) for hits in batched][:3] == [5, 3, 0]
+        assert harness.store.search_many([]) == []
+        with pytest.raises(DeadlineExceeded):
+            harness.store.search_many(queries, Deadline.after(-1.0))
 
     def test_equal_scores_are_ordered_by_chunk_id(self, harness: StoreHarness) -> None:
         twins = [make_chunk(f"doc-twin-{n}") for n in range(5)]

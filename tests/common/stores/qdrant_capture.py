@@ -210,6 +210,11 @@ class _Points(points_service_pb2_grpc.PointsServicer):
     def Query(self, request, context):
         return self._handle("Query", request, context)
 
+    def QueryBatch(self, request, context):
+        self.capture.record("QueryBatch", request, context)
+        one = qg.BatchResult(result=self.capture.scored_points)
+        return qg.QueryBatchResponse(result=[one for _ in request.query_points])
+
     def Get(self, request, context):
         return self._handle("GetPoints", request, context)
 

@@ -27,7 +27,6 @@ from services.common.stores.postgres_lexical import PostgresLexicalStore
 from services.common.stores.postgres_vectors import (
     EXACT_BELOW,
     SEARCH_SETTINGS,
-    THROUGH_THE_INDEX,
     PostgresVectorStore,
     search_statement,
     upsert_statement,
@@ -327,17 +326,19 @@ def test_a_vector_search_sets_its_scan_then_runs_one_statement(
         store.upsert([make_chunk("doc-1")], [seeded_vector("doc-1")])
         trace = Trace(monkeypatch)
         store.search(seeded_vector("q"), 600, ScopeFilter(scope_id="site-a"))
-        assert trace.statements[0] == (
-            "SELECT set_config('hnsw.ef_search', %s, true), "
-            "set_config('hnsw.iterative_scan', 'strict_order', true)"
-        )
-        assert trace.params[0] == ("1000",)  # 2 x 600, capped at pgvector's 1000
         # The statement time: the store's own 5 s (no deadline given), in ms.
-        assert trace.statements[1] == "SELECT set_config('statement_timeout', %s, true)"
-        assert trace.params[1] == ("5000",)
+        assert trace.statements[0] == "SELECT set_config('statement_timeout', %s, true)"
+        assert trace.params[0] == ("5000",)
         # One row in scope: searched exactly, as the planner plans it.
-        assert trace.statements[2].startswith("SELECT count(*) FROM (SELECT 1 FROM")
-        assert trace.statements[2].endswith("LIMIT 2000) AS few")
+        assert trace.statements[1].startswith("SELECT count(*) FROM (SELECT 1 FROM")
+        assert trace.statements[1].endswith("LIMIT 2000) AS few")
+        assert trace.statements[2] == (
+            "SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'strict_order', true), "
+            "set_config('enable_seqscan', %s, true), set_config('enable_sort', %s, true)"
+        )
+        # ef 2 x 600, capped at pgvector's 1000; the planner free (exact).
+        assert trace.params[2] == ("1000", "on", "on")
         assert trace.statements[3].startswith("SELECT * FROM (SELECT")
         assert len(trace.statements) == 4
     finally:
@@ -370,8 +371,7 @@ def test_after_a_large_run_statistics_are_fresh_and_searches_take_the_hnsw_index
         statement, params = search_statement(sql.Identifier("t_plan", "vectors"), scope)
         probe = seeded_vector("q")
         with psycopg.connect(postgres.url, autocommit=True) as conn, conn.transaction():
-            conn.execute(SEARCH_SETTINGS, ("100",))
-            conn.execute(THROUGH_THE_INDEX)
+            conn.execute(SEARCH_SETTINGS, ("100", "off", "off"))  # as for a large scope
             plan = conn.execute(sql.SQL("EXPLAIN ") + statement, [probe, *params, probe, 10])
             text = "\n".join(row[0] for row in plan)
         assert "Index Scan using vectors_hnsw" in text, text

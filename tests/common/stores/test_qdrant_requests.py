@@ -17,6 +17,7 @@ from qdrant_client.conversions.conversion import RestToGrpc
 from services.common.deadline import Deadline
 from services.common.errors import ConfigError, DeadlineExceeded, StoreError, StoreUnavailable
 from services.common.models import ChunkPayload, ScopeFilter
+from services.common.stores.base import VectorQuery
 from services.common.stores.payload import chunk_payload, stored_chunk_from_payload
 from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
 from services.common.stores.settings import StoreSettings
@@ -505,3 +506,21 @@ def test_a_search_takes_at_most_the_time_left_in_the_callers_deadline(capture, s
     with pytest.raises(DeadlineExceeded):
         store.search([0.25, 0.5, 0, 1], 7, ScopeFilter(), Deadline.after(-1))
     assert len([c for c in double.calls if c.method == "Query"]) == 1  # nothing sent
+
+
+def test_search_many_is_one_batch_call_within_the_deadline(capture, store) -> None:
+    double, _ = capture
+    queries = [
+        VectorQuery([0.25, 0.5, 0, 1], 7, EVERY_FILTER),
+        VectorQuery([0.25, 0.5, 0, 1], 0, ScopeFilter()),  # nothing asked: not sent
+        VectorQuery([1, 0, 0, 0], 3, ScopeFilter()),
+    ]
+    results = store.search_many(queries, Deadline.after(0.3))
+    assert [len(hits) for hits in results] == [0, 0, 0]
+    [call] = [c for c in double.calls if c.method == "QueryBatch"]
+    assert not [c for c in double.calls if c.method == "Query"]
+    assert call.request["timeout"] == "1"
+    first, second = call.request["query_points"]
+    assert first["filter"] == EVERY_CONDITION and first["limit"] == "7"
+    assert "filter" not in second and second["limit"] == "3"
+    assert first["with_payload"] == {"enable": True}

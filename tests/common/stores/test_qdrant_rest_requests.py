@@ -12,6 +12,7 @@ from qdrant_client import models
 
 from services.common.errors import StoreError
 from services.common.models import ScopeFilter
+from services.common.stores.base import VectorQuery
 from services.common.stores.payload import chunk_payload, stored_chunk_from_payload
 from services.common.stores.qdrant_server import QdrantVectorStore, connect_qdrant
 from services.common.stores.settings import StoreSettings
@@ -53,6 +54,8 @@ def open_store(
             result = info.model_dump(mode="json")
         elif request.url.path.endswith("/points/query"):
             result = {"points": []}
+        elif request.url.path.endswith("/points/query/batch"):
+            result = [{"points": []} for _ in body["searches"]]
         elif request.url.path.endswith("/points/count"):
             result = {"count": 0}
         elif request.url.path.endswith("/points/scroll"):
@@ -198,3 +201,26 @@ def test_rest_several_scopes_match_any_of_them() -> None:
         ),
     ]
     store.close()
+
+
+def test_rest_search_many_is_one_batch_request() -> None:
+    sent: list[tuple[str, str, Any]] = []
+    store = open_store(sent)
+    queries = [
+        VectorQuery([0, 1, 0, 0], 5, ScopeFilter(locale="en")),
+        VectorQuery([0, 1, 0, 0], 0, ScopeFilter()),  # nothing asked: not sent
+        VectorQuery([1, 0, 0, 0], 3, ScopeFilter(locale="zh-CN")),
+    ]
+    assert store.search_many(queries) == [[], [], []]
+    [(method, path, body)] = [request for request in sent if "/points/query" in request[1]]
+    assert (method, path) == ("POST", "/collections/rag_chunks/points/query/batch?timeout=2")
+    assert [(s["query"], s["filter"], s["limit"]) for s in body["searches"]] == [
+        ({"nearest": [0.0, 1.0, 0.0, 0.0]}, {"must": [locale("en")]}, 5),
+        ({"nearest": [1.0, 0.0, 0.0, 0.0]}, {"must": [locale("zh-CN")]}, 3),
+    ]
+    assert all(s["with_payload"] is True for s in body["searches"])
+    store.close()
+
+
+def locale(value: str) -> dict[str, Any]:
+    return {"key": "locale", "match": {"value": value}}
