@@ -1,18 +1,24 @@
 """`python -m services.retriever`: the Retriever alone (server mode; in
 embedded mode use `python -m services.stack`, which shares the open stores).
 
-`-h`/`--help` lists the environment variables it reads; any other argument is
-refused (exit status 2) so that a typo never starts a server on the defaults.
+Starts through the recipe every service follows (services.common.entry):
+`-h`/`--help` lists the environment variables it reads, a configuration error
+exits with status 2, SIGTERM/SIGINT stops it gracefully.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic_settings import BaseSettings
 
-from services.common.cli_help import parse_command_line
-from services.common.cpu import prefer_passive_waits
+from services.common.entry import service_main
+
+if TYPE_CHECKING:
+    from services.common.parts import SharedParts
+    from services.common.service import ServiceRecipe, StoreBacked
+    from services.retriever.settings import RetrieverSettings
 
 SUMMARY = (
     "Runs the Retriever gRPC service: hybrid search (vectors and BM25, fused by RRF, "
@@ -21,23 +27,24 @@ SUMMARY = (
 
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
-    """What the service loads (its settings and the stores')."""
+    """What the recipe loads (its settings and the stores')."""
     from services.common.stores.settings import StoreSettings
     from services.retriever.settings import RetrieverSettings
 
     return [RetrieverSettings, StoreSettings]
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parse_command_line("python -m services.retriever", SUMMARY, settings_classes, argv)
-    prefer_passive_waits()  # before torch is imported (see services.common.cpu)
-
-    from services.common.server import run_main
-    from services.common.service import serve_on_parts
+def recipe() -> ServiceRecipe[StoreBacked[RetrieverSettings], SharedParts]:
+    """Its settings and the stores' → the shared parts → one `RetrieverApp`."""
+    from services.common.service import data_service
     from services.retriever.app import RetrieverApp, retriever_parts
     from services.retriever.settings import RetrieverSettings
 
-    run_main(lambda: serve_on_parts(RetrieverSettings, retriever_parts, RetrieverApp))
+    return data_service(RetrieverSettings, retriever_parts, RetrieverApp)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    service_main("python -m services.retriever", SUMMARY, settings_classes, recipe, argv)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from services.common.stores.manifest import Manifest
 from services.retriever.channels import call_as
 from services.retriever.fusion import ListFuser
 from services.retriever.types import Channel, FusedHit
+from services.retriever.vector_batching import VectorSearchBatcher
 
 T = TypeVar("T")
 
@@ -174,8 +175,12 @@ class LocaleSearch:
         locales: IndexLocales | None,
         enabled: bool,
         translator: QueryTranslator | None = None,
+        max_batched_searches: int = 1,
     ) -> None:
+        """`max_batched_searches`: concurrent requests' vector searches share
+        one store call, at most this many (`vector_batching`; 1: alone)."""
         self.vectors, self.locales, self.translator = vectors, locales, translator
+        self.searches = VectorSearchBatcher(vectors, max_batched_searches)
         self.enabled = enabled and locales is not None
 
     def locales_to_balance(self, scope: ScopeFilter) -> tuple[str, ...]:
@@ -210,7 +215,8 @@ class LocaleSearch:
         translation, the question's and the translation's hits take turns."""
         locales = self.locales_to_balance(scope)
         if not locales:
-            return call_as("vector", self.vectors.search, vectors[0], depth, scope, deadline)
+            only = [VectorQuery(vectors[0], depth, scope)]
+            return call_as("vector", self.searches.search_many, only, deadline)[0]
         translated = dict(zip(lists.translations, vectors[1:], strict=True))
         # Every locale's searches (the question's, and its translation's
         # where there is one) as one store call: one pass over the segments.
@@ -219,7 +225,7 @@ class LocaleSearch:
             for locale in locales
             for vector in (vectors[0], *([translated[locale]] if locale in translated else []))
         ]
-        answers = iter(call_as("vector", self.vectors.search_many, queries, deadline))
+        answers = iter(call_as("vector", self.searches.search_many, queries, deadline))
         for locale in locales:
             hits = next(answers)
             if locale in translated:

@@ -125,7 +125,11 @@ class RetrievalPipeline:
         balance = config.vector_locale_balance is LocaleBalance.INTERLEAVE
         multilingual = EVERY_LANGUAGE in self.language_rule.model_languages
         self.locale_search = LocaleSearch(
-            storage.vectors, locales, balance and multilingual, translator
+            storage.vectors,
+            locales,
+            balance and multilingual,
+            translator,
+            max_batched_searches=config.vector_search_batch,
         )
         self.executor = executor
         self.config = config

@@ -40,6 +40,7 @@ class RetrievalConfig:
     unread_language_vector_weight: float = 0.0
     vector_locale_balance: LocaleBalance = LocaleBalance.INTERLEAVE
     cross_language_lexical: CrossLanguageLexical = CrossLanguageLexical.DICTIONARY
+    vector_search_batch: int = 1
 
 
 @dataclass(frozen=True)
