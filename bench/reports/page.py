@@ -31,6 +31,8 @@ from bench.reports.scale import RESULTS_FILE as SCALE_FILE
 from bench.reports.scale import scale_section
 from bench.reports.scifact import quality_section
 from bench.reports.speed import speed_section
+from bench.reports.storage_modes import RESULTS_FILE as STORAGE_MODES_FILE
+from bench.reports.storage_modes import storage_modes_section
 from bench.reports.visibility import RESULTS_FILE as VISIBILITY_FILE
 from bench.reports.visibility import visibility_section
 
@@ -66,6 +68,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(fusion_section(fusion, _load(results_dir / FUSION_TEST_FILE)))
     if (diversity := _load(results_dir / DIVERSITY_FILE)) is not None:
         parts.append(diversity_section(diversity))
+    if (storage_modes := _load(results_dir / STORAGE_MODES_FILE)) is not None:
+        parts.append(storage_modes_section(storage_modes))
     if (bilingual := _load(results_dir / BILINGUAL_FILE)) is not None:
         parts.append(bilingual_section(bilingual))
     if (bench := _load(results_dir / "bench.json")) is not None:
