@@ -90,6 +90,7 @@ typecheck: install
 eval: install bench-env
 	$(BIN)/python -m bench.eval.scifact
 	$(BIN)/python -m bench.eval.diversity
+	$(BIN)/python -m bench.eval.storage_modes
 	$(BIN)/python -m bench.eval.bilingual
 
 eval-bilingual: install

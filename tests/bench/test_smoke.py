@@ -37,6 +37,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_bench_module("bench.eval.scifact", out, "--no-peer", "--finetuned-model", str(model))
     run_bench_module("bench.load.speed", out)
     run_bench_module("bench.eval.diversity", out)
+    run_bench_module("bench.eval.storage_modes", out)
     return out
 
 
@@ -162,5 +163,22 @@ def test_diversity_measures_each_lambda(results: Path) -> None:
     # Diversity never lowers the number of distinct documents on average.
     plain, diverse = result["rows"][0], result["rows"][-1]
     assert diverse["distinct_documents_top10"] >= plain["distinct_documents_top10"]
+    for field in RECORD_FIELDS:
+        assert result[field]
+
+
+def test_storage_modes_serve_the_same_rows_with_the_same_quality(results: Path) -> None:
+    result = load(results / "storage-modes-smoke.json")
+    embedded, postgres = result["modes"]["embedded"], result["modes"]["postgres"]
+    assert result["copy_to_postgres"]["chunks"] > 0
+    for config in BASE_CONFIGS:
+        # The same rows and vectors: exact search at this size, the same BM25.
+        assert postgres["quality"][config]["ndcg@10"] == pytest.approx(
+            embedded["quality"][config]["ndcg@10"], abs=0.02
+        )
+    for measured in (embedded, postgres):
+        for level in ("c1", "c16"):
+            assert measured["serving"][level]["n"] == result["queries"]
+            assert measured["serving"][level]["errors"] == {}
     for field in RECORD_FIELDS:
         assert result[field]
