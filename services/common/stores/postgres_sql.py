@@ -101,6 +101,10 @@ def open_pool(url: str, size: int, timeout_s: float, name: str) -> ConnectionPoo
     return pool
 
 
+# How long start-up's schema work (the advisory lock, migrations, DDL) may take.
+SCHEMA_WORK_S = 600.0
+
+
 def statement_timeout_ms(seconds: float) -> int:
     """PostgreSQL's statement_timeout for `seconds` (0 would mean none: at least 1 ms)."""
     return max(1, math.ceil(seconds * 1000))
@@ -136,6 +140,9 @@ def ensure_schema(conn: psycopg.Connection[Any], schema: str, ddl: sql.Composed)
     then run `ddl` (CREATE ... IF NOT EXISTS), once per schema even when
     several processes start together: the advisory lock serialises them."""
     with conn.transaction():
+        # Schema work may wait for another process's migration and build
+        # indexes: it gets SCHEMA_WORK_S, not the per-statement timeout.
+        limit_statement_time(conn, SCHEMA_WORK_S)
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         migrate(conn, schema)
