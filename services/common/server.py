@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf import descriptor_pool
@@ -183,9 +183,25 @@ def _grpc_type(method: Any) -> str:
     return "server_stream" if method.server_streaming else "unary"
 
 
-async def run_until_signal(servers: Sequence[GrpcServer]) -> None:
-    """Block until SIGTERM/SIGINT, then stop every server gracefully (in-flight
-    RPCs get the grace period; health flips to NOT_SERVING first)."""
+class AppServer(Protocol):
+    """What `run_until_signal` stops: a `GrpcServer`, or the gateway's HTTP
+    server (`gateway.service.HttpServer`)."""
+
+    @property
+    def port(self) -> int:
+        """The port bound by `start()` (0 before)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop accepting; in-flight calls finish within the grace period.
+        Idempotent: the app's own `stop()` calls it again."""
+        ...
+
+
+async def run_until_signal(servers: Sequence[AppServer]) -> None:
+    """Block until SIGTERM/SIGINT, then stop every server gracefully, all at
+    once (in-flight calls get the grace period; gRPC health flips to
+    NOT_SERVING first)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -196,10 +212,10 @@ async def run_until_signal(servers: Sequence[GrpcServer]) -> None:
 
 
 def run_main(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Entry point of every service process: a configuration error is printed
-    (it names the bad variable and value) and exits with status 2."""
-    from services.common.errors import ConfigError
-
+    """Entry point of every service process (`services.common.entry`): a
+    configuration error, found on loading the settings or on starting, is
+    printed (it names the bad variable and value) and exits with status 2;
+    `main` returning (after SIGTERM/SIGINT and a graceful stop) exits 0."""
     try:
         asyncio.run(main())
     except ConfigError as exc:

@@ -1,9 +1,17 @@
-"""The one shape of every service app, and the loop that runs apps.
+"""One start-up recipe for every service, and the loop that runs its apps.
 
-An app is built from explicit parts (its settings, the shared parts, its
-telemetry), does no I/O in its constructor, opens its port in `start()` and
-releases everything in `stop()`. `python -m services.<name>` builds its app
-and hands it to `run_apps`; the embedded stack hands it two.
+A process is made in four steps, the same for every service (the Indexer,
+the Retriever, the Reranker, the embedded stack and the gateway):
+
+    settings → parts → apps with start()/stop() → run_main
+
+its settings are loaded and checked (a `ConfigError`, here or on starting,
+exits with status 2: `services.common.server.run_main`); the parts its apps
+share are opened (models, stores; nothing for the Reranker and the gateway);
+its apps are built from both, with no I/O in their constructors; `run_apps`
+starts them in order, serves until SIGTERM/SIGINT, stops them in reverse
+order and closes the parts. Each `__main__` declares its steps as a
+`ServiceRecipe`; `services.common.entry.service_main` runs it.
 """
 
 from __future__ import annotations
@@ -15,27 +23,33 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from services.common.logging import configure_logging, get_logger
 from services.common.observability.telemetry import Telemetry
 from services.common.security.callers import Role
-from services.common.server import GrpcServer, ServerOptions, run_until_signal
-from services.common.settings import GrpcServiceSettings, load_settings
+from services.common.server import AppServer, GrpcServer, ServerOptions, run_until_signal
+from services.common.settings import BaseServiceSettings, GrpcServiceSettings, load_settings
 
 if TYPE_CHECKING:  # the parts pull in the stores and the embedding model
     from services.common.parts import PartsConfig, SharedParts
+    from services.common.stores.settings import StoreSettings
 
 log = get_logger(__name__)
 
 
 class ServiceApp(Protocol):
-    """What `run_apps` needs of an app."""
+    """What `run_apps` needs of an app (the gRPC apps, and `GatewayApp`)."""
 
-    server: GrpcServer
     # True when stop() left work running past the grace period: the shared
     # parts are then left open for the process to exit without closing them.
     abandoned_work: bool
+
+    @property
+    def server(self) -> AppServer:
+        """Its server: `server.port` once started; `run_until_signal` stops
+        every app's server at once before the apps' own `stop()`."""
+        ...
 
     async def start(self) -> int:
         """Open the port (returned) and everything behind it; health turns
@@ -46,6 +60,74 @@ class ServiceApp(Protocol):
         """Health NOT_SERVING, in-flight calls finish within the grace
         period, then the app's own resources are released."""
         ...
+
+
+class LogSettings(Protocol):
+    """The settings whose RAG_LOG_LEVEL/RAG_LOG_JSON a process logs by."""
+
+    @property
+    def log_level(self) -> str: ...
+
+    @property
+    def log_json(self) -> bool: ...
+
+
+class Parts(Protocol):
+    """What a process's apps share; closed once they have all stopped."""
+
+    def close(self) -> None: ...
+
+
+class NoParts:
+    """The parts of a service whose app shares nothing (Reranker, gateway)."""
+
+    def close(self) -> None:
+        return None
+
+
+def no_parts(settings: object) -> NoParts:
+    return NoParts()
+
+
+def no_context(settings: object) -> Mapping[str, object]:
+    return {}
+
+
+S = TypeVar("S")
+P = TypeVar("P", bound=Parts)
+
+
+@dataclass(frozen=True)
+class ServiceRecipe(Generic[S, P]):
+    """How one service process is made: settings → parts → apps.
+
+    `settings` loads and checks everything the process reads (ConfigError:
+    exit status 2, before anything is opened); `logging` picks the settings
+    whose RAG_LOG_LEVEL/RAG_LOG_JSON apply; `parts` opens what the apps share
+    (run off the event loop: it may load a model or open stores); `apps`
+    builds the apps on them, in start order (no I/O); `context` is what the
+    `services_ready` line says besides the ports."""
+
+    settings: Callable[[], S]
+    logging: Callable[[S], LogSettings]
+    parts: Callable[[S], P]
+    apps: Callable[[S, P], Sequence[ServiceApp]]
+    context: Callable[[S], Mapping[str, object]] = no_context
+
+
+async def serve(recipe: ServiceRecipe[S, P]) -> None:
+    """Run `recipe` until SIGTERM/SIGINT (under `run_main`)."""
+    settings = recipe.settings()
+    chosen = recipe.logging(settings)
+    configure_logging(chosen.log_level, chosen.log_json)
+    context = recipe.context(settings)
+    parts = await asyncio.to_thread(recipe.parts, settings)
+    try:
+        apps = recipe.apps(settings, parts)
+    except BaseException:
+        await asyncio.to_thread(parts.close)
+        raise
+    await run_apps(apps, parts.close, **context)
 
 
 @dataclass(frozen=True)
@@ -85,7 +167,9 @@ async def run_apps(
     apps: Sequence[ServiceApp], close: Callable[[], None] | None = None, **context: object
 ) -> None:
     """Start `apps` in order, serve until SIGTERM/SIGINT, stop them in reverse
-    order, then `close()` what they shared."""
+    order, then `close()` what they shared. An app that fails to start stops
+    the ones already started (in reverse order) and its error propagates
+    (a ConfigError: exit status 2, under `run_main`)."""
     started: list[ServiceApp] = []
     try:
         for app in apps:
@@ -115,26 +199,53 @@ def exit_leaving_work_behind() -> None:
     os._exit(0)
 
 
-S = TypeVar("S", bound=GrpcServiceSettings)
+B = TypeVar("B", bound=BaseServiceSettings)
 
 
-async def serve_on_parts(
-    settings_class: type[S],
-    parts_config: Callable[[S], PartsConfig],
-    make_app: Callable[[S, SharedParts], ServiceApp],
-) -> None:
-    """A data service alone in its process (`python -m services.indexer`,
-    `services.retriever`): its settings and the stores' loaded and checked,
-    the shared parts opened (off the event loop), its app run until a signal."""
+def one_app(
+    settings_class: type[B], make_app: Callable[[B], ServiceApp]
+) -> ServiceRecipe[B, NoParts]:
+    """The recipe of a service whose app shares nothing (the Reranker, the
+    gateway): its settings → its app."""
+    return ServiceRecipe(
+        settings=lambda: load_settings(settings_class),
+        logging=lambda settings: settings,
+        parts=no_parts,
+        apps=lambda settings, parts: [make_app(settings)],
+    )
+
+
+G = TypeVar("G", bound=GrpcServiceSettings)
+
+
+@dataclass(frozen=True)
+class StoreBacked(Generic[G]):
+    """A data service's settings and the stores'."""
+
+    service: G
+    stores: StoreSettings
+
+
+def stores_context(stores: StoreSettings) -> Mapping[str, object]:
+    """What `services_ready` says of the stores a process opened."""
+    return {"mode": stores.resolved_mode().value, "data_dir": str(stores.data_dir)}
+
+
+def data_service(
+    settings_class: type[G],
+    parts_config: Callable[[G], PartsConfig],
+    make_app: Callable[[G, SharedParts], ServiceApp],
+) -> ServiceRecipe[StoreBacked[G], SharedParts]:
+    """The recipe of a data service alone in its process (`python -m
+    services.indexer`, `services.retriever`): its settings and the stores',
+    the shared parts opened on them, its one app."""
     from services.common.parts import open_parts
     from services.common.stores.settings import StoreSettings
 
-    settings, stores = load_settings(settings_class), load_settings(StoreSettings)
-    configure_logging(settings.log_level, settings.log_json)
-    parts = await asyncio.to_thread(open_parts, stores, parts_config(settings))
-    await run_apps(
-        [make_app(settings, parts)],
-        parts.close,
-        mode=stores.resolved_mode().value,
-        data_dir=str(stores.data_dir),
+    return ServiceRecipe(
+        settings=lambda: StoreBacked(load_settings(settings_class), load_settings(StoreSettings)),
+        logging=lambda loaded: loaded.service,
+        parts=lambda loaded: open_parts(loaded.stores, parts_config(loaded.service)),
+        apps=lambda loaded, parts: [make_app(loaded.service, parts)],
+        context=lambda loaded: stores_context(loaded.stores),
     )

@@ -1,18 +1,24 @@
 """`python -m services.indexer`: the Indexer alone (server mode, or embedded
 when no Retriever process shares the data folder).
 
-`-h`/`--help` lists the environment variables it reads; any other argument is
-refused (exit status 2) so that a typo never starts a server on the defaults.
+Starts through the recipe every service follows (services.common.entry):
+`-h`/`--help` lists the environment variables it reads, a configuration error
+exits with status 2, SIGTERM/SIGINT stops it gracefully.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic_settings import BaseSettings
 
-from services.common.cli_help import parse_command_line
-from services.common.cpu import prefer_passive_waits
+from services.common.entry import service_main
+
+if TYPE_CHECKING:
+    from services.common.parts import SharedParts
+    from services.common.service import ServiceRecipe, StoreBacked
+    from services.indexer.settings import IndexerSettings
 
 SUMMARY = (
     "Runs the Indexer gRPC service: ingests documents into the vector and lexical stores "
@@ -21,23 +27,24 @@ SUMMARY = (
 
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
-    """What the service loads (its settings and the stores')."""
+    """What the recipe loads (its settings and the stores')."""
     from services.common.stores.settings import StoreSettings
     from services.indexer.settings import IndexerSettings
 
     return [IndexerSettings, StoreSettings]
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parse_command_line("python -m services.indexer", SUMMARY, settings_classes, argv)
-    prefer_passive_waits()  # before torch is imported (see services.common.cpu)
-
-    from services.common.server import run_main
-    from services.common.service import serve_on_parts
+def recipe() -> ServiceRecipe[StoreBacked[IndexerSettings], SharedParts]:
+    """Its settings and the stores' → the shared parts → one `IndexerApp`."""
+    from services.common.service import data_service
     from services.indexer.app import IndexerApp, indexer_parts
     from services.indexer.settings import IndexerSettings
 
-    run_main(lambda: serve_on_parts(IndexerSettings, indexer_parts, IndexerApp))
+    return data_service(IndexerSettings, indexer_parts, IndexerApp)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    service_main("python -m services.indexer", SUMMARY, settings_classes, recipe, argv)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,23 @@
 """`python -m services.reranker`: serve the cross-encoder over gRPC.
 
-Exit status 2 on invalid settings; a model that cannot be loaded does not stop
-the process: health stays NOT_SERVING and the Info RPC says why. `-h`/`--help`
-lists the environment variables it reads; any other argument is refused (exit
-status 2) so that a typo never starts a server on the defaults.
+Starts through the recipe every service follows (services.common.entry):
+`-h`/`--help` lists the environment variables it reads, a configuration error
+exits with status 2, SIGTERM/SIGINT stops it gracefully. A model that cannot
+be loaded does not stop the process: health stays NOT_SERVING and the Info
+RPC says why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from services.common.cli_help import parse_command_line
-from services.common.cpu import prefer_passive_waits
-from services.common.logging import configure_logging
-from services.common.server import run_main
-from services.common.service import run_apps
-from services.common.settings import load_settings
+from services.common.entry import service_main
 from services.reranker.settings import RerankerSettings
+
+if TYPE_CHECKING:
+    from services.common.service import NoParts, ServiceRecipe
+    from services.reranker.app import RerankerApp
 
 SUMMARY = (
     "Runs the Reranker gRPC service: scores (query, passage) pairs with a cross-encoder "
@@ -24,22 +25,22 @@ SUMMARY = (
 )
 
 
-async def serve() -> None:
-    """Settings first (an error is reported before torch loads), then the app."""
-    settings = load_settings(RerankerSettings)
-    configure_logging(settings.log_level, settings.log_json)
-    from services.reranker.app import RerankerApp
+def recipe() -> ServiceRecipe[RerankerSettings, NoParts]:
+    """Its settings → no shared parts → one `RerankerApp`, which loads the
+    model once its port is open."""
+    from services.common.service import one_app
 
-    await run_apps([RerankerApp(settings)])
+    return one_app(RerankerSettings, reranker_app)
+
+
+def reranker_app(settings: RerankerSettings) -> RerankerApp:
+    from services.reranker.app import RerankerApp  # torch: once the settings are checked
+
+    return RerankerApp(settings)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The recipe every service follows: arguments checked, the threading
-    policy set before torch loads, then `run_main` (a configuration error,
-    found on loading or on starting, prints and exits with status 2)."""
-    parse_command_line("python -m services.reranker", SUMMARY, lambda: [RerankerSettings], argv)
-    prefer_passive_waits()
-    run_main(serve)
+    service_main("python -m services.reranker", SUMMARY, lambda: [RerankerSettings], recipe, argv)
 
 
 if __name__ == "__main__":

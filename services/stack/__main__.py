@@ -1,18 +1,24 @@
 """`python -m services.stack`: the embedded stack — Indexer and Retriever in
 one process on their own ports (embedded stores allow a single writer).
 
-`-h`/`--help` lists the environment variables it reads; any other argument is
-refused (exit status 2) so that a typo never starts a server on the defaults.
+Starts through the recipe every service follows (services.common.entry):
+`-h`/`--help` lists the environment variables it reads, a configuration error
+exits with status 2, SIGTERM/SIGINT stops both apps gracefully.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic_settings import BaseSettings
 
-from services.common.cli_help import parse_command_line
-from services.common.cpu import prefer_passive_waits
+from services.common.entry import service_main
+
+if TYPE_CHECKING:
+    from services.common.parts import SharedParts
+    from services.common.service import ServiceRecipe
+    from services.stack.embedded import StackSettings
 
 SUMMARY = (
     "Runs the Indexer and the Retriever gRPC services in one process, on their own ports, "
@@ -21,7 +27,7 @@ SUMMARY = (
 
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
-    """What `serve()` loads."""
+    """What the recipe loads."""
     from services.common.stores.settings import StoreSettings
     from services.indexer.settings import IndexerSettings
     from services.retriever.settings import RetrieverSettings
@@ -29,34 +35,42 @@ def settings_classes() -> Sequence[type[BaseSettings]]:
     return [IndexerSettings, RetrieverSettings, StoreSettings]
 
 
-async def serve() -> None:
-    from services.common.logging import configure_logging
-    from services.common.service import run_apps
+def recipe() -> ServiceRecipe[StackSettings, SharedParts]:
+    """Both services' settings and the stores' → one set of shared parts (one
+    embedding model, the stores opened once) → the Indexer and Retriever apps."""
+    from services.common.parts import open_parts
+    from services.common.service import ServiceRecipe, stores_context
     from services.common.settings import load_settings
     from services.common.stores.settings import StoreSettings
+    from services.indexer.app import IndexerApp
     from services.indexer.settings import IndexerSettings
+    from services.retriever.app import RetrieverApp
     from services.retriever.settings import RetrieverSettings
-    from services.stack.embedded import EmbeddedStack
+    from services.stack.embedded import StackSettings, stack_parts
 
-    indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
-    stores = load_settings(StoreSettings)
-    configure_logging(indexer.log_level, indexer.log_json)
-    stack = await EmbeddedStack.open(stores, indexer, retriever)
-    await run_apps(
-        stack.apps,
-        stack.parts.close,
-        mode=stores.resolved_mode().value,
-        data_dir=str(stores.data_dir),
+    def load() -> StackSettings:
+        return StackSettings(
+            load_settings(IndexerSettings),
+            load_settings(RetrieverSettings),
+            load_settings(StoreSettings),
+        )
+
+    return ServiceRecipe(
+        settings=load,
+        logging=lambda loaded: loaded.indexer,
+        parts=lambda loaded: open_parts(
+            loaded.stores, stack_parts(loaded.indexer, loaded.retriever)
+        ),
+        apps=lambda loaded, parts: [
+            IndexerApp(loaded.indexer, parts),
+            RetrieverApp(loaded.retriever, parts),
+        ],
+        context=lambda loaded: stores_context(loaded.stores),
     )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parse_command_line("python -m services.stack", SUMMARY, settings_classes, argv)
-    prefer_passive_waits()  # before torch is imported (see services.common.cpu)
-
-    from services.common.server import run_main
-
-    run_main(serve)
+    service_main("python -m services.stack", SUMMARY, settings_classes, recipe, argv)
 
 
 if __name__ == "__main__":

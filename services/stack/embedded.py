@@ -3,22 +3,31 @@ shared parts (embedded stores have a single writer, so the Retriever reads
 through the Indexer's open handles, and one embedding model serves both).
 
 Nothing here builds a pipeline or a server: each app does that itself, as it
-does when it runs alone.
+does when it runs alone. `python -m services.stack` starts the two through
+the recipe every service follows (`StackSettings` → `stack_parts` → the apps:
+services/stack/__main__.py); tests compose them in an `EmbeddedStack`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from services.common.embedding import Embedder
-from services.common.observability.telemetry import Telemetry
-from services.common.parts import PartsConfig, SharedParts, check_same_embedding, open_parts
+from services.common.parts import PartsConfig, SharedParts, check_same_embedding
 from services.common.stores.settings import StoreSettings
 from services.indexer.app import IndexerApp
 from services.indexer.settings import IndexerSettings
 from services.retriever.app import RetrieverApp, retriever_parts
 from services.retriever.settings import RetrieverSettings
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """What the embedded stack loads: both services' settings and the stores'."""
+
+    indexer: IndexerSettings
+    retriever: RetrieverSettings
+    stores: StoreSettings
 
 
 def stack_parts(indexer: IndexerSettings, retriever: RetrieverSettings) -> PartsConfig:
@@ -42,30 +51,6 @@ class EmbeddedStack:
         parts: SharedParts,
     ) -> None:
         self.indexer, self.retriever, self.parts = indexer, retriever, parts
-
-    @classmethod
-    async def open(
-        cls,
-        stores: StoreSettings,
-        indexer: IndexerSettings,
-        retriever: RetrieverSettings,
-        *,
-        embedder: Embedder | None = None,
-        any_ports: bool = False,
-        telemetry: tuple[Telemetry, Telemetry] | None = None,
-    ) -> EmbeddedStack:
-        """Open the parts (off the event loop) and build both apps.
-        `any_ports`: free ports for gRPC (tests); `telemetry`: the apps' own
-        (tests: in-memory tracing, no listener)."""
-        config = stack_parts(indexer, retriever)
-        parts = await asyncio.to_thread(open_parts, stores, config, embedder)
-        port = 0 if any_ports else None
-        indexer_telemetry, retriever_telemetry = telemetry or (None, None)
-        return cls(
-            IndexerApp(indexer, parts, indexer_telemetry, port),
-            RetrieverApp(retriever, parts, retriever_telemetry, port),
-            parts,
-        )
 
     @property
     def apps(self) -> list[IndexerApp | RetrieverApp]:

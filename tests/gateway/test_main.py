@@ -1,6 +1,7 @@
-"""`python -m gateway` serves until SIGTERM and then exits cleanly, its
-metrics listener with it; bad settings stop it at start-up with a message
-naming the variable."""
+"""`python -m gateway` starts through the recipe every service follows
+(services.common.entry): it serves until SIGTERM and then exits cleanly, its
+metrics listener with it; bad settings, or a port it cannot have, stop it at
+start-up with exit status 2 and a message naming the variable."""
 
 from __future__ import annotations
 
@@ -41,13 +42,7 @@ async def test_sigterm_lets_the_in_flight_search_finish_then_exits_cleanly(
         RAG_GATEWAY_PUBLIC_ENABLED="true",
         RAG_GATEWAY_ALLOW_MISSING_ORIGIN="true",
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    process = _start(env)
     try:
         health = await asyncio.to_thread(
             _wait_for_health, f"http://127.0.0.1:{port}/healthz", process
@@ -91,13 +86,7 @@ async def test_the_served_gateway_ignores_x_forwarded_for_from_loopback(
         RAG_GATEWAY_ALLOW_MISSING_ORIGIN="true",
         RAG_GATEWAY_RATE_LIMIT="3/hour",
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = _start(env, quiet=True)
     try:
         await asyncio.to_thread(_wait_for_health, f"http://127.0.0.1:{port}/healthz", process)
         async with httpx.AsyncClient(timeout=10) as client:
@@ -118,30 +107,79 @@ async def test_the_served_gateway_ignores_x_forwarded_for_from_loopback(
     assert retriever.servicer.calls == 3
 
 
-def test_bad_settings_stop_start_up_naming_the_variable() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "gateway"],
-        cwd=ROOT,
-        env=_env(RAG_GATEWAY_RATE_LIMIT="plenty"),
-        capture_output=True,
-        text=True,
-        timeout=60,
+async def test_serves_liveness_without_its_retriever_and_exits_0_on_sigterm() -> None:
+    """The Retriever's address is a closed port: the gateway still starts and
+    answers /healthz (liveness), then stops gracefully on SIGTERM."""
+    port = free_port()
+    env = _env(
+        RAG_GATEWAY_PORT=str(port),
+        RAG_GATEWAY_METRICS_ENABLED="false",
+        RAG_RETRIEVER_ADDR=f"127.0.0.1:{free_port()}",
     )
+    process = _start(env)
+    try:
+        health = await asyncio.to_thread(
+            _wait_for_health, f"http://127.0.0.1:{port}/healthz", process
+        )
+        process.send_signal(signal.SIGTERM)
+        output = (await asyncio.to_thread(process.communicate, None, 20))[0].decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert health == {"status": "ok"}
+    assert process.returncode == 0, output
+    for event in ("gateway_starting", "services_ready", "shutdown_requested", "gateway_stopped"):
+        assert f'"event": "{event}"' in output, event
+    assert output.index("shutdown_requested") < output.index("gateway_stopped")
+
+
+@pytest.mark.parametrize("setting", ["RAG_GATEWAY_PORT", "RAG_GATEWAY_METRICS_PORT"])
+def test_a_taken_port_stops_start_up_naming_its_setting(setting: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = {"RAG_GATEWAY_PORT": str(free_port()), "RAG_GATEWAY_METRICS_PORT": str(free_port())}
+        ports[setting] = str(taken.getsockname()[1])
+        result = _run(_env(RAG_GATEWAY_METRICS_ENABLED="true", **ports))
+    assert result.returncode == 2, result.stderr
+    assert "configuration error:" in result.stderr
+    assert setting in result.stderr
+
+
+def test_bad_settings_stop_start_up_naming_the_variable() -> None:
+    result = _run(_env(RAG_GATEWAY_RATE_LIMIT="plenty"))
     assert result.returncode == 2
+    assert "configuration error:" in result.stderr
     assert "RAG_GATEWAY_RATE_LIMIT" in result.stderr
 
 
 def test_a_bad_tracing_setting_stops_start_up_naming_it() -> None:
-    result = subprocess.run(
+    result = _run(_env(OTEL_TRACES_EXPORTER="zipkin"))
+    assert result.returncode == 2
+    assert "OTEL_TRACES_EXPORTER: 'zipkin'" in result.stderr
+
+
+def _start(env: dict[str, str], quiet: bool = False) -> subprocess.Popen[bytes]:
+    """`python -m gateway`, its output in `stdout` (both streams) unless `quiet`."""
+    return subprocess.Popen(
         [sys.executable, "-m", "gateway"],
         cwd=ROOT,
-        env=_env(OTEL_TRACES_EXPORTER="zipkin"),
+        env=env,
+        stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+        stderr=subprocess.DEVNULL if quiet else subprocess.STDOUT,
+    )
+
+
+def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python -m gateway` expected to stop by itself (at start-up)."""
+    return subprocess.run(
+        [sys.executable, "-m", "gateway"],
+        cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert result.returncode == 2
-    assert "OTEL_TRACES_EXPORTER: 'zipkin'" in result.stderr
 
 
 def _wait_for_health(url: str, process: subprocess.Popen[bytes]) -> object:

@@ -53,10 +53,9 @@ def killing(method: Callable[..., Any]) -> Callable[..., Any]:
 def main(step: str) -> None:
     for owner, name in TARGETS[step]:
         setattr(owner, name, killing(getattr(owner, name)))
-    from services.common.server import run_main
-    from services.stack.__main__ import serve
+    from services.stack.__main__ import main as stack_main
 
-    run_main(serve)
+    stack_main([])
 
 
 if __name__ == "__main__":
