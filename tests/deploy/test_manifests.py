@@ -1,13 +1,18 @@
 """deploy/ stays consistent with the code: the compose file and the Kubernetes
 manifests parse, run every service with health checks, and set only
 environment variables that a settings class reads (with values it accepts) or
-that deploy/README.md documents as third-party."""
+that deploy/README.md documents as third-party. PostgreSQL mode
+(docker-compose.postgres.yml over the compose file, the k8s-overlays/postgres
+overlay over the manifests) switches the stores and nothing else."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -16,10 +21,11 @@ from pydantic_settings import BaseSettings
 from gateway.settings import GatewaySettings
 from services.common.server import LIVENESS_SERVICE
 from services.common.settings import load_settings
-from services.common.stores.settings import StoreSettings
+from services.common.stores.settings import StoreMode, StoreSettings
 from services.indexer.settings import IndexerSettings
 from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
+from tests.deploy.compose import active_services, environment, load_compose
 
 pytestmark = pytest.mark.unit
 
@@ -59,19 +65,29 @@ def module_of(command: list[str]) -> str:
 
 def assert_settings_accept(
     module: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, where: str
-) -> None:
+) -> StoreMode | None:
+    """The store mode the settings resolve to (None for a service without stores)."""
     classes = SETTINGS_BY_MODULE[module]
     readable = set().union(*(env_names(cls) for cls in classes))
     unknown = sorted(set(env) - readable)
     assert not unknown, f"{where}: {unknown} are read by none of {[c.__name__ for c in classes]}"
+    mode = None
     with monkeypatch.context() as patched:
+        for name in readable:  # nothing from the test's own environment
+            patched.delenv(name, raising=False)
         for name, value in env.items():
             patched.setenv(name, value)
         for cls in classes:
-            load_settings(cls)  # raises ConfigError naming a bad value
+            settings = load_settings(cls)  # raises ConfigError naming a bad value
+            if isinstance(settings, StoreSettings):
+                mode = settings.resolved_mode()
+    return mode
 
 
 # -- docker-compose.yml -----------------------------------------------------------
+
+
+COMPOSE_FILES = (DEPLOY / "docker-compose.yml", DEPLOY / "docker-compose.postgres.yml")
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +99,8 @@ def our_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {
         name: spec
         for name, spec in compose["services"].items()
-        if "profiles" not in spec and spec.get("image", "").startswith("${RAG_IMAGE")
+        if "profiles" not in spec
+        and (spec.get("image", "").startswith("${RAG_IMAGE") or is_rag_image(spec.get("image", "")))
     }
 
 
@@ -120,10 +137,32 @@ def test_compose_containers_are_hardened(compose) -> None:
 
 
 def test_compose_sets_only_variables_the_services_read(compose, monkeypatch) -> None:
+    modes = {}
     for name, spec in our_services(compose).items():
         module = module_of(spec["command"])
         env = {key: str(value) for key, value in spec["environment"].items()}
-        assert_settings_accept(module, env, monkeypatch, f"compose service {name}")
+        modes[name] = assert_settings_accept(module, env, monkeypatch, f"compose service {name}")
+    assert modes["indexer"] == modes["retriever"] == StoreMode.SERVER
+
+
+def mounted_secrets(spec: dict[str, Any]) -> set[str]:
+    """Where a compose service sees its secrets: /run/secrets/<target>, the
+    target being the secret's name unless the long form names another."""
+    return {
+        "/run/secrets/"
+        + (entry if isinstance(entry, str) else entry.get("target", entry["source"]))
+        for entry in spec.get("secrets", [])
+    }
+
+
+@pytest.mark.parametrize("files", [COMPOSE_FILES[:1], COMPOSE_FILES], ids=["server", "postgres"])
+def test_compose_services_read_only_secrets_they_mount(files: tuple[Path, ...]) -> None:
+    """A path under /run/secrets/ in a service's environment, command or
+    health check is a secret that service mounts at that very path."""
+    for name, spec in load_compose(*files)["services"].items():
+        named = set(re.findall(r"/run/secrets/[\w.-]+", yaml.safe_dump(spec)))
+        missing = sorted(named - mounted_secrets(spec))
+        assert not missing, f"{name} names {missing} but mounts {sorted(mounted_secrets(spec))}"
 
 
 def test_compose_services_speak_mutual_tls_with_caller_tokens(compose) -> None:
@@ -152,6 +191,65 @@ def test_compose_dependencies_wait_for_health(compose) -> None:
     assert services["gateway"]["environment"]["RAG_RETRIEVER_ADDR"] == "retriever:50052"
 
 
+# -- docker-compose.postgres.yml (PostgreSQL mode) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def postgres_compose() -> dict[str, Any]:
+    """`-f docker-compose.yml -f docker-compose.postgres.yml`, merged as Compose does."""
+    return load_compose(*COMPOSE_FILES)
+
+
+def test_compose_postgres_profile_runs_pgvector_with_a_volume_and_a_health_check(compose) -> None:
+    spec = compose["services"]["postgres"]
+    assert spec["profiles"] == ["postgres"]
+    assert spec["image"] == "pgvector/pgvector:pg17"
+    assert "postgres-data:/var/lib/postgresql/data" in spec["volumes"]
+    assert "postgres-data" in compose["volumes"]
+    assert "pg_isready" in " ".join(spec["healthcheck"]["test"])
+    assert all(str(port).startswith("127.0.0.1:") for port in spec["ports"])
+
+
+def test_compose_postgres_mode_switches_only_the_stores(
+    compose, postgres_compose, monkeypatch
+) -> None:
+    active = active_services(postgres_compose, ["postgres"])
+    assert {"postgres", "indexer", "retriever", "reranker", "gateway"} <= set(active)
+    assert "qdrant" not in active and "opensearch" not in active
+    database = postgres_compose["services"]["postgres"]["environment"]
+    for name in ("indexer", "retriever"):
+        env = environment(active[name])
+        assert env["RAG_STORE_MODE"] == "postgres", name
+        assert env["POSTGRES_SCHEMA"], name
+        url = urlsplit(env["POSTGRES_URL"])
+        assert (url.hostname, url.port, url.path) == (
+            "postgres",
+            5432,
+            f"/{database['POSTGRES_DB']}",
+        )
+        assert (url.username, url.password) == (
+            database["POSTGRES_USER"],
+            database["POSTGRES_PASSWORD"],
+        ), name
+        # The services refuse POSTGRES_URL together with QDRANT_URL or OPENSEARCH_URL.
+        assert not [k for k in env if k.startswith(("QDRANT_", "OPENSEARCH_"))], name
+        assert active[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name, spec in active.items():
+        stopped = set(spec.get("depends_on", {})) - set(active)
+        assert not stopped, f"{name} waits for {stopped}, which do not start"
+    modes = {}
+    for name, spec in our_services(postgres_compose).items():
+        module = module_of(spec["command"])
+        env = environment(spec)
+        modes[name] = assert_settings_accept(module, env, monkeypatch, f"postgres compose {name}")
+        # Everything but the stores is as in server mode.
+        server_env = environment(compose["services"][name])
+        changed = {k for k in set(env) | set(server_env) if env.get(k) != server_env.get(k)}
+        stores = ("POSTGRES_", "QDRANT_", "OPENSEARCH_", "RAG_STORE_MODE")
+        assert all(k.startswith(stores) for k in changed), (name, changed)
+    assert modes["indexer"] == modes["retriever"] == StoreMode.POSTGRES
+
+
 # -- Kubernetes -------------------------------------------------------------------
 
 
@@ -170,11 +268,17 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
 
 
+def is_rag_image(image: str) -> bool:
+    """The project's image, as written (`rag-services`) or as kustomize's
+    `images:` renames it (`registry.example.com/rag-services:latest`)."""
+    return image.rsplit("/", 1)[-1].split(":")[0] == "rag-services"
+
+
 def rag_containers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
         name: deployment["spec"]["template"]["spec"]["containers"][0]
         for name, deployment in of_kind(docs, "Deployment").items()
-        if deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "rag-services"
+        if is_rag_image(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
     }
 
 
@@ -260,18 +364,31 @@ def test_stateless_services_autoscale(k8s) -> None:
     assert set(scaled) == {"retriever", "reranker", "gateway"}
 
 
-def test_kubernetes_sets_only_variables_the_services_read(k8s, monkeypatch) -> None:
-    config_maps = of_kind(k8s, "ConfigMap")
-    for name, container in rag_containers(k8s).items():
+def kubernetes_env_is_accepted(
+    docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, secret_values: dict[str, str]
+) -> dict[str, StoreMode | None]:
+    """Every rag container's environment is read by its settings; the store
+    mode each resolves to, by Deployment."""
+    config_maps = of_kind(docs, "ConfigMap")
+    modes = {}
+    for name, container in rag_containers(docs).items():
         env: dict[str, str] = {}
         for source in container.get("envFrom", []):
             env.update(config_maps[source["configMapRef"]["name"]]["data"])
         for variable in container.get("env", []):
-            # Secrets are created by the operator; any valid value stands in here.
-            env[variable["name"]] = variable.get("value", "from-a-secret")
+            # Secrets are created by the operator; a valid value stands in here.
+            env[variable["name"]] = variable.get(
+                "value", secret_values.get(variable["name"], "from-a-secret")
+            )
         module = module_of(container["args"])
         assert env[PORT_VARIABLE[module]] == str(container["ports"][0]["containerPort"])
-        assert_settings_accept(module, env, monkeypatch, f"k8s deployment {name}")
+        modes[name] = assert_settings_accept(module, env, monkeypatch, f"k8s deployment {name}")
+    return modes
+
+
+def test_kubernetes_sets_only_variables_the_services_read(k8s, monkeypatch) -> None:
+    modes = kubernetes_env_is_accepted(k8s, monkeypatch, {})
+    assert modes["indexer"] == modes["retriever"] == StoreMode.SERVER
 
 
 # -- Dockerfile ---------------------------------------------------------------------
@@ -300,3 +417,89 @@ def test_dockerfile_env_is_read_by_the_services_or_documented() -> None:
     assert names - readable <= THIRD_PARTY, names - readable - THIRD_PARTY
     guide = (DEPLOY / "README.md").read_text()
     assert [name for name in sorted(THIRD_PARTY) if f"`{name}`" not in guide] == []
+
+
+# -- k8s-overlays/postgres (PostgreSQL mode) ---------------------------------------------
+
+POSTGRES_OVERLAY = DEPLOY / "k8s-overlays" / "postgres"
+
+
+@pytest.fixture(scope="module")
+def postgres_k8s() -> list[dict[str, Any]]:
+    """The overlay as `kubectl apply -k` would apply it."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the overlay is rendered with `kubectl kustomize`")
+    result = subprocess.run(
+        [kubectl, "kustomize", str(POSTGRES_OVERLAY)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def test_the_postgres_overlay_keeps_the_base_and_adds_postgres(k8s, postgres_k8s) -> None:
+    def names(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+    assert names(postgres_k8s) - names(k8s) == {
+        ("StatefulSet", "postgres"),
+        ("Service", "postgres"),
+    }
+    assert names(k8s) <= names(postgres_k8s)
+    assert not of_kind(postgres_k8s, "Secret"), "credentials are created by the operator"
+    for doc in postgres_k8s:
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"]["namespace"] == "rag", doc["metadata"]["name"]
+
+
+def test_the_postgres_overlay_switches_the_stores_to_postgres_url_from_a_secret(
+    postgres_k8s, monkeypatch
+) -> None:
+    stores = of_kind(postgres_k8s, "ConfigMap")["rag-stores"]["data"]
+    assert stores["RAG_STORE_MODE"] == "postgres" and stores["POSTGRES_SCHEMA"]
+    assert not [k for k in stores if k.startswith(("QDRANT_", "OPENSEARCH_"))]
+    assert "POSTGRES_URL" not in stores  # it holds the password: a Secret's
+    containers = rag_containers(postgres_k8s)
+    for name in ("indexer", "retriever"):
+        env = {v["name"]: v for v in containers[name]["env"]}
+        reference = env["POSTGRES_URL"]["valueFrom"]["secretKeyRef"]
+        assert reference == {"name": "rag-postgres", "key": "POSTGRES_URL"}, name
+        assert not {"QDRANT_API_KEY", "OPENSEARCH_PASSWORD"} & set(env), name
+    url = {"POSTGRES_URL": "postgresql://rag:secret@postgres:5432/rag"}
+    modes = kubernetes_env_is_accepted(postgres_k8s, monkeypatch, url)
+    assert modes["indexer"] == modes["retriever"] == StoreMode.POSTGRES
+    # TLS and caller identity are the base's, untouched.
+    for name, container in containers.items():
+        if module_of(container["args"]) in GRPC_PORTS:
+            server_env_is_mutual_tls_with_callers(container_env(container), name)
+
+
+def test_the_postgres_statefulset_is_pgvector_with_a_volume_probes_and_hardening(
+    postgres_k8s,
+) -> None:
+    statefulset = of_kind(postgres_k8s, "StatefulSet")["postgres"]
+    pod = statefulset["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == "pgvector/pgvector:pg17"
+    env = {v["name"]: v for v in container["env"]}
+    secret = env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert secret == {"name": "rag-postgres", "key": "POSTGRES_PASSWORD"}
+    [claim] = statefulset["spec"]["volumeClaimTemplates"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert env["PGDATA"]["value"].startswith(mounts[claim["metadata"]["name"]] + "/")
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["exec"]["command"][0] == "pg_isready", probe
+    # The namespace enforces the restricted Pod Security Standard.
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert {"cpu", "memory"} <= set(container["resources"]["requests"])
+    service = of_kind(postgres_k8s, "Service")["postgres"]
+    assert service["spec"]["ports"][0]["port"] == 5432
+    assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in container["ports"]}
