@@ -334,8 +334,9 @@ class PostgresVectorStore:
 
     def _write_conn(self) -> Any:
         """Writes join the run in flight, if one is open (`postgres_run`)."""
-        own = self._conn()  # raises when closed; not entered, it takes no connection
-        return own if self._run is None else self._run.writing(self._pool)
+        if self._run is None or self._closed:
+            return self._conn()  # the store's own pool (StoreUnavailable once closed)
+        return self._run.writing(self._pool)
 
 
 def unit_length(vector: Sequence[float]) -> list[float]:
