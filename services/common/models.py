@@ -87,7 +87,13 @@ class ScopeFilter:
 
 @dataclass(frozen=True)
 class StoredChunk:
-    """A chunk as read back from a store (search hit or lookup)."""
+    """A chunk as read back from a store (search hit or lookup).
+
+    `partial`: only the fields a search's first phase reads were read
+    (`services.common.stores.payload.SEARCH_FIELDS`: identity, filter and
+    boost fields); text, title, url, heading path and content hash are empty
+    until the row is read whole with the store's `get`. A lookup or a scan
+    always reads whole rows."""
 
     chunk_id: str
     doc_id: str
@@ -101,6 +107,7 @@ class StoredChunk:
     content_hash: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     generation: int = 0
+    partial: bool = False
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ class ListFuser:
             acc = fused.get(chunk_id)
             if acc is None:
                 acc = fused[chunk_id] = _Accumulator(result.chunk)
-            elif not acc.chunk.text and result.chunk.text:
+            elif acc.chunk.partial and not result.chunk.partial:  # keep the whole row
                 acc.chunk = result.chunk
             contribution = contributions[rank - 1]
             acc.score += contribution

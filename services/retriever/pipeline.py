@@ -37,6 +37,7 @@ from services.retriever.exact import (
 from services.retriever.fan_out import ChannelFanOut
 from services.retriever.fusion import ListFuser, cap_per_document, drop_weak_vector_only
 from services.retriever.grouping import MAX_GROUP_SIZE
+from services.retriever.hit_rows import HitRows
 from services.retriever.language import (  # check_language: re-exported for its importers
     EVERY_LANGUAGE,
     LanguageRule,
@@ -143,6 +144,7 @@ class RetrievalPipeline:
         )
         self.boost_step = BoostStep(storage.manifest, executor, config.exact_precedence)
         self.diversity_step = DiversityStep(storage.vectors, executor)
+        self.hit_rows = HitRows(storage.vectors, storage.lexical, executor)
         self.rerank_step = RerankStep(
             reranker,
             config.rerank_candidates,
@@ -177,7 +179,7 @@ class RetrievalPipeline:
         run = RetrievalRun(request, prepared, cursor, deadline, stages)
         await self._search_and_fuse(run)
         await self._order(run)
-        result = self._answer(run)
+        result = await self._answer(run)
         record_degradation(result, run.vector, run.lexical)
         if prepared.intent is Intent.CURRENT_PAGE:
             margin_s = self.config.safety_margin_ms / 1000
@@ -201,6 +203,9 @@ class RetrievalPipeline:
         run.origin = run.request.boosts.recency_origin() or run.cursor.origin(datetime.now(UTC))
         with stages.stage("fusion") as span:
             fused = self._fuse(run.request, prepared, vector, lexical, run.balanced)
+            if prepared.plan.identifiers:  # a vector-only hit's are read from its text
+                fused = await self._whole_rows(run, fused)
+            fused = self._place(run.request, prepared, fused, lexical)
             boosts = run.request.boosts
             run.fused, note = await self.boost_step.run(fused, boosts, run.origin, run.deadline)
             span.set_attribute("rag.candidates", len(run.fused))
@@ -208,6 +213,9 @@ class RetrievalPipeline:
 
     async def _order(self, run: RetrievalRun) -> None:
         """Rerank (or restore a page token's order), precedence, diversity."""
+        if run.cursor.token is None and run.request.rerank and self.reranker is not None:
+            head = self.config.rerank_candidates  # the text the Reranker reads
+            run.fused = await self._whole_rows(run, run.fused[:head]) + run.fused[head:]
         with run.stages.stage("rerank") as span:
             failed = [
                 o.channel.value for o in (run.vector, run.lexical) if o.requested and not o.ok
@@ -223,11 +231,12 @@ class RetrievalPipeline:
         run.ordered, note = await self.diversity_step.run(hits, diversity, run.deadline)
         run.notes.append(note)
 
-    def _answer(self, run: RetrievalRun) -> RetrievalResult:
+    async def _answer(self, run: RetrievalRun) -> RetrievalResult:
         """This page of the order, its evidence, and what explains it."""
         request, prepared = run.request, run.prepared
         page = self._page(run.ordered, request, prepared, run.cursor.offset)
-        hits = with_highlights(page.hits, self.analyzer, prepared.plan)
+        hits = await self._whole_rows(run, page.hits)
+        hits = with_highlights(hits, self.analyzer, prepared.plan)
         with run.stages.stage("evidence"):
             budget = request.context_char_budget or self.config.context_char_budget
             evidence = self.assembler.assemble(hits, char_budget=budget)
@@ -255,6 +264,16 @@ class RetrievalPipeline:
             if request.debug:
                 result.notes.extend(run.balanced.translation_notes())
         return result
+
+    async def _whole_rows(self, run: RetrievalRun, hits: list[FusedHit]) -> list[FusedHit]:
+        """`hits` with whole rows (services.retriever.hit_rows), from a store
+        whose channel answered."""
+        if not any(hit.chunk.partial for hit in hits):
+            return hits
+        answered = [o.channel for o in (run.vector, run.lexical) if o.ok]
+        visible = run.prepared.scope.visible_generation
+        with run.stages.stage("rows"):
+            return await self.hit_rows.complete(hits, run.deadline, visible, answered)
 
     async def _visible(self, scope: ScopeFilter) -> ScopeFilter:
         """The scope limited to committed rows (services.common.stores.visibility)."""
@@ -348,6 +367,17 @@ class RetrievalPipeline:
         else:
             ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
             fused = fuser.fuse(ranked, weights)
+        return fused
+
+    def _place(
+        self,
+        request: RetrievalRequest,
+        prepared: PreparedQuery,
+        fused: list[FusedHit],
+        lexical: ChannelOutcome,
+    ) -> list[FusedHit]:
+        """Exact-identifier precedence, the weak vector-only cut and the
+        per-document cap over the fused list."""
         held = {hit.chunk.chunk_id: hit.exact for hit in lexical.hits} if lexical.ok else {}
         fused = with_exact_matches(fused, prepared.plan.identifiers, held)
         fused = exact_precedence(fused, self.config.exact_precedence)

@@ -90,7 +90,7 @@ CONTRACT: dict[str, Metric] = {
         "histogram",
         {
             "stage": closed(
-                "embedding", "vector", "lexical", "fusion", "rerank", "evidence", "total"
+                "embedding", "vector", "lexical", "fusion", "rows", "rerank", "evidence", "total"
             )
         },
     ),

@@ -93,8 +93,8 @@ def test_duplicate_in_one_list_keeps_first_rank_only() -> None:
     assert hits[0].channels == [ChannelRank(V, 1, 3.0, 1 / 61)]
 
 
-def test_copy_with_text_wins_over_compact_payload() -> None:
-    compact = dataclasses.replace(chunk("x"), text="")
+def test_whole_row_wins_over_a_first_phase_row() -> None:
+    compact = dataclasses.replace(chunk("x"), text="", partial=True)
     full = chunk("x", text="the full chunk text")
     hits = RrfFuser().fuse({V: [ScoredChunk(compact, 0.9)], L: [ScoredChunk(full, 7.0)]})
     assert hits[0].chunk.text == "the full chunk text"

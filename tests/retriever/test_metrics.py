@@ -37,7 +37,7 @@ QUERIES = (
     "what should clients do after status 429",
     "how is the service deployed",
 )
-STAGES = ("embedding", "vector", "lexical", "fusion", "rerank", "evidence", "total")
+STAGES = ("embedding", "vector", "lexical", "fusion", "rows", "rerank", "evidence", "total")
 STAGE = "rag_retriever_stage_duration_seconds_count"
 ANSWERS = "rag_retriever_answers_total"
 DEGRADED = "rag_retriever_degraded_answers_total"

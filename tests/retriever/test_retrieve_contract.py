@@ -181,6 +181,25 @@ def test_single_channel_requests_are_not_degraded(stack: BackgroundStack) -> Non
     assert all([m.channel for m in h.channels] == [rpb.CHANNEL_VECTOR] for h in reply.hits)
 
 
+def test_vector_hits_are_read_whole_for_the_answer(stack: BackgroundStack) -> None:
+    """Two-phase fetch: the vector channel reads only identity and filter
+    fields; the answer's hits are read whole afterwards (`rows` stage), and
+    carry exactly what the lexical store holds for the same chunks."""
+    query = "restore from snapshots"
+    vector = stack.retrieve(query, top_k=5, channels=[rpb.CHANNEL_VECTOR])
+    lexical = stack.retrieve(query, top_k=5, channels=[rpb.CHANNEL_LEXICAL])
+    assert "rows" in {t.stage for t in vector.timings}
+    assert vector.evidence.text and all(hit.text and hit.url for hit in vector.hits)
+
+    def fields(hit: rpb.Hit) -> tuple[str, ...]:
+        return (hit.doc_id, hit.url, hit.title, hit.heading_path, hit.text, hit.locale)
+
+    whole = {hit.chunk_id: fields(hit) for hit in lexical.hits}
+    shared = [hit for hit in vector.hits if hit.chunk_id in whole]
+    assert shared, "the two channels share no hit for this query"
+    assert all(fields(hit) == whole[hit.chunk_id] for hit in shared)
+
+
 def test_over_long_query_is_invalid_argument(stack: BackgroundStack) -> None:
     with pytest.raises(grpc.RpcError) as err:
         stack.retrieve("x" * 5000)

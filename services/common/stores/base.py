@@ -1,5 +1,10 @@
 """The store interfaces every implementation (embedded and server) satisfies.
 
+Searches are the first phase of a two-phase fetch: a hit's row may be
+`partial` (only `payload.SEARCH_FIELDS`: what fusion, the per-document cap,
+boosts and the visibility rule need); `get` reads whole rows, once, for the
+hits an answer keeps.
+
 All methods are synchronous and may block; async callers run them in a worker
 thread. Writes are idempotent upserts keyed by `chunk_id`, so re-running an
 interrupted ingest converges. Implementations raise `StoreError` (or
@@ -89,7 +94,8 @@ class VectorStore(Protocol):
         deadline: Deadline | None = None,
     ) -> list[ScoredChunk]:
         """Nearest chunks by cosine similarity, best first, honoring `scope`;
-        within `deadline` (`search_budget_s`: DeadlineExceeded past it)."""
+        within `deadline` (`search_budget_s`: DeadlineExceeded past it).
+        Rows are `partial` (SEARCH_FIELDS only)."""
         ...
 
     def search_many(
@@ -100,8 +106,9 @@ class VectorStore(Protocol):
         request; PostgreSQL: one connection and transaction)."""
         ...
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
-        """Chunks by id (missing ids are skipped), in no particular order."""
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+        """Whole chunks by id (missing ids are skipped), in no particular
+        order, whatever their generation; within `deadline` as `search`."""
         ...
 
     def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
@@ -153,7 +160,9 @@ class LexicalStore(Protocol):
     ) -> list[ScoredChunk]:
         """BM25 search. `query` is raw user text: implementations must never let it
         become query syntax (operators, field prefixes, wildcards) or a parse error.
-        Within `deadline`, as `VectorStore.search`."""
+        Within `deadline`, as `VectorStore.search`. Rows may be `partial`; a
+        hit's `exact` (the query identifiers it holds) is read from its text,
+        so a store reads whole rows when the query has identifiers."""
         ...
 
     def search_plan(
@@ -163,7 +172,9 @@ class LexicalStore(Protocol):
         (`analyzer.plan(query)`): the same hits as `search(query, ...)`."""
         ...
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]: ...
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+        """As `VectorStore.get`."""
+        ...
 
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
         """Every row, `batch` at a time, whatever its generation (audits)."""

@@ -19,6 +19,7 @@ from services.common.stores.lexical_fields import (
 from services.common.stores.payload import (
     GENERATION_FIELD,
     METADATA_TERMS_FIELD,
+    SEARCH_FIELDS,
     chunk_payload,
     metadata_from_terms,
     metadata_term,
@@ -133,11 +134,25 @@ def scan_body(batch: int, after: str | None) -> dict[str, Any]:
         "query": {"match_all": {}},
         "sort": [{"chunk_id": "asc"}],
         "track_total_hits": False,
-        "_source": {"excludes": [f"*{TERMS_SUFFIX}", IDENTIFIERS_FIELD]},
+        "_source": WHOLE_ROW_SOURCE,
     }
     if after is not None:
         body["search_after"] = [after]
     return body
+
+
+# The term strings double a hit's size and are never shown.
+WHOLE_ROW_SOURCE = {"excludes": [f"*{TERMS_SUFFIX}", IDENTIFIERS_FIELD]}
+
+
+def search_source(plan: QueryPlan) -> dict[str, Any]:
+    """What a search reads of each hit's `_source`: the first phase's fields
+    (payload.SEARCH_FIELDS, metadata as its `meta` terms), or whole rows when
+    the query has identifiers (a hit's `exact` is read from its text)."""
+    if plan.identifiers:
+        return WHOLE_ROW_SOURCE
+    fields = [name for name in SEARCH_FIELDS if name != "metadata"]
+    return {"includes": [*fields, METADATA_TERMS_FIELD]}
 
 
 def lexical_source(fields: dict[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,6 @@ from services.common.stores.base import SCAN_BATCH, search_budget_s
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
-    TERMS_SUFFIX,
     describe_plan,
     exact_first,
     index_format,
@@ -53,6 +52,7 @@ from services.common.stores.opensearch_bodies import (
     lexical_query,
     scan_body,
     scope_filters,
+    search_source,
     stored_chunk_from_source,
 )
 from services.common.stores.opensearch_client import (
@@ -248,8 +248,7 @@ class OpenSearchLexicalStore:
             "sort": [{"_score": "desc"}, {"chunk_id": "asc"}],
             "track_scores": True,
             "track_total_hits": False,
-            # The term strings double a hit's size and are never shown.
-            "_source": {"excludes": [f"*{TERMS_SUFFIX}", IDENTIFIERS_FIELD]},
+            "_source": search_source(plan),
         }
         timeout_s = search_budget_s(self.name, deadline, self.timeout_s)
         search = partial(
@@ -262,14 +261,14 @@ class OpenSearchLexicalStore:
         ]
         return exact_first(scored, plan)
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
         found: list[StoredChunk] = []
         for batch in batched(list(dict.fromkeys(chunk_ids)), self.batch_size):
             mget = partial(
                 self._live().mget,
                 index=self.index,
                 body={"ids": batch},
-                request_timeout=self.timeout_s,
+                request_timeout=search_budget_s(self.name, deadline, self.timeout_s),
             )
             docs = self._calls.read("get", mget)["docs"]
             found.extend(stored_chunk_from_source(d["_source"]) for d in docs if d.get("found"))

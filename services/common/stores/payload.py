@@ -63,7 +63,7 @@ def payload_fields(payload: ChunkPayload) -> dict[str, Any]:
 
 def chunk_payload(chunk: Chunk) -> dict[str, Any]:
     """Compact vector payload: identity, filter fields, citation fields and the
-    text (so a hit needs no second lookup)."""
+    text (so either store can complete a search's partial hits)."""
     fields = payload_fields(
         ChunkPayload(
             url=chunk.url,
@@ -85,7 +85,25 @@ def chunk_payload(chunk: Chunk) -> dict[str, Any]:
     return fields
 
 
+# What a search's first phase reads of a row (two-phase fetch): enough to
+# fuse, cap per document, boost and check visibility. The rest (text, title,
+# url, heading path, content hash) is read once, for the hits an answer
+# keeps, by `get`: a search asks for ~50 candidates per channel and returns
+# ~10, and the text is most of a row's bytes.
+SEARCH_FIELDS = (
+    "chunk_id",
+    "doc_id",
+    "position",
+    "scope_id",
+    "locale",
+    "metadata",
+    GENERATION_FIELD,
+)
+
+
 def stored_chunk_from_payload(payload: Mapping[str, Any]) -> StoredChunk:
+    """A payload as a row; without `text` (a first-phase read of
+    SEARCH_FIELDS) the row is `partial`."""
     return StoredChunk(
         chunk_id=str(payload["chunk_id"]),
         doc_id=str(payload.get("doc_id", "")),
@@ -99,6 +117,7 @@ def stored_chunk_from_payload(payload: Mapping[str, Any]) -> StoredChunk:
         content_hash=str(payload.get("content_hash", "")),
         metadata={str(k): str(v) for k, v in (payload.get("metadata") or {}).items()},
         generation=int(payload.get(GENERATION_FIELD) or 0),
+        partial="text" not in payload,
     )
 
 
@@ -118,6 +137,8 @@ def payload_of_stored(row: StoredChunk) -> ChunkPayload:
 def chunk_with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
     """A stored chunk with a metadata-only update applied: what a lexical
     store re-indexes (its title and heading terms depend on the payload)."""
+    if stored.partial:  # a first-phase search row: writing it back would blank its text
+        raise ValueError(f"chunk {stored.chunk_id}: a partial row cannot be written back")
     return Chunk(
         chunk_id=stored.chunk_id,
         doc_id=stored.doc_id,

@@ -169,7 +169,9 @@ def search_statement(
     limit: int,
 ) -> tuple[sql.Composed, list[Any]]:
     """The whole search: scored hits summed per chunk, filtered, best first
-    (ties by chunk_id). The plan must not be empty."""
+    (ties by chunk_id). The plan must not be empty. Rows are the first
+    phase's (partial) unless the query has identifiers: a hit's `exact` is
+    read from its text."""
     t = _tables(schema)
     parts = _parts(plan, boosts, t)
     where, filter_params = scope_condition(scope, "c")
@@ -181,7 +183,7 @@ def search_statement(
         "WHERE {where} ORDER BY h.score DESC, c.chunk_id LIMIT %s"
     ).format(
         hits=sql.SQL(" UNION ALL ").join(part for part, _ in parts),
-        columns=chunk_columns("c"),
+        columns=chunk_columns("c", search=not plan.identifiers),
         where=where,
         **t,
     )

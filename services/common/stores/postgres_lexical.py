@@ -247,10 +247,12 @@ class PostgresLexicalStore:
         hits = [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
         return exact_first(hits, plan)
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
         if not chunk_ids:
             return []
-        with pg_errors(self.name, "get"), self._conn() as conn:
+        budget_s = search_budget_s(self.name, deadline, self.timeout_s)
+        with pg_errors(self.name, "get"), self._conn() as conn, conn.transaction():
+            limit_statement_time(conn, budget_s)
             return self._get(conn, chunk_ids)
 
     def _get(self, conn: psycopg.Connection[Any], chunk_ids: Sequence[str]) -> list[StoredChunk]:

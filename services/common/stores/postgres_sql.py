@@ -200,8 +200,22 @@ def scope_condition(scope: ScopeFilter | None, alias: str = "") -> tuple[sql.Com
     return sql.SQL(" AND ").join(parts), params
 
 
-def chunk_columns(alias: str = "") -> sql.Composable:
-    names = [sql.Identifier(alias, c) if alias else sql.Identifier(c) for c in CHUNK_COLUMNS]
+# What a search's first phase reads (payload.SEARCH_FIELDS; `meta` holds the
+# metadata): the other columns are NULL in its rows, read whole by `get`.
+SEARCH_COLUMNS = frozenset(
+    {"chunk_id", "doc_id", "position", "scope_id", "locale", "meta", "generation"}
+)
+
+
+def chunk_columns(alias: str = "", *, search: bool = False) -> sql.Composable:
+    """CHUNK_COLUMNS for a select list; `search`: the first phase's, with the
+    rest as NULL (rows `stored_chunk` reads as partial)."""
+    names = [
+        (sql.Identifier(alias, c) if alias else sql.Identifier(c))
+        if not search or c in SEARCH_COLUMNS
+        else sql.SQL("NULL")
+        for c in CHUNK_COLUMNS
+    ]
     return sql.SQL(", ").join(names)
 
 
@@ -224,20 +238,22 @@ def chunk_values(chunk: Any) -> tuple[Any, ...]:
 
 
 def stored_chunk(row: tuple[Any, ...] | list[Any]) -> StoredChunk:
-    """The first len(CHUNK_COLUMNS) values of a row as a StoredChunk."""
+    """The first len(CHUNK_COLUMNS) values of a row as a StoredChunk (partial
+    when the text column was not read: `chunk_columns(search=True)`)."""
     return StoredChunk(
         chunk_id=row[0],
         doc_id=row[1],
         position=int(row[2]),
-        text=row[3],
-        url=row[4],
-        title=row[5],
-        heading_path=row[6],
+        text=row[3] or "",
+        url=row[4] or "",
+        title=row[5] or "",
+        heading_path=row[6] or "",
         scope_id=row[7],
         locale=row[8],
-        content_hash=row[9],
+        content_hash=row[9] or "",
         metadata=metadata_from_terms(row[10] or []),
         generation=int(row[11]),
+        partial=row[3] is None,
     )
 
 

@@ -91,7 +91,7 @@ def search_statement(table: sql.Identifier, scope: ScopeFilter) -> tuple[sql.Com
         "SELECT * FROM (SELECT {columns}, 1 - (embedding <=> %s::float4[]::vector) AS score "
         "FROM {table} WHERE {where} ORDER BY embedding <=> %s::float4[]::vector LIMIT %s) AS knn "
         "ORDER BY score DESC, chunk_id"
-    ).format(columns=chunk_columns(), table=table, where=where)
+    ).format(columns=chunk_columns(search=True), table=table, where=where)
     return statement, params
 
 
@@ -254,14 +254,16 @@ class PostgresVectorStore:
         row = conn.execute(statement, params).fetchone()
         return row is not None and int(row[0]) < EXACT_BELOW
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
         wanted = sorted(set(chunk_ids))
         if not wanted:
             return []
+        budget_s = search_budget_s(self.name, deadline, self.timeout_s)
         statement = sql.SQL("SELECT {} FROM {} WHERE chunk_id = ANY(%s::text[])").format(
             chunk_columns(), self._table
         )
-        with pg_errors(self.name, "get"), self._conn() as conn:
+        with pg_errors(self.name, "get"), self._conn() as conn, conn.transaction():
+            limit_statement_time(conn, budget_s)
             return [stored_chunk(row) for row in conn.execute(statement, (wanted,))]
 
     def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:

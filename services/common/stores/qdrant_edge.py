@@ -55,6 +55,7 @@ from services.common.stores.guards import store_errors
 from services.common.stores.payload import (
     GENERATION_FIELD,
     METADATA_TERMS_FIELD,
+    SEARCH_FIELDS,
     chunk_payload,
     metadata_term,
     payload_fields,
@@ -246,14 +247,15 @@ class EdgeVectorStore:
             limit=query.limit,
             query=qe.Query.Nearest(_as_floats(query.vector)),
             filter=edge_filter(query.scope),
-            with_payload=True,
+            with_payload=list(SEARCH_FIELDS),
             # HNSW candidates: ignored by plain segments, which search exactly.
             params=qe.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
         )
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
         if not chunk_ids:
             return []
+        search_budget_s(self.name, deadline)
         point_ids: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id in set(chunk_ids)]
         with store_errors(self.name, "get"), self._reading() as shard:
             records = shard.retrieve(point_ids, with_payload=True, with_vector=False)

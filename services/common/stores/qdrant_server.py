@@ -38,6 +38,7 @@ from services.common.stores.base import (
 from services.common.stores.payload import (
     GENERATION_FIELD,
     METADATA_TERMS_FIELD,
+    SEARCH_FIELDS,
     chunk_payload,
     metadata_term,
     payload_fields,
@@ -306,7 +307,7 @@ class QdrantVectorStore:
             query_filter=scope_to_filter(scope),
             limit=limit,
             search_params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
-            with_payload=True,
+            with_payload=list(SEARCH_FIELDS),
             timeout=self._search_timeout(deadline),
         )
         return _hits(self._calls.read("search", query).points)
@@ -335,14 +336,14 @@ class QdrantVectorStore:
             filter=scope_to_filter(query.scope),
             limit=query.limit,
             params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
-            with_payload=True,
+            with_payload=list(SEARCH_FIELDS),
         )
 
     def _search_timeout(self, deadline: Deadline | None) -> int:
         # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
         return max(1, math.ceil(search_budget_s(self.name, deadline, self._timeout)))
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
         found: list[StoredChunk] = []
         ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in dict.fromkeys(chunk_ids)]
         for batch in batched(ids, self.batch_size):
@@ -351,7 +352,7 @@ class QdrantVectorStore:
                 self.collection,
                 ids=batch,
                 with_payload=True,
-                timeout=self._timeout,
+                timeout=self._search_timeout(deadline),
             )
             records = self._calls.read("get", retrieve)
             found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)

@@ -205,6 +205,8 @@ class TantivyLexicalStore:
         if limit <= 0 or plan.is_empty():
             return []
         search_budget_s(self.name, deadline)
+        # Whole rows: a hit's stored document is read anyway (for its chunk_id),
+        # and its text gives `exact`; a second phase would only read it again.
         with store_errors(self.name, "search"):
             text_query = self._queries.build(plan)
             searcher = self._searcher()
@@ -222,10 +224,11 @@ class TantivyLexicalStore:
             ]
         return exact_first(hits, plan)
 
-    def get(self, chunk_ids: Sequence[str]) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
         wanted = sorted(set(chunk_ids))
         if not wanted:
             return []
+        search_budget_s(self.name, deadline)
         query = tv.Query.term_set_query(self._schema, "chunk_id", wanted)
         with store_errors(self.name, "get"):
             searcher = self._searcher()

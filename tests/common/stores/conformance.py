@@ -26,7 +26,7 @@ import pytest
 
 from services.common.deadline import Deadline
 from services.common.errors import DeadlineExceeded, RagError, StoreUnavailable
-from services.common.models import ScopeFilter, ScoredChunk
+from services.common.models import ScopeFilter, ScoredChunk, StoredChunk
 from services.common.stores.base import VectorQuery
 from tests.common.stores.harness import (
     COMMON_WORD,
@@ -69,12 +69,38 @@ class StoreContract:
         for chunk in corpus:
             assert harness.get_one(chunk.chunk_id) == stored(chunk)
 
-    def test_search_hits_carry_the_whole_chunk(self, harness: StoreHarness) -> None:
+    # -- two-phase fetch: a search reads SEARCH_FIELDS, `get` whole rows ------
+
+    def test_search_hits_carry_the_first_phase_fields(self, harness: StoreHarness) -> None:
         corpus = filter_corpus()
         harness.upsert(corpus)
         by_id = {chunk.chunk_id: stored(chunk) for chunk in corpus}
-        for hit in harness.search():
-            assert hit.chunk == by_id[hit.chunk.chunk_id]
+        hits = harness.search()
+        assert len(hits) == len(corpus)
+        for hit in hits:
+            whole = by_id[hit.chunk.chunk_id]
+            assert _first_phase(hit.chunk) == _first_phase(whole)
+            if hit.chunk.partial:  # nothing else: an empty field is never a stale one
+                assert _second_phase(hit.chunk) == ("", "", "", "", "")
+            else:
+                assert hit.chunk == whole
+
+    def test_get_completes_search_hits_into_whole_rows(self, harness: StoreHarness) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        ids = [hit.chunk.chunk_id for hit in harness.search()]
+        rows = harness.store.get(ids, Deadline.after(30.0))
+        assert sorted(rows, key=lambda row: row.chunk_id) == sorted(
+            (stored(chunk) for chunk in corpus), key=lambda row: row.chunk_id
+        )
+        assert not any(row.partial for row in rows)
+
+    def test_a_passed_deadline_stops_get_before_it_starts(self, harness: StoreHarness) -> None:
+        chunk = make_chunk("doc-1")
+        harness.upsert([chunk])
+        with pytest.raises(DeadlineExceeded, match="no time left"):
+            harness.store.get([chunk.chunk_id], Deadline.after(-0.001))
+        assert harness.store.get([chunk.chunk_id], Deadline.after(30.0)) == [stored(chunk)]
 
     def test_reupsert_is_idempotent(self, harness: StoreHarness) -> None:
         corpus = filter_corpus()
@@ -388,7 +414,7 @@ class VectorStoreContract(StoreContract):
         harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, title="Renamed"))])
         [hit] = harness.store.search(PROBE_VECTOR, 10, ScopeFilter())
         assert hit.score == pytest.approx(math.sqrt(0.5), abs=1e-5)
-        assert hit.chunk.title == "Renamed"
+        assert harness.get_one(chunk.chunk_id).title == "Renamed"
 
     def test_stored_vectors_come_back_unit_length_by_chunk_id(self, harness: StoreHarness) -> None:
         chunks = [make_chunk("doc-1"), make_chunk("doc-2")]
@@ -486,6 +512,8 @@ class LexicalStoreContract(StoreContract):
         assert [hit.chunk.doc_id for hit in hits] == ["doc-exact", "doc-wordy"]
         assert [hit.exact for hit in hits] == [("text-embedding-v4",), ()]
         assert 0 < hits[0].score < 100  # BM25 alone: the exact boost is not reported
+        # `exact` is read from the text, so an identifier query reads whole rows.
+        assert [hit.chunk for hit in hits] == [stored(exact), stored(wordy)]
 
     def test_more_identifiers_held_rank_higher(self, harness: StoreHarness) -> None:
         one = make_chunk("doc-one", text="HTTP 429 means slow down; 429 429 429.")
@@ -567,3 +595,20 @@ def _docs(harness: StoreHarness, query: str) -> list[str]:
 
 def _ids(harness: StoreHarness, query: str) -> list[str]:
     return [hit.chunk.chunk_id for hit in harness.store.search(query, 10, ScopeFilter())]
+
+
+def _first_phase(row: StoredChunk) -> tuple[object, ...]:
+    """The fields every search reads (services.common.stores.payload.SEARCH_FIELDS)."""
+    return (
+        row.chunk_id,
+        row.doc_id,
+        row.position,
+        row.scope_id,
+        row.locale,
+        row.metadata,
+        row.generation,
+    )
+
+
+def _second_phase(row: StoredChunk) -> tuple[str, ...]:
+    return (row.text, row.url, row.title, row.heading_path, row.content_hash)

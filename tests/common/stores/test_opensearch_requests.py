@@ -221,8 +221,19 @@ def search_body(should: list[dict[str, Any]], filters: list[dict[str, Any]], siz
         "sort": [{"_score": "desc"}, {"chunk_id": "asc"}],
         "track_scores": True,
         "track_total_hits": False,
-        "_source": {"excludes": ["*_terms", "identifiers"]},
+        "_source": _source_read(should),
     }
+
+
+# The first phase of a two-phase fetch reads these; a query with identifiers
+# (an `exact` clause) reads whole rows, since a hit's `exact` comes from its text.
+FIRST_PHASE = ["chunk_id", "doc_id", "position", "scope_id", "locale", "generation", "meta"]
+
+
+def _source_read(should: list[dict[str, Any]]) -> dict[str, Any]:
+    if any("constant_score" in clause for clause in should):
+        return {"excludes": ["*_terms", "identifiers"]}
+    return {"includes": FIRST_PHASE}
 
 
 def most_fields(terms: str) -> dict[str, Any]:

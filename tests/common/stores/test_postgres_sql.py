@@ -40,6 +40,11 @@ COLUMNS = (
     '"chunk_id", "doc_id", "position", "text", "url", "title", "heading_path", '
     '"scope_id", "locale", "content_hash", "meta", "generation"'
 )
+# A search's first phase: the other columns are read by `get` (two-phase fetch).
+SEARCH_COLUMNS = (
+    '"chunk_id", "doc_id", "position", NULL, NULL, NULL, NULL, '
+    '"scope_id", "locale", NULL, "meta", "generation"'
+)
 EVERY_FILTER = ScopeFilter(
     scope_id="site-a",
     locale="en",
@@ -59,7 +64,8 @@ def postgres() -> Iterator[PostgresServer]:
 def test_vector_search_filters_in_the_knn_query_and_breaks_ties_by_chunk_id() -> None:
     statement, params = search_statement(sql.Identifier("rag", "vectors"), EVERY_FILTER)
     assert statement.as_string() == (
-        f"SELECT * FROM (SELECT {COLUMNS}, 1 - (embedding <=> %s::float4[]::vector) AS score "
+        f"SELECT * FROM (SELECT {SEARCH_COLUMNS}, "
+        "1 - (embedding <=> %s::float4[]::vector) AS score "
         'FROM "rag"."vectors" WHERE "scope_id" = %s AND "locale" = %s AND '
         '"doc_id" = ANY(%s::text[]) AND "url" = ANY(%s::text[]) AND "meta" @> %s::text[] '
         'AND "generation" <= %s ORDER BY embedding <=> %s::float4[]::vector LIMIT %s) AS knn '

@@ -318,6 +318,22 @@ EVERY_CONDITION = {
 }
 
 
+# A search reads the first phase of a two-phase fetch; `get` reads whole rows.
+FIRST_PHASE_PAYLOAD = {
+    "include": {
+        "fields": [
+            "chunk_id",
+            "doc_id",
+            "position",
+            "scope_id",
+            "locale",
+            "metadata",
+            "generation",
+        ]
+    }
+}
+
+
 def test_search_sends_the_vector_and_every_filter(capture, store) -> None:
     double, _ = capture
     store.search([0.25, 0.5, 0, 1], 7, EVERY_FILTER)
@@ -329,7 +345,7 @@ def test_search_sends_the_vector_and_every_filter(capture, store) -> None:
         "limit": "7",
         # Qdrant's default ef (100) loses recall at depth
         "params": {"hnsw_ef": "256", "exact": False, "indexed_only": False},
-        "with_payload": {"enable": True},
+        "with_payload": FIRST_PHASE_PAYLOAD,
         "with_vectors": {"enable": False},
         "timeout": "3",
     }
@@ -523,4 +539,4 @@ def test_search_many_is_one_batch_call_within_the_deadline(capture, store) -> No
     first, second = call.request["query_points"]
     assert first["filter"] == EVERY_CONDITION and first["limit"] == "7"
     assert "filter" not in second and second["limit"] == "3"
-    assert first["with_payload"] == {"enable": True}
+    assert first["with_payload"] == FIRST_PHASE_PAYLOAD
