@@ -64,10 +64,16 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("query embedding: model forward", ("BaseModel.forward",)),
     # The calling thread, sampled for the whole ONNX Runtime call (feeds, the
     # run, pooling); ORT's own compute threads are native and not sampled.
-    ("query embedding: ONNX Runtime", ("OnnxTextEncoder.encode",)),
+    ("query embedding: ONNX Runtime", ("OnnxTextEncoder.encode", "E5OnnxEncoder.encode")),
     ("query embedding: sentence-transformers around it", ("SentenceTransformer.encode",)),
     ("vector search (Qdrant Edge)", ("EdgeVectorStore.search",)),
     ("BM25 search (tantivy)", ("TantivyLexicalStore.search",)),
+    # The second phase of the two-phase fetch (services.retriever.hit_rows).
+    ("whole rows for the kept hits", ("HitRows.",)),
+    ("highlights", ("with_highlights",)),
+    # Around the model: batching, and followers of a shared forward pass
+    # waiting for its leader (services.common.query_batching).
+    ("query embedding: batching, waiting for a shared pass", ("QueryBatcher.embed",)),
     ("fusion, per-document cap, evidence", ("retriever/fusion.py", "retriever/evidence.py")),
     ("servicer: proto conversion", ("retriever/servicer.py",)),
     ("event loop waiting for I/O", ("EpollSelector.select",)),

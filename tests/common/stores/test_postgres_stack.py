@@ -30,7 +30,16 @@ from tests.support.stack import BackgroundStack, free_port
 
 pytestmark = pytest.mark.integration
 
-QUERIES = ("how do I restore a backup", "rate limits", "rotate the signing keys")
+# The identifier queries also read vector-only hits whole before fusion
+# places them (their identifiers are read from their text).
+QUERIES = (
+    "how do I restore a backup",
+    "rate limits",
+    "rotate the signing keys",
+    "what does status 429 mean",
+    "export failed with X7Q-4291",
+    "set chunkSize=800",
+)
 
 
 class PostgresStack(BackgroundStack):
@@ -91,6 +100,25 @@ def test_it_answers_as_the_embedded_stores_do(stacks, query: str) -> None:
             embedded, query, channels=[channel]
         ), channel
     assert _docs(postgres, query) == _docs(embedded, query)
+
+
+def test_two_phase_fetch_reads_the_kept_hits_whole(stacks) -> None:
+    """PostgreSQL's vector search reads the first phase only; the page's hits
+    are read whole afterwards (the `rows` stage) and carry what the embedded
+    stores (whole rows in one phase) return for the same chunks."""
+    postgres, embedded = stacks
+
+    def rows(stack: BackgroundStack) -> tuple[set[str], dict[str, tuple[str, ...]]]:
+        reply = stack.retrieve(
+            "restore a backup", top_k=5, disable_rerank=True, channels=[rpb.CHANNEL_VECTOR]
+        )
+        fields = {h.chunk_id: (h.url, h.title, h.heading_path, h.text) for h in reply.hits}
+        return {t.stage for t in reply.timings}, fields
+
+    stages, read = rows(postgres)
+    embedded_stages, expected = rows(embedded)
+    assert "rows" in stages and "rows" not in embedded_stages
+    assert read == expected and all(text for *_, text in read.values())
 
 
 def test_an_unchanged_corpus_writes_nothing_and_verify_is_clean(stacks) -> None:
