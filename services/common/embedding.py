@@ -149,10 +149,12 @@ class QueryCache:
 
 
 class Embedder:
-    """Thread-safe: one forward pass at a time (torch modules are not safe for
-    concurrent passes on every build, and one pass at a time keeps the few
-    cores for intra-op parallelism instead of thrashing); queries waiting for
-    the model share the next pass, and go before the next document pass."""
+    """Thread-safe: one query pass at a time, queries waiting for the model
+    sharing the next pass. Document passes run one at a time too: alongside
+    query passes on ONNX Runtime (concurrent session calls are safe there, and
+    a query then never waits for a document pass), between them on torch
+    (its modules are not safe for concurrent passes on every build), where
+    waiting queries go first (services.common.query_batching)."""
 
     def __init__(self, config: EmbedderConfig = EmbedderConfig()) -> None:
         self.config = config
@@ -179,7 +181,12 @@ class Embedder:
         self._documents = runtime.documents
         # A short stable name an index records for the vectors it holds.
         self.document_encoder = f"{self.backend}-{config.document_precision}"
-        self._queries = QueryBatcher(self._encode_queries, config.query_max_batch, self._lock)
+        self._queries = QueryBatcher(
+            self._encode_queries,
+            config.query_max_batch,
+            self._lock,
+            documents_alongside=self.backend == "onnx",
+        )
         log.info(
             "embedding_model_ready",
             model=config.model,
@@ -188,7 +195,13 @@ class Embedder:
             query_prompt=self.prompts.query,
             passage_prompt=self.prompts.passage,
             max_input_tokens=self.max_input_tokens,
+            document_passes=self.document_scheduling,
         )
+
+    @property
+    def document_scheduling(self) -> str:
+        """How document passes share the model with queries (services.common.query_batching)."""
+        return "alongside queries" if self._queries.documents_alongside else "between queries"
 
     def _encode_queries(self, texts: list[str]) -> np.ndarray:
         return self._encoder.encode(self.prompts.for_queries(texts))
@@ -197,7 +210,7 @@ class Embedder:
         self, texts: Sequence[str], between: Callable[[], None] | None = None
     ) -> np.ndarray:
         """One row per text, in input order, encoded in short passes that
-        waiting queries may overtake (see EmbedderConfig.document_pass_chars);
+        queries never wait behind for long (see EmbedderConfig.document_pass_chars);
         `between` is called before each pass (a run's deadline check: it
         raises to stop a batch that is no longer wanted)."""
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -205,7 +218,7 @@ class Embedder:
             if between is not None:
                 between()
             part = self.prompts.for_passages([texts[row] for row in rows])
-            vectors[rows] = self._queries.run_between_queries(partial(self._documents.encode, part))
+            vectors[rows] = self._queries.run_document_pass(partial(self._documents.encode, part))
         return vectors
 
     @property

@@ -1,12 +1,14 @@
 """The Embedder's document batches in short passes, on the real model: rows
-come back in input order with the vectors each text gets alone, and a query
-that arrives during a batch runs after the pass in progress, not after the
-batch. The order is observed through the encoder's calls, never through time."""
+come back in input order with the vectors each text gets alone; on torch a
+query that arrives during a batch runs after the pass in progress, not after
+the batch; on ONNX Runtime it runs while that pass runs. The order is
+observed through the encoder's calls, never through time."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,3 +83,39 @@ def test_a_query_runs_between_two_passes_of_a_document_batch(
     batch.join(TIMEOUT_S)
     query.join(TIMEOUT_S)
     assert gate.calls == [documents[:1], ["the query"], documents[1:2], documents[2:]]
+
+
+def test_on_onnx_a_query_runs_while_a_document_pass_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from services.common import st_runtime
+
+    gates: list[GatedEncoder] = []
+    real = st_runtime._encoder_for
+
+    def gated(config: EmbedderConfig, model: Any) -> GatedEncoder:
+        gates.append(GatedEncoder(real(config, model)))
+        return gates[-1]
+
+    monkeypatch.setattr(st_runtime, "_encoder_for", gated)
+    config = EmbedderConfig(backend="onnx", onnx_cache_dir=tmp_path, query_cache_size=0)
+    model = Embedder(config)
+    assert model.document_scheduling == "alongside queries"
+    gate = gates[0]  # one session: fp32 queries and documents
+    documents = [f"document {n}: " + "word " * 200 for n in range(3)]  # one pass each
+    batch = threading.Thread(target=model.embed_documents, args=(documents,))
+    batch.start()
+    assert gate.first_call.wait(TIMEOUT_S)  # the first document pass is in the model
+    answer: list[np.ndarray] = []
+    query = threading.Thread(target=lambda: answer.append(model.embed_query("the query")))
+    query.start()
+    query.join(TIMEOUT_S)
+    assert not query.is_alive() and answer  # done while the document pass still runs
+    gate.release.set()
+    batch.join(TIMEOUT_S)
+    assert gate.calls == [documents[:1], ["the query"], documents[1:2], documents[2:]]
+    np.testing.assert_allclose(answer[0], model.embed_query("the query"), atol=1e-6)
+
+
+def test_torch_keeps_documents_between_queries(embedder: Embedder) -> None:
+    assert embedder.document_scheduling == "between queries"

@@ -1,4 +1,4 @@
-"""Queries before document passes on one model (QueryBatcher.run_between_queries),
+"""Queries before document passes on one model (QueryBatcher.run_document_pass, between queries),
 on real threads with a fake model that records the order of its passes: a
 waiting query overtakes a waiting document pass, a document pass waits behind
 at most `max_passes_ahead` query passes, and `document_passes` cuts a batch
@@ -74,11 +74,11 @@ def busy_model(max_passes_ahead: int = 4) -> tuple[RecordingModel, QueryBatcher,
 @pytest.mark.parametrize("round_", range(10))  # the wake-up order of threads varies
 def test_a_waiting_query_goes_before_a_document_pass_that_waited_longer(round_: int) -> None:
     model, batcher, first = busy_model()
-    documents = [start(lambda: batcher.run_between_queries(model.document("d1")))]
+    documents = [start(lambda: batcher.run_document_pass(model.document("d1")))]
     wait_until(lambda: batcher.stats().documents_waiting == 1)
     query = start(lambda: batcher.embed("late query"))
     wait_until(lambda: batcher.stats().waiting == 1)
-    documents.append(start(lambda: batcher.run_between_queries(model.document("d2"))))
+    documents.append(start(lambda: batcher.run_document_pass(model.document("d2"))))
     wait_until(lambda: batcher.stats().documents_waiting == 2)
     model.release_first_pass.set()
     for thread in (first, query, *documents):
@@ -92,7 +92,7 @@ def test_document_passes_run_in_turn_when_no_query_waits() -> None:
     model = RecordingModel()
     model.release_first_pass.set()
     batcher = QueryBatcher(model.encode, 32, threading.Lock())
-    names = [batcher.run_between_queries(model.document(f"d{n}")) for n in range(3)]
+    names = [batcher.run_document_pass(model.document(f"d{n}")) for n in range(3)]
     assert names == ["d0", "d1", "d2"]
     assert batcher.embed("after").shape == (2,)
     assert model.passes == ["doc:d0", "doc:d1", "doc:d2", "q:after"]
@@ -111,7 +111,7 @@ def test_a_stream_of_queries_lets_a_document_pass_in_after_max_passes_ahead() ->
             wait_until(lambda: batcher.stats().waiting >= 1)
 
     model.on_query_pass = queue_next_query
-    document = start(lambda: batcher.run_between_queries(model.document("d1")))
+    document = start(lambda: batcher.run_document_pass(model.document("d1")))
     wait_until(lambda: batcher.stats().documents_waiting == 1)
     model.release_first_pass.set()
     document.join(TIMEOUT_S)
@@ -133,7 +133,7 @@ def test_an_error_in_a_document_pass_frees_the_model() -> None:
         raise ValueError("bad document")
 
     with pytest.raises(ValueError, match="bad document"):
-        batcher.run_between_queries(failing)
+        batcher.run_document_pass(failing)
     assert batcher.embed("next").shape == (2,)
     assert model.passes == ["q:next"]
 
@@ -154,3 +154,61 @@ def test_document_passes_are_longest_first_within_the_budget() -> None:
 
 def test_document_passes_of_nothing_is_no_pass() -> None:
     assert document_passes([], 1000) == []
+
+
+# -- alongside queries (ONNX Runtime) ---------------------------------------
+
+
+def test_alongside_a_document_pass_runs_while_a_query_pass_runs() -> None:
+    model = RecordingModel()
+    batcher = QueryBatcher(model.encode, 32, threading.Lock(), documents_alongside=True)
+    first = start(lambda: batcher.embed("first"))
+    assert model.first_pass_started.wait(TIMEOUT_S)  # the query pass holds the model
+    assert batcher.run_document_pass(model.document("d1")) == "d1"  # not behind it
+    model.release_first_pass.set()
+    first.join(TIMEOUT_S)
+    assert model.passes == ["q:first", "doc:d1"]
+    assert batcher.stats().document_passes == 1
+
+
+def test_alongside_document_passes_still_run_one_at_a_time() -> None:
+    batcher = QueryBatcher(RecordingModel().encode, 32, threading.Lock(), documents_alongside=True)
+    release, second_started = threading.Event(), threading.Event()
+    events: list[str] = []
+
+    def blocking() -> str:
+        events.append("d1 start")
+        assert release.wait(TIMEOUT_S)
+        events.append("d1 end")
+        return "d1"
+
+    def second() -> str:
+        events.append("d2 start")
+        second_started.set()
+        return "d2"
+
+    one = start(lambda: batcher.run_document_pass(blocking))
+    wait_until(lambda: events == ["d1 start"])
+    two = start(lambda: batcher.run_document_pass(second))
+    # Without the one-at-a-time rule d2 starts at once; with it, never while
+    # d1 runs (this wait only gives a broken rule the chance to show).
+    assert not second_started.wait(0.3)
+    release.set()
+    for thread in (one, two):
+        thread.join(TIMEOUT_S)
+    assert events == ["d1 start", "d1 end", "d2 start"]
+    assert batcher.stats().document_passes == 2
+
+
+def test_alongside_an_error_in_a_document_pass_reaches_its_caller_only() -> None:
+    model = RecordingModel()
+    model.release_first_pass.set()
+    batcher = QueryBatcher(model.encode, 32, threading.Lock(), documents_alongside=True)
+
+    def failing() -> None:
+        raise ValueError("bad document")
+
+    with pytest.raises(ValueError, match="bad document"):
+        batcher.run_document_pass(failing)
+    assert batcher.run_document_pass(model.document("d2")) == "d2"
+    assert batcher.embed("next").shape == (2,)
