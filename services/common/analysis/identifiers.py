@@ -208,9 +208,24 @@ def held_identifiers(texts: Iterable[str], identifiers: Sequence[str]) -> set[st
     wanted = set(identifiers)
     held: set[str] = set()
     for text in texts:
-        folded = _folded(text)
+        folded = _squeezed(text)
         if any(identifier in folded for identifier in wanted - held):
-            held |= wanted & set(document_identifiers((text,)))
+            held |= _held_in_pieces(text, wanted)
+    return held
+
+
+def _held_in_pieces(text: str, wanted: set[str]) -> set[str]:
+    """`wanted & document_identifiers([text])`, computing the forms only of
+    the pieces that could offer one: a form is a piece's part, folded and
+    without the spaces folding may add, so it is a substring of that. A
+    number like `5` matches in most chunks, and the forms of every piece of a
+    chunk cost a few times more than this test."""
+    held: set[str] = set()
+    for match in PIECE.finditer(text):
+        piece = match.group()
+        folded = _squeezed(piece)
+        if any(identifier in folded for identifier in wanted):
+            held |= wanted & piece_forms(piece)
     return held
 
 
@@ -244,6 +259,14 @@ def _bounded(lowered: str, identifier: str, start: int, end: int) -> Iterator[in
         if before_ok and after_ok:
             yield at
         at = lowered.find(identifier, at + 1, end)
+
+
+def _squeezed(text: str) -> str:
+    """`_folded`, without the spaces NFKC may add inside a piece (`᾽` folds
+    to a space and a mark) and `exact_form` removes: every exact form of the
+    text is a substring of this."""
+    folded = _folded(text)
+    return folded if text.isascii() else "".join(folded.split())
 
 
 def _folded(text: str) -> str:

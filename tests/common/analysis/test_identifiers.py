@@ -146,3 +146,17 @@ def test_a_header_name_matches_a_page_that_writes_it_in_lower_case() -> None:
     assert asked == ("content-type",)
     assert held_identifiers(["set the content-type header"], asked) == {"content-type"}
     assert query_identifiers("long-term content-type plans") == ()
+
+
+_PIECE_TEXT = st.text(
+    alphabet=st.sampled_from(list("ab429.=-_/ Ｚ４２９＝ｃ İı¼⑴ﬁ:;,\n")), max_size=60
+)
+
+
+@given(_PIECE_TEXT, st.lists(_PIECE_TEXT, max_size=3))
+def test_held_identifiers_are_the_indexed_forms_asked_for(text: str, others: list[str]) -> None:
+    """Whatever the text: exactly what `document_identifiers` indexes, among
+    the identifiers asked for (its own forms, and forms of other texts)."""
+    indexed = set(document_identifiers([text]))
+    asked = sorted(indexed | {form for other in others for form in document_identifiers([other])})
+    assert held_identifiers([text], asked) == indexed & set(asked)
