@@ -46,7 +46,65 @@ def isolation_section_of(bench: dict[str, Any], results_dir: Path) -> str:
     runs = {label: _load(results_dir / name) for label, name in OPTIMIZE_FILES.items()}
     if all(runs.values()):
         section += "\n" + optimize_section({k: v for k, v in runs.items() if v})
+    consecutive = [_load(path) for path in sorted(results_dir.glob(CONSECUTIVE_GLOB))]
+    if consecutive:
+        section += "\n" + consecutive_section([run for run in consecutive if run])
+    before = _load(results_dir / BETWEEN_FILE)
+    if before is not None:
+        section += "\n" + scheduling_section(before, consecutive[-1] if consecutive else None)
     return section
+
+
+# Runs of `python -m bench.load.ingest_isolation` one after the other on one
+# revision (ingest_isolation_consecutive_1.json, _2, ...): the p99 target holds
+# only if it holds in each.
+CONSECUTIVE_GLOB = "ingest_isolation_consecutive_*.json"
+# The same measurement with document passes between query passes (the code
+# before they ran alongside on ONNX Runtime).
+BETWEEN_FILE = "ingest_isolation_documents_between.json"
+RATIO_TARGET = 3.0
+
+
+def consecutive_section(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        (
+            n,
+            run["idle"]["latency"]["p99_ms"],
+            run["during_ingest"]["latency"]["p99_ms"],
+            _ratio(run),
+            "met" if _ratio(run) <= RATIO_TARGET else "missed",
+            run["during_ingest"]["degraded"],
+            run["ingest"]["chunks_per_s"],
+        )
+        for n, run in enumerate(runs, start=1)
+    ]
+    headers = ("run", "idle p99 ms", "during-ingest p99 ms", "ratio", f"≤ {RATIO_TARGET:g}")
+    return "\n".join(
+        [
+            "### p99 during an ingest, consecutive runs\n",
+            "The same measurement repeated on one revision, one run after the other, each with "
+            "its own idle phase.\n",
+            *(f"- run {n}: {provenance(run)}" for n, run in enumerate(runs, start=1)),
+            table((*headers, "degraded answers", "ingest chunks/s"), rows),
+        ]
+    )
+
+
+def scheduling_section(between: dict[str, Any], alongside: dict[str, Any] | None) -> str:
+    """Document passes between query passes (before) and alongside them (now)."""
+    runs = {"documents between queries (before)": between}
+    if alongside is not None:
+        runs["documents alongside queries (last consecutive run)"] = alongside
+    rows = [row for label, run in runs.items() for row in _rows(label, run)]
+    return "\n".join(
+        [
+            "### Document passes alongside query passes vs between them\n",
+            "On ONNX Runtime a query pass no longer waits for the document pass in progress "
+            "(docs/indexing.md).\n",
+            *(f"- {label}: {provenance(run)}" for label, run in runs.items()),
+            table(HEADERS, rows),
+        ]
+    )
 
 
 def optimize_section(runs: dict[str, dict[str, Any]]) -> str:

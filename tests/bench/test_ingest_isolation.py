@@ -18,7 +18,11 @@ from bench.load.ingest_isolation import (
 )
 from bench.load.paced_load import Sample
 from bench.load.stall_windows import Window, in_flight, optimize_windows, stall_summary
-from bench.reports.ingest_isolation import isolation_section, optimize_section
+from bench.reports.ingest_isolation import (
+    consecutive_section,
+    isolation_section,
+    optimize_section,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -142,3 +146,25 @@ def test_the_optimize_section_sets_apart_and_in_process_side_by_side() -> None:
     assert "| inline | during the ingest | 1 | 5000.0 |" in page
     assert "| apart | 1 | 4.9 | 2.5 |" in page
     assert "| inline | 1 | 4.6 | 250.0 |" in page
+
+
+def test_consecutive_runs_are_judged_each_against_its_own_idle_p99() -> None:
+    def run(idle_p99: float, during_p99: float) -> dict[str, Any]:
+        return {
+            **_result(idle_p99, during_p99, 0),
+            "ingest": {
+                "documents": 9,
+                "chunks": 20,
+                "scope": "s",
+                "seconds": 4.0,
+                "chunks_per_s": 5.0,
+            },
+            "command": "c",
+            "date": "d",
+            "git_revision": "abc",
+            "machine": MACHINE,
+        }
+
+    page = consecutive_section([run(20.0, 50.0), run(10.0, 40.0)])
+    assert "| 1 | 20.0 | 50.0 | 2.5 | met | 0 | 5.0 |" in page
+    assert "| 2 | 10.0 | 40.0 | 4.0 | missed | 0 | 5.0 |" in page
