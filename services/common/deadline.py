@@ -89,6 +89,12 @@ class Deadline:
         """This deadline, `margin_s` earlier (time kept for what comes after)."""
         return self if self.at is None else Deadline(self.at - margin_s, self.clock)
 
+    def capped(self, cap_s: float) -> Deadline:
+        """This deadline or `cap_s` from now, whichever comes first: what a
+        step with its own cap hands to the calls it makes."""
+        budget = self.budget(cap_s)
+        return self if math.isinf(budget) else Deadline(self.clock() + budget, self.clock)
+
     def timeout_or_none(self, margin_s: float = 0.0) -> float | None:
         """A timeout for an API that takes None as "no timeout"."""
         return None if self.at is None else self.budget(margin_s=margin_s)

@@ -7,8 +7,11 @@ generation together → let an embedded vector store build its search index if
 due. Every row the run writes carries its generation, so no search sees it
 before the commit; a run that fails, passes its caller's deadline or loses
 its caller is undone on the spot (or, if the process died, by the recovery
-at the next start or run). Transient store errors are retried with backoff
-inside the server store adapters (services.common.stores.server_calls).
+at the next start or run). Every store call of the run carries its deadline
+(`RunControl.write_deadline`), so none waits past it; undoing a failed run
+does not (see `_undo_after_failure`). Transient store errors are retried
+with backoff inside the server store adapters, never past that deadline
+(services.common.stores.server_calls).
 With `metrics` (services.indexer.metrics), runs report their documents by
 state, the chunks they embed and the time of every write batch to a store;
 with a `tracer`, planning, each embedding batch, each store write and the
@@ -27,6 +30,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import trace
 
+from services.common.deadline import Deadline
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
 from services.common.models import Document
@@ -95,7 +99,8 @@ class IndexingPipeline:
         self.manifest.set_meta("chunking", json.dumps(planner.chunker.params.as_dict()))
 
     def recover(self) -> Recovery:
-        """Settle runs a crash left unfinished (also done before every run)."""
+        """Settle runs a crash left unfinished (also done before every run).
+        Not under the new run's deadline: an undo is never cut short."""
         return self.journal.recover()
 
     def upsert(
@@ -167,6 +172,8 @@ class IndexingPipeline:
             if any(changes_index(p) for p in plans):
                 self._apply(plans, progress, control or RunControl())
             with self._timed("manifest"):
+                # Not under the run's deadline: the run stands, and a deadline
+                # passing now must not report it as failed.
                 self.manifest.set_meta("last_run", json.dumps(report.counts.as_dict()))
             if self.metrics is not None:
                 # Counted once the run stands: a failed run raised above.
@@ -183,7 +190,7 @@ class IndexingPipeline:
         with self.storage.run_transaction() as atomic:
             generation = self.journal.next_generation()
             stamped = [_stamped(p, generation) for p in plans]
-            self.journal.begin(generation, stamped)
+            self.journal.begin(generation, stamped, control.write_deadline())
             log.info(
                 "index_run_writing",
                 generation=generation,
@@ -193,7 +200,7 @@ class IndexingPipeline:
             try:
                 self._write(stamped, progress, control)
                 control.check_commit()
-                self._commit_manifest(generation, stamped)
+                self._commit_manifest(generation, stamped, control.deadline)
             except BaseException:
                 if not atomic:
                     self._undo_after_failure(generation)
@@ -205,14 +212,15 @@ class IndexingPipeline:
         self, plans: list[DocumentPlan], progress: ProgressFn | None, control: RunControl
     ) -> None:
         self._write_new_chunks(plans, progress, control)
+        deadline = control.write_deadline()
         updates = [u for p in plans for u in p.payload_updates]
         for batch in batched(updates, self.write_batch):
             control.check()
-            self.writer.rewrite(batch)
+            self.writer.rewrite(batch, deadline)
         deletes = [cid for p in plans for cid in p.to_delete]
         for ids in batched(deletes, self.write_batch):
             control.check()
-            self.writer.delete(ids)
+            self.writer.delete(ids, deadline)
 
     @contextmanager
     def _timed(self, store: str) -> Iterator[None]:
@@ -226,7 +234,11 @@ class IndexingPipeline:
     def _undo_after_failure(self, generation: int) -> None:
         """Undo now, so the caller's error means "nothing changed"; if the
         stores fail the undo too, the intents stay for the next recovery
-        (the run's rows are invisible meanwhile)."""
+        (the run's rows are invisible meanwhile). The undo runs without the
+        run's deadline: that deadline has often just passed (it may be why
+        the run failed), and an undo cut short would leave the run for the
+        next recovery; each of its store calls is still bounded by the
+        store's own timeout."""
         intents = [i for i in self.manifest.open_intents() if i.generation == generation]
         try:
             self.journal.undo(generation, intents)
@@ -263,7 +275,7 @@ class IndexingPipeline:
                 vectors = self.writer.embed(chunks, between=control.check)
             if self.metrics is not None:
                 self.metrics.add_embedded(len(chunks))
-            self.writer.write(chunks, vectors)
+            self.writer.write(chunks, vectors, control.write_deadline())
             embedded += len(chunks)
             done_docs += len(plan_group)
             if progress:
@@ -271,11 +283,13 @@ class IndexingPipeline:
         if progress and embedded == 0:
             progress(Progress(total_docs, total_docs, 0))
 
-    def _commit_manifest(self, generation: int, plans: list[DocumentPlan]) -> None:
+    def _commit_manifest(
+        self, generation: int, plans: list[DocumentPlan], deadline: Deadline
+    ) -> None:
         kept = [p.entry for p in plans if p.entry is not None and p.state is not DocState.UNCHANGED]
         removed = [p.key for p in plans if p.state is DocState.REMOVED]
         with self._timed("manifest"):
-            self.manifest.commit_run(generation, kept, removed)
+            self.manifest.commit_run(generation, kept, removed, deadline)
 
 
 def _span_counts(counts: PlanCounts) -> dict[str, int]:

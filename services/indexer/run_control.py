@@ -4,7 +4,10 @@ pass, or its caller went away.
 A run that commits after its caller was told DEADLINE_EXCEEDED is worse than
 one that fails: the caller retries, or gives up believing nothing changed.
 So the pipeline asks `RunControl.check()` between write batches and once
-more right before the commit, and undoes everything when told to stop.
+more right before the commit, and undoes everything when told to stop. The
+deadline also travels with every store call of the run (`write_deadline` for
+the writes, the deadline itself for the commit), so a server write never
+waits past it.
 """
 
 from __future__ import annotations
@@ -48,3 +51,8 @@ class RunControl:
 
     def check_commit(self) -> None:
         self.check(COMMIT_MARGIN_S)
+
+    def write_deadline(self) -> Deadline:
+        """What the run's store writes get: its deadline less the commit's
+        margin (a write that ends later leaves no time to commit)."""
+        return self.deadline.shortened(COMMIT_MARGIN_S)

@@ -12,6 +12,11 @@ rows it added are deleted, the saved rows written back as they were (their
 text re-embedded; a metadata-only change is reverted by a payload rewrite)
 and its documents' manifest entries put back. Undo is idempotent, so a crash
 during recovery is recovered by the next one.
+
+`begin` runs under the run's deadline, as the run's writes do; recovery and
+undo never do: they put back what a failed run (often one whose deadline
+passed) changed, and one cut short would leave it for the next recovery.
+Their store calls are bounded by each store's own timeout.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from services.common.deadline import Deadline
 from services.common.embedding import Embedder
 from services.common.logging import get_logger
 from services.common.models import StoredChunk
@@ -61,18 +67,20 @@ class RunJournal:
     def next_generation(self) -> int:
         return committed_generation(self.manifest) + 1
 
-    def begin(self, generation: int, plans: Sequence[DocumentPlan]) -> None:
+    def begin(
+        self, generation: int, plans: Sequence[DocumentPlan], deadline: Deadline | None = None
+    ) -> None:
         changing = [p for p in plans if changes_index(p)]
-        old = self.manifest.get_many([p.key for p in changing])
+        old = self.manifest.get_many([p.key for p in changing], deadline)
         touched = {p.key: _touched_committed_ids(p, old.get(p.key)) for p in changing}
-        saved = self._saved_rows([cid for ids in touched.values() for cid in ids])
+        saved = self._saved_rows([cid for ids in touched.values() for cid in ids], deadline)
         intents = [
             self._intent(
                 generation, p, old.get(p.key), [saved[c] for c in touched[p.key] if c in saved]
             )
             for p in changing
         ]
-        self.manifest.begin_run(intents)
+        self.manifest.begin_run(intents, deadline)
 
     def _intent(
         self,
@@ -90,12 +98,14 @@ class RunJournal:
             saved_rows=tuple(saved),
         )
 
-    def _saved_rows(self, wanted: Sequence[str]) -> dict[str, StoredChunk]:
+    def _saved_rows(
+        self, wanted: Sequence[str], deadline: Deadline | None
+    ) -> dict[str, StoredChunk]:
         """The committed rows the run changes, from the lexical store (it
         holds the text), the vector store for any the lexical store lacks."""
-        rows = {row.chunk_id: row for row in self.lexical.get(wanted)}
+        rows = {row.chunk_id: row for row in self.lexical.get(wanted, deadline)}
         missing = [cid for cid in wanted if cid not in rows]
-        rows.update({row.chunk_id: row for row in self.vectors.get(missing)})
+        rows.update({row.chunk_id: row for row in self.vectors.get(missing, deadline)})
         return rows
 
     def recover(self) -> Recovery:

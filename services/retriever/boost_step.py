@@ -43,7 +43,9 @@ class BoostStep:
         self, hits: list[FusedHit], deadline: Deadline
     ) -> dict[tuple[str, str], str]:
         keys = sorted({(hit.chunk.doc_id, hit.chunk.locale) for hit in hits})
+        # The manifest gets the step's own deadline: a server read ends when we stop waiting.
+        within = deadline.capped(MANIFEST_TIMEOUT_S)
         loop = asyncio.get_running_loop()
-        read = loop.run_in_executor(self.executor, self.manifest.get_many, keys)
-        entries = await asyncio.wait_for(read, max(deadline.budget(MANIFEST_TIMEOUT_S), 0.001))
+        read = loop.run_in_executor(self.executor, self.manifest.get_many, keys, within)
+        entries = await asyncio.wait_for(read, max(within.budget(), 0.001))
         return {key: entry.updated_at for key, entry in entries.items() if entry.updated_at}

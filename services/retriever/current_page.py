@@ -29,10 +29,12 @@ async def check_page(
         result.page_indexed = True
         return
     loop = asyncio.get_running_loop()
-    timeout = max(deadline.budget(margin_s=margin_s), 0.001)
+    # The store's count ends with our wait: the margin is kept for the reply.
+    within = deadline.shortened(margin_s)
     try:
         count = await asyncio.wait_for(
-            loop.run_in_executor(executor, lexical.count, scope), timeout
+            loop.run_in_executor(executor, lexical.count, scope, within),
+            max(within.budget(), 0.001),
         )
     except (TimeoutError, RagError, OSError):
         return

@@ -105,10 +105,12 @@ class DiversityStep:
             return hits, ""
         window = diversity.window or DEFAULT_WINDOW
         ids = [hit.chunk.chunk_id for hit in hits[:window]]
+        # The store gets the step's own deadline: a server read ends when we stop waiting.
+        within = deadline.capped(VECTORS_TIMEOUT_S)
         loop = asyncio.get_running_loop()
-        read = loop.run_in_executor(self.executor, self.vectors.vectors, ids)
+        read = loop.run_in_executor(self.executor, self.vectors.vectors, ids, within)
         try:
-            found = await asyncio.wait_for(read, max(deadline.budget(VECTORS_TIMEOUT_S), 0.001))
+            found = await asyncio.wait_for(read, max(within.budget(), 0.001))
         except (TimeoutError, RagError, OSError) as exc:
             return hits, f"diversity skipped: stored vectors unavailable ({type(exc).__name__})"
         note = (

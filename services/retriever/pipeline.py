@@ -14,7 +14,7 @@ from opentelemetry import trace
 from services.common.analysis.query_translation import QueryTranslator
 from services.common.deadline import Deadline
 from services.common.embedding import Embedder
-from services.common.errors import InvalidArgument
+from services.common.errors import DeadlineExceeded, InvalidArgument
 from services.common.logging import get_logger
 from services.common.models import ScopeFilter
 from services.common.stores.storage import Storage
@@ -174,7 +174,7 @@ class RetrievalPipeline:
             prepared.text, prepared.intent.value, prepared.top_k, self.record_query_text
         )
         cursor = PageCursor.of(request)
-        prepared = replace(prepared, scope=await self._visible(prepared.scope))
+        prepared = replace(prepared, scope=await self._visible(prepared.scope, deadline))
         cursor.check_generation(prepared.scope.visible_generation)
         run = RetrievalRun(request, prepared, cursor, deadline, stages)
         await self._search_and_fuse(run)
@@ -275,14 +275,22 @@ class RetrievalPipeline:
         with run.stages.stage("rows"):
             return await self.hit_rows.complete(hits, run.deadline, visible, answered)
 
-    async def _visible(self, scope: ScopeFilter) -> ScopeFilter:
-        """The scope limited to committed rows (services.common.stores.visibility)."""
+    async def _visible(self, scope: ScopeFilter, deadline: Deadline) -> ScopeFilter:
+        """The scope limited to committed rows (services.common.stores.visibility);
+        a re-read of the commit point is bounded by the request's deadline."""
         if self.committed is None:
             return scope
         generation = self.committed.cached()
         if generation is None:
             loop = asyncio.get_running_loop()
-            generation = await loop.run_in_executor(self.executor, self.committed.current)
+            read = loop.run_in_executor(self.executor, self.committed.current, deadline)
+            try:
+                generation = await asyncio.wait_for(read, deadline.timeout_or_none())
+            except TimeoutError as exc:
+                # As a failed re-read: the last value read only hides newer rows.
+                generation = self.committed.last()
+                if generation is None:
+                    raise DeadlineExceeded("reading the commit point ran out of time") from exc
         return replace(scope, visible_generation=generation)
 
     def _prepare(self, request: RetrievalRequest) -> PreparedQuery:

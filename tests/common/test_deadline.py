@@ -61,3 +61,14 @@ def test_shortened_keeps_time_for_what_comes_after() -> None:
     assert deadline.remaining_s() == pytest.approx(0.75)
     assert deadline.expired(margin_s=0.8)
     assert Deadline.never().shortened(1.0).at is None
+
+
+def test_capped_is_the_sooner_of_the_deadline_and_the_cap() -> None:
+    clock = ManualClock()
+    deadline = Deadline.after(1.0, clock)
+    assert deadline.capped(0.3).remaining_s() == pytest.approx(0.3)
+    assert deadline.capped(5.0).remaining_s() == pytest.approx(1.0)
+    assert Deadline.never(clock).capped(0.5).remaining_s() == pytest.approx(0.5)
+    assert Deadline.never(clock).capped(math.inf).at is None
+    clock.now += 2.0
+    assert deadline.capped(0.3).expired()

@@ -4,7 +4,8 @@ ever committed after the caller was told it failed.
 
 - RunControl on a fake clock (unit);
 - an IndexingPipeline on real embedded stores with a fake embedder and a
-  fault-injecting lexical store (unit);
+  fault-injecting lexical store (unit), and one whose deadline passes
+  between two of its store writes, so a store call itself refuses (unit);
 - Upsert through the real Indexer server with a deadline too short for the
   work, and one cancelled by its caller (integration, real model).
 """
@@ -28,6 +29,7 @@ from services.common.embedding import Embedder, EmbeddingIdentity
 from services.common.errors import Cancelled, DeadlineExceeded, StoreError
 from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.common.grpc_errors import status_for
 from services.common.models import Chunk, Document, ScopeFilter
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.factory import open_manifest, open_stores
@@ -149,13 +151,13 @@ class FailingUpserts:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def upsert(self, chunks: Sequence[Chunk]) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
         if self.armed:
             self.calls += 1
             if self.calls == self.fail_at:
                 self.failed += 1
                 raise StoreError("injected failure: lexical upsert batch rejected")
-        self.inner.upsert(chunks)
+        self.inner.upsert(chunks, deadline)
 
 
 def sections(title: str, words: Sequence[str]) -> str:
@@ -197,8 +199,11 @@ class FaultyIndex:
 
 @pytest.fixture
 def faulty(tmp_path: Path) -> Iterator[FaultyIndex]:
+    yield from open_faulty(tmp_path, HashEmbedder())
+
+
+def open_faulty(tmp_path: Path, embedder: HashEmbedder) -> Iterator[FaultyIndex]:
     stores = StoreSettings(data_dir=tmp_path, store_mode=StoreMode.EMBEDDED)
-    embedder = HashEmbedder()
     vectors, lexical = open_stores(stores, embedder.dim)
     manifest = open_manifest(stores)
     failing = FailingUpserts(lexical, fail_at=2)
@@ -267,6 +272,65 @@ def test_a_store_failure_mid_run_is_undone_in_process(faulty: FaultyIndex) -> No
     assert audit.clean and audit.findings == []
 
 
+# --- the deadline passes between two store writes: the store refuses the second -----
+
+
+class SlowEmbedder(HashEmbedder):
+    """FAKE (test double) with a manual clock: once armed, its `slow_pass`-th
+    embedding pass takes `pass_s` of that clock, after the run's check at
+    its start (`between`), as a pass that starts in time and ends late does."""
+
+    def __init__(self, clock: FakeClock, slow_pass: int, pass_s: float) -> None:
+        super().__init__()
+        self.clock, self.slow_pass, self.pass_s = clock, slow_pass, pass_s
+        self.armed = False
+        self.passes = 0
+
+    def embed_documents(
+        self, texts: Sequence[str], between: Callable[[], None] | None = None
+    ) -> np.ndarray:
+        rows = super().embed_documents(texts, between)
+        if self.armed:
+            self.passes += 1
+            if self.passes == self.slow_pass:
+                self.clock.now += self.pass_s
+        return rows
+
+
+@pytest.mark.unit
+def test_a_run_whose_deadline_passes_between_writes_is_stopped_by_the_store(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    embedder = SlowEmbedder(clock, slow_pass=2, pass_s=60.0)
+    opened = open_faulty(tmp_path, embedder)
+    index = next(opened)
+    try:
+        index.pipeline.upsert(BASE)
+        before = index.state()
+        embedder.armed = True
+        control = RunControl(Deadline.after(30.0, clock))
+        with pytest.raises(DeadlineExceeded, match="no time left in the deadline") as stopped:
+            index.pipeline.upsert(FAILING_RUN, control=control)
+        assert status_for(stopped.value) == grpc.StatusCode.DEADLINE_EXCEEDED
+        # The run's 1st batch was written, its 2nd refused by the vector store
+        # (RunControl's own check says "before the run committed"); the 3rd
+        # pass re-embeds the rows the undo writes back.
+        assert embedder.passes == 3
+        # Undone although the deadline had passed: the undo does not run under it.
+        assert index.state() == before
+        assert index.manifest.open_intents() == []
+        verifier = IndexVerifier(
+            index.embedder,  # type: ignore[arg-type]
+            Storage(index.vectors, index.lexical, index.manifest),  # type: ignore[arg-type]
+            index.pipeline.recover,
+        )
+        audit = verifier.verify()
+        assert audit.clean and audit.findings == []
+    finally:
+        opened.close()
+
+
 # --- through the real Indexer server -------------------------------------------------
 
 
@@ -284,8 +348,8 @@ class RunWatch:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def clear_intents(self, generation: int) -> None:
-        self.inner.clear_intents(generation)
+    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+        self.inner.clear_intents(generation, deadline)
         with self._changed:
             self.cleared.append(generation)
             self._changed.notify_all()
@@ -317,15 +381,17 @@ class HangOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def upsert(self, chunks: Sequence[Chunk]) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
         if not self.armed:
-            self.inner.upsert(chunks)
+            self.inner.upsert(chunks, deadline)
             self.rows_written += len(chunks)
             return
         self.armed = False
         self.stalled.set()
         self.release.wait(self.hang_s)
         try:
+            # The stall stands for a write already under way when the deadline
+            # passed (an embedded one cannot be interrupted): it lands late.
             self.inner.upsert(chunks)
         finally:
             self.resumed.set()

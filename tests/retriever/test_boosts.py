@@ -190,7 +190,7 @@ def test_boosts_out_of_bounds_are_invalid_argument(stack: BackgroundStack) -> No
 class _FailingManifest:
     """A fake manifest, only to inject a fault: every read fails."""
 
-    def get_many(self, keys: object) -> dict[object, object]:
+    def get_many(self, keys: object, deadline: object = None) -> dict[object, object]:
         raise OSError("disk gone")
 
 

@@ -9,6 +9,15 @@ All methods are synchronous and may block; async callers run them in a worker
 thread. Writes are idempotent upserts keyed by `chunk_id`, so re-running an
 interrupted ingest converges. Implementations raise `StoreError` (or
 `StoreUnavailable` for connection problems) from `services.common.errors`.
+
+Deadlines: every call a request or a run makes (searches, `get`, `vectors`,
+`count`, and the writes) takes an optional `deadline`, applied the same way
+everywhere (`call_budget_s`): none left is `DeadlineExceeded` ("no time left")
+before any work; a server store sends the time left as the call's timeout
+(PostgreSQL: a transaction-local `statement_timeout`), and a retried write
+never sleeps past it; an embedded store only checks before it starts. No
+deadline: the store's own timeout alone. Audits (`scan`, `ping`, `optimize`)
+run under the store's own timeout.
 """
 
 from __future__ import annotations
@@ -33,19 +42,27 @@ DEFAULT_SEARCH_EF = 256
 SCAN_BATCH = 1000
 
 
-def search_budget_s(store: str, deadline: Deadline | None, cap_s: float = math.inf) -> float:
-    """How long a search may take: the store's own timeout `cap_s`, shortened
-    to the caller's deadline. None left is `DeadlineExceeded` before any work,
-    so a channel that already gave up never starts (or queues) a search.
+def call_budget_s(
+    store: str, deadline: Deadline | None, cap_s: float = math.inf, what: str = "a call"
+) -> float:
+    """How long one store call (`what`: "a search", "an upsert", ...) may
+    take: the store's own timeout `cap_s`, shortened to the caller's deadline.
+    None left is `DeadlineExceeded` before any work, so a channel that already
+    gave up, or a run past its deadline, never starts (or queues) a call.
     Server stores hand the result to the server as the call's timeout, which
-    ends the query there too; embedded stores only check (a local search
-    cannot be interrupted, and takes milliseconds)."""
+    ends the work there too; embedded stores only check (a local call cannot
+    be interrupted, and takes milliseconds)."""
     if deadline is None:
         return cap_s
     budget = deadline.budget(cap_s)
     if budget <= 0:
-        raise DeadlineExceeded(f"{store}: no time left in the deadline for a search")
+        raise DeadlineExceeded(f"{store}: no time left in the deadline for {what}")
     return budget
+
+
+def search_budget_s(store: str, deadline: Deadline | None, cap_s: float = math.inf) -> float:
+    """`call_budget_s` for a search."""
+    return call_budget_s(store, deadline, cap_s, "a search")
 
 
 def hnsw_ef(configured: int, limit: int) -> int:
@@ -74,15 +91,23 @@ class VectorStore(Protocol):
 
     name: str
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
-        """Insert or replace chunks with their vectors (same order, same length)."""
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        deadline: Deadline | None = None,
+    ) -> None:
+        """Insert or replace chunks with their vectors (same order, same
+        length), within `deadline` (`call_budget_s`; every write alike)."""
         ...
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Rewrite payload fields of existing chunks, keeping their vectors."""
         ...
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         """Remove chunks; ids that do not exist are ignored."""
         ...
 
@@ -111,9 +136,12 @@ class VectorStore(Protocol):
         order, whatever their generation; within `deadline` as `search`."""
         ...
 
-    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
+    ) -> dict[str, list[float]]:
         """The stored (unit-length) vectors of these chunks by id; missing ids
-        are left out. For diversity (MMR) over the final candidates."""
+        are left out. For diversity (MMR) over the final candidates, within
+        `deadline` as `search`."""
         ...
 
     def optimize(self) -> bool:
@@ -125,7 +153,9 @@ class VectorStore(Protocol):
         """Every row, `batch` at a time, whatever its generation (audits)."""
         ...
 
-    def count(self, scope: ScopeFilter | None = None) -> int: ...
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+        """Rows inside `scope` (all when None), within `deadline` as `search`."""
+        ...
 
     def ping(self) -> None:
         """Raise StoreUnavailable when the store cannot serve."""
@@ -147,13 +177,17 @@ class LexicalStore(Protocol):
     # The analysis the index was written with; queries use the same.
     analyzer: TextAnalyzer
 
-    def upsert(self, chunks: Sequence[Chunk]) -> None: ...
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
+        """Insert or replace chunks, within `deadline` as `VectorStore.upsert`."""
+        ...
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Rewrite non-text fields of existing chunks (title/url/locale/metadata...)."""
         ...
 
-    def delete(self, chunk_ids: Sequence[str]) -> None: ...
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None: ...
 
     def search(
         self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
@@ -180,7 +214,9 @@ class LexicalStore(Protocol):
         """Every row, `batch` at a time, whatever its generation (audits)."""
         ...
 
-    def count(self, scope: ScopeFilter | None = None) -> int: ...
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+        """As `VectorStore.count`."""
+        ...
 
     def describe_query(self, query: str) -> str:
         """The store's query for `query`, rendered for debug reports."""

@@ -7,8 +7,16 @@ overwrite, rewrite or delete, as they were, and the ids of the rows it adds.
 That is enough to undo the run without its input, which is what recovery
 does with every run that never committed (services.indexer.transactions).
 
-`Manifest` is the interface; `SqliteManifest` (embedded mode) and
-`OpenSearchManifest` (server mode) fill it.
+`Manifest` is the interface; `SqliteManifest` (embedded mode),
+`OpenSearchManifest` (server mode) and `PostgresManifest` (PostgreSQL mode)
+fill it.
+
+Deadlines: the reads a Retrieve makes (`get_many` for boosts, `get_meta` for
+the committed generation) and every write of a run take an optional
+`deadline`, as the stores' calls do (`base.call_budget_s`): none left is
+`DeadlineExceeded` ("no time left") before any work; a server manifest sends
+the time left as the call's timeout (PostgreSQL: a transaction-local
+statement_timeout); SQLite only checks before it starts.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from services.common.deadline import Deadline
 from services.common.models import StoredChunk
 
 
@@ -79,17 +88,24 @@ def _entry_from_dict(fields: dict[str, Any]) -> ManifestEntry:
 class Manifest(Protocol):
     def get(self, doc_id: str, locale: str) -> ManifestEntry | None: ...
 
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ManifestEntry]: ...
-
-    def put_many(self, entries: Sequence[ManifestEntry]) -> None:
-        """Insert or replace entries atomically (all or none)."""
+    def get_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> dict[tuple[str, str], ManifestEntry]:
+        """The entries of these keys (missing ones left out), within `deadline`."""
         ...
 
-    def delete_many(self, keys: Sequence[tuple[str, str]]) -> None:
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+        """Insert or replace entries atomically (all or none), within `deadline`
+        (every write alike)."""
+        ...
+
+    def delete_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> None:
         """Remove entries atomically."""
         ...
 
-    def begin_run(self, intents: Sequence[RunIntent]) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
         """Record a run's intents (all or none) before its first store write."""
         ...
 
@@ -103,13 +119,16 @@ class Manifest(Protocol):
         generation: int,
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
+        deadline: Deadline | None = None,
     ) -> None:
         """Make a run's documents the committed ones and advance
         `committed_generation` to `generation`, together; then clear the
-        run's intents. The generation is the commit point."""
+        run's intents. The generation is the commit point: `deadline` bounds
+        the work up to it, never what follows it (a committed run must not
+        be reported as failed)."""
         ...
 
-    def clear_intents(self, generation: int) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
         """Forget a run's intents (after it committed or was undone)."""
         ...
 
@@ -125,11 +144,12 @@ class Manifest(Protocol):
 
     def chunk_counts_by_locale(self) -> dict[str, int]: ...
 
-    def get_meta(self, key: str) -> str | None:
-        """Index-level values (chunking parameters, last run's counts)."""
+    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+        """Index-level values (chunking parameters, last run's counts, the
+        committed generation a Retrieve reads), within `deadline`."""
         ...
 
-    def set_meta(self, key: str, value: str) -> None: ...
+    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None: ...
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
         """Call `on_retry` before every retried write; False when the manifest

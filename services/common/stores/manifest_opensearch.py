@@ -16,6 +16,8 @@ undone by recovery from its intents, which hold the entries it replaced, so
 entries written part-way are put back too.
 Writes wait for a refresh (`refresh=wait_for`) so the searches behind
 `keys_in_scope`, `count` and `chunk_counts_by_locale` see them at once.
+A call given a deadline sends the time left as each request's timeout
+(`base.call_budget_s`); `commit_run` spends it up to the commit point only.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
+from services.common.deadline import Deadline
 from services.common.errors import StoreUnavailable
+from services.common.stores.base import call_budget_s
 from services.common.stores.manifest import ManifestEntry, RunIntent
 from services.common.stores.opensearch_client import (
     BulkAction,
@@ -180,24 +184,26 @@ class OpenSearchManifest:
     def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
         return self.get_many([(doc_id, locale)]).get((doc_id, locale))
 
-    def get_many(self, keys: Sequence[Key]) -> dict[Key, ManifestEntry]:
+    def get_many(
+        self, keys: Sequence[Key], deadline: Deadline | None = None
+    ) -> dict[Key, ManifestEntry]:
         found: dict[Key, ManifestEntry] = {}
-        for source in self._sources([manifest_doc_id("entry", *key) for key in keys]).values():
+        ids = [manifest_doc_id("entry", *key) for key in keys]
+        for source in self._sources(ids, deadline).values():
             entry = _entry(source)
             found[(entry.doc_id, entry.locale)] = entry
         return found
 
-    def put_many(self, entries: Sequence[ManifestEntry]) -> None:
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
         actions = [
             BulkAction("index", manifest_doc_id("entry", e.doc_id, e.locale), _entry_source(e))
             for e in entries
         ]
-        self._write("put entries", actions)
+        self._write("put entries", actions, deadline)
 
-    def delete_many(self, keys: Sequence[Key]) -> None:
-        self._write(
-            "delete entries", [BulkAction("delete", manifest_doc_id("entry", *k)) for k in keys]
-        )
+    def delete_many(self, keys: Sequence[Key], deadline: Deadline | None = None) -> None:
+        actions = [BulkAction("delete", manifest_doc_id("entry", *k)) for k in keys]
+        self._write("delete entries", actions, deadline)
 
     def entries(self) -> Iterable[ManifestEntry]:
         fields = ["doc_id", "locale"]
@@ -206,11 +212,11 @@ class OpenSearchManifest:
 
     # -- run intents ----------------------------------------------------------
 
-    def begin_run(self, intents: Sequence[RunIntent]) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
         actions = [
             BulkAction("index", _intent_id(i.generation, i.key), _intent_source(i)) for i in intents
         ]
-        self._write("begin run", actions)
+        self._write("begin run", actions, deadline)
 
     def open_intents(self) -> list[RunIntent]:
         query = {"term": {"kind": "intent"}}
@@ -218,25 +224,32 @@ class OpenSearchManifest:
         return [RunIntent.from_json(source["value"]) for source in sources]
 
     def commit_run(
-        self, generation: int, entries: Sequence[ManifestEntry], removed: Sequence[Key]
+        self,
+        generation: int,
+        entries: Sequence[ManifestEntry],
+        removed: Sequence[Key],
+        deadline: Deadline | None = None,
     ) -> None:
-        self.put_many(entries)
-        self.delete_many(removed)
-        self.set_meta(_COMMITTED, str(generation))  # the commit point
+        self.put_many(entries, deadline)
+        self.delete_many(removed, deadline)
+        self.set_meta(_COMMITTED, str(generation), deadline)  # the commit point
+        # Not under the deadline: the run has committed, and a deadline that
+        # passed now would report it as failed (and have it undone); its
+        # intents are clearable by the store's own timeout, or by recovery.
         self.clear_intents(generation)
 
-    def clear_intents(self, generation: int) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
         query = {
             "bool": {"filter": [{"term": {"kind": "intent"}}, {"term": {"generation": generation}}]}
         }
-        keys = [(s["doc_id"], s["locale"]) for s in self._scan(query, ["doc_id", "locale"])]
-        self._write(
-            "clear intents", [BulkAction("delete", _intent_id(generation, k)) for k in keys]
-        )
+        found = self._scan(query, ["doc_id", "locale"], deadline=deadline)
+        keys = [(s["doc_id"], s["locale"]) for s in found]
+        actions = [BulkAction("delete", _intent_id(generation, k)) for k in keys]
+        self._write("clear intents", actions, deadline)
 
-    def _write(self, action: str, actions: list[BulkAction]) -> None:
+    def _write(self, action: str, actions: list[BulkAction], deadline: Deadline | None) -> None:
         for batch in batched(actions, _BATCH):
-            self._bulk.write(action, batch, ignored_status=frozenset({404}))
+            self._bulk.write(action, batch, frozenset({404}), deadline)
 
     def keys_in_scope(self, scope_id: str) -> Iterable[Key]:
         query = {
@@ -274,14 +287,15 @@ class OpenSearchManifest:
 
     # -- index-level values ---------------------------------------------------
 
-    def get_meta(self, key: str) -> str | None:
-        source = self._sources([manifest_doc_id("meta", key)]).get(manifest_doc_id("meta", key))
+    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+        doc_id = manifest_doc_id("meta", key)
+        source = self._sources([doc_id], deadline).get(doc_id)
         return None if source is None else str(source["value"])
 
-    def set_meta(self, key: str, value: str) -> None:
+    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
         body = {"kind": "meta", "key": key, "value": value}
         action = BulkAction("index", manifest_doc_id("meta", key), body)
-        self._bulk.write("set meta", [action], ignored_status=frozenset())
+        self._bulk.write("set meta", [action], frozenset(), deadline)
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
         self._calls.on_retry = on_retry
@@ -299,11 +313,12 @@ class OpenSearchManifest:
 
     # -- helpers --------------------------------------------------------------
 
-    def _sources(self, ids: list[str]) -> dict[str, dict[str, Any]]:
-        return {doc_id: source for doc_id, (source, _) in self._versioned_sources(ids).items()}
+    def _sources(self, ids: list[str], deadline: Deadline | None) -> dict[str, dict[str, Any]]:
+        versioned = self._versioned_sources(ids, deadline)
+        return {doc_id: source for doc_id, (source, _) in versioned.items()}
 
     def _versioned_sources(
-        self, ids: list[str]
+        self, ids: list[str], deadline: Deadline | None
     ) -> dict[str, tuple[dict[str, Any], Version | None]]:
         """Real-time multi-get: id → (source, (seq_no, primary_term)) of found docs."""
         found: dict[str, tuple[dict[str, Any], Version | None]] = {}
@@ -312,15 +327,24 @@ class OpenSearchManifest:
                 self._live().mget,
                 index=self.index,
                 body={"ids": batch},
-                request_timeout=self.timeout_s,
+                request_timeout=self._timeout(deadline, "a read"),
             )
             for doc in self._calls.read("get", mget)["docs"]:
                 if doc.get("found"):
                     found[doc["_id"]] = (doc["_source"], _version(doc))
         return found
 
+    def _timeout(self, deadline: Deadline | None, what: str) -> float:
+        """A request's timeout: the time left in `deadline`, at most the manifest's."""
+        return call_budget_s(self.name, deadline, self.timeout_s, what)
+
     def _scan(
-        self, query: dict[str, Any], fields: list[str], *, include_all: bool = False
+        self,
+        query: dict[str, Any],
+        fields: list[str],
+        *,
+        include_all: bool = False,
+        deadline: Deadline | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Every matching document's `fields` (or whole source), sorted by
         `fields`, paged by search_after."""
@@ -335,8 +359,9 @@ class OpenSearchManifest:
             }
             if after is not None:
                 body["search_after"] = after
+            timeout_s = self._timeout(deadline, "a scan")
             search = partial(
-                self._live().search, index=self.index, body=body, request_timeout=self.timeout_s
+                self._live().search, index=self.index, body=body, request_timeout=timeout_s
             )
             hits = self._calls.read("scan", search)["hits"]["hits"]
             yield from (hit["_source"] for hit in hits)

@@ -1,4 +1,7 @@
-"""SQLite manifest for embedded mode (one file next to the store folders)."""
+"""SQLite manifest for embedded mode (one file next to the store folders).
+
+A local file: a call that takes a deadline only checks it before it starts
+(`base.call_budget_s`), as the embedded stores do."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from services.common.deadline import Deadline
+from services.common.stores.base import call_budget_s
 from services.common.stores.manifest import ManifestEntry, RunIntent
 
 _SCHEMA = """
@@ -40,6 +45,8 @@ class SqliteManifest:
     """`Manifest` on SQLite (WAL mode; writes are transactions, so a crash
     leaves either the old or the new entries, never a mix)."""
 
+    name = "sqlite manifest"
+
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -52,7 +59,10 @@ class SqliteManifest:
     def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
         return self.get_many([(doc_id, locale)]).get((doc_id, locale))
 
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ManifestEntry]:
+    def get_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> dict[tuple[str, str], ManifestEntry]:
+        call_budget_s(self.name, deadline, what="a read")
         found: dict[tuple[str, str], ManifestEntry] = {}
         with self._lock:
             for doc_id, locale in keys:
@@ -63,7 +73,8 @@ class SqliteManifest:
                     found[(doc_id, locale)] = _entry(row)
         return found
 
-    def put_many(self, entries: Sequence[ManifestEntry]) -> None:
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+        call_budget_s(self.name, deadline, what="a write")
         with self._lock, self._transaction():
             self._put(entries)
 
@@ -85,11 +96,15 @@ class SqliteManifest:
             "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
         )
 
-    def delete_many(self, keys: Sequence[tuple[str, str]]) -> None:
+    def delete_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> None:
+        call_budget_s(self.name, deadline, what="a delete")
         with self._lock, self._transaction():
             self._db.executemany("DELETE FROM documents WHERE doc_id = ? AND locale = ?", keys)
 
-    def begin_run(self, intents: Sequence[RunIntent]) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
+        call_budget_s(self.name, deadline, what="recording a run's intents")
         rows = [(i.generation, i.doc_id, i.locale, i.to_json()) for i in intents]
         with self._lock, self._transaction():
             self._db.executemany("INSERT OR REPLACE INTO intents VALUES (?, ?, ?, ?)", rows)
@@ -106,7 +121,9 @@ class SqliteManifest:
         generation: int,
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
+        deadline: Deadline | None = None,
     ) -> None:
+        call_budget_s(self.name, deadline, what="a commit")
         # One transaction: the entries, the commit point and the intents'
         # end are never seen apart.
         with self._lock, self._transaction():
@@ -119,7 +136,8 @@ class SqliteManifest:
             )
             self._db.execute("DELETE FROM intents WHERE generation = ?", (generation,))
 
-    def clear_intents(self, generation: int) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+        call_budget_s(self.name, deadline, what="clearing a run's intents")
         with self._lock:
             self._db.execute("DELETE FROM intents WHERE generation = ?", (generation,))
 
@@ -155,12 +173,14 @@ class SqliteManifest:
             counts[locale] = counts.get(locale, 0) + len(json.loads(chunk_ids))
         return counts
 
-    def get_meta(self, key: str) -> str | None:
+    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+        call_budget_s(self.name, deadline, what="a read")
         with self._lock:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_meta(self, key: str, value: str) -> None:
+    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
+        call_budget_s(self.name, deadline, what="a write")
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 

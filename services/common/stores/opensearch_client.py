@@ -3,8 +3,10 @@ the client for `OPENSEARCH_URL`, which failures are transient, and bulk writes
 with per-item error handling.
 
 The client's own retry loop is switched off (`max_retries=0`): writes are
-retried by `ServerCallPolicy` (only the items that failed, with backoff), and
-reads are not retried at all so they stay inside the caller's deadline.
+retried by `ServerCallPolicy` (only the items that failed, with backoff, never
+past the caller's deadline), and reads are not retried at all so they stay
+inside the caller's deadline. Every request's `request_timeout` is the time
+left in the caller's deadline, at most the store's own timeout.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import SSLError, TransportError
 
+from services.common.deadline import Deadline
 from services.common.errors import StoreError, StoreUnavailable
+from services.common.stores.base import call_budget_s
 from services.common.stores.server_calls import ServerCallPolicy
 from services.common.stores.settings import StoreSettings
 
@@ -97,29 +101,42 @@ class BulkWriter:
         self.timeout_s = timeout_s
 
     def write(
-        self, operation: str, actions: Sequence[BulkAction], ignored_status: frozenset[int]
+        self,
+        operation: str,
+        actions: Sequence[BulkAction],
+        ignored_status: frozenset[int],
+        deadline: Deadline | None = None,
     ) -> None:
+        """Send `actions`, re-sending rejected items within `deadline` (each
+        attempt's timeout: the time then left, at most `timeout_s`)."""
         remaining = list(actions)
 
         def send() -> None:
             nonlocal remaining
+            timeout_s = call_budget_s(
+                self.calls.store, deadline, self.timeout_s, f"the {operation}"
+            )
             try:
-                self._send_once(operation, remaining, ignored_status)
+                self._send_once(operation, remaining, ignored_status, timeout_s)
             except _ItemsRejected as rejected:
                 remaining = rejected.actions  # the next attempt re-sends only these
                 raise
 
         if remaining:
-            self.calls.write(operation, send)
+            self.calls.write(operation, send, deadline)
 
     def _send_once(
-        self, operation: str, actions: list[BulkAction], ignored_status: frozenset[int]
+        self,
+        operation: str,
+        actions: list[BulkAction],
+        ignored_status: frozenset[int],
+        timeout_s: float,
     ) -> None:
         response = self.client.bulk(
             body=bulk_body(actions),
             index=self.index,
             refresh=self.refresh,
-            request_timeout=self.timeout_s,
+            request_timeout=timeout_s,
         )
         if not response.get("errors"):
             return

@@ -38,7 +38,7 @@ from services.common.analysis import CjkMode, QueryPlan, TextAnalyzer
 from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import SCAN_BATCH, search_budget_s
+from services.common.stores.base import SCAN_BATCH, call_budget_s, search_budget_s
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
@@ -165,15 +165,17 @@ class OpenSearchLexicalStore:
 
     # -- writes ---------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk]) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
         actions = [
             BulkAction("index", chunk.chunk_id, analyzed_source(chunk, self.analyzer))
             for chunk in chunks
         ]
         for batch in batched(actions, self.batch_size):
-            self._bulk.write("upsert", batch, ignored_status=frozenset())
+            self._bulk.write("upsert", batch, frozenset(), deadline)
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Rewrite the non-text fields of existing chunks; unknown ids are
         ignored, as in the embedded store. The whole document is re-indexed
         (its title and heading terms and its identifiers depend on the
@@ -182,14 +184,16 @@ class OpenSearchLexicalStore:
         for batch in batched(list(updates), self.batch_size):
             for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
                 try:
-                    self._rewrite(batch)
+                    self._rewrite(batch, deadline)
                     break
                 except WriteConflict:
                     if attempt == _CONFLICT_ATTEMPTS:
                         raise
 
-    def _rewrite(self, batch: Sequence[tuple[str, ChunkPayload]]) -> None:
-        current = self._get_versioned([chunk_id for chunk_id, _ in batch])
+    def _rewrite(
+        self, batch: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None
+    ) -> None:
+        current = self._get_versioned([chunk_id for chunk_id, _ in batch], deadline)
         actions = [
             BulkAction(
                 "index",
@@ -202,16 +206,16 @@ class OpenSearchLexicalStore:
             for stored, version in [current[chunk_id]]
         ]
         if actions:
-            self._bulk.write("update payload", actions, ignored_status=frozenset())
+            self._bulk.write("update payload", actions, frozenset(), deadline)
 
     def _get_versioned(
-        self, chunk_ids: Sequence[str]
+        self, chunk_ids: Sequence[str], deadline: Deadline | None
     ) -> dict[str, tuple[StoredChunk, tuple[int, int] | None]]:
         mget = partial(
             self._live().mget,
             index=self.index,
             body={"ids": list(dict.fromkeys(chunk_ids))},
-            request_timeout=self.timeout_s,
+            request_timeout=self._timeout(deadline, "a payload update"),
         )
         found = {}
         for doc in self._calls.read("get", mget)["docs"]:
@@ -220,10 +224,10 @@ class OpenSearchLexicalStore:
                 found[doc["_id"]] = (stored_chunk_from_source(doc["_source"]), version)
         return found
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         actions = [BulkAction("delete", chunk_id) for chunk_id in dict.fromkeys(chunk_ids)]
         for batch in batched(actions, self.batch_size):
-            self._bulk.write("delete", batch, ignored_status=frozenset({404}))
+            self._bulk.write("delete", batch, frozenset({404}), deadline)
 
     # -- reads ----------------------------------------------------------------
 
@@ -291,12 +295,15 @@ class OpenSearchLexicalStore:
                 return
             after = str(hits[-1]["sort"][0])
 
-    def count(self, scope: ScopeFilter | None = None) -> int:
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
         body = {"query": {"bool": {"filter": scope_filters(scope)}}}
-        count = partial(
-            self._live().count, index=self.index, body=body, request_timeout=self.timeout_s
-        )
+        timeout_s = self._timeout(deadline, "a count")
+        count = partial(self._live().count, index=self.index, body=body, request_timeout=timeout_s)
         return int(self._calls.read("count", count)["count"])
+
+    def _timeout(self, deadline: Deadline | None, what: str) -> float:
+        """The request's timeout: the time left in `deadline`, at most the store's."""
+        return call_budget_s(self.name, deadline, self.timeout_s, what)
 
     def ping(self) -> None:
         health = partial(

@@ -44,13 +44,14 @@ from services.common.stores.postgres_sql import (
     check_recorded,
     chunk_columns,
     chunk_values,
+    deadline_budget_s,
     ensure_schema,
     last_wins,
-    limit_statement_time,
     open_pool,
     pg_errors,
     scope_condition,
     stored_chunk,
+    within,
 )
 
 _DDL = (
@@ -176,18 +177,23 @@ class PostgresLexicalStore:
 
     # -- writes ---------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk]) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
         unique = last_wins(list(chunks), lambda chunk: chunk.chunk_id)
         if unique:
-            with pg_errors(self.name, "upsert"), self._write_conn() as conn, conn.transaction():
+            budget_s = self._budget(deadline, "an upsert")
+            with pg_errors(self.name, "upsert"), self._write_conn() as conn, within(conn, budget_s):
                 self._replace(conn, unique)
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Re-index existing chunks with the new payload (title and heading
         terms depend on it); unknown ids are ignored."""
         if not updates:
             return
-        with pg_errors(self.name, "update payload"), self._write_conn() as conn, conn.transaction():
+        budget_s = self._budget(deadline, "a payload update")
+        errors = pg_errors(self.name, "update payload")
+        with errors, self._write_conn() as conn, within(conn, budget_s):
             conn.execute(self._sql(LOCK))
             current = {row.chunk_id: row for row in self._get(conn, [i for i, _ in updates])}
             rewritten = [
@@ -197,11 +203,17 @@ class PostgresLexicalStore:
             ]
             self._replace(conn, last_wins(rewritten, lambda chunk: chunk.chunk_id))
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         if chunk_ids:
-            with pg_errors(self.name, "delete"), self._write_conn() as conn, conn.transaction():
+            budget_s = self._budget(deadline, "a delete")
+            with pg_errors(self.name, "delete"), self._write_conn() as conn, within(conn, budget_s):
                 conn.execute(self._sql(LOCK))
                 self._remove(conn, list(set(chunk_ids)))
+
+    def _budget(self, deadline: Deadline | None, what: str) -> float | None:
+        """A call's statement time: POSTGRES_TIMEOUT_S, shortened to `deadline`
+        (None: no deadline, the connection's own limit)."""
+        return deadline_budget_s(self.name, deadline, self.timeout_s, what)
 
     def _replace(self, conn: psycopg.Connection[Any], chunks: Sequence[Chunk]) -> None:
         """Remove the chunks' old rows and counts, then write and count the new ones."""
@@ -241,8 +253,7 @@ class PostgresLexicalStore:
             return []
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
         statement, params = search_statement(self.schema, plan, self.field_boosts, scope, limit)
-        with pg_errors(self.name, "search"), self._conn() as conn, conn.transaction():
-            limit_statement_time(conn, budget_s)
+        with pg_errors(self.name, "search"), self._conn() as conn, within(conn, budget_s):
             rows = conn.execute(statement, params).fetchall()
         hits = [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
         return exact_first(hits, plan)
@@ -251,8 +262,7 @@ class PostgresLexicalStore:
         if not chunk_ids:
             return []
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
-        with pg_errors(self.name, "get"), self._conn() as conn, conn.transaction():
-            limit_statement_time(conn, budget_s)
+        with pg_errors(self.name, "get"), self._conn() as conn, within(conn, budget_s):
             return self._get(conn, chunk_ids)
 
     def _get(self, conn: psycopg.Connection[Any], chunk_ids: Sequence[str]) -> list[StoredChunk]:
@@ -274,10 +284,11 @@ class PostgresLexicalStore:
                 return
             after = rows[-1].chunk_id
 
-    def count(self, scope: ScopeFilter | None = None) -> int:
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
         where, params = scope_condition(scope)
         statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._names["chunks"], where)
-        with pg_errors(self.name, "count"), self._conn() as conn:
+        budget_s = self._budget(deadline, "a count")
+        with pg_errors(self.name, "count"), self._conn() as conn, within(conn, budget_s):
             row = conn.execute(statement, params).fetchone()
         return int(row[0]) if row else 0
 

@@ -7,6 +7,8 @@ manifests write them) and `meta` (index-level values, among them
 that must be atomic is one transaction: `commit_run` writes the entries,
 removes the dropped ones, advances the commit point and clears the run's
 intents together, so a Retriever in another process never sees them apart.
+Every statement ends by POSTGRES_TIMEOUT_S, or sooner at the deadline of the
+call that sent it (`postgres_sql.within`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ from typing import Any
 
 from psycopg import sql
 
+from services.common.deadline import Deadline
 from services.common.errors import StoreUnavailable
 from services.common.stores.manifest import ManifestEntry, RunIntent
 from services.common.stores.postgres_run import RunConnection
-from services.common.stores.postgres_sql import ensure_schema, open_pool, pg_errors
+from services.common.stores.postgres_sql import (
+    deadline_budget_s,
+    ensure_schema,
+    open_pool,
+    pg_errors,
+    within,
+)
 from services.common.stores.visibility import COMMITTED_GENERATION_META
 
 _DDL = """
@@ -76,6 +85,7 @@ class PostgresManifest:
         run: RunConnection | None = None,
     ) -> None:  # fmt: skip
         self.schema = schema
+        self.timeout_s = timeout_s
         self._run = run
         self._names = {
             name: sql.Identifier(schema, name) for name in ("documents", "meta", "intents")
@@ -97,7 +107,9 @@ class PostgresManifest:
     def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
         return self.get_many([(doc_id, locale)]).get((doc_id, locale))
 
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ManifestEntry]:
+    def get_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> dict[tuple[str, str], ManifestEntry]:
         if not keys:
             return {}
         statement = self._sql(
@@ -105,14 +117,16 @@ class PostgresManifest:
             "AS k(doc_id, locale) USING (doc_id, locale)"
         )
         params = ([k[0] for k in keys], [k[1] for k in keys])
-        rows = self._fetch("get", statement, params)
+        rows = self._fetch("get", statement, params, deadline)
         return {(row[0], row[1]): _entry(row) for row in rows}
 
-    def put_many(self, entries: Sequence[ManifestEntry]) -> None:
-        self._transaction("put", [(_PUT, [_row(e) for e in entries])])
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+        self._transaction("put", [(_PUT, [_row(e) for e in entries])], deadline)
 
-    def delete_many(self, keys: Sequence[tuple[str, str]]) -> None:
-        self._transaction("delete", [(_DELETE, list(keys))])
+    def delete_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> None:
+        self._transaction("delete", [(_DELETE, list(keys))], deadline)
 
     def entries(self) -> Iterable[ManifestEntry]:
         statement = self._sql("SELECT " + _COLUMNS + " FROM {documents} ORDER BY doc_id, locale")
@@ -139,9 +153,9 @@ class PostgresManifest:
 
     # -- runs -----------------------------------------------------------------
 
-    def begin_run(self, intents: Sequence[RunIntent]) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
         rows = [(i.generation, i.doc_id, i.locale, i.to_json()) for i in intents]
-        self._transaction("begin run", [(_BEGIN, rows)])
+        self._transaction("begin run", [(_BEGIN, rows)], deadline)
 
     def open_intents(self) -> list[RunIntent]:
         statement = self._sql("SELECT intent FROM {intents} ORDER BY generation, doc_id, locale")
@@ -152,9 +166,10 @@ class PostgresManifest:
         generation: int,
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
+        deadline: Deadline | None = None,
     ) -> None:
         """One transaction: the entries, the commit point and the end of the
-        run's intents are never seen apart."""
+        run's intents are never seen apart (so `deadline` bounds it whole)."""
         self._transaction(
             "commit run",
             [
@@ -163,19 +178,21 @@ class PostgresManifest:
                 (_SET_META, [(COMMITTED_GENERATION_META, str(generation))]),
                 (_CLEAR, [(generation,)]),
             ],
+            deadline,
         )
 
-    def clear_intents(self, generation: int) -> None:
-        self._transaction("clear intents", [(_CLEAR, [(generation,)])])
+    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+        self._transaction("clear intents", [(_CLEAR, [(generation,)])], deadline)
 
     # -- meta -----------------------------------------------------------------
 
-    def get_meta(self, key: str) -> str | None:
-        rows = self._fetch("get meta", self._sql("SELECT value FROM {meta} WHERE key = %s"), (key,))
+    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+        statement = self._sql("SELECT value FROM {meta} WHERE key = %s")
+        rows = self._fetch("get meta", statement, (key,), deadline)
         return str(rows[0][0]) if rows else None
 
-    def set_meta(self, key: str, value: str) -> None:
-        self._transaction("set meta", [(_SET_META, [(key, value)])])
+    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
+        self._transaction("set meta", [(_SET_META, [(key, value)])], deadline)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -190,12 +207,25 @@ class PostgresManifest:
             self._closed = True
             self._pool.close()
 
-    def _fetch(self, action: str, statement: sql.Composable, params: Any = None) -> list[Any]:
-        with pg_errors(self.name, action), self._conn() as conn:
+    def _fetch(
+        self,
+        action: str,
+        statement: sql.Composable,
+        params: Any = None,
+        deadline: Deadline | None = None,
+    ) -> list[Any]:
+        if deadline is None:  # the connection's own statement_timeout, no transaction
+            with pg_errors(self.name, action), self._conn() as conn:
+                return conn.execute(statement, params).fetchall()
+        budget_s = deadline_budget_s(self.name, deadline, self.timeout_s, f"the {action}")
+        with pg_errors(self.name, action), self._conn() as conn, within(conn, budget_s):
             return conn.execute(statement, params).fetchall()
 
-    def _transaction(self, action: str, steps: list[tuple[str, list[Any]]]) -> None:
-        with pg_errors(self.name, action), self._write_conn() as conn, conn.transaction():
+    def _transaction(
+        self, action: str, steps: list[tuple[str, list[Any]]], deadline: Deadline | None
+    ) -> None:
+        budget_s = deadline_budget_s(self.name, deadline, self.timeout_s, f"the {action}")
+        with pg_errors(self.name, action), self._write_conn() as conn, within(conn, budget_s):
             cursor = conn.cursor()
             for template, rows in steps:
                 if rows:

@@ -26,6 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from services.common.deadline import Deadline
 from services.common.errors import (
     ConfigError,
     DeadlineExceeded,
@@ -34,6 +35,7 @@ from services.common.errors import (
     StoreUnavailable,
 )
 from services.common.models import ScopeFilter, StoredChunk
+from services.common.stores.base import call_budget_s
 from services.common.stores.payload import metadata_from_terms, metadata_term, metadata_terms
 from services.common.stores.postgres_migrations import migrate
 
@@ -116,6 +118,30 @@ def limit_statement_time(conn: psycopg.Connection[Any], seconds: float) -> None:
     conn.execute(
         "SELECT set_config('statement_timeout', %s, true)", (str(statement_timeout_ms(seconds)),)
     )
+
+
+def deadline_budget_s(
+    store: str, deadline: Deadline | None, cap_s: float, what: str
+) -> float | None:
+    """A call's statement time (`base.call_budget_s`: DeadlineExceeded when
+    none is left), or None without a deadline to keep: the connection's own
+    statement_timeout (POSTGRES_TIMEOUT_S) already holds then."""
+    if deadline is None or not deadline.bounded:
+        return None
+    return call_budget_s(store, deadline, cap_s, what)
+
+
+@contextmanager
+def within(conn: psycopg.Connection[Any], seconds: float | None) -> Iterator[None]:
+    """A transaction whose statements end after `seconds` (None: the
+    connection's own limit). The limit is transaction-local (set_config(...,
+    true)): on a pool connection it ends with the transaction; inside a run
+    (`postgres_run`, where this is a savepoint) it lasts until the run's next
+    limit or its end, and every limit a run sets is within the run's deadline."""
+    with conn.transaction():
+        if seconds is not None:
+            limit_statement_time(conn, seconds)
+        yield
 
 
 @contextmanager

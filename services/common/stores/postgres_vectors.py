@@ -1,10 +1,10 @@
 """`VectorStore` on PostgreSQL with pgvector (PostgreSQL mode).
 
-One table, `<schema>.vectors`: the chunk columns every PostgreSQL store has
-(`postgres_sql.CHUNK_COLUMNS`, metadata as `key=value` terms in `meta`) and
-`embedding vector(dim)`, with an HNSW index (`vector_cosine_ops`) and b-tree
-/ GIN indexes on the filter columns. Cosine similarity is `1 - (embedding
-<=> q)`, as Qdrant reports it.
+One table, `<schema>.vectors` (`postgres_vector_schema`): the chunk columns
+every PostgreSQL store has (`postgres_sql.CHUNK_COLUMNS`, metadata as
+`key=value` terms in `meta`) and `embedding vector(dim)`, with an HNSW index
+(`vector_cosine_ops`) and b-tree / GIN indexes on the filter columns. Cosine
+similarity is `1 - (embedding <=> q)`, as Qdrant reports it.
 
 Search: the filter is a WHERE clause on the same statement, and pgvector's
 iterative index scan (`hnsw.iterative_scan = strict_order`, pgvector 0.8)
@@ -15,8 +15,10 @@ The index orders by distance alone; an outer query orders equal scores by
 chunk_id, like the other stores.
 
 Writes are one transaction per call (upsert: INSERT ... ON CONFLICT DO
-UPDATE), so a search sees a batch whole or not at all. Vectors are stored at
-unit length, as Qdrant stores them for cosine (`vectors` hands them back).
+UPDATE), so a search sees a batch whole or not at all. Every call ends by
+its deadline (`postgres_sql.within`: a transaction-local statement_timeout).
+Vectors are stored at unit length, as Qdrant stores them for cosine
+(`vectors` hands them back).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import psycopg
 from psycopg import sql
 
 from services.common.deadline import Deadline
-from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.errors import StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.common.stores.base import (
     DEFAULT_SEARCH_EF,
@@ -42,45 +44,22 @@ from services.common.stores.payload import metadata_terms
 from services.common.stores.postgres_run import RunConnection
 from services.common.stores.postgres_sql import (
     CHUNK_COLUMNS,
-    CHUNK_COLUMNS_DDL,
-    STORE_INFO_DDL,
     check_recorded,
     chunk_columns,
     chunk_values,
-    ensure_schema,
+    deadline_budget_s,
     last_wins,
-    limit_statement_time,
     open_pool,
     pg_errors,
     scope_condition,
     stored_chunk,
+    within,
 )
-
-_DDL = (
-    STORE_INFO_DDL
-    + """
-CREATE EXTENSION IF NOT EXISTS vector;
-CREATE TABLE IF NOT EXISTS {vectors} ("""
-    + CHUNK_COLUMNS_DDL
-    + """,
-    embedding vector({dim}) NOT NULL
-);
-CREATE INDEX IF NOT EXISTS vectors_hnsw ON {vectors} USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX IF NOT EXISTS vectors_scope ON {vectors} (scope_id, locale);
-CREATE INDEX IF NOT EXISTS vectors_doc ON {vectors} (doc_id);
-CREATE INDEX IF NOT EXISTS vectors_url ON {vectors} (url);
-CREATE INDEX IF NOT EXISTS vectors_meta ON {vectors} USING gin (meta);
-CREATE INDEX IF NOT EXISTS vectors_generation ON {vectors} (generation);
-"""
+from services.common.stores.postgres_vector_schema import (
+    check_dim,
+    check_pgvector,
+    create_schema,
 )
-
-
-def schema_ddl(schema: str, dim: int) -> sql.Composed:
-    return sql.SQL(_DDL).format(
-        info=sql.Identifier(schema, "store_info"),
-        vectors=sql.Identifier(schema, "vectors"),
-        dim=sql.Literal(dim),
-    )
 
 
 def search_statement(table: sql.Identifier, scope: ScopeFilter) -> tuple[sql.Composed, list[Any]]:
@@ -110,8 +89,6 @@ def upsert_statement(table: sql.Identifier) -> sql.Composed:
 
 
 _VECTOR = sql.SQL("%s::float4[]::vector")
-MAX_HNSW_DIM = 2000
-MIN_PGVECTOR = (0, 8)
 MAX_EF_SEARCH = 1000  # pgvector's upper bound
 # Transaction-local (set_config(..., true)), in one round trip: the HNSW
 # candidate list, iterative scans, and whether the planner may scan and sort
@@ -185,7 +162,12 @@ class PostgresVectorStore:
 
     # -- writes ---------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        deadline: Deadline | None = None,
+    ) -> None:
         if len(chunks) != len(vectors):
             raise StoreError(f"{self.name}: {len(chunks)} chunks but {len(vectors)} vectors")
         bad = [len(v) for v in vectors if len(v) != self.dim]
@@ -195,23 +177,34 @@ class PostgresVectorStore:
         if not rows:
             return
         values = [(*chunk_values(c), unit_length(v)) for c, v in rows]
-        with pg_errors(self.name, "upsert"), self._write_conn() as conn, conn.transaction():
+        budget_s = self._budget(deadline, "an upsert")
+        with pg_errors(self.name, "upsert"), self._write_conn() as conn, within(conn, budget_s):
             conn.cursor().executemany(upsert_statement(self._table), values)
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         if not updates:
             return
         statement = sql.SQL(UPDATE_PAYLOAD).format(table=self._table)
         values = [payload_values(chunk_id, payload) for chunk_id, payload in updates]
-        with pg_errors(self.name, "update payload"), self._write_conn() as conn, conn.transaction():
+        budget_s = self._budget(deadline, "a payload update")
+        errors = pg_errors(self.name, "update payload")
+        with errors, self._write_conn() as conn, within(conn, budget_s):
             conn.cursor().executemany(statement, values)
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         if not chunk_ids:
             return
         statement = sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s::text[])").format(self._table)
-        with pg_errors(self.name, "delete"), self._write_conn() as conn:
+        budget_s = self._budget(deadline, "a delete")
+        with pg_errors(self.name, "delete"), self._write_conn() as conn, within(conn, budget_s):
             conn.execute(statement, (list(chunk_ids),))
+
+    def _budget(self, deadline: Deadline | None, what: str) -> float | None:
+        """A call's statement time: POSTGRES_TIMEOUT_S, shortened to `deadline`
+        (None: no deadline, the connection's own limit)."""
+        return deadline_budget_s(self.name, deadline, self.timeout_s, what)
 
     # -- reads ----------------------------------------------------------------
 
@@ -232,8 +225,7 @@ class PostgresVectorStore:
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
         if all(query.limit <= 0 for query in queries):
             return [[] for _ in queries]
-        with pg_errors(self.name, "search"), self._conn() as conn, conn.transaction():
-            limit_statement_time(conn, budget_s)
+        with pg_errors(self.name, "search"), self._conn() as conn, within(conn, budget_s):
             return [self._search(conn, query) if query.limit > 0 else [] for query in queries]
 
     def _search(self, conn: psycopg.Connection[Any], query: VectorQuery) -> list[ScoredChunk]:
@@ -262,11 +254,12 @@ class PostgresVectorStore:
         statement = sql.SQL("SELECT {} FROM {} WHERE chunk_id = ANY(%s::text[])").format(
             chunk_columns(), self._table
         )
-        with pg_errors(self.name, "get"), self._conn() as conn, conn.transaction():
-            limit_statement_time(conn, budget_s)
+        with pg_errors(self.name, "get"), self._conn() as conn, within(conn, budget_s):
             return [stored_chunk(row) for row in conn.execute(statement, (wanted,))]
 
-    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
+    ) -> dict[str, list[float]]:
         """The stored vectors (unit length: `upsert` normalises, as Qdrant does)."""
         wanted = sorted(set(chunk_ids))
         if not wanted:
@@ -274,7 +267,8 @@ class PostgresVectorStore:
         statement = sql.SQL(
             "SELECT chunk_id, embedding::float4[] FROM {} WHERE chunk_id = ANY(%s::text[])"
         ).format(self._table)
-        with pg_errors(self.name, "vectors"), self._conn() as conn:
+        budget_s = self._budget(deadline, "a vectors read")
+        with pg_errors(self.name, "vectors"), self._conn() as conn, within(conn, budget_s):
             rows = conn.execute(statement, (wanted,)).fetchall()
         return {row[0]: [float(x) for x in row[1]] for row in rows}
 
@@ -293,10 +287,11 @@ class PostgresVectorStore:
                 return
             after = rows[-1].chunk_id
 
-    def count(self, scope: ScopeFilter | None = None) -> int:
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
         where, params = scope_condition(scope)
         statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._table, where)
-        with pg_errors(self.name, "count"), self._conn() as conn:
+        budget_s = self._budget(deadline, "a count")
+        with pg_errors(self.name, "count"), self._conn() as conn, within(conn, budget_s):
             row = conn.execute(statement, params).fetchone()
         return int(row[0]) if row else 0
 
@@ -345,35 +340,3 @@ def unit_length(vector: Sequence[float]) -> list[float]:
     """`vector` scaled to length 1 (cosine scores do not change); zero stays zero."""
     norm = math.sqrt(sum(float(x) * float(x) for x in vector))
     return [float(x) / norm for x in vector] if norm else [float(x) for x in vector]
-
-
-def create_schema(conn: psycopg.Connection[Any], schema: str, dim: int) -> None:
-    try:
-        ensure_schema(conn, schema, schema_ddl(schema, dim))
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise ConfigError(
-            f"the POSTGRES_URL role may not create the pgvector extension or schema {schema!r} "
-            f"({exc}): run `CREATE EXTENSION vector;` once as a superuser (or grant CREATE on "
-            "the database), then start again"
-        ) from exc
-
-
-def check_pgvector(conn: psycopg.Connection[Any]) -> None:
-    """Filtered search needs pgvector's iterative index scans (0.8.0)."""
-    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-    version = tuple(int(part) for part in str(row[0] if row else "0").split(".")[:2])
-    if version < MIN_PGVECTOR:
-        raise ConfigError(
-            f"PostgreSQL mode needs pgvector >= 0.8 (iterative index scans keep filtered "
-            f"searches full), but the server has {row[0] if row else 'none'}: "
-            "ALTER EXTENSION vector UPDATE after installing a newer pgvector"
-        )
-
-
-def check_dim(dim: int) -> None:
-    """pgvector's HNSW index takes `vector` columns of at most 2,000 dimensions."""
-    if not 1 <= dim <= MAX_HNSW_DIM:
-        raise ConfigError(
-            f"PostgreSQL mode indexes vectors of 1..{MAX_HNSW_DIM} dimensions (pgvector HNSW), "
-            f"but the embedding model has {dim}: use a smaller model or the Qdrant stores"
-        )

@@ -38,6 +38,7 @@ from services.common.stores.base import (
     DEFAULT_SEARCH_EF,
     SCAN_BATCH,
     VectorQuery,
+    call_budget_s,
     hnsw_ef,
     ranked,
     search_budget_s,
@@ -175,11 +176,17 @@ class EdgeVectorStore:
             raise StoreUnavailable(f"{self.name}: store is closed")
         return shard
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        deadline: Deadline | None = None,
+    ) -> None:
         if len(chunks) != len(vectors):
             raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         if not chunks:
             return
+        call_budget_s(self.name, deadline, what="an upsert")
         points = [self._point(chunk, vector) for chunk, vector in zip(chunks, vectors, strict=True)]
         with self._write_lock, store_errors(self.name, "upsert"):
             self._live_shard().update(qe.UpdateOperation.upsert_points(points))
@@ -193,11 +200,14 @@ class EdgeVectorStore:
             )
         return qe.Point(point_uuid(chunk.chunk_id), values, chunk_payload(chunk))
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Rewrite payload fields of existing chunks; unknown ids are ignored
         (the library refuses to set payload on a missing point)."""
         if not updates:
             return
+        call_budget_s(self.name, deadline, what="a payload update")
         with self._write_lock, store_errors(self.name, "update payload"):
             shard = self._live_shard()
             wanted: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id, _ in updates]
@@ -208,9 +218,10 @@ class EdgeVectorStore:
                     operation = qe.UpdateOperation.set_payload([point_id], payload_fields(payload))
                     shard.update(operation)
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         if not chunk_ids:
             return
+        call_budget_s(self.name, deadline, what="a delete")
         point_ids: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id in chunk_ids]
         with self._write_lock, store_errors(self.name, "delete"):
             self._live_shard().update(qe.UpdateOperation.delete_points(point_ids))
@@ -263,10 +274,13 @@ class EdgeVectorStore:
             records = shard.retrieve(point_ids, with_payload=True, with_vector=False)
         return [stored_chunk_from_payload(record.payload or {}) for record in records]
 
-    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
+    ) -> dict[str, list[float]]:
         by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
         if not by_point:
             return {}
+        call_budget_s(self.name, deadline, what="a vectors read")
         wanted: list[qe.PointId] = list(by_point)
         with store_errors(self.name, "vectors"), self._reading() as shard:
             records = shard.retrieve(wanted, with_payload=False, with_vector=True)
@@ -288,7 +302,8 @@ class EdgeVectorStore:
             if offset is None:
                 return
 
-    def count(self, scope: ScopeFilter | None = None) -> int:
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+        call_budget_s(self.name, deadline, what="a count")
         with store_errors(self.name, "count"), self._reading() as shard:
             return shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope)))
 

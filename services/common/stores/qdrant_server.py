@@ -5,10 +5,13 @@ Same payload layout and filter semantics as the embedded Qdrant Edge store
 the default transport (`QDRANT_PREFER_GRPC`): smaller messages and no JSON
 encoding of 384-float vectors on the hot path.
 
-At start-up the collection is created when missing (cosine, the embedding
-model's dimension, keyword payload indexes for every filter field) and
-refused when it exists with another size or distance: silently searching
-vectors of one model with another model's query embedding returns garbage.
+At start-up the collection is created when missing and refused when it
+holds vectors of another size or distance (`qdrant_collection`).
+
+Every call takes the caller's deadline (`base.call_budget_s`): the time left,
+in whole seconds rounded up (qdrant-client's unit), is the call's timeout, so
+the server stops the work too; writes are retried within it (qdrant-client
+still waits for a write's answer up to QDRANT_TIMEOUT_S: a backstop only).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import httpx
@@ -25,15 +28,15 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from services.common.deadline import Deadline
-from services.common.errors import ConfigError, StoreError, StoreUnavailable
+from services.common.errors import StoreError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.common.stores.base import (
     DEFAULT_SEARCH_EF,
     SCAN_BATCH,
     VectorQuery,
+    call_budget_s,
     hnsw_ef,
     ranked,
-    search_budget_s,
 )
 from services.common.stores.payload import (
     GENERATION_FIELD,
@@ -45,13 +48,11 @@ from services.common.stores.payload import (
     stored_chunk_from_payload,
 )
 from services.common.stores.point_ids import point_uuid
+from services.common.stores.qdrant_collection import ensure_collection
 from services.common.stores.server_calls import ServerCallPolicy, batched
 from services.common.stores.settings import StoreSettings
 
-# Filter fields get keyword indexes; scope_id is the tenant key, which lets
-# Qdrant co-locate a tenant's points and plan per-tenant searches cheaply.
-TENANT_FIELD = "scope_id"
-KEYWORD_INDEX_FIELDS = ("locale", "doc_id", "url", METADATA_TERMS_FIELD)
+T = TypeVar("T")
 
 _TRANSIENT_GRPC_CODES = {
     grpc.StatusCode.UNAVAILABLE,
@@ -145,7 +146,16 @@ class QdrantVectorStore:
         # qdrant-client takes whole seconds; round up so a 0.5 s budget is not "no timeout".
         self._timeout = max(1, math.ceil(timeout_s))
         self._calls = ServerCallPolicy("qdrant", is_transient_qdrant_error, write_attempts)
-        self._calls.write("ensure collection", self._ensure_collection)
+        ensure = partial(
+            ensure_collection,
+            client,
+            collection,
+            dim,
+            shards=shards,
+            replication_factor=replication_factor,
+            timeout=self._timeout,
+        )
+        self._calls.write("ensure collection", ensure)
 
     @classmethod
     def from_settings(cls, settings: StoreSettings, dim: int) -> QdrantVectorStore:
@@ -159,76 +169,19 @@ class QdrantVectorStore:
             search_ef=settings.vector_search_ef,
         )
 
-    # -- collection lifecycle -------------------------------------------------
-
-    def _ensure_collection(self) -> None:
-        if not self._live().collection_exists(self.collection):
-            self._create_collection()
-        info = self._live().get_collection(self.collection)
-        self._check_compatible(info.config.params.vectors)
-        self._create_missing_indexes(set(info.payload_schema or {}))
-
-    def _create_collection(self) -> None:
-        try:
-            self._live().create_collection(
-                self.collection,
-                vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
-                # Fixed at creation: see deploy/README.md on sharding.
-                shard_number=self.shards,
-                replication_factor=self.replication_factor,
-                timeout=self._timeout,
-            )
-        except (UnexpectedResponse, grpc.RpcError):
-            # Another replica may have created it between our check and create.
-            if not self._live().collection_exists(self.collection):
-                raise
-
-    def _create_missing_indexes(self, indexed: set[str]) -> None:
-        # Checked on every start so a start-up interrupted after creating the
-        # collection still ends with every filter field indexed.
-        # Filterable-HNSW sub-graphs for the scope only (as in Qdrant Edge,
-        # services.common.stores.qdrant_edge): the other filters select rows
-        # too few to need a graph or too many to need their own.
-        keyword = models.KeywordIndexType.KEYWORD
-        no_graph = models.KeywordIndexParams(type=keyword, enable_hnsw=False)
-        wanted: dict[str, models.KeywordIndexParams | models.IntegerIndexParams] = {
-            TENANT_FIELD: models.KeywordIndexParams(type=keyword, is_tenant=True),
-            **{field: no_graph for field in KEYWORD_INDEX_FIELDS},
-            GENERATION_FIELD: models.IntegerIndexParams(
-                type=models.IntegerIndexType.INTEGER, lookup=True, range=True, enable_hnsw=False
-            ),
-        }
-        for field, schema in wanted.items():
-            if field not in indexed:
-                self._live().create_payload_index(
-                    self.collection, field, field_schema=schema, wait=True, timeout=self._timeout
-                )
-
-    def _check_compatible(self, vectors: object) -> None:
-        if not isinstance(vectors, models.VectorParams):
-            raise ConfigError(
-                f"Qdrant collection {self.collection!r} (QDRANT_COLLECTION) uses named vectors; "
-                "this service needs a single unnamed vector per point"
-            )
-        if vectors.size != self.dim or vectors.distance != models.Distance.COSINE:
-            raise ConfigError(
-                f"Qdrant collection {self.collection!r} (QDRANT_COLLECTION) holds "
-                f"{vectors.size}-d vectors with {vectors.distance.value} distance, but the "
-                f"embedding model produces {self.dim}-d vectors compared by Cosine; point "
-                "QDRANT_COLLECTION at a new collection and re-index (see deploy/README.md)"
-            )
-
     # -- writes ---------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        deadline: Deadline | None = None,
+    ) -> None:
         if len(chunks) != len(vectors):
             raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         points = [self._point(chunk, vector) for chunk, vector in zip(chunks, vectors, strict=True)]
         for batch in batched(points, self.batch_size):
-            upsert = partial(
-                self._live().upsert, self.collection, points=batch, wait=True, timeout=self._timeout
-            )
-            self._calls.write("upsert", upsert)
+            self._write("upsert", self._live().upsert, deadline, points=batch, wait=True)
 
     def _point(self, chunk: Chunk, vector: Sequence[float]) -> models.PointStruct:
         values = np.asarray(vector, dtype=np.float32).tolist()
@@ -241,11 +194,13 @@ class QdrantVectorStore:
             id=point_uuid(chunk.chunk_id), vector=values, payload=chunk_payload(chunk)
         )
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Rewrite payload fields of existing chunks; unknown ids are ignored
         (Qdrant rejects a whole batch that names a missing point)."""
         for batch in batched(list(updates), self.batch_size):
-            existing = self._existing_ids([point_uuid(chunk_id) for chunk_id, _ in batch])
+            existing = self._existing_ids([point_uuid(chunk_id) for chunk_id, _ in batch], deadline)
             # set_payload replaces the named top-level keys (metadata as a
             # whole) and keeps the vector, text and identity fields.
             operations: list[models.UpdateOperation] = [
@@ -258,36 +213,37 @@ class QdrantVectorStore:
                 if point_uuid(chunk_id) in existing
             ]
             if operations:
-                update = partial(
-                    self._live().batch_update_points,
-                    self.collection,
-                    update_operations=operations,
-                    wait=True,
-                    timeout=self._timeout,
+                update = self._live().batch_update_points
+                self._write(
+                    "update payload", update, deadline, update_operations=operations, wait=True
                 )
-                self._calls.write("update payload", update)
 
-    def _existing_ids(self, point_ids: list[models.ExtendedPointId]) -> set[str]:
-        retrieve = partial(
-            self._live().retrieve,
-            self.collection,
-            ids=point_ids,
-            with_payload=False,
-            timeout=self._timeout,
-        )
-        return {str(record.id) for record in self._calls.write("check points", retrieve)}
+    def _existing_ids(
+        self, point_ids: list[models.ExtendedPointId], deadline: Deadline | None
+    ) -> set[str]:
+        retrieve = self._live().retrieve
+        records = self._write("check points", retrieve, deadline, ids=point_ids, with_payload=False)
+        return {str(record.id) for record in records}
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in chunk_ids]
         for batch in batched(ids, self.batch_size):
-            delete = partial(
-                self._live().delete,
-                self.collection,
-                points_selector=models.PointIdsList(points=batch),
-                wait=True,
-                timeout=self._timeout,
+            selector = models.PointIdsList(points=batch)
+            self._write(
+                "delete", self._live().delete, deadline, points_selector=selector, wait=True
             )
-            self._calls.write("delete", delete)
+
+    def _write(
+        self, operation: str, method: Callable[..., T], deadline: Deadline | None, **request: Any
+    ) -> T:
+        """`method(collection, **request)`, retried on transient errors within
+        `deadline`; each attempt's timeout is the time then left."""
+
+        def attempt() -> T:
+            timeout = self._call_timeout(deadline, f"the {operation}")
+            return method(self.collection, timeout=timeout, **request)
+
+        return self._calls.write(operation, attempt, deadline)
 
     # -- reads ----------------------------------------------------------------
 
@@ -340,8 +296,11 @@ class QdrantVectorStore:
         )
 
     def _search_timeout(self, deadline: Deadline | None) -> int:
+        return self._call_timeout(deadline, "a search")
+
+    def _call_timeout(self, deadline: Deadline | None, what: str) -> int:
         # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
-        return max(1, math.ceil(search_budget_s(self.name, deadline, self._timeout)))
+        return max(1, math.ceil(call_budget_s(self.name, deadline, self._timeout, what)))
 
     def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
         found: list[StoredChunk] = []
@@ -358,7 +317,9 @@ class QdrantVectorStore:
             found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
         return found
 
-    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
+    ) -> dict[str, list[float]]:
         by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
         found: dict[str, list[float]] = {}
         ids: list[models.ExtendedPointId] = list(by_point)
@@ -369,7 +330,7 @@ class QdrantVectorStore:
                 ids=batch,
                 with_payload=False,
                 with_vectors=True,
-                timeout=self._timeout,
+                timeout=self._call_timeout(deadline, "a vectors read"),
             )
             for record in self._calls.read("vectors", retrieve):
                 if isinstance(record.vector, list) and str(record.id) in by_point:
@@ -395,13 +356,13 @@ class QdrantVectorStore:
             if offset is None:
                 return
 
-    def count(self, scope: ScopeFilter | None = None) -> int:
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
         count = partial(
             self._live().count,
             self.collection,
             count_filter=scope_to_filter(scope),
             exact=True,
-            timeout=self._timeout,
+            timeout=self._call_timeout(deadline, "a count"),
         )
         return int(self._calls.read("count", count).count)
 

@@ -2,9 +2,11 @@
 
 Writes are idempotent (stable ids, upserts), so a write that failed with a
 transient error (connection refused, overloaded node, 429/503) is safe to
-repeat; it is retried with exponential backoff and jitter. Reads are not
-retried: the retriever's deadline is better spent on the other channel than
-on waiting for a struggling store. Whatever still fails leaves as
+repeat; it is retried with exponential backoff and jitter, within the
+caller's deadline when it has one: a retry whose backoff would end past it is
+not made (the last error is raised at once). Reads are not retried: the
+retriever's deadline is better spent on the other channel than on waiting for
+a struggling store. Whatever still fails leaves as
 `StoreUnavailable` (transient) or `StoreError` (the store rejected the call),
 so callers never see a client library's exception types.
 """
@@ -21,7 +23,9 @@ from tenacity import (
     stop_after_attempt,
     wait_exponential_jitter,
 )
+from tenacity.stop import stop_base
 
+from services.common.deadline import Deadline
 from services.common.errors import RagError, StoreError, StoreUnavailable
 from services.common.logging import get_logger
 
@@ -58,9 +62,12 @@ class ServerCallPolicy:
         except Exception as exc:
             raise self.translate(operation, exc) from exc
 
-    def write(self, operation: str, call: Callable[[], T]) -> T:
+    def write(self, operation: str, call: Callable[[], T], deadline: Deadline | None = None) -> T:
+        """`call`, retried on transient errors; with a `deadline`, no retry
+        whose backoff would end past it (`call` sets each attempt's timeout
+        from the time then left, see `base.call_budget_s`)."""
         retrying = Retrying(
-            stop=stop_after_attempt(self.write_attempts),
+            stop=stop_after_attempt(self.write_attempts) | _StopBefore(deadline),
             wait=wait_exponential_jitter(
                 initial=self.backoff_initial_s,
                 max=self.backoff_max_s,
@@ -102,6 +109,19 @@ class ServerCallPolicy:
                 self.on_retry()
 
         return before_sleep
+
+
+class _StopBefore(stop_base):
+    """Stop retrying when the next attempt would start past `deadline`
+    (tenacity computes the backoff, `upcoming_sleep`, before asking)."""
+
+    def __init__(self, deadline: Deadline | None) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        if self.deadline is None:
+            return False
+        return self.deadline.remaining_s() <= retry_state.upcoming_sleep
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:

@@ -71,8 +71,9 @@ class StoreSettings(BaseSettings):
         le=300,
         validation_alias="POSTGRES_TIMEOUT_S",
         description=(
-            "connect timeout and statement_timeout of every connection; a search takes "
-            "the shorter of it and the time left in its request's deadline"
+            "connect timeout and statement_timeout of every connection; a call with a "
+            "deadline (a Retrieve's reads, a run's writes) takes the shorter of it and the "
+            "time left"
         ),
     )
 
@@ -91,7 +92,16 @@ class StoreSettings(BaseSettings):
     qdrant_replication_factor: int = Field(
         1, ge=1, le=16, validation_alias="QDRANT_REPLICATION_FACTOR", description="when creating"
     )
-    qdrant_timeout_s: float = Field(5.0, gt=0, le=300, validation_alias="QDRANT_TIMEOUT_S")
+    qdrant_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        validation_alias="QDRANT_TIMEOUT_S",
+        description=(
+            "per call; a call with a deadline (a Retrieve's reads, a run's writes) takes the "
+            "shorter of it and the time left"
+        ),
+    )
 
     opensearch_url: str | None = Field(
         None, validation_alias="OPENSEARCH_URL", description="e.g. https://opensearch:9200"
@@ -103,7 +113,13 @@ class StoreSettings(BaseSettings):
     opensearch_user: str | None = Field(None, validation_alias="OPENSEARCH_USER")
     opensearch_password: SecretStr | None = Field(None, validation_alias="OPENSEARCH_PASSWORD")
     opensearch_verify_certs: bool = Field(True, validation_alias="OPENSEARCH_VERIFY_CERTS")
-    opensearch_timeout_s: float = Field(5.0, gt=0, le=300, validation_alias="OPENSEARCH_TIMEOUT_S")
+    opensearch_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        validation_alias="OPENSEARCH_TIMEOUT_S",
+        description="per request; a call with a deadline takes the shorter of it and the time left",
+    )
     opensearch_shards: int = Field(
         1, ge=1, le=1024, validation_alias="OPENSEARCH_SHARDS", description="when creating"
     )

@@ -14,7 +14,8 @@ vector store has it, the lexical store does not" is only ever the state of a
 run in flight (which the manifest's intents undo) or of a repair of one store.
 Where one database holds all three parts (PostgreSQL), `run_transaction`
 makes a whole run one transaction; elsewhere the journal's intents and the
-generation rule make it all-or-nothing. Embedded, server and PostgreSQL
+generation rule make it all-or-nothing. A writer's calls take the run's
+deadline, which every store call honours (`base.call_budget_s`). Embedded, server and PostgreSQL
 implementations are chosen by `factory.open_storage`.
 """
 
@@ -30,6 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from services.common.analysis import TextAnalyzer
+from services.common.deadline import Deadline
 from services.common.models import Chunk, ChunkPayload, StoredChunk
 from services.common.stores.base import LexicalStore, VectorStore
 from services.common.stores.manifest import Manifest
@@ -81,7 +83,10 @@ def _untimed(_part: str) -> AbstractContextManager[object]:
 class ChunkWriter:
     """Embed, then write / rewrite / delete chunks in the stores of `parts`
     (both by default; one for a repair of one store). `timed(part)` wraps
-    each store call (the Indexer's write metrics and spans)."""
+    each store call (the Indexer's write metrics and spans). Each call takes
+    the deadline of the run it belongs to (None: the stores' own timeouts),
+    per call because one writer serves every run of a pipeline and the
+    journal's undo, which must not inherit a failed run's deadline."""
 
     def __init__(
         self,
@@ -104,7 +109,12 @@ class ChunkWriter:
         texts = [embedding_text(chunk) for chunk in chunks]
         return self.encoder.embed_documents(texts, between=between)
 
-    def write(self, chunks: Sequence[Chunk], vectors: np.ndarray | None = None) -> None:
+    def write(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None = None,
+        deadline: Deadline | None = None,
+    ) -> None:
         """Insert or replace whole chunks; `vectors` from `embed` (None: embedded
         here, when the vector store is written)."""
         if not chunks:
@@ -112,27 +122,29 @@ class ChunkWriter:
         if Part.VECTOR in self.parts:
             rows = self.embed(chunks) if vectors is None else vectors
             with self.timed(Part.VECTOR):
-                self.vectors.upsert(chunks, rows.tolist())
+                self.vectors.upsert(chunks, rows.tolist(), deadline=deadline)
         if Part.LEXICAL in self.parts:
             with self.timed(Part.LEXICAL):
-                self.lexical.upsert(chunks)
+                self.lexical.upsert(chunks, deadline=deadline)
 
-    def rewrite(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def rewrite(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Rewrite payload fields, keeping text and vectors."""
         if Part.VECTOR in self.parts:
             with self.timed(Part.VECTOR):
-                self.vectors.update_payload(updates)
+                self.vectors.update_payload(updates, deadline=deadline)
         if Part.LEXICAL in self.parts:
             with self.timed(Part.LEXICAL):
-                self.lexical.update_payload(updates)
+                self.lexical.update_payload(updates, deadline=deadline)
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         if Part.VECTOR in self.parts:
             with self.timed(Part.VECTOR):
-                self.vectors.delete(chunk_ids)
+                self.vectors.delete(chunk_ids, deadline=deadline)
         if Part.LEXICAL in self.parts:
             with self.timed(Part.LEXICAL):
-                self.lexical.delete(chunk_ids)
+                self.lexical.delete(chunk_ids, deadline=deadline)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from services.common.analysis import QueryPlan, TextAnalyzer
 from services.common.deadline import Deadline
 from services.common.errors import ConfigError, StoreUnavailable
 from services.common.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.common.stores.base import SCAN_BATCH, search_budget_s
+from services.common.stores.base import SCAN_BATCH, call_budget_s, search_budget_s
 from services.common.stores.guards import store_errors
 from services.common.stores.lexical_fields import (
     FIELD_BOOSTS,
@@ -246,7 +246,8 @@ class TantivyLexicalStore:
                 result = searcher.search(tv.Query.all_query(), batch, count=False, offset=offset)
                 yield [_stored_chunk(searcher.doc(address)) for _, address in result.hits]
 
-    def count(self, scope: ScopeFilter | None = None) -> int:
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+        call_budget_s(self.name, deadline, what="a count")
         filters = self._filter_query(scope)
         with store_errors(self.name, "count"):
             searcher = self._searcher()
@@ -297,15 +298,19 @@ class TantivyLexicalStore:
 
     # -- writes --------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk]) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
         if chunks:
+            call_budget_s(self.name, deadline, what="an upsert")
             docs = [(chunk.chunk_id, _document(chunk, self.analyzer)) for chunk in chunks]
             self._write("upsert", docs)
 
-    def update_payload(self, updates: Sequence[tuple[str, ChunkPayload]]) -> None:
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
         """Rewrite the non-text fields of existing chunks; unknown ids are ignored."""
         if not updates:
             return
+        call_budget_s(self.name, deadline, what="a payload update")
         with self._write_lock:
             current = {c.chunk_id: c for c in self.get([chunk_id for chunk_id, _ in updates])}
             rewrites = [
@@ -315,8 +320,9 @@ class TantivyLexicalStore:
             ]
             self._apply("update payload", rewrites)
 
-    def delete(self, chunk_ids: Sequence[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         if chunk_ids:
+            call_budget_s(self.name, deadline, what="a delete")
             self._write("delete", [(chunk_id, None) for chunk_id in chunk_ids])
 
     def _write(self, action: str, changes: Sequence[tuple[str, tv.Document | None]]) -> None:

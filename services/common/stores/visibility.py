@@ -18,7 +18,8 @@ docs/indexing.md).
 `CommittedGeneration` is the Retriever's view of that number: pushed by the
 Indexer when both run in one process, re-read from the manifest at most
 every `refresh_s` otherwise (a stale view only hides a newer commit for that
-long; it can never show an uncommitted row).
+long; it can never show an uncommitted row). A Retrieve that has to re-read
+it does so within its deadline (`current(deadline)`).
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from services.common.deadline import Deadline
+from services.common.errors import DeadlineExceeded
 from services.common.stores.manifest import Manifest
 
 COMMITTED_GENERATION_META = "committed_generation"
 RELEASE_META = "release"
 
 
-def committed_generation(manifest: Manifest) -> int:
-    return int(manifest.get_meta(COMMITTED_GENERATION_META) or 0)
+def committed_generation(manifest: Manifest, deadline: Deadline | None = None) -> int:
+    return int(manifest.get_meta(COMMITTED_GENERATION_META, deadline) or 0)
 
 
 class CommittedGeneration:
@@ -44,7 +47,7 @@ class CommittedGeneration:
 
     def __init__(
         self,
-        read: Callable[[], int],
+        read: Callable[[Deadline | None], int],
         refresh_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -57,21 +60,36 @@ class CommittedGeneration:
 
     @classmethod
     def of(cls, manifest: Manifest, refresh_s: float = 1.0) -> CommittedGeneration:
-        return cls(lambda: committed_generation(manifest), refresh_s)
+        return cls(lambda deadline: committed_generation(manifest, deadline), refresh_s)
 
-    def current(self) -> int:
+    def current(self, deadline: Deadline | None = None) -> int:
         """The committed generation; a failed re-read keeps the last value
-        (hiding newer rows a little longer is safe), but the first read must succeed."""
-        with self._lock:
-            due = self._value is None or self._clock() - self._read_at >= self._refresh_s
-            if due:
-                try:
-                    self._value, self._read_at = self._read(), self._clock()
-                except Exception:
-                    if self._value is None:
-                        raise
+        (hiding newer rows a little longer is safe), but the first read must
+        succeed. With a `deadline`, waiting for another caller's re-read and
+        the read itself end by it (DeadlineExceeded when there is no value)."""
+        wait_s = -1.0 if deadline is None else deadline.budget()  # -1: no limit
+        if not self._lock.acquire(timeout=wait_s):
+            if self._value is None:
+                raise DeadlineExceeded("no time left in the deadline to read the commit point")
+            return self._value
+        try:
+            if self._value is None or self._clock() - self._read_at >= self._refresh_s:
+                self._refresh(deadline)
             assert self._value is not None
             return self._value
+        finally:
+            self._lock.release()
+
+    def _refresh(self, deadline: Deadline | None) -> None:
+        try:
+            self._value, self._read_at = self._read(deadline), self._clock()
+        except Exception:
+            if self._value is None:
+                raise
+
+    def last(self) -> int | None:
+        """The last value read, however old (None before the first read)."""
+        return self._value
 
     def cached(self) -> int | None:
         """The value without reading the manifest: None when a read is due

@@ -102,6 +102,44 @@ class StoreContract:
             harness.store.get([chunk.chunk_id], Deadline.after(-0.001))
         assert harness.store.get([chunk.chunk_id], Deadline.after(30.0)) == [stored(chunk)]
 
+    # -- deadlines: a passed one stops every call before it starts -------------
+
+    def test_a_passed_deadline_stops_count_and_each_write_before_it_starts(
+        self, harness: StoreHarness
+    ) -> None:
+        corpus = filter_corpus()
+        harness.upsert(corpus)
+        before = harness.rows()
+        passed = Deadline.after(-0.001)
+        renamed = payload_of(corpus[0], title="Renamed")
+        calls = {
+            "count": lambda: harness.store.count(EVERYWHERE, passed),
+            "upsert": lambda: harness.upsert([make_chunk("doc-new")], deadline=passed),
+            "update_payload": lambda: harness.store.update_payload(
+                [(corpus[0].chunk_id, renamed)], passed
+            ),
+            "delete": lambda: harness.store.delete([corpus[1].chunk_id], passed),
+        }
+        for name, call in calls.items():
+            with pytest.raises(DeadlineExceeded, match="no time left"):
+                call()
+            assert harness.rows() == before, f"{name} wrote although no time was left"
+
+    def test_writes_and_counts_with_time_left_do_what_they_do_without(
+        self, harness: StoreHarness
+    ) -> None:
+        corpus = filter_corpus()
+        ample = Deadline.after(30.0)
+        harness.upsert(corpus, deadline=ample)
+        for scope in SCOPE_CASES.values():
+            assert harness.store.count(scope, ample) == harness.store.count(scope), scope
+        renamed = payload_of(corpus[0], title="Renamed")
+        harness.store.update_payload([(corpus[0].chunk_id, renamed)], ample)
+        harness.store.delete([corpus[1].chunk_id], ample)
+        expected = [stored(chunk) for chunk in corpus if chunk is not corpus[1]]
+        expected[0] = replace(expected[0], title="Renamed")
+        assert harness.rows() == sorted(expected, key=lambda row: row.chunk_id)
+
     def test_reupsert_is_idempotent(self, harness: StoreHarness) -> None:
         corpus = filter_corpus()
         harness.upsert(corpus)
@@ -425,6 +463,14 @@ class VectorStoreContract(StoreContract):
         assert got[chunks[0].chunk_id] == pytest.approx(_vec(0.6, 0.8), abs=1e-6)
         assert got[chunks[1].chunk_id] == pytest.approx(_vec(0, 1), abs=1e-6)
         assert harness.store.vectors([]) == {}
+
+    def test_reading_vectors_keeps_to_the_deadline(self, harness: StoreHarness) -> None:
+        chunks = [make_chunk("doc-1"), make_chunk("doc-2")]
+        harness.upsert(chunks, [_vec(3, 4), _vec(0, 2)])
+        ids = [chunk.chunk_id for chunk in chunks]
+        with pytest.raises(DeadlineExceeded, match="no time left"):
+            harness.store.vectors(ids, Deadline.after(-0.001))
+        assert harness.store.vectors(ids, Deadline.after(30.0)) == harness.store.vectors(ids)
 
     def test_mismatched_vectors_are_rejected(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1")

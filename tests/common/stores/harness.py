@@ -224,13 +224,25 @@ class StoreHarness:
         self.store.close()
         self.store = self.factory.open(self.path)
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: Sequence[list[float]] | None = None) -> None:
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[list[float]] | None = None,
+        deadline: Any = None,
+    ) -> None:
+        """Write `chunks` (a vector store: with `vectors`, or seeded ones);
+        without a deadline, the call every caller without one makes."""
+        extra = () if deadline is None else (deadline,)
         if not self.is_vector:
-            self.store.upsert(chunks)
+            self.store.upsert(chunks, *extra)
             return
         if vectors is None:
             vectors = [seeded_vector(chunk.chunk_id) for chunk in chunks]
-        self.store.upsert(chunks, list(vectors))
+        self.store.upsert(chunks, list(vectors), *extra)
+
+    def rows(self) -> list[StoredChunk]:
+        """Every row, whatever its generation, in chunk-id order (`scan`)."""
+        return sorted((row for page in self.store.scan() for row in page), key=_by_id)
 
     def search(
         self, scope: ScopeFilter = EVERYWHERE, limit: int = ENOUGH, deadline: Any = None
@@ -255,3 +267,7 @@ class StoreHarness:
         self.store.close()
         if self.factory.destroy is not None:
             self.factory.destroy(self.path)
+
+
+def _by_id(row: StoredChunk) -> str:
+    return row.chunk_id

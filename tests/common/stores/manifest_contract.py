@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from services.common.deadline import Deadline
+from services.common.errors import DeadlineExceeded
 from services.common.models import StoredChunk
 from services.common.stores.manifest import ManifestEntry, RunIntent
 
@@ -112,6 +114,43 @@ class ManifestContract:
         assert manifest.get_meta("committed_generation") == "3"
         assert [i.generation for i in manifest.open_intents()] == [4]
 
+    def test_a_passed_deadline_stops_every_call_before_it_starts(self, manifest) -> None:
+        manifest.put_many([entry("a"), entry("gone")])
+        manifest.set_meta("chunking", "{}")
+        manifest.begin_run([intent(2, "a", old=entry("a"))])
+        before = _state(manifest)
+        passed = Deadline.after(-0.001)
+        calls = {
+            "get_many": lambda: manifest.get_many([("a", "en")], passed),
+            "get_meta": lambda: manifest.get_meta("chunking", passed),
+            "put_many": lambda: manifest.put_many([entry("b")], passed),
+            "delete_many": lambda: manifest.delete_many([("gone", "en")], passed),
+            "begin_run": lambda: manifest.begin_run([intent(3, "b")], passed),
+            "commit_run": lambda: manifest.commit_run(
+                2, [entry("a", chunks=5)], [("gone", "en")], passed
+            ),
+            "clear_intents": lambda: manifest.clear_intents(2, passed),
+            "set_meta": lambda: manifest.set_meta("chunking", "changed", passed),
+        }
+        for name, call in calls.items():
+            with pytest.raises(DeadlineExceeded, match="no time left"):
+                call()
+            assert _state(manifest) == before, f"{name} wrote although no time was left"
+
+    def test_calls_with_time_left_do_what_they_do_without(self, manifest) -> None:
+        ample = Deadline.after(30.0)
+        manifest.put_many([entry("gone"), entry("a", chunks=1)], ample)
+        manifest.begin_run([intent(3, "a", old=entry("a", chunks=1))], ample)
+        manifest.begin_run([intent(4, "later")], ample)
+        assert manifest.get_many([("a", "en")], ample) == {("a", "en"): entry("a", chunks=1)}
+        manifest.commit_run(3, [entry("a", chunks=3)], [("gone", "en")], ample)
+        assert manifest.get_meta("committed_generation", ample) == "3"
+        assert [i.generation for i in manifest.open_intents()] == [4]
+        manifest.clear_intents(4, ample)
+        manifest.set_meta("chunking", "{}", ample)
+        manifest.delete_many([("a", "en")], ample)
+        assert _state(manifest) == ([], "{}", [], "3")
+
     def test_meta_values_and_reopening(self, manifest_factory, tmp_path: Path) -> None:
         first = manifest_factory(tmp_path / "manifest")
         assert first.get_meta("chunking") is None
@@ -144,3 +183,14 @@ class ManifestContract:
         taken, kept = planner.plan_upserts([taker]) + planner.plan_upserts([owner])
         assert (taken.state, taken.error_code) == (DocState.REJECTED, "ALREADY_EXISTS")
         assert kept.state == DocState.CHANGED
+
+
+def _state(manifest: Any) -> tuple[object, ...]:
+    """Everything a manifest call could change."""
+    entries = sorted(manifest.entries(), key=lambda e: (e.doc_id, e.locale))
+    return (
+        entries,
+        manifest.get_meta("chunking"),
+        manifest.open_intents(),
+        manifest.get_meta("committed_generation"),
+    )

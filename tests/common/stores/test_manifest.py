@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from services.common.deadline import Deadline
+from services.common.errors import DeadlineExceeded
 from services.common.settings import load_settings
 from services.common.stores.manifest_opensearch import OpenSearchManifest, manifest_doc_id
 from services.common.stores.manifest_sqlite import SqliteManifest
@@ -250,3 +252,48 @@ def test_meta_values_are_documents_keyed_by_name(capture) -> None:
     assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
         [{"index": {"_id": meta_id}}, {"kind": "meta", "key": "chunking", "value": "{}"}]
     ]
+
+
+def test_calls_take_at_most_the_time_left_and_a_commit_only_up_to_its_commit_point(
+    capture,
+) -> None:
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": []}))
+    manifest = open_manifest(capture)
+    left = Deadline.after(0.8)
+    manifest.get_many([("a", "en")], left)
+    manifest.get_meta("chunking", left)
+    manifest.begin_run([intent(5, "a")], left)
+    assert len(capture.requests) == 3
+    capture.on(
+        "POST",
+        f"/{INDEX}/_search",
+        (200, {"hits": {"hits": [{"_source": {"doc_id": "a", "locale": "en"}, "sort": ["a"]}]}}),
+    )
+    manifest.commit_run(5, [entry("a")], [("gone", "en")], left)
+    steps = [(r.method, r.path, r.timeout) for r in capture.requests]
+    bounded = [(method, path) for method, path, timeout in steps if timeout and timeout <= 0.8]
+    # Entries, removals and the commit point within the deadline (not the
+    # manifest's 2.5 s); clearing the committed run's intents is not cut short.
+    assert bounded == [("POST", f"/{INDEX}/_mget")] * 2 + [("POST", f"/{INDEX}/_bulk")] * 4
+    assert steps[-2:] == [
+        ("POST", f"/{INDEX}/_search", 2.5),
+        ("POST", f"/{INDEX}/_bulk", 2.5),
+    ]
+
+
+def test_a_passed_deadline_sends_nothing(capture) -> None:
+    manifest = open_manifest(capture)
+    passed = Deadline.after(-1)
+    calls = [
+        lambda: manifest.get_many([("a", "en")], passed),
+        lambda: manifest.get_meta("chunking", passed),
+        lambda: manifest.put_many([entry("a")], passed),
+        lambda: manifest.begin_run([intent(5, "a")], passed),
+        lambda: manifest.commit_run(5, [entry("a")], [], passed),
+        lambda: manifest.clear_intents(5, passed),
+        lambda: manifest.set_meta("chunking", "{}", passed),
+    ]
+    for call in calls:
+        with pytest.raises(DeadlineExceeded, match="no time left"):
+            call()
+    assert capture.requests == []

@@ -594,3 +594,52 @@ def test_a_search_takes_at_most_the_time_left_in_the_callers_deadline(capture, s
     with pytest.raises(DeadlineExceeded):
         store.search("gateway", 5, ScopeFilter(), Deadline.after(-1))
     assert len(capture.requests) == 1  # nothing sent
+
+
+def test_every_call_takes_at_most_the_time_left_in_the_callers_deadline(capture, store) -> None:
+    found = {"_id": "c-1", "found": True, "_seq_no": 7, "_primary_term": 2, "_source": SOURCE}
+    capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [found]}))
+    capture.on("POST", f"/{INDEX}/_count", (200, {"count": 1}))
+    left = Deadline.after(0.8)
+    store.count(EVERY_FILTER, left)
+    store.upsert([chunk("c-1")], left)
+    store.update_payload([("c-1", ChunkPayload("", "Moved", "", "docs", "en", {}))], left)
+    store.delete(["c-1"], left)
+    assert [(r.method, r.path) for r in capture.requests] == [
+        ("POST", "/rag-chunks/_count"),
+        ("POST", "/rag-chunks/_bulk"),
+        ("POST", "/rag-chunks/_mget"),
+        ("POST", "/rag-chunks/_bulk"),
+        ("POST", "/rag-chunks/_bulk"),
+    ]
+    for request in capture.requests:  # not the store's 2.5 s
+        assert request.timeout is not None and 0.5 < request.timeout <= 0.8, request.path
+
+
+def test_a_passed_deadline_sends_nothing(capture, store) -> None:
+    passed = Deadline.after(-1)
+    calls = [
+        lambda: store.count(EVERY_FILTER, passed),
+        lambda: store.upsert([chunk("c-1")], passed),
+        lambda: store.update_payload(
+            [("c-1", ChunkPayload("", "T", "", "docs", "en", {}))], passed
+        ),
+        lambda: store.delete(["c-1"], passed),
+    ]
+    for call in calls:
+        with pytest.raises(DeadlineExceeded, match="no time left"):
+            call()
+    assert capture.requests == []
+
+
+def test_a_retried_bulk_write_never_waits_past_the_deadline(capture, store) -> None:
+    # Injected fault: every bulk item is rejected as overloaded (429). The
+    # first backoff (0.2 s and more) would end past the 0.1 s left: no retry.
+    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-1": 429}))
+    with pytest.raises(StoreUnavailable, match="429"):
+        store.upsert([chunk("c-1")], Deadline.after(0.1))
+    assert len(capture.bodies("POST", f"/{INDEX}/_bulk")) == 1
+    # With time for the backoff, the rejected item is sent again and lands.
+    capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-1": 429}))
+    store.upsert([chunk("c-1")], Deadline.after(30.0))
+    assert len(capture.bodies("POST", f"/{INDEX}/_bulk")) == 3

@@ -11,6 +11,7 @@ outside a run the stores autocommit. The schema's version and migrations
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -246,3 +247,29 @@ def test_every_statement_has_a_time_limit_and_a_search_gets_its_deadline(
     probe = [1.0] + [0.0] * (DIM - 1)
     hits = store.search(probe, 5, ScopeFilter(visible_generation=1), Deadline.after(5.0))
     assert [h.chunk.doc_id for h in hits] == ["alpha"]
+
+
+def test_a_write_waits_no_longer_than_its_deadline_and_the_run_rolls_back(
+    two_views, postgres: PostgresServer
+) -> None:
+    writer, reader = two_views
+    with writer.run_transaction():
+        write_run(writer, 1, "alpha")
+    chunk = make_chunk("beta", text="beta zanzibar quartz", generation=2)
+    intent = RunIntent(2, "beta", "en", None, (chunk.chunk_id,), ())
+    # Another session holds the vector table: the run's vector write waits.
+    with psycopg.connect(postgres.url, autocommit=True) as blocker, blocker.transaction():
+        blocker.execute(f"LOCK TABLE {SCHEMA}.vectors IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        stopped = pytest.raises(DeadlineExceeded, match="stopped at its deadline")
+        with stopped, writer.run_transaction():
+            writer.manifest.begin_run([intent], Deadline.after(30.0))
+            writer.lexical.upsert([chunk], Deadline.after(30.0))
+            writer.vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)], Deadline.after(0.5))
+        waited = time.monotonic() - started
+    assert waited < 2.5  # the deadline's 0.5 s, not POSTGRES_TIMEOUT_S (5 s)
+    assert seen_by(reader) == (1, 1, 1, 1, 0)  # the whole run rolled back, intents too
+    store = writer.vectors
+    assert isinstance(store, PostgresVectorStore)
+    with store._pool.connection() as conn:  # the limit was the transaction's alone
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("5s",)

@@ -540,3 +540,43 @@ def test_search_many_is_one_batch_call_within_the_deadline(capture, store) -> No
     assert first["filter"] == EVERY_CONDITION and first["limit"] == "7"
     assert "filter" not in second and second["limit"] == "3"
     assert first["with_payload"] == FIRST_PHASE_PAYLOAD
+
+
+MOVED = ChunkPayload("https://docs.test/moved", "Moved", "Guide", "docs", "en", {}, 12)
+
+
+def test_every_call_takes_at_most_the_time_left_in_the_callers_deadline(capture, store) -> None:
+    double, _ = capture
+    double.stored_points = [qg.RetrievedPoint(id=qg.PointId(uuid=SETUP_0))]
+    left = Deadline.after(0.3)
+    store.count(ScopeFilter(), left)
+    store.vectors(["chunk-setup-0"], left)
+    store.upsert([chunk("chunk-setup-0")], [[1.0, 0, 0, 0]], left)
+    store.update_payload([("chunk-setup-0", MOVED)], left)
+    store.delete(["chunk-setup-0"], left)
+    methods = ["Count", "GetPoints", "Upsert", "GetPoints", "UpdateBatch", "Delete"]
+    assert double.methods() == methods
+    for call in double.calls:
+        # Whole seconds (qdrant-client), rounded up from the 0.3 s left, not the store's 3 s:
+        # the server ends the call there.
+        assert call.request["timeout"] == "1", call.method
+        # The channel's own deadline: the time left for reads; qdrant-client
+        # gives writes its client-wide timeout (QDRANT_TIMEOUT_S) instead.
+        limit = 1.5 if call.method in ("Count", "GetPoints") else 3.5
+        assert call.deadline_s is not None and call.deadline_s <= limit, call.method
+
+
+def test_a_passed_deadline_sends_nothing(capture, store) -> None:
+    double, _ = capture
+    passed = Deadline.after(-1)
+    calls = [
+        lambda: store.count(ScopeFilter(), passed),
+        lambda: store.vectors(["chunk-setup-0"], passed),
+        lambda: store.upsert([chunk("chunk-setup-0")], [[1.0, 0, 0, 0]], passed),
+        lambda: store.update_payload([("chunk-setup-0", MOVED)], passed),
+        lambda: store.delete(["chunk-setup-0"], passed),
+    ]
+    for call in calls:
+        with pytest.raises(DeadlineExceeded, match="no time left"):
+            call()
+    assert double.methods() == []

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from qdrant_client import models
 
+from services.common.deadline import Deadline
 from services.common.errors import StoreError
 from services.common.models import ScopeFilter
 from services.common.stores.base import VectorQuery
@@ -228,3 +229,21 @@ def test_rest_search_many_is_one_batch_request() -> None:
 
 def locale(value: str) -> dict[str, Any]:
     return {"key": "locale", "match": {"value": value}}
+
+
+def test_rest_calls_send_the_time_left_in_the_callers_deadline() -> None:
+    sent: Sent = []
+    store = open_store(sent)
+    left = Deadline.after(0.3)
+    store.count(ScopeFilter(), left)
+    store.upsert([chunk("chunk-setup-0")], [[1, 0, 0, 0]], left)
+    store.delete(["chunk-setup-0"], left)
+    store.search_many([VectorQuery([0, 1, 0, 0], 5, ScopeFilter())], left)
+    # Whole seconds, rounded up from the 0.3 s left, not the store's 2 s.
+    assert [(method, path) for method, path, _ in sent[2:]] == [
+        ("POST", "/collections/rag_chunks/points/count?timeout=1"),
+        ("PUT", "/collections/rag_chunks/points?wait=true&timeout=1"),
+        ("POST", "/collections/rag_chunks/points/delete?wait=true&timeout=1"),
+        ("POST", "/collections/rag_chunks/points/query/batch?timeout=1"),
+    ]
+    store.close()
