@@ -9,6 +9,8 @@
    The reranker runs a *speed-only* model: no pretrained cross-encoder can be
    installed here, so it is a MiniLM-L6-sized BERT cross-encoder with random
    weights (same shape and cost as ms-marco-MiniLM-L6-v2, meaningless scores).
+   Per level with reranking: the shares of answers whose reranking was full,
+   partial, a timeout or another fallback (bench.load.rerank_outcomes).
 4. Reranking under tight caller deadlines: does any answer arrive late?
 5. Resident memory of each service process; a py-spy profile of Retrieve.
 6. Retrieve while an ingest runs: idle vs during a SciFact ingest into the
@@ -56,6 +58,7 @@ from bench.load.model_bound import (  # noqa: E402
     raw_encoder,
 )
 from bench.load.profiling import Sampler  # noqa: E402
+from bench.load.rerank_outcomes import outcome_shares  # noqa: E402
 from bench.load.speed_options import BenchOptions, parse_args  # noqa: E402
 from bench.reports.page import write_report  # noqa: E402
 from bench.reports.plot import plot_latencies  # noqa: E402
@@ -276,9 +279,10 @@ def retrieve_row(level: Level) -> dict[str, Any]:
 
 
 def rerank_outcomes(run: LoadResult) -> dict[str, Any]:
-    outcomes = [a.response.rerank for a in run.answers if a.response is not None]
+    responses = [a.response for a in run.answers if a.response is not None]
+    outcomes = [response.rerank for response in responses]
     count = max(len(outcomes), 1)
-    reasons = Counter(o.reason.split(":")[0] for o in outcomes if o.reason)
+    reasons = Counter(o.reason.split(":")[0].split(";")[0] for o in outcomes if o.reason)
     return {
         "used": sum(o.used for o in outcomes),
         "fallback": sum(o.fallback for o in outcomes),
@@ -286,6 +290,8 @@ def rerank_outcomes(run: LoadResult) -> dict[str, Any]:
         "mean_reranked": sum(o.reranked for o in outcomes) / count,
         "mean_rerank_ms": round(sum(o.latency_ms for o in outcomes) / count, 2),
         "reasons": dict(reasons.most_common(4)),
+        # full / partial / timeout / other, as the gateway reads each answer
+        "outcomes": outcome_shares(responses),
     }
 
 

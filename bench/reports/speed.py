@@ -1,6 +1,7 @@
 """The speed section (`python -m bench.load.speed`, `make bench`): Retrieve
-latency and throughput per level, the model-bound reference points, reranking
-under deadlines, memory and where the time goes."""
+latency and throughput per level, rerank outcome shares per level, the
+model-bound reference points, reranking under deadlines, memory and where the
+time goes."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def speed_section(bench: dict[str, Any], results_dir: Path, docs_path: Path) -> 
         plot = os.path.relpath(results_dir / bench["plot"], docs_path.parent)
         parts.append(f"![Retrieve latency distributions]({plot})\n")
     parts += [
+        rerank_shares_section(bench),
         model_section(bench),
         deadline_section(bench),
         memory_section(bench),
@@ -80,6 +82,56 @@ def _rerank_summary(row: dict[str, Any]) -> str:
     return (
         f"{rerank['used']}/{row['latency']['n']} used, mean {rerank['mean_reranked']:.1f} "
         f"of {rerank['mean_candidates']:.1f} candidates"
+    )
+
+
+def rerank_shares_section(bench: dict[str, Any]) -> str:
+    """Per concurrency level with reranking: what became of it, as the gateway
+    reads each answer (bench.load.rerank_outcomes); absent from older results."""
+    rows = [
+        _shares_row(r)
+        for r in bench["retrieve"]
+        if r["mode"] == "rerank" and "outcomes" in r.get("rerank", {})
+    ]
+    if not rows:
+        return ""
+    headers = (
+        "concurrency",
+        "answers",
+        "full",
+        "partial",
+        "timeout",
+        "other fallback",
+        "degraded at the rerank step",
+        "mean sent",
+        "mean scored",
+    )
+    note = (
+        "Shares of the answers of each rerank level above. full: every candidate sent and "
+        "scored, none held back; partial: some scored (the Reranker stopped at its deadline, "
+        "or the Retriever sent fewer candidates than configured because less time was left); "
+        "timeout: none scored in time; other: too little time to ask, Reranker unavailable "
+        "or an error. Sent and scored are means per answer (configured: "
+        "`RAG_RERANK_CANDIDATES`).\n"
+    )
+    title = "### Rerank outcome shares per concurrency level\n\n"
+    return title + note + "\n" + table(headers, rows)
+
+
+def _shares_row(row: dict[str, Any]) -> tuple[Any, ...]:
+    rerank = row["rerank"]
+    outcomes = rerank["outcomes"]
+    shares = outcomes["shares"]
+    return (
+        row["concurrency"],
+        outcomes["answers"],
+        shares["full"],
+        shares["partial"],
+        shares["timeout"],
+        shares["other"],
+        f"{outcomes['degraded']}/{outcomes['answers']}",
+        round(rerank["mean_candidates"], 1),
+        round(rerank["mean_reranked"], 1),
     )
 
 

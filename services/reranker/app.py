@@ -41,6 +41,7 @@ def scorer_from_settings(
         onnx_spin=settings.rerank_onnx_spin,
         cache_dir=settings.rerank_cache_dir,
         observer=observer,
+        max_requests=settings.rerank_workers,
     )
 
 
@@ -63,9 +64,7 @@ class RerankerApp:
         self.metrics = RerankerMetrics(self.telemetry.registry)
         self.scorer = scorer_from_settings(settings, self.metrics)
         limits = InputLimits(settings.rerank_max_passages, settings.rerank_max_passage_chars)
-        self.servicer = RerankerServicer(
-            self.scorer, limits, settings.rerank_safety_margin_ms, settings.rerank_workers
-        )
+        self.servicer = RerankerServicer(self.scorer, limits, settings.rerank_safety_margin_ms)
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
         self.loading: asyncio.Task[bool] | None = None
 
@@ -121,4 +120,4 @@ class RerankerApp:
         if self.loading is not None and not self.loading.done():
             self.loading.cancel()
         await self.server.stop()
-        self.servicer.close()
+        self.scorer.close()

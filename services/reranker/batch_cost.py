@@ -1,4 +1,5 @@
-"""How many pairs can the next batch hold and still finish before the deadline?
+"""What does a model batch cost: how many pairs can it hold and still finish
+before the deadlines of the calls in it?
 
 A cross-encoder batch costs roughly a fixed per-call overhead (tokenization,
 dispatch) plus a cost per *padded* token: every pair in a batch is padded to
@@ -13,7 +14,6 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from itertools import accumulate
 
 # English subword tokenizers average ~4-5 characters per token; 4 leans towards
 # over-estimating tokens, i.e. towards stopping early rather than late.
@@ -48,7 +48,18 @@ class BatchCostModel:
     weighted moving average, so it tracks load on the machine. The average
     rises fast and falls slowly (a slow batch on a busy machine predicts the
     next one better than a fast one does), and predictions are inflated by
-    `headroom`: overrunning a deadline is worse than scoring one batch fewer.
+    `headroom`. A batch that overruns makes no answer late (each call is
+    answered at its deadline with what was scored), but what it scored for
+    the calls it overran is lost, all of it when it was their first batch
+    (measured on 2 shared cores, MiniLM-L6 torch, a deadline of 270 ms: 1.5
+    scored 5.4 pairs per call alone, 1.2 only 3.6, its larger batches
+    overrunning more often).
+
+    A cost inflated by a few slow batches could lock itself in: once no call
+    seems to have time for even one pair, nothing runs and nothing corrects
+    it. So every such refusal (`relax`) moves the cost back towards the
+    warm-up's by `fall`, as a fast batch would, until calls run again and
+    real batches say what the cost is now.
     """
 
     def __init__(self, rise: float = 0.7, fall: float = 0.2, headroom: float = 1.5) -> None:
@@ -60,6 +71,7 @@ class BatchCostModel:
         self.headroom = headroom
         self.overhead_ms = 0.0
         self.ms_per_token: float | None = None
+        self.warm_up_ms_per_token: float | None = None
         self._lock = threading.Lock()
 
     @property
@@ -71,6 +83,7 @@ class BatchCostModel:
         with self._lock:
             self.overhead_ms = max(overhead_ms, 0.0)
             self.ms_per_token = self._per_token(tokens, elapsed_ms)
+            self.warm_up_ms_per_token = self.ms_per_token
 
     def observe(self, tokens: int, elapsed_ms: float) -> None:
         sample = self._per_token(tokens, elapsed_ms)
@@ -80,6 +93,14 @@ class BatchCostModel:
             else:
                 weight = self.rise if sample > self.ms_per_token else self.fall
                 self.ms_per_token += weight * (sample - self.ms_per_token)
+
+    def relax(self) -> None:
+        """A call was refused as having no time for one pair: lean back
+        towards the warm-up cost (never below it)."""
+        with self._lock:
+            floor, cost = self.warm_up_ms_per_token, self.ms_per_token
+            if floor is not None and cost is not None and cost > floor:
+                self.ms_per_token = cost + self.fall * (floor - cost)
 
     def predict_ms(self, tokens: int) -> float | None:
         """Expected run time of a batch of `tokens` padded tokens, None before any measurement."""
@@ -92,8 +113,10 @@ class BatchCostModel:
 
 
 class BatchPlanner:
-    """Chooses the size of the next batch: the configured batch size when time
-    allows, fewer pairs when only those fit, none when not even one does."""
+    """What a model batch of given pairs is predicted to cost, from each pair's
+    estimated tokens (`pair_tokens`): the padded batch is `len × longest`.
+    The batch scheduler (`services.reranker.batching`) asks it which pairs of
+    the waiting requests still fit before each of their deadlines."""
 
     def __init__(
         self, max_length: int, batch_size: int, cost: BatchCostModel | None = None
@@ -102,23 +125,19 @@ class BatchPlanner:
         self.batch_size = batch_size
         self.cost = cost or BatchCostModel()
 
-    def next_batch_size(
-        self, query: str, pending: Sequence[str], remaining_ms: float | None
-    ) -> int:
-        largest = min(self.batch_size, len(pending))
-        if remaining_ms is None:
-            return largest
-        if remaining_ms <= 0 or largest == 0:
-            return 0
-        if not self.cost.calibrated:
-            return 1  # one pair teaches the cost of the rest
-        longest = list(accumulate((len(p) for p in pending[:largest]), max))
-        for size in range(largest, 0, -1):
-            tokens = size * self.tokens.pair_tokens(len(query), longest[size - 1])
-            predicted = self.cost.predict_ms(tokens)
-            if predicted is not None and predicted <= remaining_ms:
-                return size
-        return 0
+    def pair_tokens(self, query: str, passage: str) -> int:
+        return self.tokens.pair_tokens(len(query), len(passage))
 
-    def observe(self, query: str, batch: Sequence[str], elapsed_ms: float) -> None:
-        self.cost.observe(self.tokens.padded_batch_tokens(query, batch), elapsed_ms)
+    def batch_ms(self, pair_tokens: Sequence[int]) -> float | None:
+        """Predicted run time of one batch of these pairs (None: not calibrated)."""
+        if not pair_tokens:
+            return 0.0
+        return self.cost.predict_ms(padded_tokens(pair_tokens))
+
+    def observe(self, pair_tokens: Sequence[int], elapsed_ms: float) -> None:
+        self.cost.observe(padded_tokens(pair_tokens), elapsed_ms)
+
+
+def padded_tokens(pair_tokens: Sequence[int]) -> int:
+    """Tokens of a batch padded to its longest pair."""
+    return len(pair_tokens) * max(pair_tokens, default=0)

@@ -3,6 +3,8 @@
 
 - `rag_reranker_pairs_scored_total`: (query, passage) pairs the model scored.
 - `rag_reranker_batch_size`: pairs per model batch (histogram).
+- `rag_reranker_batch_requests`: Rerank calls whose pairs shared one model
+  batch (histogram; above 1 when concurrent calls share forward passes).
 - `rag_reranker_partial_results_total{reason}`: scoring calls that stopped
   before the last passage, by why (`PARTIAL_REASONS`).
 - `rag_reranker_queue_wait_seconds`: how long a call waited for the shared
@@ -13,14 +15,14 @@ In-flight Rerank calls need no metric of their own: they are
 `grpc_server_started_total - grpc_server_handled_total` for the method.
 
 `RerankerMetrics` is the scorer's `ScoringObserver`; the scorer calls it from
-its worker threads (prometheus_client metrics are thread-safe).
+its model thread and its callers' threads (prometheus_client metrics are thread-safe).
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from services.reranker.scorer import STOP_DEADLINE, STOP_QUEUE_TIMEOUT
+from services.reranker.jobs import STOP_DEADLINE, STOP_QUEUE_TIMEOUT
 
 # Powers of two up to twice the largest sensible RAG_RERANK_BATCH_SIZE: a
 # batch is the configured size unless the deadline or the request cuts it.
@@ -66,6 +68,12 @@ class RerankerMetrics:
             buckets=BATCH_SIZE_BUCKETS,
             registry=registry,
         )
+        self.batch_requests = Histogram(
+            "rag_reranker_batch_requests",
+            "Rerank calls whose pairs shared one cross-encoder batch",
+            buckets=BATCH_SIZE_BUCKETS,
+            registry=registry,
+        )
         self.partial_results = Counter(
             "rag_reranker_partial_results",
             "Scoring calls that returned fewer scores than passages, by stop reason",
@@ -88,9 +96,10 @@ class RerankerMetrics:
             self.partial_results.labels(reason=reason)
         self.model_loaded.set(0)
 
-    def batch_scored(self, pairs: int) -> None:
+    def batch_scored(self, pairs: int, requests: int) -> None:
         self.pairs_scored.inc(pairs)
         self.batch_size.observe(pairs)
+        self.batch_requests.observe(requests)
 
     def queue_waited(self, seconds: float) -> None:
         self.queue_wait.observe(seconds)

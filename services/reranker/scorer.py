@@ -2,13 +2,14 @@
 CrossEncoder, warm it up, and score (query, passage) pairs in batches that stop
 *before* the one that would overrun the caller's deadline.
 
-One model instance serves every request. Model calls are serialized, batch by
-batch in arrival order (`FifoLock`), not request by request: one forward pass
-already uses every core, Hugging Face fast tokenizers are not safe for
-concurrent calls, and interleaving batches keeps a short request from waiting
-behind a long one. Time spent waiting for the model counts against each
-request's own deadline. With the ONNX backends a batch is also abandoned at
-the deadline itself (`BatchInterrupted`); a torch forward pass cannot be.
+One model instance serves every request, from one thread: concurrent calls
+share its forward passes, a batch holding the next pairs of several calls
+(`services.reranker.batching`), each call answered by its own deadline with
+what was scored in time. Time spent waiting for the model counts against
+each request's own deadline. With the ONNX backends a batch is also
+abandoned once every call in it is past its deadline (`BatchInterrupted`); a
+torch forward pass cannot be, but its callers are answered at their
+deadlines all the same.
 
 What happens is reported to an optional `ScoringObserver` (the app's
 Prometheus metrics, `services.reranker.metrics`); without one, nothing is.
@@ -18,11 +19,12 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,66 +34,25 @@ from services.common.errors import InvalidArgument, Unavailable
 from services.common.logging import get_logger
 from services.common.query_text import EMPTY_QUERY, is_empty_query
 from services.common.settings import default_data_dir
-from services.reranker.backends import BatchInterrupted, ScoringBackend, TorchBackend
+from services.reranker.backends import ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
-from services.reranker.fifo_lock import FifoLock
+from services.reranker.batching import (
+    BatchScheduler,
+    NoObserver,
+    SchedulerStats,
+    ScoringObserver,
+)
+from services.reranker.jobs import ScoreResult
 from services.reranker.onnx_backend import OnnxBackend
 from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
 
 log = get_logger(__name__)
 
-# Why a call scored fewer passages than it was given (`ScoreResult.stop_reason`).
-# deadline: the time left could not fit the next batch (or a batch was
-# interrupted at the deadline); queue_timeout: the deadline passed while the
-# call waited for the model, held by other calls' batches (saturation).
-STOP_DEADLINE = "deadline"
-STOP_QUEUE_TIMEOUT = "queue_timeout"
 _TRUE = {"1", "true", "yes", "on"}
 _WARM_UP_SENTENCE = (
     "Hybrid retrieval fuses lexical and vector rankings before a cross-encoder "
     "rescores the most promising passages within the caller's time budget. "
 )
-
-
-@dataclass(frozen=True)
-class ScoreResult:
-    """Scores in input order; when partial, only passages[0:scored] were scored."""
-
-    scores: list[float]
-    scored: int
-    partial: bool
-    stop_reason: str
-    elapsed_ms: float
-
-
-class ScoringObserver(Protocol):
-    """Told what scoring does, from the scoring threads (so: thread-safe)."""
-
-    def batch_scored(self, pairs: int) -> None:
-        """A model batch of `pairs` pairs completed."""
-
-    def queue_waited(self, seconds: float) -> None:
-        """A call waited this long for the model before its first batch (or gave up)."""
-
-    def stopped_early(self, stop_reason: str) -> None:
-        """A call returned fewer scores than passages, for this reason."""
-
-    def model_ready(self, ready: bool) -> None:
-        """The model is (or is no longer) loaded and warmed up."""
-
-
-class _NoObserver:
-    def batch_scored(self, pairs: int) -> None:
-        pass
-
-    def queue_waited(self, seconds: float) -> None:
-        pass
-
-    def stopped_early(self, stop_reason: str) -> None:
-        pass
-
-    def model_ready(self, ready: bool) -> None:
-        pass
 
 
 class ModelLoadError(Unavailable):
@@ -148,7 +109,10 @@ class CrossEncoderScorer:
         cache_dir: Path | None = None,
         planner: BatchPlanner | None = None,
         observer: ScoringObserver | None = None,
+        max_requests: int = 64,
     ) -> None:
+        """`max_requests`: calls whose pairs may share the model's batches at
+        once (`services.reranker.batching`)."""
         self.model = model
         self.backend = backend
         self.max_length = max_length
@@ -161,8 +125,16 @@ class CrossEncoderScorer:
         self.planner = planner or BatchPlanner(max_length, batch_size)
         self._backend: ScoringBackend | None = None
         self._reason = "not loaded yet"
-        self._model_lock = FifoLock()
-        self._observer: ScoringObserver = observer or _NoObserver()
+        self._observer: ScoringObserver = observer or NoObserver()
+        # Held around every forward pass: the warm-up's and the scheduler's.
+        self._model_lock = threading.Lock()
+        self._scheduler = BatchScheduler(
+            self._score_pairs,
+            self.planner,
+            self._model_lock,
+            max_requests=max_requests,
+            observer=self._observer,
+        )
 
     @property
     def loaded(self) -> bool:
@@ -277,72 +249,30 @@ class CrossEncoderScorer:
     def score(
         self, query: str, passages: Sequence[str], deadline: float | None = None
     ) -> ScoreResult:
-        """Score passages in input order. `deadline` is a time.monotonic() value;
-        when the next batch would not finish by then, stop and return what is
-        scored so far, marked partial."""
-        backend = self._require_backend()
-        started = time.monotonic()
-        scores: list[float] = []
-        stop_reason = ""
-        while len(scores) < len(passages):
-            # The planner looks at one batch ahead at most.
-            pending = passages[len(scores) : len(scores) + self.batch_size]
-            batch, stop_reason = self._score_next_batch(
-                backend, query, pending, deadline, first=not scores
-            )
-            if stop_reason:
-                break
-            scores.extend(batch)
-        if stop_reason:
-            self._observer.stopped_early(stop_reason)
-        return ScoreResult(
-            scores=scores,
-            scored=len(scores),
-            partial=bool(stop_reason),
-            stop_reason=stop_reason,
-            elapsed_ms=(time.monotonic() - started) * 1000,
-        )
+        """Score passages in input order (blocking). `deadline` is a
+        time.monotonic() value; by then at the latest, return what is scored
+        so far, marked partial. Concurrent calls share model batches."""
+        self._require_backend()
+        return self._scheduler.wait(self._scheduler.submit(query, passages, deadline))
 
-    def _score_next_batch(
-        self,
-        backend: ScoringBackend,
-        query: str,
-        pending: Sequence[str],
-        deadline: float | None,
-        *,
-        first: bool,
-    ) -> tuple[list[float], str]:
-        """The next batch's scores and "", or no scores and why not."""
-        refused = self._acquire_model(deadline, first=first)
-        if refused:
-            return [], refused
-        try:
-            size = self.planner.next_batch_size(query, pending, _remaining_ms(deadline))
-            if size == 0:
-                return [], STOP_DEADLINE
-            batch = pending[:size]
-            started = time.perf_counter()
-            logits = backend.logits([(query, passage) for passage in batch], deadline)
-            self.planner.observe(query, batch, (time.perf_counter() - started) * 1000)
-        except BatchInterrupted:
-            return [], STOP_DEADLINE
-        finally:
-            self._model_lock.release()
-        self._observer.batch_scored(size)
-        return self._activate(logits), ""
+    async def score_async(
+        self, query: str, passages: Sequence[str], deadline: float | None = None
+    ) -> ScoreResult:
+        """`score` for the event loop: no thread waits while the model works."""
+        self._require_backend()
+        return await self._scheduler.wait_async(self._scheduler.submit(query, passages, deadline))
 
-    def _acquire_model(self, deadline: float | None, *, first: bool) -> str:
-        """Wait for the model: "" once held, else why not. The wait before a
-        call's first batch is what queueing behind other calls costs it, so
-        that one is reported (granted or not); later waits are interleaving."""
-        timeout = None if deadline is None else deadline - time.monotonic()
-        if timeout is not None and timeout <= 0:
-            return STOP_DEADLINE  # out of time before asking: not a queueing problem
-        started = time.perf_counter()
-        acquired = self._model_lock.acquire(timeout=timeout)
-        if first:
-            self._observer.queue_waited(time.perf_counter() - started)
-        return "" if acquired else STOP_QUEUE_TIMEOUT
+    def scheduling(self) -> SchedulerStats:
+        """What the shared batches did so far (tests, benchmarks)."""
+        return self._scheduler.stats()
+
+    def close(self) -> None:
+        """Stop taking calls; calls still waiting are answered unavailable."""
+        self._scheduler.close()
+
+    def _score_pairs(self, pairs: Sequence[tuple[str, str]], deadline: float | None) -> list[float]:
+        """One model batch, from the scheduler's thread (model lock held)."""
+        return self._activate(self._require_backend().logits(pairs, deadline))
 
     def _activate(self, logits: np.ndarray) -> list[float]:
         # Multi-label heads: the last label is the "relevant" class by convention.
@@ -366,7 +296,3 @@ class CrossEncoderScorer:
             "device": self.device,
             "activation": self.activation,
         }
-
-
-def _remaining_ms(deadline: float | None) -> float | None:
-    return None if deadline is None else (deadline - time.monotonic()) * 1000

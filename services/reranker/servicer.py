@@ -1,18 +1,13 @@
 """gRPC adapter for the Reranker: proto messages in and out, scoring in the core.
 
-Scoring runs on a dedicated, bounded thread pool so the event loop keeps
-answering health, Info and new calls while the model computes. The pool only
-bounds how many requests are in flight; the model itself is shared through the
-scorer's per-batch lock (see `services.reranker.scorer`), so concurrent
-requests interleave batch by batch and each stops at its own deadline.
+A call hands its pairs to the scorer and awaits them: the model runs on the
+scorer's own thread, so the event loop keeps answering health, Info and new
+calls while it computes, and no thread is held per waiting call. Concurrent
+calls share the model's batches (`services.reranker.batching`), and each is
+answered by its own deadline.
 """
 
 from __future__ import annotations
-
-import asyncio
-import contextvars
-import functools
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
@@ -21,7 +16,8 @@ from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_
 from services.common.grpc_errors import unary
 from services.common.logging import get_logger
 from services.common.security.callers import Role, method_roles
-from services.reranker.scorer import CrossEncoderScorer, InputLimits, ScoreResult
+from services.reranker.jobs import ScoreResult
+from services.reranker.scorer import CrossEncoderScorer, InputLimits
 
 log = get_logger(__name__)
 
@@ -35,12 +31,10 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         scorer: CrossEncoderScorer,
         limits: InputLimits,
         safety_margin_ms: float = 15.0,
-        workers: int = 8,
     ) -> None:
         self.scorer = scorer
         self.limits = limits
         self.safety_margin_ms = safety_margin_ms
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rerank")
 
     @unary
     async def Rerank(
@@ -49,10 +43,8 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         query, passages = self.limits.clean(request.query, list(request.passages))
         # The caller's deadline, less the time the reply needs to travel back.
         deadline = Deadline.from_grpc(context).shortened(self.safety_margin_ms / 1000)
-        loop = asyncio.get_running_loop()
-        score = functools.partial(self.scorer.score, query, passages, deadline.at)
-        # In the call's context: the scorer's log lines carry the request id.
-        result = await loop.run_in_executor(self._executor, contextvars.copy_context().run, score)
+        budget_ms = round(deadline.remaining_s() * 1000, 1) if deadline.bounded else None
+        result = await self.scorer.score_async(query, passages, deadline.at)
         # DEBUG only: one line per call would flood the logs at serving rates;
         # the counts and waits are in the metrics (services.reranker.metrics).
         log.debug(
@@ -62,6 +54,7 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
             partial=result.partial,
             stop_reason=result.stop_reason,
             elapsed_ms=round(result.elapsed_ms, 1),
+            budget_ms=budget_ms,
         )
         return self._response(result)
 
@@ -86,6 +79,3 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
             max_passages=self.limits.max_passages,
             max_passage_chars=self.limits.max_passage_chars,
         )
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -47,7 +47,13 @@ class RerankerSettings(GrpcServiceSettings):
     rerank_onnx_spin: bool = Field(
         False, description="ONNX threads spin while idle: faster alone, slower on shared cores"
     )
-    rerank_workers: int = Field(8, ge=1, le=256, description="requests scoring at once")
+    rerank_workers: int = Field(
+        64,
+        ge=1,
+        le=256,
+        description="requests scoring at once: their pairs share the model's batches; "
+        "more wait their turn, each answered by its deadline",
+    )
     rerank_cache_dir: Path = Field(
         default_factory=lambda: default_data_dir() / "reranker",
         description="where ONNX exports of the model are kept",

@@ -1,15 +1,19 @@
 """The rerank step: send the top fused candidates to the Reranker with a
-deadline of min(budget, time left − margin); keep the fused order for
-whatever was not scored in time, and say what happened.
+deadline of min(budget, time left − margin), as many of them as it can
+plausibly score in that time (`rerank_sizing`); keep the fused order for
+whatever was not sent or not scored in time, and say what happened.
 
 Each outcome carries a stable `code` (the values of gateway/reasons.py
 `ReasonCode`), set where the outcome is decided, next to the free-text
 `reason` meant for operators. The reasons keep their fixed leading phrases:
-the gateway still reads them."""
+the gateway still reads them. A call sized below the configured candidates
+is partial even when every candidate sent was scored, and its reason says
+how many were sent of how many configured."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -19,6 +23,7 @@ from services.common.deadline import Deadline
 from services.common.errors import DeadlineExceeded, Unavailable
 from services.retriever.fusion import merge_rerank
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
+from services.retriever.rerank_sizing import CandidatePlan, CandidateSizer
 from services.retriever.reranker_health import NOT_SERVING_CODES, RerankerHealth
 from services.retriever.types import FusedHit
 
@@ -75,14 +80,20 @@ class RerankStep:
         budget_ms: int,
         margin_ms: int,
         health: RerankerHealth | None = None,
+        sizer: CandidateSizer | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         """`health`: when given, a Reranker known not to serve is not called
-        (and calls that fail are reported to it); None calls it every time."""
+        (and calls that fail are reported to it); None calls it every time.
+        `sizer`: how many candidates fit the time left (default: learnt from
+        this step's calls); `clock` times the calls (tests pass a fake)."""
         self.client = client
         self.candidates = candidates
         self.budget_s = budget_ms / 1000
         self.margin_s = margin_ms / 1000
         self.health = health
+        self.sizer = sizer or CandidateSizer()
+        self._clock = clock
 
     async def run(
         self, query: str, fused: list[FusedHit], enabled: bool, deadline: Deadline
@@ -101,7 +112,9 @@ class RerankStep:
         if budget < MIN_USEFUL_BUDGET_S:
             reason = f"deadline too short to rerank ({budget * 1000:.0f} ms left)"
             return fused, self._fallback(RerankCode.SKIPPED, reason, len(head))
-        return await self._call(query, head, tail, budget)
+        plan = self.sizer.plan(len(head), self.candidates, budget)
+        sent, unsent = head[: plan.send], head[plan.send :]
+        return await self._call(query, sent, unsent + tail, budget, plan)
 
     @staticmethod
     def _fallback(code: RerankCode, reason: str, candidates: int) -> RerankOutcome:
@@ -111,23 +124,34 @@ class RerankStep:
         )
 
     async def _call(
-        self, query: str, head: list[FusedHit], tail: list[FusedHit], budget: float
+        self,
+        query: str,
+        head: list[FusedHit],
+        tail: list[FusedHit],
+        budget: float,
+        plan: CandidatePlan,
     ) -> Ranked:
+        """Rerank `head` (the candidates sent); `tail` keeps its fused order."""
         assert self.client is not None
-        started = time.perf_counter()
+        started = self._clock()
         try:
             reply = await self.client.rerank(query, [passage_text(h) for h in head], budget)
         except (DeadlineExceeded, Unavailable) as exc:
+            latency_s = self._clock() - started
             code = self._record_failure(exc)
-            outcome = self._fallback(code, str(exc), len(head))
-            outcome.latency_ms = (time.perf_counter() - started) * 1000
+            if code == RerankCode.TIMEOUT:  # slow, not broken: it teaches the cost
+                self.sizer.observe(len(head), 0, latency_s, budget)
+            outcome = self._fallback(code, _with_plan(str(exc), plan), len(head))
+            outcome.latency_ms = latency_s * 1000
             return head + tail, outcome
+        latency_s = self._clock() - started
+        self.sizer.observe(len(head), min(len(reply.scores), len(head)), latency_s, budget)
         if self.health is not None:
             self.health.record_success()  # it answered, even if only in part
         outcome = RerankOutcome(RerankCode.RERANKED, requested=True, candidates=len(head))
-        outcome.latency_ms = (time.perf_counter() - started) * 1000
+        outcome.latency_ms = latency_s * 1000
         outcome.model = reply.model
-        return self._merge(head, tail, reply, outcome)
+        return self._merge(head, tail, reply, outcome, plan)
 
     def _record_failure(self, exc: DeadlineExceeded | Unavailable) -> RerankCode:
         """Tell the health tracker, and say which failure this was."""
@@ -145,7 +169,11 @@ class RerankStep:
 
     @staticmethod
     def _merge(
-        head: list[FusedHit], tail: list[FusedHit], reply: RerankReply, outcome: RerankOutcome
+        head: list[FusedHit],
+        tail: list[FusedHit],
+        reply: RerankReply,
+        outcome: RerankOutcome,
+        plan: CandidatePlan,
     ) -> Ranked:
         scores = reply.scores[: len(head)]
         try:
@@ -156,12 +184,19 @@ class RerankStep:
             return head + tail, outcome
         outcome.reranked = len(scores)
         outcome.used = bool(scores)
-        if reply.partial or len(scores) < len(head):
+        incomplete = reply.partial or len(scores) < len(head)
+        if incomplete or plan.shrunk:
             # Nothing scored at all is the Reranker's own deadline: a timeout.
             outcome.code = RerankCode.PARTIAL if scores else RerankCode.TIMEOUT
             outcome.fallback = True
-            outcome.reason = (
-                f"partial: {len(scores)} of {len(head)} scored "
-                f"({reply.stop_reason or 'stopped early'}); rest in fused order"
+            why = (reply.stop_reason or "stopped early") if incomplete else "sized to the time left"
+            outcome.reason = _with_plan(
+                f"partial: {len(scores)} of {len(head)} scored ({why}); rest in fused order", plan
             )
         return merged + tail, outcome
+
+
+def _with_plan(reason: str, plan: CandidatePlan) -> str:
+    """The reason, and (when the call was sized down) how many were sent of
+    how many configured. Appended: the gateway reads the leading phrase."""
+    return f"{reason}; {plan.note()}" if plan.shrunk else reason

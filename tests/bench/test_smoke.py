@@ -112,6 +112,10 @@ def test_bench_writes_latencies_bounds_and_the_plot(results: Path) -> None:
         assert latency["n"] > 0 and 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
         assert row["throughput_rps"] > 0 and row["errors"] == {}
     assert all(r["rerank"]["used"] > 0 for r in bench["retrieve"] if r["mode"] == "rerank")
+    for row in (r for r in bench["retrieve"] if r["mode"] == "rerank"):
+        outcomes = row["rerank"]["outcomes"]
+        assert outcomes["answers"] == row["latency"]["n"]
+        assert sum(outcomes["counts"].values()) == outcomes["answers"]
     assert bench["embedding"]["bound_qps"] > 0 and bench["indexing"]["share"] > 0
     assert set(bench["memory"]) == {"stack (Indexer + Retriever)", "reranker"}
     assert all(m["rss_mib"] > 0 for m in bench["memory"].values())
@@ -130,6 +134,7 @@ def test_markdown_report_has_both_sections(results: Path) -> None:
     assert "## Speed: Retrieve on scifact-smoke" in page
     assert "![Retrieve latency distributions](latency.png)" in page
     assert "### Speed targets" in page and "### Quality targets" in page
+    assert "### Rerank outcome shares per concurrency level" in page
     assert "| hybrid, MiniLM fine-tuned on train |" in page
     assert "### The embedding model fine-tuned on the train split" in page
 

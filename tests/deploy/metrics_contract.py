@@ -130,6 +130,7 @@ CONTRACT: dict[str, Metric] = {
     # Reranker
     "rag_reranker_pairs_scored_total": Metric("counter"),
     "rag_reranker_batch_size": Metric("histogram"),
+    "rag_reranker_batch_requests": Metric("histogram"),
     "rag_reranker_partial_results_total": Metric("counter", {"reason": None}),
     "rag_reranker_queue_wait_seconds": Metric("histogram"),
     "rag_reranker_model_loaded": Metric("gauge"),

@@ -31,34 +31,22 @@ def test_padded_tokens_follow_the_longest_passage() -> None:
     assert tokens.padded_batch_tokens(QUERY, []) == 0
 
 
-def test_without_deadline_the_configured_batch_size_is_used() -> None:
-    planner = calibrated_planner(batch_size=8)
-    assert planner.next_batch_size(QUERY, ["p" * 2000] * 20, None) == 8
-    assert planner.next_batch_size(QUERY, ["p" * 2000] * 3, None) == 3
+def test_a_batch_costs_its_pairs_padded_to_the_longest() -> None:
+    planner = calibrated_planner()
+    short, long = planner.pair_tokens(QUERY, "s" * 40), planner.pair_tokens(QUERY, "p" * 2000)
+    assert (short, long) == (23, 256)
+    assert planner.batch_ms([long]) == pytest.approx(1.0 + 2.56)
+    assert planner.batch_ms([short, long, short]) == pytest.approx(1.0 + 3 * 2.56)
+    assert planner.batch_ms([short, short]) == pytest.approx(1.0 + 2 * 0.23)
+    assert planner.batch_ms([]) == 0.0
 
 
-def test_batch_shrinks_to_what_fits_and_stops_when_nothing_does() -> None:
-    planner = calibrated_planner(batch_size=8)
-    long_passages = ["p" * 2000] * 8  # 256 tokens each: 1 + 2.56·k ms for k pairs
-    assert planner.next_batch_size(QUERY, long_passages, remaining_ms=100.0) == 8
-    assert planner.next_batch_size(QUERY, long_passages, remaining_ms=9.0) == 3
-    assert planner.next_batch_size(QUERY, long_passages, remaining_ms=3.0) == 0
-    assert planner.next_batch_size(QUERY, long_passages, remaining_ms=-1.0) == 0
-
-
-def test_short_passages_fit_in_larger_batches_than_long_ones() -> None:
-    planner = calibrated_planner(batch_size=8)
-    budget = 12.0
-    short = planner.next_batch_size(QUERY, ["s" * 200] * 8, budget)
-    long = planner.next_batch_size(QUERY, ["p" * 2000] * 8, budget)
-    assert short > long
-
-
-def test_uncalibrated_planner_runs_a_single_pair_to_learn() -> None:
+def test_uncalibrated_planner_predicts_nothing_until_it_has_seen_a_batch() -> None:
     planner = BatchPlanner(max_length=256, batch_size=8)
-    assert planner.next_batch_size(QUERY, ["p"] * 8, remaining_ms=1000.0) == 1
-    planner.observe(QUERY, ["p" * 2000], elapsed_ms=5.0)
+    assert planner.batch_ms([256]) is None
+    planner.observe([256], elapsed_ms=5.0)
     assert planner.cost.calibrated
+    assert planner.batch_ms([256]) == pytest.approx(1.5 * 5.0)  # the default headroom
 
 
 def test_cost_rises_fast_and_falls_slowly() -> None:
@@ -81,3 +69,20 @@ def test_headroom_inflates_predictions() -> None:
 def test_weights_outside_unit_interval_are_rejected() -> None:
     with pytest.raises(ValueError, match="rise"):
         BatchCostModel(rise=0.0)
+
+
+def test_relax_leans_back_towards_the_warm_up_cost_never_below() -> None:
+    cost = BatchCostModel(rise=1.0, fall=0.5, headroom=1.0)
+    cost.relax()  # nothing measured yet: nothing to do
+    assert cost.ms_per_token is None
+    cost.calibrate(overhead_ms=0.0, tokens=100, elapsed_ms=100.0)  # 1 ms/token at warm-up
+    cost.observe(tokens=100, elapsed_ms=500.0)  # a slow batch on a busy machine
+    assert cost.ms_per_token == pytest.approx(5.0)
+    cost.relax()
+    assert cost.ms_per_token == pytest.approx(3.0)
+    for _ in range(50):
+        cost.relax()
+    assert cost.ms_per_token == pytest.approx(1.0)
+    cost.observe(tokens=100, elapsed_ms=50.0)  # faster than the warm-up
+    cost.relax()
+    assert cost.ms_per_token == pytest.approx(0.75)  # relaxing never raises it

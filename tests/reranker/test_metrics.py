@@ -5,6 +5,7 @@ Assertions are on counts and sums of pairs, never on durations."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 
 from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
@@ -37,6 +39,7 @@ GENEROUS_S = 30.0
 
 PAIRS = "rag_reranker_pairs_scored_total"
 BATCH = "rag_reranker_batch_size"
+BATCH_REQUESTS = "rag_reranker_batch_requests"
 PARTIAL = "rag_reranker_partial_results_total"
 QUEUE_WAIT = "rag_reranker_queue_wait_seconds"
 LOADED = "rag_reranker_model_loaded"
@@ -108,6 +111,7 @@ async def test_model_loaded_is_1_only_once_the_model_is_warm(
         # Every series exists from the start, so rate() never sees a gap.
         assert before.exact(PAIRS) == 0
         assert before.exact(f"{BATCH}_count") == 0
+        assert before.exact(f"{BATCH_REQUESTS}_count") == 0
         assert before.exact(f"{QUEUE_WAIT}_count") == 0
         for reason in PARTIAL_REASONS:
             assert before.exact(PARTIAL, reason=reason) == 0
@@ -137,6 +141,9 @@ async def test_scored_pairs_batches_and_queue_waits_are_counted(service: Service
     assert moved(f"{BATCH}_count") == sum(math.ceil(size / BATCH_SIZE) for size in sizes)
     assert moved(f"{BATCH}_sum") == sum(sizes)
     assert moved(f"{BATCH}_bucket", le=str(float(BATCH_SIZE))) == moved(f"{BATCH}_count")
+    # One call at a time: every batch holds pairs of one call only.
+    assert moved(f"{BATCH_REQUESTS}_count") == moved(f"{BATCH}_count")
+    assert moved(f"{BATCH_REQUESTS}_sum") == moved(f"{BATCH}_count")
     assert moved(f"{QUEUE_WAIT}_count") == len(sizes)
     assert rerank_ok(after) - rerank_ok(before) == len(sizes)
     for reason in PARTIAL_REASONS:
@@ -179,3 +186,33 @@ async def test_waiting_out_the_deadline_for_the_model_counts_a_queue_timeout(
     assert moved(f"{QUEUE_WAIT}_count") == 1  # the wait that timed out is observed too
     assert moved(PAIRS) == 0
     assert rerank_ok(after) - rerank_ok(before) == 1
+
+
+async def test_concurrent_calls_sharing_forward_passes_are_counted(service: Service) -> None:
+    """Calls that arrive while the model is held (as by a running batch) share
+    its next forward pass: one batch of pairs from all of them, counted in
+    `rag_reranker_batch_requests`; each reply is what the call gets alone."""
+    texts = [passages(3, chars=150, seed=seed) for seed in range(4)]
+    alone = [await service.rerank(t, timeout=GENEROUS_S) for t in texts]
+    before = await service.scrape()
+    scorer = service.app.scorer
+    assert scorer._model_lock.acquire(timeout=GENEROUS_S)
+    try:
+        calls = [asyncio.ensure_future(service.rerank(t, timeout=GENEROUS_S)) for t in texts]
+        while scorer.scheduling().waiting < len(texts):
+            await asyncio.sleep(0.001)  # bounded by the calls' own timeout
+    finally:
+        scorer._model_lock.release()
+    together = await asyncio.gather(*calls)
+    after = await service.scrape()
+
+    def moved(name: str, **labels: str) -> float:
+        return after.exact(name, **labels) - before.exact(name, **labels)
+
+    # 12 pairs in batches of 8: two pairs of each call, then the last of each.
+    assert moved(f"{BATCH}_count") == 2 and moved(PAIRS) == 12
+    assert moved(f"{BATCH_REQUESTS}_sum") == 2 * len(texts)
+    assert moved(f"{BATCH_REQUESTS}_bucket", le="1.0") == 0
+    for shared, single in zip(together, alone, strict=True):
+        assert (shared.scored, shared.partial) == (3, False)
+        np.testing.assert_allclose(shared.scores, single.scores, rtol=1e-5, atol=1e-5)

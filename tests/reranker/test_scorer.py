@@ -152,7 +152,8 @@ def test_short_deadline_returns_a_scored_prefix_in_time(small_scorer: SpiedScore
     assert all(start <= deadline + SCHEDULING_TOLERANCE_S for start, _ in small_scorer.spy.batches)
     if small_scorer.backend != "torch":
         # ONNX Runtime also abandons a batch at the deadline. (A torch forward
-        # pass cannot be interrupted: on a busy machine its last batch may end late.)
+        # pass cannot be interrupted: on a busy machine its last batch may end
+        # late, the call being answered at its deadline without that batch.)
         assert finished <= deadline + SCHEDULING_TOLERANCE_S
     prefix = small_scorer.score(QUERY, texts[: result.scored])
     np.testing.assert_allclose(result.scores, prefix.scores, atol=1e-3)

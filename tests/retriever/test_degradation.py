@@ -32,6 +32,7 @@ def faults(
 @pytest.fixture
 def f(faults: tuple[Faults, BackgroundStack]) -> Iterator[tuple[Faults, BackgroundStack]]:
     faults[0].reset()
+    faults[1].forget_rerank_cost()  # what a slow Reranker taught it is not this test's
     yield faults
     faults[0].reset()
 

@@ -27,6 +27,7 @@ from services.indexer.settings import IndexerSettings
 from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
 from services.retriever.app import RetrieverApp
+from services.retriever.rerank_sizing import CandidateSizer
 from services.retriever.settings import RetrieverSettings
 from services.stack.embedded import EmbeddedStack, stack_parts
 
@@ -161,6 +162,13 @@ class BackgroundStack:
                 return True
             time.sleep(0.1)  # the channel reconnects within its own backoff (≤ 2 s)
         return False
+
+    def forget_rerank_cost(self) -> None:
+        """Start the Retriever's candidate sizing afresh (services.retriever.
+        rerank_sizing): tests that made its Reranker slow would otherwise leave
+        it sending fewer candidates to the next test's."""
+        assert self.stack is not None
+        self.stack.retriever.pipeline.rerank_step.sizer = CandidateSizer()
 
     def upsert(self, docs: list[ipb.Document], dry_run: bool = False) -> ipb.UpsertResponse:
         return self.indexer.Upsert(ipb.UpsertRequest(documents=docs, dry_run=dry_run), timeout=120)
