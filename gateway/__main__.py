@@ -1,6 +1,6 @@
 """`python -m gateway`: serve the gateway until SIGTERM/SIGINT.
 
-Starts through the recipe every service follows (services.common.entry):
+Starts through the recipe every service follows (services.runtime.entry):
 `-h`/`--help` lists the environment variables it reads, a configuration error
 (a setting, an OTEL_* variable, a port that cannot be had) exits with status 2
 naming it. On a signal the gateway stops accepting connections, lets
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.settings import GatewaySettings
-from services.common.entry import service_main
+from services.runtime.entry import service_main
 
 if TYPE_CHECKING:
-    from services.common.service import NoParts, ServiceRecipe
+    from services.runtime.service import NoParts, ServiceRecipe
 
 SUMMARY = (
     "Runs the public HTTP gateway (uvicorn): the search API and page in front of the "
@@ -30,7 +30,7 @@ SUMMARY = (
 def recipe() -> ServiceRecipe[GatewaySettings, NoParts]:
     """Its settings → no shared parts → one `GatewayApp` (uvicorn)."""
     from gateway.service import GatewayApp
-    from services.common.service import one_app
+    from services.runtime.service import one_app
 
     return one_app(GatewaySettings, GatewayApp)
 

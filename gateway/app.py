@@ -41,9 +41,9 @@ from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.search import Gates, SearchGateway
 from gateway.settings import GatewaySettings
 from gateway.tracing import GatewayTracing
-from services.common.logging import get_logger
-from services.common.observability.tracing import Tracing
-from services.common.security.client import ClientSecurity
+from services.core.logging import get_logger
+from services.runtime.observability.tracing import Tracing
+from services.runtime.security.client import ClientSecurity
 
 log = get_logger(__name__)
 

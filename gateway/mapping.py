@@ -16,7 +16,7 @@ from typing import Any
 from gateway import schema
 from gateway.reasons import MESSAGES, degradation_code, public_component, rerank_code
 from gateway.snippets import Span, highlighted_snippet, valid_spans
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 
 def to_retrieve_request(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from services.common.observability.metrics_listener import MetricsListener
+from services.runtime.observability.metrics_listener import MetricsListener
 
 __all__ = ["GatewayMetrics", "MetricsListener"]
 

@@ -25,7 +25,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import ApiError, ErrorCode, error_response
-from services.common.logging import get_logger
+from services.core.logging import get_logger
 
 log = get_logger(__name__)
 

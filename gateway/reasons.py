@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 MAX_LOGGED_CHARS = 1000
 

@@ -22,7 +22,7 @@ import grpc
 
 from gateway.errors import ApiError, ErrorCode
 from gateway.retriever_client import RetrieverClient
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 STATUS_TTL_S = 2.0
 

@@ -9,9 +9,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.errors import ApiError, ErrorCode
-from services.common.genproto.rag.retriever.v1 import retriever_pb2, retriever_pb2_grpc
-from services.common.security.client import ClientSecurity, aio_channel
-from services.common.server import client_channel_options
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from services.runtime.security.client import ClientSecurity, aio_channel
+from services.runtime.server import client_channel_options
 
 RETRIEVER_SERVICE = "rag.retriever.v1.Retriever"
 

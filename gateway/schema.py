@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from gateway.errors import ApiError, ErrorCode
 from gateway.reasons import ReasonCode
-from services.common.query_text import EMPTY_QUERY, is_empty_query
+from services.core.query_text import EMPTY_QUERY, is_empty_query
 
 ShortText = Annotated[StrictStr, Field(max_length=2048)]
 # A BCP 47-style code, primary subtag lower-case ("en", "zh", "zh-Hant", "pt-BR").
@@ -125,7 +125,7 @@ class SearchLimits:
 
     def check(self, request: SearchRequest) -> str:
         """Return the whitespace-normalized query, or raise a 4xx ApiError."""
-        # Emptiness as the Retriever decides it (services.common.query_text),
+        # Emptiness as the Retriever decides it (services.core.query_text),
         # so no empty query spends the budget or a downstream call.
         if is_empty_query(request.query):
             raise ApiError(ErrorCode.INVALID_REQUEST, EMPTY_QUERY)

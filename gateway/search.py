@@ -40,10 +40,10 @@ from gateway.retriever_client import RetrieverClient, api_error_for
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.settings import GatewaySettings
 from gateway.tracing import GatewayTracing, describe_response
-from services.common.deadline import Deadline
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.logging import get_logger
-from services.common.observability.tracing import Tracing
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.deadline import Deadline
+from services.core.logging import get_logger
+from services.runtime.observability.tracing import Tracing
 
 log = get_logger(__name__)
 

@@ -1,5 +1,5 @@
 """The gateway as a service app, in the shape every service app has
-(`services.common.service.ServiceApp`), so that `python -m gateway` starts
+(`services.runtime.service.ServiceApp`), so that `python -m gateway` starts
 through the same recipe as the gRPC services: settings → (no parts) →
 `GatewayApp` → `run_apps` under `run_main`.
 
@@ -23,9 +23,9 @@ from starlette.types import ASGIApp
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
-from services.common.errors import ConfigError
-from services.common.logging import get_logger
-from services.common.observability.tracing import Tracing
+from services.core.errors import ConfigError
+from services.core.logging import get_logger
+from services.runtime.observability.tracing import Tracing
 
 log = get_logger(__name__)
 

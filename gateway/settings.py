@@ -17,8 +17,8 @@ from limits import parse_many
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
-from services.common.security.client_settings import client_settings
-from services.common.settings import BaseServiceSettings
+from services.runtime.security.client_settings import client_settings
+from services.runtime.settings import BaseServiceSettings
 
 KiB = 1024
 CommaList = Annotated[list[str], NoDecode]

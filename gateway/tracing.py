@@ -1,6 +1,6 @@
 """The gateway's span for one search, under which the Retrieve call carries
 the trace context and the request id on to the Retriever
-(services.common.observability.propagation).
+(services.runtime.observability.propagation).
 
 The gateway is the public edge: a caller's `traceparent` header is not
 trusted by default. The search starts a trace of its own (sampled by the
@@ -21,8 +21,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from starlette.requests import Request
 
-from services.common.observability.propagation import extract_context, request_id_var
-from services.common.observability.tracing import Tracing
+from services.runtime.observability.propagation import extract_context, request_id_var
+from services.runtime.observability.tracing import Tracing
 
 ROUTE = "/v1/search"
 

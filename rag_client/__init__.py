@@ -32,8 +32,8 @@ from rag_client.indexer import AsyncIndexerClient, IndexerClient
 from rag_client.requests import RetrieveOptions, scope_filter
 from rag_client.retriever import AsyncRetrieverClient, RetrieverClient
 from rag_client.settings import ClientSettings, RetryPolicy, TlsSettings
-from services.common.genproto.rag.indexer.v1 import indexer_pb2
-from services.common.genproto.rag.retriever.v1 import retriever_pb2
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2
 
 __all__ = [
     "AsyncIndexerClient",

@@ -12,7 +12,7 @@ The streaming calls `upsert_stream` and `verify` yield progress messages,
 the last one carrying the result; they are never retried (messages already
 handed over would be repeated), and their deadline covers the whole stream,
 so give a large batch a deadline to match. Sync and RecordRelease are not
-wrapped here; use the generated stubs (services.common.genproto) for them."""
+wrapped here; use the generated stubs (services.contract.genproto) for them."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 
 from rag_client.base import AsyncClient, DeadlineArg, SyncClient
 from rag_client.settings import ClientSettings
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 
 Document = ipb.Document
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 
 
 def scope_filter(

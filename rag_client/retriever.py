@@ -15,8 +15,8 @@ from typing import Unpack
 from rag_client.base import AsyncClient, DeadlineArg, SyncClient
 from rag_client.requests import RetrieveOptions, retrieve_request
 from rag_client.settings import ClientSettings
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 
 RetrieveRequest = rpb.RetrieveRequest
 RetrieveResponse = rpb.RetrieveResponse

@@ -1,7 +1,7 @@
 """Channels and call metadata from ClientSettings.
 
 The services read the caller's credential from the `authorization` metadata
-as `Bearer <token>` (services/common/security/server_auth.py); the client
+as `Bearer <token>` (services/runtime/security/server_auth.py); the client
 sends it on every call. A token file is looked at on every call and re-read
 when its modification time or size changes, so a rotated token is picked up
 without a restart."""

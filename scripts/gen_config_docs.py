@@ -3,7 +3,7 @@ environment variables are exactly the ones the services read.
 
 Usage: python scripts/gen_config_docs.py [--check]
 
-The rows come from `services.common.cli_help`, which also prints the same
+The rows come from `services.runtime.cli_help`, which also prints the same
 variables for `python -m <service> --help`.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic_settings import BaseSettings
 
-from services.common.cli_help import Setting, describe_setting, env_names
+from services.runtime.cli_help import Setting, describe_setting, env_names
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "configuration.md"
@@ -22,12 +22,12 @@ TARGET = ROOT / "docs" / "configuration.md"
 
 def settings_classes() -> list[tuple[str, type[BaseSettings]]]:
     from gateway.settings import GatewaySettings
-    from services.common.embedding_settings import EmbeddingSettings
-    from services.common.settings import BaseServiceSettings, GrpcServiceSettings
-    from services.common.stores.settings import StoreSettings
     from services.indexer.settings import CliSettings, IndexerSettings
     from services.reranker.settings import RerankerSettings
     from services.retriever.settings import RetrieverSettings
+    from services.runtime.embedding_settings import EmbeddingSettings
+    from services.runtime.settings import BaseServiceSettings, GrpcServiceSettings
+    from services.storage.settings import StoreSettings
 
     return [
         ("Every service", BaseServiceSettings),
@@ -38,7 +38,7 @@ def settings_classes() -> list[tuple[str, type[BaseSettings]]]:
         ("Retriever", RetrieverSettings),
         ("Reranker", RerankerSettings),
         ("Gateway", GatewaySettings),
-        ("Command line (services.indexer.cli)", CliSettings),
+        ("Command line (services.operator.cli)", CliSettings),
     ]
 
 

@@ -1,4 +1,4 @@
-"""Generate Python stubs from protos/ into services/common/genproto/.
+"""Generate Python stubs from protos/ into services/contract/genproto/.
 
 grpc_tools emits absolute imports (`from rag.indexer.v1 import ...`); they are
 rewritten to the package the stubs live in, so nothing touches sys.path.
@@ -15,8 +15,8 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "protos"
-DEFAULT_OUT = ROOT / "services" / "common" / "genproto"
-PACKAGE = "services.common.genproto"
+DEFAULT_OUT = ROOT / "services" / "contract" / "genproto"
+PACKAGE = "services.contract.genproto"
 _IMPORT = re.compile(r"^from rag\.", re.MULTILINE)
 _IMPORT_PLAIN = re.compile(r"^import rag\.", re.MULTILINE)
 

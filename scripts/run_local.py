@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from services.common.healthcheck import wait_until_serving
+from services.runtime.healthcheck import wait_until_serving
 
 try:
     from scripts.supervisor import ChildExited, ChildSpec, Supervisor
@@ -138,7 +138,7 @@ def index_command() -> list[str]:
     return [
         sys.executable,
         "-m",
-        "services.indexer.cli",
+        "services.operator.cli",
         "ingest",
         str(ROOT / "docs"),
         "--scope",

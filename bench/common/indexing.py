@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from services.common.models import Document
+from services.core.models import Document
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,9 @@ def ingest_beir(
 ) -> IngestReport:
     """Send a BEIR corpus through the Indexer exactly as the operator CLI does
     (same loader, options and batching), timing the whole run."""
-    from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-    from services.common.server import channel_options
-    from services.indexer.cli import Ingest, parser
+    from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+    from services.operator.cli import Ingest, parser
+    from services.runtime.server import channel_options
 
     argv = ["ingest", str(corpus), "--scope", scope, "--format", "beir", "--quiet"]
     args = parser().parse_args(argv + (["--title-as-heading"] if title_as_heading else []))
@@ -58,10 +58,10 @@ def sync_documents(
     batches, then Sync keeping what was sent, so a reused index also loses the
     pages a data set no longer has (a renamed page would otherwise still be
     found under its old id and count as a miss)."""
-    from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
-    from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-    from services.common.server import channel_options
-    from services.indexer.cli import batches, document_to_proto
+    from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
+    from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+    from services.operator.cli import batches, document_to_proto
+    from services.runtime.server import channel_options
 
     totals = dict.fromkeys((f.name for f in pb.PlanCounts.DESCRIPTOR.fields), 0)
     rejected: list[str] = []
@@ -90,7 +90,7 @@ def sync_documents(
 def index_stats(indexer_addr: str) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict
 
-    from services.common.genproto.rag.indexer.v1 import indexer_pb2, indexer_pb2_grpc
+    from services.contract.genproto.rag.indexer.v1 import indexer_pb2, indexer_pb2_grpc
 
     with grpc.insecure_channel(indexer_addr) as channel:
         reply = indexer_pb2_grpc.IndexerStub(channel).Stats(indexer_pb2.StatsRequest(), timeout=60)

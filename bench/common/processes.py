@@ -21,8 +21,8 @@ import grpc
 import psutil
 
 from bench.common.paths import ROOT
-from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
-from services.common.healthcheck import wait_until_serving
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from services.runtime.healthcheck import wait_until_serving
 
 
 def free_port() -> int:

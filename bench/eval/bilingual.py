@@ -74,9 +74,9 @@ from bench.reports.targets import (
     ZH_TOP3,
     Target,
 )
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.models import Document
-from services.common.stores.factory import MANIFEST_FILE
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.models import Document
+from services.storage.factory import MANIFEST_FILE
 
 SCOPE = "bilingual"
 # Request shape per configuration. The vector-only one names the query's

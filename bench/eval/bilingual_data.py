@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from services.common.models import Document
+from services.core.models import Document
 
 KINDS = (
     "identifier",

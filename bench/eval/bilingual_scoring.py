@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.eval.bilingual_data import IDENTIFIER_KINDS, KINDS, Query
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 TOP_K = 10
 TOP_N = 3

@@ -67,13 +67,13 @@ def indexed_texts(corpus: Path, *, title_as_heading: bool) -> dict[str, list[str
     """Per document of a BEIR corpus, in corpus order, the texts the Indexer
     embeds for it: same loader, chunking settings (RAG_CHUNK_*) and
     `embedding_text`."""
-    from services.common.models import Document
-    from services.common.stores.storage import embedding_text
+    from services.core.models import Document
     from services.indexer.app import chunking_params
     from services.indexer.chunking import Chunker
     from services.indexer.loaders import load_beir_jsonl
     from services.indexer.planning import document_chunks
     from services.indexer.settings import IndexerSettings
+    from services.storage.storage import embedding_text
 
     settings = IndexerSettings()
     chunker = Chunker(chunking_params(settings))

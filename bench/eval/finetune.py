@@ -36,7 +36,7 @@ from typing import Any
 from bench.common.paths import RESULTS_DIR, ROOT, SCRATCH_DIR, SHARED_DATASETS
 from bench.common.record import run_record
 from bench.eval.dataset import BeirDataset, indexed_texts, write_query_subset
-from services.common.embedding import PACKAGED_MODEL
+from services.core.embedding import PACKAGED_MODEL
 
 MODELS_DIR = ROOT / ".data" / "models"
 CARD = "finetune.json"
@@ -99,7 +99,7 @@ def train(base_model: str, pairs: list[tuple[str, str]], recipe: Recipe) -> tupl
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from services.common.embedding import resolve_model_path
+    from services.core.embedding import resolve_model_path
 
     torch.manual_seed(recipe.seed)
     order = list(pairs)

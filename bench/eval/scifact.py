@@ -2,7 +2,7 @@
 
 Starts the embedded stack (`python -m services.stack`) and a Reranker as
 their own processes, ingests a BEIR corpus through the Indexer (exactly as
-`python -m services.indexer.cli ingest --format beir` does), sends every
+`python -m services.operator.cli ingest --format beir` does), sends every
 query of the split through `Retrieve` once per configuration — lexical
 only, vector only, hybrid (RRF), hybrid + rerank when a cross-encoder can
 be loaded — and scores the answers at document level with ir-measures.
@@ -42,8 +42,8 @@ from bench.eval.peer import run_peer
 from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, index_dir, parse_args
 from bench.reports.page import write_report
 from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM, INT8_DOCUMENT_NDCG
-from services.common.embedding import MULTILINGUAL_MODEL as DEFAULT_EMBEDDING_MODEL
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.embedding import MULTILINGUAL_MODEL as DEFAULT_EMBEDDING_MODEL
 
 
 def main(argv: list[str] | None = None) -> int:

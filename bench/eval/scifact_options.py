@@ -13,7 +13,7 @@ from typing import Any
 from bench.common.paths import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
 from bench.eval import finetune
 from bench.eval.dataset import BeirDataset, write_subset
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.reranker.settings import DEFAULT_MODEL
 
 # Request shape per configuration; every one is sent with the same depth.

@@ -44,11 +44,11 @@ from bench.eval.scifact import score_config
 from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, parse_args
 from bench.reports.page import publish
 from bench.reports.storage_modes import RESULTS_FILE
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.stores.factory import open_storage
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.storage import Storage, chunk_from_stored
-from services.common.stores.visibility import committed_generation
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.storage.factory import open_storage
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.storage import Storage, chunk_from_stored
+from services.storage.visibility import committed_generation
 from tests.support.postgres import running_postgres
 
 SCHEMA = "scifact"

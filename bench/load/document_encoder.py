@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common.cpu import prefer_passive_waits
+from services.runtime.cpu import prefer_passive_waits
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # As `python -m services.indexer` runs: torch's idle OpenMP threads, left
@@ -48,7 +48,7 @@ from bench.reports.document_encoder import (  # noqa: E402
     document_encoder_section,
 )
 from bench.reports.page import publish  # noqa: E402
-from services.common.embedding import Embedder  # noqa: E402
+from services.core.embedding import Embedder  # noqa: E402
 from services.indexer.app import indexer_parts  # noqa: E402
 from services.indexer.settings import IndexerSettings  # noqa: E402
 

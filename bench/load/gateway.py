@@ -49,9 +49,9 @@ from bench.common.paths import BENCHMARKS_MD, RESULTS_DIR, ROOT
 from bench.common.processes import free_port
 from bench.load.keepalive_client import KeepAliveClient
 from bench.reports.page import write_report
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.server import GrpcServer, ServerOptions, run_until_signal
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.runtime.server import GrpcServer, ServerOptions, run_until_signal
 
 RESULTS = RESULTS_DIR / "gateway_load.json"
 ORIGIN = "http://bench.local"

@@ -9,7 +9,7 @@ queries for the model and the two cores. This phase measures what users see:
 2. Idle: a few paced clients (bench.load.paced_load) send SciFact test claims
    for `--idle-seconds`, query cache off, no reranking.
 3. During ingest: the same clients, while the operator CLI (its own process,
-   `python -m services.indexer.cli ingest`) sends SciFact again as new
+   `python -m services.operator.cli ingest`) sends SciFact again as new
    documents (ids prefixed) into a scope of their own, so every chunk is
    chunked, embedded and written; it ends when the CLI exits.
 
@@ -118,7 +118,7 @@ def open_index_copy(opts: BenchOptions, target: Path, logs: Path) -> Stack:
 
 
 class CliIngest:
-    """`python -m services.indexer.cli ingest` in its own process, as an
+    """`python -m services.operator.cli ingest` in its own process, as an
     operator runs it: its client work (loading, protos) stays off the
     benchmark's own interpreter, whose load clients it would otherwise slow."""
 
@@ -131,7 +131,7 @@ class CliIngest:
         self.started_at = time.time()
         self.ended: float | None = None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.indexer.cli", *argv],
+            [sys.executable, "-m", "services.operator.cli", *argv],
             cwd=ROOT,
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
             stdout=self._log,

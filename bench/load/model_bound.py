@@ -12,10 +12,10 @@ from typing import Any
 
 from bench.common.record import latency_summary
 from bench.eval.dataset import indexed_texts
-from services.common.embedding import Embedder
-from services.common.stores.settings import StoreSettings
+from services.core.embedding import Embedder
 from services.indexer.app import indexer_parts
 from services.indexer.settings import IndexerSettings
+from services.storage.settings import StoreSettings
 
 QUERY_BATCH = 16
 WARM_UP_QUERIES = 20

@@ -63,7 +63,7 @@ from bench.eval.scifact_options import SCOPE
 from bench.reports.observability import RESULTS_FILE
 from bench.reports.page import write_report
 from bench.reports.targets import Target
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 BASELINE = "baseline"
 METRICS_OFF = "metrics off"

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 
 import grpc
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.server import channel_options
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.runtime.server import channel_options
 
 StopFn = Callable[[], bool]
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from bench.common.paths import SHARED_DATASETS
 from bench.common.record import latency_summary
-from services.common.cpu import prefer_passive_waits
-from services.common.embedding import Embedder, EmbedderConfig
-from services.common.settings import default_data_dir
+from services.core.embedding import Embedder, EmbedderConfig
+from services.core.environment import default_data_dir
+from services.runtime.cpu import prefer_passive_waits
 
 WARM_UP = 20
 NO_MICRO_BATCHING = 1

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.reasons import ReasonCode, rerank_code
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 OUTCOMES = ("full", "partial", "timeout", "other")
 _BY_CODE = {

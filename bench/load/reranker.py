@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common.cpu import prefer_passive_waits
+from services.runtime.cpu import prefer_passive_waits
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 prefer_passive_waits()  # as `python -m services.reranker` runs torch

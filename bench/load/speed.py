@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.common.cpu import prefer_passive_waits
+from services.runtime.cpu import prefer_passive_waits
 
 # The model-alone measurements run here: same OpenMP policy as the services,
 # set before anything imports torch.
@@ -69,8 +69,8 @@ from bench.reports.targets import (  # noqa: E402
     RETRIEVE_P50_ONNX,
     THROUGHPUT_SHARE,
 )
-from services.common.embedding import Embedder  # noqa: E402
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
+from services.core.embedding import Embedder  # noqa: E402
 from tests.support.tiny_cross_encoder import MINILM_L6, TINY, build_random_cross_encoder  # noqa: E402
 
 CONCURRENCY = (1, 4, 16)

@@ -27,8 +27,8 @@ import numpy as np
 from bench.common.paths import ROOT
 from bench.common.record import latency_summary, run_record
 from bench.reports.page import write_report
-from services.common.models import Chunk, ScopeFilter
-from services.common.stores.embedded import open_embedded_stores
+from services.core.models import Chunk, ScopeFilter
+from services.storage.embedded import open_embedded_stores
 
 RESULTS = ROOT / "bench" / "results"
 DIM = 384

@@ -175,7 +175,7 @@ def _note(bench: dict[str, Any], result: dict[str, Any]) -> str:
         f"each sending the next SciFact test claim {pacing['interval_ms']} ms after its previous "
         f"one started (at once after a slower answer; at most {rate:g} requests/s in all), query "
         f"cache off, no reranking: first idle for {result['idle']['seconds']} s, then while the "
-        f"operator CLI (`python -m services.indexer.cli ingest`, its own process) sent "
+        f"operator CLI (`python -m services.operator.cli ingest`, its own process) sent "
         f"{ingest['documents']} SciFact documents again as new ones ({ingest['chunks']} chunks) "
         f"into scope `{ingest['scope']}` of the same stack: {ingest['seconds']} s, "
         f"{ingest['chunks_per_s']} chunks/s (indexing alone, above: {alone} chunks/s). "

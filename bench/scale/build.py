@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.scale.corpus import SyntheticCorpus, SyntheticDocument
-from services.common.stores.factory import MANIFEST_FILE, Storage, open_storage
-from services.common.stores.manifest import ManifestEntry, RunIntent
-from services.common.stores.settings import StoreMode, StoreSettings
+from services.storage.factory import MANIFEST_FILE, Storage, open_storage
+from services.storage.manifest import ManifestEntry, RunIntent
+from services.storage.settings import StoreMode, StoreSettings
 
 # The operator CLI sends documents in batches of this order; each is one run.
 DOCS_PER_RUN = 500

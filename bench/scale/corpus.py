@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.scale.source import SourceCorpus, SourceDocument
-from services.common.models import Chunk
+from services.core.models import Chunk
 from services.indexer.identity import chunk_id, content_hash
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")

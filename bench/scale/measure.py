@@ -16,10 +16,10 @@ import qdrant_edge as qe
 from bench.common.processes import Stack, free_port
 from bench.common.record import latency_summary
 from bench.common.retrieve_loop import LoadResult, run_load
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.models import ScopeFilter
-from services.common.stores.base import DEFAULT_SEARCH_EF, hnsw_ef
-from services.common.stores.qdrant_edge import edge_filter
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.models import ScopeFilter
+from services.storage.base import DEFAULT_SEARCH_EF, hnsw_ef
+from services.storage.qdrant_edge import edge_filter
 
 CONCURRENCY = (1, 16)
 # What the Retriever asks each channel for by default (RAG_CANDIDATES_PER_CHANNEL).

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bench.common.paths import CACHE_DIR, DATASETS_DIR, SHARED_DATASETS
-from services.common.models import Document
-from services.common.stores.storage import embedding_text
+from services.core.models import Document
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 from services.indexer.planning import document_chunks
+from services.storage.storage import embedding_text
 
 if TYPE_CHECKING:
-    from services.common.embedding import Embedder
+    from services.core.embedding import Embedder
 
 SCIFACT = SHARED_DATASETS / "scifact"
 CHINESE_PAGES = DATASETS_DIR / "bilingual" / "pages" / "zh-CN"
@@ -117,7 +117,7 @@ def load_source(model: str, limit: int = 0, cache_dir: Path = CACHE_DIR) -> Sour
 
 
 def _build(model: str, params: ChunkingParams, limit: int) -> SourceCorpus:
-    from services.common.embedding import Embedder, EmbedderConfig
+    from services.core.embedding import Embedder, EmbedderConfig
 
     embedder = Embedder(
         EmbedderConfig(model=model, onnx_cache_dir=CACHE_DIR / "models", query_cache_size=0)

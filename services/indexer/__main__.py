@@ -1,7 +1,7 @@
 """`python -m services.indexer`: the Indexer alone (server mode, or embedded
 when no Retriever process shares the data folder).
 
-Starts through the recipe every service follows (services.common.entry):
+Starts through the recipe every service follows (services.runtime.entry):
 `-h`/`--help` lists the environment variables it reads, a configuration error
 exits with status 2, SIGTERM/SIGINT stops it gracefully.
 """
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from pydantic_settings import BaseSettings
 
-from services.common.entry import service_main
+from services.runtime.entry import service_main
 
 if TYPE_CHECKING:
-    from services.common.parts import SharedParts
-    from services.common.service import ServiceRecipe, StoreBacked
     from services.indexer.settings import IndexerSettings
+    from services.runtime.parts import SharedParts
+    from services.runtime.service import ServiceRecipe, StoreBacked
 
 SUMMARY = (
     "Runs the Indexer gRPC service: ingests documents into the vector and lexical stores "
@@ -28,17 +28,17 @@ SUMMARY = (
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
     """What the recipe loads (its settings and the stores')."""
-    from services.common.stores.settings import StoreSettings
     from services.indexer.settings import IndexerSettings
+    from services.storage.settings import StoreSettings
 
     return [IndexerSettings, StoreSettings]
 
 
 def recipe() -> ServiceRecipe[StoreBacked[IndexerSettings], SharedParts]:
     """Its settings and the stores' → the shared parts → one `IndexerApp`."""
-    from services.common.service import data_service
     from services.indexer.app import IndexerApp, indexer_parts
     from services.indexer.settings import IndexerSettings
+    from services.runtime.service import data_service
 
     return data_service(IndexerSettings, indexer_parts, IndexerApp)
 

@@ -7,15 +7,10 @@ import asyncio
 import json
 from dataclasses import asdict
 
-from services.common.embedding import Embedder, EmbeddingIdentity
-from services.common.errors import ConfigError
-from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.common.logging import get_logger
-from services.common.observability.telemetry import Telemetry
-from services.common.parts import PartsConfig, SharedParts
-from services.common.service import ServiceIdentity
-from services.common.stores.manifest import Manifest
-from services.common.stores.storage import Storage
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.core.embedding import Embedder, EmbeddingIdentity
+from services.core.errors import ConfigError
+from services.core.logging import get_logger
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.document_encoders import record_document_encoder
 from services.indexer.metrics import IndexerMetrics
@@ -24,6 +19,11 @@ from services.indexer.planning import Planner
 from services.indexer.servicer import METHOD_ROLES, SERVICE_NAME, IndexerServicer
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
+from services.runtime.observability.telemetry import Telemetry
+from services.runtime.parts import PartsConfig, SharedParts
+from services.runtime.service import ServiceIdentity
+from services.storage.manifest import Manifest
+from services.storage.storage import Storage
 
 log = get_logger(__name__)
 IDENTITY = ServiceIdentity("indexer", SERVICE_NAME, METHOD_ROLES)

@@ -17,11 +17,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from services.common.models import Document, StoredChunk
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.storage import Storage
-from services.common.stores.visibility import committed_generation
+from services.core.models import Document, StoredChunk
 from services.indexer.identity import content_hash, metadata_hash
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.storage import Storage
+from services.storage.visibility import committed_generation
 
 VECTORS, LEXICAL = "vectors", "lexical"
 COMPARED_FIELDS = ("doc_id", "locale", "scope_id", "content_hash", "metadata")

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-from services.common.errors import ConfigError
+from services.core.errors import ConfigError
 from services.indexer.chunk_layout import Heading, Layout, in_range
 from services.indexer.work_budget import WorkMeter
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
-from services.common.logging import get_logger
-from services.common.stores.manifest import Manifest
+from services.core.logging import get_logger
+from services.storage.manifest import Manifest
 
 log = get_logger(__name__)
 DOCUMENT_ENCODERS_META = "document_encoders"

@@ -3,7 +3,7 @@
 
 `url` is stored and returned as it is: in JSON, in evidence text, and as the
 target of a link in the gateway's web page. It follows the services' one rule
-for such URLs (`services.common.web_url`): empty, an absolute `http`/`https`
+for such URLs (`services.core.web_url`): empty, an absolute `http`/`https`
 URL with a host, or a relative path; `javascript:`, `data:`, `file:`,
 `vbscript:` and every other scheme are refused, and so are the shapes a
 browser reads otherwise than they look.
@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from services.common.errors import InvalidArgument
-from services.common.web_url import WEB_URL_RULE, web_url_problem
+from services.core.errors import InvalidArgument
+from services.core.web_url import WEB_URL_RULE, web_url_problem
 
 # RFC 3339 §5.6 date-time: full-date "T" partial-time time-offset ("T" and
 # "Z" in either case, §5.6 NOTE), fractions bounded (nanoseconds); or the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from services.common.models import Document
+from services.core.models import Document
 
 
 def _sha256(text: str) -> str:

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from services.common.errors import InvalidArgument, NotFound
-from services.common.models import ContentType, Document
+from services.core.errors import InvalidArgument, NotFound
+from services.core.models import ContentType, Document
 from services.indexer.html_markdown import html_to_markdown
 from services.indexer.markdown_text import clean_markdown
 from services.indexer.site_loader import load_directory

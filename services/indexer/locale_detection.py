@@ -21,7 +21,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from services.common.analysis.scripts import HAN_CHAR, HANGUL_CHAR, KANA_CHAR, OTHER_WORD
+from services.core.analysis.scripts import HAN_CHAR, HANGUL_CHAR, KANA_CHAR, OTHER_WORD
 
 # A tag as people write it: primary language, then subtags joined by "-" or "_".
 _TAG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
@@ -177,7 +177,7 @@ def script_locale(text: str) -> str | None:
     Code blocks, inline code and URLs are left out first: code is written
     in English whatever the page's language. Then every Han, Kana or Hangul
     character counts as one unit and every word of letters as one unit, as
-    in the Retriever's query-language rule (services.common.analysis.language).
+    in the Retriever's query-language rule (services.core.analysis.language).
     Thresholds, and why:
 
     - fewer than 5 units: None. A page of code, numbers or a two-word stub

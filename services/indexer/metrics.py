@@ -28,11 +28,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from services.common.logging import get_logger
-from services.common.models import ScopeFilter
-from services.common.stores.manifest import Manifest
-from services.common.stores.storage import Part, Storage
+from services.core.logging import get_logger
+from services.core.models import ScopeFilter
 from services.indexer.planning import PlanCounts
+from services.storage.manifest import Manifest
+from services.storage.storage import Part, Storage
 
 log = get_logger(__name__)
 

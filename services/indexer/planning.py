@@ -22,15 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from services.common.errors import InvalidArgument
-from services.common.models import Chunk, ChunkPayload, Document
-from services.common.security.callers import ScopeGrant
-from services.common.stores.manifest import Manifest, ManifestEntry
+from services.core.errors import InvalidArgument
+from services.core.models import Chunk, ChunkPayload, Document
 from services.indexer.chunking import Chunker, TextSpan
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
 from services.indexer.loaders import normalize_body
 from services.indexer.validation import DocumentLimits, validate_document
 from services.indexer.work_budget import WorkMeter
+from services.runtime.security.callers import ScopeGrant
+from services.storage.manifest import Manifest, ManifestEntry
 
 RunCheck = Callable[[], None]  # raises when the run must stop (RunControl.check)
 

@@ -14,10 +14,10 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from services.common.errors import InvalidArgument
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
-from services.common.stores.manifest import Manifest
-from services.common.stores.visibility import ReleaseVerdict, committed_generation, write_release
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.core.errors import InvalidArgument
+from services.storage.manifest import Manifest
+from services.storage.visibility import ReleaseVerdict, committed_generation, write_release
 
 MAX_RECORD_CHARS = 4_000_000  # a record of thousands of golden queries fits
 

@@ -16,8 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from services.common.deadline import Clock, Deadline
-from services.common.errors import Cancelled, DeadlineExceeded
+from services.core.deadline import Clock, Deadline
+from services.core.errors import Cancelled, DeadlineExceeded
 
 # Left for the commit itself and the answer to travel back: a commit with less
 # time than this could land after the caller's deadline.

@@ -8,14 +8,10 @@ from typing import Any
 
 import grpc
 
-from services.common import grpc_errors
-from services.common.errors import InvalidArgument
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
-from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.common.models import ContentType, Document
-from services.common.security.callers import Role, method_roles
-from services.common.security.scopes import check_writable
-from services.common.security.server_auth import current_caller
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.core.errors import InvalidArgument
+from services.core.models import ContentType, Document
 from services.indexer.audit import AuditProgress, AuditReport
 from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
 from services.indexer.planning import DocState
@@ -32,6 +28,10 @@ from services.indexer.validation import (
 )
 from services.indexer.verify import IndexVerifier
 from services.indexer.worker_threads import WorkerThreads
+from services.runtime import grpc_errors
+from services.runtime.security.callers import Role, method_roles
+from services.runtime.security.scopes import check_writable
+from services.runtime.security.server_auth import current_caller
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Indexer"].full_name
 # Writers change documents in the scopes they hold; whatever reads or repairs

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.common.embedding_settings import EmbeddingSettings
-from services.common.security.client_settings import client_settings
-from services.common.settings import ENV_PREFIX
+from services.core.environment import ENV_PREFIX
+from services.runtime.embedding_settings import EmbeddingSettings
+from services.runtime.security.client_settings import client_settings
 
 
 class IndexerSettings(EmbeddingSettings):

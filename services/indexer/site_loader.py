@@ -7,7 +7,7 @@ one page at a time, so memory holds the heads, never the folder's text.
 Each page gets its own locale (`_SiteLoad.page_locale`, `locale_detection`).
 
 A page linked to pages in other locales also gets each one's locale, URL
-and doc id, as `metadata["translations"]` (`services.common.translation_links`),
+and doc id, as `metadata["translations"]` (`services.core.translation_links`),
 so that a search hit can offer the reader's language. The first pass keeps
 each page's locale as far as its head and path tell it (`--locale`, front
 matter, `<html lang>`, locale folder); a member of a translation group whose
@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from services.common.errors import NotFound
-from services.common.models import ContentType, Document
-from services.common.translation_links import encode_translations
+from services.core.errors import NotFound
+from services.core.models import ContentType, Document
+from services.core.translation_links import encode_translations
 from services.indexer.chunking import iter_headings
 from services.indexer.front_matter import FrontMatter, read_front_matter
 from services.indexer.html_head import HtmlHead, read_html_head

@@ -7,8 +7,8 @@ import codecs
 import re
 from pathlib import Path
 
-from services.common.errors import InvalidArgument
-from services.common.models import ContentType
+from services.core.errors import InvalidArgument
+from services.core.models import ContentType
 
 _SUFFIX_TYPES = {
     ".md": ContentType.MARKDOWN,

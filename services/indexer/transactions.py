@@ -4,7 +4,7 @@
 overwrite, rewrite or delete (read back from the stores as they are) and the
 ids of the rows it writes. The stores then take the run's rows, stamped with
 its generation, which keeps them out of every search until the manifest
-commits that generation (services.common.stores.visibility).
+commits that generation (services.storage.visibility).
 
 `RunJournal.recover` settles every run that left intents behind: one whose
 generation committed only has its intents cleared; any other is undone: the
@@ -24,15 +24,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from services.common.deadline import Deadline
-from services.common.embedding import Embedder
-from services.common.logging import get_logger
-from services.common.models import StoredChunk
-from services.common.stores.manifest import ManifestEntry, RunIntent
-from services.common.stores.payload import payload_of_stored
-from services.common.stores.storage import Storage, chunk_from_stored
-from services.common.stores.visibility import committed_generation
+from services.core.deadline import Deadline
+from services.core.embedding import Embedder
+from services.core.logging import get_logger
+from services.core.models import StoredChunk
 from services.indexer.planning import DocState, DocumentPlan
+from services.storage.manifest import ManifestEntry, RunIntent
+from services.storage.payload import payload_of_stored
+from services.storage.storage import Storage, chunk_from_stored
+from services.storage.visibility import committed_generation
 
 log = get_logger(__name__)
 

@@ -21,7 +21,7 @@ every group's key is the own key of one of its members.
 
 Only a page with a translation, or with a declared key, gets the metadata.
 A page with translations in other locales also gets them, as
-`metadata["translations"]` (`services.common.translation_links`, written by
+`metadata["translations"]` (`services.core.translation_links`, written by
 the directory loader with `others_in_group`), so a hit carries them.
 """
 
@@ -34,8 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urljoin, urlsplit
 
-from services.common.models import Document
-from services.common.translation_links import TRANSLATIONS_KEY, Translation
+from services.core.models import Document
+from services.core.translation_links import TRANSLATIONS_KEY, Translation
 
 __all__ = [
     "DECLARED_KEY_FIELDS",

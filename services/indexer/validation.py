@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from services.common.errors import InvalidArgument
-from services.common.models import Document
+from services.core.errors import InvalidArgument
+from services.core.models import Document
 from services.indexer.document_fields import check_timestamp, check_web_url
 
 # BCP 47-ish: "en", "pt-BR", "zh-Hant-TW". Anything else is an unknown locale.

@@ -22,12 +22,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from services.common.embedding import Embedder
-from services.common.logging import get_logger
-from services.common.models import StoredChunk
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.payload import payload_of_stored
-from services.common.stores.storage import ChunkWriter, Part, Storage, chunk_from_stored
+from services.core.embedding import Embedder
+from services.core.logging import get_logger
+from services.core.models import StoredChunk
 from services.indexer.audit import (
     LEXICAL,
     VECTORS,
@@ -39,6 +36,9 @@ from services.indexer.audit import (
     read_snapshot,
     scope_counts,
 )
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.payload import payload_of_stored
+from services.storage.storage import ChunkWriter, Part, Storage, chunk_from_stored
 
 log = get_logger(__name__)
 REPAIRED = "repaired"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.common.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 
 class WorkBudgetExceeded(InvalidArgument):

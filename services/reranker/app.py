@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.logging import get_logger
-from services.common.observability.telemetry import Telemetry
-from services.common.service import ServiceIdentity, freeze_start_up_objects
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.core.logging import get_logger
 from services.reranker.metrics import RerankerMetrics
 from services.reranker.scorer import (
     CrossEncoderScorer,
@@ -22,6 +20,8 @@ from services.reranker.scorer import (
 )
 from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME, RerankerServicer
 from services.reranker.settings import RerankerSettings
+from services.runtime.observability.telemetry import Telemetry
+from services.runtime.service import ServiceIdentity, freeze_start_up_objects
 
 log = get_logger(__name__)
 IDENTITY = ServiceIdentity("reranker", SERVICE_NAME, METHOD_ROLES)

@@ -16,7 +16,7 @@ the latest (its waiter stops waiting), with the scored prefix marked
 partial: never late, whatever the backend. A batch still running at that
 moment is not wasted: the other calls in it get their scores.
 
-Why not `services.common.coalescing.Coalescer`: it hands each caller's items
+Why not `services.core.coalescing.Coalescer`: it hands each caller's items
 to one call whole, counts items rather than padded tokens, and has no
 deadlines: a 20-pair request would overflow the batch size or hold a whole
 batch, and a follower could wait past its deadline. Reranking needs the
@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from services.common.errors import Unavailable
-from services.common.logging import get_logger
+from services.core.errors import Unavailable
+from services.core.logging import get_logger
 from services.reranker.backends import BatchInterrupted
 from services.reranker.batch_cost import BatchPlanner
 from services.reranker.jobs import (

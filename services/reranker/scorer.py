@@ -30,10 +30,10 @@ import numpy as np
 import torch
 from sentence_transformers import CrossEncoder
 
-from services.common.errors import InvalidArgument, Unavailable
-from services.common.logging import get_logger
-from services.common.query_text import EMPTY_QUERY, is_empty_query
-from services.common.settings import default_data_dir
+from services.core.environment import default_data_dir
+from services.core.errors import InvalidArgument, Unavailable
+from services.core.logging import get_logger
+from services.core.query_text import EMPTY_QUERY, is_empty_query
 from services.reranker.backends import ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
 from services.reranker.batching import (

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import grpc
 
-from services.common.deadline import Deadline
-from services.common.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
-from services.common.grpc_errors import unary
-from services.common.logging import get_logger
-from services.common.security.callers import Role, method_roles
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from services.core.deadline import Deadline
+from services.core.logging import get_logger
 from services.reranker.jobs import ScoreResult
 from services.reranker.scorer import CrossEncoderScorer, InputLimits
+from services.runtime.grpc_errors import unary
+from services.runtime.security.callers import Role, method_roles
 
 log = get_logger(__name__)
 

@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from services.common.settings import GrpcServiceSettings, default_data_dir
+from services.core.environment import default_data_dir
+from services.runtime.settings import GrpcServiceSettings
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
 Activation = Literal["none", "sigmoid"]

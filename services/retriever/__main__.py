@@ -1,7 +1,7 @@
 """`python -m services.retriever`: the Retriever alone (server mode; in
 embedded mode use `python -m services.stack`, which shares the open stores).
 
-Starts through the recipe every service follows (services.common.entry):
+Starts through the recipe every service follows (services.runtime.entry):
 `-h`/`--help` lists the environment variables it reads, a configuration error
 exits with status 2, SIGTERM/SIGINT stops it gracefully.
 """
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from pydantic_settings import BaseSettings
 
-from services.common.entry import service_main
+from services.runtime.entry import service_main
 
 if TYPE_CHECKING:
-    from services.common.parts import SharedParts
-    from services.common.service import ServiceRecipe, StoreBacked
     from services.retriever.settings import RetrieverSettings
+    from services.runtime.parts import SharedParts
+    from services.runtime.service import ServiceRecipe, StoreBacked
 
 SUMMARY = (
     "Runs the Retriever gRPC service: hybrid search (vectors and BM25, fused by RRF, "
@@ -28,17 +28,17 @@ SUMMARY = (
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
     """What the recipe loads (its settings and the stores')."""
-    from services.common.stores.settings import StoreSettings
     from services.retriever.settings import RetrieverSettings
+    from services.storage.settings import StoreSettings
 
     return [RetrieverSettings, StoreSettings]
 
 
 def recipe() -> ServiceRecipe[StoreBacked[RetrieverSettings], SharedParts]:
     """Its settings and the stores' → the shared parts → one `RetrieverApp`."""
-    from services.common.service import data_service
     from services.retriever.app import RetrieverApp, retriever_parts
     from services.retriever.settings import RetrieverSettings
+    from services.runtime.service import data_service
 
     return data_service(RetrieverSettings, retriever_parts, RetrieverApp)
 

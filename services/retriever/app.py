@@ -8,20 +8,11 @@ import asyncio
 import contextlib
 from concurrent.futures import Executor
 
-from services.common.analysis.bilingual_dictionary import load_cedict
-from services.common.analysis.query_translation import QueryTranslator
-from services.common.embedding import Embedder
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.logging import get_logger
-from services.common.observability.telemetry import Telemetry
-from services.common.observability.tracing import Tracing
-from services.common.parts import PartsConfig, SharedParts
-from services.common.security.client import ClientSecurity
-from services.common.server import GrpcServer
-from services.common.service import ServiceIdentity
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.storage import Storage
-from services.common.stores.visibility import CommittedGeneration
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.core.analysis.bilingual_dictionary import load_cedict
+from services.core.analysis.query_translation import QueryTranslator
+from services.core.embedding import Embedder
+from services.core.logging import get_logger
 from services.retriever.language import EVERY_LANGUAGE
 from services.retriever.locale_balance import CrossLanguageLexical, IndexLocales, LocaleBalance
 from services.retriever.metrics import RetrievalMetrics
@@ -30,6 +21,15 @@ from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RequestLimits, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
+from services.runtime.observability.telemetry import Telemetry
+from services.runtime.observability.tracing import Tracing
+from services.runtime.parts import PartsConfig, SharedParts
+from services.runtime.security.client import ClientSecurity
+from services.runtime.server import GrpcServer
+from services.runtime.service import ServiceIdentity
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.storage import Storage
+from services.storage.visibility import CommittedGeneration
 
 log = get_logger(__name__)
 IDENTITY = ServiceIdentity("retriever", SERVICE_NAME, METHOD_ROLES)

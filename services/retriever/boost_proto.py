@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.common.errors import InvalidArgument
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.errors import InvalidArgument
 from services.retriever.boosts import Boosts, DecayFunction, MetadataBoost, RecencyBoost
 
 MAX_KEY_CHARS, MAX_VALUE_CHARS = 128, 2048

@@ -9,12 +9,12 @@ import asyncio
 from concurrent.futures import Executor
 from datetime import datetime
 
-from services.common.deadline import Deadline
-from services.common.errors import RagError
-from services.common.stores.manifest import Manifest
+from services.core.deadline import Deadline
+from services.core.errors import RagError
 from services.retriever.boosts import Boosts, apply_boosts
 from services.retriever.exact import ExactPrecedence, exact_precedence
 from services.retriever.types import FusedHit
+from services.storage.manifest import Manifest
 
 # Cap on the manifest read: boosts are worth less than an answer in time.
 MANIFEST_TIMEOUT_S = 0.5

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
-from services.common.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.retriever.types import FusedHit
 
 MAX_BOOST_WEIGHT = 10.0

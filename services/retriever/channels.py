@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from services.common.errors import DeadlineExceeded
-from services.common.models import ScoredChunk
+from services.core.errors import DeadlineExceeded
+from services.core.models import ScoredChunk
 from services.retriever.types import Channel
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
-from services.common.deadline import Deadline
-from services.common.errors import RagError
-from services.common.models import ScopeFilter
-from services.common.stores.base import LexicalStore
+from services.core.deadline import Deadline
+from services.core.errors import RagError
+from services.core.models import ScopeFilter
 from services.retriever.requests import RetrievalResult
+from services.storage.base import LexicalStore
 
 NOT_INDEXED = "This page is not indexed, so there is nothing to answer from."
 

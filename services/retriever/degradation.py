@@ -3,7 +3,7 @@ a fault rather than load)."""
 
 from __future__ import annotations
 
-from services.common.logging import get_logger
+from services.core.logging import get_logger
 from services.retriever.channels import ChannelOutcome, ChannelStatus
 from services.retriever.requests import RetrievalResult
 from services.retriever.reranking import RerankCode

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.common.deadline import Deadline
-from services.common.errors import InvalidArgument, RagError
-from services.common.stores.base import VectorStore
+from services.core.deadline import Deadline
+from services.core.errors import InvalidArgument, RagError
 from services.retriever.types import FusedHit
+from services.storage.base import VectorStore
 
 DEFAULT_WINDOW = 50
 MAX_WINDOW = 200

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from services.common.errors import ConfigError, InvalidArgument
+from services.core.errors import ConfigError, InvalidArgument
 from services.retriever.types import Citation, Evidence, FusedHit
 
 BLOCK_SEPARATOR = "\n\n"

@@ -5,7 +5,7 @@ chunk naming that model first, while the vector channel, which reads
 "text embedding" as a topic, ranks it anywhere; two chunks that are merely
 *about* embeddings, 2nd and 3rd in both lists, then outscore it. Which is why
 a documented precedence sits on top of fusion: when the query contains
-identifiers (see `services.common.analysis.identifiers`), hits holding more of
+identifiers (see `services.core.analysis.identifiers`), hits holding more of
 them come first, and RRF (or the reranker's) order decides within each group.
 A query without identifiers is left exactly as RRF ranked it. The same rule
 holds in the lexical channel itself (`lexical_fields.exact_first`).
@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
-from services.common.analysis import QueryPlan, TextAnalyzer, match_spans
-from services.common.stores.lexical_fields import lead_holder, matched_identifiers
+from services.core.analysis import QueryPlan, TextAnalyzer, match_spans
 from services.retriever.types import FusedHit
+from services.storage.lexical_fields import lead_holder, matched_identifiers
 
 
 def with_exact_matches(

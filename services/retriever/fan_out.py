@@ -9,17 +9,17 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 
-from services.common.analysis import QueryPlan
-from services.common.analysis.analyzer import TextAnalyzer
-from services.common.deadline import Deadline
-from services.common.embedding import Embedder
-from services.common.models import ScopeFilter, ScoredChunk
-from services.common.stores.base import LexicalStore
+from services.core.analysis import QueryPlan
+from services.core.analysis.analyzer import TextAnalyzer
+from services.core.deadline import Deadline
+from services.core.embedding import Embedder
+from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.channels import ChannelOutcome, call_as, not_requested, run_channel
 from services.retriever.locale_balance import LocaleLists, LocaleSearch
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.stages import StageRecorder
 from services.retriever.types import Channel
+from services.storage.base import LexicalStore
 
 
 class ChannelFanOut:

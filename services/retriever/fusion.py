@@ -16,8 +16,8 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from services.common.errors import ConfigError, InvalidArgument
-from services.common.models import ScoredChunk, StoredChunk
+from services.core.errors import ConfigError, InvalidArgument
+from services.core.models import ScoredChunk, StoredChunk
 from services.retriever.types import Channel, ChannelRank, FusedHit
 
 DEFAULT_RRF_K = 60.0

@@ -22,12 +22,12 @@ import functools
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
-from services.common.deadline import Deadline
-from services.common.errors import DeadlineExceeded, RagError, Unavailable
-from services.common.logging import get_logger
-from services.common.models import StoredChunk
-from services.common.stores.base import LexicalStore, VectorStore
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded, RagError, Unavailable
+from services.core.logging import get_logger
+from services.core.models import StoredChunk
 from services.retriever.types import Channel, FusedHit
+from services.storage.base import LexicalStore, VectorStore
 
 log = get_logger(__name__)
 

@@ -7,7 +7,7 @@ alone, so a channel ranking by noise outvotes a lexical channel that found the
 right page. The rule:
 
 - the query's language is the request's `query_language` when given, else the
-  script rule of `services.common.analysis.language` (CJK characters against
+  script rule of `services.core.analysis.language` (CJK characters against
   words of other scripts; identifiers do not count; a query of identifiers
   alone is `und`, which any model is taken to read);
 - when the query's language or the scope's locale is not one the model reads,
@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from services.common.analysis import UNDETERMINED, detect_language, primary_language
-from services.common.errors import InvalidArgument
+from services.core.analysis import UNDETERMINED, detect_language, primary_language
+from services.core.errors import InvalidArgument
 from services.retriever.types import Channel
 
 EVERY_LANGUAGE = "*"

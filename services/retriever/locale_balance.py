@@ -16,7 +16,7 @@ language, an index of several locales, a request that fixes none):
    its hits that hold one of the question's exact identifiers count (an
    identifier reads the same in every language), followed by the hits of the
    question's words translated with a bilingual dictionary and searched in
-   that locale alone (services.common.analysis.query_translation;
+   that locale alone (services.core.analysis.query_translation;
    RAG_CROSS_LANGUAGE_LEXICAL);
 3. the fused locale lists take turns (1st of each, then 2nd of each, …), the
    question's language first (by the best fused score when the question has
@@ -37,16 +37,16 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TypeVar
 
-from services.common.analysis import UNDETERMINED, primary_language
-from services.common.analysis.query_translation import QueryTranslator, Translation
-from services.common.deadline import Deadline
-from services.common.models import ScopeFilter, ScoredChunk
-from services.common.stores.base import VectorQuery, VectorStore
-from services.common.stores.manifest import Manifest
+from services.core.analysis import UNDETERMINED, primary_language
+from services.core.analysis.query_translation import QueryTranslator, Translation
+from services.core.deadline import Deadline
+from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.channels import call_as
 from services.retriever.fusion import ListFuser
 from services.retriever.types import Channel, FusedHit
 from services.retriever.vector_batching import VectorSearchBatcher
+from services.storage.base import VectorQuery, VectorStore
+from services.storage.manifest import Manifest
 
 T = TypeVar("T")
 

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
-from services.common.errors import FailedPrecondition, InvalidArgument, Unavailable
+from services.core.errors import FailedPrecondition, InvalidArgument, Unavailable
 from services.retriever.grouping import group_by_document
 from services.retriever.requests import RetrievalRequest
 from services.retriever.types import FusedHit

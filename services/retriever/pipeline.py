@@ -11,14 +11,12 @@ from datetime import UTC, datetime
 
 from opentelemetry import trace
 
-from services.common.analysis.query_translation import QueryTranslator
-from services.common.deadline import Deadline
-from services.common.embedding import Embedder
-from services.common.errors import DeadlineExceeded, InvalidArgument
-from services.common.logging import get_logger
-from services.common.models import ScopeFilter
-from services.common.stores.storage import Storage
-from services.common.stores.visibility import CommittedGeneration
+from services.core.analysis.query_translation import QueryTranslator
+from services.core.deadline import Deadline
+from services.core.embedding import Embedder
+from services.core.errors import DeadlineExceeded, InvalidArgument
+from services.core.logging import get_logger
+from services.core.models import ScopeFilter
 from services.retriever.boost_step import BoostStep
 from services.retriever.channels import (
     ChannelOutcome,
@@ -77,6 +75,8 @@ from services.retriever.run_state import RetrievalRun
 from services.retriever.score_fusion import fuser_for
 from services.retriever.stages import StageRecorder
 from services.retriever.types import Channel, FusedHit, Intent
+from services.storage.storage import Storage
+from services.storage.visibility import CommittedGeneration
 
 __all__ = [
     "PreparedQuery",
@@ -276,7 +276,7 @@ class RetrievalPipeline:
             return await self.hit_rows.complete(hits, run.deadline, visible, answered)
 
     async def _visible(self, scope: ScopeFilter, deadline: Deadline) -> ScopeFilter:
-        """The scope limited to committed rows (services.common.stores.visibility);
+        """The scope limited to committed rows (services.storage.visibility);
         a re-read of the commit point is bounded by the request's deadline."""
         if self.committed is None:
             return scope

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from services.common.errors import ConfigError, InvalidArgument
-from services.common.query_text import EMPTY_QUERY, is_empty_query
+from services.core.errors import ConfigError, InvalidArgument
+from services.core.query_text import EMPTY_QUERY, is_empty_query
 
 # `\s` on str patterns covers Unicode whitespace: tabs, newlines, NBSP,
 # thin/ideographic spaces, line/paragraph separators.

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from services.common.analysis import QueryPlan
-from services.common.errors import InvalidArgument
-from services.common.models import ScopeFilter
+from services.core.analysis import QueryPlan
+from services.core.errors import InvalidArgument
+from services.core.models import ScopeFilter
 from services.retriever.boosts import Boosts, check_boosts
 from services.retriever.channels import ChannelOutcome
 from services.retriever.diversity import Diversity, check_diversity

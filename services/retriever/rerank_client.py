@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.errors import DeadlineExceeded, Unavailable
-from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.security.client import ClientSecurity, aio_channel
-from services.common.server import client_channel_options
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.core.errors import DeadlineExceeded, Unavailable
+from services.runtime.security.client import ClientSecurity, aio_channel
+from services.runtime.server import client_channel_options
 
 # The name the Reranker reports health under (as services/reranker/servicer.py
 # derives it; not imported from there, which would load torch into the Retriever).

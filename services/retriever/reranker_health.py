@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from services.common.deadline import Clock
-from services.common.logging import get_logger
+from services.core.deadline import Clock
+from services.core.logging import get_logger
 
 log = get_logger(__name__)
 

@@ -19,8 +19,8 @@ from enum import StrEnum
 
 import grpc
 
-from services.common.deadline import Deadline
-from services.common.errors import DeadlineExceeded, Unavailable
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded, Unavailable
 from services.retriever.fusion import merge_rerank
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
 from services.retriever.rerank_sizing import CandidatePlan, CandidateSizer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from services.common.deadline import Deadline
+from services.core.deadline import Deadline
 from services.retriever.channels import ChannelOutcome, not_requested
 from services.retriever.locale_balance import LocaleLists
 from services.retriever.paging import PageCursor

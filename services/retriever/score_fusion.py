@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 from enum import StrEnum
 
-from services.common.models import ScoredChunk
+from services.core.models import ScoredChunk
 from services.retriever.fusion import DEFAULT_RRF_K, ListFuser, RrfFuser
 
 

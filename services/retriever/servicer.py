@@ -9,17 +9,12 @@ from typing import Any
 
 import grpc
 
-from services.common import grpc_errors
-from services.common.deadline import Deadline
-from services.common.errors import InvalidArgument
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.models import ScopeFilter
-from services.common.security.callers import Caller, Role, method_roles
-from services.common.security.scopes import readable_scope, readable_scopes
-from services.common.security.server_auth import current_caller
-from services.common.stores.visibility import ReleaseVerdict
-from services.common.translation_links import TRANSLATIONS_KEY, decode_translations
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.core.deadline import Deadline
+from services.core.errors import InvalidArgument
+from services.core.models import ScopeFilter
+from services.core.translation_links import TRANSLATIONS_KEY, decode_translations
 from services.retriever.boost_proto import boosts_from_proto
 from services.retriever.channels import ChannelStatus
 from services.retriever.diversity import Diversity
@@ -32,6 +27,11 @@ from services.retriever.pipeline import (
 )
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, FusedHit, Intent
+from services.runtime import grpc_errors
+from services.runtime.security.callers import Caller, Role, method_roles
+from services.runtime.security.scopes import readable_scope, readable_scopes
+from services.runtime.security.server_auth import current_caller
+from services.storage.visibility import ReleaseVerdict
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Retriever"].full_name
 METHOD_ROLES = method_roles(SERVICE_NAME, {"Retrieve": Role.READER, "IndexStatus": Role.READER})
@@ -245,7 +245,7 @@ def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
 
 def hit_translations(metadata: dict[str, str]) -> list[pb.Translation]:
     """The hit's page in other languages, from its `metadata["translations"]`
-    (services.common.translation_links): carried as they are, never reordering
+    (services.core.translation_links): carried as they are, never reordering
     anything; a malformed value carries none."""
     return [
         pb.Translation(locale=t.locale, url=t.url, doc_id=t.doc_id)

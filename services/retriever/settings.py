@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from services.common.embedding_settings import EmbeddingSettings
-from services.common.security.client_settings import client_settings
 from services.retriever.exact import ExactPrecedence
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.score_fusion import FusionMethod
+from services.runtime.embedding_settings import EmbeddingSettings
+from services.runtime.security.client_settings import client_settings
 
 
 class RetrieverSettings(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from services.common.analysis import MatchSpan
-from services.common.models import StoredChunk
+from services.core.analysis import MatchSpan
+from services.core.models import StoredChunk
 
 
 class Channel(StrEnum):

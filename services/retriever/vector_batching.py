@@ -5,7 +5,7 @@ wait and then go together through `VectorStore.search_many`, which Qdrant
 Edge answers in one pass over its segments (measured on SciFact, 12,508
 chunks, 16 searches of 50: 43.5 ms one by one, 28.4 ms as one batch) and a
 Qdrant server in one request. A request alone runs at once
-(`services.common.coalescing`).
+(`services.core.coalescing`).
 
 A batch runs until the latest deadline among its callers, so nobody's
 search is cut short by a neighbour's tighter one; a caller whose own time
@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.common.coalescing import Coalescer, CoalescingStats
-from services.common.deadline import Deadline
-from services.common.models import ScoredChunk
-from services.common.stores.base import VectorQuery, VectorStore
+from services.core.coalescing import Coalescer, CoalescingStats
+from services.core.deadline import Deadline
+from services.core.models import ScoredChunk
+from services.storage.base import VectorQuery, VectorStore
 
 Search = tuple[VectorQuery, Deadline | None]
 

@@ -1,7 +1,7 @@
 """`python -m services.stack`: the embedded stack — Indexer and Retriever in
 one process on their own ports (embedded stores allow a single writer).
 
-Starts through the recipe every service follows (services.common.entry):
+Starts through the recipe every service follows (services.runtime.entry):
 `-h`/`--help` lists the environment variables it reads, a configuration error
 exits with status 2, SIGTERM/SIGINT stops both apps gracefully.
 """
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from pydantic_settings import BaseSettings
 
-from services.common.entry import service_main
+from services.runtime.entry import service_main
 
 if TYPE_CHECKING:
-    from services.common.parts import SharedParts
-    from services.common.service import ServiceRecipe
+    from services.runtime.parts import SharedParts
+    from services.runtime.service import ServiceRecipe
     from services.stack.embedded import StackSettings
 
 SUMMARY = (
@@ -28,9 +28,9 @@ SUMMARY = (
 
 def settings_classes() -> Sequence[type[BaseSettings]]:
     """What the recipe loads."""
-    from services.common.stores.settings import StoreSettings
     from services.indexer.settings import IndexerSettings
     from services.retriever.settings import RetrieverSettings
+    from services.storage.settings import StoreSettings
 
     return [IndexerSettings, RetrieverSettings, StoreSettings]
 
@@ -38,15 +38,15 @@ def settings_classes() -> Sequence[type[BaseSettings]]:
 def recipe() -> ServiceRecipe[StackSettings, SharedParts]:
     """Both services' settings and the stores' → one set of shared parts (one
     embedding model, the stores opened once) → the Indexer and Retriever apps."""
-    from services.common.parts import open_parts
-    from services.common.service import ServiceRecipe, stores_context
-    from services.common.settings import load_settings
-    from services.common.stores.settings import StoreSettings
     from services.indexer.app import IndexerApp
     from services.indexer.settings import IndexerSettings
     from services.retriever.app import RetrieverApp
     from services.retriever.settings import RetrieverSettings
+    from services.runtime.parts import open_parts
+    from services.runtime.service import ServiceRecipe, stores_context
+    from services.runtime.settings import load_settings
     from services.stack.embedded import StackSettings, stack_parts
+    from services.storage.settings import StoreSettings
 
     def load() -> StackSettings:
         return StackSettings(

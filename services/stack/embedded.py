@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 
-from services.common.parts import PartsConfig, SharedParts, check_same_embedding
-from services.common.stores.settings import StoreSettings
 from services.indexer.app import IndexerApp
 from services.indexer.settings import IndexerSettings
 from services.retriever.app import RetrieverApp, retriever_parts
 from services.retriever.settings import RetrieverSettings
+from services.runtime.parts import PartsConfig, SharedParts, check_same_embedding
+from services.storage.settings import StoreSettings
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from bench.eval.bilingual_data import (
     smoke_queries,
 )
 from bench.eval.bilingual_scoring import Outcome, failures, group_metrics, summarize
-from services.common.analysis.analyzer import TextAnalyzer
+from services.core.analysis.analyzer import TextAnalyzer
 
 pytestmark = pytest.mark.unit
 

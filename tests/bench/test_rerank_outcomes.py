@@ -9,7 +9,7 @@ import pytest
 
 from bench.load.rerank_outcomes import outcome_shares
 from bench.reports.speed import rerank_shares_section
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 pytestmark = pytest.mark.unit
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import grpc
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.security.client import ClientSecurity, sync_channel
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.retriever.paging import decode_token
+from services.runtime.security.client import ClientSecurity, sync_channel
 from tests.deploy.local_deployment import LocalService
 
 SCOPE = "handbook"

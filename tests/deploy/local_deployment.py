@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from services.common.healthcheck import is_serving, own_server_security
+from services.runtime.healthcheck import is_serving, own_server_security
 from tests.deploy.compose import environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,7 +135,7 @@ class LocalService:
 
     def wait_serving(self, timeout_s: float) -> None:
         """Until its gRPC health check answers SERVING, checked the way the
-        compose health check does (services.common.healthcheck with the
+        compose health check does (services.runtime.healthcheck with the
         server's own TLS settings)."""
         security = own_server_security(self.env)
         deadline = time.monotonic() + timeout_s

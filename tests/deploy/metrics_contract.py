@@ -21,9 +21,9 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
 from gateway.metrics import BREAKER_STATES, OUTCOMES
-from services.common.genproto.rag.indexer.v1 import indexer_pb2
-from services.common.genproto.rag.reranker.v1 import reranker_pb2
-from services.common.genproto.rag.retriever.v1 import retriever_pb2
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2
 
 # The scrape jobs: Prometheus job name (= compose service = Kubernetes
 # Deployment and app.kubernetes.io/name) → metrics port and the variable that

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.common.embedding import Embedder
-from services.common.observability.telemetry import Telemetry
+from services.core.embedding import Embedder
 from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
+from services.runtime.observability.telemetry import Telemetry
 from tests.deploy.metrics_contract import CONTRACT, EXPORTED_BY, exposed_names
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
 from tests.support.corpus import corpus_documents

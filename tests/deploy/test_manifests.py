@@ -19,12 +19,12 @@ import yaml
 from pydantic_settings import BaseSettings
 
 from gateway.settings import GatewaySettings
-from services.common.server import LIVENESS_SERVICE
-from services.common.settings import load_settings
-from services.common.stores.settings import StoreMode, StoreSettings
 from services.indexer.settings import IndexerSettings
 from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
+from services.runtime.server import LIVENESS_SERVICE
+from services.runtime.settings import load_settings
+from services.storage.settings import StoreMode, StoreSettings
 from tests.deploy.compose import active_services, environment, load_compose
 
 pytestmark = pytest.mark.unit
@@ -123,7 +123,7 @@ def test_compose_health_checks_probe_the_real_endpoints(compose) -> None:
         check = spec["healthcheck"]["test"]
         port = spec["environment"][PORT_VARIABLE[module]]
         if module in GRPC_PORTS:
-            assert check[1:4] == ["python", "-m", "services.common.healthcheck"], name
+            assert check[1:4] == ["python", "-m", "services.runtime.healthcheck"], name
             assert check[4] == f"127.0.0.1:{GRPC_PORTS[module]}" and port == str(GRPC_PORTS[module])
         else:
             assert f"http://127.0.0.1:{port}/readyz" in " ".join(check), name
@@ -304,7 +304,7 @@ def test_grpc_services_probe_health_over_their_own_mutual_tls(k8s) -> None:
             assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
             continue
         port = GRPC_PORTS[module]
-        check = ["python", "-m", "services.common.healthcheck", f"127.0.0.1:{port}"]
+        check = ["python", "-m", "services.runtime.healthcheck", f"127.0.0.1:{port}"]
         assert container["ports"][0]["containerPort"] == port, name
         assert health_command(container["readinessProbe"]) == check, name
         for probe in ("livenessProbe", "startupProbe"):

@@ -9,7 +9,7 @@ refresh of the commit point). Beyond making addresses and paths local, the
 test changes two things: the gateway keeps its counters in memory (no Redis),
 and the Indexer writes in batches of 64 chunks (RAG_WRITE_BATCH), so that a
 run of a few hundred chunks is long enough to be killed while it writes.
-Documents go in through the operator's CLI (`python -m services.indexer.cli
+Documents go in through the operator's CLI (`python -m services.operator.cli
 ingest`, `stats`, `verify`), one request per ingest, so one run and one
 generation per ingest.
 
@@ -47,10 +47,10 @@ import httpx
 import psycopg
 import pytest
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.security.client import ClientSecurity, TokenSource, sync_channel
-from services.common.security.tls import ClientTls
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.retriever.paging import decode_token
+from services.runtime.security.client import ClientSecurity, TokenSource, sync_channel
+from services.runtime.security.tls import ClientTls
 from tests.deploy.compose import active_services, load_compose
 from tests.deploy.deployment_load import (
     CHANNEL_OPTIONS,

@@ -22,10 +22,10 @@ from fastapi import FastAPI
 from gateway.app import create_app
 from gateway.retriever_client import RETRIEVER_SERVICE
 from gateway.settings import GatewaySettings
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.observability.tracing import Tracing
-from services.common.server import GrpcServer, ServerOptions
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.runtime.observability.tracing import Tracing
+from services.runtime.server import GrpcServer, ServerOptions
 
 ALLOWED_ORIGIN = "http://allowed.example"
 FOREIGN_ORIGIN = "http://evil.example"

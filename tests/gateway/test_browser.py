@@ -23,9 +23,9 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.embedding import Embedder
 from tests.gateway.support import (
     ALLOWED_ORIGIN,
     RetrieverServer,

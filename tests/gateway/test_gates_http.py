@@ -11,7 +11,7 @@ import grpc
 import httpx
 import pytest
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from tests.gateway.support import (
     ALLOWED_ORIGIN,
     FOREIGN_ORIGIN,

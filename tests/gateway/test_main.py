@@ -1,5 +1,5 @@
 """`python -m gateway` starts through the recipe every service follows
-(services.common.entry): it serves until SIGTERM and then exits cleanly, its
+(services.runtime.entry): it serves until SIGTERM and then exits cleanly, its
 metrics listener with it; bad settings, or a port it cannot have, stop it at
 start-up with exit status 2 and a message naming the variable."""
 

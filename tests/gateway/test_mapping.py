@@ -10,7 +10,7 @@ from gateway.mapping import to_retrieve_request, to_search_response
 from gateway.retriever_client import api_error_for
 from gateway.schema import SearchLimits, SearchRequest
 from gateway.snippets import snippet
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from tests.gateway.support import canned_response
 
 pytestmark = pytest.mark.unit

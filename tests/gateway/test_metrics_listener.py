@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from gateway.metrics import GatewayMetrics, MetricsListener
-from services.common.errors import ConfigError
+from services.core.errors import ConfigError
 from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
 
 

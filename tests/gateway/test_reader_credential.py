@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.embedding import Embedder
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
 from tests.support.stack import BackgroundStack
 

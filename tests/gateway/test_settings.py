@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.settings import GatewaySettings
-from services.common.errors import ConfigError
-from services.common.settings import load_settings
+from services.core.errors import ConfigError
+from services.runtime.settings import load_settings
 
 pytestmark = pytest.mark.unit
 

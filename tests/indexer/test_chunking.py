@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from services.common.errors import ConfigError
+from services.core.errors import ConfigError
 from services.indexer.chunking import Chunker, ChunkingParams, iter_headings
 from services.indexer.work_budget import WorkBudgetExceeded, WorkMeter
 from tests.support.chunk_invariants import assert_chunk_invariants, step_bound

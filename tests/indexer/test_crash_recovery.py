@@ -14,11 +14,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.manifest_sqlite import SqliteManifest
-from services.common.stores.settings import StoreMode, StoreSettings
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.storage.factory import open_manifest, open_stores
+from services.storage.manifest_sqlite import SqliteManifest
+from services.storage.settings import StoreMode, StoreSettings
 from tests.stack.test_process import wait_serving
 from tests.support.stack import free_port
 
@@ -60,7 +60,7 @@ class IndexerProcess:
             [
                 sys.executable,
                 "-m",
-                "services.indexer.cli",
+                "services.operator.cli",
                 "--addr",
                 f"127.0.0.1:{self.port}",
                 "ingest",

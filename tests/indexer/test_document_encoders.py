@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 import structlog
 
-from services.common.embedding import Embedder, EmbedderConfig, Precision
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.stores.factory import open_manifest
-from services.common.stores.manifest_sqlite import SqliteManifest
-from services.common.stores.settings import StoreMode, StoreSettings
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.embedding import Embedder, EmbedderConfig, Precision
 from services.indexer.document_encoders import (
     DOCUMENT_ENCODERS_META,
     record_document_encoder,
     recorded_document_encoders,
 )
-from tests.common.stores.manifest_contract import entry
+from services.storage.factory import open_manifest
+from services.storage.manifest_sqlite import SqliteManifest
+from services.storage.settings import StoreMode, StoreSettings
+from tests.storage.manifest_contract import entry
 from tests.support.corpus import corpus_documents
 from tests.support.stack import BackgroundStack, free_port
 

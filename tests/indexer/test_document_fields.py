@@ -1,11 +1,11 @@
-"""A document's `url` (services.common.web_url's rule, as an Indexer
+"""A document's `url` (services.core.web_url's rule, as an Indexer
 rejection) and `updated_at` (RFC 3339), checked one value at a time."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.common.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.indexer.document_fields import check_timestamp, check_web_url
 
 pytestmark = pytest.mark.unit

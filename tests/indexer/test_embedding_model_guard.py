@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from services.common.embedding import Embedder, EmbedderConfig, EmbeddingIdentity
-from services.common.errors import ConfigError
-from services.common.models import ContentType, Document
-from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.storage import Storage
+from services.core.embedding import Embedder, EmbedderConfig, EmbeddingIdentity
+from services.core.errors import ConfigError
+from services.core.models import ContentType, Document
 from services.indexer.app import EMBEDDING_META, build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
+from services.storage.factory import open_manifest, open_stores
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.storage import Storage
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +92,7 @@ def test_a_retrained_model_at_the_same_path_is_another_model(
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from services.common.embedding import resolve_model_path
+    from services.core.embedding import resolve_model_path
 
     model = SentenceTransformer(resolve_model_path(""), device="cpu")
     with torch.no_grad():

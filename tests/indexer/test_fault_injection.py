@@ -16,14 +16,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.models import ScopeFilter
-from services.common.stores.factory import open_storage
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.visibility import committed_generation
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.core.models import ScopeFilter
+from services.storage.factory import open_storage
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.visibility import committed_generation
 from tests.stack.test_process import wait_serving
 from tests.support.stack import free_port
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from services.common.models import ScopeFilter
-from services.common.stores.factory import open_storage
-from services.common.stores.settings import StoreSettings
+from services.core.models import ScopeFilter
+from services.storage.factory import open_storage
+from services.storage.settings import StoreSettings
 from tests.indexer.test_fault_injection import (
     BASE,
     StackProcess,

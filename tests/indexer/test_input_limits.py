@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.embedding import Embedder
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
 from tests.support.stack import BackgroundStack

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.models import Document
+from services.core.models import Document
 from services.indexer.loaders import LoadError, load_directory
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.errors import InvalidArgument, NotFound
-from services.common.models import ContentType, Document
+from services.core.errors import InvalidArgument, NotFound
+from services.core.models import ContentType, Document
 from services.indexer.chunking import Chunker
 from services.indexer.loaders import (
     LoadError,

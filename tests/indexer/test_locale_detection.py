@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.models import Document
+from services.core.models import Document
 from services.indexer.html_head import Alternate, read_html_head
 from services.indexer.loaders import load_directory
 from services.indexer.locale_detection import PathLocales, normalize_tag, script_locale

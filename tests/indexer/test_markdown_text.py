@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.models import ContentType, Document
-from services.common.stores.manifest import ManifestEntry
-from services.common.stores.manifest_sqlite import SqliteManifest
+from services.core.models import ContentType, Document
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.front_matter import read_front_matter
 from services.indexer.html_markdown import html_to_markdown
@@ -21,6 +19,8 @@ from services.indexer.markdown_text import clean_markdown
 from services.indexer.planning import DocState, Planner, document_chunks, indexable_spans
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
+from services.storage.manifest import ManifestEntry
+from services.storage.manifest_sqlite import SqliteManifest
 
 pytestmark = pytest.mark.unit
 

@@ -12,13 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from services.common.embedding import Embedder
-from services.common.errors import StoreUnavailable
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.models import ScopeFilter
-from services.common.observability.telemetry import Telemetry
-from services.common.stores.server_calls import ServerCallPolicy
-from services.common.stores.storage import Storage
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.embedding import Embedder
+from services.core.errors import StoreUnavailable
+from services.core.models import ScopeFilter
 from services.indexer.metrics import (
     OTHER_SCOPES,
     IndexerMetrics,
@@ -27,6 +24,9 @@ from services.indexer.metrics import (
     ScopeSize,
     capped_scope_sizes,
 )
+from services.runtime.observability.telemetry import Telemetry
+from services.storage.server_calls import ServerCallPolicy
+from services.storage.storage import Storage
 from tests.support.corpus import corpus_documents
 from tests.support.metrics import Scrape
 from tests.support.stack import BackgroundStack

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.errors import StoreError
-from services.common.models import ContentType, Document
-from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.storage import Storage
+from services.core.embedding import Embedder
+from services.core.errors import StoreError
+from services.core.models import ContentType, Document
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.settings import IndexerSettings
+from services.storage.factory import open_manifest, open_stores
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.storage import Storage
 
 pytestmark = pytest.mark.integration
 

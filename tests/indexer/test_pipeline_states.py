@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.models import ContentType, Document, ScopeFilter
-from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.storage import Storage
+from services.core.embedding import Embedder
+from services.core.models import ContentType, Document, ScopeFilter
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.settings import IndexerSettings
+from services.storage.factory import open_manifest, open_stores
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.storage import Storage
 
 pytestmark = pytest.mark.integration
 

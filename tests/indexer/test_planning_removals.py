@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from services.common.security.callers import ScopeGrant
-from services.common.stores.manifest import ManifestEntry
-from services.common.stores.manifest_sqlite import SqliteManifest
 from services.indexer.chunking import Chunker
 from services.indexer.planning import DocState, DocumentPlan, Planner
 from services.indexer.validation import DocumentLimits
+from services.runtime.security.callers import ScopeGrant
+from services.storage.manifest import ManifestEntry
+from services.storage.manifest_sqlite import SqliteManifest
 
 pytestmark = pytest.mark.unit
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from services.common.errors import InvalidArgument
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as pb
-from services.common.stores.manifest_sqlite import SqliteManifest
-from services.common.stores.visibility import (
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.core.errors import InvalidArgument
+from services.indexer.release_records import record_release
+from services.storage.manifest_sqlite import SqliteManifest
+from services.storage.visibility import (
     COMMITTED_GENERATION_META,
     ReleaseVerdict,
     read_release,
 )
-from services.indexer.release_records import record_release
 
 pytestmark = pytest.mark.unit
 

@@ -24,25 +24,25 @@ import grpc
 import numpy as np
 import pytest
 
-from services.common.deadline import Deadline
-from services.common.embedding import Embedder, EmbeddingIdentity
-from services.common.errors import Cancelled, DeadlineExceeded, StoreError
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.grpc_errors import status_for
-from services.common.models import Chunk, Document, ScopeFilter
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.manifest import Manifest
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.storage import Storage, embedding_text
-from services.common.stores.visibility import committed_generation
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.deadline import Deadline
+from services.core.embedding import Embedder, EmbeddingIdentity
+from services.core.errors import Cancelled, DeadlineExceeded, StoreError
+from services.core.models import Chunk, Document, ScopeFilter
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.run_control import COMMIT_MARGIN_S, RunControl
 from services.indexer.settings import IndexerSettings
 from services.indexer.verify import IndexVerifier
+from services.runtime.grpc_errors import status_for
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.factory import open_manifest, open_stores
+from services.storage.manifest import Manifest
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.storage import Storage, embedding_text
+from services.storage.visibility import committed_generation
 from tests.support.stack import BackgroundStack
 
 # --- RunControl on a fake clock ------------------------------------------------------

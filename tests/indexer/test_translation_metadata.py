@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.models import Document
+from services.core.models import Document
 from services.indexer import site_loader
 from services.indexer.loaders import load_directory
 from services.indexer.translations import TRANSLATIONS_KEY, translations_of

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.models import Document
+from services.core.models import Document
 from services.indexer.loaders import load_directory
 from services.indexer.translations import (
     TRANSLATION_KEY,

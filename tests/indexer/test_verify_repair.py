@@ -19,16 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.models import Chunk, ChunkPayload, Document, ScopeFilter, StoredChunk
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.factory import open_manifest, open_stores
-from services.common.stores.manifest import Manifest
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.storage import Storage, chunk_from_stored, embedding_text
-from services.common.stores.visibility import committed_generation
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
+from services.core.models import Chunk, ChunkPayload, Document, ScopeFilter, StoredChunk
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.audit import LEXICAL, VECTORS, AuditReport, Finding
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
@@ -36,6 +30,12 @@ from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.settings import IndexerSettings
 from services.indexer.verify import IndexVerifier
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.factory import open_manifest, open_stores
+from services.storage.manifest import Manifest
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.storage import Storage, chunk_from_stored, embedding_text
+from services.storage.visibility import committed_generation
 from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
@@ -357,7 +357,7 @@ def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
 
 def cli(stack: BackgroundStack, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.indexer.cli", "--addr", stack.indexer_addr, *args],
+        [sys.executable, "-m", "services.operator.cli", "--addr", stack.indexer_addr, *args],
         capture_output=True,
         text=True,
         timeout=300,

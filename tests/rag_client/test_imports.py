@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-ALLOWED = {"services", "services.common", "services.common.genproto"}
+ALLOWED = {"services", "services.contract", "services.contract.genproto"}
 
 
 def test_importing_the_client_loads_only_the_generated_stubs_of_the_services() -> None:
@@ -22,6 +22,8 @@ def test_importing_the_client_loads_only_the_generated_stubs_of_the_services() -
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out, "the stubs are expected under services.common.genproto"
-    strays = [m for m in out if m not in ALLOWED and not m.startswith("services.common.genproto.")]
+    assert out, "the stubs are expected under services.contract.genproto"
+    strays = [
+        m for m in out if m not in ALLOWED and not m.startswith("services.contract.genproto.")
+    ]
     assert strays == []

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from services.common.errors import Unavailable
+from services.core.errors import Unavailable
 from services.reranker.batch_cost import BatchCostModel, BatchPlanner
 from services.reranker.batching import BatchScheduler, NoObserver
 from services.reranker.jobs import STOP_DEADLINE, STOP_QUEUE_TIMEOUT, ScoringJob

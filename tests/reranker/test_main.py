@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.healthcheck import wait_until_serving
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration

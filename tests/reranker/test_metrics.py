@@ -17,14 +17,14 @@ import grpc
 import numpy as np
 import pytest
 
-from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.observability.telemetry import Telemetry
-from services.common.settings import load_settings
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.reranker.app import RerankerApp
 from services.reranker.metrics import PARTIAL_REASONS
 from services.reranker.servicer import SERVICE_NAME
 from services.reranker.settings import RerankerSettings
+from services.runtime.observability.telemetry import Telemetry
+from services.runtime.settings import load_settings
 from tests.reranker.texts import QUERY, passages
 from tests.support.metrics import Scrape
 

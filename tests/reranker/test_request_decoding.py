@@ -9,10 +9,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.common.settings import load_settings
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
+from services.runtime.settings import load_settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from sentence_transformers import CrossEncoder
 
-from services.common.errors import InvalidArgument, Unavailable
+from services.core.errors import InvalidArgument, Unavailable
 from services.reranker.backends import ScoringBackend
 from services.reranker.scorer import CrossEncoderScorer, InputLimits, ModelLoadError
 from tests.reranker.texts import QUERY, passages

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.settings import load_settings
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.reranker.app import RerankerApp
 from services.reranker.servicer import SERVICE_NAME
 from services.reranker.settings import RerankerSettings
+from services.runtime.settings import load_settings
 from tests.reranker.texts import QUERY, passages
 
 pytestmark = pytest.mark.integration

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.errors import ConfigError
-from services.common.settings import load_settings
+from services.core.errors import ConfigError
 from services.reranker.settings import DEFAULT_MODEL, RerankerSettings
+from services.runtime.settings import load_settings
 
 pytestmark = pytest.mark.unit
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from services.common.errors import Unavailable
-from services.common.security.client import ClientSecurity
+from services.core.errors import Unavailable
 from services.reranker.app import RerankerApp
 from services.retriever.rerank_client import RerankClient
 from services.retriever.settings import RetrieverSettings
+from services.runtime.security.client import ClientSecurity
 from tests.reranker.test_servicer import settings_for
 from tests.reranker.texts import QUERY, passages
 from tests.support.certs import Pki

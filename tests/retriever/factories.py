@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.models import ScoredChunk, StoredChunk
+from services.core.models import ScoredChunk, StoredChunk
 from services.retriever.types import Channel, ChannelRank, FusedHit
 
 

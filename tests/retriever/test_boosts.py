@@ -12,11 +12,11 @@ from typing import Any
 import grpc
 import pytest
 
-from services.common.deadline import Deadline
-from services.common.embedding import Embedder
-from services.common.errors import InvalidArgument
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.deadline import Deadline
+from services.core.embedding import Embedder
+from services.core.errors import InvalidArgument
 from services.retriever.boost_step import BoostStep
 from services.retriever.boosts import (
     Boosts,

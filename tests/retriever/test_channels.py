@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from services.common.errors import DeadlineExceeded, StoreUnavailable
-from services.common.models import ScoredChunk
+from services.core.errors import DeadlineExceeded, StoreUnavailable
+from services.core.models import ScoredChunk
 from services.retriever.channels import ChannelStatus, call_as, run_channel
 from services.retriever.types import Channel
-from tests.common.stores.harness import make_chunk, stored
+from tests.storage.harness import make_chunk, stored
 
 pytestmark = pytest.mark.unit
 

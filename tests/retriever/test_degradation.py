@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
 from tests.support.faults import HANG, RAISE
 from tests.support.faulty_stack import Faults, faulty_stack
 from tests.support.stack import BackgroundStack

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.common.embedding import Embedder
-from services.common.errors import InvalidArgument
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
+from services.core.errors import InvalidArgument
 from services.retriever.diversity import Diversity, check_diversity, mmr
 from tests.retriever.factories import hit
 from tests.support.stack import BackgroundStack

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.errors import ConfigError, InvalidArgument
+from services.core.errors import ConfigError, InvalidArgument
 from services.retriever.evidence import EvidenceAssembler
 from services.retriever.types import Citation, FusedHit
 from tests.retriever.factories import hit

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.errors import ConfigError, InvalidArgument
-from services.common.models import ScoredChunk
+from services.core.errors import ConfigError, InvalidArgument
+from services.core.models import ScoredChunk
 from services.retriever.fusion import (
     RrfFuser,
     cap_per_document,

@@ -2,7 +2,7 @@
 real embedded stores (Qdrant Edge + tantivy) and first-phase hits made from
 their rows; a store that fails is a labelled fault-injection wrapper around
 the real one. The PostgreSQL stack reads both phases for real
-(tests/common/stores/test_postgres_stack.py)."""
+(tests/storage/test_postgres_stack.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from services.common.deadline import Deadline
-from services.common.errors import DeadlineExceeded, StoreUnavailable, Unavailable
-from services.common.models import Chunk, ScopeFilter, StoredChunk
-from services.common.stores.base import LexicalStore, VectorStore
-from services.common.stores.embedded import open_embedded_stores
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded, StoreUnavailable, Unavailable
+from services.core.models import Chunk, ScopeFilter, StoredChunk
 from services.retriever.hit_rows import HitRows
 from services.retriever.types import Channel, FusedHit
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.embedded import open_embedded_stores
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.models import Document
-from services.indexer.cli import document_to_proto
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
+from services.core.models import Document
 from services.indexer.loaders import load_directory
+from services.operator.cli import document_to_proto
 from services.retriever.servicer import hit_to_proto
 from tests.retriever.factories import hit
 from tests.support.stack import BackgroundStack

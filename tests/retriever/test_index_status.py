@@ -10,11 +10,11 @@ from typing import Any
 import grpc
 import pytest
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.server import GrpcServer, ServerOptions
-from services.common.stores.visibility import ReleaseVerdict
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.retriever.servicer import SERVICE_NAME, RetrieverServicer
+from services.runtime.server import GrpcServer, ServerOptions
+from services.storage.visibility import ReleaseVerdict
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ from typing import Any
 import grpc
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.query_text import EMPTY_QUERY
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
+from services.core.query_text import EMPTY_QUERY
 from services.retriever.servicer import RequestLimits
 from services.retriever.settings import RetrieverSettings
 from tests.support.corpus import corpus_documents, url_of

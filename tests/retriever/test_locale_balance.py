@@ -9,13 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from services.common.analysis import QueryPlan, TextAnalyzer
-from services.common.analysis.bilingual_dictionary import BilingualDictionary, Entry
-from services.common.analysis.query_translation import QueryTranslator
-from services.common.deadline import Deadline
-from services.common.models import ScopeFilter, ScoredChunk
-from services.common.stores.base import VectorQuery
-from services.common.stores.storage import Storage
+from services.core.analysis import QueryPlan, TextAnalyzer
+from services.core.analysis.bilingual_dictionary import BilingualDictionary, Entry
+from services.core.analysis.query_translation import QueryTranslator
+from services.core.deadline import Deadline
+from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.fusion import RrfFuser
 from services.retriever.locale_balance import (
     IndexLocales,
@@ -25,6 +23,8 @@ from services.retriever.locale_balance import (
 )
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
 from services.retriever.types import Channel
+from services.storage.base import VectorQuery
+from services.storage.storage import Storage
 from tests.retriever.factories import ranked_list, scored
 
 pytestmark = pytest.mark.unit

@@ -14,14 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from prometheus_client import CollectorRegistry
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.observability.telemetry import Telemetry
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
 from services.reranker.settings import RerankerSettings
 from services.retriever.channels import ChannelOutcome, ChannelStatus
 from services.retriever.metrics import RetrievalMetrics, degradation_codes, rerank_outcome
 from services.retriever.reranking import RerankCode, RerankOutcome
 from services.retriever.types import Channel
+from services.runtime.observability.telemetry import Telemetry
 from tests.deploy.metrics_contract import CONTRACT, EXPORTED_BY, exposed_names
 from tests.support.corpus import corpus_documents
 from tests.support.faults import OK, RAISE, FaultySearch

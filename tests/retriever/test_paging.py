@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.common.embedding import Embedder
-from services.common.errors import FailedPrecondition, InvalidArgument, Unavailable
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
+from services.core.errors import FailedPrecondition, InvalidArgument, Unavailable
 from services.retriever.fusion import merge_rerank
 from services.retriever.paging import (
     MAX_TOKEN_CHARS,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.errors import ConfigError, InvalidArgument
-from services.common.query_text import is_empty_query
+from services.core.errors import ConfigError, InvalidArgument
+from services.core.query_text import is_empty_query
 from services.retriever.query import QueryNormalizer
 
 pytestmark = pytest.mark.unit

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import pytest
 
 from gateway.reasons import ReasonCode, rerank_code
-from services.common.deadline import Deadline
-from services.common.errors import DeadlineExceeded
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded
 from services.retriever.rerank_client import RerankClient, RerankReply
 from services.retriever.rerank_sizing import MIN_CANDIDATES, CandidateSizer
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep

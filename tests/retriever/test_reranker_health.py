@@ -16,13 +16,13 @@ import grpc
 import pytest
 import structlog
 
-from services.common.deadline import Deadline
-from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.server import GrpcServer, ServerOptions
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.core.deadline import Deadline
 from services.retriever.rerank_client import RERANKER_SERVICE, RerankClient
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
+from services.runtime.server import GrpcServer, ServerOptions
 from tests.retriever.factories import hit
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE

@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 from gateway.reasons import ReasonCode, rerank_code
-from services.common.deadline import Deadline
-from services.common.errors import DeadlineExceeded, Unavailable
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded, Unavailable
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from services.common.observability.tracing import Tracing
 from services.retriever.stages import StageRecorder
+from services.runtime.observability.tracing import Tracing
 
 pytestmark = pytest.mark.unit
 

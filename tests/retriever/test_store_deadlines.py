@@ -16,19 +16,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from services.common.deadline import Deadline
-from services.common.errors import DeadlineExceeded
-from services.common.stores.manifest import ManifestEntry
-from services.common.stores.manifest_sqlite import SqliteManifest
-from services.common.stores.qdrant_edge import EdgeVectorStore
-from services.common.stores.storage import Storage
-from services.common.stores.tantivy_store import TantivyLexicalStore
-from services.common.stores.visibility import CommittedGeneration
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded
 from services.retriever.boosts import Boosts, RecencyBoost
 from services.retriever.diversity import VECTORS_TIMEOUT_S, Diversity
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
 from services.retriever.types import Intent
-from tests.common.stores.harness import make_chunk
+from services.storage.manifest import ManifestEntry
+from services.storage.manifest_sqlite import SqliteManifest
+from services.storage.qdrant_edge import EdgeVectorStore
+from services.storage.storage import Storage
+from services.storage.tantivy_store import TantivyLexicalStore
+from services.storage.visibility import CommittedGeneration
+from tests.storage.harness import make_chunk
 
 pytestmark = pytest.mark.unit
 

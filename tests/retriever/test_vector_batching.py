@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from services.common.deadline import Deadline
-from services.common.models import ScopeFilter
-from services.common.stores.base import VectorQuery
-from services.common.stores.qdrant_edge import EdgeVectorStore
+from services.core.deadline import Deadline
+from services.core.models import ScopeFilter
 from services.retriever.vector_batching import VectorSearchBatcher, latest
-from tests.common.stores.harness import DIM, filter_corpus, seeded_vector
+from services.storage.base import VectorQuery
+from services.storage.qdrant_edge import EdgeVectorStore
+from tests.storage.harness import DIM, filter_corpus, seeded_vector
 
 pytestmark = pytest.mark.integration
 

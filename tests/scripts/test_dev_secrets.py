@@ -10,7 +10,7 @@ import yaml
 from cryptography import x509
 
 from scripts import dev_secrets
-from services.common.security.callers import Role, load_callers_text
+from services.runtime.security.callers import Role, load_callers_text
 
 pytestmark = pytest.mark.unit
 

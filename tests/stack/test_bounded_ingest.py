@@ -23,10 +23,10 @@ from typing import Any
 import grpc
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.common.healthcheck import wait_until_serving
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.core.embedding import Embedder
+from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import BackgroundStack, free_port
 
 pytestmark = pytest.mark.integration

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from tests.support.corpus import corpus_documents, url_of
 from tests.support.stack import BackgroundStack
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from services.common.embedding import Embedder
-from services.common.errors import ConfigError
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.parts import ONNX_CACHE_SUBDIR
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
+from services.core.errors import ConfigError
 from services.indexer.settings import IndexerSettings
 from services.retriever.app import retriever_parts
 from services.retriever.settings import RetrieverSettings
+from services.runtime.parts import ONNX_CACHE_SUBDIR
 from services.stack.embedded import stack_parts
 from tests.support.corpus import corpus_documents, url_of
 from tests.support.stack import BackgroundStack, free_port

@@ -12,9 +12,9 @@ import urllib.request
 import grpc
 import pytest
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.healthcheck import wait_until_serving
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.integration

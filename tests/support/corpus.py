@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
 BASE_URL = "https://docs.example/"

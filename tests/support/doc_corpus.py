@@ -25,7 +25,7 @@ from scripts.fetch_doc_corpus import (
     ensure_corpus,
     pages_dir,
 )
-from services.common.models import Document
+from services.core.models import Document
 from services.indexer.chunking import Chunker
 from services.indexer.loaders import LoadError, load_directory, normalize_body
 from services.indexer.work_budget import WorkMeter

@@ -11,9 +11,9 @@ from typing import Any
 
 import grpc
 
-from services.common.errors import StoreUnavailable
-from services.common.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.core.errors import StoreUnavailable
 
 OK, RAISE, HANG = "ok", "raise", "hang"
 

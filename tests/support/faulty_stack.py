@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.common.server import GrpcServer, ServerOptions
+from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from services.core.embedding import Embedder
+from services.runtime.server import GrpcServer, ServerOptions
 from tests.support.corpus import corpus_documents
 from tests.support.faults import OK, FaultySearch, RerankerInjector
 from tests.support.stack import BackgroundStack, free_port

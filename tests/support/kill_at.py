@@ -20,12 +20,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from services.common.stores.manifest_sqlite import SqliteManifest
-from services.common.stores.postgres_lexical import PostgresLexicalStore
-from services.common.stores.postgres_manifest import PostgresManifest
-from services.common.stores.postgres_vectors import PostgresVectorStore
-from services.common.stores.qdrant_edge import EdgeVectorStore
-from services.common.stores.tantivy_store import TantivyLexicalStore
+from services.storage.manifest_sqlite import SqliteManifest
+from services.storage.postgres_lexical import PostgresLexicalStore
+from services.storage.postgres_manifest import PostgresManifest
+from services.storage.postgres_vectors import PostgresVectorStore
+from services.storage.qdrant_edge import EdgeVectorStore
+from services.storage.tantivy_store import TantivyLexicalStore
 
 # Per step, the methods of the embedded and of the PostgreSQL stores (the
 # process runs with one of them; the environment chooses, as in production).

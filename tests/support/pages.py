@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 
 TitleFn = Callable[[str, str], str]
 

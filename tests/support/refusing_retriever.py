@@ -14,9 +14,9 @@ import asyncio
 import sys
 from typing import Any
 
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.server import GrpcServer, ServerOptions, run_until_signal
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.retriever.servicer import SERVICE_NAME, RetrieverServicer
+from services.runtime.server import GrpcServer, ServerOptions, run_until_signal
 
 
 async def serve(port: int) -> None:

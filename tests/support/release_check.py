@@ -58,7 +58,7 @@ def run_cli(
     indexer_addr: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.indexer.cli", "--addr", indexer_addr, *args],
+        [sys.executable, "-m", "services.operator.cli", "--addr", indexer_addr, *args],
         capture_output=True,
         text=True,
         timeout=300,

@@ -14,14 +14,11 @@ from typing import Any
 
 import grpc
 
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.common.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.common.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.common.observability.telemetry import Telemetry
-from services.common.parts import SharedParts, open_parts
-from services.common.stores.settings import StoreMode, StoreSettings
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.core.embedding import Embedder
 from services.indexer.app import IndexerApp
 from services.indexer.settings import IndexerSettings
 from services.reranker.app import RerankerApp
@@ -29,7 +26,10 @@ from services.reranker.settings import RerankerSettings
 from services.retriever.app import RetrieverApp
 from services.retriever.rerank_sizing import CandidateSizer
 from services.retriever.settings import RetrieverSettings
+from services.runtime.observability.telemetry import Telemetry
+from services.runtime.parts import SharedParts, open_parts
 from services.stack.embedded import EmbeddedStack, stack_parts
+from services.storage.settings import StoreMode, StoreSettings
 
 
 def free_port() -> int:

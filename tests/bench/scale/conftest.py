@@ -14,7 +14,7 @@ from bench.scale.source import (
     embed_source,
     scifact_test_queries,
 )
-from services.common.embedding import Embedder
+from services.core.embedding import Embedder
 from services.indexer.chunking import Chunker
 from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 

@@ -10,10 +10,10 @@ from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
 from bench.scale.measure import hnsw_recall
 from bench.scale.source import SourceCorpus
-from services.common.models import ScopeFilter
-from services.common.stores.factory import open_storage
-from services.common.stores.settings import StoreMode, StoreSettings
-from services.common.stores.visibility import committed_generation
+from services.core.models import ScopeFilter
+from services.storage.factory import open_storage
+from services.storage.settings import StoreMode, StoreSettings
+from services.storage.visibility import committed_generation
 
 pytestmark = pytest.mark.integration
 

@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 
 from scripts.fetch_doc_corpus import SOURCES, corpus_dir
-from services.common.embedding import Embedder
-from services.common.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.common.models import Document
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.embedding import Embedder
+from services.core.models import Document
 from services.indexer.app import chunking_params
 from services.indexer.chunking import Chunker
-from services.indexer.cli import batches, document_to_proto
 from services.indexer.planning import document_chunks
+from services.operator.cli import batches, document_to_proto
 from tests.support.doc_corpus import (
     DocumentCheck,
     LoadedCorpus,

@@ -1,1 +1,0 @@
-"""Code every service uses: settings, server bootstrap, errors, stores, embedding."""

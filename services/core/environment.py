@@ -1,0 +1,15 @@
+"""What every settings class shares: the `RAG_` prefix of the environment
+variables and the default data folder. Settings classes are built in
+`services.runtime.settings`; `services.storage` reads these without the runtime.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_PREFIX = "RAG_"
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "rag-services"

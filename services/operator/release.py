@@ -1,0 +1,394 @@
+"""`release-check`: one command that decides whether an index may be opened
+to the public, and leaves a record of why.
+
+    python -m services.operator.cli release-check docs/ --scope handbook \
+        --golden golden.jsonl [--out release-checks] [--retriever-addr HOST:PORT]
+
+It runs, in order, against the live services:
+1. the Indexer's dry run of the source (`ingest --sync --dry-run`): the plan is
+   made against the index's own manifest, so it is the authoritative diff;
+   anything but `unchanged` means the index does not hold what the source says;
+2. `Verify` (no repair): manifest, vectors and lexical rows agree;
+3. every golden query through `Retrieve` (services.operator.golden);
+4. `Stats` before and after: if the committed generation moved, the verdict
+   would describe an index that is no longer the one served, so it fails.
+Then it writes the record (services.operator.release_report), stores it with
+the index (`RecordRelease`), so the Retriever and the Gateway can tell whether
+the generation they serve passed, and prints the summary.
+
+Exit status: 0 passed, 1 failed, 2 usage or connection error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
+from services.core.errors import RagError
+from services.operator import golden as g
+from services.operator.cli import Ingest, add_source_options
+from services.operator.cli_channels import cli_channel
+from services.operator.release_report import (
+    STATE_FIELDS,
+    Check,
+    DryRunSection,
+    GateConfig,
+    GenerationSection,
+    GoldenSection,
+    ReleaseRecord,
+    StatsSection,
+    Thresholds,
+    VerifySection,
+    write_record,
+)
+
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MAX_LISTED = 50  # differing documents / findings kept in the record
+_PLAN_FIELDS = [f.name for f in ipb.PlanCounts.DESCRIPTOR.fields if f.name not in STATE_FIELDS]
+_CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
+
+
+def add_release_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "release-check",
+        help="dry run + verify + golden queries + stats → a release record (exit 0/1/2)",
+    )
+    add_source_options(p)
+    p.add_argument("--golden", required=True, help="golden queries (JSONL)")
+    p.add_argument("--out", default="release-checks", help="directory for the records")
+    p.add_argument("--retriever-addr", default="localhost:50052", help="Retriever host:port")
+    p.add_argument(
+        "--min-pass-rate",
+        type=_fraction,
+        default=1.0,
+        help="fraction of golden queries that must pass (default: all)",
+    )
+    p.add_argument("--min-mrr", type=_fraction, default=0.0, help="lowest acceptable MRR")
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text}")
+    return value
+
+
+def run_release_check(args: argparse.Namespace) -> int:
+    """The command. Usage and connection problems exit 2; a check that could
+    not run leaves no record (one that ran but could not be stored with the
+    index keeps its files, and says so)."""
+    try:
+        golden_file = g.load_golden(Path(args.golden))
+    except g.GoldenFileError as exc:
+        print(f"golden file error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        indexer, retriever = (
+            cli_channel(args.addr, "indexer"),
+            cli_channel(args.retriever_addr, "retriever"),
+        )
+    except RagError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with indexer as indexer_channel, retriever as retriever_channel:
+        check = ReleaseCheck(
+            indexer_pb2_grpc.IndexerStub(indexer_channel),
+            retriever_pb2_grpc.RetrieverStub(retriever_channel),
+            args,
+            golden_file,
+        )
+        try:
+            return check.run_and_record()
+        except grpc.RpcError as exc:
+            print(f"release check error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        except (RagError, OSError) as exc:
+            print(f"release check error: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+@dataclass(frozen=True)
+class _VerifyOutcome:
+    section: VerifySection
+    check: Check
+
+
+class ReleaseCheck:
+    """One check of the live index; `run` only reads (the dry run writes
+    nothing), `run_and_record` then writes the record and stores the verdict."""
+
+    def __init__(
+        self,
+        indexer: indexer_pb2_grpc.IndexerStub,
+        retriever: retriever_pb2_grpc.RetrieverStub,
+        args: argparse.Namespace,
+        golden_file: g.GoldenFile,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.indexer, self.retriever, self.args = indexer, retriever, args
+        self.golden_file = golden_file
+        self.environ = environ
+        self.thresholds = Thresholds(args.min_pass_rate, args.min_mrr, g.DEFAULT_TOP_K)
+        self.timeout: float = args.timeout
+
+    def run_and_record(self) -> int:
+        record = self.run()
+        stamp = record.checked_at.replace("-", "").replace(":", "")
+        written = write_record(record, Path(self.args.out), stamp)
+        print(written.summary)
+        print(f"record: {written.json_path}")
+        request = ipb.RecordReleaseRequest(
+            record_json=written.json_text,
+            passed=record.passed,
+            generation=record.generation.at_start,
+        )
+        try:
+            reply = self.indexer.RecordRelease(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            print(
+                f"the record could not be stored with the index, so the Gateway cannot see it: "
+                f"{exc.code().name}: {exc.details()}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        print(
+            f"stored with the index for generation {record.generation.at_start} "
+            f"(committed now: {reply.committed_generation})"
+        )
+        return EXIT_PASSED if record.passed else EXIT_FAILED
+
+    def run(self) -> ReleaseRecord:
+        checked_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        before = self._stats()
+        dry_run = self._dry_run()
+        verify = self._verify()
+        outcomes = [self._ask(q) for q in self.golden_file.queries]
+        served = self._served_generation()
+        after = self._stats()
+        generation = _generation(
+            before.committed_generation,
+            after.committed_generation,
+            verify.section.committed_generation if verify.section.available else None,
+            served,
+        )
+        golden = GoldenSection(
+            str(self.golden_file.path), self.golden_file.sha256, g.score(outcomes), outcomes
+        )
+        checks = [
+            _dry_run_check(dry_run),
+            verify.check,
+            _golden_check(golden, self.thresholds),
+            _generation_check(generation),
+        ]
+        return ReleaseRecord(
+            checked_at=checked_at,
+            passed=all(c.passed for c in checks),
+            failures=_failures(checks, golden),
+            checks=checks,
+            source=self._source(),
+            generation=generation,
+            dry_run=dry_run,
+            verify=verify.section,
+            golden=golden,
+            stats=after,
+            gate_config=self._gate_config(),
+        )
+
+    def _dry_run(self) -> DryRunSection:
+        """Exactly `ingest --sync --dry-run`: the Indexer plans, nothing is written."""
+        ingest_args = argparse.Namespace(
+            **{**vars(self.args), "dry_run": True, "sync": True, "quiet": True}
+        )
+        ingest = Ingest(self.indexer, ingest_args)
+        ingest.collect()
+        counts = {name: ingest.totals[name] for name in STATE_FIELDS}
+        counts["rejected"] = len(ingest.rejected)  # unreadable files count too
+        return DryRunSection(
+            documents=len(ingest.kept),
+            counts=counts,
+            plan={name: ingest.totals[name] for name in _PLAN_FIELDS},
+            differing=[{"doc_id": d, "state": s} for d, s in ingest.differing[:MAX_LISTED]],
+            rejected=ingest.rejected[:MAX_LISTED],
+            in_sync=bool(ingest.kept) and all(counts[n] == 0 for n in STATE_FIELDS[1:]),
+        )
+
+    def _verify(self) -> _VerifyOutcome:
+        """An audit that cannot run is a failed check, never a skipped one."""
+        report: ipb.VerifyReport | None = None
+        try:
+            for message in self.indexer.Verify(
+                ipb.VerifyRequest(repair=False), timeout=self.timeout
+            ):
+                if message.HasField("report"):
+                    report = message.report
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                raise
+            why = f"{exc.code().name}: {exc.details()}"
+            return _VerifyOutcome(
+                VerifySection(available=False, error=why),
+                Check("verify", False, f"unavailable ({why})"),
+            )
+        if report is None:
+            section = VerifySection(available=False, error="the stream ended without a report")
+            return _VerifyOutcome(
+                section, Check("verify", False, "unavailable (the stream ended without a report)")
+            )
+        return _VerifyOutcome(_verify_section(report), _verify_check(report))
+
+    def _ask(self, query: g.GoldenQuery) -> g.QueryOutcome:
+        request = g.retrieve_request(query, self.args.scope)
+        try:
+            response = self.retriever.Retrieve(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                raise
+            return g.failed_call(query, f"{exc.code().name}: {exc.details()}")
+        return g.judge(query, response)
+
+    def _served_generation(self) -> int | None:
+        try:
+            status = self.retriever.IndexStatus(rpb.IndexStatusRequest(), timeout=self.timeout)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                raise
+            return None
+        return int(status.committed_generation)
+
+    def _stats(self) -> StatsSection:
+        s = self.indexer.Stats(ipb.StatsRequest(), timeout=self.timeout)
+        return StatsSection(
+            documents=s.documents,
+            chunks=s.chunks,
+            chunks_by_locale=dict(sorted(s.chunks_by_locale.items())),
+            vectors=s.vectors,
+            lexical_rows=s.lexical_rows,
+            manifest_rows=s.manifest_rows,
+            last_run={name: getattr(s.last_run, name) for name in STATE_FIELDS},
+            committed_generation=s.committed_generation,
+            pending_documents=s.pending_documents,
+            embedding_model=s.embedding_model,
+            embedding_dim=s.embedding_dim,
+            chunking=MessageToDict(s.chunking, preserving_proto_field_name=True),
+            vector_backend=s.vector_backend,
+            lexical_backend=s.lexical_backend,
+        )
+
+    def _source(self) -> dict[str, str]:
+        a = self.args
+        return {
+            "path": str(a.path),
+            "format": a.format,
+            "scope": a.scope,
+            "locale": a.locale,
+            "base_url": a.base_url,
+        }
+
+    def _gate_config(self) -> GateConfig:
+        return GateConfig(
+            golden_file=str(self.golden_file.path.resolve()),
+            golden_sha256=self.golden_file.sha256,
+            thresholds=self.thresholds,
+            indexer_addr=self.args.addr,
+            retriever_addr=self.args.retriever_addr,
+            gateway_env=gateway_environment(self.environ),
+        )
+
+
+def gateway_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The Gateway's settings as this shell sets them, with URL credentials masked."""
+    return {
+        key: _CREDENTIALS.sub(r"\1***@", value)
+        for key, value in sorted(environ.items())
+        if key.startswith("RAG_GATEWAY_")
+    }
+
+
+def _verify_section(report: ipb.VerifyReport) -> VerifySection:
+    def as_dict(message: Message) -> dict[str, Any]:
+        return MessageToDict(message, preserving_proto_field_name=True)
+
+    return VerifySection(
+        available=True,
+        clean=report.clean,
+        documents=report.documents,
+        committed_generation=report.committed_generation,
+        findings_total=report.findings_total,
+        counts=[as_dict(c) for c in report.counts],
+        findings=[as_dict(f) for f in report.findings[:MAX_LISTED]],
+    )
+
+
+def _verify_check(report: ipb.VerifyReport) -> Check:
+    if report.clean:
+        return Check("verify", True, f"clean ({report.documents} documents)")
+    first = report.findings[0] if report.findings else None
+    example = f"; first: {first.kind} in {first.store}, {first.doc_id}" if first else ""
+    return Check("verify", False, f"{report.findings_total} findings{example}")
+
+
+def _dry_run_check(section: DryRunSection) -> Check:
+    if section.in_sync:
+        return Check("dry_run", True, f"the index holds the source ({section.documents} unchanged)")
+    if not section.documents and not section.counts["rejected"]:
+        return Check("dry_run", False, "the source holds no documents")
+    diff = ", ".join(f"{n}={section.counts[n]}" for n in STATE_FIELDS[1:] if section.counts[n])
+    return Check("dry_run", False, f"the index does not hold what the source says: {diff}")
+
+
+def _golden_check(golden: GoldenSection, thresholds: Thresholds) -> Check:
+    s = golden.scores
+    ok = s.pass_rate >= thresholds.min_pass_rate and s.mrr >= thresholds.min_mrr
+    detail = (
+        f"{s.passed}/{s.queries} passed (needs pass rate >= {thresholds.min_pass_rate}), "
+        f"hit@1 {s.hit_at_1}, MRR {s.mrr} (needs >= {thresholds.min_mrr})"
+    )
+    return Check("golden", ok, detail)
+
+
+def _generation(
+    start: int, end: int, verified: int | None, served: int | None
+) -> GenerationSection:
+    seen = {start, end} | ({verified} if verified is not None else set())
+    stable = len(seen) == 1 and (served is None or served == start)
+    return GenerationSection(start, end, verified, served, stable)
+
+
+def _generation_check(gen: GenerationSection) -> Check:
+    if gen.stable:
+        return Check("generation", True, f"generation {gen.at_start} throughout")
+    if gen.served is not None and {gen.at_start, gen.at_end} == {gen.served}:
+        detail = f"the Retriever serves generation {gen.served}, the check saw {gen.at_start}"
+        return Check("generation", False, detail)
+    verified = f", {gen.verified} when verified" if gen.verified is not None else ""
+    detail = (
+        f"the index moved under the check: generation {gen.at_start} at start, "
+        f"{gen.at_end} at end{verified}, {gen.served} served"
+    )
+    return Check("generation", False, detail)
+
+
+def _failures(checks: list[Check], golden: GoldenSection) -> list[str]:
+    """One line per failed check; the golden queries that made it fail follow it."""
+    failures = [f"{c.name}: {c.detail}" for c in checks if not c.passed]
+    if any(c.name == "golden" and not c.passed for c in checks):
+        failures += [
+            f"golden {o.label} ({o.query!r}): {'; '.join(o.problems)}"
+            for o in golden.outcomes
+            if not o.passed
+        ]
+    return failures

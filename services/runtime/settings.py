@@ -1,0 +1,136 @@
+"""Typed settings read from the environment, validated at start-up.
+
+Every service's settings class derives from `BaseServiceSettings`; variables
+carry the `RAG_` prefix (e.g. `RAG_DATA_DIR`) except the two store URLs, which
+keep the names operators expect (`QDRANT_URL`, `OPENSEARCH_URL`).
+`load_settings` turns a validation failure into a `ConfigError` that names the
+variable and the bad value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.core.environment import ENV_PREFIX
+from services.core.errors import ConfigError
+from services.runtime.security.exposure import check_exposure
+
+MiB = 1024 * 1024
+
+
+class BaseServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    host: str = Field(
+        "127.0.0.1",
+        description="Interface the server binds to. For a gRPC service, anything but loopback "
+        "needs TLS and RAG_AUTH_CALLERS(_FILE), or RAG_ALLOW_INSECURE=true",
+    )
+    log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+    log_json: bool = Field(True, description="JSON log lines (false: human-readable)")
+    max_message_mb: int = Field(16, ge=1, le=256, description="gRPC max message size, MiB")
+    shutdown_grace_s: float = Field(5.0, ge=0, le=120)
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_mb * MiB
+
+
+class GrpcServiceSettings(BaseServiceSettings):
+    """A gRPC service's transport security and caller identity (docs/security.md)."""
+
+    tls_cert_file: Path | None = Field(None, description="Server certificate (PEM); enables TLS")
+    tls_key_file: Path | None = Field(None, description="Private key of the server certificate")
+    tls_client_ca_file: Path | None = Field(
+        None, description="CA bundle that client certificates must chain to (mutual TLS)"
+    )
+    tls_require_client_cert: bool = Field(
+        False, description="Refuse connections without a client certificate signed by that CA"
+    )
+    auth_callers_file: Path | None = Field(
+        None,
+        description="Callers file (TOML/JSON: name, roles, scopes, token hashes, certificate "
+        "names); re-read when it changes. Unset with RAG_AUTH_CALLERS: no caller identity",
+    )
+    auth_callers: SecretStr | None = Field(
+        None, description="The callers list as JSON, instead of a file"
+    )
+    allow_insecure: bool = Field(
+        False,
+        description="Allow a non-loopback RAG_HOST without TLS or caller identity (a network "
+        "secured otherwise, e.g. a service mesh)",
+    )
+    grpc_reflection: bool = Field(True, description="Serve gRPC server reflection (for grpcurl)")
+    metrics_enabled: bool = Field(
+        True,
+        description="Serve Prometheus metrics on a listener of their own (the service's "
+        "RAG_<SERVICE>_METRICS_PORT)",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address of the metrics listener (0.0.0.0 in a container, so Prometheus "
+        "can scrape it; the metrics carry no secrets but are for operators)",
+    )
+    trace_query_text: bool = Field(
+        False,
+        description="Put the raw query text on trace spans (off: only its length; turn on "
+        "only where the trace store may retain what users type)",
+    )
+
+    @model_validator(mode="after")
+    def _tls_files_pair(self) -> GrpcServiceSettings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("RAG_TLS_CERT_FILE and RAG_TLS_KEY_FILE go together")
+        if self.tls_require_client_cert and not self.tls_client_ca_file:
+            raise ValueError("RAG_TLS_REQUIRE_CLIENT_CERT needs RAG_TLS_CLIENT_CA_FILE")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise ValueError("RAG_TLS_CLIENT_CA_FILE needs RAG_TLS_CERT_FILE (TLS on)")
+        return self
+
+    @model_validator(mode="after")
+    def _exposure(self) -> GrpcServiceSettings:
+        # Checked when settings load, before any model or store is opened.
+        auth = bool(self.auth_callers_file or self.auth_callers)
+        tls = bool(self.tls_cert_file)
+        try:
+            check_exposure(self.host, tls=tls, auth=auth, allow_insecure=self.allow_insecure)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(cls: type[S], **overrides: Any) -> S:
+    """Instantiate `cls` from the environment; raise ConfigError naming the bad value."""
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(cls, exc)) from None
+
+
+def _describe(cls: type[BaseSettings], exc: ValidationError) -> str:
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    problems = []
+    for err in exc.errors():
+        if not err["loc"]:  # a rule across fields: its message names them
+            problems.append(str(err["msg"]).removeprefix("Value error, "))
+            continue
+        field = ".".join(str(part) for part in err["loc"])
+        env_name = _env_name(cls, field, prefix)
+        problems.append(f"{env_name}={err.get('input')!r}: {err['msg']}")
+    return "invalid settings: " + "; ".join(problems)
+
+
+def _env_name(cls: type[BaseSettings], field: str, prefix: str) -> str:
+    # pydantic reports an aliased field under its alias, a plain one under its name.
+    for name, info in cls.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, str) and field in (name, alias):
+            return alias.upper()
+    return f"{prefix}{field}".upper()

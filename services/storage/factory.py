@@ -1,0 +1,77 @@
+"""Opens the stores and the manifest for the mode the settings select.
+
+`open_storage` opens all three as one `Storage` facade (`storage.py`);
+the rest of the code only sees it and the protocols its parts declare,
+so switching from embedded to server mode is a change of environment
+variables, never of code. Implementations are imported inside the functions:
+an embedded process never loads the server clients and vice versa.
+"""
+
+from __future__ import annotations
+
+from services.core.analysis import TextAnalyzer
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.manifest import Manifest
+from services.storage.settings import StoreSettings
+from services.storage.storage import Storage
+
+MANIFEST_FILE = "manifest.sqlite3"
+__all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_stores"]
+
+
+def open_storage(settings: StoreSettings, dim: int) -> Storage:
+    if settings.is_postgres:
+        from services.storage.postgres_factory import open_postgres_storage
+
+        return open_postgres_storage(settings, dim)
+    vectors, lexical = open_stores(settings, dim)
+    try:
+        return Storage(vectors, lexical, open_manifest(settings))
+    except BaseException:
+        lexical.close()
+        vectors.close()
+        raise
+
+
+def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, LexicalStore]:
+    if settings.is_postgres:
+        from services.storage.postgres_factory import open_postgres_stores
+
+        return open_postgres_stores(settings, dim)
+    if not settings.is_server:
+        from services.storage.embedded import open_embedded_stores
+
+        return open_embedded_stores(
+            settings.data_dir,
+            dim,
+            settings.lexical_field_boosts,
+            vector_search_ef=settings.vector_search_ef,
+            analyzer=TextAnalyzer(settings.lexical_cjk),
+            optimize_apart=settings.vector_optimize_apart,
+        )
+
+    from services.storage.opensearch_store import OpenSearchLexicalStore
+    from services.storage.qdrant_server import QdrantVectorStore
+
+    vectors = QdrantVectorStore.from_settings(settings, dim)
+    try:
+        lexical = OpenSearchLexicalStore.from_settings(settings)
+    except BaseException:
+        vectors.close()  # do not leak the Qdrant channel when start-up fails half-way
+        raise
+    return vectors, lexical
+
+
+def open_manifest(settings: StoreSettings) -> Manifest:
+    if settings.is_postgres:
+        from services.storage.postgres_factory import open_postgres_manifest
+
+        return open_postgres_manifest(settings)
+    if not settings.is_server:
+        from services.storage.manifest_sqlite import SqliteManifest
+
+        return SqliteManifest(settings.data_dir / MANIFEST_FILE)
+
+    from services.storage.manifest_opensearch import OpenSearchManifest
+
+    return OpenSearchManifest.from_settings(settings)

@@ -1,0 +1,31 @@
+"""Error translation shared by the embedded store adapters.
+
+The native libraries raise bare `Exception`s (and, from Rust assertions,
+pyo3's `PanicException`, which derives from `BaseException`). Callers must only
+ever see the project's error tree, so every native call runs inside
+`store_errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from services.core.errors import RagError, StoreError
+
+
+def _is_native_panic(exc: BaseException) -> bool:
+    return type(exc).__name__ == "PanicException"
+
+
+@contextmanager
+def store_errors(store_name: str, action: str) -> Iterator[None]:
+    """Re-raise native failures as `StoreError`, leaving project errors alone."""
+    try:
+        yield
+    except RagError:
+        raise
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and not _is_native_panic(exc):
+            raise
+        raise StoreError(f"{store_name}: {action} failed: {exc}") from exc

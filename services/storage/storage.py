@@ -1,0 +1,205 @@
+"""`Storage`: the one index facade, and `ChunkWriter`: the one place a change
+reaches both stores.
+
+An index is three parts that only make sense together: the vector store, the
+lexical store and the manifest that says which of their rows are committed.
+Services, the run journal, the verifier, metrics and health checks take one
+`Storage` and reach its parts only through members the protocols declare
+(`base.VectorStore`, `base.LexicalStore`, `manifest.Manifest`): the lexical
+store's `analyzer` and `describe_query`, and every part's
+`observe_write_retries`, are declared there, never probed for. Reads stay per
+channel (a Retrieve degrades per channel); writes go through a `ChunkWriter`:
+embed, then write, rewrite or delete in both stores, in that order, so "the
+vector store has it, the lexical store does not" is only ever the state of a
+run in flight (which the manifest's intents undo) or of a repair of one store.
+Where one database holds all three parts (PostgreSQL), `run_transaction`
+makes a whole run one transaction; elsewhere the journal's intents and the
+generation rule make it all-or-nothing. A writer's calls take the run's
+deadline, which every store call honours (`base.call_budget_s`). Embedded, server and PostgreSQL
+implementations are chosen by `factory.open_storage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import partial
+from typing import Protocol
+
+import numpy as np
+
+from services.core.analysis import TextAnalyzer
+from services.core.deadline import Deadline
+from services.core.models import Chunk, ChunkPayload, StoredChunk
+from services.storage.base import LexicalStore, VectorStore
+from services.storage.manifest import Manifest
+from services.storage.payload import chunk_with_payload, payload_of_stored
+
+Timer = Callable[[str], AbstractContextManager[object]]
+
+
+class Part(StrEnum):
+    """The parts of an index, as metrics and reports label them."""
+
+    VECTOR = "vector"
+    LEXICAL = "lexical"
+    MANIFEST = "manifest"
+
+
+class DocumentEncoder(Protocol):
+    """What a writer needs of an embedding model (services.core.embedding.Embedder)."""
+
+    def embed_documents(
+        self, texts: Sequence[str], between: Callable[[], None] | None = None
+    ) -> np.ndarray: ...
+
+
+class AtomicRuns(Protocol):
+    """A backend that can commit a run's writes to all three parts at once
+    (`postgres_run.RunConnection`)."""
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+
+def embedding_text(chunk: Chunk | StoredChunk) -> str:
+    """What the encoder sees: the heading path gives a chunk its topic, and it
+    is part of the chunk's content hash, so changing it re-embeds."""
+    if chunk.heading_path and not chunk.text.lstrip().startswith("#"):
+        return f"{chunk.heading_path}\n\n{chunk.text}"
+    return chunk.text
+
+
+def chunk_from_stored(row: StoredChunk) -> Chunk:
+    """A stored row as the chunk that writes it back unchanged."""
+    return chunk_with_payload(row, payload_of_stored(row))
+
+
+def _untimed(_part: str) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
+class ChunkWriter:
+    """Embed, then write / rewrite / delete chunks in the stores of `parts`
+    (both by default; one for a repair of one store). `timed(part)` wraps
+    each store call (the Indexer's write metrics and spans). Each call takes
+    the deadline of the run it belongs to (None: the stores' own timeouts),
+    per call because one writer serves every run of a pipeline and the
+    journal's undo, which must not inherit a failed run's deadline."""
+
+    def __init__(
+        self,
+        encoder: DocumentEncoder,
+        vectors: VectorStore,
+        lexical: LexicalStore,
+        parts: frozenset[Part] = frozenset({Part.VECTOR, Part.LEXICAL}),
+        timed: Timer = _untimed,
+    ) -> None:
+        if not parts or Part.MANIFEST in parts:
+            raise ValueError(f"parts: {sorted(parts)} must be vector and/or lexical")
+        self.encoder, self.vectors, self.lexical = encoder, vectors, lexical
+        self.parts, self.timed = parts, timed
+
+    def embed(
+        self, chunks: Sequence[Chunk], between: Callable[[], None] | None = None
+    ) -> np.ndarray:
+        """The chunks' vectors; `between` runs before each embedding pass (a
+        run's deadline check: it raises to stop)."""
+        texts = [embedding_text(chunk) for chunk in chunks]
+        return self.encoder.embed_documents(texts, between=between)
+
+    def write(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None = None,
+        deadline: Deadline | None = None,
+    ) -> None:
+        """Insert or replace whole chunks; `vectors` from `embed` (None: embedded
+        here, when the vector store is written)."""
+        if not chunks:
+            return
+        if Part.VECTOR in self.parts:
+            rows = self.embed(chunks) if vectors is None else vectors
+            with self.timed(Part.VECTOR):
+                self.vectors.upsert(chunks, rows.tolist(), deadline=deadline)
+        if Part.LEXICAL in self.parts:
+            with self.timed(Part.LEXICAL):
+                self.lexical.upsert(chunks, deadline=deadline)
+
+    def rewrite(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
+        """Rewrite payload fields, keeping text and vectors."""
+        if Part.VECTOR in self.parts:
+            with self.timed(Part.VECTOR):
+                self.vectors.update_payload(updates, deadline=deadline)
+        if Part.LEXICAL in self.parts:
+            with self.timed(Part.LEXICAL):
+                self.lexical.update_payload(updates, deadline=deadline)
+
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+        if Part.VECTOR in self.parts:
+            with self.timed(Part.VECTOR):
+                self.vectors.delete(chunk_ids, deadline=deadline)
+        if Part.LEXICAL in self.parts:
+            with self.timed(Part.LEXICAL):
+                self.lexical.delete(chunk_ids, deadline=deadline)
+
+
+@dataclass
+class Storage:
+    """One index: its vector store, its lexical store and the manifest that
+    says which of their rows are committed. Opened and closed together, so an
+    audit or a service never holds half of an index."""
+
+    vectors: VectorStore
+    lexical: LexicalStore
+    manifest: Manifest
+    atomic_runs: AtomicRuns | None = None
+
+    @contextmanager
+    def run_transaction(self) -> Iterator[bool]:
+        """The block as one transaction over all three parts where the
+        backend has one: yields True, and an exception leaves nothing
+        written, so there is nothing to undo. Elsewhere a plain block
+        (False): the run journal's intents undo a failed run."""
+        if self.atomic_runs is None:
+            yield False
+            return
+        with self.atomic_runs.transaction():
+            yield True
+
+    @property
+    def analyzer(self) -> TextAnalyzer:
+        """The lexical store's analysis: queries, identifiers and highlights
+        are read exactly as the index was written."""
+        return self.lexical.analyzer
+
+    def describe_query(self, query: str) -> str:
+        """The lexical query `query` becomes, for debug reports."""
+        return self.lexical.describe_query(query)
+
+    def writer(
+        self,
+        encoder: DocumentEncoder,
+        parts: frozenset[Part] = frozenset({Part.VECTOR, Part.LEXICAL}),
+        timed: Timer = _untimed,
+    ) -> ChunkWriter:
+        return ChunkWriter(encoder, self.vectors, self.lexical, parts, timed)
+
+    def observe_write_retries(self, on_retry: Callable[[Part], None]) -> list[Part]:
+        """Have `on_retry(part)` called before each retried write; the parts
+        that retry at all (server stores; embedded ones write local files)."""
+        return [
+            part
+            for part, store in self.parts().items()
+            if store.observe_write_retries(partial(on_retry, part))
+        ]
+
+    def parts(self) -> dict[Part, VectorStore | LexicalStore | Manifest]:
+        return {Part.VECTOR: self.vectors, Part.LEXICAL: self.lexical, Part.MANIFEST: self.manifest}
+
+    def close(self) -> None:
+        for part in (self.manifest, self.lexical, self.vectors):
+            part.close()

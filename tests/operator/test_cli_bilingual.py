@@ -1,0 +1,56 @@
+"""One `ingest` of a bilingual folder against a real Indexer: each page keeps
+its own locale through dry run, ingest and sync; links need --follow-symlinks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.core.embedding import Embedder
+from tests.operator.test_cli import cli, counts
+from tests.support.stack import BackgroundStack
+
+pytestmark = pytest.mark.integration
+
+PAGES = {
+    "en/guide/setup.md": "# Setup\n\nInstall the service and open port 8443 for the API.\n",
+    "zh-CN/guide/setup.md": "# 安装\n\n安装服务，并为接口开放 8443 端口。\n",
+    "notes/chinese.md": "# 说明\n\n这个目录里的页面没有语言文件夹，按文字判断语言。\n",
+}
+
+
+@pytest.fixture
+def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
+    stack = BackgroundStack(tmp_path / "data", embedder).start()
+    yield stack
+    stack.stop()
+
+
+def test_bilingual_folder_in_one_ingest(stack: BackgroundStack, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    for relpath, text in PAGES.items():
+        (site / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (site / relpath).write_text(text, encoding="utf-8")
+    (site / "start.md").symlink_to(Path("en", "guide", "setup.md"))
+
+    plan = cli(stack, "ingest", str(site), "--scope", "site", "--dry-run")
+    assert plan.returncode == 1 and counts(plan.stdout)["added"] == 3
+    assert "start.md: symbolic link, skipped: pass --follow-symlinks" in plan.stderr
+
+    done = cli(stack, "ingest", str(site), "--scope", "site", "--follow-symlinks")
+    assert done.returncode == 0, done.stderr
+    assert counts(done.stdout)["added"] == 4
+    stats = json.loads(cli(stack, "stats").stdout)
+    assert set(stats["chunks_by_locale"]) == {"en", "zh-CN", "zh"}
+
+    # The keep list carries each page's own locale: only the deleted page goes,
+    # and its English partner loses its translation key (a metadata-only update).
+    (site / "zh-CN" / "guide" / "setup.md").unlink()
+    synced = cli(stack, "ingest", str(site), "--scope", "site", "--follow-symlinks", "--sync")
+    assert synced.returncode == 0, synced.stderr
+    plan_counts = counts(synced.stdout)
+    states = (plan_counts["removed"], plan_counts["metadata_only"], plan_counts["unchanged"])
+    assert states == (1, 1, 2)

@@ -1,0 +1,122 @@
+"""Embedding settings: shared by the Indexer and the Retriever, validated at
+start-up with the variable and the value in the message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.core.errors import ConfigError
+from services.indexer.settings import IndexerSettings
+from services.retriever.settings import RetrieverSettings
+from services.runtime.embedding_settings import EmbeddingSettings
+from services.runtime.settings import load_settings
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cls in (IndexerSettings, RetrieverSettings):
+        for name in cls.model_fields:
+            monkeypatch.delenv(f"RAG_{name.upper()}", raising=False)
+
+
+def test_defaults_pick_the_backend_automatically_and_batch_queries() -> None:
+    retriever = load_settings(RetrieverSettings)
+    assert (retriever.embedding_backend, retriever.embedding_threads) == ("auto", 0)
+    assert retriever.embedding_cache_dir is None and not retriever.embedding_onnx_spin
+    assert retriever.query_max_batch == 32
+
+
+def test_both_services_read_the_same_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "onnx")
+    monkeypatch.setenv("RAG_EMBEDDING_THREADS", "1")
+    monkeypatch.setenv("RAG_EMBEDDING_CACHE_DIR", "/var/cache/rag")
+    for cls in (IndexerSettings, RetrieverSettings):
+        settings: EmbeddingSettings = load_settings(cls)
+        assert settings.embedding_backend == "onnx"
+        assert settings.embedding_threads == 1
+        assert settings.embedding_cache_dir == Path("/var/cache/rag")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "cls"),
+    [
+        ("RAG_EMBEDDING_BACKEND", "onnx-int8", IndexerSettings),
+        ("RAG_EMBEDDING_THREADS", "-1", RetrieverSettings),
+        ("RAG_QUERY_MAX_BATCH", "0", RetrieverSettings),
+        ("RAG_QUERY_MAX_BATCH", "many", RetrieverSettings),
+    ],
+)
+def test_bad_values_name_the_variable_and_the_value(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, cls: type[EmbeddingSettings]
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=f"{variable}='{value}'"):
+        load_settings(cls)
+
+
+def test_declared_languages_are_codes_or_a_star(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.runtime.embedding_settings import declared_languages
+
+    # Unset: the model's own declaration (services.core.packaged_models).
+    assert load_settings(RetrieverSettings).embedding_languages == ""
+    assert declared_languages("") == frozenset()
+    monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "en, ZH")
+    assert declared_languages(load_settings(RetrieverSettings).embedding_languages) == {"en", "zh"}
+    monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "english;chinese")
+    with pytest.raises(ConfigError, match="RAG_EMBEDDING_LANGUAGES"):
+        load_settings(RetrieverSettings)
+
+
+@pytest.mark.parametrize("cls", [IndexerSettings, RetrieverSettings])
+def test_int8_documents_on_the_torch_backend_stop_start_up(
+    monkeypatch: pytest.MonkeyPatch, cls: type[EmbeddingSettings]
+) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_DOCUMENT_PRECISION", "int8")
+    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "torch")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(cls)
+    message = str(refused.value)
+    assert "RAG_EMBEDDING_DOCUMENT_PRECISION=int8" in message
+    assert "RAG_EMBEDDING_BACKEND=torch" in message
+    for backend in ("auto", "onnx"):  # the backends that can run it
+        monkeypatch.setenv("RAG_EMBEDDING_BACKEND", backend)
+        assert load_settings(cls).embedding_document_precision == "int8"
+
+
+def test_document_precision_reaches_the_indexer_embedder_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The Indexer's setting decides; a Retriever alone embeds queries only
+    (no int8 export to build), and in one process the two need not agree."""
+    from services.indexer.app import indexer_parts
+    from services.retriever.app import retriever_parts
+    from services.stack.embedded import stack_parts
+
+    assert load_settings(IndexerSettings).embedding_document_precision == "fp32"
+    monkeypatch.setenv("RAG_EMBEDDING_DOCUMENT_PRECISION", "int8")
+    indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
+    assert indexer_parts(indexer).embedder_config(tmp_path).document_precision == "int8"
+    assert retriever_parts(retriever).embedder_config(tmp_path).document_precision == "fp32"
+    fp32_retriever = load_settings(RetrieverSettings, embedding_document_precision="fp32")
+    config = stack_parts(indexer, fp32_retriever).embedder_config(tmp_path)
+    assert config.document_precision == "int8"
+
+
+def test_packaged_models_declare_their_languages() -> None:
+    from services.core.packaged_models import model_languages
+
+    assert model_languages("packaged:all-MiniLM-L6-v2") == {"en"}
+    assert model_languages("") == {"en"}  # the legacy name of the packaged MiniLM
+    assert model_languages("packaged:multilingual-e5-small") == {"*"}
+    assert model_languages("/models/any-folder") == {"en"}  # unknown: the safe side
+
+
+def test_an_unknown_packaged_alias_names_the_known_ones() -> None:
+    from services.core.packaged_models import model_path
+
+    with pytest.raises(ConfigError, match="packaged:multilingual-e5-small"):
+        model_path("packaged:e5-large")

@@ -1,0 +1,201 @@
+"""The one start-up recipe (services.runtime.service.serve under run_main), with
+fake settings, parts and apps: settings → parts → apps started in order,
+stopped in reverse on a signal, the parts closed last; a configuration error
+exits with status 2 and its message, whether it comes from the settings or
+from an app's start, and stops what had started."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from services.core.errors import ConfigError
+from services.runtime import service
+from services.runtime.server import run_main
+from services.runtime.service import ServiceApp, ServiceRecipe, serve
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class FakeSettings:
+    log_level: str = "DEBUG"
+    log_json: bool = False
+
+
+@dataclass
+class FakeServer:
+    name: str
+    journal: list[str]
+    port: int = 0
+
+    async def stop(self) -> None:
+        self.journal.append(f"{self.name}.server.stop")
+
+
+@dataclass
+class FakeApp:
+    name: str
+    journal: list[str]
+    port: int
+    fail: Exception | None = None
+    abandoned_work: bool = False
+    server: FakeServer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.server = FakeServer(self.name, self.journal)
+
+    async def start(self) -> int:
+        if self.fail is not None:
+            self.journal.append(f"{self.name}.failed")
+            raise self.fail
+        self.server.port = self.port
+        self.journal.append(f"{self.name}.start")
+        return self.port
+
+    async def stop(self) -> None:
+        self.journal.append(f"{self.name}.stop")
+
+
+class FakeParts:
+    def __init__(self, journal: list[str]) -> None:
+        self.journal = journal
+
+    def close(self) -> None:
+        self.journal.append("parts.close")
+
+
+def fake_recipe(
+    journal: list[str],
+    *,
+    bad_setting: str | None = None,
+    failing_app: Exception | None = None,
+    bad_app: Exception | None = None,
+) -> ServiceRecipe[FakeSettings, FakeParts]:
+    """Two apps on fake parts; a third that fails to start with `failing_app`;
+    `bad_setting` fails the settings, `bad_app` the building of the apps."""
+
+    def load() -> FakeSettings:
+        if bad_setting is not None:
+            raise ConfigError(f"invalid settings: {bad_setting}")
+        journal.append("settings")
+        return FakeSettings()
+
+    def open_parts(settings: FakeSettings) -> FakeParts:
+        journal.append("parts")
+        return FakeParts(journal)
+
+    def make_apps(settings: FakeSettings, parts: FakeParts) -> Sequence[ServiceApp]:
+        if bad_app is not None:
+            raise bad_app
+        journal.append("apps")
+        apps = [FakeApp("first", journal, 1001), FakeApp("second", journal, 1002)]
+        if failing_app is not None:
+            apps.append(FakeApp("third", journal, 1003, fail=failing_app))
+        return apps
+
+    return ServiceRecipe(
+        settings=load,
+        logging=lambda settings: settings,
+        parts=open_parts,
+        apps=make_apps,
+        context=lambda settings: {"mode": "fake"},
+    )
+
+
+@pytest.fixture(autouse=True)
+def logging_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, bool]]]:
+    """The logging configuration asked for (the test process keeps its own),
+    and no gc.freeze() of the test process."""
+    calls: list[tuple[str, bool]] = []
+    monkeypatch.setattr(service, "configure_logging", lambda *args: calls.append(args))
+    monkeypatch.setattr(service, "freeze_start_up_objects", lambda: None)
+    yield calls
+
+
+async def exit_status(recipe: ServiceRecipe[FakeSettings, FakeParts]) -> object:
+    """`run_main` as a process runs it, on an event loop of its own (off the
+    test's); the exit status it asks for."""
+
+    def run() -> object:
+        try:
+            run_main(lambda: serve(recipe))
+        except SystemExit as exc:
+            return exc.code
+        return 0
+
+    return await asyncio.to_thread(run)
+
+
+async def test_apps_start_in_order_and_stop_in_reverse_on_sigterm(
+    logging_calls: list[tuple[str, bool]],
+) -> None:
+    journal: list[str] = []
+    loop = asyncio.get_running_loop()
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    serving = asyncio.create_task(serve(fake_recipe(journal)))
+    try:
+        # The signal only once `run_apps` handles it (the loop's handler is in).
+        while signal.getsignal(signal.SIGTERM) is before[signal.SIGTERM]:
+            assert not serving.done(), serving
+            await asyncio.sleep(0.01)
+        assert journal == ["settings", "parts", "apps", "first.start", "second.start"]
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(serving, 10)
+    finally:  # the test process's own handlers back
+        serving.cancel()
+        for sig, handler in before.items():
+            loop.remove_signal_handler(sig)
+            if handler is not None:
+                signal.signal(sig, handler)
+    assert logging_calls == [("DEBUG", False)]
+    assert journal[5:] == [
+        "first.server.stop",  # every server stops accepting at once,
+        "second.server.stop",
+        "second.stop",  # then the apps stop in reverse order,
+        "first.stop",
+        "parts.close",  # and what they shared is closed last
+    ]
+
+
+async def test_a_bad_setting_exits_2_with_its_message_before_anything_opens(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    journal: list[str] = []
+    status = await exit_status(fake_recipe(journal, bad_setting="RAG_FAKE_PORT='many'"))
+    assert status == 2
+    assert "configuration error: invalid settings: RAG_FAKE_PORT='many'" in capsys.readouterr().err
+    assert journal == []
+
+
+async def test_a_start_failure_stops_the_apps_already_started_and_exits_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    journal: list[str] = []
+    taken = ConfigError("cannot listen on 127.0.0.1:1003: address in use")
+    status = await exit_status(fake_recipe(journal, failing_app=taken))
+    assert status == 2
+    assert "configuration error: cannot listen on 127.0.0.1:1003" in capsys.readouterr().err
+    assert journal == [
+        "settings",
+        "parts",
+        "apps",
+        "first.start",
+        "second.start",
+        "third.failed",
+        "second.stop",
+        "first.stop",
+        "parts.close",
+    ]
+
+
+async def test_apps_that_cannot_be_built_close_the_parts() -> None:
+    journal: list[str] = []
+    with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER"):
+        await serve(fake_recipe(journal, bad_app=ConfigError("OTEL_TRACES_EXPORTER: 'zipkin'")))
+    assert journal == ["settings", "parts", "parts.close"]

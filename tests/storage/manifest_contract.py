@@ -1,0 +1,196 @@
+"""What every `Manifest` implementation must do (SQLite and OpenSearch alike).
+
+Subclass `ManifestContract` and provide a `manifest_factory` fixture: a
+callable that opens the manifest stored at a given path (the OpenSearch one
+derives an index name from it), so reopening the same path sees the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded
+from services.core.models import StoredChunk
+from services.storage.manifest import ManifestEntry, RunIntent
+
+ManifestFactory = Callable[[Path], Any]
+
+
+def entry(
+    doc_id: str, locale: str = "en", scope_id: str = "docs", chunks: int = 2
+) -> ManifestEntry:
+    return ManifestEntry(
+        doc_id=doc_id,
+        locale=locale,
+        scope_id=scope_id,
+        content_hash=f"content-{doc_id}",
+        metadata_hash=f"meta-{doc_id}",
+        chunk_ids=tuple(f"{doc_id}#{n}" for n in range(chunks)),
+        chunk_hashes=tuple(f"hash-{doc_id}-{n}" for n in range(chunks)),
+        updated_at="2026-01-02T03:04:05Z",
+    )
+
+
+def intent(generation: int, doc_id: str, old: ManifestEntry | None = None) -> RunIntent:
+    saved = StoredChunk(
+        chunk_id=f"{doc_id}#0",
+        doc_id=doc_id,
+        position=0,
+        text="the text as it was, 中文 too",
+        url="https://x.invalid/a",
+        title="T",
+        heading_path="H",
+        scope_id="docs",
+        locale="en",
+        content_hash="h0",
+        metadata={"k": "v"},
+        generation=generation - 1,
+    )
+    return RunIntent(generation, doc_id, "en", old, (f"{doc_id}#0", f"{doc_id}#1"), (saved,))
+
+
+class ManifestContract:
+    @pytest.fixture
+    def manifest(self, manifest_factory: ManifestFactory, tmp_path: Path) -> Iterator[Any]:
+        opened = manifest_factory(tmp_path / "manifest")
+        yield opened
+        opened.close()
+
+    def test_put_then_get_round_trips_every_field(self, manifest) -> None:
+        long_id = "https://docs.test/" + "a" * 700  # longer than an OpenSearch _id may be
+        entries = [entry("guide/setup"), entry("guide/setup", "de"), entry(long_id, chunks=0)]
+        manifest.put_many(entries)
+        assert manifest.get("guide/setup", "en") == entries[0]
+        assert manifest.get_many([(e.doc_id, e.locale) for e in entries] + [("x", "en")]) == {
+            (e.doc_id, e.locale): e for e in entries
+        }
+        assert manifest.get("guide/setup", "fr") is None
+
+    def test_put_replaces_an_entry(self, manifest) -> None:
+        manifest.put_many([entry("a", chunks=3)])
+        changed = entry("a", scope_id="other", chunks=1)
+        manifest.put_many([changed])
+        assert manifest.get("a", "en") == changed
+        assert manifest.count() == 1
+
+    def test_scope_locales_and_counts(self, manifest) -> None:
+        manifest.put_many(
+            [entry("b"), entry("a"), entry("a", "de", chunks=5), entry("c", scope_id="blog")]
+        )
+        assert list(manifest.keys_in_scope("docs")) == [("a", "de"), ("a", "en"), ("b", "en")]
+        assert list(manifest.keys_in_scope("nowhere")) == []
+        assert manifest.locales_of("a") == ["de", "en"]
+        assert manifest.locales_of("missing") == []
+        assert manifest.count() == 4
+        assert manifest.chunk_counts_by_locale() == {"en": 6, "de": 5}
+
+    def test_delete_removes_entries(self, manifest) -> None:
+        manifest.put_many([entry("a"), entry("b")])
+        manifest.delete_many([("a", "en"), ("never", "en")])
+        assert manifest.get("a", "en") is None
+        assert [k for k in manifest.keys_in_scope("docs")] == [("b", "en")]
+        assert [e.doc_id for e in manifest.entries()] == ["b"]
+
+    def test_intents_round_trip_until_their_run_is_settled(self, manifest) -> None:
+        first, second = intent(1, "a", old=entry("a")), intent(2, "b", old=None)
+        manifest.begin_run([first])
+        manifest.begin_run([second])
+        assert manifest.open_intents() == [first, second]
+        manifest.clear_intents(1)
+        assert manifest.open_intents() == [second]
+
+    def test_commit_run_moves_entries_and_the_commit_point_together(self, manifest) -> None:
+        manifest.put_many([entry("gone"), entry("a", chunks=1)])
+        manifest.begin_run([intent(3, "a", old=entry("a", chunks=1)), intent(3, "gone")])
+        manifest.begin_run([intent(4, "later")])
+        manifest.commit_run(3, [entry("a", chunks=3)], [("gone", "en")])
+        assert manifest.get("a", "en") == entry("a", chunks=3)
+        assert manifest.get("gone", "en") is None
+        assert manifest.get_meta("committed_generation") == "3"
+        assert [i.generation for i in manifest.open_intents()] == [4]
+
+    def test_a_passed_deadline_stops_every_call_before_it_starts(self, manifest) -> None:
+        manifest.put_many([entry("a"), entry("gone")])
+        manifest.set_meta("chunking", "{}")
+        manifest.begin_run([intent(2, "a", old=entry("a"))])
+        before = _state(manifest)
+        passed = Deadline.after(-0.001)
+        calls = {
+            "get_many": lambda: manifest.get_many([("a", "en")], passed),
+            "get_meta": lambda: manifest.get_meta("chunking", passed),
+            "put_many": lambda: manifest.put_many([entry("b")], passed),
+            "delete_many": lambda: manifest.delete_many([("gone", "en")], passed),
+            "begin_run": lambda: manifest.begin_run([intent(3, "b")], passed),
+            "commit_run": lambda: manifest.commit_run(
+                2, [entry("a", chunks=5)], [("gone", "en")], passed
+            ),
+            "clear_intents": lambda: manifest.clear_intents(2, passed),
+            "set_meta": lambda: manifest.set_meta("chunking", "changed", passed),
+        }
+        for name, call in calls.items():
+            with pytest.raises(DeadlineExceeded, match="no time left"):
+                call()
+            assert _state(manifest) == before, f"{name} wrote although no time was left"
+
+    def test_calls_with_time_left_do_what_they_do_without(self, manifest) -> None:
+        ample = Deadline.after(30.0)
+        manifest.put_many([entry("gone"), entry("a", chunks=1)], ample)
+        manifest.begin_run([intent(3, "a", old=entry("a", chunks=1))], ample)
+        manifest.begin_run([intent(4, "later")], ample)
+        assert manifest.get_many([("a", "en")], ample) == {("a", "en"): entry("a", chunks=1)}
+        manifest.commit_run(3, [entry("a", chunks=3)], [("gone", "en")], ample)
+        assert manifest.get_meta("committed_generation", ample) == "3"
+        assert [i.generation for i in manifest.open_intents()] == [4]
+        manifest.clear_intents(4, ample)
+        manifest.set_meta("chunking", "{}", ample)
+        manifest.delete_many([("a", "en")], ample)
+        assert _state(manifest) == ([], "{}", [], "3")
+
+    def test_meta_values_and_reopening(self, manifest_factory, tmp_path: Path) -> None:
+        first = manifest_factory(tmp_path / "manifest")
+        assert first.get_meta("chunking") is None
+        first.set_meta("chunking", '{"target": 800}')
+        first.set_meta("chunking", '{"target": 600}')
+        first.put_many([entry("a")])
+        first.close()
+        again = manifest_factory(tmp_path / "manifest")
+        try:
+            assert again.get_meta("chunking") == '{"target": 600}'
+            assert again.get("a", "en") == entry("a")
+        finally:
+            again.close()
+
+    def test_a_document_key_spans_scopes_and_the_planner_keeps_its_owner(self, manifest) -> None:
+        """Identity is (doc_id, locale) in every manifest: a second scope
+        asking for the same key finds the first scope's entry, and the
+        Indexer's planner refuses to move or overwrite it (docs/security.md)."""
+        from services.core.models import Document
+        from services.indexer.chunking import Chunker
+        from services.indexer.planning import DocState, Planner
+        from services.indexer.validation import DocumentLimits
+
+        manifest.put_many([entry("architecture.md", scope_id="beta")])
+        assert manifest.get("architecture.md", "en").scope_id == "beta"
+        assert ("architecture.md", "en") not in set(manifest.keys_in_scope("alpha"))
+        planner = Planner(Chunker(), manifest, DocumentLimits())
+        taker = Document(doc_id="architecture.md", text="# Taken\n\nNew body.", scope_id="alpha")
+        owner = Document(doc_id="architecture.md", text="# Ours\n\nNew body.", scope_id="beta")
+        taken, kept = planner.plan_upserts([taker]) + planner.plan_upserts([owner])
+        assert (taken.state, taken.error_code) == (DocState.REJECTED, "ALREADY_EXISTS")
+        assert kept.state == DocState.CHANGED
+
+
+def _state(manifest: Any) -> tuple[object, ...]:
+    """Everything a manifest call could change."""
+    entries = sorted(manifest.entries(), key=lambda e: (e.doc_id, e.locale))
+    return (
+        entries,
+        manifest.get_meta("chunking"),
+        manifest.open_intents(),
+        manifest.get_meta("committed_generation"),
+    )

@@ -1,0 +1,75 @@
+"""open_stores / open_manifest pick implementations from the settings alone."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from services.core.errors import StoreUnavailable
+from services.core.models import ScopeFilter
+from services.storage.factory import MANIFEST_FILE, open_manifest, open_stores
+from services.storage.manifest_sqlite import SqliteManifest
+from services.storage.qdrant_edge import EdgeVectorStore
+from services.storage.settings import StoreSettings
+from services.storage.tantivy_store import TantivyLexicalStore
+
+pytestmark = pytest.mark.integration
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_embedded_mode_opens_the_local_stores_and_sqlite_manifest(tmp_path: Path) -> None:
+    settings = StoreSettings(data_dir=tmp_path, QDRANT_URL="", OPENSEARCH_URL="")
+    vectors, lexical = open_stores(settings, dim=8)
+    manifest = open_manifest(settings)
+    try:
+        assert isinstance(vectors, EdgeVectorStore) and isinstance(lexical, TantivyLexicalStore)
+        assert isinstance(manifest, SqliteManifest)
+        assert manifest.path == tmp_path / MANIFEST_FILE
+        assert vectors.count(ScopeFilter()) == 0 and lexical.count() == 0
+    finally:
+        for closeable in (vectors, lexical, manifest):
+            closeable.close()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # qdrant-client's version probe fails
+def test_server_mode_goes_to_the_servers_and_reports_them_unreachable(tmp_path: Path) -> None:
+    """Both URLs point at a closed local port: the server adapters (not the
+    embedded ones) are opened, retry, and give up with StoreUnavailable."""
+    port = closed_port()
+    settings = StoreSettings(
+        data_dir=tmp_path,
+        QDRANT_URL=f"http://127.0.0.1:{port}",
+        QDRANT_GRPC_PORT=port,
+        QDRANT_TIMEOUT_S=1,
+        OPENSEARCH_URL=f"http://127.0.0.1:{port}",
+    )
+    with pytest.raises(StoreUnavailable, match="qdrant ensure collection failed"):
+        open_stores(settings, dim=8)
+    with pytest.raises(StoreUnavailable, match="opensearch manifest ensure index failed"):
+        open_manifest(settings)
+    assert list(tmp_path.iterdir()) == []  # nothing was created locally
+
+
+def test_lexical_field_boosts_from_settings_reach_the_embedded_store(tmp_path: Path) -> None:
+    settings = StoreSettings(
+        data_dir=tmp_path,
+        store_mode="embedded",
+        lexical_title_boost=0.05,
+        lexical_heading_boost=0.25,
+        lexical_text_boost=1.0,
+    )
+    vectors, lexical = open_stores(settings, 4)
+    try:
+        described = lexical.describe_query("snapshot restore")  # type: ignore[attr-defined]
+    finally:
+        vectors.close()
+        lexical.close()
+    assert "title^0.05" in described and "heading_path^0.25" in described

@@ -1,0 +1,136 @@
+"""Store mode chosen by environment variables alone; contradictions refused
+at start-up with a message naming the variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.core.errors import ConfigError
+from services.runtime.settings import load_settings
+from services.storage.settings import RefreshPolicy, StoreMode, StoreSettings
+
+pytestmark = pytest.mark.unit
+
+
+def store_variables() -> list[str]:
+    """Every environment variable StoreSettings reads."""
+    names = []
+    for name, info in StoreSettings.model_fields.items():
+        alias = info.validation_alias
+        names.append(alias if isinstance(alias, str) else f"RAG_{name.upper()}")
+    return names
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """A clean slate: none of the store variables set (the CI may set some)."""
+    for name in store_variables():
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_no_urls_means_embedded_in_the_data_dir(env, tmp_path: Path) -> None:
+    env.setenv("RAG_DATA_DIR", str(tmp_path))
+    settings = load_settings(StoreSettings)
+    assert settings.resolved_mode() is StoreMode.EMBEDDED
+    assert not settings.is_server
+    assert settings.data_dir == tmp_path
+
+
+def test_both_urls_mean_server_mode_with_the_documented_defaults(env) -> None:
+    env.setenv("QDRANT_URL", "http://qdrant:6333")
+    env.setenv("OPENSEARCH_URL", "https://opensearch:9200")
+    settings = load_settings(StoreSettings)
+    assert settings.resolved_mode() is StoreMode.SERVER
+    assert (settings.qdrant_collection, settings.opensearch_index) == ("rag_chunks", "rag-chunks")
+    assert settings.qdrant_prefer_grpc is True
+    assert settings.opensearch_refresh is RefreshPolicy.WAIT_FOR
+
+
+def test_server_variables_are_read_under_their_own_names(env) -> None:
+    values = {
+        "QDRANT_URL": "https://q.example:6333",
+        "QDRANT_API_KEY": "k",
+        "QDRANT_COLLECTION": "chunks_v2",
+        "QDRANT_PREFER_GRPC": "false",
+        "QDRANT_TIMEOUT_S": "2.5",
+        "OPENSEARCH_URL": "https://os.example:9200",
+        "OPENSEARCH_INDEX": "chunks-v2",
+        "OPENSEARCH_USER": "rag",
+        "OPENSEARCH_PASSWORD": "pw",
+        "OPENSEARCH_VERIFY_CERTS": "false",
+        "OPENSEARCH_TIMEOUT_S": "4",
+    }
+    for name, value in values.items():
+        env.setenv(name, value)
+    s = load_settings(StoreSettings)
+    assert (s.qdrant_url, s.qdrant_collection, s.qdrant_prefer_grpc) == (
+        "https://q.example:6333",
+        "chunks_v2",
+        False,
+    )
+    assert s.qdrant_api_key is not None and s.qdrant_api_key.get_secret_value() == "k"
+    assert (s.qdrant_timeout_s, s.opensearch_timeout_s) == (2.5, 4.0)
+    assert (s.opensearch_index, s.opensearch_user, s.opensearch_verify_certs) == (
+        "chunks-v2",
+        "rag",
+        False,
+    )
+    assert s.opensearch_password is not None and "pw" not in repr(s)  # secrets stay out of logs
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"QDRANT_URL": "http://qdrant:6333"}, ["QDRANT_URL", "OPENSEARCH_URL"]),
+        ({"OPENSEARCH_URL": "http://os:9200"}, ["QDRANT_URL", "OPENSEARCH_URL"]),
+        (
+            {"RAG_STORE_MODE": "embedded", "QDRANT_URL": "http://q", "OPENSEARCH_URL": "http://o"},
+            ["RAG_STORE_MODE=embedded", "QDRANT_URL", "OPENSEARCH_URL"],
+        ),
+        ({"RAG_STORE_MODE": "server"}, ["RAG_STORE_MODE=server", "QDRANT_URL", "OPENSEARCH_URL"]),
+        (
+            {"RAG_STORE_MODE": "server", "QDRANT_URL": "http://q"},
+            ["RAG_STORE_MODE=server", "OPENSEARCH_URL unset"],
+        ),
+    ],
+)
+def test_contradictions_are_refused_naming_the_variables(env, variables, named) -> None:
+    for name, value in variables.items():
+        env.setenv(name, value)
+    with pytest.raises(ConfigError) as refused:
+        load_settings(StoreSettings)
+    for fragment in named:
+        assert fragment in str(refused.value)
+
+
+def test_explicit_modes_that_agree_with_the_urls_are_accepted(env) -> None:
+    env.setenv("RAG_STORE_MODE", "embedded")
+    assert load_settings(StoreSettings).resolved_mode() is StoreMode.EMBEDDED
+    env.setenv("RAG_STORE_MODE", "server")
+    env.setenv("QDRANT_URL", "http://qdrant:6333")
+    env.setenv("OPENSEARCH_URL", "http://opensearch:9200")
+    assert load_settings(StoreSettings).resolved_mode() is StoreMode.SERVER
+
+
+def test_a_blank_url_counts_as_unset(env) -> None:
+    env.setenv("QDRANT_URL", "  ")
+    env.setenv("OPENSEARCH_URL", "")
+    assert load_settings(StoreSettings).resolved_mode() is StoreMode.EMBEDDED
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("QDRANT_TIMEOUT_S", "soon"),
+        ("OPENSEARCH_TIMEOUT_S", "0"),
+        ("RAG_STORE_MODE", "cluster"),
+        ("OPENSEARCH_REFRESH", "sometimes"),
+    ],
+)
+def test_bad_values_name_the_real_variable(env, name: str, value: str) -> None:
+    env.setenv(name, value)
+    with pytest.raises(ConfigError, match=f"{name}={value!r}"):
+        load_settings(StoreSettings)
