@@ -16,7 +16,7 @@ old postings and their counts are removed, the new ones copied in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -24,7 +24,6 @@ from psycopg import sql
 
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.deadline import Deadline
-from services.core.errors import StoreUnavailable
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import SCAN_BATCH, search_budget_s
 from services.storage.lexical_fields import (
@@ -36,6 +35,7 @@ from services.storage.lexical_fields import (
 )
 from services.storage.payload import chunk_with_payload
 from services.storage.postgres_bm25 import FIELD_CODES, search_statement
+from services.storage.postgres_part import PostgresPart
 from services.storage.postgres_run import RunConnection
 from services.storage.postgres_sql import (
     CHUNK_COLUMNS,
@@ -47,7 +47,6 @@ from services.storage.postgres_sql import (
     deadline_budget_s,
     ensure_schema,
     last_wins,
-    open_pool,
     pg_errors,
     scope_condition,
     stored_chunk,
@@ -144,7 +143,7 @@ def index_rows(
     return (*chunk_values(chunk), identifiers, lens), postings
 
 
-class PostgresLexicalStore:
+class PostgresLexicalStore(PostgresPart):
     """BM25 over title + heading_path + text in `<schema>`'s lexical tables."""
 
     name = "postgres-lexical"
@@ -155,22 +154,16 @@ class PostgresLexicalStore:
         run: RunConnection | None = None,
     ) -> None:  # fmt: skip
         self.schema = schema
-        self._run = run
-        self.timeout_s = timeout_s
         self.analyzer = analyzer or TextAnalyzer()
         self.field_boosts = check_field_boosts(field_boosts)
         names = ("chunks", "postings", "term_stats", "corpus", "info")
         self._names = {n: sql.Identifier(schema, "store_info" if n == "info" else n) for n in names}
-        self._pool = open_pool(url, pool_size, timeout_s, self.name)
-        self._closed = False
-        try:
-            with pg_errors(self.name, "create schema"), self._pool.connection() as conn:
-                ensure_schema(conn, schema, self._sql(_DDL))
-                expected = index_format(self.analyzer)
-                check_recorded(conn, schema, "lexical_analysis", expected, "RAG_LEXICAL_CJK")
-        except BaseException:
-            self._pool.close()
-            raise
+        super().__init__(url, pool_size, timeout_s, run, self._set_up)
+
+    def _set_up(self, conn: psycopg.Connection[Any]) -> None:
+        ensure_schema(conn, self.schema, self._sql(_DDL))
+        expected = index_format(self.analyzer)
+        check_recorded(conn, self.schema, "lexical_analysis", expected, "RAG_LEXICAL_CJK")
 
     def _sql(self, template: str) -> sql.Composed:
         return sql.SQL(template).format(columns=chunk_columns(), **self._names)
@@ -293,29 +286,6 @@ class PostgresLexicalStore:
         return int(row[0]) if row else 0
 
     # -- lifecycle ------------------------------------------------------------
-
-    def ping(self) -> None:
-        with pg_errors(self.name, "ping"), self._conn() as conn:
-            conn.execute("SELECT 1")
-
-    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
-        return False  # a failed transaction is an error; the run journal redoes the run
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._pool.close()
-
-    def _conn(self) -> Any:
-        if self._closed:
-            raise StoreUnavailable(f"{self.name}: store is closed")
-        return self._pool.connection()
-
-    def _write_conn(self) -> Any:
-        """Writes join the run in flight, if one is open (`postgres_run`)."""
-        if self._run is None or self._closed:
-            return self._conn()  # the store's own pool (StoreUnavailable once closed)
-        return self._run.writing(self._pool)
 
 
 __all__ = ["CHUNK_COLUMNS", "PostgresLexicalStore", "index_rows"]

@@ -13,19 +13,19 @@ call that sent it (`postgres_sql.within`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from services.core.deadline import Deadline
-from services.core.errors import StoreUnavailable
 from services.storage.manifest import ManifestEntry, RunIntent
+from services.storage.postgres_part import PostgresPart
 from services.storage.postgres_run import RunConnection
 from services.storage.postgres_sql import (
     deadline_budget_s,
     ensure_schema,
-    open_pool,
     pg_errors,
     within,
 )
@@ -75,7 +75,7 @@ _BEGIN = (
 _CLEAR = "DELETE FROM {intents} WHERE generation = %s"
 
 
-class PostgresManifest:
+class PostgresManifest(PostgresPart):
     """`Manifest` in `<schema>.documents`, `.intents` and `.meta`."""
 
     name = "postgres-manifest"
@@ -85,19 +85,13 @@ class PostgresManifest:
         run: RunConnection | None = None,
     ) -> None:  # fmt: skip
         self.schema = schema
-        self.timeout_s = timeout_s
-        self._run = run
         self._names = {
             name: sql.Identifier(schema, name) for name in ("documents", "meta", "intents")
         }
-        self._pool = open_pool(url, pool_size, timeout_s, self.name)
-        self._closed = False
-        try:
-            with pg_errors(self.name, "create schema"), self._pool.connection() as conn:
-                ensure_schema(conn, schema, self._sql(_DDL))
-        except BaseException:
-            self._pool.close()
-            raise
+        super().__init__(url, pool_size, timeout_s, run, self._set_up)
+
+    def _set_up(self, conn: psycopg.Connection[Any]) -> None:
+        ensure_schema(conn, self.schema, self._sql(_DDL))
 
     def _sql(self, template: str) -> sql.Composed:
         return sql.SQL(template).format(**self._names)
@@ -196,17 +190,6 @@ class PostgresManifest:
 
     # -- plumbing -------------------------------------------------------------
 
-    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
-        return False  # a failed transaction is an error, never retried here
-
-    def ping(self) -> None:
-        self._fetch("ping", sql.SQL("SELECT 1"))
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._pool.close()
-
     def _fetch(
         self,
         action: str,
@@ -230,17 +213,6 @@ class PostgresManifest:
             for template, rows in steps:
                 if rows:
                     cursor.executemany(self._sql(template), rows)
-
-    def _conn(self) -> Any:
-        if self._closed:
-            raise StoreUnavailable(f"{self.name}: manifest is closed")
-        return self._pool.connection()
-
-    def _write_conn(self) -> Any:
-        """Writes join the run in flight, if one is open (`postgres_run`)."""
-        if self._run is None or self._closed:
-            return self._conn()  # the store's own pool (StoreUnavailable once closed)
-        return self._run.writing(self._pool)
 
 
 def _row(e: ManifestEntry) -> tuple[Any, ...]:

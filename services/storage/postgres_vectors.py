@@ -24,14 +24,14 @@ Vectors are stored at unit length, as Qdrant stores them for cosine
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from services.core.deadline import Deadline
-from services.core.errors import StoreError, StoreUnavailable
+from services.core.errors import StoreError
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import (
     DEFAULT_SEARCH_EF,
@@ -41,6 +41,7 @@ from services.storage.base import (
     search_budget_s,
 )
 from services.storage.payload import metadata_terms
+from services.storage.postgres_part import PostgresPart
 from services.storage.postgres_run import RunConnection
 from services.storage.postgres_sql import (
     CHUNK_COLUMNS,
@@ -49,7 +50,6 @@ from services.storage.postgres_sql import (
     chunk_values,
     deadline_budget_s,
     last_wins,
-    open_pool,
     pg_errors,
     scope_condition,
     stored_chunk,
@@ -133,7 +133,7 @@ def payload_values(chunk_id: str, payload: ChunkPayload) -> tuple[Any, ...]:
     )
 
 
-class PostgresVectorStore:
+class PostgresVectorStore(PostgresPart):
     """Cosine KNN over chunk vectors in `<schema>.vectors`."""
 
     name = "postgres-vectors"
@@ -143,22 +143,16 @@ class PostgresVectorStore:
         pool_size: int = 8, timeout_s: float = 5.0, run: RunConnection | None = None,
     ) -> None:  # fmt: skip
         check_dim(dim)
-        self._run = run
-        self.timeout_s = timeout_s
         self.dim = dim
         self.schema = schema
         self.search_ef = search_ef
         self._table = sql.Identifier(schema, "vectors")
-        self._pool = open_pool(url, pool_size, timeout_s, self.name)
-        self._closed = False
-        try:
-            with pg_errors(self.name, "create schema"), self._pool.connection() as conn:
-                create_schema(conn, schema, dim)
-                check_pgvector(conn)
-                check_recorded(conn, schema, "vector_dim", str(dim), "the embedding model")
-        except BaseException:
-            self._pool.close()
-            raise
+        super().__init__(url, pool_size, timeout_s, run, self._set_up)
+
+    def _set_up(self, conn: psycopg.Connection[Any]) -> None:
+        create_schema(conn, self.schema, self.dim)
+        check_pgvector(conn)
+        check_recorded(conn, self.schema, "vector_dim", str(self.dim), "the embedding model")
 
     # -- writes ---------------------------------------------------------------
 
@@ -311,29 +305,6 @@ class PostgresVectorStore:
             for (table,) in stale:
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, table)))
         return bool(stale)
-
-    def ping(self) -> None:
-        with pg_errors(self.name, "ping"), self._conn() as conn:
-            conn.execute("SELECT 1")
-
-    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
-        return False  # a failed transaction is an error; the run journal redoes the run
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._pool.close()
-
-    def _conn(self) -> Any:
-        if self._closed:
-            raise StoreUnavailable(f"{self.name}: store is closed")
-        return self._pool.connection()
-
-    def _write_conn(self) -> Any:
-        """Writes join the run in flight, if one is open (`postgres_run`)."""
-        if self._run is None or self._closed:
-            return self._conn()  # the store's own pool (StoreUnavailable once closed)
-        return self._run.writing(self._pool)
 
 
 def unit_length(vector: Sequence[float]) -> list[float]:

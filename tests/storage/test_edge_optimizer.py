@@ -5,17 +5,26 @@ nothing. Real Qdrant Edge shards and real child processes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import qdrant_edge as qe
 
 from services.core.errors import StoreError
 from services.core.models import ScopeFilter
 from services.storage import qdrant_edge as edge_module
-from services.storage.edge_optimizer import COPY_SUFFIX, OLD_SUFFIX, optimize_copy
+from services.storage.edge_optimizer import (
+    COPY_SUFFIX,
+    OLD_SUFFIX,
+    exit_with_parent,
+    optimize_copy,
+)
 from services.storage.qdrant_edge import EdgeVectorStore
 from tests.storage.harness import DIM, make_chunk, seeded_vector
 from tests.storage.test_qdrant_edge import clustered_unit_vectors
@@ -131,3 +140,35 @@ def test_a_copy_that_does_not_load_is_swapped_back(
     reopened = EdgeVectorStore(tmp_path / "vectors", HNSW_DIM)
     assert reopened.count() == HNSW_COUNT
     reopened.close()
+
+
+ORPHAN_PARENT = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", '''
+import os, sys, time
+from services.storage.edge_optimizer import exit_with_parent
+exit_with_parent(os.getppid())
+print("armed", flush=True)
+time.sleep(120)
+'''], stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline().strip() == "armed"
+print(child.pid, flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_an_optimizer_child_dies_with_its_parent() -> None:
+    """A stack stopped mid-build leaves no build running on behind it."""
+    parent = subprocess.run(
+        [sys.executable, "-c", ORPHAN_PARENT], capture_output=True, text=True, timeout=60
+    )
+    assert parent.returncode == 0, parent.stderr
+    child = psutil.Process(int(parent.stdout.strip()))
+    # The parent has exited: the child gets SIGKILL (waited for, not timed).
+    psutil.wait_procs([child], timeout=30)
+    assert not child.is_running()
+
+
+def test_an_optimizer_child_whose_parent_is_gone_does_not_start() -> None:
+    with pytest.raises(SystemExit):
+        exit_with_parent(os.getppid() + 1_000_000)
