@@ -16,6 +16,7 @@ from services.core.logging import get_logger
 from services.retriever.language import EVERY_LANGUAGE
 from services.retriever.locale_balance import CrossLanguageLexical, IndexLocales, LocaleBalance
 from services.retriever.metrics import RetrievalMetrics
+from services.retriever.page_keys import PageTokenKeys
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline
 from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
@@ -70,6 +71,7 @@ def build_retrieval_pipeline(
         metrics=metrics,
         locales=locales,
         translator=query_translator(settings, embedder),
+        page_keys=PageTokenKeys.from_settings(settings),
     )
 
 

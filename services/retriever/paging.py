@@ -21,15 +21,21 @@ reproducible:
   asking the Reranker again.
 
 Tokens are opaque URL-safe text; they are not secrets (they hold no text or
-ids, and every filter and scope check applies to each page as to the first).
+ids, and every filter and scope check applies to each page as to the first),
+but they are signed (services.retriever.page_keys): a token that does not
+verify is refused before any field is read, and every field of one that
+does is range-checked before use (`PageToken.check`, and `restore` against
+the fused list), so even a token signed by a leaked key is refused with
+INVALID_ARGUMENT naming `page_token`, never an internal error.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
+import math
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -37,17 +43,22 @@ from datetime import UTC, datetime
 
 from services.core.errors import FailedPrecondition, InvalidArgument, Unavailable
 from services.retriever.grouping import group_by_document
+from services.retriever.page_keys import TAG_BYTES, PageTokenKeys
 from services.retriever.requests import RetrievalRequest
 from services.retriever.types import FusedHit
 
-_VERSION = 1
+_VERSION = 2  # 2: signed (1 was not)
 # version, generation + 1, request, ranking, offset, boost origin (unix s), n
 _HEAD = struct.Struct(">BQ8s8sIqH")
 _ENTRY = struct.Struct(">Hf")  # position in the fused list, rerank score
 MAX_TOKEN_CHARS = 2048
-# Positions and counts must fit the token's fields; candidates beyond this
-# are far past any page a reader turns to.
-MAX_RERANKED_ENTRIES = 1000
+# As many reranked positions as a token of MAX_TOKEN_CHARS holds (246), a
+# little under: more than RAG_RERANK_CANDIDATES may be (200).
+MAX_RERANKED_ENTRIES = 240
+# The first page's time: 2000-01-01 .. 2200-01-01 UTC (0: none carried).
+MIN_ORIGIN_S, MAX_ORIGIN_S = 946_684_800, 7_258_118_400
+_URL_SAFE = re.compile(r"[A-Za-z0-9_-]*")
+_NOT_OURS = "page_token: not a token this service issued"
 
 
 @dataclass(frozen=True)
@@ -59,7 +70,7 @@ class PageToken:
     reranked: tuple[tuple[int, float], ...] = ()  # fused position, score; rerank order
     origin: int = 0  # the first page's time (unix seconds): recency ages count from it
 
-    def encode(self) -> str:
+    def encode(self, keys: PageTokenKeys) -> str:
         generation = 0 if self.generation is None else self.generation + 1
         head = _HEAD.pack(
             _VERSION,
@@ -70,24 +81,64 @@ class PageToken:
             self.origin,
             len(self.reranked),
         )
-        body = b"".join(_ENTRY.pack(position, score) for position, score in self.reranked)
-        return base64.urlsafe_b64encode(head + body).decode().rstrip("=")
+        body = head + b"".join(_ENTRY.pack(p, score) for p, score in self.reranked)
+        return base64.urlsafe_b64encode(body + keys.sign(body)).decode().rstrip("=")
+
+    def check(self) -> PageToken:
+        """This token, if every field is within what this service issues."""
+        if self.offset < 1:
+            raise InvalidArgument(f"page_token: offset {self.offset}, a next page starts at 1")
+        if self.origin and not MIN_ORIGIN_S <= self.origin <= MAX_ORIGIN_S:
+            raise InvalidArgument(
+                f"page_token: origin {self.origin} is outside {MIN_ORIGIN_S}..{MAX_ORIGIN_S} "
+                "(2000..2200)"
+            )
+        if len(self.reranked) > MAX_RERANKED_ENTRIES:
+            raise InvalidArgument(
+                f"page_token: {len(self.reranked)} reranked entries, limit is "
+                f"{MAX_RERANKED_ENTRIES}"
+            )
+        seen: set[int] = set()
+        for index, (position, score) in enumerate(self.reranked):
+            if not math.isfinite(score):
+                raise InvalidArgument(f"page_token: reranked[{index}] score is not finite")
+            if position in seen:
+                raise InvalidArgument(f"page_token: reranked[{index}] repeats position {position}")
+            seen.add(position)
+        return self
 
 
-def decode_token(text: str) -> PageToken:
-    """The token a caller sent back; InvalidArgument if it is not one of ours."""
+def decode_token(text: str, keys: PageTokenKeys) -> PageToken:
+    """The token a caller sent back: InvalidArgument if it is not one of ours
+    or a field is out of range; FailedPrecondition if its key has retired."""
+    raw = _raw(text)
+    body, tag = raw[:-TAG_BYTES], raw[-TAG_BYTES:]
+    keys.verify(body, tag)
+    _, generation, request, ranking, offset, origin, count = _HEAD.unpack_from(body)
+    if len(body) != _HEAD.size + count * _ENTRY.size:
+        raise InvalidArgument(f"{_NOT_OURS} (its length does not match its entries)")
+    entries = tuple(_ENTRY.iter_unpack(body[_HEAD.size :]))
+    generation = None if generation == 0 else generation - 1
+    return PageToken(generation, request, ranking, offset, entries, origin).check()
+
+
+def _raw(text: str) -> bytes:
+    """The token's bytes, if it is URL-safe base64 of a version-2 token's size."""
     if len(text) > MAX_TOKEN_CHARS:
         raise InvalidArgument(f"page_token: {len(text)} characters, limit is {MAX_TOKEN_CHARS}")
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        version, generation, request, ranking, offset, origin, count = _HEAD.unpack_from(raw)
-    except (binascii.Error, ValueError, struct.error):
-        raise InvalidArgument("page_token: not a token this service issued") from None
-    if version != _VERSION or len(raw) != _HEAD.size + count * _ENTRY.size:
-        raise InvalidArgument("page_token: not a token this service issued")
-    entries = tuple(_ENTRY.iter_unpack(raw[_HEAD.size :]))
-    generation = None if generation == 0 else generation - 1
-    return PageToken(generation, request, ranking, offset, entries, origin)
+    if not _URL_SAFE.fullmatch(text) or len(text) % 4 == 1:
+        raise InvalidArgument(f"{_NOT_OURS} (not URL-safe base64)")
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) < _HEAD.size + TAG_BYTES or raw[0] != _VERSION:
+        raise InvalidArgument(f"{_NOT_OURS} (unknown version or too short)")
+    return raw
+
+
+def unverified_generation(text: str) -> int | None:
+    """The index generation a token names, read without checking its
+    signature: for tests and diagnostics that hold no key, never for serving."""
+    generation = int(_HEAD.unpack_from(_raw(text))[1])
+    return None if generation == 0 else generation - 1
 
 
 def request_fingerprint(request: RetrievalRequest) -> bytes:
@@ -120,12 +171,12 @@ class PageCursor:
     token: PageToken | None = None
 
     @classmethod
-    def of(cls, request: RetrievalRequest) -> PageCursor:
+    def of(cls, request: RetrievalRequest, keys: PageTokenKeys) -> PageCursor:
         """The request's place in its ranking; InvalidArgument for a token
-        that is malformed or continues another request."""
+        that is malformed, forged or continues another request."""
         if not request.page_token:
             return cls()
-        token = decode_token(request.page_token)
+        token = decode_token(request.page_token, keys)
         if token.request != request_fingerprint(request):
             raise InvalidArgument(
                 "page_token: issued for a different request (between pages only "
@@ -163,12 +214,25 @@ class PageCursor:
             raise FailedPrecondition(
                 "page_token: the ranking changed since the first page; start again"
             )
+        _check_within(self.token, len(candidates))
         return _reorder(candidates, self.token.reranked)
 
 
+def _check_within(token: PageToken, candidates: int) -> None:
+    """The token's offset and positions lie within the fused list."""
+    if token.offset > candidates:
+        raise InvalidArgument(
+            f"page_token: offset {token.offset} is past the {candidates} candidates"
+        )
+    for index, (position, _) in enumerate(token.reranked):
+        if position >= candidates:
+            raise InvalidArgument(
+                f"page_token: reranked[{index}] position {position} is past the "
+                f"{candidates} candidates"
+            )
+
+
 def _reorder(candidates: list[FusedHit], reranked: Sequence[tuple[int, float]]) -> list[FusedHit]:
-    if any(position >= len(candidates) for position, _ in reranked):
-        raise InvalidArgument("page_token: not a token this service issued")
     head = [replace(candidates[p], rerank_score=float(score)) for p, score in reranked]
     taken = {position for position, _ in reranked}
     return head + [hit for i, hit in enumerate(candidates) if i not in taken]
@@ -204,7 +268,12 @@ def next_page_token(
     reranked: tuple[tuple[int, float], ...],
     offset: int,
     origin: datetime,
+    keys: PageTokenKeys,
 ) -> str:
-    """The token that continues this ranking at `offset`."""
+    """The token that continues this ranking at `offset`, signed."""
     fingerprints = request_fingerprint(request), ranking_fingerprint(candidates)
-    return PageToken(generation, *fingerprints, offset, reranked, int(origin.timestamp())).encode()
+    # A request with its own recency origin keeps it on every page (it may lie
+    # outside the bounds a carried origin is checked against): none carried.
+    origin_s = 0 if request.boosts.recency_origin() else int(origin.timestamp())
+    token = PageToken(generation, *fingerprints, offset, reranked, origin_s)
+    return token.encode(keys)

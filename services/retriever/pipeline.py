@@ -51,6 +51,7 @@ from services.retriever.locale_balance import (
     fuse_per_locale,
 )
 from services.retriever.metrics import RetrievalMetrics
+from services.retriever.page_keys import PageTokenKeys
 from services.retriever.paging import (
     Page,
     PageCursor,
@@ -105,13 +106,16 @@ class RetrievalPipeline:
         metrics: RetrievalMetrics | None = None,
         locales: IndexLocales | None = None,
         translator: QueryTranslator | None = None,
+        page_keys: PageTokenKeys | None = None,
     ) -> None:
         """`reranker_health`: skip the Reranker while it is NOT_SERVING (None:
         always call it). `metrics`: counts each answer (None: not counted).
         `locales`: the index's locales, for ranking across languages
         (services.retriever.locale_balance; None: one vector list);
         `translator`: the question's words for other-language locales (None:
-        identifiers only there)."""
+        identifiers only there). `page_keys`: sign and verify page tokens (None:
+        a random key of this pipeline)."""
+        self.page_keys = page_keys or PageTokenKeys.random()
         self.metrics = metrics
         self.embedder, self.storage = embedder, storage
         self.vectors, self.lexical = storage.vectors, storage.lexical
@@ -173,7 +177,7 @@ class RetrievalPipeline:
         stages.describe_request(
             prepared.text, prepared.intent.value, prepared.top_k, self.record_query_text
         )
-        cursor = PageCursor.of(request)
+        cursor = PageCursor.of(request, self.page_keys)
         prepared = replace(prepared, scope=await self._visible(prepared.scope, deadline))
         cursor.check_generation(prepared.scope.visible_generation)
         run = RetrievalRun(request, prepared, cursor, deadline, stages)
@@ -253,9 +257,9 @@ class RetrievalPipeline:
         self._explain(result, request, prepared, run.fused)
         result.hits_before = page.hits_before
         if page.next_offset is not None:
-            generation = prepared.scope.visible_generation
+            keys, generation = self.page_keys, prepared.scope.visible_generation
             result.next_page_token = next_page_token(
-                request, generation, run.fused, run.reranked, page.next_offset, run.origin
+                request, generation, run.fused, run.reranked, page.next_offset, run.origin, keys
             )
         result.notes.extend(note for note in run.notes if note)
         if run.balanced.vector and run.vector.ok:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from datetime import datetime
+
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from services.retriever.exact import ExactPrecedence
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
+from services.retriever.page_keys import MIN_KEY_CHARS
 from services.retriever.score_fusion import FusionMethod
 from services.runtime.embedding_settings import EmbeddingSettings
 from services.runtime.security.client_settings import client_settings
@@ -144,6 +147,25 @@ class RetrieverSettings(
     safety_margin_ms: int = Field(10, ge=0, le=1000)
     health_check_interval_s: float = Field(5.0, gt=0, le=600)
     worker_threads: int = Field(32, ge=2, le=512, description="threads for store and model calls")
+    page_token_key: SecretStr | None = Field(
+        None,
+        description=f"Signs page tokens (HMAC-SHA256; at least {MIN_KEY_CHARS} characters, "
+        "e.g. `openssl rand -base64 32`). Every Retriever replica needs the same key. Unset: "
+        "a random key per process, with a warning: tokens then stop working at a restart and "
+        "on another replica (services/retriever/page_keys.py)",
+    )
+    page_token_previous_key: SecretStr | None = Field(
+        None,
+        description="Rotation: the key RAG_PAGE_TOKEN_KEY replaced. Tokens it signed are still "
+        "accepted until RAG_PAGE_TOKEN_PREVIOUS_KEY_UNTIL, refused after (FAILED_PRECONDITION: "
+        "start again from the first page)",
+    )
+    page_token_previous_key_until: datetime | None = Field(
+        None,
+        description="RFC 3339 time with a zone (e.g. 2026-12-01T12:00:00Z) when "
+        "RAG_PAGE_TOKEN_PREVIOUS_KEY retires; required with it. A time rather than a duration, "
+        "so replicas started at different times agree",
+    )
 
     @model_validator(mode="after")
     def _recheck_bounds(self) -> RetrieverSettings:
@@ -152,4 +174,29 @@ class RetrieverSettings(
                 "RAG_RERANKER_RECHECK_S must not exceed RAG_RERANKER_RECHECK_MAX_S "
                 f"({self.reranker_recheck_s} > {self.reranker_recheck_max_s})"
             )
+        return self
+
+    @field_validator("page_token_key", "page_token_previous_key")
+    @classmethod
+    def _page_token_key(cls, key: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if key is None or not key.get_secret_value():
+            return None  # an empty variable (a template's placeholder) means "not set"
+        if len(key.get_secret_value()) < MIN_KEY_CHARS:
+            name = f"RAG_{str(info.field_name).upper()}"
+            raise ValueError(f"{name}: at least {MIN_KEY_CHARS} characters")
+        return key
+
+    @model_validator(mode="after")
+    def _page_token_rotation(self) -> RetrieverSettings:
+        previous, until = self.page_token_previous_key, self.page_token_previous_key_until
+        if previous is not None and self.page_token_key is None:
+            raise ValueError("RAG_PAGE_TOKEN_PREVIOUS_KEY needs RAG_PAGE_TOKEN_KEY (the new key)")
+        if (previous is None) != (until is None):
+            raise ValueError(
+                "RAG_PAGE_TOKEN_PREVIOUS_KEY and RAG_PAGE_TOKEN_PREVIOUS_KEY_UNTIL go together"
+            )
+        if until is not None and until.tzinfo is None:
+            raise ValueError("RAG_PAGE_TOKEN_PREVIOUS_KEY_UNTIL needs a zone offset (RFC 3339)")
+        if previous is not None and previous == self.page_token_key:
+            raise ValueError("RAG_PAGE_TOKEN_PREVIOUS_KEY equals RAG_PAGE_TOKEN_KEY")
         return self

@@ -16,7 +16,7 @@ import grpc
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.retriever.paging import decode_token
+from services.retriever.paging import unverified_generation
 from services.runtime.security.client import ClientSecurity, sync_channel
 from tests.deploy.local_deployment import LocalService
 
@@ -161,7 +161,7 @@ def answer_of(replica: str, start: int, sent: float, query: str, stub: Any) -> A
         sent,
         time.monotonic(),
         query,
-        generation=decode_token(token).generation if token else None,
+        generation=unverified_generation(token) if token else None,
         doc_ids=tuple(hit.doc_id for hit in reply.hits),
         reranked=reply.rerank.used,
     )

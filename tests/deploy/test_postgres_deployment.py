@@ -48,7 +48,7 @@ import psycopg
 import pytest
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.retriever.paging import decode_token
+from services.retriever.paging import unverified_generation
 from services.runtime.security.client import ClientSecurity, TokenSource, sync_channel
 from services.runtime.security.tls import ClientTls
 from tests.deploy.compose import active_services, load_compose
@@ -285,7 +285,7 @@ def converge(
 
             def served(stub: Any = stub) -> bool:
                 token = retrieve(stub, "runbook").next_page_token
-                return bool(token) and (decode_token(token).generation or 0) >= generation
+                return bool(token) and (unverified_generation(token) or 0) >= generation
 
             wait_for(f"{name} serves generation {generation}", served, 60)
         seconds[name] = time.monotonic() - since

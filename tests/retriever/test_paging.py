@@ -18,6 +18,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.embedding import Embedder
 from services.core.errors import FailedPrecondition, InvalidArgument, Unavailable
 from services.retriever.fusion import merge_rerank
+from services.retriever.page_keys import PageTokenKeys
 from services.retriever.paging import (
     MAX_TOKEN_CHARS,
     PageCursor,
@@ -37,6 +38,7 @@ from tests.support.stack import BackgroundStack
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
 
 REQUEST = RetrievalRequest(query="how do I restore a backup", top_k=3)
+KEYS = PageTokenKeys(b"k" * 32)
 
 
 def _hits(*ids: str) -> list[FusedHit]:
@@ -51,33 +53,45 @@ def _token(**fields: object) -> PageToken:
 @pytest.mark.unit
 @given(
     generation=st.none() | st.integers(0, 2**40),
-    offset=st.integers(0, 10_000),
-    reranked=st.lists(st.tuples(st.integers(0, 400), st.sampled_from([0.5, -2.0, 8.25]))),
+    offset=st.integers(1, 10_000),
+    reranked=st.lists(
+        st.tuples(st.integers(0, 400), st.sampled_from([0.5, -2.0, 8.25])),
+        unique_by=lambda entry: entry[0],
+        max_size=240,
+    ),
 )
 def test_a_token_reads_back_as_written(
     generation: int | None, offset: int, reranked: list[tuple[int, float]]
 ) -> None:
-    token = _token(generation=generation, offset=offset, reranked=tuple(reranked[:300]))
-    text = token.encode()
+    token = _token(generation=generation, offset=offset, reranked=tuple(reranked))
+    text = token.encode(KEYS)
     assert text.isascii() and "=" not in text and "/" not in text
-    assert decode_token(text) == token
+    assert decode_token(text, KEYS) == token
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize(
     "text",
-    ["x", "not a token!", "AAAA", _token().encode()[:-3], "A" * (MAX_TOKEN_CHARS + 1)],
+    [
+        "x",
+        "not a token!",
+        "AAAA",
+        _token().encode(KEYS)[:-3],
+        _token().encode(KEYS) + "=",
+        _token().encode(PageTokenKeys(b"o" * 32)),  # another deployment's key
+        "A" * (MAX_TOKEN_CHARS + 1),
+    ],
 )
 def test_a_token_we_did_not_issue_is_refused_naming_the_field(text: str) -> None:
     with pytest.raises(InvalidArgument, match="page_token"):
-        decode_token(text)
+        decode_token(text, KEYS)
 
 
 @pytest.mark.unit
 def test_a_token_continues_only_its_own_request() -> None:
-    token = _token().encode()
+    token = _token().encode(KEYS)
     resized = replace(REQUEST, top_k=10, debug=True, context_char_budget=500, page_token=token)
-    assert PageCursor.of(resized).offset == 3
+    assert PageCursor.of(resized, KEYS).offset == 3
     for other in (
         replace(REQUEST, query="how do I delete a backup"),
         replace(REQUEST, max_chunks_per_document=1),
@@ -85,8 +99,8 @@ def test_a_token_continues_only_its_own_request() -> None:
         replace(REQUEST, group_by_document=True),
     ):
         with pytest.raises(InvalidArgument, match="different request"):
-            PageCursor.of(replace(other, page_token=token))
-    assert PageCursor.of(REQUEST).token is None
+            PageCursor.of(replace(other, page_token=token), KEYS)
+    assert PageCursor.of(REQUEST, KEYS).token is None
 
 
 @pytest.mark.unit
@@ -208,7 +222,7 @@ def test_a_token_for_another_question_or_index_is_refused(stack: BackgroundStack
 @given(st.text(max_size=300) | st.binary(max_size=200).map(lambda b: _b64(b)))
 def test_any_text_as_a_token_is_a_token_or_invalid_argument(text: str) -> None:
     try:
-        token = decode_token(text)
+        token = decode_token(text, KEYS)
     except InvalidArgument as refused:
         assert str(refused).startswith("page_token:")
         return
