@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.breaker import RetrieverBreaker, build_breaker_storage
+from gateway.breaker import ClientStrikes, RetrieverBreaker, build_breaker_storage
 from gateway.errors import ApiError, ErrorBody, ErrorCode, error_response
 from gateway.metrics import GatewayMetrics, MetricsListener
 from gateway.origin import OriginMiddleware, OriginPolicy
@@ -61,7 +61,7 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
-        400: "invalid_json, json_too_deep or upstream_rejected",
+        400: "invalid_json, json_too_deep, upstream_rejected or invalid_page_token",
         403: "origin_not_allowed",
         413: "body_too_large",
         415: "unsupported_media_type",
@@ -179,6 +179,9 @@ def _start_runtime(
             settings.gateway_breaker_reset_s,
             breaker_storage,
             on_state=metrics.set_breaker_state,
+            clients=ClientStrikes(
+                storage, settings.gateway_breaker_fail_max, settings.gateway_breaker_reset_s
+            ),
         ),
         limits=SearchLimits(
             settings.gateway_max_query_chars,

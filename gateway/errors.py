@@ -39,6 +39,7 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INTERNAL = "internal"
     PAGE_EXPIRED = "page_expired"
+    INVALID_PAGE_TOKEN = "invalid_page_token"
 
 
 STATUS: dict[ErrorCode, int] = {
@@ -64,6 +65,7 @@ STATUS: dict[ErrorCode, int] = {
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.INTERNAL: 500,
     ErrorCode.PAGE_EXPIRED: 409,
+    ErrorCode.INVALID_PAGE_TOKEN: 400,
 }
 
 # Metric outcomes that differ from the code: input errors share one label.
@@ -78,6 +80,7 @@ OUTCOME: dict[ErrorCode, str] = {
     ErrorCode.TOP_K_OUT_OF_RANGE: "invalid",
     ErrorCode.NOT_FOUND: "invalid",
     ErrorCode.METHOD_NOT_ALLOWED: "invalid",
+    ErrorCode.INVALID_PAGE_TOKEN: "upstream_rejected",
 }
 
 

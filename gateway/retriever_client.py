@@ -91,6 +91,9 @@ class RetrieverClient:
 def api_error_for(exc: grpc.aio.AioRpcError) -> ApiError:
     """The gateway's answer to a failed Retrieve."""
     code, details = exc.code(), exc.details() or ""
+    if code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("page_token:"):
+        # Not one of ours, altered, or out of range (services.retriever.paging).
+        return ApiError(ErrorCode.INVALID_PAGE_TOKEN, details)
     if code in _INPUT_CODES:
         return ApiError(ErrorCode.UPSTREAM_REJECTED, exc.details() or "rejected by the retriever")
     if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith("page_token:"):

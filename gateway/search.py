@@ -18,8 +18,10 @@ Nothing before step 6 searches, so a refusal costs no search.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from pydantic import ValidationError
@@ -122,16 +124,20 @@ class SearchGateway:
         debug = search.debug and self.settings.gateway_allow_debug
         top_k = search.top_k or self.settings.gateway_default_top_k
         retrieve_request = mapping.to_retrieve_request(search, query, top_k, debug)
-        reply = await self._retrieve(retrieve_request, deadline)
+        reply = await self._retrieve(retrieve_request, deadline, client)
         note = NOT_ON_PAGE if search.this_page and not reply.hits else ""
         trusted = debug and self.settings.gateway_debug_reasons
         body = mapping.to_search_response(reply, request_id, debug, note, trusted)
         _log_reasons(reply, body, request_id)
         fields.update(intent=body.intent, hits=len(body.hits), rerank_used=body.rerank.used)
-        return JSONResponse(
-            body.model_dump(mode="json", exclude_none=True),
-            headers={"Cache-Control": "no-store"},
-        )
+        payload = body.model_dump(mode="json", exclude_none=True)
+        if where := non_finite_at(payload):
+            # JSON has no NaN or infinity: never sent, whatever the Retriever says.
+            log.error("retriever_non_finite_number", request_id=request_id, field=where)
+            raise ApiError(
+                ErrorCode.UPSTREAM_UNAVAILABLE, "the search backend sent an answer it cannot show"
+            )
+        return JSONResponse(payload, headers={"Cache-Control": "no-store"})
 
     async def _read_request(self, request: Request) -> SearchRequest:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -145,12 +151,12 @@ class SearchGateway:
             raise ApiError(ErrorCode.INVALID_REQUEST, describe_validation(exc)) from None
 
     async def _retrieve(
-        self, request: pb.RetrieveRequest, deadline: Deadline
+        self, request: pb.RetrieveRequest, deadline: Deadline, client: str
     ) -> pb.RetrieveResponse:
         if deadline.expired(MIN_DOWNSTREAM_S):
             raise ApiError(ErrorCode.UPSTREAM_TIMEOUT, "the request ran out of time")
         try:
-            async with self.gates.breaker.guard():
+            async with self.gates.breaker.guard(client):
                 reply = await self.retriever.retrieve(request, timeout_s=deadline.budget())
         except grpc.aio.AioRpcError as exc:
             self.metrics.retriever_calls.labels(code=exc.code().name).inc()
@@ -192,6 +198,22 @@ async def read_bounded_body(request: Request, max_bytes: int) -> bytes:
             raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def non_finite_at(value: Any, where: str = "") -> str:
+    """Where the first NaN or infinity in a JSON-ready tree is ("" if none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "body"
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        return ""
+    for key, item in items:
+        if found := non_finite_at(item, f"{where}.{key}" if where else str(key)):
+            return found
+    return ""
 
 
 def describe_validation(exc: ValidationError) -> str:

@@ -84,10 +84,19 @@ class GatewaySettings(
         10_000, ge=1, description="Searches forwarded per UTC day across all instances"
     )
     gateway_breaker_fail_max: int = Field(
-        5, ge=1, description="Consecutive failures that open the breaker"
+        5,
+        ge=1,
+        description="Consecutive Retriever failures (unavailable, timed out) that open the "
+        "breaker for everyone; also how many unexpected errors (INTERNAL, ...) one client may "
+        "meet within RAG_GATEWAY_BREAKER_RESET_S before its own searches are paused (503), "
+        "of which only its first counts for everyone (gateway/breaker.py)",
     )
     gateway_breaker_reset_s: float = Field(
-        15.0, gt=0, le=3600, description="How long the breaker stays open before a probe"
+        15.0,
+        gt=0,
+        le=3600,
+        description="How long the breaker stays open before a probe; the window of a "
+        "client's unexpected errors (whole seconds)",
     )
     gateway_max_body_bytes: int = Field(
         16 * KiB, ge=256, le=1024 * KiB, description="Largest request body accepted (413 above)"

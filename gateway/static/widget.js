@@ -111,6 +111,7 @@
     upstream_timeout: "The search took too long. Please try again.",
     upstream_unavailable: "The search backend is unavailable right now.",
     page_expired: "The index was just updated. Search again to see the new results.",
+    invalid_page_token: "These results can no longer be continued. Please search again.",
   };
 
   function el(tag, attrs, children) {

@@ -197,7 +197,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
 
     It stands in for the real Retriever so gate tests can assert what reached
     downstream ("the Retriever saw nothing"), and can be told to fail
-    (`fail_with`) or to be slow (`delay_s`). Its answers come from CORPUS,
+    (`fail_with`; `fail_for_query`: only requests with that exact query) or
+    to be slow (`delay_s`). Its answers come from CORPUS,
     or are the one set in `reply_with`; `index_status` is what IndexStatus
     answers (None: UNIMPLEMENTED, as an older Retriever would).
     """
@@ -206,6 +207,7 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.requests: list[pb.RetrieveRequest] = []
         self.time_remaining: list[float | None] = []
         self.fail_with: grpc.StatusCode | None = None
+        self.fail_for_query: dict[str, grpc.StatusCode] = {}
         self.delay_s = 0.0
         self.reply_with: pb.RetrieveResponse | None = None  # instead of the canned answer
         self.index_status: pb.IndexStatusResponse | None = None  # None: UNIMPLEMENTED
@@ -219,6 +221,7 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.requests.clear()
         self.time_remaining.clear()
         self.fail_with = None
+        self.fail_for_query.clear()
         self.delay_s = 0.0
         self.reply_with = None
         self.index_status = None
@@ -233,6 +236,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
             await asyncio.sleep(self.delay_s)
         if self.fail_with is not None:
             await context.abort(self.fail_with, "injected failure")
+        if request.query in self.fail_for_query:
+            await context.abort(self.fail_for_query[request.query], "injected failure")
         return self.reply_with if self.reply_with is not None else canned_response(request)
 
     async def IndexStatus(

@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 
-from gateway.breaker import RetrieverBreaker, is_caller_error
+from gateway.breaker import Blame, RetrieverBreaker, blame, is_caller_error
 from gateway.errors import ApiError, ErrorCode
 
 pytestmark = pytest.mark.unit
@@ -91,3 +91,84 @@ async def test_half_open_lets_one_probe_through_at_a_time() -> None:
 )
 def test_only_retriever_failures_count(error: BaseException, is_caller: bool) -> None:
     assert is_caller_error(error) is is_caller
+
+
+@pytest.mark.parametrize(
+    ("code", "blamed"),
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, Blame.CALLER),
+        (grpc.StatusCode.FAILED_PRECONDITION, Blame.CALLER),
+        (grpc.StatusCode.PERMISSION_DENIED, Blame.CALLER),
+        (grpc.StatusCode.NOT_FOUND, Blame.CALLER),
+        (grpc.StatusCode.OUT_OF_RANGE, Blame.CALLER),
+        (grpc.StatusCode.UNAVAILABLE, Blame.UPSTREAM),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, Blame.UPSTREAM),
+        (grpc.StatusCode.INTERNAL, Blame.UNEXPECTED),
+        (grpc.StatusCode.UNKNOWN, Blame.UNEXPECTED),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, Blame.UNEXPECTED),
+    ],
+)
+def test_each_code_is_blamed_on_the_request_the_upstream_or_first_the_client(
+    code: grpc.StatusCode, blamed: Blame
+) -> None:
+    assert blame(InjectedRpcError(code)) is blamed
+
+
+async def _from(breaker: RetrieverBreaker, client: str, error: BaseException | None = None) -> str:
+    try:
+        async with breaker.guard(client):
+            if error is not None:
+                raise error
+        return "ok"
+    except ApiError as exc:
+        return exc.code.value
+    except grpc.aio.AioRpcError as exc:
+        return exc.code().name
+
+
+async def test_one_clients_internal_errors_pause_that_client_not_everyone() -> None:
+    breaker = RetrieverBreaker(fail_max=3, reset_s=60)
+    internal = InjectedRpcError(grpc.StatusCode.INTERNAL)
+    hostile = [await _from(breaker, "203.0.113.9", internal) for _ in range(100)]
+    assert hostile[:3] == ["INTERNAL"] * 3
+    assert set(hostile[3:]) == {"breaker_open"}  # its own pause: nothing more reached upstream
+    assert breaker.state == "closed"
+    assert [await _from(breaker, f"198.51.100.{i}") for i in range(5)] == ["ok"] * 5
+
+
+async def test_internal_errors_met_by_enough_clients_open_the_breaker_for_all() -> None:
+    breaker = RetrieverBreaker(fail_max=3, reset_s=60)
+    internal = InjectedRpcError(grpc.StatusCode.INTERNAL)
+    for client in ("a", "b", "c"):
+        assert await _from(breaker, client, internal) == "INTERNAL"
+    assert breaker.state == "open"
+    assert await _from(breaker, "d") == "breaker_open"
+
+
+async def test_unavailable_from_one_client_still_opens_it_for_all() -> None:
+    breaker = RetrieverBreaker(fail_max=2, reset_s=60)
+    unavailable = InjectedRpcError(grpc.StatusCode.UNAVAILABLE)
+    assert [await _from(breaker, "a", unavailable) for _ in range(2)] == ["UNAVAILABLE"] * 2
+    assert await _from(breaker, "b") == "breaker_open"
+
+
+async def test_rejected_requests_never_count_even_a_hundred() -> None:
+    breaker = RetrieverBreaker(fail_max=2, reset_s=60)
+    rejected = InjectedRpcError(grpc.StatusCode.INVALID_ARGUMENT)
+    codes = {await _from(breaker, "a", rejected) for _ in range(100)}
+    assert codes == {"INVALID_ARGUMENT"}
+    assert (await _from(breaker, "a"), await _from(breaker, "b")) == ("ok", "ok")
+
+
+async def test_a_repeated_unexpected_error_neither_counts_nor_resets_the_count() -> None:
+    """A client's second INTERNAL is not a failure for all, nor a success that
+    would hide the upstream failures others meet."""
+    breaker = RetrieverBreaker(fail_max=3, reset_s=60)
+    unavailable = InjectedRpcError(grpc.StatusCode.UNAVAILABLE)
+    internal = InjectedRpcError(grpc.StatusCode.INTERNAL)
+    await _from(breaker, "a", unavailable)
+    await _from(breaker, "b", internal)  # b's first: counts (2)
+    await _from(breaker, "b", internal)  # b's second: nothing
+    assert breaker.state == "closed"
+    await _from(breaker, "c", unavailable)  # 3
+    assert breaker.state == "open"

@@ -258,7 +258,7 @@ async def test_breaker_opens_after_failures_and_recovers(retriever: RetrieverSer
 
 
 async def test_failed_probe_opens_the_breaker_again(retriever: RetrieverServer) -> None:
-    retriever.servicer.fail_with = grpc.StatusCode.INTERNAL
+    retriever.servicer.fail_with = grpc.StatusCode.UNAVAILABLE
     settings = gateway_settings(
         retriever.addr, gateway_breaker_fail_max=2, gateway_breaker_reset_s=0.5
     )

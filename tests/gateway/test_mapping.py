@@ -219,6 +219,18 @@ def test_an_expired_page_token_is_a_409_that_says_start_again() -> None:
     assert other.code is ErrorCode.UPSTREAM_REJECTED
 
 
+def test_a_bad_page_token_is_a_400_with_its_own_code_and_the_retrievers_reason() -> None:
+    reason = "page_token: origin 4611686018427387904 is outside 946684800..7258118400"
+    refused = api_error_for(_RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, reason))
+    assert (refused.code, refused.status, refused.message) == (
+        ErrorCode.INVALID_PAGE_TOKEN,
+        400,
+        reason,
+    )
+    other = api_error_for(_RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, "top_k: 0"))
+    assert other.code is ErrorCode.UPSTREAM_REJECTED
+
+
 def test_several_scopes_are_forwarded_and_bounded() -> None:
     request = SearchRequest.model_validate({"query": "q", "scope": {"scope_ids": ["a", "b"]}})
     assert list(to_retrieve_request(request, "q", top_k=3, debug=False).filter.scope_ids) == [
