@@ -42,13 +42,14 @@ async def two_instances(
         yield first, second
 
 
-async def _search(gateway: RunningGateway) -> httpx.Response:
+async def _search(
+    gateway: RunningGateway, query: str = "rate limits", client_ip: str = ""
+) -> httpx.Response:
+    headers = {"Origin": ALLOWED_ORIGIN}
+    if client_ip:
+        headers["X-Forwarded-For"] = client_ip
     async with httpx.AsyncClient(timeout=10) as client:
-        return await client.post(
-            f"{gateway.url}/v1/search",
-            json={"query": "rate limits"},
-            headers={"Origin": ALLOWED_ORIGIN},
-        )
+        return await client.post(f"{gateway.url}/v1/search", json={"query": query}, headers=headers)
 
 
 async def _codes(*gateways: RunningGateway) -> list[int]:
@@ -98,6 +99,26 @@ async def test_breaker_state_is_shared_across_instances(
     assert open_codes == ["breaker_open", "breaker_open"]
     assert calls_while_open == 2
     assert recovered == [200, 200]
+
+
+async def test_one_clients_strikes_are_shared_and_leave_others_open(
+    retriever: RetrieverServer, redis_server: RedisServer
+) -> None:
+    """The fault injector fails one query INTERNAL: its client is paused on
+    both instances after fail_max between them; others still search."""
+    retriever.servicer.fail_for_query["boom"] = grpc.StatusCode.INTERNAL
+    overrides = {
+        "gateway_breaker_fail_max": 2,
+        "gateway_breaker_reset_s": 60.0,
+        "gateway_forwarded_allow_ips": ["127.0.0.1/32"],
+    }
+    async with two_instances(retriever, redis_server.url, **overrides) as (a, b):
+        hostile = [await _search(gw, "boom", "203.0.113.9") for gw in (a, b, a, b)]
+        legit = [await _search(gw, "rate limits", "198.51.100.7") for gw in (a, b)]
+    assert [r.status_code for r in hostile] == [502, 502, 503, 503]
+    assert {r.json()["error"]["code"] for r in hostile[2:]} == {"breaker_open"}
+    assert [r.status_code for r in legit] == [200, 200]
+    assert retriever.servicer.calls == 4
 
 
 async def test_gates_fail_closed_when_redis_goes_away(
