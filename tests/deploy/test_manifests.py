@@ -376,9 +376,10 @@ def kubernetes_env_is_accepted(
         for source in container.get("envFrom", []):
             env.update(config_maps[source["configMapRef"]["name"]]["data"])
         for variable in container.get("env", []):
-            # Secrets are created by the operator; a valid value stands in here.
+            # Secrets are created by the operator; a valid value stands in here
+            # (long enough for a key: RAG_PAGE_TOKEN_KEY needs 32 characters).
             env[variable["name"]] = variable.get(
-                "value", secret_values.get(variable["name"], "from-a-secret")
+                "value", secret_values.get(variable["name"], "from-a-secret-the-operator-created")
             )
         module = module_of(container["args"])
         assert env[PORT_VARIABLE[module]] == str(container["ports"][0]["containerPort"])
