@@ -86,7 +86,8 @@ def rejection(stack: BackgroundStack, **fields: Any) -> str:
         ({"query_language": "x" * 36}, "query_language: 36 characters, limit is 35"),
         (
             {"query_language": "e1"},
-            "query_language: 'e1' is not a language tag such as en, zh or zh-CN",
+            "query_language: 'e1' is not a BCP 47 language tag such as 'en', 'zh-CN' or "
+            "'zh-Hant-TW' (language subtag in lower case)",
         ),
         ({"query": "q" * 100_001}, "query: 100001 characters, limit is 100000"),
         ({"context_char_budget": -1}, "context_char_budget: -1 must not be negative"),
