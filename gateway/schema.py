@@ -54,7 +54,11 @@ def _rule(problem_of: Callable[[str], str | None]) -> AfterValidator:
 
 
 def _rfc3339_problem(value: str) -> str | None:
-    return None if parse_rfc3339(value) else "is not an RFC 3339 time with a zone offset"
+    return (
+        None
+        if parse_rfc3339(value)
+        else "not an RFC 3339 date-time with a zone offset (such as 2024-05-01T12:00:00Z)"
+    )
 
 
 FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
