@@ -2,7 +2,8 @@
 
 Routes: POST /v1/search (every public gate), GET /healthz (the process is
 up), GET /readyz (the Retriever — and Redis when configured — answer, and
-the release gate is open when RAG_GATEWAY_REQUIRE_RELEASE is set),
+the release gate is open when RAG_GATEWAY_REQUIRE_RELEASE is set; 503 with
+`"status": "gated"` when only the gate is closed: up, public search withheld),
 GET /openapi.json, and the web page: `/`, `/widget.js` and `/static/*`, all
 served from `gateway/static` (no CDN). Prometheus metrics are not on this
 port: the app starts a listener of their own (`gateway.metrics`).
@@ -243,9 +244,13 @@ def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
         if ready and settings.uses_redis and not await _storage_ok(runtime.storage):
             ready, reason = False, "redis does not answer"
         release = await runtime.release.state()
+        status = "ready" if ready else "not_ready"
         if ready and not release.open:
-            ready, reason = False, release.reason
-        body: dict[str, object] = {"status": "ready" if ready else "not_ready"}
+            # Up but gated: a launcher waiting for the gateway must tell this
+            # from "not up" (scripts/run_local.py); a balancer still sends
+            # no traffic (503).
+            ready, reason, status = False, release.reason, "gated"
+        body: dict[str, object] = {"status": status}
         if not ready:
             body["reason"] = reason
         body["release"] = release.as_json()

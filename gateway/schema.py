@@ -3,42 +3,92 @@
 These models are both the validation of incoming JSON and the source of the
 OpenAPI description; bounds that depend on settings (query length, top_k) are
 checked by `SearchLimits` so their errors carry their own codes.
+
+Every request model is strict (`Strict`): a number is a JSON number (not
+`"60"`, not `true`) and finite, a boolean a JSON boolean, a string a JSON
+string. Text fields follow the services' shared rules
+(services.core.field_rules, services.core.web_url), so the gateway refuses
+what the Retriever would, before any budget or search is spent: language
+tags are BCP 47, `origin` is RFC 3339, keys and values hold no control or
+format characters, URLs carry no credentials and no mixed-script host.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
 
 from gateway.errors import ApiError, ErrorCode
 from gateway.reasons import ReasonCode
-from services.core.query_text import EMPTY_QUERY, is_empty_query
+from services.core.field_rules import (
+    MAX_LANGUAGE_TAG_CHARS,
+    hidden_character_problem,
+    language_tag_problem,
+    parse_rfc3339,
+)
+from services.core.query_text import query_problem
+from services.core.web_url import url_identity_problem
 
+
+def _rule(problem_of: Callable[[str], str | None]) -> AfterValidator:
+    """A pydantic validator from a services rule (None: fine, else the problem)."""
+
+    def check(value: str) -> str:
+        problem = problem_of(value) if value else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(check)
+
+
+def _rfc3339_problem(value: str) -> str | None:
+    return (
+        None
+        if parse_rfc3339(value)
+        else "not an RFC 3339 date-time with a zone offset (such as 2024-05-01T12:00:00Z)"
+    )
+
+
+FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 ShortText = Annotated[StrictStr, Field(max_length=2048)]
-# A BCP 47-style code, primary subtag lower-case ("en", "zh", "zh-Hant", "pt-BR").
-# Used with fullmatch: a `$` anchor would let a trailing newline through.
-LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*")
+# One-line text: no control or format characters (services.core.field_rules).
+Key = Annotated[StrictStr, Field(max_length=128), _rule(hidden_character_problem)]
+OneLine = Annotated[ShortText, _rule(hidden_character_problem)]
+# A metadata value (and what is compared with one) may break lines.
+MetadataValue = Annotated[ShortText, _rule(lambda v: hidden_character_problem(v, line_breaks=True))]
+LanguageTag = Annotated[
+    StrictStr, Field(max_length=MAX_LANGUAGE_TAG_CHARS), _rule(language_tag_problem)
+]
+Url = Annotated[ShortText, _rule(url_identity_problem)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Scope(Strict):
     """Restricts the search; empty fields do not filter."""
 
-    scope_id: ShortText = ""
-    scope_ids: list[ShortText] = Field(
+    scope_id: OneLine = ""
+    scope_ids: list[OneLine] = Field(
         default_factory=list, description="Several scopes at once (not together with scope_id)"
     )
-    locale: Annotated[StrictStr, Field(max_length=35)] = ""
+    locale: LanguageTag = Field("", description="A BCP 47 language tag (en, zh-CN, ...)")
     doc_ids: list[ShortText] = Field(default_factory=list)
-    urls: list[ShortText] = Field(default_factory=list)
-    metadata: dict[Annotated[StrictStr, Field(max_length=128)], ShortText] = Field(
-        default_factory=dict
-    )
+    urls: list[Url] = Field(default_factory=list)
+    metadata: dict[Key, MetadataValue] = Field(default_factory=dict)
 
 
 class Fusion(Strict):
@@ -47,7 +97,7 @@ class Fusion(Strict):
     method: Literal["rrf", "min_max", "dbsf"] | None = Field(
         None, description="None: the Retriever's default"
     )
-    rrf_k: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = Field(
+    rrf_k: Annotated[FiniteFloat, Field(ge=0, le=1000)] = Field(
         0.0, description="RRF only; 0: the Retriever's default (60)"
     )
 
@@ -55,20 +105,22 @@ class Fusion(Strict):
 class RecencyBoost(Strict):
     """Decay on the page's updated_at (the Retriever's RecencyBoost; bounds checked there)."""
 
-    weight: float = Field(description="In (0, 10]")
-    scale_days: float = Field(description="Days past the offset at which the factor is `decay`")
-    offset_days: float = 0.0
-    decay: float = Field(0.5, description="In (0, 1)")
+    weight: FiniteFloat = Field(description="In (0, 10]")
+    scale_days: FiniteFloat = Field(
+        description="Days past the offset at which the factor is `decay`"
+    )
+    offset_days: FiniteFloat = 0.0
+    decay: FiniteFloat = Field(0.5, description="In (0, 1)")
     function: Literal["exp", "gauss", "linear"] = "exp"
-    origin: Annotated[StrictStr, Field(max_length=64)] = Field(
-        "", description="RFC 3339; empty: now"
+    origin: Annotated[StrictStr, Field(max_length=64), _rule(_rfc3339_problem)] = Field(
+        "", description="RFC 3339 date-time with a zone offset; empty: now"
     )
 
 
 class MetadataBoost(Strict):
-    key: Annotated[StrictStr, Field(max_length=128)]
-    value: ShortText
-    weight: float = Field(description="In (0, 10]")
+    key: Key
+    value: MetadataValue
+    weight: FiniteFloat = Field(description="In (0, 10]")
 
 
 class Boosts(Strict):
@@ -81,7 +133,7 @@ class Boosts(Strict):
 class Diversity(Strict):
     """MMR over the final candidates (the Retriever's Diversity)."""
 
-    mmr_lambda: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+    mmr_lambda: Annotated[FiniteFloat, Field(ge=0, le=1)] = Field(
         0.0, description="0: off; lower trades relevance for novelty"
     )
     window: Annotated[StrictInt, Field(ge=0, le=200)] = Field(0, description="0: 50")
@@ -89,14 +141,14 @@ class Diversity(Strict):
 
 class SearchRequest(Strict):
     query: StrictStr = Field(description="What to search for (bounded length)")
-    page_url: ShortText = Field("", description="The page the user is on, if any")
+    page_url: Url = Field("", description="The page the user is on, if any")
     this_page: StrictBool = Field(False, description="Search only `page_url`'s own content")
     scope: Scope = Field(default_factory=Scope)
     top_k: StrictInt | None = Field(None, description="Hits wanted (default and maximum are set)")
     debug: StrictBool = Field(False, description="Include provenance and channel status")
-    query_language: Annotated[StrictStr, Field(max_length=35)] = Field(
+    query_language: LanguageTag = Field(
         "",
-        description='The query\'s language ("en", "zh", "ja", "ko", ...); '
+        description='The query\'s language as a BCP 47 tag ("en", "zh", "ja", "ko", ...); '
         "empty: the Retriever detects it from the script",
     )
     group_by_document: StrictBool = Field(
@@ -125,10 +177,12 @@ class SearchLimits:
 
     def check(self, request: SearchRequest) -> str:
         """Return the whitespace-normalized query, or raise a 4xx ApiError."""
-        # Emptiness as the Retriever decides it (services.core.query_text),
-        # so no empty query spends the budget or a downstream call.
-        if is_empty_query(request.query):
-            raise ApiError(ErrorCode.INVALID_REQUEST, EMPTY_QUERY)
+        # Emptiness (and the letter, digit or symbol rule) as the Retriever
+        # decides it (services.core.query_text), so no such query spends the
+        # budget or a downstream call.
+        problem = query_problem(request.query)
+        if problem is not None:
+            raise ApiError(ErrorCode.INVALID_REQUEST, problem)
         query = " ".join(request.query.split())
         if len(query) > self.max_query_chars:
             raise ApiError(
@@ -138,11 +192,6 @@ class SearchLimits:
         if request.top_k is not None and not 1 <= request.top_k <= self.max_top_k:
             raise ApiError(
                 ErrorCode.TOP_K_OUT_OF_RANGE, f"top_k must be between 1 and {self.max_top_k}"
-            )
-        if request.query_language and not LANGUAGE_CODE.fullmatch(request.query_language):
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                'query_language must be empty or a language code such as "en" or "zh-Hant"',
             )
         if request.this_page and not request.page_url.strip():
             raise ApiError(ErrorCode.INVALID_REQUEST, "this_page needs a page_url")

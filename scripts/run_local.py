@@ -5,6 +5,13 @@ to query it, and stay up until Ctrl-C (then stop everything gracefully).
     python scripts/run_local.py            # run until Ctrl-C
     python scripts/run_local.py --check    # start, index, query once, stop (CI/smoke)
 
+With `RAG_GATEWAY_REQUIRE_RELEASE=true` the gateway keeps public search closed
+until the served index passes a release check: the launcher then starts as
+usual, tells the gateway that is up but gated (`/readyz` says `"gated"`) from
+one that is not up, and prints that the gate is closed and the exact
+`release-check` command that opens it (golden queries for the demo corpus:
+scripts/demo_golden.jsonl).
+
 The children are watched the whole time (start-up, indexing, the query of
 --check, and while up): when one dies, the launcher names it, says how it ended
 and where its log is, shows the log's last lines, stops the others and exits
@@ -21,8 +28,10 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.runtime.healthcheck import wait_until_serving
@@ -38,6 +47,7 @@ PORTS = {"indexer": 50051, "retriever": 50052, "reranker": 50053, "gateway": 808
 # The services' default metrics listeners (docs/operations.md).
 METRICS_PORTS = {"gateway": 9464, "indexer": 9465, "retriever": 9466, "reranker": 9467}
 DEMO_QUERY = "How do I keep an ingest from leaving the two stores out of step?"
+READY, GATED = "ready", "gated"  # the gateway's /readyz status words
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.5
 
@@ -81,30 +91,51 @@ def local(port: int) -> str:
     return f"localhost:{port}"
 
 
-def wait_http_ok(url: str, timeout_s: float, check_alive: Callable[[], None]) -> bool:
+def gateway_state(base_url: str) -> str | None:
+    """READY or GATED from the gateway's /readyz, or None while it is not up:
+    200 is ready; a 503 that says "gated" is a gateway whose Retriever
+    answers but whose release gate withholds public search; any other
+    answer, or none, is not up (yet)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as reply:
+            return READY if reply.status == 200 else None
+    except urllib.error.HTTPError as refused:
+        try:
+            body = json.loads(refused.read() or b"{}")
+        except ValueError:
+            return None
+        return GATED if isinstance(body, dict) and body.get("status") == GATED else None
+    except OSError:
+        return None
+
+
+def wait_for_gateway(
+    base_url: str, timeout_s: float, check_alive: Callable[[], None]
+) -> str | None:
+    """`gateway_state` once it is up (ready or gated), None after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         check_alive()
-        try:
-            with urllib.request.urlopen(url, timeout=1) as reply:
-                if reply.status == 200:
-                    return True
-        except OSError:
-            pass
+        state = gateway_state(base_url)
+        if state is not None:
+            return state
         time.sleep(0.5)
-    return False
+    return None
 
 
-def wait_until_ready(supervisor: Supervisor, logs: Path) -> None:
-    """Wait for the services to serve; raises ChildExited as soon as one dies."""
+def wait_until_ready(supervisor: Supervisor, logs: Path) -> str:
+    """Wait for the services to serve; raises ChildExited as soon as one dies.
+    The gateway's state: READY, or GATED (up, public search closed)."""
     alive = supervisor.check
     if not (
         wait_until_serving(local(PORTS["indexer"]), timeout_s=180, check_alive=alive)
         and wait_until_serving(local(PORTS["retriever"]), timeout_s=60, check_alive=alive)
     ):
         raise SystemExit(f"the stack did not become ready; see {logs}/stack.log")
-    if not wait_http_ok(f"http://localhost:{PORTS['gateway']}/readyz", 60, alive):
+    state = wait_for_gateway(f"http://localhost:{PORTS['gateway']}", 60, alive)
+    if state is None:
         raise SystemExit(f"the gateway did not become ready; see {logs}/gateway.log")
+    return state
 
 
 def run_supervised(argv: Sequence[str], supervisor: Supervisor) -> None:
@@ -134,19 +165,56 @@ def wait_watching(proc: subprocess.Popen[bytes], supervisor: Supervisor) -> int:
             supervisor.check()
 
 
-def index_command() -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "services.operator.cli",
-        "ingest",
-        str(ROOT / "docs"),
-        "--scope",
-        "docs",
-        "--base-url",
-        "https://example.invalid/rag-services/docs/",
-        "--sync",
-    ]
+@dataclass(frozen=True)
+class DemoSource:
+    """What `make run` indexes and release-checks: this project's docs/."""
+
+    path: Path = ROOT / "docs"
+    scope: str = "docs"
+    base_url: str = "https://example.invalid/rag-services/docs/"
+    golden: Path = ROOT / "scripts" / "demo_golden.jsonl"
+
+    def options(self) -> list[str]:
+        return [str(self.path), "--scope", self.scope, "--base-url", self.base_url]
+
+
+def cli(indexer_addr: str, *args: str) -> list[str]:
+    addr = ["--addr", indexer_addr] if indexer_addr else []
+    return [sys.executable, "-m", "services.operator.cli", *addr, *args]
+
+
+def index_command(indexer_addr: str = "", source: DemoSource = DemoSource()) -> list[str]:
+    return cli(indexer_addr, "ingest", *source.options(), "--sync")
+
+
+def release_check_command(
+    out_dir: Path,
+    indexer_addr: str = "",
+    retriever_addr: str = "",
+    source: DemoSource = DemoSource(),
+) -> list[str]:
+    """The release check of what `index_command` indexed, with its golden
+    queries; a pass opens the gate."""
+    retriever = ["--retriever-addr", retriever_addr] if retriever_addr else []
+    golden = ["--golden", str(source.golden), "--out", str(out_dir)]
+    return cli(indexer_addr, "release-check", *source.options(), *golden, *retriever)
+
+
+def gate_notice(data_dir: Path) -> str:
+    command = shlex.join(release_check_command(data_dir / "release-checks"))
+    return f"""
+Public search is CLOSED: RAG_GATEWAY_REQUIRE_RELEASE=true, and no release
+check has passed for the index being served (it changed with this ingest).
+The gateway answers POST /v1/search with 503 release_not_current and its page
+says search is closed, until a release check passes for the index being
+served (the Indexer, the Retriever and grpcurl work as usual). Open it with
+(`rag-indexer release-check` is the same command):
+
+  {command}
+
+The gate opens within 2 s of a passing check; a later ingest closes it again
+until that index is checked. Unset RAG_GATEWAY_REQUIRE_RELEASE to run ungated.
+"""
 
 
 def index_docs(supervisor: Supervisor) -> None:
@@ -203,6 +271,22 @@ def smoke_check(supervisor: Supervisor) -> None:
         supervisor.check()
 
 
+def gated_check(supervisor: Supervisor) -> None:
+    """--check with the gate closed: the search is refused as gated (503
+    release_not_current), which is what a closed gate must do."""
+    try:
+        smoke_query()
+    except urllib.error.HTTPError as refused:
+        code = json.loads(refused.read() or b"{}").get("error", {}).get("code")
+        if (refused.code, code) != (503, "release_not_current"):
+            raise SystemExit(f"the gated search answered {refused.code} {code}") from None
+        print("  the search is refused with 503 release_not_current, as the gate is closed")
+    else:
+        raise SystemExit("the release gate is closed but the search was answered")
+    finally:
+        supervisor.check()
+
+
 def wait_for_shutdown(supervisor: Supervisor) -> None:
     """Block until Ctrl-C or SIGTERM (return) or a child dies (ChildExited).
 
@@ -218,16 +302,21 @@ def wait_for_shutdown(supervisor: Supervisor) -> None:
 
 def run(supervisor: Supervisor, check: bool, logs: Path) -> int:
     """Start the children, wait for them, index, then query once (--check) or
-    stay up; a child's death at any point is reported and ends the run (1)."""
+    stay up; a child's death at any point is reported and ends the run (1).
+    A gateway up but gated (RAG_GATEWAY_REQUIRE_RELEASE) is up: the run goes
+    on and says how to open the gate."""
     print("Starting the embedded stack:")
     try:
         supervisor.start()
-        wait_until_ready(supervisor, logs)
+        gateway = wait_until_ready(supervisor, logs)
         index_docs(supervisor)
-        if check:
-            smoke_check(supervisor)
-        else:
+        if not check:
             print(usage())
+        if gateway == GATED:
+            print(gate_notice(logs.parent))
+        if check:
+            (gated_check if gateway == GATED else smoke_check)(supervisor)
+        else:
             wait_for_shutdown(supervisor)
         return 0
     except ChildExited as died:

@@ -13,6 +13,9 @@
  *   data-page-url-field="true"   let the user type the page for "This page" mode
  *   data-debug-toggle="true"     show the debug toggle (provenance, rerank outcome)
  *   data-scope-id="docs"         restrict searches to one scope
+ *   data-gate-notice="true"      on load, ask the gateway's /readyz and say so
+ *                                when public search is closed by its release
+ *                                gate (the gateway's own page does)
  *
  * Everything is rendered with textContent (never innerHTML), so nothing the
  * index or the user supplies can inject markup. Matches in a snippet are
@@ -102,11 +105,12 @@
     ".close{background:transparent;color:inherit;border-color:var(--line);padding:.2rem .6rem}",
   ].join("");
 
+  var GATE_CLOSED = "Public search is closed until the current index passes its release check.";
   var FRIENDLY = {
     rate_limited: "You are searching very quickly. Please wait {s} s and try again.",
     budget_exhausted: "Search is paused for today (the daily budget is used up).",
     breaker_open: "Search is temporarily unavailable. Please try again in {s} s.",
-    release_not_current: "Search is paused while the latest index update is checked.",
+    release_not_current: GATE_CLOSED,
     origin_not_allowed: "This site is not allowed to use this search service.",
     upstream_timeout: "The search took too long. Please try again.",
     upstream_unavailable: "The search backend is unavailable right now.",
@@ -458,9 +462,20 @@
       scopeId: data.scopeId || "" };
   }
 
+  // Before any search: a gateway that is up but gated (RAG_GATEWAY_REQUIRE_RELEASE
+  // and no passing release check) answers /readyz with status "gated".
+  function showGate(ui) {
+    fetch(endpoint + "/readyz", { credentials: "omit" }).then(function (response) {
+      return response.json();
+    }).then(function (state) {
+      if (state && state.status === "gated" && !ui.lastQuery) ui.setStatus(GATE_CLOSED, true);
+    }).catch(function () { /* a search will say what is wrong */ });
+  }
+
   function start() {
     var target = data.mount ? document.querySelector(data.mount) : null;
     window.RagSearch = target ? mountInline(target) : mountFloating();
+    if (data.gateNotice === "true") showGate(window.RagSearch);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

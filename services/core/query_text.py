@@ -13,7 +13,14 @@ characters such as U+1D173, tags, ...).
 Such a query has no term for the lexical channel, and the vector channel would
 embed it anyway and return its nearest chunks: arbitrary hits for nothing.
 
-Only emptiness is decided here. A query with visible characters keeps its
+A query that shows something must also *say* something: at least one letter,
+digit or symbol (`L`, `N`, `S`: `429`, `chunkSize=800`, `中文`, `+`, `€`,
+an emoji), as the Retrieve contract says. Combining marks alone (`"\u0301"`),
+punctuation alone (`"..."`, `"?!"`) and the braille blank U+2800 (a symbol
+by category, drawn as nothing) give the lexical channel no term either, and
+the vector channel the same arbitrary hits: `query_problem` refuses them.
+
+Only emptiness and that rule are decided here. A query with visible characters keeps its
 invisible ones as they are: the Retriever's normalizer (services.retriever.query)
 removes the few that only split words and keeps the joiners that shape scripts
 and emoji.
@@ -26,6 +33,9 @@ import regex
 # One visible character is enough: `search` stops at the first.
 _VISIBLE = regex.compile(r"[^\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Code_Point}]")
 
+# Letters, digits and symbols that show something (not U+3164-style fillers).
+_TERM = regex.compile(r"[[\p{L}\p{N}\p{S}]--[\p{Default_Ignorable_Code_Point}\u2800]]", regex.V1)
+
 EMPTY_QUERY = (
     "query is empty (nothing is left after removing whitespace, control, format and "
     "default-ignorable characters)"
@@ -35,3 +45,17 @@ EMPTY_QUERY = (
 def is_empty_query(text: str) -> bool:
     """True when `text` holds no character but invisible ones (see above)."""
     return _VISIBLE.search(text) is None
+
+
+NO_TERM_QUERY = (
+    "query has no letter, digit or symbol (only punctuation, combining marks or blank characters)"
+)
+
+
+def query_problem(text: str) -> str | None:
+    """None when `text` is a query by the rules above, else which one it breaks."""
+    if is_empty_query(text):
+        return EMPTY_QUERY
+    if _TERM.search(text) is None:
+        return NO_TERM_QUERY
+    return None

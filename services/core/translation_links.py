@@ -24,7 +24,8 @@ import json
 import re
 from collections.abc import Iterable
 from typing import NamedTuple
-from urllib.parse import urlsplit
+
+from services.core.web_url import web_url_problem
 
 TRANSLATIONS_KEY = "translations"
 
@@ -36,9 +37,7 @@ _MAX_URL_CHARS = 2048
 _MAX_DOC_ID_CHARS = 4096
 
 _LOCALE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_WEB_SCHEMES = frozenset({"http", "https"})
 
 
 class Translation(NamedTuple):
@@ -53,18 +52,9 @@ def is_web_url(url: str) -> bool:
     """A non-empty URL a browser follows without running anything: absolute
     http(s) with a host, or a relative path; never with surrounding
     whitespace, a backslash, a control character or as `//host`. The same
-    rule as the Indexer's `check_web_url` for a document's `url`."""
-    if not url or url != url.strip() or "\\" in url or _CONTROL.search(url):
-        return False
-    scheme = _SCHEME.match(url)
-    if scheme is None:
-        return not url.startswith("//")
-    if scheme.group(1).lower() not in _WEB_SCHEMES:
-        return False
-    try:
-        return bool(urlsplit(url).hostname)
-    except ValueError:  # e.g. an unclosed IPv6 bracket
-        return False
+    rule as the Indexer's `check_web_url` for a document's `url`
+    (`services.core.web_url`: no credentials, no mixed-script host either)."""
+    return bool(url) and web_url_problem(url) is None
 
 
 def _entry(t: Translation) -> str:

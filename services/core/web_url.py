@@ -18,11 +18,18 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+import regex
+
 # RFC 3986 scheme, then ":". A relative path whose first segment holds a
 # colon reads as a scheme too (RFC 3986 §4.2), and is refused as one.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _WEB_SCHEMES = frozenset({"http", "https"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+# Scripts whose letters pass for each other (а/a, ο/o, р/p, ...).
+_CONFUSABLE_SCRIPTS = {
+    name: regex.compile(rf"\p{{Script={name}}}") for name in ("Latin", "Cyrillic", "Greek")
+}
 
 WEB_URL_RULE = "an absolute http(s) URL or a relative path"
 
@@ -31,8 +38,9 @@ def web_url_problem(url: str) -> str | None:
     """None when `url` follows the rule above, else what is wrong with it."""
     if not url:
         return None
-    if _CONTROL.search(url):
-        return "contains control characters"
+    identity = url_identity_problem(url)
+    if identity is not None:
+        return identity
     if url != url.strip():
         return "starts or ends with whitespace"
     if "\\" in url:
@@ -53,3 +61,43 @@ def _absolute_problem(url: str, scheme: str) -> str | None:
     except ValueError as exc:  # e.g. an unclosed IPv6 bracket
         return f"not a valid URL ({exc})"
     return None if host else f"an absolute {scheme} URL needs a host"
+
+
+def url_identity_problem(url: str) -> str | None:
+    """None when `url` names where it leads plainly (no control characters,
+    no credentials, no host label mixing confusable scripts), else why not."""
+    if _CONTROL.search(url):
+        return "contains control characters"
+    # The authority: after "//" (with or without a scheme) up to the path.
+    authority = url.partition("//")[2] if _authority_follows(url) else ""
+    authority = re.split(r"[/?#]", authority, maxsplit=1)[0]
+    if "@" in authority:
+        return "contains credentials (user:password@ before the host)"
+    for label in _host(authority).split("."):
+        scripts = _scripts_of(label)
+        if len(scripts) > 1:
+            return f"host label {label!r} mixes {' and '.join(sorted(scripts))} letters"
+    return None
+
+
+def _host(authority: str) -> str:
+    """The host of an authority without credentials ("" for an IPv6 literal)."""
+    if authority.startswith("["):
+        return ""
+    return authority.rpartition(":")[0] if ":" in authority else authority
+
+
+def _authority_follows(url: str) -> bool:
+    scheme = _SCHEME.match(url)
+    rest = url[scheme.end() :] if scheme is not None else url
+    return rest.startswith("//")
+
+
+def _scripts_of(label: str) -> set[str]:
+    """The confusable scripts among `label`'s letters (a punycode label decoded)."""
+    if label.lower().startswith("xn--"):
+        try:
+            label = label[4:].encode("ascii").decode("punycode")
+        except (UnicodeError, ValueError):
+            return set()  # not decodable: no letters to compare (DNS refuses it anyway)
+    return {name for name, script in _CONFUSABLE_SCRIPTS.items() if script.search(label)}

@@ -26,6 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from services.core.errors import NotFound
+from services.core.field_rules import without_hidden_characters
 from services.core.models import ContentType, Document
 from services.core.translation_links import encode_translations
 from services.indexer.chunking import iter_headings
@@ -243,7 +244,7 @@ class _SiteLoad:
             doc_id=page.relpath,
             text=body.text,
             url=self.page_url(page.relpath),
-            title=body.title or Path(page.relpath).stem,
+            title=_one_line(body.title) or _one_line(Path(page.relpath).stem),
             locale=locale,
             scope_id=self.scope_id,
             metadata=metadata,
@@ -284,3 +285,11 @@ class _SiteLoad:
 
 def _first_h1(markdown: str) -> str:
     return next((h.title for h in iter_headings(markdown) if h.level == 1 and h.title), "")
+
+
+def _one_line(title: str) -> str:
+    """A title read from a page, made the one-line text the Indexer accepts
+    (services.core.field_rules): line breaks folded, invisible characters
+    such as a zero-width space or a soft hyphen in a heading dropped, rather
+    than the whole page refused for what its author cannot see."""
+    return without_hidden_characters(" ".join(title.split()))

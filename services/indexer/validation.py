@@ -11,12 +11,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from services.core.errors import InvalidArgument
+from services.core.field_rules import hidden_character_problem, language_tag_problem
 from services.core.models import Document
 from services.indexer.document_fields import check_timestamp, check_web_url
 
-# BCP 47-ish: "en", "pt-BR", "zh-Hant-TW". Anything else is an unknown locale.
-# Used with fullmatch: a `$` anchor would let a trailing newline through.
-_LOCALE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}")
 # A tenant, site or collection name: letters, digits and `._-:/`.
 _SCOPE_ID = re.compile(r"[A-Za-z0-9._:/-]+")
 # Control characters (C0, DEL, C1: NUL, newline, escape, ...) and the Unicode
@@ -90,10 +88,11 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
     # evidence text, the web page's `textContent`). Tags are not stripped:
     # a stripper would corrupt real titles ("Vec<T> in Rust", "The <dialog>
     # element") and protect nothing, since escaping is the renderer's job.
-    # Control characters are refused instead: they never belong in one line
-    # and can forge lines in logs and terminals.
-    if _CONTROL.search(doc.title):
-        raise InvalidArgument("title: must not contain control characters (NUL, newline, ...)")
+    # Control and format characters are refused instead (one-line text,
+    # services.core.field_rules): they never belong in one line, can forge
+    # lines in logs and terminals, and bidi overrides make a title read as
+    # another ("abc\u202etxt.exe" shows as "abcexe.txt").
+    check_one_line("title", doc.title)
     _check_length("url", doc.url, limits.max_url_chars)
     if _CONTROL.search(doc.url):
         raise InvalidArgument("url: must not contain control characters (NUL, newline, ...)")
@@ -127,10 +126,18 @@ def check_scope_id(field: str, scope_id: str, limits: DocumentLimits) -> None:
 
 
 def check_locale_tag(field: str, locale: str) -> None:
-    if not _LOCALE.fullmatch(locale):
-        raise InvalidArgument(
-            f"{field}: {preview(locale)} is not a language tag like 'en' or 'pt-BR'"
-        )
+    """A well-formed BCP 47 tag, primary subtag in lower case (field_rules)."""
+    problem = language_tag_problem(locale)
+    if problem is not None:
+        raise InvalidArgument(f"{field}: {problem}")
+
+
+def check_one_line(field: str, value: str, line_breaks: bool = False) -> None:
+    """No control or format character (field_rules' one-line text; with
+    `line_breaks`, a metadata value's: tab and line breaks allowed)."""
+    problem = hidden_character_problem(value, line_breaks=line_breaks)
+    if problem is not None:
+        raise InvalidArgument(f"{field}: {problem}")
 
 
 def check_count(field: str, count: int, limit: int, unit: str) -> None:
@@ -194,8 +201,10 @@ def _validate_metadata(metadata: dict[str, str], limits: DocumentLimits) -> None
                 f"metadata: key {key!r} must be non-empty and contain no '=' "
                 "and no control characters"
             )
+        check_one_line(f"metadata: key {preview(key)}", key)
         if len(value) > limits.max_metadata_value_chars:
             raise InvalidArgument(
                 f"metadata[{key!r}]: {len(value)} characters, "
                 f"limit is {limits.max_metadata_value_chars}"
             )
+        check_one_line(f"metadata[{key!r}]", value, line_breaks=True)

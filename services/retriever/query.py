@@ -14,7 +14,7 @@ import re
 import unicodedata
 
 from services.core.errors import ConfigError, InvalidArgument
-from services.core.query_text import EMPTY_QUERY, is_empty_query
+from services.core.query_text import query_problem
 
 # `\s` on str patterns covers Unicode whitespace: tabs, newlines, NBSP,
 # thin/ideographic spaces, line/paragraph separators.
@@ -40,11 +40,12 @@ class QueryNormalizer:
 
     def normalize(self, text: str) -> str:
         """Return the cleaned query or raise InvalidArgument saying what is wrong."""
-        # Emptiness has one definition, shared with the gateway; it removes
-        # more than the cleaning below, so a query that passes is never
-        # cleaned into nothing.
-        if is_empty_query(text):
-            raise InvalidArgument(EMPTY_QUERY)
+        # Emptiness (and the letter, digit or symbol rule) has one
+        # definition, shared with the gateway; it removes more than the
+        # cleaning below, so a query that passes is never cleaned into nothing.
+        problem = query_problem(text)
+        if problem is not None:
+            raise InvalidArgument(problem)
         # NFC last: removing an invisible character can bring a letter and its
         # combining accent together, which only then compose.
         cleaned = unicodedata.normalize("NFC", _collapse_whitespace(_strip_invisible(text)))

@@ -13,18 +13,19 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.deadline import Deadline
 from services.core.errors import InvalidArgument
+from services.core.field_rules import (
+    MAX_LANGUAGE_TAG_CHARS,
+    hidden_character_problem,
+    language_tag_problem,
+)
 from services.core.models import ScopeFilter
 from services.core.translation_links import TRANSLATIONS_KEY, decode_translations
+from services.core.web_url import url_identity_problem
 from services.retriever.boost_proto import boosts_from_proto
 from services.retriever.channels import ChannelStatus
 from services.retriever.diversity import Diversity
 from services.retriever.fusion import resolve_request_weights
-from services.retriever.pipeline import (
-    RetrievalPipeline,
-    RetrievalRequest,
-    RetrievalResult,
-    check_language,
-)
+from services.retriever.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResult
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, FusedHit, Intent
 from services.runtime import grpc_errors
@@ -73,10 +74,6 @@ class RequestLimits:
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
 
-# The longest language tag worth reading (RFC 5646 asks implementations for 35).
-MAX_LANGUAGE_TAG_CHARS = 35
-
-
 def request_from_proto(
     msg: pb.RetrieveRequest, limits: RequestLimits = RequestLimits()
 ) -> RetrievalRequest:
@@ -120,6 +117,7 @@ def request_from_proto(
 def check_request(msg: pb.RetrieveRequest, limits: RequestLimits) -> None:
     _check_chars("query", msg.query, limits.max_raw_query_chars)
     _check_chars("page_url", msg.page_url, limits.max_page_url_chars)
+    _check_url("page_url", msg.page_url)
     _check_language_tag("query_language", msg.query_language)
     if msg.context_char_budget < 0:
         raise InvalidArgument(
@@ -130,13 +128,15 @@ def check_request(msg: pb.RetrieveRequest, limits: RequestLimits) -> None:
 
 def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
     _check_chars("filter.scope_id", f.scope_id, limits.max_filter_scope_id_chars)
-    _check_chars("filter.locale", f.locale, MAX_LANGUAGE_TAG_CHARS)
+    _check_one_line("filter.scope_id", f.scope_id)
+    _check_language_tag("filter.locale", f.locale)
     if len(f.scope_ids) > limits.max_filter_scope_ids:
         raise InvalidArgument(
             f"filter.scope_ids: {len(f.scope_ids)} values, limit is {limits.max_filter_scope_ids}"
         )
     for index, scope_id in enumerate(f.scope_ids):
         _check_chars(f"filter.scope_ids[{index}]", scope_id, limits.max_filter_scope_id_chars)
+        _check_one_line(f"filter.scope_ids[{index}]", scope_id)
         if not scope_id:
             raise InvalidArgument(f"filter.scope_ids[{index}]: empty")
     if f.scope_id and f.scope_ids:
@@ -145,6 +145,8 @@ def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
         )
     _check_list("filter.doc_ids", f.doc_ids, limits.max_filter_doc_ids, limits)
     _check_list("filter.urls", f.urls, limits.max_filter_urls, limits)
+    for index, url in enumerate(f.urls):
+        _check_url(f"filter.urls[{index}]", url)
     if len(f.metadata) > limits.max_filter_metadata_entries:
         raise InvalidArgument(
             f"filter.metadata: {len(f.metadata)} entries, "
@@ -152,7 +154,9 @@ def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
         )
     for key, value in f.metadata.items():
         _check_chars("filter.metadata key", key, limits.max_filter_metadata_key_chars)
+        _check_one_line(f"filter.metadata key {key[:40]!r}", key)
         _check_chars(f"filter.metadata[{key!r}]", value, limits.max_filter_value_chars)
+        _check_one_line(f"filter.metadata[{key!r}]", value, line_breaks=True)
 
 
 def _check_list(field: str, values: Sequence[str], limit: int, limits: RequestLimits) -> None:
@@ -168,9 +172,26 @@ def _check_chars(field: str, value: str, limit: int) -> None:
 
 
 def _check_language_tag(field: str, tag: str) -> None:
-    """Bounded here; its shape is checked by `check_language` (the pipeline's)."""
+    """Empty, or a well-formed BCP 47 tag (services.core.field_rules)."""
     _check_chars(field, tag, MAX_LANGUAGE_TAG_CHARS)
-    check_language(tag)
+    problem = language_tag_problem(tag) if tag else None
+    if problem is not None:
+        raise InvalidArgument(f"{field}: {problem}")
+
+
+def _check_one_line(field: str, value: str, line_breaks: bool = False) -> None:
+    """No control or format character (a metadata value may break lines)."""
+    problem = hidden_character_problem(value, line_breaks=line_breaks)
+    if problem is not None:
+        raise InvalidArgument(f"{field}: {problem}")
+
+
+def _check_url(field: str, url: str) -> None:
+    """No credentials, no mixed-script host (services.core.web_url): any
+    scheme, since the page a user is on need not be a web page."""
+    problem = url_identity_problem(url)
+    if problem is not None:
+        raise InvalidArgument(f"{field}: {problem}")
 
 
 def _intent(value: int) -> Intent | None:

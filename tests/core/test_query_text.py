@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from services.core.query_text import EMPTY_QUERY, is_empty_query
+from services.core.query_text import EMPTY_QUERY, NO_TERM_QUERY, is_empty_query, query_problem
 
 pytestmark = pytest.mark.unit
 
@@ -79,3 +79,37 @@ def test_exactly_whitespace_controls_format_and_default_ignorables_are_invisible
 
 def test_the_message_names_the_field() -> None:
     assert EMPTY_QUERY.startswith("query is empty")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["\u0301\u0302", "\u2800", "\u2800\u2800 \u2800", "...", "?!", "\u3002\uff1f", "-_-", "\ue000"],
+)
+def test_a_query_without_a_letter_digit_or_symbol_is_refused(query: str) -> None:
+    """The inputs of the adversarial review (once 10 arbitrary vector hits):
+    marks, the braille blank, punctuation; also a private-use character."""
+    assert not is_empty_query(query)
+    assert query_problem(query) == NO_TERM_QUERY
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "429",
+        "text-embedding-v4",
+        "chunkSize=800",
+        "client.embeddings.create()",
+        "\u4e2d\u6587\u6587\u6863",
+        "+",  # a math symbol
+        "\u20ac",  # a currency symbol
+        "\U0001f44d",  # an emoji (So)
+        "e\u0301",  # a letter with its mark
+        "...a",
+    ],
+)
+def test_a_letter_digit_or_symbol_makes_a_query(query: str) -> None:
+    assert query_problem(query) is None
+
+
+def test_an_invisible_query_is_reported_as_empty_first() -> None:
+    assert query_problem("\u200b") == EMPTY_QUERY

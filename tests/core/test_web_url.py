@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.core.web_url import web_url_problem
+from services.core.web_url import url_identity_problem, web_url_problem
 
 pytestmark = pytest.mark.unit
 
@@ -18,7 +18,12 @@ pytestmark = pytest.mark.unit
         "http://localhost:8080/x",
         "HTTPS://DOCS.EXAMPLE",
         "https://[2001:db8::1]/x",
-        "https://user@docs.example/",
+        "https://docs.example/a@b?c=d@e#f@g",  # "@" after the host is no credential
+        "https://\u4f8b\u5b50.\u6d4b\u8bd5/",  # a host wholly in one script
+        "https://\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444/",
+        "https://b\u00fccher.example/",  # Latin with a diacritic is still Latin
+        "https://xn--bcher-kva.example/",
+        "https://\u5927\u962aabc.example/",  # Latin with CJK: not a homoglyph pair
         "guides/setup.md",
         "/docs/page",
         "../up/one",
@@ -57,3 +62,41 @@ def test_web_urls_and_relative_paths_are_allowed(url: str) -> None:
 )
 def test_other_schemes_and_misleading_shapes_are_refused(url: str, problem: str) -> None:
     assert web_url_problem(url) == problem
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        (
+            "https://user:pass@evil.example@good.example/",
+            "contains credentials (user:password@ before the host)",
+        ),
+        ("https://user@docs.example/", "contains credentials (user:password@ before the host)"),
+        ("http://:@docs.example/", "contains credentials (user:password@ before the host)"),
+        ("//user@docs.example/", "contains credentials (user:password@ before the host)"),
+        (
+            "https://p\u0430ypal.example/",  # Cyrillic а
+            "host label 'p\u0430ypal' mixes Cyrillic and Latin letters",
+        ),
+        (
+            "https://docs.ex\u03bfmple.com:8443/x",  # Greek ο
+            "host label 'ex\u03bfmple' mixes Greek and Latin letters",
+        ),
+        (
+            "https://xn--pple-43d.com/",  # punycode of Cyrillic а + "pple"
+            "host label 'xn--pple-43d' mixes Cyrillic and Latin letters",
+        ),
+    ],
+)
+def test_credentials_and_mixed_script_hosts_are_refused(url: str, problem: str) -> None:
+    assert web_url_problem(url) == problem
+    assert url_identity_problem(url) == problem
+
+
+@pytest.mark.parametrize(
+    "url", ["", "file:///home/me/page.html", "about:blank", "https://docs.example/a@b"]
+)
+def test_identity_rule_allows_any_scheme(url: str) -> None:
+    """A Retriever's page_url is the page a user is on: any scheme, but no
+    credentials and no mixed-script host either."""
+    assert url_identity_problem(url) is None

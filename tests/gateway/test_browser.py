@@ -32,6 +32,7 @@ from tests.gateway.support import (
     gateway_settings,
     serve_asgi,
     serve_gateway,
+    serve_retriever,
 )
 from tests.support.corpus import BASE_URL, corpus_documents
 from tests.support.stack import BackgroundStack, free_port
@@ -413,3 +414,30 @@ async def test_more_results_continue_the_ranking(browser: object, retriever_addr
         assert (await page.locator(".hit h3").all_inner_texts())[:first] == titles_before
         later = page.locator(f".hit >> nth={first}")
         assert await later.locator(".cite").count() == 0  # citations belong to page one
+
+
+async def test_page_says_public_search_is_closed_by_the_release_gate(browser: object) -> None:
+    """RAG_GATEWAY_REQUIRE_RELEASE with no passing release check: the page says
+    so on load (the gateway's /readyz says "gated"), and a search says the same,
+    not a generic error. The Retriever is the scripted one (its IndexStatus
+    answers no release record)."""
+    async with serve_retriever() as retriever:
+        retriever.servicer.index_status = pb.IndexStatusResponse(committed_generation=3)
+        settings = gateway_settings(
+            retriever.addr, gateway_allowed_origins=[], gateway_require_release=True
+        )
+        async with serve_gateway(settings) as gw:
+            page = await browser.new_page()  # type: ignore[attr-defined]
+            await page.goto(f"{gw.url}/")
+            status = page.locator(".status")
+            closed = "Public search is closed until the current index passes its release check."
+            await page.wait_for_function(
+                "t => document.querySelector('#search').shadowRoot"
+                ".querySelector('.status').textContent === t",
+                arg=closed,
+            )
+            await page.get_by_role("searchbox", name="Search query").fill(QUERY)
+            await page.get_by_role("button", name="Search", exact=True).click()
+            await page.wait_for_timeout(500)
+            assert await status.inner_text() == closed
+            assert retriever.servicer.calls == 0

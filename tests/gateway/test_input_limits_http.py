@@ -3,12 +3,14 @@ length and top_k each get a 4xx JSON error, and the Retriever sees nothing."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
+from tests.gateway.test_schema_rules import ACCEPTED, REFUSED
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +172,48 @@ async def test_a_query_of_invisible_characters_is_empty_and_costs_nothing(
         assert response.json()["error"]["message"].startswith("query is empty")
     assert accepted.status_code == 200
     assert retriever.servicer.calls == 1
+
+
+async def test_malformed_fields_are_refused_naming_them_and_cost_nothing(
+    retriever: RetrieverServer,
+) -> None:
+    """The review's inputs (and the strict types around them) through real
+    HTTP: each a 422 `invalid_request` naming the field, before the budget or
+    the Retriever is spent; the well-formed ones reach the Retriever."""
+    settings = gateway_settings(retriever.addr, gateway_daily_budget=len(ACCEPTED))
+    headers = {"Origin": ALLOWED_ORIGIN, "Content-Type": "application/json"}
+    async with serve_gateway(settings) as gw, httpx.AsyncClient() as client:
+        refused = [
+            (
+                field,
+                phrase,
+                await client.post(f"{gw.url}/v1/search", content=_json(body), headers=headers),
+            )
+            for body, field, phrase in [
+                *(({"query": "ports", **f}, field, phrase) for f, field, phrase in REFUSED),
+                *(({"query": q}, "query", "no letter, digit or symbol") for q in NO_TERM),
+            ]
+        ]
+        assert retriever.servicer.calls == 0
+        accepted = [
+            await client.post(
+                f"{gw.url}/v1/search", content=_json({"query": "ports", **f}), headers=headers
+            )
+            for f in ACCEPTED
+        ]
+    for field, phrase, response in refused:
+        assert (response.status_code, _error_code(response)) == (422, "invalid_request")
+        message = response.json()["error"]["message"]
+        assert message.startswith(field) and phrase in message, message
+    assert [r.status_code for r in accepted] == [200] * len(ACCEPTED)
+    assert retriever.servicer.calls == len(ACCEPTED)
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    """`body` as JSON, an infinite float as the literal 1e999 (valid JSON
+    that Python's parser reads as inf)."""
+    return json.dumps(body, allow_nan=True).replace("Infinity", "1e999").encode()
+
+
+# Once 200 with ten arbitrary hits: no letter, digit or symbol.
+NO_TERM = ["\u0301\u0302", "\u2800", "...", "?!"]

@@ -84,7 +84,9 @@ def test_unknown_content_type_rejects_that_document_only(stack: BackgroundStack)
         (doc(scope_id=""), "scope_id: must not be empty"),
         (doc(scope_id="s" * 129), "scope_id: 129 characters, limit is 128"),
         (doc(scope_id="my site"), "scope_id: 'my site' may hold only letters, digits"),
-        (doc(locale="en\n"), "locale: 'en\\n' is not a language tag"),
+        (doc(locale="en\n"), "locale: 'en\\n' is not a BCP 47 language tag"),
+        (doc(locale="<script>"), "locale: '<script>' is not a BCP 47 language tag"),
+        (doc(locale="EN"), "locale: 'EN' is not a BCP 47 language tag"),
     ],
 )
 def test_bad_fields_reject_the_document_naming_field_and_limit(
@@ -110,7 +112,23 @@ def test_bad_fields_reject_the_document_naming_field_and_limit(
         ({"url": " javascript:alert(1)"}, "url: starts or ends with whitespace"),
         ({"url": "//evil.example/x"}, "url: a scheme-relative URL (//host) is not allowed"),
         ({"url": "https:/no-host"}, "url: an absolute https URL needs a host"),
-        ({"title": "Two\nlines"}, "title: must not contain control characters"),
+        ({"title": "Two\nlines"}, "title: contains the control character U+000A"),
+        (
+            {"title": "abc\u202etxt.exe"},
+            "title: contains the format character U+202E (RIGHT-TO-LEFT OVERRIDE)",
+        ),
+        ({"title": "\u200b"}, "title: contains the format character U+200B (ZERO WIDTH SPACE)"),
+        ({"metadata": {"k": "v\x1bv"}}, "metadata['k']: contains the control character U+001B"),
+        ({"metadata": {"k\x00": "v"}}, "metadata: key 'k\\x00' must be non-empty"),
+        ({"metadata": {"k\u2066": "v"}}, "metadata: key 'k\\u2066': contains the format character"),
+        (
+            {"url": "https://user:pass@evil.example@good.example/"},
+            "url: contains credentials (user:password@ before the host)",
+        ),
+        (
+            {"url": "https://p\u0430ypal.example/"},
+            "url: host label 'p\u0430ypal' mixes Cyrillic and Latin letters",
+        ),
         (
             {"updated_at": "not-a-date"},
             "updated_at: 'not-a-date' is not an RFC 3339 date-time such as "
@@ -150,6 +168,23 @@ def test_web_urls_dates_and_markup_in_titles_are_accepted_as_written(
     assert [o.state for o in reply.outcomes] == [ipb.DOCUMENT_STATE_ADDED] * 4
     hits = stack.retrieve("canary ledger").hits
     assert title in {h.title for h in hits}
+
+
+def test_joiners_line_broken_values_and_one_script_hosts_are_accepted(
+    stack: BackgroundStack,
+) -> None:
+    """What the one-line rule keeps: the joiners words and emoji need, line
+    breaks in a metadata value (front matter spans lines), format characters
+    in a body, and hosts wholly in one script."""
+    accepted = [
+        doc("fa.md", title="\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", locale="fa"),
+        doc("emoji.md", title="\U0001f468\u200d\U0001f469\u200d\U0001f467 plans"),
+        doc("meta.md", metadata={"description": "line one\nline two\ttabbed"}),
+        doc("body.md", text="# Body\n\nzero\u200bwidth and \u202eoverride stay in a body.\n"),
+        doc("zh.md", url="https://\u4f8b\u5b50.\u6d4b\u8bd5/docs", locale="zh-Hant-TW"),
+    ]
+    reply = stack.upsert(accepted, dry_run=True)
+    assert [(o.doc_id, o.error) for o in reply.outcomes if o.state == REJECTED] == []
 
 
 def test_a_huge_field_is_not_echoed_back(stack: BackgroundStack) -> None:
@@ -203,7 +238,10 @@ def test_delete_counts_each_id_once_in_first_occurrence_order(stack: BackgroundS
         ),
         (ipb.DeleteRequest(doc_ids=["ok", "y" * 513]), "doc_ids[1]: 513 characters, limit is 512"),
         (ipb.DeleteRequest(doc_ids=["ok", " "]), "doc_ids[1]: must not be empty"),
-        (ipb.DeleteRequest(doc_ids=["ok"], locale="l" * 100_000), "locale: 'llllllll"),
+        (
+            ipb.DeleteRequest(doc_ids=["ok"], locale="l" * 100_000),
+            "locale: 100000 characters, limit is 35",
+        ),
     ],
 )
 def test_bad_delete_requests(
@@ -228,7 +266,7 @@ def test_bad_delete_requests(
         ),
         (
             ipb.SyncRequest(scope_id="site", keep=[ipb.DocumentKey(doc_id="k", locale="x\n")]),
-            "keep[0].locale: 'x\\n' is not a language tag",
+            "keep[0].locale: 'x\\n' is not a BCP 47 language tag",
         ),
         (
             ipb.SyncRequest(scope_id="site", documents=[doc("other", scope_id="other")]),

@@ -13,7 +13,7 @@ import pytest
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.embedding import Embedder
-from services.core.query_text import EMPTY_QUERY
+from services.core.query_text import EMPTY_QUERY, NO_TERM_QUERY
 from services.retriever.servicer import RequestLimits
 from services.retriever.settings import RetrieverSettings
 from tests.support.corpus import corpus_documents, url_of
@@ -86,7 +86,8 @@ def rejection(stack: BackgroundStack, **fields: Any) -> str:
         ({"query_language": "x" * 36}, "query_language: 36 characters, limit is 35"),
         (
             {"query_language": "e1"},
-            "query_language: 'e1' is not a language tag such as en, zh or zh-CN",
+            "query_language: 'e1' is not a BCP 47 language tag such as 'en', 'zh-CN' or "
+            "'zh-Hant-TW' (language subtag in lower case)",
         ),
         ({"query": "q" * 100_001}, "query: 100001 characters, limit is 100000"),
         ({"context_char_budget": -1}, "context_char_budget: -1 must not be negative"),
@@ -157,3 +158,93 @@ def test_limits_come_from_settings_of_the_same_names() -> None:
     limits = RequestLimits.from_settings(settings)
     assert limits.max_filter_doc_ids == 5 and limits.max_raw_query_chars == 5000
     assert RequestLimits.from_settings(RetrieverSettings()) == RequestLimits()
+
+
+@pytest.mark.parametrize("query", ["\u0301\u0302", "\u2800", "...", "?!"])
+def test_a_query_without_a_letter_digit_or_symbol_is_refused(
+    stack: BackgroundStack, query: str
+) -> None:
+    """Each once answered ten arbitrary vector hits."""
+    assert rejection(stack, query=query) == NO_TERM_QUERY
+
+
+@pytest.mark.parametrize("query", ["429", "text-embedding-v4", "chunkSize=800", "+", "\u20ac"])
+def test_identifiers_and_symbols_are_queries(stack: BackgroundStack, query: str) -> None:
+    stack.retrieve(query)  # answered (OK), whatever it finds
+
+
+BCP47 = "is not a BCP 47 language tag such as 'en', 'zh-CN' or 'zh-Hant-TW' (language subtag in lower case)"  # noqa: E501
+ORIGIN = "2024-05-01T00:00:00Z"
+
+
+def recency(**fields: Any) -> rpb.Boosts:
+    values: dict[str, Any] = {"weight": 1.0, "scale_days": 30.0, **fields}
+    return rpb.Boosts(recency=rpb.RecencyBoost(**values))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"query_language": "en\n"}, f"query_language: 'en\\n' {BCP47}"),
+        ({"query_language": "<script>"}, f"query_language: '<script>' {BCP47}"),
+        ({"filter": rpb.ScopeFilter(locale="en\n")}, f"filter.locale: 'en\\n' {BCP47}"),
+        ({"filter": rpb.ScopeFilter(locale="<script>")}, f"filter.locale: '<script>' {BCP47}"),
+        (
+            {"filter": rpb.ScopeFilter(metadata={"k": "v\x1bv"})},
+            "filter.metadata['k']: contains the control character U+001B",
+        ),
+        (
+            {"filter": rpb.ScopeFilter(metadata={"k\x00": "v"})},
+            "filter.metadata key 'k\\x00': contains the control character U+0000",
+        ),
+        (
+            {"filter": rpb.ScopeFilter(scope_id="docs\u202e")},
+            "filter.scope_id: contains the format character U+202E (RIGHT-TO-LEFT OVERRIDE)",
+        ),
+        (
+            {"boosts": rpb.Boosts(metadata=[rpb.MetadataBoost(key="k\x00", value="v", weight=1)])},
+            "boosts.metadata[0].key: contains the control character U+0000",
+        ),
+        (
+            {"boosts": rpb.Boosts(metadata=[rpb.MetadataBoost(key="k", value="v\x1bv", weight=1)])},
+            "boosts.metadata[0].value: contains the control character U+001B",
+        ),
+        (
+            {"boosts": recency(origin=ORIGIN + "\x00")},
+            "boosts.recency.origin: '2024-05-01T00:00:00Z\\x00' is not an RFC 3339 time "
+            "with a zone offset",
+        ),
+        (
+            {"boosts": recency(weight=0.0, scale_days=float("nan"))},
+            "boosts.recency.scale_days: nan is not a finite number",
+        ),
+        (
+            {"boosts": recency(decay=float("inf"))},
+            "boosts.recency.decay: inf is not a finite number",
+        ),
+        (
+            {"page_url": "https://user:pass@evil.example@good.example/"},
+            "page_url: contains credentials (user:password@ before the host)",
+        ),
+        (
+            {"filter": rpb.ScopeFilter(urls=["https://ok.example/", "https://\u0440ay.example/"])},
+            "filter.urls[1]: host label '\u0440ay' mixes Cyrillic and Latin letters",
+        ),
+    ],
+)
+def test_malformed_text_fields_are_refused_naming_the_field(
+    stack: BackgroundStack, fields: dict[str, Any], message: str
+) -> None:
+    assert rejection(stack, **fields) == message
+
+
+def test_well_formed_text_fields_are_answered(stack: BackgroundStack) -> None:
+    reply = stack.retrieve(
+        QUERY,
+        query_language="en",
+        filter=rpb.ScopeFilter(locale="en", metadata={"description": "line one\nline two"}),
+        boosts=recency(origin=ORIGIN),
+        page_url="file:///home/reader/page.html",
+    )
+    assert reply.hits == []  # no document has that description: nothing, but no refusal
+    assert stack.retrieve(QUERY, boosts=recency(origin=ORIGIN)).hits

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.errors import ConfigError, InvalidArgument
-from services.core.query_text import is_empty_query
+from services.core.query_text import is_empty_query, query_problem
 from services.retriever.query import QueryNormalizer
 
 pytestmark = pytest.mark.unit
@@ -129,7 +129,9 @@ def test_a_query_is_refused_as_empty_exactly_when_the_shared_rule_says_so(raw: s
     try:
         cleaned = QueryNormalizer(max_chars=1000).normalize(raw)
     except InvalidArgument as exc:
-        assert is_empty_query(raw), str(exc)  # never for anything but emptiness here
+        # never for anything but the shared rule (emptiness, or no letter,
+        # digit or symbol) here
+        assert str(exc) == query_problem(raw), str(exc)
         return
-    assert not is_empty_query(raw)
+    assert query_problem(raw) is None and not is_empty_query(raw)
     assert cleaned  # a query that passes is never cleaned into nothing

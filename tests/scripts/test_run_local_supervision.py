@@ -47,7 +47,7 @@ from scripts import run_local
 from scripts.supervisor import ChildSpec, Supervisor
 # Fault-injection stand-ins: no real services run, so readiness, indexing and
 # the smoke query are replaced; the supervision around them is the launcher's own.
-run_local.wait_until_ready = lambda supervisor, logs: None
+run_local.wait_until_ready = lambda supervisor, logs: run_local.READY
 run_local.index_docs = lambda supervisor: None
 run_local.smoke_query = lambda: time.sleep(3)
 logs, check, children = Path(sys.argv[1]), sys.argv[2] == "check", json.loads(sys.argv[3])

@@ -1,0 +1,103 @@
+"""The search request's field rules (gateway/schema.py): strict JSON types,
+finite numbers, BCP 47 tags, RFC 3339 times, no control or format characters
+in keys and values, URLs without credentials or mixed-script hosts. Each
+refusal names the field (the problem's `loc`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from gateway.schema import SearchRequest
+from gateway.search import describe_validation
+
+pytestmark = pytest.mark.unit
+
+RECENCY = {"weight": 1, "scale_days": 30}
+
+# (body, the field the message names, a phrase of the problem): the inputs of
+# the adversarial review first, each once accepted.
+REFUSED: list[tuple[dict[str, Any], str, str]] = [
+    ({"fusion": {"rrf_k": "60"}}, "fusion.rrf_k", "valid number"),
+    ({"fusion": {"rrf_k": True}}, "fusion.rrf_k", "valid number"),
+    ({"boosts": {"recency": {**RECENCY, "weight": True}}}, "boosts.recency.weight", "number"),
+    (
+        {"boosts": {"recency": {**RECENCY, "origin": "2024-05-01T00:00:00Z\x00"}}},
+        "boosts.recency.origin",
+        "RFC 3339",
+    ),
+    (
+        {"boosts": {"recency": {"weight": 0, "scale_days": "NaN"}}},
+        "boosts.recency.scale_days",
+        "valid number",
+    ),
+    ({"query_language": "en\n"}, "query_language", "BCP 47"),
+    ({"scope": {"locale": "en\n"}}, "scope.locale", "BCP 47"),
+    ({"scope": {"locale": "<script>"}}, "scope.locale", "BCP 47"),
+    ({"scope": {"metadata": {"k": "v\x1bv"}}}, "scope.metadata.k", "U+001B"),
+    ({"scope": {"metadata": {"k\x00": "v"}}}, "scope.metadata", "U+0000"),
+    (
+        {"boosts": {"metadata": [{"key": "k\x00", "value": "v", "weight": 1}]}},
+        "boosts.metadata.0.key",
+        "U+0000",
+    ),
+    (
+        {"boosts": {"metadata": [{"key": "k", "value": "v\u202e", "weight": 1}]}},
+        "boosts.metadata.0.value",
+        "U+202E",
+    ),
+    ({"scope": {"scope_id": "docs\u200b"}}, "scope.scope_id", "U+200B"),
+    (
+        {"page_url": "https://user:pass@evil.example@good.example/"},
+        "page_url",
+        "credentials",
+    ),
+    ({"scope": {"urls": ["https://p\u0430ypal.example/"]}}, "scope.urls.0", "Cyrillic and Latin"),
+    # Strict everywhere, not only where the review looked.
+    ({"diversity": {"mmr_lambda": "0.5"}}, "diversity.mmr_lambda", "valid number"),
+    ({"diversity": {"window": 5.0}}, "diversity.window", "valid integer"),
+    ({"debug": "true"}, "debug", "valid boolean"),
+    ({"group_by_document": 1}, "group_by_document", "valid boolean"),
+    (
+        {"boosts": {"metadata": [{"key": "k", "value": "v", "weight": "1"}]}},
+        "boosts.metadata.0.weight",
+        "number",
+    ),
+    ({"boosts": {"recency": {**RECENCY, "decay": False}}}, "boosts.recency.decay", "number"),
+    (
+        {"boosts": {"recency": {**RECENCY, "origin": "2024-05-01"}}},
+        "boosts.recency.origin",
+        "RFC 3339",
+    ),
+    ({"fusion": {"rrf_k": 1e999}}, "fusion.rrf_k", "finite number"),
+]
+
+
+@pytest.mark.parametrize(("fields", "field", "phrase"), REFUSED)
+def test_each_malformed_field_is_refused_naming_it(
+    fields: dict[str, Any], field: str, phrase: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        SearchRequest.model_validate({"query": "ports", **fields})
+    message = describe_validation(caught.value)
+    assert message.startswith(field), message
+    assert phrase in message, message
+
+
+ACCEPTED: list[dict[str, Any]] = [
+    {"fusion": {"rrf_k": 60}},  # an integer is a JSON number
+    {"fusion": {"rrf_k": 60.5, "method": "rrf"}},
+    {"boosts": {"recency": {**RECENCY, "origin": "2024-05-01T00:00:00.5+02:00"}}},
+    {"query_language": "zh-Hant-TW", "scope": {"locale": "pt-BR"}},
+    {"scope": {"metadata": {"description": "line one\nline two"}}},
+    {"scope": {"metadata": {"title": "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"}}},
+    {"page_url": "https://\u4f8b\u5b50.\u6d4b\u8bd5/docs#part"},
+    {"page_url": "file:///home/reader/page.html"},
+]
+
+
+@pytest.mark.parametrize("fields", ACCEPTED)
+def test_well_formed_fields_are_accepted(fields: dict[str, Any]) -> None:
+    SearchRequest.model_validate({"query": "ports", **fields})
