@@ -177,7 +177,7 @@ class SqliteManifest:
         self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
     ) -> list[str]:
         call_budget_s(self.name, deadline, what="a read")
-        where, params = ["chunk_ids != '[]'"], []
+        where, params = ["chunk_ids != '[]'"], list[str]()
         for column, values in (("scope_id", scope_ids), ("doc_id", doc_ids)):
             if values:
                 where.append(f"{column} IN ({', '.join('?' * len(values))})")
