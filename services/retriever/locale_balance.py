@@ -80,6 +80,13 @@ class LocaleLists:
             for language, translation in self.translations.items()
         ]
 
+    def embedding_note(self) -> str:
+        """How many texts the vector channel embedded (the debug report)."""
+        if not self.translations:
+            return "query texts embedded: 1 (the question)"
+        into = ", ".join(self.translations)
+        return f"query texts embedded: {1 + len(self.translations)} (the question, into {into})"
+
 
 def other_language(query_language: str, locale: str) -> bool:
     """Whether `locale`'s pages are in another language than a question in
