@@ -15,11 +15,11 @@ query at a time: p50 and the embedding-bound throughput), then each
 revision's stack at c=1 (p50) and c=16 (requests/s), the two revisions in
 alternating order. Ratios are taken within a round (the machine is shared,
 so only same-round ratios are meaningful) and their median over rounds is
-reported. `--base-rev` runs from a temporary detached worktree; the indexes
-are built once with this tree's code and copied, so both revisions read the
-same data.
+reported. `--base-rev` and `--rev` run from temporary detached worktrees;
+the indexes are built once with this tree's code and copied, so both
+revisions read the same data.
 
-    python -m bench.load.scope_speed --base-rev a877b41
+    python -m bench.load.scope_speed --base-rev a877b41 --rev HEAD
     python -m bench.load.scope_speed --smoke --out /tmp/scope.json
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -41,7 +42,12 @@ from services.runtime.cpu import prefer_passive_waits
 prefer_passive_waits()  # as the services, before anything imports torch
 
 from bench.common.indexing import index_stats, ingest_beir, sync_documents  # noqa: E402
-from bench.common.paths import DATASETS_DIR, RESULTS_DIR, ROOT, SHARED_DATASETS  # noqa: E402
+from bench.common.paths import (  # noqa: E402
+    DATASETS_DIR,
+    RESULTS_DIR,
+    SCRATCH_DIR,
+    SHARED_DATASETS,
+)
 from bench.common.processes import Stack  # noqa: E402
 from bench.common.record import latency_summary, run_record  # noqa: E402
 from bench.common.retrieve_loop import run_load  # noqa: E402
@@ -52,13 +58,16 @@ from bench.load.observability_cost import Checkout  # noqa: E402
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
 
 SCIFACT_SCOPE, BILINGUAL_SCOPE = "scifact", "bilingual"
-ENV = {"RAG_QUERY_CACHE_SIZE": "0"}
+LOGS = SCRATCH_DIR / "scope-speed"
+# No metrics listener: its fixed port may be taken by another stack on the machine.
+ENV = {"RAG_QUERY_CACHE_SIZE": "0", "RAG_METRICS_ENABLED": "false"}
 Queries = list[tuple[str, str]]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--base-rev", default="a877b41", help="the revision before (worktree)")
+    p.add_argument("--rev", default="HEAD", help="the revision measured (worktree)")
     p.add_argument("--scifact", type=Path, default=SHARED_DATASETS / "scifact")
     p.add_argument("--docs", type=int, default=2000, help="SciFact documents indexed")
     p.add_argument("--rounds", type=int, default=3)
@@ -73,6 +82,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A TERM (a timeout) unwinds like an exception: stacks stopped, worktrees removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(sys.argv[1:] if argv is None else argv)
     record = run_record(["-m", "bench.load.scope_speed", *(argv or sys.argv[1:])])
     scifact = BeirDataset(args.scifact)
@@ -84,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         index = build_indexes(args, scifact, bilingual, scratch)
         base = cleanup.enter_context(_checkout(args.base_rev))
-        trees = {"base": base.path, "this": ROOT}
+        this = cleanup.enter_context(_checkout(args.rev))
+        trees = {"base": base.path, "this": this.path}
         shapes = [
             ("scifact", "single", SCIFACT_SCOPE, scifact_queries),
             ("english-scope", "multi", SCIFACT_SCOPE, scifact_queries),
@@ -102,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             **record,
             "base": base.describe(),
+            "this": this.describe(),
             "index": index["stats"],
             "rounds": rows,
             "summary": summarise(rows),
@@ -131,7 +144,7 @@ def build_indexes(
     a scope of their own (built with this tree's code)."""
     sample = write_subset(scifact, scratch / "sample", queries=0, filler_docs=args.docs)
     single, multi = scratch / "index-single", scratch / "index-multi"
-    stack = Stack.start(single, scratch / "logs", ENV, log_name="build-single.log")
+    stack = Stack.start(single, LOGS, ENV, log_name="build-single.log")
     try:
         ingest_beir(
             stack.indexer_addr, sample / "corpus.jsonl", SCIFACT_SCOPE, title_as_heading=True
@@ -140,7 +153,7 @@ def build_indexes(
     finally:
         stack.stop()
     shutil.copytree(single, multi)
-    stack = Stack.start(multi, scratch / "logs", ENV, log_name="build-multi.log")
+    stack = Stack.start(multi, LOGS, ENV, log_name="build-multi.log")
     try:
         pages, unreadable = bilingual.documents(BILINGUAL_SCOPE)
         assert not unreadable, unreadable
@@ -165,9 +178,7 @@ def start_stacks(trees: dict[str, Path | None], index: Path, scratch: Path) -> d
             assert tree is not None
             copy = scratch / f"data-{name}"
             shutil.copytree(index, copy)
-            stacks[name] = Stack.start(
-                copy, scratch / "logs", ENV, cwd=tree, log_name=f"{name}.log"
-            )
+            stacks[name] = Stack.start(copy, LOGS, ENV, cwd=tree, log_name=f"{name}.log")
     except BaseException:
         for stack in stacks.values():
             stack.stop()
