@@ -7,9 +7,10 @@ multilingual-e5-small over a mixed index), and BM25 can only match words of
 the question's own language, so under plain RRF an unrelated page of the
 question's language collects two votes while the other-language answer can
 collect one. The rule, where it can matter (a model that reads every
-language, an index of several locales, a request that fixes none):
+language, a request whose scope holds several locales and fixes none):
 
-1. the vector channel searches each locale of the index on its own;
+1. the vector channel searches each locale of the request's scope on its own
+   (`IndexLocales`; the question translated once per language);
 2. each locale's list is fused with the lexical hits of that locale; in a
    locale of another language than the question's, the question's own words
    cannot match (a lexical miss there is expected, not evidence), so only
