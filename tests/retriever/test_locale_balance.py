@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -369,3 +370,33 @@ def test_locales_come_from_the_request_s_scope() -> None:
         assert balanced is (scope.scope_id == "site")
     # The English-only scope: the question alone, embedded once, not translated.
     assert embedder.embedded == [["怎么申请发票"], ["怎么申请发票", "invoice"]]
+
+
+def test_a_locale_read_that_outlasts_its_deadline_ranks_one_list() -> None:
+    """Fault injected: a manifest that does not answer. The read is bounded
+    like a channel (its deadline passed to the manifest), the Retrieve does
+    not wait for it and ranks one list."""
+    released, given = threading.Event(), []
+
+    def stuck(scope_ids, doc_ids, deadline):  # type: ignore[no-untyped-def]
+        given.append(deadline)
+        released.wait(10)
+        return ["en", "zh-CN"]
+
+    vectors = _Vectors()
+    config = replace(RetrievalConfig(), channel_timeout_ms=200)
+    with ThreadPoolExecutor(4) as executor:
+        pipeline = RetrievalPipeline(
+            _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
+            _storage(vectors),
+            None,
+            executor,
+            config,
+            locales=IndexLocales(stuck),
+        )
+        request = RetrievalRequest(query="怎么申请发票", rerank=False)
+        result = asyncio.run(pipeline.retrieve(request, Deadline.within(30)))
+        released.set()
+    assert [s.locale for s in vectors.scopes] == [""]
+    assert not any("locale apart" in note for note in result.notes)
+    assert len(given) == 1 and given[0].remaining_s() <= 0.2
