@@ -30,6 +30,8 @@ from bench.reports.reranker import reranker_section
 from bench.reports.scale import RESULTS_FILE as SCALE_FILE
 from bench.reports.scale import scale_section
 from bench.reports.scifact import quality_section
+from bench.reports.scope_speed import RESULTS_FILE as SCOPE_SPEED_FILE
+from bench.reports.scope_speed import scope_speed_section
 from bench.reports.speed import speed_section
 from bench.reports.storage_modes import RESULTS_FILE as STORAGE_MODES_FILE
 from bench.reports.storage_modes import storage_modes_section
@@ -74,6 +76,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(bilingual_section(bilingual))
     if (bench := _load(results_dir / "bench.json")) is not None:
         parts.append(speed_section(bench, results_dir, docs_path))
+    if (scope_speed := _load(results_dir / SCOPE_SPEED_FILE)) is not None:
+        parts.append(scope_speed_section(scope_speed))
     if (model_speed := _load(results_dir / MODEL_SPEED_FILE)) is not None:
         parts.append(model_speed_section(model_speed))
     if (gateway := _load(results_dir / "gateway_load.json")) is not None:

@@ -44,14 +44,20 @@ class ChannelFanOut:
     ) -> tuple[ChannelOutcome, ChannelOutcome]:
         """Both channels' outcomes; `balanced` receives the locales the
         vector channel ranked apart."""
-        budget_s = deadline.budget(
-            self.config.channel_timeout_ms / 1000, self.config.safety_margin_ms / 1000
+        channel_s, margin_s = (
+            self.config.channel_timeout_ms / 1000,
+            self.config.safety_margin_ms / 1000,
         )
+        # The read of the scope's locales (when due) is bounded as a channel is.
+        locales = await self._locales(
+            prepared.scope, deadline.shortened(margin_s).capped(channel_s)
+        )
+        budget_s = deadline.budget(channel_s, margin_s)
         query, depth, scope, plan = prepared.text, prepared.depth, prepared.scope, prepared.plan
         # The stores get the channel's own deadline: a server store's query
         # ends there too, instead of holding a worker thread past the channel.
         searches_end = Deadline.after(budget_s)
-        self.locale_search.translate(query, prepared.language.language, scope, balanced)
+        self.locale_search.translate(query, prepared.language.language, locales, balanced)
 
         def vector_search() -> list[ScoredChunk]:
             texts = [query, *(t.text for t in balanced.translations.values())]
@@ -79,6 +85,20 @@ class ChannelFanOut:
             self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
         )
         return results[0], results[1]
+
+    async def _locales(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
+        """The locales the request's scope holds, to rank apart: cached, or
+        read in a worker thread by `deadline` (a read that runs out of time
+        keeps the scope's last reading, or ranks one list)."""
+        cached = self.locale_search.cached_locales(scope)
+        if cached is not None:
+            return cached
+        loop = asyncio.get_running_loop()
+        read = loop.run_in_executor(self.executor, self.locale_search.read_locales, scope, deadline)
+        try:
+            return await asyncio.wait_for(read, deadline.timeout_or_none())
+        except TimeoutError:
+            return self.locale_search.last_locales(scope)
 
     def _lexical_search(
         self, plan: QueryPlan, depth: int, scope: ScopeFilter, deadline: Deadline

@@ -7,9 +7,10 @@ multilingual-e5-small over a mixed index), and BM25 can only match words of
 the question's own language, so under plain RRF an unrelated page of the
 question's language collects two votes while the other-language answer can
 collect one. The rule, where it can matter (a model that reads every
-language, an index of several locales, a request that fixes none):
+language, a request whose scope holds several locales and fixes none):
 
-1. the vector channel searches each locale of the index on its own;
+1. the vector channel searches each locale of the request's scope on its own
+   (`IndexLocales`; the question translated once per language);
 2. each locale's list is fused with the lexical hits of that locale; in a
    locale of another language than the question's, the question's own words
    cannot match (a lexical miss there is expected, not evidence), so only
@@ -32,6 +33,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -63,19 +65,28 @@ class CrossLanguageLexical(StrEnum):
 
 @dataclass
 class LocaleLists:
-    """What the channels found per locale when locales are ranked apart:
-    vector hits, lexical hits of the translated question, and the
-    translations themselves (for the debug report)."""
+    """What the channels found per locale when locales are ranked apart: the
+    locales (those the request's scope holds), vector hits and lexical hits
+    of the translated question per locale, and the translations, one per
+    language (zh and zh-CN pages share one), for the debug report."""
 
+    locales: tuple[str, ...] = ()
     vector: dict[str, list[ScoredChunk]] = field(default_factory=dict)
     translated: dict[str, list[ScoredChunk]] = field(default_factory=dict)
-    translations: dict[str, Translation] = field(default_factory=dict)
+    translations: dict[str, Translation] = field(default_factory=dict)  # by language
 
     def translation_notes(self) -> list[str]:
         return [
-            f"lexical words translated for {locale} pages: {translation.describe()}"
-            for locale, translation in self.translations.items()
+            f"lexical words translated for {language} pages: {translation.describe()}"
+            for language, translation in self.translations.items()
         ]
+
+    def embedding_note(self) -> str:
+        """How many texts the vector channel embedded (the debug report)."""
+        if not self.translations:
+            return "query texts embedded: 1 (the question)"
+        into = ", ".join(self.translations)
+        return f"query texts embedded: {1 + len(self.translations)} (the question, into {into})"
 
 
 def other_language(query_language: str, locale: str) -> bool:
@@ -86,35 +97,99 @@ def other_language(query_language: str, locale: str) -> bool:
     return primary_language(locale) != query_language
 
 
+LocaleRead = Callable[[Sequence[str], Sequence[str], Deadline], Iterable[str]]
+
+
+@dataclass(frozen=True)
+class _Reading:
+    locales: tuple[str, ...]
+    read_at: float
+    generation: int | None  # the committed generation the scope was read at
+
+
 class IndexLocales:
-    """A cached reading of the locales the index holds (from the manifest)."""
+    """Cached readings of the locales a request's scope holds (from the
+    manifest's `locales_in`): the scopes it searches and the documents it
+    names, not the whole index, so one bilingual tenant does not make every
+    tenant's questions rank several locales apart. A reading serves one
+    scope until `refresh_s` passes or the committed generation the request
+    sees moves (a commit is the only thing that changes which locales hold
+    committed rows)."""
 
     def __init__(
         self,
-        read: Callable[[], Iterable[str]],
+        read: LocaleRead,
         refresh_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        max_scopes: int = 1024,
     ) -> None:
         self._read, self._refresh_s, self._clock = read, refresh_s, clock
-        self._lock = threading.Lock()
-        self._value: tuple[str, ...] | None = None
-        self._read_at = 0.0
+        self._max_scopes = max_scopes
+        self._lock = threading.Lock()  # guards the cache only, never held over a read
+        self._readings: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], _Reading] = (
+            OrderedDict()
+        )
 
     @classmethod
     def of(cls, manifest: Manifest, refresh_s: float = 5.0) -> IndexLocales:
-        return cls(lambda: manifest.chunk_counts_by_locale().keys(), refresh_s)
+        return cls(manifest.locales_in, refresh_s)
 
-    def current(self) -> tuple[str, ...]:
-        """The locales, read again when the last reading is older than
-        `refresh_s`; a failed re-read keeps the last value (or none)."""
+    def cached(self, scope: ScopeFilter) -> tuple[str, ...] | None:
+        """The scope's locales without reading: None when a read is due."""
+        key = _scope_key(scope)
+        if key is None:
+            return ()  # a scope no row can match holds no locale
         with self._lock:
-            if self._value is None or self._clock() - self._read_at >= self._refresh_s:
-                try:
-                    self._value = tuple(sorted(set(self._read()) - {""}))
-                except Exception:
-                    self._value = self._value or ()
-                self._read_at = self._clock()
-            return self._value
+            reading = self._readings.get(key)
+            if reading is None or not self._fresh(reading, scope.visible_generation):
+                return None
+            self._readings.move_to_end(key)
+            return reading.locales
+
+    def current(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
+        """The scope's locales, read within `deadline` when due. A read that
+        fails, or a deadline already passed (no read then), keeps the last
+        reading of the scope, or none: the request is ranked as one list."""
+        if (locales := self.cached(scope)) is not None:
+            return locales
+        key = _scope_key(scope)
+        assert key is not None  # cached() answers for scopes that match nothing
+        if deadline.expired():
+            return self.last(scope)
+        try:
+            found = tuple(sorted(set(self._read(key[0], key[1], deadline)) - {""}))
+        except Exception:
+            return self.last(scope)
+        with self._lock:
+            self._readings[key] = _Reading(found, self._clock(), scope.visible_generation)
+            self._readings.move_to_end(key)
+            while len(self._readings) > self._max_scopes:
+                self._readings.popitem(last=False)
+        return found
+
+    def last(self, scope: ScopeFilter) -> tuple[str, ...]:
+        """The last reading of the scope, however old (none before the first)."""
+        key = _scope_key(scope)
+        with self._lock:
+            reading = self._readings.get(key) if key is not None else None
+        return reading.locales if reading is not None else ()
+
+    def _fresh(self, reading: _Reading, generation: int | None) -> bool:
+        return (
+            reading.generation == generation and self._clock() - reading.read_at < self._refresh_s
+        )
+
+
+def _scope_key(scope: ScopeFilter) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The filters that narrow which locales a scope holds: its scopes (both
+    `scope_id` and `scope_ids` hold when both are set; None: no scope does)
+    and its documents; () is every one."""
+    scopes = tuple(sorted(set(scope.scope_ids)))
+    if scope.scope_id:
+        if scopes and scope.scope_id not in scopes:
+            return None
+        scopes = (scope.scope_id,)
+    return scopes, tuple(sorted(set(scope.doc_ids)))
 
 
 def interleaved(lists: Sequence[list[T]]) -> list[T]:
@@ -183,23 +258,44 @@ class LocaleSearch:
         self.searches = VectorSearchBatcher(vectors, max_batched_searches)
         self.enabled = enabled and locales is not None
 
-    def locales_to_balance(self, scope: ScopeFilter) -> tuple[str, ...]:
-        if not self.enabled or self.locales is None or scope.locale:
-            return ()
-        locales = self.locales.current()
-        return locales if len(locales) > 1 else ()
+    def balances(self, scope: ScopeFilter) -> bool:
+        """Whether the request's locales may be ranked apart at all (before
+        knowing which locales its scope holds)."""
+        return self.enabled and self.locales is not None and not scope.locale
 
-    def translate(self, query: str, language: str, scope: ScopeFilter, lists: LocaleLists) -> None:
-        """The question in each other-language locale's language
-        (`lists.translations`), when locales are ranked apart."""
+    def cached_locales(self, scope: ScopeFilter) -> tuple[str, ...] | None:
+        """The locales to rank apart without a read (None: a read is due)."""
+        if not self.balances(scope) or self.locales is None:
+            return ()
+        found = self.locales.cached(scope)
+        return None if found is None else _several(found)
+
+    def read_locales(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
+        """The locales to rank apart: those the scope holds, when more than one."""
+        if not self.balances(scope) or self.locales is None:
+            return ()
+        return _several(self.locales.current(scope, deadline))
+
+    def last_locales(self, scope: ScopeFilter) -> tuple[str, ...]:
+        """As `read_locales` from the last reading (a read that ran out of time)."""
+        if not self.balances(scope) or self.locales is None:
+            return ()
+        return _several(self.locales.last(scope))
+
+    def translate(
+        self, query: str, language: str, locales: tuple[str, ...], lists: LocaleLists
+    ) -> None:
+        """`lists.locales`, and the question in the language of each
+        other-language locale among them (`lists.translations`): once per
+        language, however many locale tags share it."""
+        lists.locales = locales
         if self.translator is None:
             return
-        for locale in self.locales_to_balance(scope):
-            if other_language(language, locale):
-                target = primary_language(locale)
+        for target in dict.fromkeys(primary_language(locale) for locale in locales):
+            if other_language(language, target):
                 translation = self.translator.translate(query, language, target)
                 if translation is not None:
-                    lists.translations[locale] = translation
+                    lists.translations[target] = translation
 
     def vector(
         self,
@@ -209,27 +305,30 @@ class LocaleSearch:
         lists: LocaleLists,
         deadline: Deadline | None = None,
     ) -> list[ScoredChunk]:
-        """One search, or one per locale (`lists.vector` gets them; the
-        channel's own list takes them in turns). `vectors`: the question's,
-        then one per translation in `lists.translations`; in a locale with a
-        translation, the question's and the translation's hits take turns."""
-        locales = self.locales_to_balance(scope)
-        if not locales:
+        """One search, or one per locale of `lists.locales` (`lists.vector`
+        gets them; the channel's own list takes them in turns). `vectors`:
+        the question's, then one per translation in `lists.translations`; in
+        a locale with a translation (of its language), the question's and the
+        translation's hits take turns."""
+        if not lists.locales:
             only = [VectorQuery(vectors[0], depth, scope)]
             return call_as("vector", self.searches.search_many, only, deadline)[0]
-        translated = dict(zip(lists.translations, vectors[1:], strict=True))
+        by_language = dict(zip(lists.translations, vectors[1:], strict=True))
+        per_locale = {
+            locale: [vectors[0], *_present(by_language.get(primary_language(locale)))]
+            for locale in lists.locales
+        }
         # Every locale's searches (the question's, and its translation's
         # where there is one) as one store call: one pass over the segments.
         queries = [
             VectorQuery(vector, depth, replace(scope, locale=locale))
-            for locale in locales
-            for vector in (vectors[0], *([translated[locale]] if locale in translated else []))
+            for locale, locale_vectors in per_locale.items()
+            for vector in locale_vectors
         ]
         answers = iter(call_as("vector", self.searches.search_many, queries, deadline))
-        for locale in locales:
-            hits = next(answers)
-            if locale in translated:
-                hits = _distinct(interleaved([hits, next(answers)]))[:depth]
+        for locale, locale_vectors in per_locale.items():
+            found = [next(answers) for _ in locale_vectors]
+            hits = found[0] if len(found) == 1 else _distinct(interleaved(found))[:depth]
             lists.vector[locale] = hits
         return interleaved(list(lists.vector.values()))[:depth]
 
@@ -241,10 +340,22 @@ class LocaleSearch:
         lists: LocaleLists,
         deadline: Deadline | None = None,
     ) -> None:
-        """Each translation searched in its locale alone (`lists.translated`)."""
-        for locale, translation in lists.translations.items():
-            search = replace(scope, locale=locale)
-            lists.translated[locale] = lexical_search(translation.text, depth, search, deadline)
+        """Each translation searched in each locale of its language alone
+        (`lists.translated`)."""
+        for locale in lists.locales:
+            translation = lists.translations.get(primary_language(locale))
+            if translation is not None:
+                search = replace(scope, locale=locale)
+                lists.translated[locale] = lexical_search(translation.text, depth, search, deadline)
+
+
+def _several(locales: tuple[str, ...]) -> tuple[str, ...]:
+    """Locales to rank apart: only when there are several."""
+    return locales if len(locales) > 1 else ()
+
+
+def _present(vector: list[float] | None) -> list[list[float]]:
+    return [] if vector is None else [vector]
 
 
 def _distinct(hits: list[ScoredChunk]) -> list[ScoredChunk]:

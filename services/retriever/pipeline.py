@@ -267,6 +267,8 @@ class RetrievalPipeline:
             result.notes.append(balance_note(list(run.balanced.vector), translated))
             if request.debug:
                 result.notes.extend(run.balanced.translation_notes())
+        if request.debug and run.vector.ok:
+            result.notes.append(run.balanced.embedding_note())
         return result
 
     async def _whole_rows(self, run: RetrievalRun, hits: list[FusedHit]) -> list[FusedHit]:

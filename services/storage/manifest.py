@@ -13,7 +13,8 @@ fill it.
 
 Deadlines: the reads a Retrieve makes (`get_many` for boosts, `get_meta` for
 the committed generation) and every write of a run take an optional
-`deadline`, as the stores' calls do (`base.call_budget_s`): none left is
+`deadline` (`locales_in`, a Retrieve's read of its scope's locales, requires
+one), as the stores' calls do (`base.call_budget_s`): none left is
 `DeadlineExceeded` ("no time left") before any work; a server manifest sends
 the time left as the call's timeout (PostgreSQL: a transaction-local
 statement_timeout); SQLite only checks before it starts.
@@ -143,6 +144,15 @@ class Manifest(Protocol):
     def count(self) -> int: ...
 
     def chunk_counts_by_locale(self) -> dict[str, int]: ...
+
+    def locales_in(
+        self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
+    ) -> list[str]:
+        """The locales that hold chunks among the committed entries of these
+        scopes (empty: every scope) and these documents (empty: every
+        document), sorted, within `deadline` (a Retrieve's read: which
+        locales its scope can rank apart)."""
+        ...
 
     def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
         """Index-level values (chunking parameters, last run's counts, the

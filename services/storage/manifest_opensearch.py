@@ -285,6 +285,28 @@ class OpenSearchManifest:
         buckets = self._calls.read("chunk counts", search)["aggregations"]["locales"]["buckets"]
         return {b["key"]: int(b["chunks"]["value"]) for b in buckets}
 
+    def locales_in(
+        self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
+    ) -> list[str]:
+        filters: list[dict[str, Any]] = [
+            {"term": {"kind": "entry"}},
+            {"range": {"chunk_count": {"gt": 0}}},
+        ]
+        filters += [
+            {"terms": {f: list(v)}} for f, v in (("scope_id", scope_ids), ("doc_id", doc_ids)) if v
+        ]
+        body = {
+            "size": 0,
+            "query": {"bool": {"filter": filters}},
+            "aggs": {"locales": {"terms": {"field": "locale", "size": 10_000}}},
+        }
+        timeout_s = self._timeout(deadline, "a read")
+        search = partial(
+            self._live().search, index=self.index, body=body, request_timeout=timeout_s
+        )
+        buckets = self._calls.read("locales in scope", search)["aggregations"]["locales"]["buckets"]
+        return sorted(b["key"] for b in buckets)
+
     # -- index-level values ---------------------------------------------------
 
     def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:

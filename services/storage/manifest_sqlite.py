@@ -173,6 +173,20 @@ class SqliteManifest:
             counts[locale] = counts.get(locale, 0) + len(json.loads(chunk_ids))
         return counts
 
+    def locales_in(
+        self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
+    ) -> list[str]:
+        call_budget_s(self.name, deadline, what="a read")
+        where, params = ["chunk_ids != '[]'"], list[str]()
+        for column, values in (("scope_id", scope_ids), ("doc_id", doc_ids)):
+            if values:
+                where.append(f"{column} IN ({', '.join('?' * len(values))})")
+                params.extend(values)
+        statement = f"SELECT DISTINCT locale FROM documents WHERE {' AND '.join(where)}"
+        with self._lock:
+            rows = self._db.execute(statement + " ORDER BY locale", params).fetchall()
+        return [r[0] for r in rows]
+
     def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
         call_budget_s(self.name, deadline, what="a read")
         with self._lock:

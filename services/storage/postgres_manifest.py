@@ -145,6 +145,19 @@ class PostgresManifest(PostgresPart):
         )
         return {r[0]: int(r[1]) for r in self._fetch("chunk counts", statement)}
 
+    def locales_in(
+        self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
+    ) -> list[str]:
+        # An empty array filters nothing: one statement for every narrowing.
+        statement = self._sql(
+            "SELECT DISTINCT locale FROM {documents} WHERE cardinality(chunk_ids) > 0 "
+            "AND (cardinality(%(scopes)s::text[]) = 0 OR scope_id = ANY(%(scopes)s::text[])) "
+            "AND (cardinality(%(docs)s::text[]) = 0 OR doc_id = ANY(%(docs)s::text[])) "
+            "ORDER BY locale"
+        )
+        params = {"scopes": list(scope_ids), "docs": list(doc_ids)}
+        return [r[0] for r in self._fetch("locales in scope", statement, params, deadline)]
+
     # -- runs -----------------------------------------------------------------
 
     def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:

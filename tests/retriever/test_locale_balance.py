@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -36,29 +37,82 @@ def test_lists_are_taken_in_turns_and_a_short_one_is_skipped() -> None:
     assert interleaved([]) == []
 
 
+AMPLE = Deadline.never()
+
+
 def test_index_locales_are_read_again_only_after_the_refresh_interval() -> None:
     now, reads = [0.0], [["en", "zh-CN"]]
-    locales = IndexLocales(lambda: reads[-1], refresh_s=5.0, clock=lambda: now[0])
-    assert locales.current() == ("en", "zh-CN")
+    locales = IndexLocales(lambda *_: reads[-1], refresh_s=5.0, clock=lambda: now[0])
+    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
     reads.append(["en", "ja", "zh-CN", ""])
     now[0] = 4.0
-    assert locales.current() == ("en", "zh-CN")
+    assert locales.cached(ScopeFilter()) == ("en", "zh-CN")
+    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
     now[0] = 5.0
-    assert locales.current() == ("en", "ja", "zh-CN")
+    assert locales.cached(ScopeFilter()) is None
+    assert locales.current(ScopeFilter(), AMPLE) == ("en", "ja", "zh-CN")
+
+
+def test_a_new_committed_generation_is_read_again_at_once() -> None:
+    reads = [["en"]]
+    locales = IndexLocales(lambda *_: reads[-1], refresh_s=60.0, clock=lambda: 0.0)
+    assert locales.current(ScopeFilter(visible_generation=3), AMPLE) == ("en",)
+    reads.append(["en", "zh-CN"])  # a run committed Chinese pages as generation 4
+    assert locales.cached(ScopeFilter(visible_generation=4)) is None
+    assert locales.current(ScopeFilter(visible_generation=4), AMPLE) == ("en", "zh-CN")
+
+
+def test_locales_are_read_per_scope_of_the_request() -> None:
+    held = {"api": ["en"], "site": ["en", "zh-CN"]}
+    asked: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+    def read(scope_ids, doc_ids, deadline):  # type: ignore[no-untyped-def]
+        asked.append((tuple(scope_ids), tuple(doc_ids)))
+        return sorted({loc for s in scope_ids or held for loc in held[s]})
+
+    locales = IndexLocales(read)
+    assert locales.current(ScopeFilter(scope_id="api"), AMPLE) == ("en",)
+    assert locales.current(ScopeFilter(scope_ids=("site",)), AMPLE) == ("en", "zh-CN")
+    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
+    both = ScopeFilter(scope_id="api", scope_ids=("site", "api"), doc_ids=("b", "a"))
+    assert locales.current(both, AMPLE) == ("en",)
+    assert locales.current(ScopeFilter(scope_id="api"), AMPLE) == ("en",)  # cached
+    # Scopes that exclude each other hold nothing, without a read.
+    assert locales.current(ScopeFilter(scope_id="api", scope_ids=("site",)), AMPLE) == ()
+    assert asked == [(("api",), ()), (("site",), ()), ((), ()), (("api",), ("a", "b"))]
 
 
 def test_a_failed_reading_keeps_the_last_one() -> None:
     now, fail = [0.0], [False]
 
-    def read() -> list[str]:
+    def read(*_: object) -> list[str]:
         if fail[0]:
             raise OSError("manifest unavailable")
         return ["en", "zh-CN"]
 
     locales = IndexLocales(read, refresh_s=1.0, clock=lambda: now[0])
-    assert locales.current() == ("en", "zh-CN")
+    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
     fail[0], now[0] = True, 2.0
-    assert locales.current() == ("en", "zh-CN")
+    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
+    assert locales.current(ScopeFilter(scope_id="never-read"), AMPLE) == ()
+
+
+def test_a_passed_deadline_reads_nothing_and_keeps_the_last_reading() -> None:
+    now, deadlines = [0.0], []
+
+    def read(scope_ids, doc_ids, deadline):  # type: ignore[no-untyped-def]
+        deadlines.append(deadline)
+        return ["en", "zh-CN"]
+
+    locales = IndexLocales(read, refresh_s=1.0, clock=lambda: now[0])
+    passed = Deadline.after(-1)
+    assert locales.current(ScopeFilter(), passed) == ()  # nothing read yet: one list
+    assert deadlines == []
+    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
+    assert deadlines == [AMPLE]  # the read is bounded by the caller's deadline
+    now[0] = 2.0
+    assert locales.current(ScopeFilter(), passed) == ("en", "zh-CN")
+    assert deadlines == [AMPLE]
 
 
 class _Embedder:
@@ -68,11 +122,13 @@ class _Embedder:
 
     def __init__(self, languages: frozenset[str]) -> None:
         self.languages = languages
+        self.embedded: list[list[str]] = []  # the texts of each query pass
 
     def embed_query(self, text: str) -> np.ndarray:
         return np.ones(3, dtype=np.float32)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
+        self.embedded.append(list(texts))
         return np.ones((len(texts), 3), dtype=np.float32)
 
 
@@ -84,10 +140,15 @@ class _Vectors:
         self.batches: list[int] = []  # queries per search_many call
 
     def search(
-        self, vector: list[float], limit: int, scope: ScopeFilter, deadline: object = None
+        self, vector: object, limit: int, scope: ScopeFilter, deadline: object = None
     ) -> list[ScoredChunk]:
         self.scopes.append(scope)
-        by_locale = {"en": ["en-answer"], "zh-CN": ["zh-1", "zh-2"], "": ["zh-1", "zh-2"]}
+        by_locale = {
+            "en": ["en-answer"],
+            "zh": ["zh-faq"],
+            "zh-CN": ["zh-1", "zh-2"],
+            "": ["zh-1", "zh-2"],
+        }
         return [scored(cid, 0.9 - i / 10) for i, cid in enumerate(by_locale[scope.locale])]
 
     def search_many(
@@ -125,20 +186,22 @@ def _retrieve(  # type: ignore[no-untyped-def]
     locales: tuple[str, ...],
     translator: QueryTranslator | None = None,
     lexical: _Lexical | None = None,
+    question: str = "怎么申请发票",
+    embedder: _Embedder | None = None,
     **request: object,
 ):
     vectors = _Vectors()
     with ThreadPoolExecutor(2) as executor:
         pipeline = RetrievalPipeline(
-            _Embedder(languages),  # type: ignore[arg-type]
+            embedder or _Embedder(languages),  # type: ignore[arg-type]
             _storage(vectors, lexical),
             None,
             executor,
             RetrievalConfig(),
-            locales=IndexLocales(lambda: locales),
+            locales=IndexLocales(lambda *_: locales),
             translator=translator,
         )
-        query = RetrievalRequest(query="怎么申请发票", rerank=False, **request)  # type: ignore[arg-type]
+        query = RetrievalRequest(query=question, rerank=False, **request)  # type: ignore[arg-type]
         result = asyncio.run(pipeline.retrieve(query, Deadline.within(10)))
     return result, vectors
 
@@ -207,7 +270,7 @@ def test_balancing_can_be_turned_off() -> None:
             None,
             executor,
             config,
-            locales=IndexLocales(lambda: ("en", "zh-CN")),
+            locales=IndexLocales(lambda *_: ("en", "zh-CN")),
         )
         result = asyncio.run(
             pipeline.retrieve(RetrievalRequest(query="发票", rerank=False), Deadline.within(10))
@@ -250,3 +313,90 @@ def test_translated_hits_count_only_in_other_language_locales() -> None:
     translated = {"en": [_lexical("en-b", "en")], "zh-CN": [_lexical("zh-b", "zh-CN")]}
     fused = fuse_per_locale(RrfFuser(), vector, [], "zh", None, translated)
     assert {h.chunk.chunk_id for h in fused} == {"zh-a", "en-a", "en-b"}
+
+
+def test_one_translation_per_language_however_many_locale_tags_share_it() -> None:
+    lexical, embedder = _Lexical(), _Embedder(frozenset({"*"}))
+    translator = QueryTranslator(BilingualDictionary([Entry("发票", ("invoice",))]))
+    result, vectors = _retrieve(
+        frozenset({"*"}),
+        ("en", "zh", "zh-CN"),
+        translator,
+        lexical,
+        question="where is my invoice",
+        embedder=embedder,
+        query_language="en",
+        debug=True,
+    )
+    # zh and zh-CN pages share one translated text and one embedding.
+    assert embedder.embedded == [["where is my invoice", "invoice 发票"]]
+    assert [s.locale for s in vectors.scopes] == ["en", "zh", "zh", "zh-CN", "zh-CN"]
+    translated = TextAnalyzer().plan("invoice 发票").terms
+    assert lexical.searches[1:] == [(translated, "zh"), (translated, "zh-CN")]
+    assert [n for n in result.notes if n.startswith("lexical words translated")] == [
+        "lexical words translated for zh pages: invoice → 发票"
+    ]
+    assert any("ranked each locale apart (en, zh, zh-CN)" in note for note in result.notes)
+
+
+def test_locales_come_from_the_request_s_scope() -> None:
+    held = {"api": ["en"], "site": ["en", "zh-CN"]}
+
+    def read(scope_ids, doc_ids, deadline):  # type: ignore[no-untyped-def]
+        return sorted({loc for s in scope_ids or held for loc in held[s]})
+
+    embedder = _Embedder(frozenset({"*"}))
+    translator = QueryTranslator(BilingualDictionary([Entry("发票", ("invoice",))]))
+    for scope, searched in (
+        (ScopeFilter(scope_id="api"), [""]),
+        (ScopeFilter(scope_id="site"), ["en", "en", "zh-CN"]),
+    ):
+        vectors = _Vectors()
+        with ThreadPoolExecutor(2) as executor:
+            pipeline = RetrievalPipeline(
+                embedder,  # type: ignore[arg-type]
+                _storage(vectors),
+                None,
+                executor,
+                RetrievalConfig(),
+                locales=IndexLocales(read),
+                translator=translator,
+            )
+            request = RetrievalRequest(query="怎么申请发票", rerank=False, scope=scope)
+            result = asyncio.run(pipeline.retrieve(request, Deadline.within(10)))
+        assert [s.locale for s in vectors.scopes] == searched
+        assert [s.scope_id for s in vectors.scopes] == [scope.scope_id] * len(searched)
+        balanced = any("ranked each locale apart" in note for note in result.notes)
+        assert balanced is (scope.scope_id == "site")
+    # The English-only scope: the question alone, embedded once, not translated.
+    assert embedder.embedded == [["怎么申请发票"], ["怎么申请发票", "invoice"]]
+
+
+def test_a_locale_read_that_outlasts_its_deadline_ranks_one_list() -> None:
+    """Fault injected: a manifest that does not answer. The read is bounded
+    like a channel (its deadline passed to the manifest), the Retrieve does
+    not wait for it and ranks one list."""
+    released, given = threading.Event(), []
+
+    def stuck(scope_ids, doc_ids, deadline):  # type: ignore[no-untyped-def]
+        given.append(deadline)
+        released.wait(10)
+        return ["en", "zh-CN"]
+
+    vectors = _Vectors()
+    config = replace(RetrievalConfig(), channel_timeout_ms=200)
+    with ThreadPoolExecutor(4) as executor:
+        pipeline = RetrievalPipeline(
+            _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
+            _storage(vectors),
+            None,
+            executor,
+            config,
+            locales=IndexLocales(stuck),
+        )
+        request = RetrievalRequest(query="怎么申请发票", rerank=False)
+        result = asyncio.run(pipeline.retrieve(request, Deadline.within(30)))
+        released.set()
+    assert [s.locale for s in vectors.scopes] == [""]
+    assert not any("locale apart" in note for note in result.notes)
+    assert len(given) == 1 and given[0].remaining_s() <= 0.2

@@ -89,6 +89,25 @@ class ManifestContract:
         assert manifest.count() == 4
         assert manifest.chunk_counts_by_locale() == {"en": 6, "de": 5}
 
+    def test_locales_in_a_scope_are_those_its_documents_hold_chunks_in(self, manifest) -> None:
+        manifest.put_many(
+            [
+                entry("api", "en", scope_id="api"),
+                entry("manual", "en", scope_id="site"),
+                entry("manual", "zh-CN", scope_id="site"),
+                entry("faq", "zh", scope_id="site"),
+                entry("draft", "ja", scope_id="site", chunks=0),  # nothing to search in
+            ]
+        )
+        ample = Deadline.after(30.0)
+        assert manifest.locales_in([], [], ample) == ["en", "zh", "zh-CN"]
+        assert manifest.locales_in(["api"], [], ample) == ["en"]
+        assert manifest.locales_in(["site"], [], ample) == ["en", "zh", "zh-CN"]
+        assert manifest.locales_in(["api", "site"], ["faq"], ample) == ["zh"]
+        assert manifest.locales_in([], ["manual", "api"], ample) == ["en", "zh-CN"]
+        assert manifest.locales_in(["api"], ["faq"], ample) == []
+        assert manifest.locales_in(["nowhere"], [], ample) == []
+
     def test_delete_removes_entries(self, manifest) -> None:
         manifest.put_many([entry("a"), entry("b")])
         manifest.delete_many([("a", "en"), ("never", "en")])
@@ -123,6 +142,7 @@ class ManifestContract:
         calls = {
             "get_many": lambda: manifest.get_many([("a", "en")], passed),
             "get_meta": lambda: manifest.get_meta("chunking", passed),
+            "locales_in": lambda: manifest.locales_in(["docs"], [], passed),
             "put_many": lambda: manifest.put_many([entry("b")], passed),
             "delete_many": lambda: manifest.delete_many([("gone", "en")], passed),
             "begin_run": lambda: manifest.begin_run([intent(3, "b")], passed),

@@ -200,6 +200,34 @@ def test_chunk_counts_use_one_aggregation(capture) -> None:
     ]
 
 
+def test_locales_in_a_scope_are_one_aggregation_within_the_deadline(capture) -> None:
+    buckets = [{"key": "zh-CN", "doc_count": 3}, {"key": "en", "doc_count": 2}]
+    capture.on(
+        "POST", f"/{INDEX}/_search", (200, {"aggregations": {"locales": {"buckets": buckets}}})
+    )
+    manifest = open_manifest(capture)
+    assert manifest.locales_in(["site"], ["a", "b"], Deadline.after(0.8)) == ["en", "zh-CN"]
+    assert manifest.locales_in([], [], Deadline.after(30)) == ["en", "zh-CN"]
+    narrowed, everything = capture.bodies("POST", f"/{INDEX}/_search")
+    entries_with_chunks = [{"term": {"kind": "entry"}}, {"range": {"chunk_count": {"gt": 0}}}]
+    assert narrowed == {
+        "size": 0,
+        "query": {
+            "bool": {
+                "filter": [
+                    *entries_with_chunks,
+                    {"terms": {"scope_id": ["site"]}},
+                    {"terms": {"doc_id": ["a", "b"]}},
+                ]
+            }
+        },
+        "aggs": {"locales": {"terms": {"field": "locale", "size": 10000}}},
+    }
+    assert everything["query"] == {"bool": {"filter": entries_with_chunks}}
+    first, second = (r.timeout for r in capture.requests)
+    assert first is not None and first <= 0.8 and second == 2.5
+
+
 def test_begin_run_writes_one_intent_document_per_document(capture) -> None:
     run = intent(5, "a", old=entry("a"))
     open_manifest(capture).begin_run([run])
@@ -287,6 +315,7 @@ def test_a_passed_deadline_sends_nothing(capture) -> None:
     calls = [
         lambda: manifest.get_many([("a", "en")], passed),
         lambda: manifest.get_meta("chunking", passed),
+        lambda: manifest.locales_in(["docs"], [], passed),
         lambda: manifest.put_many([entry("a")], passed),
         lambda: manifest.begin_run([intent(5, "a")], passed),
         lambda: manifest.commit_run(5, [entry("a")], [], passed),

@@ -1,0 +1,97 @@
+"""Locales come from the request's scope, through the real stack with the
+packaged multilingual model: in an index that holds an English-only scope
+beside a bilingual one, a question scoped to the English pages is embedded
+alone (not translated, one vector search), while the bilingual scope keeps
+its cross-language ranking; a language written with several locale tags
+(zh, zh-CN) gets one translation. Observed through the debug notes, never
+through time (services.retriever.locale_balance)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.embedding import Embedder
+from tests.stack.test_cross_language import PAGES as BILINGUAL_PAGES
+from tests.support.pages import markdown_pages
+from tests.support.stack import BackgroundStack
+
+pytestmark = pytest.mark.integration
+
+API_PAGES = {
+    "en/pagination.md": "# Pagination\n\nList calls return at most 100 items; pass the "
+    "next_page_token of a reply to read the next page.",
+    "en/webhooks.md": "# Webhooks\n\nA webhook receives a POST for every invoice paid. "
+    "Failed deliveries are retried for three days.",
+    "en/errors.md": "# Errors\n\nEvery error reply carries a code and a message; HTTP 429 "
+    "means the rate limit was reached.",
+}
+# A site whose Chinese pages carry two tags of one language.
+NOTES_PAGES = {
+    "en/backups.md": "# Backups\n\nNightly snapshots of the data folder are kept for a week.",
+    "zh/billing-faq.md": "# 账单常见问题\n\n发票在每个月第一天开具，可以在控制台的账单页面下载。",
+    "zh-CN/servers.md": "# 服务器\n\n私有化部署至少需要三台服务器。",
+}
+
+
+@pytest.fixture(scope="module")
+def tenants(
+    tmp_path_factory: pytest.TempPathFactory, e5_embedder: Embedder
+) -> Iterator[BackgroundStack]:
+    stack = BackgroundStack(tmp_path_factory.mktemp("scoped-locales"), e5_embedder).start()
+    docs = [
+        *markdown_pages(BILINGUAL_PAGES, scope_id="site"),
+        *markdown_pages(API_PAGES, scope_id="api"),
+        *markdown_pages(NOTES_PAGES, scope_id="notes"),
+    ]
+    reply = stack.upsert(docs)
+    assert reply.counts.added == len(docs)
+    yield stack
+    stack.stop()
+
+
+def _retrieve(stack: BackgroundStack, query: str, scope_id: str) -> rpb.RetrieveResponse:
+    reply = stack.retrieve(
+        query,
+        top_k=5,
+        debug=True,
+        max_chunks_per_document=1,
+        filter=rpb.ScopeFilter(scope_id=scope_id),
+    )
+    assert not reply.degraded
+    return reply
+
+
+@pytest.mark.parametrize("question", ["Where do I download an invoice?", "发票在哪里下载"])
+def test_a_question_scoped_to_english_pages_is_embedded_alone(
+    tenants: BackgroundStack, question: str
+) -> None:
+    reply = _retrieve(tenants, question, "api")
+    notes = list(reply.debug.notes)
+    assert "query texts embedded: 1 (the question)" in notes
+    assert not any("locale apart" in note or "translated" in note for note in notes)
+    assert {hit.doc_id for hit in reply.hits} <= set(API_PAGES)
+    if question.startswith("Where"):
+        assert reply.hits[0].doc_id == "en/webhooks.md"
+
+
+def test_the_bilingual_scope_keeps_its_cross_language_ranking(tenants: BackgroundStack) -> None:
+    reply = _retrieve(tenants, "发票什么时候开，在哪里下载？", "site")
+    ranked = [hit.doc_id for hit in reply.hits]
+    assert ranked[0].startswith("zh-CN/") and ranked[1] == "en/invoices.md"
+    notes = list(reply.debug.notes)
+    assert any("ranked each locale apart (en, zh-CN)" in note for note in notes)
+    assert "query texts embedded: 2 (the question, into en)" in notes
+    assert set(ranked) <= set(BILINGUAL_PAGES)
+
+
+def test_two_tags_of_one_language_share_one_translation(tenants: BackgroundStack) -> None:
+    reply = _retrieve(tenants, "Where can I download the invoice?", "notes")
+    notes = list(reply.debug.notes)
+    assert any("ranked each locale apart (en, zh, zh-CN)" in note for note in notes)
+    assert "query texts embedded: 2 (the question, into zh)" in notes
+    translated = [note for note in notes if note.startswith("lexical words translated")]
+    assert len(translated) == 1 and translated[0].startswith("lexical words translated for zh ")
+    assert "zh/billing-faq.md" in [hit.doc_id for hit in reply.hits][:2]
