@@ -11,6 +11,8 @@ from typing import Any
 
 from bench.reports.bilingual import RESULTS_FILE as BILINGUAL_FILE
 from bench.reports.bilingual import bilingual_section
+from bench.reports.crash_loop import RESULTS_FILE as CRASH_LOOP_FILE
+from bench.reports.crash_loop import crash_loop_section
 from bench.reports.diversity import (
     FUSION_FILE,
     FUSION_TEST_FILE,
@@ -88,6 +90,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(document_encoder_section(document_encoder))
     if (scale := _load(results_dir / SCALE_FILE)) is not None:
         parts.append(scale_section(scale))
+    if (crash_loop := _load(results_dir / CRASH_LOOP_FILE)) is not None:
+        parts.append(crash_loop_section(crash_loop))
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text("\n".join(parts).rstrip() + "\n")
     return docs_path
