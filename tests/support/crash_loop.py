@@ -38,6 +38,9 @@ from tests.support.crash_clients import Endpoints, Ledger, Reader, Writer
 from tests.support.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+# `python -m services.stack`, killed too if this process dies (a test run
+# stopped from outside must not leave a stack running).
+CHILD_OF = "tests.support.child_of"
 # Every third start is killed before it is ready (start-up or recovery).
 STARTUP_KILL_EVERY = 3
 
@@ -116,7 +119,7 @@ class StackProcess:
             # A session of its own: the kill reaches every child (the Edge
             # optimizer child, say) as a power cut would.
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "services.stack"],
+                [sys.executable, "-m", CHILD_OF, str(os.getpid()), "services.stack"],
                 cwd=ROOT,
                 env=env,
                 stdout=log,
