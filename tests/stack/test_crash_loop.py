@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 LOOP_S = 100.0  # plus the first start and the audit: about 2 minutes a mode
 MIN_KILLS = 10
-TIME_CAP_S = 900.0  # a restart taking a minute on a loaded machine still fits
+TIME_CAP_S = 1800.0  # restarts of a minute or more (a loaded machine) still fit
 UPTIME_S = (3.0, 8.0)
 
 
