@@ -78,12 +78,15 @@ def postgres_env() -> Iterator[dict[str, str]]:
         yield {"POSTGRES_URL": server.url, "POSTGRES_SCHEMA": "crash_loop"}
 
 
+# The loop's own cap, then the first start and the audit (pytest's default: 300 s).
+@pytest.mark.timeout(TIME_CAP_S + 900)
 def test_the_embedded_stack_holds_under_a_crash_loop(
     tmp_path: Path, model_cache: dict[str, str]
 ) -> None:
     assert_held(crash_loop(tmp_path, {"RAG_STORE_MODE": "embedded"}, model_cache))
 
 
+@pytest.mark.timeout(TIME_CAP_S + 900)
 def test_the_postgres_stack_holds_under_a_crash_loop(
     tmp_path: Path, postgres_env: dict[str, str], model_cache: dict[str, str]
 ) -> None:
