@@ -30,26 +30,32 @@ from bench.common.paths import SCRATCH_DIR, add_output_arguments, resolve_page
 from bench.common.record import run_record
 from bench.reports.crash_loop import RESULTS_FILE
 from bench.reports.page import publish
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from tests.support.crash_audit import audit
 from tests.support.crash_loop import CrashLoop, CrashLoopConfig
+from tests.support.pgvector_probe import hnsw_scan_works
 from tests.support.postgres import running_postgres
 
 MODES = ("embedded", "postgres")
 
 
 @contextmanager
-def store_env(mode: str) -> Iterator[Mapping[str, str]]:
+def store_env(mode: str) -> Iterator[tuple[Mapping[str, str], tuple[rpb.Channel.ValueType, ...]]]:
+    """The stack's store settings, and the reader's channels: lexical only
+    where pgvector's HNSW scan dies of SIGILL on this CPU
+    (tests.support.pgvector_probe), else all."""
     if mode == "embedded":
-        yield {"RAG_STORE_MODE": "embedded"}
+        yield {"RAG_STORE_MODE": "embedded"}, ()
         return
     with running_postgres() as server:
-        yield {"POSTGRES_URL": server.url, "POSTGRES_SCHEMA": "crash_loop"}
+        channels = () if hnsw_scan_works(server) else (rpb.CHANNEL_LEXICAL,)
+        yield {"POSTGRES_URL": server.url, "POSTGRES_SCHEMA": "crash_loop"}, channels
 
 
 def run_mode(mode: str, opts: argparse.Namespace) -> dict[str, Any]:
     record = run_record(["-m", "bench.load.crash_loop", *opts.argv])  # the load before it
     work = Path(tempfile.mkdtemp(prefix=f"crash-loop-{mode}-"))
-    with store_env(mode) as stores:
+    with store_env(mode) as (stores, channels):
         config = CrashLoopConfig(
             data_dir=work / "data",
             log_dir=SCRATCH_DIR / "crash_loop" / mode,
@@ -59,6 +65,7 @@ def run_mode(mode: str, opts: argparse.Namespace) -> dict[str, Any]:
             uptime_s=(opts.uptime_min, opts.uptime_max),
             seed=opts.seed,
             store_env=stores,
+            reader_channels=channels,
         )
         loop = CrashLoop(config)
         try:

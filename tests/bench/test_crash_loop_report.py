@@ -70,6 +70,7 @@ def test_the_section_shows_each_modes_figures() -> None:
         "half_visible": 0,
         "verify_clean": True,
         "restart_to_ready_s": {"n": 21, "p50": 7.2, "max": 15.0},
+        "reader": {"channels": ["CHANNEL_LEXICAL"]},
     }
     run = {"command": "python -m bench.load.crash_loop", "date": "d", "git_revision": "r"}
     result = {
@@ -77,7 +78,8 @@ def test_the_section_shows_each_modes_figures() -> None:
     }
     section = crash_loop_section(result)
     assert (
-        "| postgres | 500.0 | 31 | 10 | 12 | 556 | 0 | 3206 | 4 | 0 | clean | 7.2 / 15.0 |"
-        in section
+        "| postgres | 500.0 | 31 | 10 | 12 | 556 | 0 | 3206 | 4 | 0 | clean | 7.2 / 15.0 "
+        "| CHANNEL_LEXICAL |" in section
     )
     assert "| embedded |" not in section  # no row for a mode not run
+    assert "SIGILL" in section  # a reader kept off a channel says why

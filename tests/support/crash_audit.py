@@ -83,7 +83,10 @@ def run_verify(indexer_addr: str) -> dict[str, Any]:
 
 
 def found_by_token(loop: CrashLoop, doc_id: str) -> bool:
-    request = rpb.RetrieveRequest(query=token_of(doc_id), top_k=10, disable_rerank=True)
+    # A token is a lexical match; the vector rows are checked in the stores.
+    request = rpb.RetrieveRequest(
+        query=token_of(doc_id), top_k=10, disable_rerank=True, channels=[rpb.CHANNEL_LEXICAL]
+    )
     for _ in range(FIND_ATTEMPTS):
         try:
             reply = loop.endpoints.retriever().Retrieve(request, timeout=60)
@@ -202,5 +205,6 @@ def audit(loop: CrashLoop) -> dict[str, Any]:
         "verify_clean": bool(verify.get("clean")) and verify["exit_status"] == 0,
         "verify": {k: v for k, v in verify.items() if k != "findings"}
         | {"findings": verify.get("findings", [])[:20]},
-        "reader": loop.reader.figures.summary(),
+        "reader": loop.reader.figures.summary()
+        | {"channels": [rpb.Channel.Name(c) for c in loop.config.reader_channels] or ["all"]},
     }
