@@ -256,10 +256,11 @@ class CrashLoop:
     def _kill(self, during_startup: bool = False) -> None:
         assert self.stack is not None
         self.endpoints.serving.clear()
+        # Taken before the signal: a write the kill cuts ends after it.
+        self.figures.kill_times.append(time.monotonic())
         self.stack.kill()
         self.figures.kills += 1
         self.figures.kills_during_startup += during_startup
-        self.figures.kill_times.append(time.monotonic())
 
     def run(self) -> LoopFigures:
         """The loop; leaves a ready stack (restarted after the last kill)."""
