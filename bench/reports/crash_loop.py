@@ -62,8 +62,12 @@ def crash_loop_section(result: dict[str, Any]) -> str:
         )
     parts.append(
         "The machine was shared with other engineers' builds and tests while these ran (see "
-        "the load averages): restart times are inflated by that, and most of a restart is "
-        "the process's imports and model load, not recovery.\n"
+        "the load averages): restart times are inflated by that (most of "
+        "a restart is the process's imports and model load, not recovery), and so is every "
+        "write, hence few documents acknowledged per minute of uptime. Most unacknowledged "
+        "documents were sent while the stack was down (refused at once, UNAVAILABLE); the "
+        "ones that matter are the writes a kill cut, and the unacknowledged documents that "
+        "are nevertheless wholly visible (committed, the reply lost to the kill).\n"
     )
     return "\n".join(parts)
 
