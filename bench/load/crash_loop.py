@@ -30,32 +30,32 @@ from bench.common.paths import SCRATCH_DIR, add_output_arguments, resolve_page
 from bench.common.record import run_record
 from bench.reports.crash_loop import RESULTS_FILE
 from bench.reports.page import publish
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from tests.support.crash_audit import audit
 from tests.support.crash_loop import CrashLoop, CrashLoopConfig
-from tests.support.pgvector_probe import hnsw_scan_works
+from tests.support.pgvector_probe import HNSW_BROKEN, hnsw_works
 from tests.support.postgres import running_postgres
 
 MODES = ("embedded", "postgres")
 
 
 @contextmanager
-def store_env(mode: str) -> Iterator[tuple[Mapping[str, str], tuple[rpb.Channel.ValueType, ...]]]:
-    """The stack's store settings, and the reader's channels: lexical only
-    where pgvector's HNSW scan dies of SIGILL on this CPU
-    (tests.support.pgvector_probe), else all."""
+def store_env(mode: str) -> Iterator[Mapping[str, str] | None]:
+    """The stack's store settings; None where the PostgreSQL mode cannot
+    write at all (pgvector's HNSW dies of SIGILL on this CPU)."""
     if mode == "embedded":
-        yield {"RAG_STORE_MODE": "embedded"}, ()
+        yield {"RAG_STORE_MODE": "embedded"}
         return
     with running_postgres() as server:
-        channels = () if hnsw_scan_works(server) else (rpb.CHANNEL_LEXICAL,)
-        yield {"POSTGRES_URL": server.url, "POSTGRES_SCHEMA": "crash_loop"}, channels
+        works = hnsw_works(server)
+        yield {"POSTGRES_URL": server.url, "POSTGRES_SCHEMA": "crash_loop"} if works else None
 
 
 def run_mode(mode: str, opts: argparse.Namespace) -> dict[str, Any]:
     record = run_record(["-m", "bench.load.crash_loop", *opts.argv])  # the load before it
     work = Path(tempfile.mkdtemp(prefix=f"crash-loop-{mode}-"))
-    with store_env(mode) as (stores, channels):
+    with store_env(mode) as stores:
+        if stores is None:
+            return {**record, "mode": mode, "not_run": HNSW_BROKEN}
         config = CrashLoopConfig(
             data_dir=work / "data",
             log_dir=SCRATCH_DIR / "crash_loop" / mode,
@@ -65,7 +65,6 @@ def run_mode(mode: str, opts: argparse.Namespace) -> dict[str, Any]:
             uptime_s=(opts.uptime_min, opts.uptime_max),
             seed=opts.seed,
             store_env=stores,
-            reader_channels=channels,
         )
         loop = CrashLoop(config)
         try:
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in MODES if opts.mode == "both" else (opts.mode,):
         run = run_mode(mode, opts)
         result["runs"][mode] = run
-        failed |= not passed(run["figures"])
+        failed |= "not_run" in run or not passed(run["figures"])
         # Re-read: a run of the other mode may have finished meanwhile.
         if opts.out.is_file():
             result["runs"] = {**json.loads(opts.out.read_text())["runs"], mode: run}

