@@ -106,6 +106,16 @@ bench: install bench-env
 	$(BIN)/python -m bench.load.reranker
 	$(BIN)/python -m bench.load.document_encoder
 	$(BIN)/python -m bench.load.model_speed
+	$(BIN)/python -m bench.load.crash_loop
+
+# The crash loop's long version (issue 37): SIGKILL of the stack every 5-15 s
+# for at least 8 minutes and 20 kills per mode, embedded and PostgreSQL, a
+# writer and a reader throughout; lost, half-visible, verify, restart times
+# (bench/results/crash_loop.json, docs/benchmarks.md). About 20-40 min on 2
+# cores; the bounded version runs in `make test` (tests/stack/test_crash_loop.py).
+.PHONY: bench-crash
+bench-crash: install
+	$(BIN)/python -m bench.load.crash_loop
 
 # Embedded indexes of 10k, 100k and 1M synthetic chunks made of real SciFact
 # chunks (bench/scale/corpus.py): write time, disk, memory, Retrieve latency
