@@ -72,7 +72,7 @@ def saturation(tf: str, length: str, avglen: str) -> sql.Composable:
 def float8(value: float) -> sql.Composable:
     """A constant typed float8: a bare `0.75` is numeric in PostgreSQL, and
     numeric arithmetic per posting is several times slower."""
-    return sql.SQL("{}::float8").format(sql.Literal(repr(float(value))))
+    return sql.SQL(repr(float(value)) + "::float8")
 
 
 # float8 throughout: `bigint + 0.5` would be numeric, whose ln() cost 3/4 of a
