@@ -27,6 +27,8 @@ from bench.reports.model_speed import RESULTS_FILE as MODEL_SPEED_FILE
 from bench.reports.model_speed import model_speed_section
 from bench.reports.observability import RESULTS_FILE as OBSERVABILITY_FILE
 from bench.reports.observability import observability_section
+from bench.reports.postgres_lexical import RESULTS_FILE as POSTGRES_LEXICAL_FILE
+from bench.reports.postgres_lexical import postgres_lexical_section
 from bench.reports.reranker import RESULTS_FILE as RERANKER_FILE
 from bench.reports.reranker import reranker_section
 from bench.reports.scale import RESULTS_FILE as SCALE_FILE
@@ -75,6 +77,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(diversity_section(diversity))
     if (storage_modes := _load(results_dir / STORAGE_MODES_FILE)) is not None:
         parts.append(storage_modes_section(storage_modes))
+    if (postgres_lexical := _load(results_dir / POSTGRES_LEXICAL_FILE)) is not None:
+        parts.append(postgres_lexical_section(postgres_lexical))
     if (bilingual := _load(results_dir / BILINGUAL_FILE)) is not None:
         parts.append(bilingual_section(bilingual))
     if (bench := _load(results_dir / "bench.json")) is not None:

@@ -44,26 +44,35 @@ FIELD_CODES = {"title": 0, "heading_path": 1, "text": 2}
 Part = tuple[sql.Composable, list[Any]]
 
 
-def _tables(schema: str) -> dict[str, sql.Identifier]:
+def tables(schema: str) -> dict[str, sql.Identifier]:
     names = ("chunks", "postings", "term_stats", "corpus")
     return {name: sql.Identifier(schema, name) for name in names}
 
 
 def _saturation(tf: str, length: str, field: str) -> sql.Composable:
-    """`tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))`, avglen from `s`."""
-    template = (
-        "{tf} * {k1_plus} / ({tf} + {k1} * ({one_minus_b} + {b} * {length} "
-        "/ greatest(s.lens[{field} + 1]::float8 / greatest(s.docs, 1), 1e-9)))"
-    )
+    """`saturation` with avglen from the `stats` row `s`."""
+    avglen = f"greatest(s.lens[{field} + 1]::float8 / greatest(s.docs, 1), 1e-9)"
+    return saturation(tf, length, avglen)
+
+
+def saturation(tf: str, length: str, avglen: str) -> sql.Composable:
+    """`tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))`."""
+    template = "{tf} * {k1_plus} / ({tf} + {k1} * ({one_minus_b} + {b} * {length} / {avglen}))"
     return sql.SQL(template).format(
         tf=sql.SQL(tf),
         length=sql.SQL(length),
-        field=sql.SQL(field),
-        k1=sql.Literal(K1),
-        k1_plus=sql.Literal(K1 + 1),
-        b=sql.Literal(B),
-        one_minus_b=sql.Literal(1 - B),
+        avglen=sql.SQL(avglen),
+        k1=float8(K1),
+        k1_plus=float8(K1 + 1),
+        b=float8(B),
+        one_minus_b=float8(1 - B),
     )
+
+
+def float8(value: float) -> sql.Composable:
+    """A constant typed float8: a bare `0.75` is numeric in PostgreSQL, and
+    numeric arithmetic per posting is several times slower."""
+    return sql.SQL(repr(float(value)) + "::float8")
 
 
 # float8 throughout: `bigint + 0.5` would be numeric, whose ln() cost 3/4 of a
@@ -89,25 +98,28 @@ def _terms_part(plan: QueryPlan, boosts: Mapping[str, float], t: dict[str, Any])
 
 
 def _phrase_joins(
-    phrase: Sequence[tuple[int, str]], code: sql.Composable, t: dict[str, Any]
+    phrase: Sequence[tuple[int, str]], anchor: int, code: sql.Composable, t: dict[str, Any]
 ) -> tuple[list[sql.Composable], list[sql.Composable], list[Any]]:
-    """A postings join per word after the first, and the check that it sits
-    at its offset from the first word."""
-    first = phrase[0][0]
+    """A postings lookup per word other than the anchor (`p0`), and the check
+    that it sits at its offset from the anchor."""
+    origin = phrase[anchor][0]
     joins: list[sql.Composable] = []
     checks: list[sql.Composable] = []
     params: list[Any] = []
-    for i, (offset, word) in enumerate(phrase[1:], start=1):
+    others = [word for i, word in enumerate(phrase) if i != anchor]
+    for i, (offset, word) in enumerate(others, start=1):
         alias = sql.Identifier(f"p{i}")
+        # LATERAL: one primary-key lookup per anchor posting, never a scan of
+        # a common word's postings (with their positions, read from the heap).
         joins.append(
             sql.SQL(
-                "JOIN {postings} {a} ON {a}.chunk_id = p0.chunk_id AND {a}.field = {code} "
-                "AND {a}.term = %s"
+                "CROSS JOIN LATERAL (SELECT positions FROM {postings} WHERE chunk_id = "
+                "p0.chunk_id AND field = {code} AND term = %s) {a}"
             ).format(a=alias, code=code, **t)
         )
         checks.append(
             sql.SQL("(x.pos + {d}) = ANY({a}.positions)").format(
-                d=sql.Literal(offset - first), a=alias
+                d=sql.Literal(offset - origin), a=alias
             )
         )
         params.append(word)
@@ -115,11 +127,16 @@ def _phrase_joins(
 
 
 def _phrase_part(
-    phrase: Sequence[tuple[int, str]], field: str, boost: float, t: dict[str, Any]
+    phrase: Sequence[tuple[int, str]],
+    field: str,
+    boost: float,
+    t: dict[str, Any],
+    anchor: int = 0,
 ) -> Part:
-    """Chunks holding the phrase's words at their relative offsets in `field`."""
+    """Chunks holding the phrase's words at their relative offsets in `field`,
+    found from the postings of its word `anchor` (best: the rarest)."""
     code = sql.Literal(FIELD_CODES[field])
-    joins, checks, params = _phrase_joins(phrase, code, t)
+    joins, checks, params = _phrase_joins(phrase, anchor, code, t)
     statement = sql.SQL(
         "SELECT p0.chunk_id, {boost} * w.idf * {sat} AS score FROM {postings} p0 {joins} "
         "CROSS JOIN stats s "
@@ -130,14 +147,14 @@ def _phrase_part(
         "ON t.field = {code} AND t.term = u.term CROSS JOIN stats s) w "
         "WHERE p0.field = {code} AND p0.term = %s AND ph.tf > 0"
     ).format(
-        boost=sql.Literal(float(boost)),
+        boost=float8(boost),
         sat=_saturation("ph.tf", "p0.len", str(FIELD_CODES[field])),
         joins=sql.SQL(" ").join(joins),
         checks=sql.SQL(" AND ").join(checks) if checks else sql.SQL("TRUE"),
         code=code,
         **t,
     )
-    return statement, [*params, [word for _, word in phrase], phrase[0][1]]
+    return statement, [*params, [word for _, word in phrase], phrase[anchor][1]]
 
 
 def _identifiers_part(identifiers: Sequence[str], t: dict[str, Any]) -> Part:
@@ -154,8 +171,29 @@ def _parts(plan: QueryPlan, boosts: Mapping[str, float], t: dict[str, Any]) -> l
     parts: list[Part] = []
     if plan.terms:
         parts.append(_terms_part(plan, boosts, t))
+    return parts + phrase_and_identifier_parts(plan, boosts, t)
+
+
+def phrase_and_identifier_parts(
+    plan: QueryPlan,
+    boosts: Mapping[str, float],
+    t: dict[str, Any],
+    df: Mapping[tuple[int, str], int] | None = None,
+) -> list[Part]:
+    """The parts scored apart from the plain terms (they read `stats`).
+    With the words' document frequencies per field (`df`), each phrase is
+    read from its rarest word, and left out of a field missing one of its
+    words (it cannot match there)."""
+    parts: list[Part] = []
     for phrase in plan.phrases:
-        parts.extend(_phrase_part(phrase, field, boost, t) for field, boost in boosts.items())
+        for field, boost in boosts.items():
+            if df is None:
+                parts.append(_phrase_part(phrase, field, boost, t))
+                continue
+            counts = [df.get((FIELD_CODES[field], word), 0) for _, word in phrase]
+            if min(counts) > 0:
+                anchor = counts.index(min(counts))
+                parts.append(_phrase_part(phrase, field, boost, t, anchor))
     if plan.identifiers:
         parts.append(_identifiers_part(plan.identifiers, t))
     return parts
@@ -172,7 +210,7 @@ def search_statement(
     (ties by chunk_id). The plan must not be empty. Rows are the first
     phase's (partial) unless the query has identifiers: a hit's `exact` is
     read from its text."""
-    t = _tables(schema)
+    t = tables(schema)
     parts = _parts(plan, boosts, t)
     where, filter_params = scope_condition(scope, "c")
     statement = sql.SQL(

@@ -34,7 +34,7 @@ from services.storage.lexical_fields import (
     index_format,
 )
 from services.storage.payload import chunk_with_payload
-from services.storage.postgres_bm25 import FIELD_CODES, search_statement
+from services.storage.postgres_bm25 import FIELD_CODES
 from services.storage.postgres_part import PostgresPart
 from services.storage.postgres_run import RunConnection
 from services.storage.postgres_sql import (
@@ -52,6 +52,7 @@ from services.storage.postgres_sql import (
     stored_chunk,
     within,
 )
+from services.storage.postgres_topk import one_snapshot, search_top_k
 
 _DDL = (
     STORE_INFO_DDL
@@ -245,9 +246,8 @@ class PostgresLexicalStore(PostgresPart):
         if limit <= 0 or plan.is_empty():
             return []
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
-        statement, params = search_statement(self.schema, plan, self.field_boosts, scope, limit)
-        with pg_errors(self.name, "search"), self._conn() as conn, within(conn, budget_s):
-            rows = conn.execute(statement, params).fetchall()
+        with pg_errors(self.name, "search"), self._conn() as conn, one_snapshot(conn, budget_s):
+            rows = search_top_k(conn, self.schema, plan, self.field_boosts, scope, limit)
         hits = [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
         return exact_first(hits, plan)
 

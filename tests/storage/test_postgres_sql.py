@@ -100,9 +100,10 @@ def test_vector_upsert_is_one_insert_on_conflict_per_row() -> None:
     )
 
 
+# Constants typed float8 (a bare 0.75 is numeric, slow per posting).
 SATURATION = (
-    "* 2.2 / ({tf} + 1.2 * (0.25 + 0.75 * {length} / greatest(s.lens[{field} + 1]::float8 "
-    "/ greatest(s.docs, 1), 1e-9)))"
+    "* 2.2::float8 / ({tf} + 1.2::float8 * (0.25::float8 + 0.75::float8 * {length} / "
+    "greatest(s.lens[{field} + 1]::float8 / greatest(s.docs, 1), 1e-9)))"
 )
 IDF = "ln(1.0::float8 + (s.docs - t.df + 0.5::float8) / (t.df + 0.5::float8))"
 
@@ -115,10 +116,10 @@ PINNED_TERMS = (
     'JOIN "rag"."postings" p ON p.field = q.field AND p.term = q.term CROSS JOIN stats s'
 )
 PINNED_PHRASE = (
-    "SELECT p0.chunk_id, 1.0 * w.idf * ph.tf "
+    "SELECT p0.chunk_id, 1.0::float8 * w.idf * ph.tf "
     + SATURATION.format(tf="ph.tf", length="p0.len", field="2")
-    + ' AS score FROM "rag"."postings" p0 JOIN "rag"."postings" "p1" ON '
-    '"p1".chunk_id = p0.chunk_id AND "p1".field = 2 AND "p1".term = %s '
+    + ' AS score FROM "rag"."postings" p0 CROSS JOIN LATERAL (SELECT positions FROM '
+    '"rag"."postings" WHERE chunk_id = p0.chunk_id AND field = 2 AND term = %s) "p1" '
     "CROSS JOIN stats s CROSS JOIN LATERAL (SELECT count(*) AS tf FROM "
     'unnest(p0.positions) AS x(pos) WHERE (x.pos + 1) = ANY("p1".positions)) ph '
     f"CROSS JOIN (SELECT sum({IDF}) AS idf FROM unnest(%s::text[]) AS u(term) "
