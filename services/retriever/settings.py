@@ -137,6 +137,32 @@ class RetrieverSettings(
     context_char_budget: int = Field(6000, ge=200, le=200_000)
     rerank_candidates: int = Field(20, ge=1, le=200)
     rerank_budget_ms: int = Field(300, ge=10, le=60_000)
+    rerank_languages: str = Field(
+        "en",
+        pattern=r"^\s*(\*|[a-z]{2,3}(\s*,\s*[a-z]{2,3})*)\s*$",
+        description="languages the Reranker's model reads (comma list, * for every one); "
+        "a question or candidate mostly in another (Chinese, Japanese, Korean) is not sent and "
+        "keeps its fused place. en: packaged:ms-marco-MiniLM-L-12-v2, the default model",
+    )
+    # The final order of the scored candidates: weighted RRF of their fused
+    # rank and their reranker rank (services.retriever.fusion.RerankBlend).
+    # Fitted by `python -m bench.eval.rerank_fit` on training queries only:
+    # PROVENANCE_PLACEHOLDER
+    rerank_fused_weight: float = Field(
+        1.0,
+        ge=0,
+        le=10,
+        description="weight of the fused rank in the rerank blend",
+    )
+    rerank_score_weight: float = Field(
+        1.0,
+        ge=0,
+        le=10,
+        description="weight of the reranker's rank in the blend",
+    )
+    rerank_blend_k: float = Field(
+        5.0, ge=0, le=1000, description="the k of the rerank blend's 1 / (k + rank)"
+    )
     channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
     default_deadline_ms: int = Field(
         5000, ge=50, le=600_000, description="when the caller sets none"
