@@ -23,7 +23,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.common.paths import RESULTS_DIR
 from bench.common.record import run_record
@@ -44,11 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.eval.rerank_fit", description=__doc__)
     p.add_argument("--dataset", type=Path, default=CANDIDATES_DIR / "scifact")
     p.add_argument("--max-length", type=int, default=256)
-    p.add_argument("--out", type=Path, default=RESULTS_DIR / "rerank_fit.json")
+    p.add_argument("--candidates", type=int, default=20, help="the first N fused candidates")
+    p.add_argument("--queries", type=int, default=0, help="per split, the first N (0: all)")
+    p.add_argument("--scorer", choices=("cross-encoder", "colbert"), default="cross-encoder")
+    p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     record = run_record(["-m", "bench.eval.rerank_fit", *(argv or sys.argv[1:])])
-    scorer = PairScorer(args.max_length)
-    splits = {split: load_split(args.dataset, split, scorer) for split in ("train", "test")}
+    scorer = make_scorer(args.scorer, args.max_length)
+    splits = {
+        split: load_split(args.dataset, split, scorer, args.candidates, args.queries)
+        for split in ("train", "test")
+    }
     grid = [
         {"fused_weight": w, "rerank_weight": 1.0, "k": k, **score_split(splits["train"], blend)}
         for w in FUSED_WEIGHTS
@@ -64,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         **record,
         "dataset": str(args.dataset),
-        "model": "packaged:ms-marco-MiniLM-L-12-v2",
+        "scorer": args.scorer,
+        "model": MODELS[args.scorer],
         "max_length": args.max_length,
         "candidates": splits["train"]["top_k"],
         "objective": OBJECTIVE,
@@ -73,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         "test": compare(splits["test"], blend),
         "scoring_ms_per_pair": round(scorer.ms_per_pair(), 1),
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    out = args.out or RESULTS_DIR / f"rerank_fit-{args.scorer}-{args.max_length}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("chosen", "test", "scoring_ms_per_pair")}, indent=2))
     return 0
 
@@ -92,6 +100,28 @@ def compare(split: dict[str, Any], blend: RerankBlend) -> dict[str, Any]:
     }
 
 
+MODELS = {
+    "cross-encoder": "packaged:ms-marco-MiniLM-L-12-v2",
+    "colbert": "packaged:answerai-colbert-small-v1",
+}
+
+
+def make_scorer(name: str, max_length: int) -> Scorer:
+    if name == "colbert":
+        from bench.eval.late_interaction import ColbertScorer
+
+        return ColbertScorer(max_length)
+    return PairScorer(max_length)
+
+
+class Scorer(Protocol):
+    max_length: int
+
+    def scores(self, query: str, passages: list[str]) -> list[float]: ...
+
+    def ms_per_pair(self) -> float: ...
+
+
 class PairScorer:
     """The Reranker's packaged backend, in process, batches of 8."""
 
@@ -100,6 +130,7 @@ class PairScorer:
         from services.reranker.packaged_backend import PackagedCrossEncoderBackend
 
         folder = verified_folder(CROSS_ENCODER.alias)
+        self.max_length = max_length
         self.backend = PackagedCrossEncoderBackend(folder, max_length, threads=2)
         self.pairs = 0
         self.seconds = 0.0
@@ -118,13 +149,19 @@ class PairScorer:
         return 1000 * self.seconds / self.pairs if self.pairs else 0.0
 
 
-def load_split(root: Path, split: str, scorer: PairScorer) -> dict[str, Any]:
-    """The split's candidates with their cross-encoder scores (cached beside
-    the candidates, per max length)."""
+def load_split(
+    root: Path, split: str, scorer: Scorer, candidates: int, queries: int
+) -> dict[str, Any]:
+    """The split's candidates with their scores (cached beside the
+    candidates, per scorer and max length)."""
     dataset = BeirDataset(root, split)
-    candidates = candidates_file(root.name, split)
-    rows = [json.loads(line) for line in candidates.read_text().splitlines() if line.strip()]
-    cache = candidates.with_suffix(f".scores-{scorer.backend.max_length}.json")
+    path = candidates_file(root.name, split)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = rows[:queries] if queries else rows
+    for row in rows:
+        row["hits"] = row["hits"][:candidates]
+    name = type(scorer).__name__
+    cache = path.with_suffix(f".{name}-{scorer.max_length}-{candidates}.json")
     cached: dict[str, dict[str, float]] = json.loads(cache.read_text()) if cache.exists() else {}
     for row in rows:
         if row["query_id"] not in cached:
@@ -139,7 +176,7 @@ def passage(hit: dict[str, Any]) -> str:
     return f"{hit['title']}\n{hit['text']}" if hit["title"] else hit["text"]
 
 
-def readable_scores(row: dict[str, Any], scorer: PairScorer) -> dict[str, float]:
+def readable_scores(row: dict[str, Any], scorer: Scorer) -> dict[str, float]:
     """Scores by position (as a string), for the pairs the model reads."""
     if ENGLISH.unread(row["query"]):
         return {}

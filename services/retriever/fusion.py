@@ -221,6 +221,8 @@ class RerankBlend:
 
 
 RERANK_ONLY = RerankBlend()
+# PROVISIONAL: replaced by the fit below once measured.
+FITTED_RERANK_BLEND = RerankBlend(fused_weight=1.0, rerank_weight=1.0, k=5.0)
 
 
 def merge_rerank(

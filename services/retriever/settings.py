@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from services.retriever.exact import ExactPrecedence
+from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.score_fusion import FusionMethod
 from services.runtime.embedding_settings import EmbeddingSettings
@@ -145,23 +146,22 @@ class RetrieverSettings(
         "keeps its fused place. en: packaged:ms-marco-MiniLM-L-12-v2, the default model",
     )
     # The final order of the scored candidates: weighted RRF of their fused
-    # rank and their reranker rank (services.retriever.fusion.RerankBlend).
-    # Fitted by `python -m bench.eval.rerank_fit` on training queries only:
-    # PROVENANCE_PLACEHOLDER
+    # rank and their reranker rank; fitted on training queries only (the
+    # values and their provenance: services.retriever.fusion.FITTED_RERANK_BLEND).
     rerank_fused_weight: float = Field(
-        1.0,
+        FITTED_RERANK_BLEND.fused_weight,
         ge=0,
         le=10,
-        description="weight of the fused rank in the rerank blend",
+        description="weight of the fused rank in the rerank blend (0: the reranker's order)",
     )
     rerank_score_weight: float = Field(
-        1.0,
+        FITTED_RERANK_BLEND.rerank_weight,
         ge=0,
         le=10,
-        description="weight of the reranker's rank in the blend",
+        description="weight of the reranker's rank in the rerank blend",
     )
     rerank_blend_k: float = Field(
-        5.0, ge=0, le=1000, description="the k of the rerank blend's 1 / (k + rank)"
+        FITTED_RERANK_BLEND.k, ge=0, le=1000, description="k of the rerank blend's 1 / (k + rank)"
     )
     channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
     default_deadline_ms: int = Field(
