@@ -41,8 +41,15 @@ DOCUMENTS = [
         ANSWER,
         "en",
         "Census figures",
-        "The German capital had about 3.7 million registered inhabitants at the 2023 census; "
-        "its residents make it the most populous city in the European Union.",
+        "Berlin had about 3.7 million registered inhabitants at the 2023 census, the most "
+        "populous city in the European Union.",
+    ),
+    (
+        "berlin-living",
+        "en",
+        "Living in Berlin",
+        "People who live in Berlin say the city is green: how many parks, how many lakes, how "
+        "many people on bicycles.",
     ),
     (
         "munich",
@@ -114,10 +121,10 @@ def doc_ids(reply: object) -> list[str]:
 def test_reranking_puts_the_answer_first_where_fusion_does_not(stack: BackgroundStack) -> None:
     fused = stack.retrieve(QUESTION, top_k=10, disable_rerank=True)
     reply = stack.retrieve(QUESTION, top_k=10, timeout=120)
-    assert doc_ids(fused)[0] != ANSWER
+    assert doc_ids(fused)[0] != ANSWER, doc_ids(fused)
     assert reply.rerank.used, reply.rerank.reason
     assert reply.rerank.model == "packaged:ms-marco-MiniLM-L-12-v2"
-    assert doc_ids(reply)[0] == ANSWER
+    assert doc_ids(reply)[0] == ANSWER, (doc_ids(fused), doc_ids(reply))
 
 
 def test_chinese_candidates_keep_their_fused_places(stack: BackgroundStack) -> None:
