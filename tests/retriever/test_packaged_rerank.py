@@ -1,0 +1,149 @@
+"""Retriever + the real Reranker serving the packaged cross-encoder
+(ms-marco-MiniLM-L-12-v2, English): it puts the answering passage first where
+fusion alone does not, and what it cannot read (a Chinese question, Chinese
+passages) keeps its fused place, the answer saying how many and why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.embedding import Embedder
+from services.reranker.settings import RerankerSettings
+from tests.support.stack import BackgroundStack, free_port
+
+pytestmark = pytest.mark.integration
+
+SCOPE = "city"
+QUESTION = "How many people live in Berlin?"
+ANSWER = "berlin-population"
+# (doc_id, locale, title, text). The distractors repeat the question's words;
+# the answer says it with others ("residents", "inhabitants").
+DOCUMENTS = [
+    (
+        "berlin-visitors",
+        "en",
+        "How many people visit Berlin",
+        "How many people visit Berlin each year? People who live in Berlin often ask how many "
+        "people come to see the city. Many people visit Berlin in summer.",
+    ),
+    (
+        "berlin-museums",
+        "en",
+        "Berlin museums for people who live in Berlin",
+        "People who live in Berlin have many museums nearby. How many museums? It depends on "
+        "what you count as a museum.",
+    ),
+    (
+        ANSWER,
+        "en",
+        "Census figures",
+        "Berlin had about 3.7 million registered inhabitants at the 2023 census, the most "
+        "populous city in the European Union.",
+    ),
+    (
+        "berlin-living",
+        "en",
+        "Living in Berlin",
+        "People who live in Berlin say the city is green: how many parks, how many lakes, how "
+        "many people on bicycles.",
+    ),
+    (
+        "munich",
+        "en",
+        "Munich",
+        "Munich, the capital of Bavaria, has about 1.5 million inhabitants.",
+    ),
+    (
+        "berlin-transport",
+        "en",
+        "Getting around Berlin",
+        "Berlin's buses, trams and trains carry people across the city day and night.",
+    ),
+    # Chinese pages naming Berlin in Latin letters too, so the English question reaches them.
+    (
+        "berlin-zh",
+        "zh",
+        "Berlin 柏林人口",
+        "柏林（Berlin）约有三百七十万居民，是欧盟人口最多的城市。很多人住在柏林。",
+    ),
+    (
+        "berlin-transport-zh",
+        "zh",
+        "Berlin 柏林交通",
+        "柏林（Berlin）的公共汽车、有轨电车和火车每天运送很多人。",
+    ),
+]
+
+
+def documents() -> list[ipb.Document]:
+    return [
+        ipb.Document(
+            doc_id=doc_id,
+            url=f"https://city.example/{doc_id}",
+            title=title,
+            locale=locale,
+            scope_id=SCOPE,
+            text=text,
+            content_type=ipb.CONTENT_TYPE_TEXT,
+        )
+        for doc_id, locale, title, text in DOCUMENTS
+    ]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[BackgroundStack]:
+    root: Path = tmp_path_factory.mktemp("packaged-rerank")
+    port = free_port()
+    # A budget no loaded machine exhausts: these tests are about order, not time.
+    stack = BackgroundStack(
+        root / "data",
+        embedder,
+        reranker_addr=f"127.0.0.1:{port}",
+        retriever={"rerank_budget_ms": 60_000},
+    ).start()
+    settings = RerankerSettings(
+        host="127.0.0.1", reranker_port=port, rerank_cache_dir=root / "cache", log_json=False
+    )
+    stack.start_reranker(settings)  # the default model: the packaged cross-encoder
+    stack.upsert(documents())
+    yield stack
+    stack.stop()
+
+
+def doc_ids(reply: object) -> list[str]:
+    return [hit.doc_id for hit in reply.hits]  # type: ignore[attr-defined]
+
+
+def test_reranking_puts_the_answer_first_where_fusion_does_not(stack: BackgroundStack) -> None:
+    fused = stack.retrieve(QUESTION, top_k=10, disable_rerank=True)
+    reply = stack.retrieve(QUESTION, top_k=10, timeout=120)
+    assert doc_ids(fused)[0] != ANSWER, doc_ids(fused)
+    assert reply.rerank.used, reply.rerank.reason
+    assert reply.rerank.model == "packaged:ms-marco-MiniLM-L-12-v2"
+    assert doc_ids(reply)[0] == ANSWER, (doc_ids(fused), doc_ids(reply))
+
+
+def test_chinese_candidates_keep_their_fused_places(stack: BackgroundStack) -> None:
+    fused = doc_ids(stack.retrieve(QUESTION, top_k=10, disable_rerank=True))
+    reply = stack.retrieve(QUESTION, top_k=10, timeout=120)
+    chinese = [doc for doc in fused if doc.endswith("-zh")]
+    assert chinese, "the question should reach the Chinese pages too"
+    for doc in chinese:
+        assert doc_ids(reply).index(doc) == fused.index(doc)
+    assert reply.rerank.reranked == len(fused) - len(chinese)
+    assert f"{len(chinese)} of {len(fused)} candidates not scored" in reply.rerank.reason
+    assert "it reads en" in reply.rerank.reason
+
+
+def test_a_chinese_question_is_not_reordered_by_an_english_model(stack: BackgroundStack) -> None:
+    question = "柏林有多少居民？"
+    fused = stack.retrieve(question, top_k=10, disable_rerank=True)
+    reply = stack.retrieve(question, top_k=10, timeout=120)
+    assert len(fused.hits) >= 2
+    assert doc_ids(reply) == doc_ids(fused)
+    assert not reply.rerank.used and not reply.rerank.fallback and not reply.degraded
+    assert reply.rerank.reason.startswith("not reranked: the question is in zh")
