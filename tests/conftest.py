@@ -70,3 +70,10 @@ def e5_embedder(e5_cache_dir: Path) -> Embedder:
     return Embedder(
         EmbedderConfig(model="packaged:multilingual-e5-small", onnx_cache_dir=e5_cache_dir)
     )
+
+
+@pytest.fixture(scope="session")
+def muse_embedder() -> Embedder:
+    """The packaged mUSE v3 (services.core.muse_runtime), the cross-lingual
+    second model."""
+    return Embedder(EmbedderConfig(model="packaged:muse-v3"))

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 PREFIX = "packaged:"
 ENGLISH = frozenset({"en"})
 EVERY_LANGUAGE = frozenset({"*"})
+# mUSE v3's 16 languages (zh: simplified and traditional).
+MUSE_LANGUAGES = frozenset(
+    {"ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh"}
+)
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,19 @@ def _e5_runtime(config: EmbedderConfig) -> ModelRuntime:
     return load_packaged_e5(config)
 
 
+def _muse_runtime(config: EmbedderConfig) -> ModelRuntime:
+    from services.core.muse_runtime import load_packaged_muse
+
+    return load_packaged_muse(config)
+
+
 PACKAGED: dict[str, PackagedModel] = {
     model.name: model
     for model in (
         PackagedModel(PREFIX + "all-MiniLM-L6-v2", ENGLISH, folder=_minilm_folder),
         PackagedModel(PREFIX + "multilingual-e5-small", EVERY_LANGUAGE, runtime=_e5_runtime),
+        # The cross-lingual second model (RAG_CROSS_LINGUAL_MODEL; services.core.muse_runtime).
+        PackagedModel(PREFIX + "muse-v3", MUSE_LANGUAGES, runtime=_muse_runtime),
     )
 }
 # Names that meant the packaged MiniLM before aliases had a prefix.

@@ -28,17 +28,23 @@ from services.storage.storage import Storage
 log = get_logger(__name__)
 IDENTITY = ServiceIdentity("indexer", SERVICE_NAME, METHOD_ROLES)
 EMBEDDING_META = "embedding"
+# The second (cross-lingual) model's identity; "" recorded: none.
+CROSS_LINGUAL_META = "cross_lingual_embedding"
 
 
 def build_indexing_pipeline(
     settings: IndexerSettings,
     embedder: Embedder,
     storage: Storage,
+    cross_lingual: Embedder | None = None,
 ) -> IndexingPipeline:
+    """`cross_lingual`: the model of the chunks' second vector (the one
+    `storage` was opened with)."""
     params = chunking_params(settings)
     limits = DocumentLimits.from_settings(settings)
     manifest = storage.manifest
     check_embedding_model(manifest, embedder.identity)
+    check_cross_lingual_model(manifest, cross_lingual.identity if cross_lingual else None)
     record_document_encoder(manifest, embedder.document_encoder)
     planner = Planner(Chunker(params), manifest, limits, clean_markdown=settings.clean_markdown)
     return IndexingPipeline(planner, embedder, storage, write_batch=settings.write_batch)
@@ -71,6 +77,32 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
         # An index from before models were recorded: its model cannot be known.
         log.warning("embedding_model_adopted", model=configured.model, documents=documents)
     manifest.set_meta(EMBEDDING_META, json.dumps(asdict(configured)))
+
+
+def check_cross_lingual_model(manifest: Manifest, configured: EmbeddingIdentity | None) -> None:
+    """As `check_embedding_model`, for the second vector: an index holds one
+    model's second vectors or none, never a mix (an unchanged chunk is never
+    re-embedded) nor chunks without one."""
+    # Never recorded: an index from before second vectors, so none.
+    recorded, documents = manifest.get_meta(CROSS_LINGUAL_META) or "", manifest.count()
+    if documents and recorded != _cross_lingual_record(configured):
+        built_with = EmbeddingIdentity(**json.loads(recorded)) if recorded else None
+        if built_with is None or configured is None or not built_with.compatible_with(configured):
+            raise ConfigError(
+                f"this index was embedded with {_describe(built_with)} as its cross-lingual "
+                f"model, but RAG_CROSS_LINGUAL_MODEL gives {_describe(configured)}: an index "
+                "holds one model's second vectors for every chunk or none. Index into a fresh "
+                "data directory (or schema) with the new setting, or configure the old one again"
+            )
+    manifest.set_meta(CROSS_LINGUAL_META, _cross_lingual_record(configured))
+
+
+def _cross_lingual_record(identity: EmbeddingIdentity | None) -> str:
+    return json.dumps(asdict(identity)) if identity is not None else ""
+
+
+def _describe(identity: EmbeddingIdentity | None) -> str:
+    return identity.describe() if identity is not None else "none"
 
 
 def indexer_parts(settings: IndexerSettings) -> PartsConfig:
@@ -106,7 +138,9 @@ class IndexerApp:
 
     async def start(self) -> int:
         parts = self.parts
-        pipeline = build_indexing_pipeline(self.settings, parts.embedder, parts.storage)
+        pipeline = build_indexing_pipeline(
+            self.settings, parts.embedder, parts.storage, parts.cross_lingual
+        )
         pipeline.on_commit = parts.committed.advance
         pipeline.metrics = self.metrics
         if self.telemetry.tracing.enabled:

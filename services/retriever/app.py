@@ -50,6 +50,7 @@ def build_retrieval_pipeline(
     tracing: Tracing | None = None,
     metrics: RetrievalMetrics | None = None,
     locales: IndexLocales | None = None,
+    cross_lingual: Embedder | None = None,
 ) -> RetrievalPipeline:
     """`tracing`: spans per stage when on; `metrics`: counts every answer, and
     shows the Reranker's health when one is configured (None: nothing counted);
@@ -72,6 +73,7 @@ def build_retrieval_pipeline(
         locales=locales,
         translator=query_translator(settings, embedder),
         page_keys=PageTokenKeys.from_settings(settings),
+        cross_lingual=cross_lingual,
     )
 
 
@@ -190,6 +192,7 @@ class RetrieverApp:
             self.telemetry.tracing,
             self.metrics,
             IndexLocales.of(parts.storage.manifest),
+            parts.cross_lingual,
         )
         # The embedder may be shared with an Indexer (embedded stack); only the
         # Retriever embeds queries, so its query passes are the Retriever's.

@@ -12,13 +12,13 @@ log = get_logger(__name__)
 
 
 def record_degradation(
-    result: RetrievalResult, vector: ChannelOutcome, lexical: ChannelOutcome
+    result: RetrievalResult, vector: ChannelOutcome, *others: ChannelOutcome
 ) -> None:
     """Say in the answer what failed. Failures are logged here, once per
     request (the request id comes from the log context); timeouts, skips and
     reranker fallbacks are expected under load or while a part restarts:
     they are counted in the metrics, not logged per request."""
-    requested = [o for o in (vector, lexical) if o.requested]
+    requested = [o for o in (vector, *others) if o.requested]
     for outcome in requested:
         if not outcome.ok:
             component = outcome.component or outcome.channel.value

@@ -1,7 +1,9 @@
-"""Both channels of one Retrieve at once: the query embedded (with its
+"""The channels of one Retrieve at once: the query embedded (with its
 translations for other-language locales) and searched in the vector store,
-and its analysed plan searched in the lexical store, each within
-min(channel timeout, time left − margin), each degrading on its own."""
+its analysed plan searched in the lexical store, and, where the index has a
+second vector (RAG_CROSS_LINGUAL_MODEL), the query embedded by that model and
+searched by it; each within min(channel timeout, time left − margin), each
+degrading on its own."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from services.retriever.locale_balance import LocaleLists, LocaleSearch
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.stages import StageRecorder
 from services.retriever.types import Channel
-from services.storage.base import LexicalStore
+from services.storage.base import SECOND_VECTOR, LexicalStore, VectorQuery, VectorStore
+
+Outcomes = tuple[ChannelOutcome, ChannelOutcome, ChannelOutcome]
 
 
 class ChannelFanOut:
@@ -31,9 +35,14 @@ class ChannelFanOut:
         locale_search: LocaleSearch,
         executor: Executor,
         config: RetrievalConfig,
+        cross_lingual: Embedder | None = None,
+        vectors: VectorStore | None = None,
     ) -> None:
+        """`cross_lingual`: the model of the chunks' second vector in
+        `vectors` (None: no such channel)."""
         self.embedder, self.lexical, self.analyzer = embedder, lexical, analyzer
         self.locale_search, self.executor, self.config = locale_search, executor, config
+        self.cross_lingual, self.vectors = cross_lingual, vectors
 
     async def run(
         self,
@@ -41,9 +50,9 @@ class ChannelFanOut:
         deadline: Deadline,
         stages: StageRecorder,
         balanced: LocaleLists,
-    ) -> tuple[ChannelOutcome, ChannelOutcome]:
-        """Both channels' outcomes; `balanced` receives the locales the
-        vector channel ranked apart."""
+    ) -> Outcomes:
+        """The vector, lexical and cross-lingual channels' outcomes;
+        `balanced` receives the locales the vector channel ranked apart."""
         channel_s, margin_s = (
             self.config.channel_timeout_ms / 1000,
             self.config.safety_margin_ms / 1000,
@@ -80,11 +89,32 @@ class ChannelFanOut:
                 self.locale_search.translated_lexical(depth, scope, search, balanced, searches_end)
             return hits
 
+        def cross_lingual_search() -> list[ScoredChunk]:
+            return self._cross_lingual_search(query, depth, scope, searches_end)
+
+        cross_lingual = (
+            self._maybe_run(
+                Channel.CROSS_LINGUAL, prepared.channels, cross_lingual_search, budget_s
+            )
+            if self.cross_lingual is not None
+            else _not_requested(Channel.CROSS_LINGUAL)
+        )
         results = await asyncio.gather(
             self._maybe_run(Channel.VECTOR, prepared.channels, vector_search, budget_s),
             self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
+            cross_lingual,
         )
-        return results[0], results[1]
+        return results[0], results[1], results[2]
+
+    def _cross_lingual_search(
+        self, query: str, depth: int, scope: ScopeFilter, deadline: Deadline
+    ) -> list[ScoredChunk]:
+        """One search of the second vector over every locale: a model trained
+        on translation pairs need not rank each locale apart."""
+        assert self.cross_lingual is not None and self.vectors is not None
+        vector = call_as("cross_lingual_embedding", self.cross_lingual.embed_query, query)
+        search = VectorQuery(vector.tolist(), depth, scope, using=SECOND_VECTOR)
+        return call_as("cross_lingual", self.vectors.search_many, [search], deadline)[0]
 
     async def _locales(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
         """The locales the request's scope holds, to rank apart: cached, or
@@ -123,3 +153,7 @@ class ChannelFanOut:
         if channel not in wanted:
             return not_requested(channel)
         return await run_channel(channel, self.executor, search, budget_s)
+
+
+async def _not_requested(channel: Channel) -> ChannelOutcome:
+    return not_requested(channel)

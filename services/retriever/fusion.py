@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk, StoredChunk
-from services.retriever.types import Channel, ChannelRank, FusedHit
+from services.retriever.types import HYBRID, Channel, ChannelRank, FusedHit
 
 DEFAULT_RRF_K = 60.0
 DEFAULT_WEIGHT = 1.0
@@ -64,9 +64,12 @@ def resolve_request_weights(
     """
     validate_weights({c: w for c, w in requested.items() if w != 0.0}, max_weight=max_weight)
     base = defaults or {}
+    # The two channels every index has, and any other the caller names.
+    named = HYBRID | set(requested) | set(base)
     resolved = {
         channel: requested.get(channel, 0.0) or base.get(channel, DEFAULT_WEIGHT)
         for channel in _CHANNEL_ORDER
+        if channel in named
     }
     return validate_weights(resolved, max_weight=max_weight)
 
@@ -105,8 +108,14 @@ class ListFuser:
     ) -> list[FusedHit]:
         """All chunks of all lists, best first, with per-channel provenance."""
         given = weights or {}
+        # Checked over the lists fused and the weights given ("not all 0"
+        # is about those, not a channel this index does not have).
         channel_weights = validate_weights(
-            {channel: given.get(channel, DEFAULT_WEIGHT) for channel in _CHANNEL_ORDER}
+            {
+                channel: given.get(channel, DEFAULT_WEIGHT)
+                for channel in _CHANNEL_ORDER
+                if channel in ranked or channel in given
+            }
         )
         fused: dict[str, _Accumulator] = {}
         for channel in _CHANNEL_ORDER:

@@ -205,9 +205,11 @@ def fuse_per_locale(
     query_language: str,
     weights: Mapping[Channel, float] | None,
     translated: Mapping[str, list[ScoredChunk]] | None = None,
+    cross_lingual: Sequence[ScoredChunk] = (),
 ) -> list[FusedHit]:
     """Steps 2 and 3 of the module docstring (`translated`: lexical hits of
-    the translated question per locale)."""
+    the translated question per locale; `cross_lingual`: the second vector's
+    hits, fused in each locale with that locale's own)."""
     fused_lists: list[tuple[bool, list[FusedHit]]] = []
     for locale, vector_hits in vector_by_locale.items():
         own = not other_language(query_language, locale)
@@ -215,6 +217,8 @@ def fuse_per_locale(
         if not own and translated:
             lexical_hits = _merged(lexical_hits, translated.get(locale, []))
         ranked = {Channel.VECTOR: vector_hits, Channel.LEXICAL: lexical_hits}
+        if cross_lingual:
+            ranked[Channel.CROSS_LINGUAL] = [h for h in cross_lingual if h.chunk.locale == locale]
         fused_lists.append((own, fuser.fuse(ranked, weights)))
     fused_lists.sort(key=lambda item: (not item[0], -_best_score(item[1])))
     return interleaved([hits for _, hits in fused_lists])

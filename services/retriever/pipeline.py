@@ -45,7 +45,6 @@ from services.retriever.language import (  # check_language: re-exported for its
 from services.retriever.locale_balance import (
     IndexLocales,
     LocaleBalance,
-    LocaleLists,
     LocaleSearch,
     balance_note,
     fuse_per_locale,
@@ -76,7 +75,7 @@ from services.retriever.routing import IntentRouter
 from services.retriever.run_state import RetrievalRun
 from services.retriever.score_fusion import fuser_for
 from services.retriever.stages import StageRecorder
-from services.retriever.types import Channel, FusedHit, Intent
+from services.retriever.types import HYBRID, Channel, FusedHit, Intent
 from services.storage.storage import Storage
 from services.storage.visibility import CommittedGeneration
 
@@ -108,14 +107,17 @@ class RetrievalPipeline:
         locales: IndexLocales | None = None,
         translator: QueryTranslator | None = None,
         page_keys: PageTokenKeys | None = None,
+        cross_lingual: Embedder | None = None,
     ) -> None:
         """`reranker_health`: skip the Reranker while it is NOT_SERVING (None:
         always call it). `metrics`: counts each answer (None: not counted).
         `locales`: the index's locales, for ranking across languages
         (services.retriever.locale_balance; None: one vector list);
         `translator`: the question's words for other-language locales (None:
-        identifiers only there). `page_keys`: sign and verify page tokens (None:
-        a random key of this pipeline)."""
+        identifiers only there); `cross_lingual`: the model of the chunks'
+        second vector, searched as its own channel where the index has one;
+        `page_keys`: sign and verify page tokens (None: a random key of this
+        pipeline)."""
         self.page_keys = page_keys or PageTokenKeys.random()
         self.metrics = metrics
         self.embedder, self.storage = embedder, storage
@@ -144,8 +146,17 @@ class RetrievalPipeline:
         self.fuser = fuser_for(config.fusion, config.rrf_k)
         self.assembler = EvidenceAssembler(config.context_char_budget)
         self.reranker, self.reranker_health = reranker, reranker_health
+        if cross_lingual is not None and not storage.vectors.second_dim:
+            cross_lingual = None  # nothing to search it in
         self.fan_out = ChannelFanOut(
-            embedder, storage.lexical, self.analyzer, self.locale_search, executor, config
+            embedder,
+            storage.lexical,
+            self.analyzer,
+            self.locale_search,
+            executor,
+            config,
+            cross_lingual,
+            storage.vectors,
         )
         self.boost_step = BoostStep(storage.manifest, executor, config.exact_precedence)
         self.diversity_step = DiversityStep(storage.vectors, executor)
@@ -187,7 +198,7 @@ class RetrievalPipeline:
         await self._search_and_fuse(run)
         await self._order(run)
         result = await self._answer(run)
-        record_degradation(result, run.vector, run.lexical)
+        record_degradation(result, run.vector, run.lexical, run.cross_lingual)
         if prepared.intent is Intent.CURRENT_PAGE:
             margin_s = self.config.safety_margin_ms / 1000
             scope = prepared.scope
@@ -201,15 +212,18 @@ class RetrievalPipeline:
     async def _search_and_fuse(self, run: RetrievalRun) -> None:
         """Both channels, then fusion and boosts: `run.fused`, the candidates."""
         prepared, stages = run.prepared, run.stages
-        vector, lexical = await self.fan_out.run(prepared, run.deadline, stages, run.balanced)
+        outcomes = await self.fan_out.run(prepared, run.deadline, stages, run.balanced)
+        vector, lexical, run.cross_lingual = outcomes
         if prepared.language.skip_vector and Channel.VECTOR in run.request.channels:
             vector = skipped_by_rule(Channel.VECTOR, prepared.language.note)
         stages.record("vector", vector.latency_ms)
         stages.record("lexical", lexical.latency_ms)
+        if run.cross_lingual.requested:
+            stages.record("cross_lingual", run.cross_lingual.latency_ms)
         run.vector, run.lexical = vector, lexical
         run.origin = run.request.boosts.recency_origin() or run.cursor.origin(datetime.now(UTC))
         with stages.stage("fusion") as span:
-            fused = self._fuse(run.request, prepared, vector, lexical, run.balanced)
+            fused = self._fuse(run, vector, lexical)
             if prepared.plan.identifiers:  # a vector-only hit's are read from its text
                 fused = await self._whole_rows(run, fused)
             fused = self._place(run.request, prepared, fused, lexical)
@@ -225,7 +239,9 @@ class RetrievalPipeline:
             run.fused = await self._whole_rows(run, run.fused[:head]) + run.fused[head:]
         with run.stages.stage("rerank") as span:
             failed = [
-                o.channel.value for o in (run.vector, run.lexical) if o.requested and not o.ok
+                o.channel.value
+                for o in (run.vector, run.lexical, run.cross_lingual)
+                if o.requested and not o.ok
             ]
             hits, run.rerank = await self._rank(run, failed)
             _describe_rerank(span, run.rerank)
@@ -248,6 +264,8 @@ class RetrievalPipeline:
             budget = request.context_char_budget or self.config.context_char_budget
             evidence = self.assembler.assemble(hits, char_budget=budget)
         channels = [run.vector, run.lexical]
+        if run.cross_lingual.requested:
+            channels.append(run.cross_lingual)
         result = RetrievalResult(
             hits,
             prepared.intent,
@@ -317,7 +335,7 @@ class RetrievalPipeline:
             check_language(request.query_language),
             scope.locale,
             vector_requested=Channel.VECTOR in request.channels,
-            hybrid=request.channels >= frozenset(Channel),
+            hybrid=request.channels >= HYBRID,
         )
         channels = request.channels
         if language.skip_vector:
@@ -365,24 +383,23 @@ class RetrievalPipeline:
         return hits, RerankOutcome(code, used=bool(cursor.token.reranked), reason=reason)
 
     def _fuse(
-        self,
-        request: RetrievalRequest,
-        prepared: PreparedQuery,
-        vector: ChannelOutcome,
-        lexical: ChannelOutcome,
-        balanced: LocaleLists,
+        self, run: RetrievalRun, vector: ChannelOutcome, lexical: ChannelOutcome
     ) -> list[FusedHit]:
-        weights = language_weights(request.weights, prepared.language)
+        request, prepared, balanced = run.request, run.prepared, run.balanced
+        weights = dict(language_weights(request.weights, prepared.language) or {})
+        weights.setdefault(Channel.CROSS_LINGUAL, self.config.cross_lingual_weight)
         fuser = self._fuser(request)
+        cross = run.cross_lingual.hits if run.cross_lingual.ok else []
         if balanced.vector and vector.ok:
             lexical_hits = lexical.hits if lexical.ok else []
             translated = balanced.translated if lexical.ok else {}
             language = prepared.language.language
             fused = fuse_per_locale(
-                fuser, balanced.vector, lexical_hits, language, weights, translated
+                fuser, balanced.vector, lexical_hits, language, weights, translated, cross
             )
         else:
-            ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}
+            outcomes = (vector, lexical, run.cross_lingual)
+            ranked = {outcome.channel: outcome.hits for outcome in outcomes if outcome.ok}
             fused = fuser.fuse(ranked, weights)
         return fused
 

@@ -46,6 +46,9 @@ class RetrievalConfig:
     vector_locale_balance: LocaleBalance = LocaleBalance.INTERLEAVE
     cross_language_lexical: CrossLanguageLexical = CrossLanguageLexical.DICTIONARY
     vector_search_batch: int = 1
+    # RRF weight of the cross-lingual channel (the second vector) when a
+    # request does not set one.
+    cross_lingual_weight: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ class RetrievalRun:
     balanced: LocaleLists = field(default_factory=LocaleLists)  # locales ranked apart
     vector: ChannelOutcome = field(default_factory=lambda: not_requested(Channel.VECTOR))
     lexical: ChannelOutcome = field(default_factory=lambda: not_requested(Channel.LEXICAL))
+    cross_lingual: ChannelOutcome = field(
+        default_factory=lambda: not_requested(Channel.CROSS_LINGUAL)
+    )
     origin: datetime = field(default_factory=lambda: datetime.now(UTC))  # of recency ages
     fused: list[FusedHit] = field(default_factory=list)  # the candidates, boosted
     rerank: RerankOutcome = field(default_factory=lambda: RerankOutcome(RerankCode.OFF))

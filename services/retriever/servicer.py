@@ -37,7 +37,11 @@ from services.storage.visibility import ReleaseVerdict
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Retriever"].full_name
 METHOD_ROLES = method_roles(SERVICE_NAME, {"Retrieve": Role.READER, "IndexStatus": Role.READER})
 
-_CHANNELS = {Channel.VECTOR: pb.CHANNEL_VECTOR, Channel.LEXICAL: pb.CHANNEL_LEXICAL}
+_CHANNELS = {
+    Channel.VECTOR: pb.CHANNEL_VECTOR,
+    Channel.LEXICAL: pb.CHANNEL_LEXICAL,
+    Channel.CROSS_LINGUAL: pb.CHANNEL_CROSS_LINGUAL,
+}
 _INTENTS = {Intent.SITE_SEARCH: pb.INTENT_SITE_SEARCH, Intent.CURRENT_PAGE: pb.INTENT_CURRENT_PAGE}
 _STATUSES = {
     ChannelStatus.OK: pb.CHANNEL_STATUS_OK,
@@ -220,10 +224,20 @@ def _channels(requested: Sequence[int]) -> frozenset[Channel]:
 
 
 def _weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
-    """0 means "default" (1.0), so clients that never set weights get plain RRF."""
-    if not msg.vector and not msg.lexical:
+    """0 means "default" (1.0; the cross-lingual channel's: RAG_CROSS_LINGUAL_WEIGHT),
+    so clients that never set weights get the configured fusion."""
+    if not msg.vector and not msg.lexical and not msg.cross_lingual:
         return None
-    return resolve_request_weights({Channel.VECTOR: msg.vector, Channel.LEXICAL: msg.lexical})
+    weights = resolve_request_weights(
+        {
+            Channel.VECTOR: msg.vector,
+            Channel.LEXICAL: msg.lexical,
+            Channel.CROSS_LINGUAL: msg.cross_lingual,
+        }
+    )
+    if not msg.cross_lingual:  # the configured default applies (pipeline)
+        del weights[Channel.CROSS_LINGUAL]
+    return weights
 
 
 def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:

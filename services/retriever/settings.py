@@ -116,6 +116,13 @@ class RetrieverSettings(
         "tiers = every hit holding more of them comes before any holding fewer; off = RRF or "
         "rerank order only (docs/retrieval.md, 'Exact identifiers')",
     )
+    cross_lingual_weight: float = Field(
+        1.0,
+        ge=0,
+        le=10,
+        description="RRF weight of the cross-lingual channel (the chunks' second vector, "
+        "RAG_CROSS_LINGUAL_MODEL) when a request sets none; 0 leaves its list out of the fusion",
+    )
     unread_language_vector_weight: float = Field(
         0.0,
         ge=0,

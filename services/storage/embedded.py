@@ -23,13 +23,16 @@ def open_embedded_stores(
     vector_search_ef: int = DEFAULT_SEARCH_EF,
     analyzer: TextAnalyzer | None = None,
     optimize_apart: bool = True,
+    second_dim: int = 0,
 ) -> tuple[EdgeVectorStore, TantivyLexicalStore]:
-    """Vector store in `data_dir/vectors`, lexical store in `data_dir/lexical`."""
+    """Vector store in `data_dir/vectors`, lexical store in `data_dir/lexical`
+    (`second_dim`: each chunk also carries the second, cross-lingual vector)."""
     vectors = EdgeVectorStore(
         Path(data_dir) / VECTOR_SUBDIR,
         dim,
         search_ef=vector_search_ef,
         optimize_apart=optimize_apart,
+        second_dim=second_dim,
     )
     try:
         lexical = TantivyLexicalStore(

@@ -10,6 +10,7 @@ an embedded process never loads the server clients and vice versa.
 from __future__ import annotations
 
 from services.core.analysis import TextAnalyzer
+from services.core.errors import ConfigError
 from services.storage.base import LexicalStore, VectorStore
 from services.storage.manifest import Manifest
 from services.storage.settings import StoreSettings
@@ -19,12 +20,13 @@ MANIFEST_FILE = "manifest.sqlite3"
 __all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_stores"]
 
 
-def open_storage(settings: StoreSettings, dim: int) -> Storage:
+def open_storage(settings: StoreSettings, dim: int, second_dim: int = 0) -> Storage:
+    """`second_dim`: chunks carry a second vector (RAG_CROSS_LINGUAL_MODEL's; 0: none)."""
     if settings.is_postgres:
         from services.storage.postgres_factory import open_postgres_storage
 
-        return open_postgres_storage(settings, dim)
-    vectors, lexical = open_stores(settings, dim)
+        return open_postgres_storage(settings, dim, second_dim)
+    vectors, lexical = open_stores(settings, dim, second_dim)
     try:
         return Storage(vectors, lexical, open_manifest(settings))
     except BaseException:
@@ -33,11 +35,13 @@ def open_storage(settings: StoreSettings, dim: int) -> Storage:
         raise
 
 
-def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, LexicalStore]:
+def open_stores(
+    settings: StoreSettings, dim: int, second_dim: int = 0
+) -> tuple[VectorStore, LexicalStore]:
     if settings.is_postgres:
         from services.storage.postgres_factory import open_postgres_stores
 
-        return open_postgres_stores(settings, dim)
+        return open_postgres_stores(settings, dim, second_dim=second_dim)
     if not settings.is_server:
         from services.storage.embedded import open_embedded_stores
 
@@ -48,6 +52,13 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
             vector_search_ef=settings.vector_search_ef,
             analyzer=TextAnalyzer(settings.lexical_cjk),
             optimize_apart=settings.vector_optimize_apart,
+            second_dim=second_dim,
+        )
+    if second_dim:
+        raise ConfigError(
+            "RAG_CROSS_LINGUAL_MODEL needs a second vector per chunk, which the Qdrant server "
+            "store does not carry yet: unset RAG_CROSS_LINGUAL_MODEL, or use the embedded or "
+            "PostgreSQL stores"
         )
 
     from services.storage.opensearch_store import OpenSearchLexicalStore

@@ -19,13 +19,13 @@ def postgres_url(settings: StoreSettings) -> str:
     return settings.postgres_url.get_secret_value()
 
 
-def open_postgres_storage(settings: StoreSettings, dim: int) -> Storage:
+def open_postgres_storage(settings: StoreSettings, dim: int, second_dim: int = 0) -> Storage:
     """All three parts in one schema, sharing the connection of the run in
     flight, so a run commits as one transaction (`postgres_run`)."""
     run = RunConnection(
         postgres_url(settings), settings.postgres_schema, settings.postgres_timeout_s
     )
-    vectors, lexical = open_postgres_stores(settings, dim, run)
+    vectors, lexical = open_postgres_stores(settings, dim, run, second_dim)
     try:
         return Storage(vectors, lexical, open_postgres_manifest(settings, run), run)
     except BaseException:
@@ -35,7 +35,7 @@ def open_postgres_storage(settings: StoreSettings, dim: int) -> Storage:
 
 
 def open_postgres_stores(
-    settings: StoreSettings, dim: int, run: RunConnection | None = None
+    settings: StoreSettings, dim: int, run: RunConnection | None = None, second_dim: int = 0
 ) -> tuple[PostgresVectorStore, PostgresLexicalStore]:
     url = postgres_url(settings)
     vectors = PostgresVectorStore(
@@ -46,6 +46,7 @@ def open_postgres_stores(
         pool_size=settings.postgres_pool_size,
         timeout_s=settings.postgres_timeout_s,
         run=run,
+        second_dim=second_dim,
     )
     try:
         lexical = PostgresLexicalStore(

@@ -35,17 +35,30 @@ CREATE INDEX IF NOT EXISTS vectors_generation ON {vectors} (generation);
 )
 
 
-def schema_ddl(schema: str, dim: int) -> sql.Composed:
-    return sql.SQL(_DDL).format(
+# The second vector (base.SECOND_VECTOR, RAG_CROSS_LINGUAL_MODEL): a column
+# and an HNSW index of its own, added where a store is opened with one (the
+# manifest's model record refuses an index whose rows were written without it).
+_SECOND_DDL = """
+ALTER TABLE {vectors} ADD COLUMN IF NOT EXISTS cross_lingual vector({second_dim});
+CREATE INDEX IF NOT EXISTS vectors_cross_lingual_hnsw ON {vectors}
+    USING hnsw (cross_lingual vector_cosine_ops);
+"""
+
+
+def schema_ddl(schema: str, dim: int, second_dim: int = 0) -> sql.Composed:
+    return sql.SQL(_DDL + (_SECOND_DDL if second_dim else "")).format(
         info=sql.Identifier(schema, "store_info"),
         vectors=sql.Identifier(schema, "vectors"),
         dim=sql.Literal(dim),
+        second_dim=sql.Literal(second_dim),
     )
 
 
-def create_schema(conn: psycopg.Connection[Any], schema: str, dim: int) -> None:
+def create_schema(
+    conn: psycopg.Connection[Any], schema: str, dim: int, second_dim: int = 0
+) -> None:
     try:
-        ensure_schema(conn, schema, schema_ddl(schema, dim))
+        ensure_schema(conn, schema, schema_ddl(schema, dim, second_dim))
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ConfigError(
             f"the POSTGRES_URL role may not create the pgvector extension or schema {schema!r} "

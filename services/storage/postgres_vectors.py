@@ -36,7 +36,10 @@ from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, 
 from services.storage.base import (
     DEFAULT_SEARCH_EF,
     SCAN_BATCH,
+    SECOND_VECTOR,
     VectorQuery,
+    check_second_vectors,
+    check_using,
     hnsw_ef,
     search_budget_s,
 )
@@ -61,21 +64,32 @@ from services.storage.postgres_vector_schema import (
     create_schema,
 )
 
+# The column of each vector a chunk may carry (base.VectorQuery.using).
+VECTOR_COLUMNS = {"": "embedding", SECOND_VECTOR: "cross_lingual"}
 
-def search_statement(table: sql.Identifier, scope: ScopeFilter) -> tuple[sql.Composed, list[Any]]:
+
+def search_statement(
+    table: sql.Identifier, scope: ScopeFilter, using: str = ""
+) -> tuple[sql.Composed, list[Any]]:
     """The KNN query: nearest `limit` rows inside `scope`, equal scores by chunk_id.
     Parameters: the vector (float4[]), the filter's, then the limit."""
     where, params = scope_condition(scope)
     statement = sql.SQL(
-        "SELECT * FROM (SELECT {columns}, 1 - (embedding <=> %s::float4[]::vector) AS score "
-        "FROM {table} WHERE {where} ORDER BY embedding <=> %s::float4[]::vector LIMIT %s) AS knn "
+        "SELECT * FROM (SELECT {columns}, 1 - ({vector} <=> %s::float4[]::vector) AS score "
+        "FROM {table} WHERE {where} ORDER BY {vector} <=> %s::float4[]::vector LIMIT %s) AS knn "
         "ORDER BY score DESC, chunk_id"
-    ).format(columns=chunk_columns(search=True), table=table, where=where)
+    ).format(
+        columns=chunk_columns(search=True),
+        vector=sql.Identifier(VECTOR_COLUMNS[using]),
+        table=table,
+        where=where,
+    )
     return statement, params
 
 
-def upsert_statement(table: sql.Identifier) -> sql.Composed:
-    names = [*CHUNK_COLUMNS, "embedding"]
+def upsert_statement(table: sql.Identifier, second: bool = False) -> sql.Composed:
+    vectors = ["embedding", *(["cross_lingual"] if second else [])]
+    names = [*CHUNK_COLUMNS, *vectors]
     updates = [sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in names[1:]]
     return sql.SQL(
         "INSERT INTO {table} ({columns}) VALUES ({values}) "
@@ -83,7 +97,9 @@ def upsert_statement(table: sql.Identifier) -> sql.Composed:
     ).format(
         table=table,
         columns=sql.SQL(", ").join(map(sql.Identifier, names)),
-        values=sql.SQL(", ").join([sql.Placeholder()] * len(CHUNK_COLUMNS) + [_VECTOR]),
+        values=sql.SQL(", ").join(
+            [sql.Placeholder()] * len(CHUNK_COLUMNS) + [_VECTOR] * len(vectors)
+        ),
         updates=sql.SQL(", ").join(updates),
     )
 
@@ -141,18 +157,29 @@ class PostgresVectorStore(PostgresPart):
     def __init__(
         self, url: str, schema: str, dim: int, *, search_ef: int = DEFAULT_SEARCH_EF,
         pool_size: int = 8, timeout_s: float = 5.0, run: RunConnection | None = None,
+        second_dim: int = 0,
     ) -> None:  # fmt: skip
+        """`second_dim`: each row also carries the `cross_lingual` vector column."""
         check_dim(dim)
-        self.dim = dim
+        if second_dim:
+            check_dim(second_dim)
+        self.dim, self.second_dim = dim, second_dim
         self.schema = schema
         self.search_ef = search_ef
         self._table = sql.Identifier(schema, "vectors")
         super().__init__(url, pool_size, timeout_s, run, self._set_up)
 
     def _set_up(self, conn: psycopg.Connection[Any]) -> None:
-        create_schema(conn, self.schema, self.dim)
+        create_schema(conn, self.schema, self.dim, self.second_dim)
         check_pgvector(conn)
         check_recorded(conn, self.schema, "vector_dim", str(self.dim), "the embedding model")
+        check_recorded(
+            conn,
+            self.schema,
+            "second_vector_dim",
+            str(self.second_dim),
+            "the cross-lingual model, RAG_CROSS_LINGUAL_MODEL; 0: none",
+        )
 
     # -- writes ---------------------------------------------------------------
 
@@ -161,19 +188,31 @@ class PostgresVectorStore(PostgresPart):
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
         deadline: Deadline | None = None,
+        second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         if len(chunks) != len(vectors):
             raise StoreError(f"{self.name}: {len(chunks)} chunks but {len(vectors)} vectors")
-        bad = [len(v) for v in vectors if len(v) != self.dim]
-        if bad:
-            raise StoreError(f"{self.name}: vectors of length {bad[0]}, expected {self.dim}")
-        rows = last_wins(list(zip(chunks, vectors, strict=True)), lambda pair: pair[0].chunk_id)
+        check_second_vectors(self.name, self.second_dim, len(chunks), second_vectors)
+        self._check_lengths(vectors, self.dim)
+        seconds: Sequence[Sequence[float]] = second_vectors or [()] * len(chunks)
+        self._check_lengths(second_vectors or [], self.second_dim)
+        triples = list(zip(chunks, vectors, seconds, strict=True))
+        rows = last_wins(triples, lambda row: row[0].chunk_id)
         if not rows:
             return
-        values = [(*chunk_values(c), unit_length(v)) for c, v in rows]
+        values = [
+            (*chunk_values(c), unit_length(v), *([unit_length(x)] if self.second_dim else []))
+            for c, v, x in rows
+        ]
+        statement = upsert_statement(self._table, bool(self.second_dim))
         budget_s = self._budget(deadline, "an upsert")
         with pg_errors(self.name, "upsert"), self._write_conn() as conn, within(conn, budget_s):
-            conn.cursor().executemany(upsert_statement(self._table), values)
+            conn.cursor().executemany(statement, values)
+
+    def _check_lengths(self, vectors: Sequence[Sequence[float]], dim: int) -> None:
+        bad = [len(v) for v in vectors if len(v) != dim]
+        if bad:
+            raise StoreError(f"{self.name}: vectors of length {bad[0]}, expected {dim}")
 
     def update_payload(
         self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
@@ -223,7 +262,8 @@ class PostgresVectorStore(PostgresPart):
             return [self._search(conn, query) if query.limit > 0 else [] for query in queries]
 
     def _search(self, conn: psycopg.Connection[Any], query: VectorQuery) -> list[ScoredChunk]:
-        statement, params = search_statement(self._table, query.scope)
+        check_using(self.name, self.second_dim, query.using)
+        statement, params = search_statement(self._table, query.scope, query.using)
         probe = [float(x) for x in query.vector]
         ef = min(hnsw_ef(self.search_ef, query.limit), MAX_EF_SEARCH)
         planner = "on" if self._few_rows_in(conn, query.scope) else "off"

@@ -35,6 +35,8 @@ from services.storage.base import (
     SCAN_BATCH,
     VectorQuery,
     call_budget_s,
+    check_second_vectors,
+    check_using,
     hnsw_ef,
     ranked,
 )
@@ -122,6 +124,9 @@ class QdrantVectorStore:
     """Cosine kNN over chunk vectors in one Qdrant collection."""
 
     name = "qdrant"
+    # No second (cross-lingual) vector on a Qdrant server yet: the factory
+    # refuses RAG_CROSS_LINGUAL_MODEL in server mode at start-up.
+    second_dim = 0
 
     def __init__(
         self,
@@ -176,9 +181,11 @@ class QdrantVectorStore:
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
         deadline: Deadline | None = None,
+        second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         if len(chunks) != len(vectors):
             raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        check_second_vectors(self.name, self.second_dim, len(chunks), second_vectors)
         points = [self._point(chunk, vector) for chunk, vector in zip(chunks, vectors, strict=True)]
         for batch in batched(points, self.batch_size):
             self._write("upsert", self._live().upsert, deadline, points=batch, wait=True)
@@ -287,6 +294,7 @@ class QdrantVectorStore:
         return results
 
     def _request(self, query: VectorQuery) -> models.QueryRequest:
+        check_using(self.name, self.second_dim, query.using)
         return models.QueryRequest(
             query=np.asarray(query.vector, dtype=np.float32).tolist(),
             filter=scope_to_filter(query.scope),

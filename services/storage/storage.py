@@ -76,6 +76,15 @@ def chunk_from_stored(row: StoredChunk) -> Chunk:
     return chunk_with_payload(row, payload_of_stored(row))
 
 
+def split_rows(
+    rows: np.ndarray, second_dim: int
+) -> tuple[list[list[float]], list[list[float]] | None]:
+    """`ChunkWriter.embed`'s rows as (first vectors, second vectors or None)."""
+    if not second_dim:
+        return rows.tolist(), None
+    return rows[:, :-second_dim].tolist(), rows[:, -second_dim:].tolist()
+
+
 def _untimed(_part: str) -> AbstractContextManager[object]:
     return nullcontext()
 
@@ -95,19 +104,34 @@ class ChunkWriter:
         lexical: LexicalStore,
         parts: frozenset[Part] = frozenset({Part.VECTOR, Part.LEXICAL}),
         timed: Timer = _untimed,
+        second_encoder: DocumentEncoder | None = None,
     ) -> None:
+        """`second_encoder`: the model of the chunks' second vector (the
+        vector store's `second_dim` columns of every row `embed` returns)."""
         if not parts or Part.MANIFEST in parts:
             raise ValueError(f"parts: {sorted(parts)} must be vector and/or lexical")
+        # Without a second encoder a store that has a second vector refuses
+        # the writes (base.check_second_vectors): never a chunk without one.
+        self.second_dim = vectors.second_dim if second_encoder is not None else 0
+        if second_encoder is not None and not self.second_dim:
+            raise ValueError("a second encoder, but the vector store has no second vector")
         self.encoder, self.vectors, self.lexical = encoder, vectors, lexical
         self.parts, self.timed = parts, timed
+        self.second_encoder = second_encoder
 
     def embed(
         self, chunks: Sequence[Chunk], between: Callable[[], None] | None = None
     ) -> np.ndarray:
-        """The chunks' vectors; `between` runs before each embedding pass (a
-        run's deadline check: it raises to stop)."""
+        """The chunks' vectors, one row each: the first model's, followed by
+        the second's where the store has a second vector (`write` splits
+        them); `between` runs before each embedding pass (a run's deadline
+        check: it raises to stop)."""
         texts = [embedding_text(chunk) for chunk in chunks]
-        return self.encoder.embed_documents(texts, between=between)
+        first = self.encoder.embed_documents(texts, between=between)
+        if self.second_encoder is None:
+            return first
+        second = self.second_encoder.embed_documents(texts, between=between)
+        return np.hstack([first, second])
 
     def write(
         self,
@@ -121,8 +145,9 @@ class ChunkWriter:
             return
         if Part.VECTOR in self.parts:
             rows = self.embed(chunks) if vectors is None else vectors
+            first, second = split_rows(rows, self.second_dim)
             with self.timed(Part.VECTOR):
-                self.vectors.upsert(chunks, rows.tolist(), deadline=deadline)
+                self.vectors.upsert(chunks, first, deadline=deadline, second_vectors=second)
         if Part.LEXICAL in self.parts:
             with self.timed(Part.LEXICAL):
                 self.lexical.upsert(chunks, deadline=deadline)
@@ -157,6 +182,9 @@ class Storage:
     lexical: LexicalStore
     manifest: Manifest
     atomic_runs: AtomicRuns | None = None
+    # The model of the chunks' second vector (RAG_CROSS_LINGUAL_MODEL; set by
+    # whoever opened the index with one, services.runtime.parts).
+    second_encoder: DocumentEncoder | None = None
 
     @contextmanager
     def run_transaction(self) -> Iterator[bool]:
@@ -186,7 +214,7 @@ class Storage:
         parts: frozenset[Part] = frozenset({Part.VECTOR, Part.LEXICAL}),
         timed: Timer = _untimed,
     ) -> ChunkWriter:
-        return ChunkWriter(encoder, self.vectors, self.lexical, parts, timed)
+        return ChunkWriter(encoder, self.vectors, self.lexical, parts, timed, self.second_encoder)
 
     def observe_write_retries(self, on_retry: Callable[[Part], None]) -> list[Part]:
         """Have `on_retry(part)` called before each retried write; the parts

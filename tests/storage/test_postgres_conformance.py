@@ -23,6 +23,7 @@ from tests.storage.conformance import LexicalStoreContract, VectorStoreContract
 from tests.storage.harness import DIM, StoreFactory
 from tests.storage.manifest_contract import ManifestContract
 from tests.storage.query_safety import LexicalQuerySafetyContract
+from tests.storage.second_vector_contract import OpenStore, SecondVectorContract
 from tests.support.postgres import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.integration
@@ -63,6 +64,22 @@ class TestPostgresVectorConformance(VectorStoreContract):
     @pytest.fixture
     def factory(self, postgres: PostgresServer) -> StoreFactory:
         return factories(postgres.url)["vector"]
+
+
+class TestPostgresSecondVector(SecondVectorContract):
+    @pytest.fixture
+    def open_store(self, postgres: PostgresServer, tmp_path: Path) -> Iterator[OpenStore]:
+        opened: list[Path] = []
+
+        def open_vectors(path: Path, second_dim: int) -> PostgresVectorStore:
+            opened.append(path)
+            return PostgresVectorStore(
+                postgres.url, schema_of(path), DIM, pool_size=2, second_dim=second_dim
+            )
+
+        yield open_vectors
+        for path in set(opened):
+            drop_schema(postgres.url, path)
 
 
 class TestPostgresLexicalConformance(LexicalStoreContract):

@@ -65,11 +65,13 @@ class BackgroundStack:
         indexer: dict[str, Any] | None = None,
         wrap_stores: Callable[[Any, Any], tuple[Any, Any]] | None = None,
         telemetry: tuple[Telemetry, Telemetry] | None = None,
+        cross_lingual: Embedder | None = None,
     ) -> None:
         """`telemetry`: the Indexer's and Retriever's (default: no listener,
-        tracing off)."""
+        tracing off); `cross_lingual`: a shared cross-lingual model (both
+        services' settings must then name it, `cross_lingual_model`)."""
         self.data_dir = data_dir
-        self.embedder = embedder
+        self.embedder, self.cross_lingual = embedder, cross_lingual
         self.indexer_settings = IndexerSettings(host="127.0.0.1", log_json=False, **(indexer or {}))
         self.retriever_settings = RetrieverSettings(
             host="127.0.0.1", log_json=False, reranker_addr=reranker_addr, **(retriever or {})
@@ -101,7 +103,9 @@ class BackgroundStack:
     async def _start(self) -> None:
         stores = StoreSettings(data_dir=self.data_dir, store_mode=StoreMode.EMBEDDED)
         config = stack_parts(self.indexer_settings, self.retriever_settings)
-        parts = await asyncio.to_thread(open_parts, stores, config, self.embedder)
+        parts = await asyncio.to_thread(
+            open_parts, stores, config, self.embedder, self.cross_lingual
+        )
         self._parts = parts
         if self.wrap_stores:  # fault injection: the apps run on the wrapped stores
             storage = parts.storage

@@ -68,12 +68,20 @@ class _ChannelEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Channel.Value
     CHANNEL_UNSPECIFIED: _Channel.ValueType  # 0
     CHANNEL_VECTOR: _Channel.ValueType  # 1
     CHANNEL_LEXICAL: _Channel.ValueType  # 2
+    CHANNEL_CROSS_LINGUAL: _Channel.ValueType  # 3
+    """The second vector (RAG_CROSS_LINGUAL_MODEL, e.g. mUSE): only where the
+    index has one.
+    """
 
 class Channel(_Channel, metaclass=_ChannelEnumTypeWrapper): ...
 
 CHANNEL_UNSPECIFIED: Channel.ValueType  # 0
 CHANNEL_VECTOR: Channel.ValueType  # 1
 CHANNEL_LEXICAL: Channel.ValueType  # 2
+CHANNEL_CROSS_LINGUAL: Channel.ValueType  # 3
+"""The second vector (RAG_CROSS_LINGUAL_MODEL, e.g. mUSE): only where the
+index has one.
+"""
 Global___Channel: _TypeAlias = Channel  # noqa: Y015
 
 class _Intent:
@@ -221,19 +229,23 @@ class ChannelWeights(_message.Message):
 
     VECTOR_FIELD_NUMBER: _builtins.int
     LEXICAL_FIELD_NUMBER: _builtins.int
+    CROSS_LINGUAL_FIELD_NUMBER: _builtins.int
     vector: _builtins.float
     """0 = default (1.0)"""
     lexical: _builtins.float
     """0 = default (1.0)"""
+    cross_lingual: _builtins.float
+    """0 = default (RAG_CROSS_LINGUAL_WEIGHT)"""
     def __init__(
         self,
         *,
         vector: _builtins.float = ...,
         lexical: _builtins.float = ...,
+        cross_lingual: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lexical", b"lexical", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cross_lingual", b"cross_lingual", "lexical", b"lexical", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

