@@ -87,13 +87,21 @@ history of bench/results/bilingual.json):
 COMPARED = (
     ("identifier kinds", "exact@1", "identifiers: exact@1"),
     ("identifier kinds", "recall@10", "identifiers: recall@10"),
+    ("zh_question", "hit@1", "zh: hit@1"),
     ("zh_question", "top3", "zh: top3"),
     ("zh_question", "mrr@10", "zh: MRR@10"),
+    ("cross_zh_en", "hit@1", "zh→en: hit@1"),
     ("cross_zh_en", "top3", "zh→en: top3"),
+    ("cross_en_zh", "hit@1", "en→zh: hit@1"),
     ("cross_en_zh", "top3", "en→zh: top3"),
     ("mixed", "mrr@10", "mixed: MRR@10"),
+    ("all", "hit@1", "all: hit@1"),
     ("all", "mrr@10", "all: MRR@10"),
 )
+# Which queries a row counts: the test split (figures of record: nothing is
+# fitted on it) and all queries (train included; comparable with results
+# recorded before the split existed, which have only these).
+SPLIT_ROWS = (("test", "test split"), ("all", "all queries"))
 
 
 def comparison_section(variants: list[dict[str, Any]]) -> str:
@@ -101,16 +109,28 @@ def comparison_section(variants: list[dict[str, Any]]) -> str:
     `zh answerable in zh`: the Chinese questions with a relevant Chinese page;
     the others are answered only by English pages, which neither the lexical
     channel nor an English-only embedding model can match across languages."""
-    header = ("variant", "settings", *(label for _, _, label in COMPARED))
+    header = ("variant", "settings", "queries", *(label for _, _, label in COMPARED))
     lines = []
     for result in variants:
-        groups = result["configs"]["hybrid"]["groups"]
-        cells = [_metric(groups.get(group, {}), metric) for group, metric, _ in COMPARED]
         settings = ", ".join(f"`{k}={v}`" for k, v in result.get("env", {}).items()) or "defaults"
-        lines.append((result["variant"], settings, *cells))
+        for split, label in SPLIT_ROWS:
+            groups = split_groups(result["configs"]["hybrid"], split)
+            if groups is None:
+                continue
+            cells = [_metric(groups.get(group, {}), metric) for group, metric, _ in COMPARED]
+            lines.append((result["variant"], settings, label, *cells))
     split = _answerable_split(variants[0])
     body = table(header, lines)
     return f"### Settings compared (hybrid)\n\n{body}\n{split}\n\n{DECISIONS}"
+
+
+def split_groups(config: dict[str, Any], split: str) -> dict[str, Any] | None:
+    """A configuration's groups over one split ("all": every query); None
+    for a result recorded before the data set had splits."""
+    if split == "all":
+        return dict(config["groups"])
+    found = config.get("split_groups", {}).get(split)
+    return None if found is None else dict(found)
 
 
 def _metric(values: dict[str, Any], metric: str) -> str:
@@ -177,21 +197,32 @@ def variant_section(result: dict[str, Any]) -> str:
             f"### Variant `{result['variant']}`: {settings}{smoke}\n",
             provenance(result),
             index_note(result["index"]),
-            table(("kind", "configuration", "queries", *HEADERS), rows(result)),
+            *(
+                f"{label.capitalize()}:\n\n"
+                + table(("kind", "configuration", "queries", *HEADERS), found)
+                for split, label in SPLIT_ROWS
+                if (found := rows(result, split))
+            ),
+            f"Targets, {result.get('targets_split', 'all queries')}:\n",
             targets_table(result["targets"]),
         ]
     )
 
 
-def rows(result: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """kind × configuration, in the order the groups were scored."""
-    configs = result["configs"]
-    groups = next(iter(configs.values()))["groups"]
+def rows(result: dict[str, Any], split: str = "all") -> list[tuple[Any, ...]]:
+    """kind × configuration over one split, in the order the groups were scored."""
+    configs = {
+        name: groups
+        for name, config in result["configs"].items()
+        if (groups := split_groups(config, split)) is not None
+    }
+    if not configs:
+        return []
     return [
         (group, name, figures["queries"], *(figures[c] for c in COLUMNS))
-        for group in groups
+        for group in next(iter(configs.values()))
         for name in CONFIGS
-        if name in configs and (figures := configs[name]["groups"].get(group))
+        if name in configs and (figures := configs[name].get(group))
     ]
 
 
