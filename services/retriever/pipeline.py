@@ -50,6 +50,7 @@ from services.retriever.locale_balance import (
     balance_note,
     fuse_per_locale,
 )
+from services.retriever.locale_order import LocaleOrderRule
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.paging import (
     Page,
@@ -132,6 +133,7 @@ class RetrievalPipeline:
             translator,
             max_batched_searches=config.vector_search_batch,
         )
+        self.locale_order = LocaleOrderRule(config.locale_order, config.locale_order_margin)
         self.executor = executor
         self.config = config
         self.normalizer = QueryNormalizer(config.max_query_chars)
@@ -260,7 +262,8 @@ class RetrievalPipeline:
         result.notes.extend(note for note in run.notes if note)
         if run.balanced.vector and run.vector.ok:
             translated = bool(run.balanced.translated)
-            result.notes.append(balance_note(list(run.balanced.vector), translated))
+            order = run.balanced.order
+            result.notes.append(balance_note(list(run.balanced.vector), translated, order))
             if request.debug:
                 result.notes.extend(run.balanced.translation_notes())
         return result
@@ -370,7 +373,14 @@ class RetrievalPipeline:
             translated = balanced.translated if lexical.ok else {}
             language = prepared.language.language
             fused = fuse_per_locale(
-                fuser, balanced.vector, lexical_hits, language, weights, translated
+                fuser,
+                balanced.vector,
+                lexical_hits,
+                language,
+                weights,
+                translated,
+                rule=self.locale_order,
+                decided=balanced,
             )
         else:
             ranked = {outcome.channel: outcome.hits for outcome in (vector, lexical) if outcome.ok}

@@ -16,6 +16,7 @@ from services.retriever.exact import ExactPrecedence
 from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
+from services.retriever.locale_order import DEFAULT_MARGIN, LocaleOrder
 from services.retriever.reranking import RerankOutcome
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
@@ -41,6 +42,8 @@ class RetrievalConfig:
     vector_locale_balance: LocaleBalance = LocaleBalance.INTERLEAVE
     cross_language_lexical: CrossLanguageLexical = CrossLanguageLexical.DICTIONARY
     vector_search_batch: int = 1
+    locale_order: LocaleOrder = LocaleOrder.EVIDENCE
+    locale_order_margin: float = DEFAULT_MARGIN
 
 
 @dataclass(frozen=True)
