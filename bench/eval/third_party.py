@@ -9,7 +9,7 @@ manual, npm's docs and READMEs), staged in a cache outside the clone and
 fetched when missing.
 
 The index holds every judged page and a deterministic sample of the others
-(`--pages`, default 400 in all), copied into a scratch folder with their paths
+(`--pages`, default 300 in all), copied into a scratch folder with their paths
 kept and synced into one scope through the Indexer of an embedded stack
 started as its own process. Every query goes through `Retrieve` as lexical
 only, vector only, hybrid (reranking off) and, when a Reranker serves
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 # Distractors larger than this are left out: a few huge pages would cost most
 # of the embedding time on 2 cores and add little variety.
-MAX_DISTRACTOR_BYTES = 40_000
+MAX_DISTRACTOR_BYTES = 20_000
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         **record,
         "dataset": str(opts.queries_path.parent.name),
         "env": opts.env,
+        # RAG_* variables of the calling shell reach the stack too: recorded, not hidden.
+        "inherited_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("RAG_")},
         "selection": selection,
         "index": index,
         "request": {"top_k": TOP_K, "max_chunks_per_document": 1, "scope_id": SCOPE},
@@ -124,7 +127,7 @@ def parse_args(argv: list[str]) -> Options:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--queries", type=Path, default=DATASETS_DIR / "third_party" / "queries.jsonl")
-    p.add_argument("--pages", type=int, default=400, help="pages in the index, judged included")
+    p.add_argument("--pages", type=int, default=300, help="pages in the index, judged included")
     p.add_argument("--rerank-model", default=DEFAULT_RERANK_MODEL)
     p.add_argument("--no-rerank", action="store_true", help="measure without a Reranker")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")

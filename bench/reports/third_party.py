@@ -41,6 +41,9 @@ def third_party_section(result: dict[str, Any]) -> str:
     )
     built = "reused" if index["reused"] else f"built in {index['seconds']} s"
     settings = ", ".join(f"`{k}={v}`" for k, v in result["env"].items()) or "server defaults"
+    if inherited := result.get("inherited_env"):
+        shell = ", ".join(f"`{k}={v}`" for k, v in inherited.items())
+        settings += f" (and from the calling shell: {shell})"
     return "\n".join(
         [
             "## Quality: developer questions over third-party documentation\n",
