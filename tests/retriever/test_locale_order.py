@@ -40,6 +40,9 @@ def test_another_language_leads_only_with_more_evidence_than_the_margin() -> Non
     kept = rule.order({"en": own, "zh-CN": close}, "en")
     assert kept.locales == ("en", "zh-CN") and not kept.other_language_leads
     assert kept.reason.startswith("en leads (question's language)")
+    # A negative margin lets another language lead with less evidence: it still leads.
+    eager = LocaleOrderRule(margin=-0.1).order({"en": own, "zh-CN": close}, "en")
+    assert eager.locales == ("zh-CN", "en") and eager.other_language_leads
 
 
 def test_lexical_agreement_counts_as_evidence() -> None:
