@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.reports.bilingual import FIT_FILE as LOCALE_ORDER_FIT_FILE
 from bench.reports.bilingual import RESULTS_FILE as BILINGUAL_FILE
-from bench.reports.bilingual import bilingual_section
+from bench.reports.bilingual import bilingual_section, locale_order_fit_section
 from bench.reports.diversity import (
     FUSION_FILE,
     FUSION_TEST_FILE,
@@ -75,6 +76,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(storage_modes_section(storage_modes))
     if (bilingual := _load(results_dir / BILINGUAL_FILE)) is not None:
         parts.append(bilingual_section(bilingual))
+    if (locale_order_fit := _load(results_dir / LOCALE_ORDER_FIT_FILE)) is not None:
+        parts.append(locale_order_fit_section(locale_order_fit))
     if (third_party := _load(results_dir / THIRD_PARTY_FILE)) is not None:
         parts.append(third_party_section(third_party))
     if (bench := _load(results_dir / "bench.json")) is not None:
