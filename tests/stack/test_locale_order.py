@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench.common.paths import DATASETS_DIR
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.core.embedding import Embedder
 from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack
@@ -44,15 +45,23 @@ def bilingual_pages_stack(
     tmp_path_factory: pytest.TempPathFactory, e5_embedder: Embedder
 ) -> Iterator[BackgroundStack]:
     pages = {doc_id: (PAGES_DIR / doc_id).read_text(encoding="utf-8") for doc_id in PAGE_IDS}
-    stack = BackgroundStack(tmp_path_factory.mktemp("locale-order"), e5_embedder).start()
-    reply = stack.upsert(markdown_pages(pages))
+    # A generous channel timeout: on a loaded machine a slow vector search
+    # would degrade the answer, and this test is about order, not time.
+    settings = {"channel_timeout_ms": 30_000, "default_deadline_ms": 60_000}
+    stack = BackgroundStack(
+        tmp_path_factory.mktemp("locale-order"), e5_embedder, retriever=settings
+    ).start()
+    # Upsert with a long timeout: embedding the pages on a loaded machine may
+    # take longer than the helper's two minutes.
+    request = ipb.UpsertRequest(documents=markdown_pages(pages))
+    reply = stack.indexer.Upsert(request, timeout=1200)
     assert reply.counts.added == len(pages)
     yield stack
     stack.stop()
 
 
 def _answer(stack: BackgroundStack, question: str) -> tuple[list[str], list[str]]:
-    reply = stack.retrieve(question, top_k=5, debug=True, max_chunks_per_document=1)
+    reply = stack.retrieve(question, 120, top_k=5, debug=True, max_chunks_per_document=1)
     assert not reply.degraded
     return [hit.doc_id for hit in reply.hits], list(reply.debug.notes)
 
