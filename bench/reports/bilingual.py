@@ -79,6 +79,15 @@ history of bench/results/bilingual.json):
   can read a page (identifier top3 0.84-0.91). With 27-33 questions per kind a row differs
   from another by one to four questions; this set also chose the rule, so read the
   cross-language figures as an upper estimate for other sites.
+- `RAG_LOCALE_ORDER=evidence` (the default, variant `default`) against `question_first` (the
+  former rule, variant `locale order question_first`, same index, same revision, run just
+  before): another language's locale leads the turns when its first hit's cosine (+ lexical
+  agreement) beats the question's language's by more than 0.04, a margin fitted on the train
+  split (table "Locale order" below). Compare the two rows per split above: the test split is
+  the figure of record. Both were measured with `RAG_CHANNEL_TIMEOUT_MS=30000` from the
+  calling shell: the machine (2 cores) was shared with several other runs (1-minute load
+  average near 20), and under the default 1 s channel timeout some vector searches timed out,
+  which would have measured the load rather than the rule.
 - The cross-language targets are missed by a wide margin: restricted to the answer's locale,
   multilingual-e5-small itself puts the answer first for about a quarter of these questions
   (top 3 for about half), and no fusion rule can rank higher than the channel that finds it.
