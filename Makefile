@@ -11,7 +11,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 
 .PHONY: bench-gateway
-.PHONY: install proto proto-baseline proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-smoke bench bench-smoke bench-scale bench-env clean
+.PHONY: install proto proto-baseline proto-check run run-check test test-unit test-deps lint typecheck eval eval-bilingual eval-third-party eval-smoke bench bench-smoke bench-scale bench-env clean
 
 install: $(STAMP) $(MODELS_STAMP)
 
@@ -99,9 +99,15 @@ eval: install bench-env
 	$(BIN)/python -m bench.eval.diversity
 	$(BIN)/python -m bench.eval.storage_modes
 	$(BIN)/python -m bench.eval.bilingual
+	$(BIN)/python -m bench.eval.third_party
 
 eval-bilingual: install
 	$(BIN)/python -m bench.eval.bilingual
+
+# Developer questions over the corpus suite's third-party documentation
+# (stages the pages first when missing: needs `make test-deps`' packages).
+eval-third-party: install
+	$(BIN)/python -m bench.eval.third_party
 
 eval-smoke: install
 	$(BIN)/python -m bench.eval.scifact --smoke

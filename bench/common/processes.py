@@ -69,9 +69,11 @@ class ServiceProcess:
         assert self.proc is not None
         return self.proc.pid
 
-    def wait_health(self, addr: str, service: str = "", timeout_s: float = 180) -> bool:
+    def wait_health(self, addr: str, service: str = "", timeout_s: float = 600) -> bool:
         """True once `addr` reports SERVING; False if it answers but stays
-        NOT_SERVING until the timeout. Raises if the process dies first."""
+        NOT_SERVING until the timeout. Raises if the process dies first.
+        Ten minutes: on 2 cores shared by several runs, loading the model
+        alone has taken over three."""
         return wait_until_serving(addr, service, timeout_s, check_alive=self._raise_if_dead)
 
     def _raise_if_dead(self) -> None:

@@ -5,10 +5,11 @@ Layout (bench/datasets/bilingual/):
 
     pages/<locale>/**/*.md      document id = path relative to pages/,
                                 locale = its first folder (en, zh-CN)
-    queries.jsonl               {"id", "kind", "query", "relevant": {doc_id: grade},
-                                 "must_contain"?}
+    queries.jsonl               {"id", "kind", "split"?, "query",
+                                 "relevant": {doc_id: grade}, "must_contain"?}
 
-`kind` is one of KINDS; `must_contain` is an identifier the rank-1 chunk must
+`kind` is one of KINDS; `split` is one of SPLITS (a query without one is a
+test query: fitting must never see it); `must_contain` is an identifier the rank-1 chunk must
 contain (case-insensitive): set on the identifier kinds, optional on mixed.
 The two cross-language kinds (CROSS_KINDS) ask in one language about an
 answer that exists only in the other: `cross_zh_en`, a Chinese question (no
@@ -40,6 +41,8 @@ KINDS = (
     "cross_en_zh",
 )
 IDENTIFIER_KINDS = ("identifier", "identifier_sentence")
+# Thresholds and weights are fitted on "train" and reported on "test".
+SPLITS = ("train", "test")
 # Cross-language kinds: (the question's language, the language of every page
 # judged relevant), as the first part of a locale folder (`zh-CN` -> `zh`).
 CROSS_KINDS: dict[str, tuple[str, str]] = {
@@ -57,6 +60,7 @@ class Query:
     text: str
     relevant: dict[str, int]
     must_contain: str = ""
+    split: str = "test"
 
     @property
     def relevant_docs(self) -> frozenset[str]:
@@ -123,12 +127,16 @@ def parse_query(record: dict[str, Any], where: str) -> Query:
     relevant = record["relevant"]
     if not isinstance(relevant, dict):
         raise ValueError(f"{where}: relevant must be an object {{doc_id: grade}}")
+    split = str(record.get("split") or "test")
+    if split not in SPLITS:
+        raise ValueError(f"{where}: split {split!r} is not one of {', '.join(SPLITS)}")
     query = Query(
         id=str(record["id"]),
         kind=record["kind"],
         text=str(record["query"]),
         relevant={str(doc): int(grade) for doc, grade in relevant.items()},
         must_contain=str(record.get("must_contain") or ""),
+        split=split,
     )
     if problem := cross_language_problem(query):
         raise ValueError(f"{where}: {problem}")
@@ -169,6 +177,13 @@ def smoke_queries(queries: Sequence[Query], per_kind: int = 2) -> list[Query]:
             taken[query.kind] = taken.get(query.kind, 0) + 1
             chosen.append(query)
     return chosen
+
+
+def split_queries(queries: Sequence[Query], split: str) -> list[Query]:
+    """The queries of one split ("train" or "test"), in file order."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    return [query for query in queries if query.split == split]
 
 
 def query_counts(queries: Sequence[Query]) -> dict[str, int]:

@@ -17,11 +17,15 @@ from ir_measures import Measure
 
 from bench.eval.dataset import Qrels
 
-# Report name -> ir-measures measure. Hit rate@5 is trec_eval's success@5.
+# Report name -> ir-measures measure. Hit rate@5 is trec_eval's success@5;
+# hit@1 (a relevant document first) and top3 (one among the first 3) are
+# success@1 and success@3: what a reader who looks at the first answer sees.
 MEASURES: dict[str, Measure] = {
     "ndcg@10": ir_measures.nDCG @ 10,
     "recall@100": ir_measures.R @ 100,
     "mrr@10": ir_measures.RR @ 10,
+    "hit@1": ir_measures.Success @ 1,
+    "top3": ir_measures.Success @ 3,
     "hit_rate@5": ir_measures.Success @ 5,
     "precision@5": ir_measures.P @ 5,
 }

@@ -19,9 +19,13 @@ language, a request whose scope holds several locales and fixes none):
    question's words translated with a bilingual dictionary and searched in
    that locale alone (services.core.analysis.query_translation;
    RAG_CROSS_LANGUAGE_LEXICAL);
-3. the fused locale lists take turns (1st of each, then 2nd of each, …), the
-   question's language first (by the best fused score when the question has
-   no language, e.g. an identifier alone).
+3. the fused locale lists take turns (1st of each, then 2nd of each, …) in
+   the order services.retriever.locale_order decides: the question's
+   language first unless another locale's head has clearly more evidence
+   (its cosine and lexical agreement, by a margin fitted on the bilingual
+   train split); by the best fused score when the question has no
+   language, e.g. an identifier alone. The answer's notes say which locale
+   led and why.
 
 Measured on the bilingual set with multilingual-e5-small (docs/benchmarks.md)
 against plain RRF and against interleaving the vector channel alone; the
@@ -45,6 +49,7 @@ from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.channels import call_as
 from services.retriever.fusion import ListFuser
+from services.retriever.locale_order import HeadEvidence, LocaleOrderRule, OrderDecision
 from services.retriever.types import Channel, FusedHit
 from services.retriever.vector_batching import VectorSearchBatcher
 from services.storage.base import VectorQuery, VectorStore
@@ -74,6 +79,7 @@ class LocaleLists:
     vector: dict[str, list[ScoredChunk]] = field(default_factory=dict)
     translated: dict[str, list[ScoredChunk]] = field(default_factory=dict)
     translations: dict[str, Translation] = field(default_factory=dict)  # by language
+    order: OrderDecision | None = None  # which locale led the turns, and why
 
     def translation_notes(self) -> list[str]:
         return [
@@ -206,11 +212,15 @@ def fuse_per_locale(
     weights: Mapping[Channel, float] | None,
     translated: Mapping[str, list[ScoredChunk]] | None = None,
     cross_lingual: Sequence[ScoredChunk] = (),
+    rule: LocaleOrderRule | None = None,
+    decided: LocaleLists | None = None,
 ) -> list[FusedHit]:
     """Steps 2 and 3 of the module docstring (`translated`: lexical hits of
     the translated question per locale; `cross_lingual`: the second vector's
-    hits, fused in each locale with that locale's own)."""
-    fused_lists: list[tuple[bool, list[FusedHit]]] = []
+    hits, fused in each locale with that locale's own; `rule`: the turn
+    order, by evidence when None; `decided.order` gets the decision, for the
+    notes)."""
+    fused_lists: dict[str, list[FusedHit]] = {}
     for locale, vector_hits in vector_by_locale.items():
         own = not other_language(query_language, locale)
         lexical_hits = [h for h in lexical if h.chunk.locale == locale and (own or h.exact)]
@@ -219,9 +229,12 @@ def fuse_per_locale(
         ranked = {Channel.VECTOR: vector_hits, Channel.LEXICAL: lexical_hits}
         if cross_lingual:
             ranked[Channel.CROSS_LINGUAL] = [h for h in cross_lingual if h.chunk.locale == locale]
-        fused_lists.append((own, fuser.fuse(ranked, weights)))
-    fused_lists.sort(key=lambda item: (not item[0], -_best_score(item[1])))
-    return interleaved([hits for _, hits in fused_lists])
+        fused_lists[locale] = fuser.fuse(ranked, weights)
+    heads = {locale: HeadEvidence.of(locale, hits) for locale, hits in fused_lists.items()}
+    decision = (rule or LocaleOrderRule()).order(heads, query_language)
+    if decided is not None:
+        decided.order = decision
+    return interleaved([fused_lists[locale] for locale in decision.locales])
 
 
 def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChunk]:
@@ -229,15 +242,14 @@ def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChu
     return _distinct([*first, *then])
 
 
-def _best_score(hits: list[FusedHit]) -> float:
-    return hits[0].fused_score if hits else 0.0
-
-
-def balance_note(locales: Sequence[str], translated: bool) -> str:
+def balance_note(
+    locales: Sequence[str], translated: bool, order: OrderDecision | None = None
+) -> str:
     other = "translated by dictionary" if translated else "only in the question's language"
+    turns = f"locales in turns, {order.reason}" if order is not None else "locales in turns"
     return (
         f"ranked each locale apart ({', '.join(locales)}): vector per locale, lexical words "
-        f"{other} (identifiers in every locale), locales in turns"
+        f"{other} (identifiers in every locale), {turns}"
     )
 
 

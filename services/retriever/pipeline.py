@@ -49,6 +49,7 @@ from services.retriever.locale_balance import (
     balance_note,
     fuse_per_locale,
 )
+from services.retriever.locale_order import LocaleOrderRule
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.page_keys import PageTokenKeys
 from services.retriever.paging import (
@@ -139,6 +140,7 @@ class RetrievalPipeline:
             translator,
             max_batched_searches=config.vector_search_batch,
         )
+        self.locale_order = LocaleOrderRule(config.locale_order, config.locale_order_margin)
         self.executor = executor
         self.config = config
         self.normalizer = QueryNormalizer(config.max_query_chars)
@@ -285,7 +287,8 @@ class RetrievalPipeline:
         result.notes.extend(note for note in run.notes if note)
         if run.balanced.vector and run.vector.ok:
             translated = bool(run.balanced.translated)
-            result.notes.append(balance_note(list(run.balanced.vector), translated))
+            order = run.balanced.order
+            result.notes.append(balance_note(list(run.balanced.vector), translated, order))
             if request.debug:
                 result.notes.extend(run.balanced.translation_notes())
         if request.debug and run.vector.ok:
@@ -395,7 +398,15 @@ class RetrievalPipeline:
             translated = balanced.translated if lexical.ok else {}
             language = prepared.language.language
             fused = fuse_per_locale(
-                fuser, balanced.vector, lexical_hits, language, weights, translated, cross
+                fuser,
+                balanced.vector,
+                lexical_hits,
+                language,
+                weights,
+                translated,
+                cross,
+                rule=self.locale_order,
+                decided=balanced,
             )
         else:
             outcomes = (vector, lexical, run.cross_lingual)

@@ -17,6 +17,7 @@ from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
+from services.retriever.locale_order import DEFAULT_MARGIN, LocaleOrder
 from services.retriever.reranking import RerankOutcome
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
@@ -49,6 +50,8 @@ class RetrievalConfig:
     # RRF weight of the cross-lingual channel (the second vector) when a
     # request does not set one.
     cross_lingual_weight: float = 1.0
+    locale_order: LocaleOrder = LocaleOrder.EVIDENCE
+    locale_order_margin: float = DEFAULT_MARGIN
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from services.retriever.exact import ExactPrecedence
 from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
+from services.retriever.locale_order import DEFAULT_MARGIN, LocaleOrder
 from services.retriever.page_keys import MIN_KEY_CHARS
 from services.retriever.score_fusion import FusionMethod
 from services.runtime.embedding_settings import EmbeddingSettings
@@ -143,6 +144,21 @@ class RetrieverSettings(
         "interleave), the lexical channel also searches each other-language locale with the "
         "question's words translated by the CC-CEDICT Chinese-English dictionary; off: only "
         "exact identifiers match across languages (docs/retrieval.md)",
+    )
+    locale_order: LocaleOrder = Field(
+        LocaleOrder.EVIDENCE,
+        description="evidence | question_first. With locales ranked apart, which locale's list "
+        "leads the turns: evidence = another language's locale leads when its first hit's "
+        "cosine (+ lexical agreement) beats the question's language's by more than "
+        "RAG_LOCALE_ORDER_MARGIN; question_first = the question's language always leads "
+        "(services/retriever/locale_order.py)",
+    )
+    locale_order_margin: float = Field(
+        DEFAULT_MARGIN,
+        ge=-1,
+        le=2,
+        description="how much more evidence another language's locale needs to lead "
+        "(cosine scale; fitted on the bilingual train split: bench/eval/locale_order_fit.py)",
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)

@@ -13,11 +13,13 @@ from bench.common.paths import DATASETS_DIR
 from bench.eval.bilingual import assess, index_dir, parse_env, record_variant
 from bench.eval.bilingual_data import (
     CROSS_KINDS,
+    SPLITS,
     BilingualDataset,
     Query,
     cjk_characters,
     parse_query,
     smoke_queries,
+    split_queries,
 )
 from bench.eval.bilingual_scoring import Outcome, failures, group_metrics, summarize
 from services.core.analysis.analyzer import TextAnalyzer
@@ -160,3 +162,21 @@ def test_the_data_set_judges_existing_pages_and_crosses_languages() -> None:
         for doc in q.relevant_docs
     }
     assert {pair: found for pair, found in shared.items() if found} == {}
+
+
+def test_every_query_is_in_one_split_and_every_kind_trains_on_about_a_third() -> None:
+    """The split the fitting relies on: explicit on every shipped query,
+    stratified by kind, and strictly read (a typo is not a silent test query)."""
+    lines = (DATASETS_DIR / "bilingual" / "queries.jsonl").read_text(encoding="utf-8")
+    assert all(json.loads(line).get("split") in SPLITS for line in lines.splitlines())
+    queries = BilingualDataset(DATASETS_DIR / "bilingual").queries()
+    for kind in {query.kind for query in queries}:
+        of_kind = [query for query in queries if query.kind == kind]
+        trained = len(split_queries(of_kind, "train"))
+        assert len(of_kind) // 3 <= trained <= len(of_kind) // 3 + 1
+    with pytest.raises(ValueError, match="split 'tran'"):
+        parse_query(
+            {"id": "x", "kind": "mixed", "split": "tran", "query": "q", "relevant": {}}, "l"
+        )
+    unsplit = parse_query({"id": "x", "kind": "mixed", "query": "q", "relevant": {}}, "line 1")
+    assert unsplit.split == "test"

@@ -3,9 +3,10 @@ other, through the real stack with the packaged multilingual model: the
 locales take turns (services.retriever.locale_balance), so the English answer
 to a Chinese question ranks right after the best Chinese page (which, without
 the rule, pushed it out of the top 5), and the reverse; the answer says how
-it ranked across locales. The question's own language goes first: putting
-the other language first lost more on same-language questions than it won
-(docs/benchmarks.md, bilingual set)."""
+it ranked across locales. Here the question's own language still goes
+first: the other language's page leads only when its evidence stands
+clearly above (services.retriever.locale_order; tests/stack/test_locale_order.py
+has questions where it does)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,85 @@
+"""Which locale leads the turns (services.retriever.locale_order), on
+hand-made lists: FAKE per-locale channel lists standing in for the stores'
+answers, so each piece of evidence can be set on its own (unit)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from services.core.models import ScoredChunk
+from services.retriever.fusion import RrfFuser
+from services.retriever.locale_balance import LocaleLists, balance_note, fuse_per_locale
+from services.retriever.locale_order import (
+    LEXICAL_AGREEMENT,
+    HeadEvidence,
+    LocaleOrder,
+    LocaleOrderRule,
+)
+from tests.retriever.factories import scored
+
+pytestmark = pytest.mark.unit
+
+
+def _hit(chunk_id: str, locale: str, score: float = 1.0) -> ScoredChunk:
+    """A FAKE store hit: `score` is its cosine (vector) or BM25 (lexical)."""
+    hit = scored(chunk_id, score)
+    return replace(hit, chunk=replace(hit.chunk, locale=locale))
+
+
+def test_another_language_leads_only_with_more_evidence_than_the_margin() -> None:
+    rule = LocaleOrderRule(margin=0.02)
+    own = HeadEvidence("en", cosine=0.80, lexical=True)  # evidence 0.80 + agreement
+    ahead = HeadEvidence("zh-CN", cosine=0.86, lexical=True)
+    close = HeadEvidence("zh-CN", cosine=0.81, lexical=True)
+    led = rule.order({"en": own, "zh-CN": ahead}, "en")
+    assert led.locales == ("zh-CN", "en") and led.other_language_leads
+    assert led.reason.startswith("zh-CN leads (another language) by evidence")
+    assert "zh-CN head cosine 0.860 + lexical vs en head cosine 0.800 + lexical" in led.reason
+    kept = rule.order({"en": own, "zh-CN": close}, "en")
+    assert kept.locales == ("en", "zh-CN") and not kept.other_language_leads
+    assert kept.reason.startswith("en leads (question's language)")
+    # A negative margin lets another language lead with less evidence: it still leads.
+    eager = LocaleOrderRule(margin=-0.1).order({"en": own, "zh-CN": close}, "en")
+    assert eager.locales == ("zh-CN", "en") and eager.other_language_leads
+
+
+def test_lexical_agreement_counts_as_evidence() -> None:
+    rule = LocaleOrderRule(margin=0.0)
+    vector_only = HeadEvidence("en", cosine=0.84, lexical=False)
+    both = HeadEvidence("zh-CN", cosine=0.84 - LEXICAL_AGREEMENT / 2, lexical=True)
+    assert rule.order({"en": vector_only, "zh-CN": both}, "en").locales[0] == "zh-CN"
+    alone = replace(both, lexical=False)
+    assert rule.order({"en": vector_only, "zh-CN": alone}, "en").locales[0] == "en"
+
+
+def test_question_first_and_questions_without_language_keep_the_former_rule() -> None:
+    heads = {
+        "en": HeadEvidence("en", 0.70, False, fused_score=0.01),
+        "zh-CN": HeadEvidence("zh-CN", 0.95, True, fused_score=0.03),
+    }
+    former = LocaleOrderRule(LocaleOrder.QUESTION_FIRST)
+    assert former.order(heads, "en").locales == ("en", "zh-CN")
+    assert LocaleOrderRule().order(heads, "und").locales == ("zh-CN", "en")  # best fused score
+    assert "best fused score" in LocaleOrderRule().order(heads, "").reason
+    assert LocaleOrderRule().order({}, "en").locales == ()
+
+
+def test_fused_locale_lists_are_taken_in_the_decided_order_and_the_notes_say_why() -> None:
+    vector = {  # FAKE per-locale vector answers (cosines)
+        "en": [_hit("en-near", "en", 0.81), _hit("en-far", "en", 0.79)],
+        "zh-CN": [_hit("zh-answer", "zh-CN", 0.86), _hit("zh-other", "zh-CN", 0.80)],
+    }
+    lexical = [_hit("en-near", "en", 7.0)]  # the question's words match an English page
+    translated = {"zh-CN": [_hit("zh-answer", "zh-CN", 5.0)]}  # its translation, the answer
+    lists = LocaleLists()
+    rule = LocaleOrderRule(margin=0.02)
+    fused = fuse_per_locale(RrfFuser(), vector, lexical, "en", None, translated, rule, lists)
+    assert [h.chunk.chunk_id for h in fused] == ["zh-answer", "en-near", "zh-other", "en-far"]
+    assert lists.order is not None and lists.order.other_language_leads
+    note = balance_note(["en", "zh-CN"], True, lists.order)
+    assert "locales in turns, zh-CN leads (another language) by evidence" in note
+    former = LocaleOrderRule(LocaleOrder.QUESTION_FIRST)
+    fused = fuse_per_locale(RrfFuser(), vector, lexical, "en", None, translated, former)
+    assert [h.chunk.chunk_id for h in fused][:2] == ["en-near", "zh-answer"]
