@@ -21,13 +21,28 @@ AUTHORIZATION = "authorization"
 
 
 class TokenSource:
-    """The bearer token: given directly, or read from a file (re-read on change)."""
+    """The bearer token: given directly, or read from a file.
+
+    The one token source of every client of the services (this package, the
+    gateway, the Retriever's channel to the Reranker, the operator CLI). The
+    file is looked at on every call (a stat) and re-read when its modification
+    time or size changes, so a rotated token is used from the next call on. A
+    rotation that replaces the file leaves a moment where it cannot be read:
+    the last token read is kept then; a file never read raises InvalidSettings.
+    """
 
     def __init__(self, token: str = "", path: Path | None = None) -> None:
         self._token = token
         self._path = path
         self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._token or self._path)
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
 
     def current(self) -> str:
         if self._path is None:
@@ -40,6 +55,8 @@ class TokenSource:
                     self._token, self._stamp = self._path.read_text().strip(), stamp
                 return self._token
         except OSError as exc:
+            if self._stamp is not None:
+                return self._token
             raise InvalidSettings("token_file", f"{self._path}: {exc.strerror}") from None
 
     def metadata(self) -> tuple[tuple[str, str], ...]:

@@ -34,6 +34,8 @@ class RetrievalConfig:
     rerank_candidates: int = 20
     rerank_budget_ms: int = 300
     channel_timeout_ms: int = 1000
+    boost_read_timeout_ms: int = 500
+    diversity_read_timeout_ms: int = 500
     safety_margin_ms: int = 10
     max_query_chars: int = 1000
     exact_precedence: ExactPrecedence = ExactPrecedence.LEAD

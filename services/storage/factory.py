@@ -21,7 +21,7 @@ __all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_st
 
 def open_storage(settings: StoreSettings, dim: int) -> Storage:
     if settings.is_postgres:
-        from services.storage.postgres_factory import open_postgres_storage
+        from services.storage.postgres.factory import open_postgres_storage
 
         return open_postgres_storage(settings, dim)
     vectors, lexical = open_stores(settings, dim)
@@ -35,11 +35,11 @@ def open_storage(settings: StoreSettings, dim: int) -> Storage:
 
 def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, LexicalStore]:
     if settings.is_postgres:
-        from services.storage.postgres_factory import open_postgres_stores
+        from services.storage.postgres.factory import open_postgres_stores
 
         return open_postgres_stores(settings, dim)
     if not settings.is_server:
-        from services.storage.embedded import open_embedded_stores
+        from services.storage.embedded.stores import open_embedded_stores
 
         return open_embedded_stores(
             settings.data_dir,
@@ -50,8 +50,8 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
             optimize_apart=settings.vector_optimize_apart,
         )
 
-    from services.storage.opensearch_store import OpenSearchLexicalStore
-    from services.storage.qdrant_server import QdrantVectorStore
+    from services.storage.server.opensearch import OpenSearchLexicalStore
+    from services.storage.server.qdrant import QdrantVectorStore
 
     vectors = QdrantVectorStore.from_settings(settings, dim)
     try:
@@ -64,14 +64,14 @@ def open_stores(settings: StoreSettings, dim: int) -> tuple[VectorStore, Lexical
 
 def open_manifest(settings: StoreSettings) -> Manifest:
     if settings.is_postgres:
-        from services.storage.postgres_factory import open_postgres_manifest
+        from services.storage.postgres.factory import open_postgres_manifest
 
         return open_postgres_manifest(settings)
     if not settings.is_server:
-        from services.storage.manifest_sqlite import SqliteManifest
+        from services.storage.embedded.manifest_sqlite import SqliteManifest
 
         return SqliteManifest(settings.data_dir / MANIFEST_FILE)
 
-    from services.storage.manifest_opensearch import OpenSearchManifest
+    from services.storage.server.opensearch_manifest import OpenSearchManifest
 
     return OpenSearchManifest.from_settings(settings)

@@ -1,52 +1,20 @@
 """Channels from our clients (Retriever → Reranker, gateway → Retriever,
 CLI → Indexer) to our servers: TLS when configured, a bearer token on every
-call when configured. The token file is re-read when it changes, so a client
-picks up a rotated token without a restart."""
+call when configured. The token comes from the one `TokenSource` of every
+client (rag_client.transport): a rotated token file is used from the next call."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
 
+from rag_client.transport import TokenSource
 from services.core.errors import ConfigError
 from services.runtime.observability.propagation import ContextPropagatingInterceptor
 from services.runtime.security.tls import ClientTls
-
-RECHECK_S = 1.0  # how often a token file's modification time is looked at
-
-
-@dataclass
-class TokenSource:
-    """A token given directly, or read from a file (re-read on change)."""
-
-    value: str = ""
-    path: Path | None = None
-    _stamp: tuple[int, int] | None = field(default=None, repr=False)
-    _checked: float = field(default=-RECHECK_S, repr=False)
-
-    def __bool__(self) -> bool:
-        return bool(self.value or self.path)
-
-    def current(self) -> str:
-        # Every call asks; the file is looked at no more than once a second.
-        now = time.monotonic()
-        if self.path is None or (self.value and now - self._checked < RECHECK_S):
-            return self.value
-        self._checked = now
-        try:
-            st = self.path.stat()
-            stamp = (st.st_mtime_ns, st.st_size)
-            if stamp != self._stamp:
-                self.value, self._stamp = self.path.read_text().strip(), stamp
-        except OSError as exc:
-            if not self.value:
-                raise ConfigError(f"token file {self.path}: cannot read: {exc.strerror}") from None
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -83,8 +51,7 @@ class ClientSecurity:
         return cls(tls, token)
 
     def metadata(self) -> list[tuple[str, str]]:
-        token = self.token.current() if self.token else ""
-        return [("authorization", f"Bearer {token}")] if token else []
+        return list(self.token.metadata()) if self.token else []
 
 
 class _BearerAio(
