@@ -9,6 +9,7 @@ without a restart."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +100,80 @@ def _credentials(settings: ClientSettings) -> grpc.ChannelCredentials:
 
 def sync_channel(settings: ClientSettings) -> grpc.Channel:
     """A blocking channel: TLS when settings.tls is set, else plaintext."""
-    if settings.tls is None:
-        return grpc.insecure_channel(settings.target, options=_options(settings))
-    return grpc.secure_channel(settings.target, _credentials(settings), options=_options(settings))
+    creds = None if settings.tls is None else _credentials(settings)
+    return open_sync_channel(settings.target, creds, _options(settings))
 
 
 def aio_channel(settings: ClientSettings) -> grpc.aio.Channel:
     """The asyncio counterpart of sync_channel."""
-    if settings.tls is None:
-        return grpc.aio.insecure_channel(settings.target, options=_options(settings))
-    creds = _credentials(settings)
-    return grpc.aio.secure_channel(settings.target, creds, options=_options(settings))
+    creds = None if settings.tls is None else _credentials(settings)
+    return open_aio_channel(settings.target, creds, _options(settings))
+
+
+# The one transport every client of the services is built on: this package's
+# clients (the operator CLI and the benchmarks use them), and the channels the
+# services open to each other and the gateway opens to the Retriever
+# (services.runtime.security.client), which add their interceptors.
+
+
+def open_sync_channel(
+    target: str,
+    credentials: grpc.ChannelCredentials | None,
+    options: Sequence[tuple[str, Any]],
+    interceptors: Sequence[Any] = (),
+) -> grpc.Channel:
+    """Plaintext without credentials, TLS with them; interceptors applied in order."""
+    if credentials is None:
+        channel = grpc.insecure_channel(target, options=list(options))
+    else:
+        channel = grpc.secure_channel(target, credentials, options=list(options))
+    return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
+
+
+def open_aio_channel(
+    target: str,
+    credentials: grpc.ChannelCredentials | None,
+    options: Sequence[tuple[str, Any]],
+    interceptors: Sequence[Any] = (),
+) -> grpc.aio.Channel:
+    """The asyncio counterpart of open_sync_channel."""
+    chain = list(interceptors) or None
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=list(options), interceptors=chain)
+    return grpc.aio.secure_channel(target, credentials, options=list(options), interceptors=chain)
+
+
+class BearerAio(
+    grpc.aio.UnaryUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.aio.UnaryStreamClientInterceptor,  # type: ignore[misc]
+):
+    """Adds the token source's current bearer token to every call."""
+
+    def __init__(self, token: TokenSource) -> None:
+        self.token = token
+
+    def _with_token(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()), *self.token.metadata())
+        return details._replace(metadata=metadata)
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)
+
+
+class BearerSync(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    """The blocking counterpart of BearerAio."""
+
+    def __init__(self, token: TokenSource) -> None:
+        self.token = token
+
+    def _with_token(self, details: Any) -> Any:
+        return details._replace(metadata=[*(details.metadata or ()), *self.token.metadata()])
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_token(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_token(details), request)

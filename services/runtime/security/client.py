@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from rag_client import transport
 from rag_client.transport import TokenSource
 from services.core.errors import ConfigError
 from services.runtime.observability.propagation import ContextPropagatingInterceptor
@@ -50,41 +51,6 @@ class ClientSecurity:
         token = TokenSource(secret.get_secret_value() if secret else "", get("token_file"))
         return cls(tls, token)
 
-    def metadata(self) -> list[tuple[str, str]]:
-        return list(self.token.metadata()) if self.token else []
-
-
-class _BearerAio(
-    grpc.aio.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-    grpc.aio.UnaryStreamClientInterceptor,  # type: ignore[misc]
-):
-    def __init__(self, security: ClientSecurity) -> None:
-        self.security = security
-
-    def _with_token(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
-        metadata = grpc.aio.Metadata(*(details.metadata or ()), *self.security.metadata())
-        return details._replace(metadata=metadata)
-
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self._with_token(details), request)
-
-    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self._with_token(details), request)
-
-
-class _BearerSync(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    def __init__(self, security: ClientSecurity) -> None:
-        self.security = security
-
-    def _with_token(self, details: Any) -> Any:
-        return details._replace(metadata=[*(details.metadata or ()), *self.security.metadata()])
-
-    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return continuation(self._with_token(details), request)
-
-    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        return continuation(self._with_token(details), request)
-
 
 def aio_channel(
     target: str, security: ClientSecurity, options: Sequence[tuple[str, Any]] = ()
@@ -93,20 +59,22 @@ def aio_channel(
     context and request id (services.runtime.observability.propagation)."""
     interceptors: list[Any] = [ContextPropagatingInterceptor()]
     if security.token:
-        interceptors.append(_BearerAio(security))
-    if security.tls is None:
-        return grpc.aio.insecure_channel(target, options=list(options), interceptors=interceptors)
-    opts = [*options, *security.tls.channel_options()]
-    creds = security.tls.credentials()
-    return grpc.aio.secure_channel(target, creds, options=opts, interceptors=interceptors)
+        interceptors.append(transport.BearerAio(security.token))
+    credentials, opts = _tls(security, options)
+    return transport.open_aio_channel(target, credentials, opts, interceptors)
 
 
 def sync_channel(
     target: str, security: ClientSecurity, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.Channel:
+    interceptors = [transport.BearerSync(security.token)] if security.token else []
+    credentials, opts = _tls(security, options)
+    return transport.open_sync_channel(target, credentials, opts, interceptors)
+
+
+def _tls(
+    security: ClientSecurity, options: Sequence[tuple[str, Any]]
+) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
     if security.tls is None:
-        channel = grpc.insecure_channel(target, options=list(options))
-    else:
-        opts = [*options, *security.tls.channel_options()]
-        channel = grpc.secure_channel(target, security.tls.credentials(), options=opts)
-    return grpc.intercept_channel(channel, _BearerSync(security)) if security.token else channel
+        return None, list(options)
+    return security.tls.credentials(), [*options, *security.tls.channel_options()]
