@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import redis
@@ -47,6 +48,15 @@ from services.runtime.observability.tracing import Tracing
 from services.runtime.security.client import ClientSecurity
 
 log = get_logger(__name__)
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml), reported by the API."""
+    try:
+        return version("rag-services")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "0+unknown"
+
 
 STATIC_DIR = Path(__file__).parent / "static"
 PAGE_HEADERS = {
@@ -124,7 +134,7 @@ def create_app(
 
     app = FastAPI(
         title="RAG gateway",
-        version="1.0.0",
+        version=package_version(),
         summary="Public HTTP/JSON front door to hybrid retrieval",
         lifespan=lifespan,
         docs_url=None,  # the Swagger UI would load from a CDN

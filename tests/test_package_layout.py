@@ -1,14 +1,25 @@
 """The package layout keeps its direction (docs/architecture.md):
 
-    services.core      the domain                  imports nothing else from services
-    services.contract  generated gRPC stubs        imports nothing else from services
-    services.storage   the one index facade        imports services.core only
-    services.runtime   what a process needs        imports core, storage, contract
+    services.core       the domain                   imports nothing else from services
+    services.contract   generated gRPC stubs         imports nothing else from services
+    services.embedding  the embedding engine         imports services.core only
+    services.storage    the one index facade         imports services.core only
+                        (backends below it: storage.embedded, storage.server, storage.postgres)
+    services.runtime    what a process needs         core, embedding, storage, contract,
+                                                     rag_client (its token source)
     services.indexer / retriever / reranker / stack
-                       the services                anything above, never services.operator
-    services.operator  operator tooling            anything (services.indexer included)
+                        the services                 anything above, never sources or operator
+    services.sources    reading folders into documents  core, indexer (its markup and limits)
+    services.operator   operator tooling             anything in services, rag_client
 
-and the old catch-all package, `common`, does not come back."""
+and outside services:
+
+    rag_client          the one client layer         services.contract only
+    gateway             the HTTP front               core, runtime, contract, rag_client
+    bench, scripts      measurement and launchers    anything, never the other one's private parts
+
+No package of services imports gateway, bench, scripts or tests; the old
+catch-all package, `common`, does not come back."""
 
 from __future__ import annotations
 
@@ -25,15 +36,31 @@ SERVICES = ROOT / "services"
 ALLOWED: dict[str, set[str]] = {
     "services.core": {"services.core"},
     "services.contract": {"services.contract"},
+    "services.embedding": {"services.core", "services.embedding"},
     "services.storage": {"services.core", "services.storage"},
     "services.runtime": {
         "services.core",
+        "services.embedding",
         "services.storage",
         "services.contract",
         "services.runtime",
+        "rag_client",  # the one TokenSource of every client
+    },
+    "services.sources": {"services.core", "services.indexer", "services.sources"},
+    "rag_client": {"services.contract", "rag_client"},
+    "gateway": {
+        "services.core",
+        "services.runtime",
+        "services.contract",
+        "rag_client",
+        "gateway",
     },
 }
 OPERATOR = "services.operator"
+SOURCES = "services.sources"
+# Top-level packages checked, and what they may never import.
+TOP_LEVEL = ("services", "gateway", "rag_client", "bench", "scripts")
+NEVER_FROM_SERVICES = ("gateway", "bench", "scripts", "tests")
 
 
 def imported_modules(source: str) -> set[str]:
@@ -45,36 +72,52 @@ def imported_modules(source: str) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-            if node.module == "services":
-                names.update(f"services.{alias.name}" for alias in node.names)
+            if node.module in ("services", "services.storage", "services.indexer"):
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 
 def package_of(module: str) -> str:
-    """`services.core.analysis.scripts` -> `services.core`."""
-    return ".".join(module.split(".")[:2])
+    """`services.core.analysis.scripts` -> `services.core`; `gateway.app` -> `gateway`."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "services" else parts[0]
 
 
 def module_name(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts)
 
 
+def wrong_way(own: str, module: str) -> str | None:
+    """Why `own` must not import `module`, or None when it may."""
+    target = package_of(module)
+    if module == "services":
+        return None  # `from services import x`: x is checked on its own
+    if target == "services.common":
+        return f"imports {module}, a package that is gone"
+    if target.split(".")[0] not in (*TOP_LEVEL, "tests"):
+        return None  # third-party
+    if own.startswith("services") and target in NEVER_FROM_SERVICES:
+        return f"{own} must not import {module}"
+    if own in ALLOWED and target not in ALLOWED[own]:
+        return f"{own} must not import {module}"
+    if target == OPERATOR and own not in (OPERATOR, "bench", "scripts"):
+        return f"only {OPERATOR} imports {module}"
+    if target == SOURCES and own.startswith("services.") and own not in (SOURCES, OPERATOR):
+        return f"the services never import {module}: reading folders is the client's side"
+    return None
+
+
 def violations(root: Path = ROOT) -> list[str]:
     found = []
-    for path in sorted((root / "services").rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
-        own = package_of(".".join(path.relative_to(root).with_suffix("").parts))
-        for module in sorted(imported_modules(path.read_text(encoding="utf-8"))):
-            if not module.startswith("services."):
+    for top in TOP_LEVEL:
+        for path in sorted((root / top).rglob("*.py")):
+            if "__pycache__" in path.parts or "genproto" in path.parts:
                 continue
-            target = package_of(module)
-            if target.split(".") == ["services", "common"]:
-                found.append(f"{path.relative_to(root)}: imports {module}, a package that is gone")
-            elif own in ALLOWED and target not in ALLOWED[own]:
-                found.append(f"{path.relative_to(root)}: {own} must not import {module}")
-            elif own not in ALLOWED and own != OPERATOR and target == OPERATOR:
-                found.append(f"{path.relative_to(root)}: only {OPERATOR} imports {module}")
+            own = package_of(".".join(path.relative_to(root).with_suffix("").parts))
+            for module in sorted(imported_modules(path.read_text(encoding="utf-8"))):
+                reason = wrong_way(own, module)
+                if reason is not None:
+                    found.append(f"{path.relative_to(root)}: {reason}")
     return found
 
 
@@ -87,7 +130,7 @@ def test_the_old_catch_all_package_is_gone() -> None:
 
 
 def test_the_layers_exist() -> None:
-    for package in (*ALLOWED, OPERATOR):
+    for package in (*ALLOWED, OPERATOR, SOURCES):
         assert (ROOT / package.replace(".", "/") / "__init__.py").is_file(), package
 
 
@@ -102,3 +145,22 @@ def test_the_check_sees_imports_inside_functions_and_from_services(tmp_path: Pat
         "services/core/m.py: services.core must not import services.runtime.settings",
         "services/core/m.py: services.core must not import services.storage",
     ]
+
+
+def test_the_check_covers_every_top_level_package(tmp_path: Path) -> None:
+    for top, line in (
+        ("rag_client", "from services.retriever.app import RetrieverApp\n"),
+        ("gateway", "import services.storage.storage\n"),
+        ("services/indexer", "from services.sources.loaders import load_directory\n"),
+        ("services/embedding", "from services.storage.storage import Storage\n"),
+    ):
+        module = tmp_path / top / "m.py"
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(line)
+    assert len(violations(tmp_path)) == 4
+
+
+def test_the_indexer_server_does_not_reach_the_loader() -> None:
+    """An upsert never enters the folder loader (nor its YAML and HTML-head parsers)."""
+    for path in sorted((SERVICES / "indexer").rglob("*.py")):
+        assert "services.sources" not in path.read_text(encoding="utf-8"), path

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
-
+from bench.common.clients import bench_indexer
 from services.core.models import Document
 
 
@@ -37,14 +36,12 @@ def ingest_beir(
 ) -> IngestReport:
     """Send a BEIR corpus through the Indexer exactly as the operator CLI does
     (same loader, options and batching), timing the whole run."""
-    from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
     from services.operator.cli import Ingest, parser
-    from services.runtime.server import channel_options
 
     argv = ["ingest", str(corpus), "--scope", scope, "--format", "beir", "--quiet"]
     args = parser().parse_args(argv + (["--title-as-heading"] if title_as_heading else []))
-    with grpc.insecure_channel(indexer_addr, options=channel_options(64 * 2**20)) as channel:
-        ingest = Ingest(indexer_pb2_grpc.IndexerStub(channel), args)
+    with bench_indexer(indexer_addr, args.timeout) as client:
+        ingest = Ingest(client, args)
         started = time.perf_counter()
         ingest.run()
         seconds = time.perf_counter() - started
@@ -59,9 +56,7 @@ def sync_documents(
     pages a data set no longer has (a renamed page would otherwise still be
     found under its old id and count as a miss)."""
     from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
-    from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
     from services.operator.cli import batches, document_to_proto
-    from services.runtime.server import channel_options
 
     totals = dict.fromkeys((f.name for f in pb.PlanCounts.DESCRIPTOR.fields), 0)
     rejected: list[str] = []
@@ -76,13 +71,11 @@ def sync_documents(
         )
 
     keep = [pb.DocumentKey(doc_id=d.doc_id, locale=d.locale) for d in documents]
-    with grpc.insecure_channel(indexer_addr, options=channel_options(64 * 2**20)) as channel:
-        stub = indexer_pb2_grpc.IndexerStub(channel)
+    with bench_indexer(indexer_addr, timeout_s) as client:
         started = time.perf_counter()
         for batch in batches(documents, 64, 4_000_000):
-            request = pb.UpsertRequest(documents=[document_to_proto(d) for d in batch])
-            add(stub.Upsert(request, timeout=timeout_s))
-        add(stub.Sync(pb.SyncRequest(scope_id=scope, keep=keep), timeout=timeout_s))
+            add(client.upsert([document_to_proto(d) for d in batch]))
+        add(client.sync(scope, keep))
         seconds = time.perf_counter() - started
     return IngestReport(round(seconds, 2), totals, rejected)
 
@@ -90,10 +83,8 @@ def sync_documents(
 def index_stats(indexer_addr: str) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict
 
-    from services.contract.genproto.rag.indexer.v1 import indexer_pb2, indexer_pb2_grpc
-
-    with grpc.insecure_channel(indexer_addr) as channel:
-        reply = indexer_pb2_grpc.IndexerStub(channel).Stats(indexer_pb2.StatsRequest(), timeout=60)
+    with bench_indexer(indexer_addr, 60.0) as client:
+        reply = client.stats()
     return MessageToDict(
         reply, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )

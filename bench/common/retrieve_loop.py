@@ -13,11 +13,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import grpc
-
+from bench.common.clients import bench_retriever_async
+from rag_client import AsyncRetrieverClient, CallError
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.runtime.server import channel_options
 
 RequestFactory = Callable[[str], pb.RetrieveRequest]
 
@@ -79,13 +77,12 @@ async def _run_load(
 ) -> LoadResult:
     pending = list(reversed(queries))
     answers: list[Answer] = []
-    async with grpc.aio.insecure_channel(addr, options=channel_options(64 * 2**20)) as channel:
-        stub = retriever_pb2_grpc.RetrieverStub(channel)
+    async with bench_retriever_async(addr, timeout_s) as client:
 
         async def caller() -> None:
             while pending:
                 query_id, text = pending.pop()
-                answer = await _call(stub, query_id, make_request(text), timeout_s)
+                answer = await _call(client, query_id, make_request(text), timeout_s)
                 if not keep_responses:
                     answer.response = answer.response and pb.RetrieveResponse()
                 answers.append(answer)
@@ -97,14 +94,14 @@ async def _run_load(
 
 
 async def _call(
-    stub: retriever_pb2_grpc.RetrieverStub,
+    client: AsyncRetrieverClient,
     query_id: str,
     request: pb.RetrieveRequest,
     timeout_s: float,
 ) -> Answer:
     started = time.perf_counter()
     try:
-        response = await stub.Retrieve(request, timeout=timeout_s)
-    except grpc.aio.AioRpcError as exc:
-        return Answer(query_id, (time.perf_counter() - started) * 1000, error=exc.code().name)
+        response = await client.retrieve(request, deadline=timeout_s)
+    except CallError as exc:
+        return Answer(query_id, (time.perf_counter() - started) * 1000, error=exc.code.name)
     return Answer(query_id, (time.perf_counter() - started) * 1000, response)

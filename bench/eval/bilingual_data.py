@@ -91,7 +91,7 @@ class BilingualDataset:
     def documents(self, scope: str) -> tuple[list[Document], list[str]]:
         """Every page as the folder loader reads it, its id relative to pages/
         and its locale from the first folder; and the pages it could not read."""
-        from services.indexer.loaders import LoadError, load_directory
+        from services.sources.loaders import LoadError, load_directory
 
         documents, unreadable = [], []
         for item in load_directory(self.pages, scope_id=scope):

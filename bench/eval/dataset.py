@@ -70,9 +70,9 @@ def indexed_texts(corpus: Path, *, title_as_heading: bool) -> dict[str, list[str
     from services.core.models import Document
     from services.indexer.app import chunking_params
     from services.indexer.chunking import Chunker
-    from services.indexer.loaders import load_beir_jsonl
     from services.indexer.planning import document_chunks
     from services.indexer.settings import IndexerSettings
+    from services.sources.loaders import load_beir_jsonl
     from services.storage.storage import embedding_text
 
     settings = IndexerSettings()

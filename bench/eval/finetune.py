@@ -1,6 +1,6 @@
 """`python -m bench.eval.finetune`: fit the embedding model on a dataset's TRAIN split.
 
-DESIGN.md allows a learned model fitted on the train split. This adapts the
+docs/targets.md allows a learned model fitted on the train split. This adapts the
 packaged all-MiniLM-L6-v2 to a corpus with the usual contrastive recipe: for
 every judged (train query, relevant document) pair, the query should embed
 closer to the document's first chunk (exactly the text the Indexer embeds:
@@ -36,7 +36,7 @@ from typing import Any
 from bench.common.paths import RESULTS_DIR, ROOT, SCRATCH_DIR, SHARED_DATASETS
 from bench.common.record import run_record
 from bench.eval.dataset import BeirDataset, indexed_texts, write_query_subset
-from services.core.embedding import PACKAGED_MODEL
+from services.embedding.embedder import PACKAGED_MODEL
 
 MODELS_DIR = ROOT / ".data" / "models"
 CARD = "finetune.json"
@@ -99,7 +99,7 @@ def train(base_model: str, pairs: list[tuple[str, str]], recipe: Recipe) -> tupl
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from services.core.embedding import resolve_model_path
+    from services.embedding.embedder import resolve_model_path
 
     torch.manual_seed(recipe.seed)
     order = list(pairs)

@@ -48,7 +48,7 @@ from bench.reports.document_encoder import (  # noqa: E402
     document_encoder_section,
 )
 from bench.reports.page import publish  # noqa: E402
-from services.core.embedding import Embedder  # noqa: E402
+from services.embedding.embedder import Embedder  # noqa: E402
 from services.indexer.app import indexer_parts  # noqa: E402
 from services.indexer.settings import IndexerSettings  # noqa: E402
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.common.record import latency_summary
 from bench.eval.dataset import indexed_texts
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.indexer.app import indexer_parts
 from services.indexer.settings import IndexerSettings
 from services.storage.settings import StoreSettings

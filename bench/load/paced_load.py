@@ -19,11 +19,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-import grpc
-
+from bench.common.clients import bench_retriever_async
+from rag_client import AsyncRetrieverClient, CallError
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.runtime.server import channel_options
 
 StopFn = Callable[[], bool]
 
@@ -58,8 +56,7 @@ async def _run_paced(
 ) -> list[Sample]:
     samples: list[Sample] = []
     sent = 0
-    async with grpc.aio.insecure_channel(addr, options=channel_options(64 * 2**20)) as channel:
-        stub = retriever_pb2_grpc.RetrieverStub(channel)
+    async with bench_retriever_async(addr, pacing.timeout_s) as client:
 
         async def client(offset: float) -> None:
             nonlocal sent
@@ -68,7 +65,7 @@ async def _run_paced(
                 started, sent_at = time.monotonic(), time.time()
                 text = queries[sent % len(queries)]
                 sent += 1
-                sample = await _call(stub, text, scope, pacing.timeout_s)
+                sample = await _call(client, text, scope, pacing.timeout_s)
                 samples.append(replace(sample, sent_at=sent_at))
                 await asyncio.sleep(max(0.0, pacing.interval_s - (time.monotonic() - started)))
 
@@ -77,17 +74,15 @@ async def _run_paced(
     return samples
 
 
-async def _call(
-    stub: retriever_pb2_grpc.RetrieverStub, text: str, scope: str, timeout_s: float
-) -> Sample:
+async def _call(client: AsyncRetrieverClient, text: str, scope: str, timeout_s: float) -> Sample:
     request = pb.RetrieveRequest(
         query=text, filter=pb.ScopeFilter(scope_id=scope), disable_rerank=True
     )
     started = time.perf_counter()
     try:
-        reply = await stub.Retrieve(request, timeout=timeout_s)
-    except grpc.aio.AioRpcError as exc:
-        return Sample((time.perf_counter() - started) * 1000, error=exc.code().name)
+        reply = await client.retrieve(request, deadline=timeout_s)
+    except CallError as exc:
+        return Sample((time.perf_counter() - started) * 1000, error=exc.code.name)
     latency_ms = (time.perf_counter() - started) * 1000
     degraded = tuple(f"{d.component}: {d.reason}" for d in reply.degraded)
     return Sample(latency_ms, degraded=degraded, stages_ms={t.stage: t.ms for t in reply.timings})

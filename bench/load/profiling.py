@@ -72,7 +72,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("whole rows for the kept hits", ("HitRows.",)),
     ("highlights", ("with_highlights",)),
     # Around the model: batching, and followers of a shared forward pass
-    # waiting for its leader (services.core.query_batching).
+    # waiting for its leader (services.embedding.query_batching).
     ("query embedding: batching, waiting for a shared pass", ("QueryBatcher.embed",)),
     ("fusion, per-document cap, evidence", ("retriever/fusion.py", "retriever/evidence.py")),
     ("servicer: proto conversion", ("retriever/servicer.py",)),

@@ -70,7 +70,7 @@ from bench.reports.targets import (  # noqa: E402
     THROUGHPUT_SHARE,
 )
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
-from services.core.embedding import Embedder  # noqa: E402
+from services.embedding.embedder import Embedder  # noqa: E402
 from tests.support.tiny_cross_encoder import MINILM_L6, TINY, build_random_cross_encoder  # noqa: E402
 
 CONCURRENCY = (1, 4, 16)

@@ -28,7 +28,7 @@ from bench.common.paths import ROOT
 from bench.common.record import latency_summary, run_record
 from bench.reports.page import write_report
 from services.core.models import Chunk, ScopeFilter
-from services.storage.embedded import open_embedded_stores
+from services.storage.embedded.stores import open_embedded_stores
 
 RESULTS = ROOT / "bench" / "results"
 DIM = 384

@@ -178,7 +178,7 @@ def _default(result: dict[str, Any]) -> str:
     lines = [
         f"`RAG_RERANK_BACKEND` defaults to `{backend}` (services/reranker/settings.py): the "
         "sentence-transformers CrossEncoder as loaded, with no export step; its scores are the "
-        "reference the ONNX paths are compared with above. DESIGN.md asks for ONNX Runtime, "
+        "reference the ONNX paths are compared with above. docs/targets.md asks for ONNX Runtime, "
         "optionally int8, as a faster path selectable by configuration: "
         "`RAG_RERANK_BACKEND=onnx` or `onnx-int8` (exported once into `RAG_RERANK_CACHE_DIR`)."
     ]
@@ -192,11 +192,11 @@ def _default(result: dict[str, Any]) -> str:
 
 
 def _budget(result: dict[str, Any], defaults: dict[str, Any]) -> str:
-    """DESIGN.md sets no latency target for the Reranker alone; the Retriever's
+    """docs/targets.md sets no latency target for the Reranker alone; the Retriever's
     default budget is the figure scoring has to fit."""
     candidates, budget = defaults.get("rerank_candidates"), defaults.get("rerank_budget_ms")
     intro = (
-        "DESIGN.md sets no latency target for the Reranker by itself; its reranking target "
+        "docs/targets.md sets no latency target for the Reranker by itself; its reranking target "
         "(never push a response past the caller's deadline) is measured through `Retrieve` in "
         "the speed section."
     )

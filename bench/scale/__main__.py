@@ -32,7 +32,7 @@ from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
 from bench.scale.measure import hnsw_recall, measure_serving
 from bench.scale.source import SourceCorpus, load_source
-from services.core.embedding import PACKAGED_MODEL
+from services.embedding.embedder import PACKAGED_MODEL
 
 SIZES = (10_000, 100_000, 1_000_000)
 RESULTS_FILE = RESULTS_DIR / "scale.json"

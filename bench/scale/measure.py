@@ -19,7 +19,7 @@ from bench.common.retrieve_loop import LoadResult, run_load
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.models import ScopeFilter
 from services.storage.base import DEFAULT_SEARCH_EF, hnsw_ef
-from services.storage.qdrant_edge import edge_filter
+from services.storage.embedded.qdrant_edge import edge_filter
 
 CONCURRENCY = (1, 16)
 # What the Retriever asks each channel for by default (RAG_CANDIDATES_PER_CHANNEL).

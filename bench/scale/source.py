@@ -23,12 +23,12 @@ import numpy as np
 from bench.common.paths import CACHE_DIR, DATASETS_DIR, SHARED_DATASETS
 from services.core.models import Document
 from services.indexer.chunking import Chunker, ChunkingParams
-from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
 from services.indexer.planning import document_chunks
+from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
 from services.storage.storage import embedding_text
 
 if TYPE_CHECKING:
-    from services.core.embedding import Embedder
+    from services.embedding.embedder import Embedder
 
 SCIFACT = SHARED_DATASETS / "scifact"
 CHINESE_PAGES = DATASETS_DIR / "bilingual" / "pages" / "zh-CN"
@@ -117,7 +117,7 @@ def load_source(model: str, limit: int = 0, cache_dir: Path = CACHE_DIR) -> Sour
 
 
 def _build(model: str, params: ChunkingParams, limit: int) -> SourceCorpus:
-    from services.core.embedding import Embedder, EmbedderConfig
+    from services.embedding.embedder import Embedder, EmbedderConfig
 
     embedder = Embedder(
         EmbedderConfig(model=model, onnx_cache_dir=CACHE_DIR / "models", query_cache_size=0)

@@ -6,7 +6,7 @@ A document that has the same page in other languages holds them in
     [{"locale":"zh-CN","url":"https://example.com/zh-CN/setup.html","doc_id":"zh-CN/setup.md"}]
 
 sorted by locale (then doc id). The folder loader writes it for every page
-it links (`services.indexer.translations`); a caller that upserts documents
+it links (`services.sources.translations`); a caller that upserts documents
 itself may write the same key. It is ordinary metadata: bounded by the
 Indexer's metadata value limit, and a change of it alone is a metadata-only
 update (no chunk is re-embedded).

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 
+from opentelemetry import trace
+
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.core.embedding import Embedder, EmbeddingIdentity
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
+from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.document_encoders import record_document_encoder
 from services.indexer.metrics import IndexerMetrics
@@ -37,6 +40,10 @@ def build_indexing_pipeline(
     embedder: Embedder,
     storage: Storage,
     cross_lingual: Embedder | None = None,
+    *,
+    on_commit: Callable[[int], None] | None = None,
+    metrics: IndexerMetrics | None = None,
+    tracer: trace.Tracer | None = None,
 ) -> IndexingPipeline:
     """`cross_lingual`: the model of the chunks' second vector (the one
     `storage` was opened with)."""
@@ -47,7 +54,15 @@ def build_indexing_pipeline(
     check_cross_lingual_model(manifest, cross_lingual.identity if cross_lingual else None)
     record_document_encoder(manifest, embedder.document_encoder)
     planner = Planner(Chunker(params), manifest, limits, clean_markdown=settings.clean_markdown)
-    return IndexingPipeline(planner, embedder, storage, write_batch=settings.write_batch)
+    return IndexingPipeline(
+        planner,
+        embedder,
+        storage,
+        write_batch=settings.write_batch,
+        on_commit=on_commit,
+        metrics=metrics,
+        tracer=tracer,
+    )
 
 
 def chunking_params(settings: IndexerSettings) -> ChunkingParams:
@@ -138,13 +153,16 @@ class IndexerApp:
 
     async def start(self) -> int:
         parts = self.parts
+        tracing = self.telemetry.tracing.enabled
         pipeline = build_indexing_pipeline(
-            self.settings, parts.embedder, parts.storage, parts.cross_lingual
+            self.settings,
+            parts.embedder,
+            parts.storage,
+            parts.cross_lingual,
+            on_commit=parts.committed.advance,
+            metrics=self.metrics,
+            tracer=self.telemetry.tracer if tracing else None,
         )
-        pipeline.on_commit = parts.committed.advance
-        pipeline.metrics = self.metrics
-        if self.telemetry.tracing.enabled:
-            pipeline.tracer = self.telemetry.tracer
         # Before the port opens: runs a crash left unfinished are settled first
         # (their rows were never visible; this removes them).
         await asyncio.to_thread(pipeline.recover)

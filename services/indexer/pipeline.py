@@ -11,7 +11,7 @@ at the next start or run). Every store call of the run carries its deadline
 (`RunControl.write_deadline`), so none waits past it; undoing a failed run
 does not (see `_undo_after_failure`). Transient store errors are retried
 with backoff inside the server store adapters, never past that deadline
-(services.storage.server_calls).
+(services.storage.server.calls).
 With `metrics` (services.indexer.metrics), runs report their documents by
 state, the chunks they embed and the time of every write batch to a store;
 with a `tracer`, planning, each embedding batch, each store write and the
@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 
 from services.core.deadline import Deadline
-from services.core.embedding import Embedder
 from services.core.logging import get_logger
 from services.core.models import Document
+from services.embedding.embedder import Embedder
 from services.indexer.document_encoders import recorded_document_encoders
 from services.indexer.metrics import IndexerMetrics
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner

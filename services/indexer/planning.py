@@ -24,9 +24,9 @@ from enum import StrEnum
 
 from services.core.errors import InvalidArgument
 from services.core.models import Chunk, ChunkPayload, Document
+from services.indexer.body import normalize_body
 from services.indexer.chunking import Chunker, TextSpan
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
-from services.indexer.loaders import normalize_body
 from services.indexer.validation import DocumentLimits, validate_document
 from services.indexer.work_budget import WorkMeter
 from services.runtime.security.callers import ScopeGrant

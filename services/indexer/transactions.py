@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from services.core.deadline import Deadline
-from services.core.embedding import Embedder
 from services.core.logging import get_logger
 from services.core.models import StoredChunk
+from services.embedding.embedder import Embedder
 from services.indexer.planning import DocState, DocumentPlan
 from services.storage.manifest import ManifestEntry, RunIntent
 from services.storage.payload import payload_of_stored

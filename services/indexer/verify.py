@@ -22,9 +22,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from services.core.embedding import Embedder
 from services.core.logging import get_logger
 from services.core.models import StoredChunk
+from services.embedding.embedder import Embedder
 from services.indexer.audit import (
     LEXICAL,
     VECTORS,

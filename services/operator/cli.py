@@ -16,19 +16,19 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import grpc
 from google.protobuf.json_format import MessageToDict
 from tqdm import tqdm
 
+from rag_client import CallError, IndexerClient, RagClientError
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
-from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.core.errors import ConfigError
 from services.core.models import ContentType, Document
-from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
-from services.indexer.locale_detection import normalize_tag
-from services.operator.cli_channels import cli_channel
+from services.operator.cli_clients import indexer_client
+from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
+from services.sources.locale_detection import normalize_tag
 
 DEFAULT_LOCALE = "en"
+SYNC_TIMEOUT_S = 600.0  # a Sync plans and removes a whole scope's leftovers
 
 _CONTENT = {
     ContentType.MARKDOWN: pb.CONTENT_TYPE_MARKDOWN,
@@ -89,8 +89,8 @@ def batches(items: Iterable[Document], size: int, max_chars: int) -> Iterator[li
 
 
 class Ingest:
-    def __init__(self, stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> None:
-        self.stub, self.args = stub, args
+    def __init__(self, client: IndexerClient, args: argparse.Namespace) -> None:
+        self.client, self.args = client, args
         self.totals = dict.fromkeys(_COUNT_FIELDS, 0)
         self.rejected: list[str] = []
         self.kept: list[pb.DocumentKey] = []
@@ -111,9 +111,8 @@ class Ingest:
             self._send(batch, bar)
         bar.close()
         if self.args.sync:
-            reply = self.stub.Sync(
-                pb.SyncRequest(scope_id=self.args.scope, keep=self.kept, dry_run=self.args.dry_run),
-                timeout=600,
+            reply = self.client.sync(
+                self.args.scope, self.kept, dry_run=self.args.dry_run, deadline=SYNC_TIMEOUT_S
             )
             self._add(reply)
 
@@ -125,11 +124,12 @@ class Ingest:
             yield item
 
     def _send(self, batch: list[Document], bar: tqdm) -> None:
-        request = pb.UpsertRequest(
-            documents=[document_to_proto(d) for d in batch], dry_run=self.args.dry_run
-        )
+        documents = [document_to_proto(d) for d in batch]
         done_before = bar.n
-        for message in self.stub.UpsertStream(request, timeout=self.args.timeout):
+        progress = self.client.upsert_stream(
+            documents, dry_run=self.args.dry_run, deadline=self.args.timeout
+        )
+        for message in progress:
             bar.update(done_before + message.documents_done - bar.n)
             if message.HasField("result"):
                 self._add(message.result)
@@ -154,17 +154,16 @@ class Ingest:
             print(f"... and {len(self.rejected) - 20} more rejected", file=sys.stderr)
 
 
-def cmd_delete(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> int:
-    reply = stub.Delete(
-        pb.DeleteRequest(doc_ids=args.doc_ids, locale=args.locale, dry_run=args.dry_run),
-        timeout=args.timeout,
+def cmd_delete(client: IndexerClient, args: argparse.Namespace) -> int:
+    reply = client.delete(
+        args.doc_ids, locale=args.locale, dry_run=args.dry_run, deadline=args.timeout
     )
     print(json.dumps(MessageToDict(reply, preserving_proto_field_name=True), indent=2))
     return 0
 
 
-def cmd_stats(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> int:
-    reply = stub.Stats(pb.StatsRequest(), timeout=args.timeout)
+def cmd_stats(client: IndexerClient, args: argparse.Namespace) -> int:
+    reply = client.stats(deadline=args.timeout)
     print(
         json.dumps(
             MessageToDict(
@@ -176,13 +175,12 @@ def cmd_stats(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> i
     return 0
 
 
-def cmd_verify(stub: indexer_pb2_grpc.IndexerStub, args: argparse.Namespace) -> int:
+def cmd_verify(client: IndexerClient, args: argparse.Namespace) -> int:
     """Audit (or repair) the index; one progress bar per phase; exit 1 unless clean."""
-    request = pb.VerifyRequest(repair=args.repair)
     bar: tqdm | None = None
     phase = ""  # tracked here: a disabled tqdm has no `desc`
     report: pb.VerifyReport | None = None
-    for message in stub.Verify(request, timeout=args.timeout):
+    for message in client.verify(repair=args.repair, deadline=args.timeout):
         if message.HasField("report"):
             report = message.report
             break
@@ -320,24 +318,23 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_release_check(args)
     try:
-        channel = cli_channel(args.addr, "indexer")
-    except ConfigError as exc:
+        client = indexer_client(args.addr, args.timeout)
+    except RagClientError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    stub = indexer_pb2_grpc.IndexerStub(channel)
     try:
         if args.command == "ingest":
-            return Ingest(stub, args).run()
+            return Ingest(client, args).run()
         commands = {"delete": cmd_delete, "stats": cmd_stats, "verify": cmd_verify}
-        return commands[args.command](stub, args)
-    except grpc.RpcError as exc:
-        print(f"indexer error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        return commands[args.command](client, args)
+    except CallError as exc:
+        print(f"indexer error: {exc.code.name}: {exc.details}", file=sys.stderr)
         return 2
-    except ConfigError as exc:  # e.g. the token file went away
+    except (RagClientError, ConfigError) as exc:  # e.g. the token file went away
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     finally:
-        channel.close()
+        client.close()
 
 
 if __name__ == "__main__":

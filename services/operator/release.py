@@ -35,14 +35,12 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
+from rag_client import CallError, IndexerClient, RagClientError, RetrieverClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.errors import RagError
 from services.operator import golden as g
 from services.operator.cli import Ingest, add_source_options
-from services.operator.cli_channels import cli_channel
+from services.operator.cli_clients import indexer_client, retriever_client
 from services.operator.release_report import (
     STATE_FIELDS,
     Check,
@@ -98,25 +96,18 @@ def run_release_check(args: argparse.Namespace) -> int:
         print(f"golden file error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        indexer, retriever = (
-            cli_channel(args.addr, "indexer"),
-            cli_channel(args.retriever_addr, "retriever"),
-        )
-    except RagError as exc:
+        indexer = indexer_client(args.addr, args.timeout)
+        retriever = retriever_client(args.retriever_addr, args.timeout)
+    except (RagError, RagClientError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    with indexer as indexer_channel, retriever as retriever_channel:
-        check = ReleaseCheck(
-            indexer_pb2_grpc.IndexerStub(indexer_channel),
-            retriever_pb2_grpc.RetrieverStub(retriever_channel),
-            args,
-            golden_file,
-        )
+    with indexer, retriever:
+        check = ReleaseCheck(indexer, retriever, args, golden_file)
         try:
             return check.run_and_record()
-        except grpc.RpcError as exc:
-            print(f"release check error: {exc.code().name}: {exc.details()}", file=sys.stderr)
-        except (RagError, OSError) as exc:
+        except CallError as exc:
+            print(f"release check error: {exc.code.name}: {exc.details}", file=sys.stderr)
+        except (RagError, RagClientError, OSError) as exc:
             print(f"release check error: {exc}", file=sys.stderr)
     return EXIT_USAGE
 
@@ -133,8 +124,8 @@ class ReleaseCheck:
 
     def __init__(
         self,
-        indexer: indexer_pb2_grpc.IndexerStub,
-        retriever: retriever_pb2_grpc.RetrieverStub,
+        indexer: IndexerClient,
+        retriever: RetrieverClient,
         args: argparse.Namespace,
         golden_file: g.GoldenFile,
         environ: Mapping[str, str] = os.environ,
@@ -157,11 +148,11 @@ class ReleaseCheck:
             generation=record.generation.at_start,
         )
         try:
-            reply = self.indexer.RecordRelease(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
+            reply = self.indexer.record_release(request, deadline=self.timeout)
+        except CallError as exc:
             print(
                 f"the record could not be stored with the index, so the Gateway cannot see it: "
-                f"{exc.code().name}: {exc.details()}",
+                f"{exc.code.name}: {exc.details}",
                 file=sys.stderr,
             )
             return EXIT_USAGE
@@ -230,15 +221,13 @@ class ReleaseCheck:
         """An audit that cannot run is a failed check, never a skipped one."""
         report: ipb.VerifyReport | None = None
         try:
-            for message in self.indexer.Verify(
-                ipb.VerifyRequest(repair=False), timeout=self.timeout
-            ):
+            for message in self.indexer.verify(repair=False, deadline=self.timeout):
                 if message.HasField("report"):
                     report = message.report
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+        except CallError as exc:
+            if exc.code == grpc.StatusCode.UNAVAILABLE:
                 raise
-            why = f"{exc.code().name}: {exc.details()}"
+            why = f"{exc.code.name}: {exc.details}"
             return _VerifyOutcome(
                 VerifySection(available=False, error=why),
                 Check("verify", False, f"unavailable ({why})"),
@@ -253,24 +242,24 @@ class ReleaseCheck:
     def _ask(self, query: g.GoldenQuery) -> g.QueryOutcome:
         request = g.retrieve_request(query, self.args.scope)
         try:
-            response = self.retriever.Retrieve(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            response = self.retriever.retrieve(request, deadline=self.timeout)
+        except CallError as exc:
+            if exc.code == grpc.StatusCode.UNAVAILABLE:
                 raise
-            return g.failed_call(query, f"{exc.code().name}: {exc.details()}")
+            return g.failed_call(query, f"{exc.code.name}: {exc.details}")
         return g.judge(query, response)
 
     def _served_generation(self) -> int | None:
         try:
-            status = self.retriever.IndexStatus(rpb.IndexStatusRequest(), timeout=self.timeout)
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            status = self.retriever.index_status(deadline=self.timeout)
+        except CallError as exc:
+            if exc.code == grpc.StatusCode.UNAVAILABLE:
                 raise
             return None
         return int(status.committed_generation)
 
     def _stats(self) -> StatsSection:
-        s = self.indexer.Stats(ipb.StatsRequest(), timeout=self.timeout)
+        s = self.indexer.stats(deadline=self.timeout)
         return StatsSection(
             documents=s.documents,
             chunks=s.chunks,

@@ -1,6 +1,6 @@
 """ONNX Runtime backend: the loaded cross-encoder, exported once, run by ORT.
 
-The export (services.core.onnx_export) starts from the model already loaded
+The export (services.embedding.onnx_export) starts from the model already loaded
 by sentence-transformers, so both backends share one tokenizer, one max length
 and one activation; only the forward pass differs.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from services.core.onnx_export import OnnxExporter, model_input_names, open_session
+from services.embedding.onnx_export import OnnxExporter, model_input_names, open_session
 from services.reranker.backends import BatchInterrupted
 
 

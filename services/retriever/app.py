@@ -11,8 +11,8 @@ from concurrent.futures import Executor
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.analysis.bilingual_dictionary import load_cedict
 from services.core.analysis.query_translation import QueryTranslator
-from services.core.embedding import Embedder
 from services.core.logging import get_logger
+from services.embedding.embedder import Embedder
 from services.retriever.language import EVERY_LANGUAGE
 from services.retriever.locale_balance import CrossLanguageLexical, IndexLocales, LocaleBalance
 from services.retriever.metrics import RetrievalMetrics

@@ -16,13 +16,18 @@ from services.retriever.exact import ExactPrecedence, exact_precedence
 from services.retriever.types import FusedHit
 from services.storage.manifest import Manifest
 
-# Cap on the manifest read: boosts are worth less than an answer in time.
-MANIFEST_TIMEOUT_S = 0.5
-
 
 class BoostStep:
-    def __init__(self, manifest: Manifest, executor: Executor, precedence: ExactPrecedence) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        executor: Executor,
+        precedence: ExactPrecedence,
+        read_timeout_s: float,
+    ) -> None:
         self.manifest, self.executor, self.precedence = manifest, executor, precedence
+        # Cap on the manifest read: boosts are worth less than an answer in time.
+        self.read_timeout_s = read_timeout_s
 
     async def run(
         self, hits: list[FusedHit], boosts: Boosts, origin: datetime, deadline: Deadline
@@ -44,7 +49,7 @@ class BoostStep:
     ) -> dict[tuple[str, str], str]:
         keys = sorted({(hit.chunk.doc_id, hit.chunk.locale) for hit in hits})
         # The manifest gets the step's own deadline: a server read ends when we stop waiting.
-        within = deadline.capped(MANIFEST_TIMEOUT_S)
+        within = deadline.capped(self.read_timeout_s)
         loop = asyncio.get_running_loop()
         read = loop.run_in_executor(self.executor, self.manifest.get_many, keys, within)
         entries = await asyncio.wait_for(read, max(within.budget(), 0.001))

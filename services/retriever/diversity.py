@@ -33,7 +33,6 @@ from services.storage.base import VectorStore
 DEFAULT_WINDOW = 50
 MAX_WINDOW = 200
 # Cap on reading the stored vectors: diversity is worth less than an answer.
-VECTORS_TIMEOUT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -94,8 +93,10 @@ class DiversityStep:
     """Reads the window's stored vectors (one batched read under the
     request's deadline) and reorders it by MMR."""
 
-    def __init__(self, vectors: VectorStore, executor: Executor) -> None:
+    def __init__(self, vectors: VectorStore, executor: Executor, read_timeout_s: float) -> None:
         self.vectors, self.executor = vectors, executor
+        # Cap on the vector read: diversity is worth less than an answer in time.
+        self.read_timeout_s = read_timeout_s
 
     async def run(
         self, hits: list[FusedHit], diversity: Diversity, deadline: Deadline
@@ -106,7 +107,7 @@ class DiversityStep:
         window = diversity.window or DEFAULT_WINDOW
         ids = [hit.chunk.chunk_id for hit in hits[:window]]
         # The store gets the step's own deadline: a server read ends when we stop waiting.
-        within = deadline.capped(VECTORS_TIMEOUT_S)
+        within = deadline.capped(self.read_timeout_s)
         loop = asyncio.get_running_loop()
         read = loop.run_in_executor(self.executor, self.vectors.vectors, ids, within)
         try:

@@ -14,8 +14,8 @@ from concurrent.futures import Executor
 from services.core.analysis import QueryPlan
 from services.core.analysis.analyzer import TextAnalyzer
 from services.core.deadline import Deadline
-from services.core.embedding import Embedder
 from services.core.models import ScopeFilter, ScoredChunk
+from services.embedding.embedder import Embedder
 from services.retriever.channels import ChannelOutcome, call_as, not_requested, run_channel
 from services.retriever.locale_balance import LocaleLists, LocaleSearch
 from services.retriever.requests import PreparedQuery, RetrievalConfig

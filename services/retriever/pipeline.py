@@ -13,10 +13,10 @@ from opentelemetry import trace
 
 from services.core.analysis.query_translation import QueryTranslator
 from services.core.deadline import Deadline
-from services.core.embedding import Embedder
 from services.core.errors import DeadlineExceeded, InvalidArgument
 from services.core.logging import get_logger
 from services.core.models import ScopeFilter
+from services.embedding.embedder import Embedder
 from services.retriever.boost_step import BoostStep
 from services.retriever.channels import (
     ChannelOutcome,
@@ -160,8 +160,15 @@ class RetrievalPipeline:
             cross_lingual,
             storage.vectors,
         )
-        self.boost_step = BoostStep(storage.manifest, executor, config.exact_precedence)
-        self.diversity_step = DiversityStep(storage.vectors, executor)
+        self.boost_step = BoostStep(
+            storage.manifest,
+            executor,
+            config.exact_precedence,
+            config.boost_read_timeout_ms / 1000,
+        )
+        self.diversity_step = DiversityStep(
+            storage.vectors, executor, config.diversity_read_timeout_ms / 1000
+        )
         self.hit_rows = HitRows(storage.vectors, storage.lexical, executor)
         self.rerank_step = RerankStep(
             reranker,

@@ -40,6 +40,8 @@ class RetrievalConfig:
     rerank_score_weight: float = FITTED_RERANK_BLEND.rerank_weight
     rerank_blend_k: float = FITTED_RERANK_BLEND.k
     channel_timeout_ms: int = 1000
+    boost_read_timeout_ms: int = 500
+    diversity_read_timeout_ms: int = 500
     safety_margin_ms: int = 10
     max_query_chars: int = 1000
     exact_precedence: ExactPrecedence = ExactPrecedence.LEAD

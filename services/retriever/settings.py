@@ -190,6 +190,20 @@ class RetrieverSettings(
         FITTED_RERANK_BLEND.k, ge=0, le=1000, description="k of the rerank blend's 1 / (k + rank)"
     )
     channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
+    boost_read_timeout_ms: int = Field(
+        500,
+        ge=1,
+        le=60_000,
+        description="the most a request's recency boost waits for the manifest's dates "
+        "(within its deadline); past it the boost is skipped and the answer says so",
+    )
+    diversity_read_timeout_ms: int = Field(
+        500,
+        ge=1,
+        le=60_000,
+        description="the most a request's diversity (MMR) step waits for stored vectors "
+        "(within its deadline); past it the fused order is kept and the answer says so",
+    )
     default_deadline_ms: int = Field(
         5000, ge=50, le=600_000, description="when the caller sets none"
     )

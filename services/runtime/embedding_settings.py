@@ -8,13 +8,13 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from services.core.embedding import (
+from services.embedding.embedder import (
     INT8_ON_TORCH,
     MULTILINGUAL_MODEL,
     EmbeddingBackend,
     Precision,
 )
-from services.core.embedding_prompts import PromptSource
+from services.embedding.prompts import PromptSource
 from services.runtime.settings import GrpcServiceSettings
 
 

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from services.core.embedding import Embedder, EmbedderConfig, Precision
 from services.core.errors import ConfigError
+from services.embedding.embedder import Embedder, EmbedderConfig, Precision
 from services.runtime.embedding_settings import EmbeddingSettings, declared_languages
 from services.runtime.settings import GrpcServiceSettings
 from services.storage.factory import Storage, open_storage

@@ -23,7 +23,7 @@ __all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_st
 def open_storage(settings: StoreSettings, dim: int, second_dim: int = 0) -> Storage:
     """`second_dim`: chunks carry a second vector (RAG_CROSS_LINGUAL_MODEL's; 0: none)."""
     if settings.is_postgres:
-        from services.storage.postgres_factory import open_postgres_storage
+        from services.storage.postgres.factory import open_postgres_storage
 
         return open_postgres_storage(settings, dim, second_dim)
     vectors, lexical = open_stores(settings, dim, second_dim)
@@ -39,11 +39,11 @@ def open_stores(
     settings: StoreSettings, dim: int, second_dim: int = 0
 ) -> tuple[VectorStore, LexicalStore]:
     if settings.is_postgres:
-        from services.storage.postgres_factory import open_postgres_stores
+        from services.storage.postgres.factory import open_postgres_stores
 
         return open_postgres_stores(settings, dim, second_dim=second_dim)
     if not settings.is_server:
-        from services.storage.embedded import open_embedded_stores
+        from services.storage.embedded.stores import open_embedded_stores
 
         return open_embedded_stores(
             settings.data_dir,
@@ -61,8 +61,8 @@ def open_stores(
             "PostgreSQL stores"
         )
 
-    from services.storage.opensearch_store import OpenSearchLexicalStore
-    from services.storage.qdrant_server import QdrantVectorStore
+    from services.storage.server.opensearch import OpenSearchLexicalStore
+    from services.storage.server.qdrant import QdrantVectorStore
 
     vectors = QdrantVectorStore.from_settings(settings, dim)
     try:
@@ -75,14 +75,14 @@ def open_stores(
 
 def open_manifest(settings: StoreSettings) -> Manifest:
     if settings.is_postgres:
-        from services.storage.postgres_factory import open_postgres_manifest
+        from services.storage.postgres.factory import open_postgres_manifest
 
         return open_postgres_manifest(settings)
     if not settings.is_server:
-        from services.storage.manifest_sqlite import SqliteManifest
+        from services.storage.embedded.manifest_sqlite import SqliteManifest
 
         return SqliteManifest(settings.data_dir / MANIFEST_FILE)
 
-    from services.storage.manifest_opensearch import OpenSearchManifest
+    from services.storage.server.opensearch_manifest import OpenSearchManifest
 
     return OpenSearchManifest.from_settings(settings)

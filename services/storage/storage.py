@@ -49,7 +49,7 @@ class Part(StrEnum):
 
 
 class DocumentEncoder(Protocol):
-    """What a writer needs of an embedding model (services.core.embedding.Embedder)."""
+    """What a writer needs of an embedding model (services.embedding.embedder.Embedder)."""
 
     def embed_documents(
         self, texts: Sequence[str], between: Callable[[], None] | None = None

@@ -79,7 +79,7 @@ def test_pairs_are_each_judged_documents_first_chunk_with_its_title(tmp_path: Pa
 def test_fit_pulls_each_query_towards_its_own_document(tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from services.core.embedding import resolve_model_path
+    from services.embedding.embedder import resolve_model_path
 
     dataset = write_dataset(tmp_path / "tiny")
     pairs = training_pairs(dataset, ["q1", "q2", "q3"])

@@ -117,7 +117,7 @@ def test_section_names_the_default_backend_and_the_budget() -> None:
     text = reranker_section(result())
     assert "`RAG_RERANK_BACKEND` defaults to `torch`" in text
     assert "int8 scored 6.66x the default's pairs/s" in text
-    assert "DESIGN.md sets no latency target for the Reranker" in text
+    assert "docs/targets.md sets no latency target for the Reranker" in text
     assert "torch 1600 ms, over by 1300 ms (433%)" in text
     assert "ONNX int8 250 ms, fits with 50 ms to spare" in text
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
 from services.runtime.observability.telemetry import Telemetry

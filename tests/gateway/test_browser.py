@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.gateway.support import (
     ALLOWED_ORIGIN,
     RetrieverServer,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
 from tests.support.stack import BackgroundStack
 

@@ -18,7 +18,7 @@ import structlog
 
 from gateway.reasons import MESSAGES, ReasonCode, degradation_code, rerank_code
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
 from tests.support.faults import HANG, RAISE
 from tests.support.faulty_stack import Faults

@@ -18,7 +18,7 @@ import pytest
 from gateway.release_gate import STATUS_TTL_S
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
 from tests.support.release_check import GOLDEN, copy_corpus, ingest, release_check, write_golden
 from tests.support.stack import BackgroundStack, free_port

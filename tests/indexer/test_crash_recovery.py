@@ -16,8 +16,8 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.factory import open_manifest, open_stores
-from services.storage.manifest_sqlite import SqliteManifest
 from services.storage.settings import StoreMode, StoreSettings
 from tests.stack.test_process import wait_serving
 from tests.support.stack import free_port

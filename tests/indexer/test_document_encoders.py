@@ -14,14 +14,14 @@ import pytest
 import structlog
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.embedding import Embedder, EmbedderConfig, Precision
+from services.embedding.embedder import Embedder, EmbedderConfig, Precision
 from services.indexer.document_encoders import (
     DOCUMENT_ENCODERS_META,
     record_document_encoder,
     recorded_document_encoders,
 )
+from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.factory import open_manifest
-from services.storage.manifest_sqlite import SqliteManifest
 from services.storage.settings import StoreMode, StoreSettings
 from tests.storage.manifest_contract import entry
 from tests.support.corpus import corpus_documents

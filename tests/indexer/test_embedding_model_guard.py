@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from services.core.embedding import Embedder, EmbedderConfig, EmbeddingIdentity
 from services.core.errors import ConfigError
 from services.core.models import ContentType, Document
+from services.embedding.embedder import Embedder, EmbedderConfig, EmbeddingIdentity
 from services.indexer.app import EMBEDDING_META, build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
 from services.storage.factory import open_manifest, open_stores
@@ -92,7 +92,7 @@ def test_a_retrained_model_at_the_same_path_is_another_model(
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from services.core.embedding import resolve_model_path
+    from services.embedding.embedder import resolve_model_path
 
     model = SentenceTransformer(resolve_model_path(""), device="cpu")
     with torch.no_grad():

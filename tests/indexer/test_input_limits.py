@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
 from tests.support.stack import BackgroundStack

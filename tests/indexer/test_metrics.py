@@ -13,9 +13,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.embedding import Embedder
 from services.core.errors import StoreUnavailable
 from services.core.models import ScopeFilter
+from services.embedding.embedder import Embedder
 from services.indexer.metrics import (
     OTHER_SCOPES,
     IndexerMetrics,
@@ -25,7 +25,7 @@ from services.indexer.metrics import (
     capped_scope_sizes,
 )
 from services.runtime.observability.telemetry import Telemetry
-from services.storage.server_calls import ServerCallPolicy
+from services.storage.server.calls import ServerCallPolicy
 from services.storage.storage import Storage
 from tests.support.corpus import corpus_documents
 from tests.support.metrics import Scrape

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from services.core.embedding import Embedder
 from services.core.errors import StoreError
 from services.core.models import ContentType, Document
+from services.embedding.embedder import Embedder
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.settings import IndexerSettings

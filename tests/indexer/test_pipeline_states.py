@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.core.embedding import Embedder
 from services.core.models import ContentType, Document, ScopeFilter
+from services.embedding.embedder import Embedder
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState

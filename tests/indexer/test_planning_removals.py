@@ -13,8 +13,8 @@ from services.indexer.chunking import Chunker
 from services.indexer.planning import DocState, DocumentPlan, Planner
 from services.indexer.validation import DocumentLimits
 from services.runtime.security.callers import ScopeGrant
+from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.manifest import ManifestEntry
-from services.storage.manifest_sqlite import SqliteManifest
 
 pytestmark = pytest.mark.unit
 

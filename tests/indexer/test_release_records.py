@@ -12,7 +12,7 @@ import pytest
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import InvalidArgument
 from services.indexer.release_records import record_release
-from services.storage.manifest_sqlite import SqliteManifest
+from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.visibility import (
     COMMITTED_GENERATION_META,
     ReleaseVerdict,

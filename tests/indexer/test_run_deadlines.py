@@ -27,9 +27,9 @@ import pytest
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.deadline import Deadline
-from services.core.embedding import Embedder, EmbeddingIdentity
 from services.core.errors import Cancelled, DeadlineExceeded, StoreError
 from services.core.models import Chunk, Document, ScopeFilter
+from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState

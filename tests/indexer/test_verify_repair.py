@@ -21,8 +21,8 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
 from services.core.models import Chunk, ChunkPayload, Document, ScopeFilter, StoredChunk
+from services.embedding.embedder import Embedder
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.audit import LEXICAL, VECTORS, AuditReport, Finding
 from services.indexer.identity import chunk_id, content_hash, metadata_hash

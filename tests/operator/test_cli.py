@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.support.corpus import CORPUS_DIR
 from tests.support.stack import BackgroundStack
 

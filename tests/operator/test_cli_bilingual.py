@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.operator.test_cli import cli, counts
 from tests.support.stack import BackgroundStack
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.storage.visibility import read_release
 from tests.support.corpus import CORPUS_DIR
 from tests.support.release_check import (

@@ -24,7 +24,7 @@ from rag_client import (
     Unavailable,
     indexer_pb2,
 )
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.support.certs import Pki
 from tests.support.stack import BackgroundStack
 

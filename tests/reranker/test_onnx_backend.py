@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForSequenceClassification
 
-from services.core.onnx_export import weights_fingerprint
+from services.embedding.onnx_export import weights_fingerprint
 from services.reranker.scorer import CrossEncoderScorer
 from tests.reranker.texts import QUERY, passages
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder

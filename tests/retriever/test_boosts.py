@@ -15,8 +15,8 @@ import pytest
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.deadline import Deadline
-from services.core.embedding import Embedder
 from services.core.errors import InvalidArgument
+from services.embedding.embedder import Embedder
 from services.retriever.boost_step import BoostStep
 from services.retriever.boosts import (
     Boosts,
@@ -200,7 +200,7 @@ async def test_recency_is_skipped_with_a_note_when_the_manifest_fails() -> None:
     hits[1].chunk.metadata["product"] = "api"
     boosts = Boosts(RecencyBoost(weight=1, scale_days=30), (MetadataBoost("product", "api", 2.0),))
     with ThreadPoolExecutor(1) as pool:
-        step = BoostStep(_FailingManifest(), pool, ExactPrecedence.LEAD)  # type: ignore[arg-type]
+        step = BoostStep(_FailingManifest(), pool, ExactPrecedence.LEAD, 0.5)  # type: ignore[arg-type]
         ranked, note = await step.run(hits, boosts, NOW, Deadline.after(1.0))
     assert "recency boost skipped" in note
     assert [h.chunk.chunk_id for h in ranked] == ["b", "a"]  # the metadata boost still applies

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.support.faults import HANG, RAISE
 from tests.support.faulty_stack import Faults, faulty_stack
 from tests.support.stack import BackgroundStack

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
 from services.core.errors import InvalidArgument
+from services.embedding.embedder import Embedder
 from services.retriever.diversity import Diversity, check_diversity, mmr
 from tests.retriever.factories import hit
 from tests.support.stack import BackgroundStack

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.retriever.grouping import MAX_GROUP_SIZE, group_by_document
 from services.retriever.types import FusedHit
 from tests.retriever.factories import scored

@@ -2,7 +2,7 @@
 real embedded stores (Qdrant Edge + tantivy) and first-phase hits made from
 their rows; a store that fails is a labelled fault-injection wrapper around
 the real one. The PostgreSQL stack reads both phases for real
-(tests/storage/test_postgres_stack.py)."""
+(tests/storage/postgres/test_stack.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from services.core.models import Chunk, ScopeFilter, StoredChunk
 from services.retriever.hit_rows import HitRows
 from services.retriever.types import Channel, FusedHit
 from services.storage.base import LexicalStore, VectorStore
-from services.storage.embedded import open_embedded_stores
+from services.storage.embedded.stores import open_embedded_stores
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.reranker.settings import RerankerSettings
 from services.retriever.channels import ChannelOutcome, ChannelStatus
 from services.retriever.metrics import RetrievalMetrics, degradation_codes, rerank_outcome

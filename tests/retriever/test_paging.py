@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
 from services.core.errors import FailedPrecondition, InvalidArgument, Unavailable
+from services.embedding.embedder import Embedder
 from services.retriever.fusion import merge_rerank
 from services.retriever.page_keys import PageTokenKeys
 from services.retriever.paging import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
 from tests.support.corpus import corpus_documents

@@ -11,7 +11,7 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.support.corpus import corpus_documents, url_of
 from tests.support.stack import BackgroundStack
 

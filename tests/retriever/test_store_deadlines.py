@@ -19,14 +19,15 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded
 from services.retriever.boosts import Boosts, RecencyBoost
-from services.retriever.diversity import VECTORS_TIMEOUT_S, Diversity
+from services.retriever.diversity import Diversity
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
+from services.retriever.requests import DEFAULT_CONFIG
 from services.retriever.types import Intent
+from services.storage.embedded.manifest_sqlite import SqliteManifest
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
+from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from services.storage.manifest import ManifestEntry
-from services.storage.manifest_sqlite import SqliteManifest
-from services.storage.qdrant_edge import EdgeVectorStore
 from services.storage.storage import Storage
-from services.storage.tantivy_store import TantivyLexicalStore
 from services.storage.visibility import CommittedGeneration
 from tests.storage.harness import make_chunk
 
@@ -137,8 +138,10 @@ def test_boosts_diversity_and_the_commit_point_read_within_the_request_deadline(
     assert within(committed, request_deadline) is request_deadline  # handed on as it came
     [boosts] = index.manifest.deadlines("get_many")
     [diversity] = index.vectors.deadlines("vectors")
-    for capped in (boosts, diversity):  # each step's own cap (0.5 s), well inside 10 s
-        assert within(capped, request_deadline).remaining_s() <= VECTORS_TIMEOUT_S
+    caps = (DEFAULT_CONFIG.boost_read_timeout_ms, DEFAULT_CONFIG.diversity_read_timeout_ms)
+    for capped, cap_ms in zip((boosts, diversity), caps, strict=True):
+        # each step's own cap (RAG_BOOST_READ_TIMEOUT_MS, RAG_DIVERSITY_READ_TIMEOUT_MS)
+        assert within(capped, request_deadline).remaining_s() <= cap_ms / 1000
 
 
 def test_the_page_check_counts_within_the_request_deadline_less_the_margin(

@@ -13,7 +13,7 @@ from services.core.deadline import Deadline
 from services.core.models import ScopeFilter
 from services.retriever.vector_batching import VectorSearchBatcher, latest
 from services.storage.base import VectorQuery
-from services.storage.qdrant_edge import EdgeVectorStore
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from tests.storage.harness import DIM, filter_corpus, seeded_vector
 
 pytestmark = pytest.mark.integration

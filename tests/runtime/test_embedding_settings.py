@@ -61,7 +61,7 @@ def test_bad_values_name_the_variable_and_the_value(
 def test_declared_languages_are_codes_or_a_star(monkeypatch: pytest.MonkeyPatch) -> None:
     from services.runtime.embedding_settings import declared_languages
 
-    # Unset: the model's own declaration (services.core.packaged_models).
+    # Unset: the model's own declaration (services.embedding.packaged_models).
     assert load_settings(RetrieverSettings).embedding_languages == ""
     assert declared_languages("") == frozenset()
     monkeypatch.setenv("RAG_EMBEDDING_LANGUAGES", "en, ZH")
@@ -107,7 +107,7 @@ def test_document_precision_reaches_the_indexer_embedder_only(
 
 
 def test_packaged_models_declare_their_languages() -> None:
-    from services.core.packaged_models import model_languages
+    from services.embedding.packaged_models import model_languages
 
     assert model_languages("packaged:all-MiniLM-L6-v2") == {"en"}
     assert model_languages("") == {"en"}  # the legacy name of the packaged MiniLM
@@ -116,7 +116,7 @@ def test_packaged_models_declare_their_languages() -> None:
 
 
 def test_an_unknown_packaged_alias_names_the_known_ones() -> None:
-    from services.core.packaged_models import model_path
+    from services.embedding.packaged_models import model_path
 
     with pytest.raises(ConfigError, match="packaged:multilingual-e5-small"):
         model_path("packaged:e5-large")

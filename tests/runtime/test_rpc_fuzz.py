@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2
 from services.contract.genproto.rag.reranker.v1 import reranker_pb2
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.reranker.app import RerankerApp
 from services.reranker.settings import RerankerSettings
 from services.runtime.settings import load_settings

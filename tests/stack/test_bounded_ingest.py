@@ -25,7 +25,7 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import BackgroundStack, free_port
 

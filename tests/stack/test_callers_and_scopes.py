@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration

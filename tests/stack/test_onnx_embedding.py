@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
 from services.core.errors import ConfigError
+from services.embedding.embedder import Embedder
 from services.indexer.settings import IndexerSettings
 from services.retriever.app import retriever_parts
 from services.retriever.settings import RetrieverSettings

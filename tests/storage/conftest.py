@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from services.storage.qdrant_edge import EdgeVectorStore
-from services.storage.tantivy_store import TantivyLexicalStore
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
+from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from tests.storage.harness import DIM, StoreFactory, factory_params
 
 

@@ -9,11 +9,11 @@ import pytest
 
 from services.core.errors import StoreUnavailable
 from services.core.models import ScopeFilter
+from services.storage.embedded.manifest_sqlite import SqliteManifest
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
+from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from services.storage.factory import MANIFEST_FILE, open_manifest, open_stores
-from services.storage.manifest_sqlite import SqliteManifest
-from services.storage.qdrant_edge import EdgeVectorStore
 from services.storage.settings import StoreSettings
-from services.storage.tantivy_store import TantivyLexicalStore
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded
 from services.runtime.settings import load_settings
-from services.storage.manifest_opensearch import OpenSearchManifest, manifest_doc_id
-from services.storage.manifest_sqlite import SqliteManifest
-from services.storage.opensearch_client import connect_opensearch
+from services.storage.embedded.manifest_sqlite import SqliteManifest
+from services.storage.server.opensearch_client import connect_opensearch
+from services.storage.server.opensearch_manifest import OpenSearchManifest, manifest_doc_id
 from services.storage.settings import StoreSettings
 from tests.storage.manifest_contract import ManifestContract, entry, intent
 from tests.storage.opensearch_capture import (

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.core.embedding import Embedder
 from services.core.models import ScopeFilter
+from services.embedding.embedder import Embedder
 from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import ChunkWriter, Part, Storage, embedding_text

@@ -27,8 +27,8 @@ from scripts.fetch_doc_corpus import (
 )
 from services.core.models import Document
 from services.indexer.chunking import Chunker
-from services.indexer.loaders import LoadError, load_directory, normalize_body
 from services.indexer.work_budget import WorkMeter
+from services.sources.loaders import LoadError, load_directory, normalize_body
 from tests.support.chunk_invariants import assert_chunk_invariants, step_bound
 
 SCOPE = "third-party-docs"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.runtime.server import GrpcServer, ServerOptions
 from tests.support.corpus import corpus_documents
 from tests.support.faults import OK, FaultySearch, RerankerInjector

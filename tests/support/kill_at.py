@@ -20,12 +20,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from services.storage.manifest_sqlite import SqliteManifest
-from services.storage.postgres_lexical import PostgresLexicalStore
-from services.storage.postgres_manifest import PostgresManifest
-from services.storage.postgres_vectors import PostgresVectorStore
-from services.storage.qdrant_edge import EdgeVectorStore
-from services.storage.tantivy_store import TantivyLexicalStore
+from services.storage.embedded.manifest_sqlite import SqliteManifest
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
+from services.storage.embedded.tantivy_store import TantivyLexicalStore
+from services.storage.postgres.lexical import PostgresLexicalStore
+from services.storage.postgres.manifest import PostgresManifest
+from services.storage.postgres.vectors import PostgresVectorStore
 
 # Per step, the methods of the embedded and of the PostgreSQL stores (the
 # process runs with one of them; the environment chooses, as in production).

@@ -18,7 +18,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.indexer.app import IndexerApp
 from services.indexer.settings import IndexerSettings
 from services.reranker.app import RerankerApp

@@ -1,52 +1,21 @@
 """Channels from our clients (Retriever → Reranker, gateway → Retriever,
 CLI → Indexer) to our servers: TLS when configured, a bearer token on every
-call when configured. The token file is re-read when it changes, so a client
-picks up a rotated token without a restart."""
+call when configured. The token comes from the one `TokenSource` of every
+client (rag_client.transport): a rotated token file is used from the next call."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
 
+from rag_client import transport
+from rag_client.transport import TokenSource
 from services.core.errors import ConfigError
 from services.runtime.observability.propagation import ContextPropagatingInterceptor
 from services.runtime.security.tls import ClientTls
-
-RECHECK_S = 1.0  # how often a token file's modification time is looked at
-
-
-@dataclass
-class TokenSource:
-    """A token given directly, or read from a file (re-read on change)."""
-
-    value: str = ""
-    path: Path | None = None
-    _stamp: tuple[int, int] | None = field(default=None, repr=False)
-    _checked: float = field(default=-RECHECK_S, repr=False)
-
-    def __bool__(self) -> bool:
-        return bool(self.value or self.path)
-
-    def current(self) -> str:
-        # Every call asks; the file is looked at no more than once a second.
-        now = time.monotonic()
-        if self.path is None or (self.value and now - self._checked < RECHECK_S):
-            return self.value
-        self._checked = now
-        try:
-            st = self.path.stat()
-            stamp = (st.st_mtime_ns, st.st_size)
-            if stamp != self._stamp:
-                self.value, self._stamp = self.path.read_text().strip(), stamp
-        except OSError as exc:
-            if not self.value:
-                raise ConfigError(f"token file {self.path}: cannot read: {exc.strerror}") from None
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -82,42 +51,6 @@ class ClientSecurity:
         token = TokenSource(secret.get_secret_value() if secret else "", get("token_file"))
         return cls(tls, token)
 
-    def metadata(self) -> list[tuple[str, str]]:
-        token = self.token.current() if self.token else ""
-        return [("authorization", f"Bearer {token}")] if token else []
-
-
-class _BearerAio(
-    grpc.aio.UnaryUnaryClientInterceptor,  # type: ignore[misc]
-    grpc.aio.UnaryStreamClientInterceptor,  # type: ignore[misc]
-):
-    def __init__(self, security: ClientSecurity) -> None:
-        self.security = security
-
-    def _with_token(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
-        metadata = grpc.aio.Metadata(*(details.metadata or ()), *self.security.metadata())
-        return details._replace(metadata=metadata)
-
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self._with_token(details), request)
-
-    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self._with_token(details), request)
-
-
-class _BearerSync(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    def __init__(self, security: ClientSecurity) -> None:
-        self.security = security
-
-    def _with_token(self, details: Any) -> Any:
-        return details._replace(metadata=[*(details.metadata or ()), *self.security.metadata()])
-
-    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return continuation(self._with_token(details), request)
-
-    def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        return continuation(self._with_token(details), request)
-
 
 def aio_channel(
     target: str, security: ClientSecurity, options: Sequence[tuple[str, Any]] = ()
@@ -126,20 +59,22 @@ def aio_channel(
     context and request id (services.runtime.observability.propagation)."""
     interceptors: list[Any] = [ContextPropagatingInterceptor()]
     if security.token:
-        interceptors.append(_BearerAio(security))
-    if security.tls is None:
-        return grpc.aio.insecure_channel(target, options=list(options), interceptors=interceptors)
-    opts = [*options, *security.tls.channel_options()]
-    creds = security.tls.credentials()
-    return grpc.aio.secure_channel(target, creds, options=opts, interceptors=interceptors)
+        interceptors.append(transport.BearerAio(security.token))
+    credentials, opts = _tls(security, options)
+    return transport.open_aio_channel(target, credentials, opts, interceptors)
 
 
 def sync_channel(
     target: str, security: ClientSecurity, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.Channel:
+    interceptors = [transport.BearerSync(security.token)] if security.token else []
+    credentials, opts = _tls(security, options)
+    return transport.open_sync_channel(target, credentials, opts, interceptors)
+
+
+def _tls(
+    security: ClientSecurity, options: Sequence[tuple[str, Any]]
+) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
     if security.tls is None:
-        channel = grpc.insecure_channel(target, options=list(options))
-    else:
-        opts = [*options, *security.tls.channel_options()]
-        channel = grpc.secure_channel(target, security.tls.credentials(), options=opts)
-    return grpc.intercept_channel(channel, _BearerSync(security)) if security.token else channel
+        return None, list(options)
+    return security.tls.credentials(), [*options, *security.tls.channel_options()]

@@ -14,9 +14,9 @@ from bench.scale.source import (
     embed_source,
     scifact_test_queries,
 )
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.indexer.chunking import Chunker
-from services.indexer.loaders import LoadError, load_beir_jsonl, load_directory
+from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
 
 # As tests/bench/test_smoke.py: CI clones the repository with shared/ beside it.
 needs_scifact = pytest.mark.skipif(

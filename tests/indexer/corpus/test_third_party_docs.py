@@ -24,8 +24,8 @@ import pytest
 
 from scripts.fetch_doc_corpus import SOURCES, corpus_dir
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.embedding import Embedder
 from services.core.models import Document
+from services.embedding.embedder import Embedder
 from services.indexer.app import chunking_params
 from services.indexer.chunking import Chunker
 from services.indexer.planning import document_chunks

@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
 from services.core.logging import add_trace_context
+from services.embedding.embedder import Embedder
 from services.reranker.settings import RerankerSettings
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.observability.tracing import Tracing

@@ -18,7 +18,7 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.runtime.healthcheck import is_serving, own_server_security
 from services.runtime.security.client import ClientSecurity, TokenSource, sync_channel
 from services.runtime.security.tls import ClientTls

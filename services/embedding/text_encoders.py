@@ -1,0 +1,162 @@
+"""The two ways the embedder runs its model: sentence-transformers (PyTorch),
+and ONNX Runtime on an export of the same transformer.
+
+Both take the loaded SentenceTransformer, so they share its tokenizer, its
+max_seq_length truncation and its weights; the ONNX path replaces only the
+transformer's forward pass and does the model's mean pooling and L2
+normalisation in numpy. Measured on all-MiniLM-L6-v2 (fp32): cosine to the
+torch vectors ≥ 0.9999998 over the 300 SciFact test queries and 128 abstracts,
+and the same top 10 documents for every one of those queries against the
+torch-built index, so an index built by one backend is searched correctly with
+the other. A warm query takes ~4-5 ms instead of ~11-13 ms (2 cores); long
+passages cost the same in both.
+
+Dynamic int8 (`precision="int8"`) is for documents only, 1.68x as fast as
+fp32 per chunk on a quiet 2-core machine (bench.load.document_encoder; ~1.9x
+with passes of ~4 chunks, which the query-wait bound of `document_pass_chars`
+rules out in the embedded stack). Its query vectors drift to
+cosine 0.989 (mean 0.993), enough to reorder near-ties, so queries always go
+through fp32. Document vectors drift about as much (cosine ≥ 0.988, mean 0.995,
+on 1,500 SciFact chunks), and fp32 queries ranking them keep their top-1 on a
+SciFact sample (tests/embedding/test_document_precision.py); what the
+drift costs in nDCG@10 is measured by `make eval` (SciFact hybrid: 0.720
+int8 vs 0.717 fp32).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from services.core.errors import ConfigError
+from services.embedding.embedder import Precision
+from services.embedding.onnx_export import OnnxExporter, model_input_names, open_session
+
+_TOKEN_STATES = "last_hidden_state"
+# Every row of a batch is padded to its longest, and ORT spends as much on a
+# pad token as on a real one (measured, batches of 16 SciFact queries, 2 cores:
+# one padded batch 111 queries/s, one call per query 118, batches split where
+# a row is shorter than 0.75 x the longest 184; 0.9: 165, 0.6: 165).
+MIN_LENGTH_RATIO = 0.75
+_ONNX_MODULES = ("Transformer", "Pooling", "Normalize")
+
+
+class TextEncoder(Protocol):
+    name: str
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text, in input order."""
+        ...
+
+
+class TorchTextEncoder:
+    """The SentenceTransformer itself."""
+
+    name = "torch"
+
+    def __init__(self, model: Any, batch_size: int) -> None:
+        self._model = model
+        self._batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self._model.encode(
+            texts,
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class OnnxTextEncoder:
+    """The model's transformer exported to ONNX (fp32, or its dynamic int8
+    quantization), pooled like the model. Two encoders of one model (fp32 for
+    queries, int8 for documents) share its tokenizer and one cache entry."""
+
+    name = "onnx"
+
+    def __init__(
+        self,
+        model: Any,
+        cache_dir: Path,
+        batch_size: int,
+        threads: int,
+        spin: bool,
+        precision: Precision = "fp32",
+    ) -> None:
+        transformer = _mean_pooled_transformer(model)
+        self._model = model
+        self._batch_size = batch_size
+        self.dim = int(model.get_embedding_dimension() or 0)
+        sample = self._features(["warm-up query"])
+        network = transformer.auto_model
+        self._input_names = model_input_names(network, sample)
+        inputs = {name: sample[name] for name in self._input_names}
+        self.model_path = OnnxExporter(cache_dir).ensure(
+            network, inputs, quantize=precision == "int8", output=_TOKEN_STATES
+        )
+        self._session = open_session(self.model_path, threads, spin)
+        self._pads_right = getattr(model.tokenizer, "padding_side", "right") == "right"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        features = self._features(texts)
+        feeds = {name: np.asarray(features[name], dtype=np.int64) for name in self._input_names}
+        lengths = feeds["attention_mask"].sum(axis=1)
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        for rows in similar_length_groups(lengths, self._batch_size):
+            width = int(lengths[rows[0]])
+            columns = slice(0, width) if self._pads_right else slice(-width, None)
+            group = {name: feed[rows, columns] for name, feed in feeds.items()}
+            (token_states,) = self._session.run([_TOKEN_STATES], group)
+            vectors[rows] = mean_pooled_unit_vectors(token_states, group["attention_mask"])
+        return vectors
+
+    def _features(self, texts: list[str]) -> dict[str, Any]:
+        # The model's own preprocessing: same tokenizer, lower-casing and
+        # max_seq_length truncation as the torch path.
+        return dict(self._model.preprocess(texts))
+
+
+def similar_length_groups(
+    lengths: np.ndarray, max_rows: int, min_ratio: float = MIN_LENGTH_RATIO
+) -> list[np.ndarray]:
+    """Row indices, longest first, cut into groups of at most `max_rows`
+    where no row is shorter than `min_ratio` times its group's longest."""
+    groups: list[np.ndarray] = []
+    current: list[int] = []
+    for row in np.argsort(-lengths, kind="stable"):
+        longest = lengths[current[0]] if current else 0
+        if current and (len(current) == max_rows or lengths[row] < min_ratio * longest):
+            groups.append(np.asarray(current))
+            current = []
+        current.append(int(row))
+    if current:
+        groups.append(np.asarray(current))
+    return groups
+
+
+def mean_pooled_unit_vectors(token_states: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """Mean over the real (unmasked) tokens, then L2 normalisation, with the
+    same epsilons as sentence-transformers' Pooling and Normalize modules."""
+    weights = attention_mask[..., None].astype(np.float32)
+    pooled = (token_states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _mean_pooled_transformer(model: Any) -> Any:
+    """The Transformer module of a Transformer → mean Pooling (→ Normalize)
+    model; any other layout would need its own numpy pooling, so it is refused."""
+    modules = list(model)
+    names = tuple(type(module).__name__ for module in modules)
+    pooling_mode = getattr(modules[1], "pooling_mode", None) if len(modules) > 1 else None
+    if names not in (_ONNX_MODULES[:2], _ONNX_MODULES) or pooling_mode != "mean":
+        raise ConfigError(
+            "RAG_EMBEDDING_BACKEND=onnx supports Transformer → mean Pooling (→ Normalize) "
+            f"models; this one is {' → '.join(names)} (pooling {pooling_mode!r}): "
+            "use RAG_EMBEDDING_BACKEND=torch"
+        )
+    return modules[0]

@@ -1,0 +1,167 @@
+"""HTML → Markdown-ish text, so the chunker sees one structural syntax.
+
+Boilerplate (scripts, styles, navigation, headers/footers, asides, forms) is
+dropped; headings become `#` lines, paragraphs are separated by blank lines,
+list items become `- ` lines, `pre` blocks become fenced code and tables
+become `|` rows. Inline markup is flattened to its text (inline `code` keeps
+its backticks); text that would read as Markdown markup (`<details>`,
+`[a](b)`) is escaped with a backslash, so that the Markdown cleaning keeps it.
+Uses beautifulsoup4 with the standard-library parser.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
+from bs4.element import PreformattedString
+
+from services.indexer.markup.markdown_text import escape_markup
+
+_DROPPED = frozenset({
+    "script", "style", "noscript", "nav", "header", "footer", "aside", "form",
+    "template", "iframe", "svg", "canvas", "button", "select", "textarea", "head",
+})  # fmt: skip
+_HEADING_LEVELS = {f"h{level}": level for level in range(1, 7)}
+_BLOCKS = frozenset({
+    "p", "div", "section", "article", "main", "body", "html", "blockquote", "pre",
+    "ul", "ol", "li", "table", "figure", "figcaption", "details", "summary", "dl", "dt",
+    "dd", "address", "center", "hr", *_HEADING_LEVELS,
+})  # fmt: skip
+_SPACES = re.compile(r"[ \t\r\n\f\v]+")
+_BACKTICK_RUN = re.compile(r"`+")
+_LOOKS_STRUCTURAL = re.compile(r"#{1,6}(?:\s|$)|\||```|~~~")
+
+
+def html_to_markdown(html: str) -> tuple[str, str]:
+    """(title, Markdown text). The title is `<title>`, else the first `<h1>`."""
+    soup = BeautifulSoup(html, "html.parser")
+    title = _collapse(soup.title.get_text()) if soup.title else ""
+    if not title and (h1 := soup.find("h1")):
+        title = _collapse(h1.get_text())
+    return title, "\n\n".join(_render_children(soup))
+
+
+def _render_children(node: Tag) -> list[str]:
+    """Block-level Markdown for a node's children; loose inline runs become paragraphs."""
+    blocks: list[str] = []
+    inline: list[str] = []
+    for child in node.children:
+        if isinstance(child, Tag) and child.name in _BLOCKS:
+            blocks.extend(_paragraphs("".join(inline)))
+            inline.clear()
+            blocks.extend(_render_block(child))
+        else:
+            inline.append(_inline_text(child))
+    blocks.extend(_paragraphs("".join(inline)))
+    return [b for b in blocks if b]
+
+
+def _render_block(tag: Tag) -> list[str]:
+    name = tag.name
+    if name in _HEADING_LEVELS:
+        text = _collapse(_inline_text(tag))
+        return ["#" * _HEADING_LEVELS[name] + " " + text] if text else []
+    if name == "pre":
+        return [_fenced(tag)]
+    if name in ("ul", "ol"):
+        return ["\n".join(_list_lines(tag, depth=0))]
+    if name == "table":
+        return [_table(tag)]
+    if name == "blockquote":
+        inner = "\n\n".join(_render_children(tag))
+        return ["\n".join(f"> {line}".rstrip() for line in inner.split("\n"))] if inner else []
+    if name == "hr":
+        return []
+    if name in ("p", "dt", "dd", "summary", "figcaption", "address"):
+        return _paragraphs(_inline_text(tag))
+    return _render_children(tag)
+
+
+def _inline_text(node: PageElement) -> str:
+    """Flattened text of inline content; `<br>` is kept as a line break."""
+    if isinstance(node, PreformattedString):  # comments, doctype, CDATA, ...
+        return ""
+    if isinstance(node, NavigableString):
+        # Page text that reads as Markdown markup ("the <details> element")
+        # is escaped, so that cleaning the Markdown keeps it as text.
+        return escape_markup(_SPACES.sub(" ", str(node)))
+    if not isinstance(node, Tag) or node.name in _DROPPED:
+        return ""
+    if node.name == "br":
+        return "\n"
+    if node.name == "code":
+        code = _collapse(node.get_text())
+        return _inline_code(code) if code else ""
+    if node.name == "img":
+        return str(node.get("alt") or "")
+    return "".join(_inline_text(child) for child in node.children)
+
+
+def _paragraphs(text: str) -> list[str]:
+    lines = [_escape_structure(line.strip()) for line in text.split("\n")]
+    joined = "\n".join(line for line in lines if line)
+    return [joined] if joined else []
+
+
+def _escape_structure(line: str) -> str:
+    """Text that merely looks like a heading, table row or fence must stay text."""
+    return "\\" + line if _LOOKS_STRUCTURAL.match(line) else line
+
+
+def _collapse(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+def _inline_code(code: str) -> str:
+    runs = [len(run) for run in _BACKTICK_RUN.findall(code)]
+    ticks = "`" * (max(runs, default=0) + 1)
+    padding = " " if code.startswith("`") or code.endswith("`") else ""
+    return f"{ticks}{padding}{code}{padding}{ticks}"
+
+
+def _fenced(pre: Tag) -> str:
+    """A `pre` block as a fenced code block longer than any backtick run inside."""
+    code = pre.get_text().strip("\n")
+    runs = [len(run) for run in _BACKTICK_RUN.findall(code)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return f"{fence}{_language(pre)}\n{code}\n{fence}"
+
+
+def _language(pre: Tag) -> str:
+    code = pre.find("code")
+    for tag in (pre, code):
+        classes = tag.get("class") if isinstance(tag, Tag) else None
+        for cls in classes or []:
+            for prefix in ("language-", "lang-"):
+                if cls.startswith(prefix):
+                    return cls.removeprefix(prefix)
+    return ""
+
+
+def _list_lines(listing: Tag, depth: int) -> list[str]:
+    lines: list[str] = []
+    for item in listing.find_all("li", recursive=False):
+        nested = [c for c in item.children if isinstance(c, Tag) and c.name in ("ul", "ol")]
+        text = _collapse("".join(_inline_text(c) for c in item.children if c not in nested))
+        if text:
+            lines.append("  " * depth + "- " + text)
+        for sublist in nested:
+            lines.extend(_list_lines(sublist, depth + 1))
+    return lines
+
+
+def _table(table: Tag) -> str:
+    rows = []
+    width = 0
+    for row in table.find_all("tr"):
+        cells = [
+            _collapse(_inline_text(cell)).replace("|", "\\|")
+            for cell in row.find_all(("td", "th"), recursive=False)
+        ]
+        if cells:
+            rows.append("| " + " | ".join(cells) + " |")
+            width = width or len(cells)
+    if len(rows) > 1:  # a separator row makes the first row a Markdown header
+        rows.insert(1, "|" + " --- |" * width)
+    return "\n".join(rows)

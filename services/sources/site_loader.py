@@ -1,0 +1,295 @@
+"""The directory loader: a folder of pages (a site) as Documents.
+
+It walks the folder without leaving it (`site_walk`), reads every page
+twice: first only its head (front matter, `<html lang>`, hreflang links) to
+link translations across the whole folder (`translations`), then in full,
+one page at a time, so memory holds the heads, never the folder's text.
+Each page gets its own locale (`_SiteLoad.page_locale`, `locale_detection`).
+
+A page linked to pages in other locales also gets each one's locale, URL
+and doc id, as `metadata["translations"]` (`services.core.translation_links`),
+so that a search hit can offer the reader's language. The first pass keeps
+each page's locale as far as its head and path tell it (`--locale`, front
+matter, `<html lang>`, locale folder); a member of a translation group whose
+locale only the script of its text can tell is read once more, for that text,
+after the groups are known: a page without translations never is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+from services.core.errors import NotFound
+from services.core.field_rules import without_hidden_characters
+from services.core.models import ContentType, Document
+from services.core.translation_links import encode_translations
+from services.indexer.chunking import iter_headings
+from services.indexer.markup.front_matter import FrontMatter, read_front_matter
+from services.indexer.markup.html_markdown import html_to_markdown
+from services.indexer.markup.markdown_text import clean_markdown
+from services.indexer.validation import DocumentLimits
+from services.sources.html_head import HtmlHead, read_html_head
+from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
+from services.sources.site_walk import LoadError, SiteFile, read_regular_file, walk_site
+from services.sources.text_files import (
+    content_type_for_filename,
+    decode_text,
+    describe_error,
+    is_supported_name,
+    normalize_newlines,
+)
+from services.sources.translations import (
+    DECLARED_KEY_FIELDS,
+    TRANSLATION_KEY,
+    TRANSLATIONS_KEY,
+    PageLinks,
+    Translation,
+    others_in_group,
+    translation_keys,
+)
+
+_log = logging.getLogger(__name__)
+
+# The Indexer's limit on one metadata value: `metadata["translations"]` keeps
+# as many translations as fit in it.
+MAX_TRANSLATIONS_CHARS = DocumentLimits().max_metadata_value_chars
+
+
+def load_directory(
+    root: Path,
+    *,
+    scope_id: str,
+    locale: str = "",
+    default_locale: str = "en",
+    base_url: str = "",
+    follow_symlinks: bool = False,
+    max_translations_chars: int = MAX_TRANSLATIONS_CHARS,
+) -> Iterator[Document | LoadError]:
+    """Every .md/.markdown/.html/.htm/.txt file under `root`, in sorted path order.
+
+    Hidden files and folders (name starting with ".") are skipped; symbolic
+    links are skipped, or with `follow_symlinks` followed only inside the
+    root (`site_walk`), each with a LoadError. HTML is converted to Markdown
+    here, so the Document's content_type is MARKDOWN. A Markdown file's YAML
+    front matter gives its title (over the first H1) and metadata (its other
+    scalar fields, bounded; `path` stays the file's).
+
+    A non-empty `locale` is every page's locale; otherwise each page has its
+    own (`_SiteLoad.page_locale`), `default_locale` when nothing tells.
+    Translations share `metadata["translation_key"]` (`translations`), and
+    each page with translations in other locales lists them, sorted by
+    locale, in `metadata["translations"]` (compact JSON, at most
+    `max_translations_chars` characters: when they do not all fit, as many
+    as fit are kept and the page is logged as a warning). A front matter's
+    own `translations` field is dropped: the loader writes that key.
+    """
+    if not root.is_dir():
+        raise NotFound(f"document folder {str(root)!r} does not exist")
+    listing = walk_site(root, wanted=is_supported_name, follow_symlinks=follow_symlinks)
+    files = [item for item in listing if isinstance(item, SiteFile)]
+    site = _SiteLoad(
+        scope_id=scope_id,
+        locale=(normalize_tag(locale) or locale) if locale else "",
+        default_locale=default_locale,
+        base_url=base_url,
+        folders=PathLocales(f.relpath for f in files),
+        max_translations_chars=max_translations_chars,
+    )
+    site.link_translations(files)
+    for item in listing:
+        if isinstance(item, LoadError):
+            yield item
+            continue
+        try:
+            yield site.document(_read_page(item))
+        except (OSError, UnicodeDecodeError, LookupError) as exc:
+            yield LoadError(item.relpath, describe_error(exc))
+
+
+@dataclass(frozen=True)
+class _Page:
+    """A file as read: its text as written, and what its head declares."""
+
+    relpath: str
+    content_type: ContentType
+    text: str
+    modified: float
+    front: FrontMatter
+    head: HtmlHead
+
+    def declared_locale(self) -> str | None:
+        """Front matter `lang`, then `locale`, then `<html lang>`; malformed ones skipped."""
+        declared = [self.front.metadata.get("lang", ""), self.front.metadata.get("locale", "")]
+        for tag in (*declared, self.head.lang):
+            if tag and (normal := normalize_tag(tag)):
+                return normal
+        return None
+
+    def declared_key(self) -> str:
+        return next((v for k in DECLARED_KEY_FIELDS if (v := self.front.metadata.get(k))), "")
+
+
+@dataclass(frozen=True)
+class _Body:
+    """What a page becomes: its title, the text to index, and its prose (what
+    a reader sees: the text the title and the script are read from)."""
+
+    title: str
+    text: str
+    content_type: ContentType
+    prose: str
+
+    @property
+    def locale_text(self) -> str:
+        return f"{self.title}\n\n{self.prose}"
+
+
+def _body(page: _Page) -> _Body:
+    if page.content_type is ContentType.HTML:
+        title, text = html_to_markdown(page.text)
+        return _Body(title, text, ContentType.MARKDOWN, text)
+    if page.content_type is ContentType.MARKDOWN:
+        # The H1 as a reader sees it: not a `#` line of the YAML, no comment in it.
+        prose = clean_markdown(read_front_matter(page.text)[1])
+        return _Body(page.front.title or _first_h1(prose), page.text, page.content_type, prose)
+    return _Body("", page.text, page.content_type, page.text)
+
+
+def _read_page(file: SiteFile) -> _Page:
+    content_type = content_type_for_filename(file.relpath)
+    raw, modified = read_regular_file(file.path)
+    text = normalize_newlines(decode_text(raw, content_type))
+    is_markdown, is_html = content_type is ContentType.MARKDOWN, content_type is ContentType.HTML
+    front = read_front_matter(text)[0] if is_markdown else FrontMatter()
+    head = read_html_head(text) if is_html else HtmlHead()
+    return _Page(file.relpath, content_type, text, modified, front, head)
+
+
+@dataclass
+class _SiteLoad:
+    scope_id: str
+    locale: str
+    default_locale: str
+    base_url: str
+    folders: PathLocales
+    max_translations_chars: int = MAX_TRANSLATIONS_CHARS
+    keys: dict[str, str] = field(default_factory=dict)
+    # translation key → its members (locale, doc_id, url), for groups of two or more
+    groups: dict[str, tuple[Translation, ...]] = field(default_factory=dict)
+
+    def link_translations(self, files: list[SiteFile]) -> None:
+        """A first pass over the files: only their heads (and the locale they
+        tell) are kept, so memory stays small; a file that cannot be read is
+        reported by the second."""
+        pages: list[PageLinks] = []
+        head_locales: dict[str, str | None] = {}
+        for file in files:
+            try:
+                page = _read_page(file)
+            except (OSError, UnicodeDecodeError, LookupError):
+                continue
+            declared = page.declared_key()
+            own_key = declared or self.folders.neutral_path(page.relpath)
+            alternates = tuple(a.href for a in page.head.alternates)
+            pages.append(PageLinks(page.relpath, own_key, bool(declared), alternates))
+            head_locales[page.relpath] = self.head_locale(page)
+        self.keys = translation_keys(pages, self.base_url)
+        self.groups = self._group_members(files, head_locales)
+
+    def _group_members(
+        self, files: list[SiteFile], head_locales: dict[str, str | None]
+    ) -> dict[str, tuple[Translation, ...]]:
+        by_key: dict[str, list[str]] = defaultdict(list)
+        for relpath, key in self.keys.items():
+            by_key[key].append(relpath)
+        file_of = {f.relpath: f for f in files}
+        groups: dict[str, tuple[Translation, ...]] = {}
+        for key, relpaths in by_key.items():
+            if len(relpaths) < 2:
+                continue
+            members = []
+            for relpath in sorted(relpaths):
+                locale = head_locales[relpath] or self._text_locale(file_of[relpath])
+                if locale:
+                    members.append(Translation(locale, relpath, self.page_url(relpath)))
+            groups[key] = tuple(members)
+        return groups
+
+    def _text_locale(self, file: SiteFile) -> str | None:
+        """The locale of a page its head does not tell: its text is read again."""
+        try:
+            page = _read_page(file)
+        except (OSError, UnicodeDecodeError, LookupError):
+            return None  # the second pass reports it
+        return self.page_locale(page, _body(page).locale_text)
+
+    def document(self, page: _Page) -> Document:
+        body = _body(page)
+        # Front matter is read from Markdown only (empty otherwise); `path` and
+        # `translations` are the loader's own.
+        metadata = {**page.front.metadata, "path": page.relpath}
+        metadata.pop(TRANSLATIONS_KEY, None)
+        locale = self.page_locale(page, body.locale_text)
+        if key := self.keys.get(page.relpath):
+            metadata[TRANSLATION_KEY] = key
+            if translations := self._translations(page.relpath, key, locale):
+                metadata[TRANSLATIONS_KEY] = translations
+        return Document(
+            doc_id=page.relpath,
+            text=body.text,
+            url=self.page_url(page.relpath),
+            title=_one_line(body.title) or _one_line(Path(page.relpath).stem),
+            locale=locale,
+            scope_id=self.scope_id,
+            metadata=metadata,
+            content_type=body.content_type,
+            updated_at=datetime.fromtimestamp(page.modified, tz=UTC).isoformat(timespec="seconds"),
+        )
+
+    def _translations(self, relpath: str, key: str, locale: str) -> str:
+        """`metadata["translations"]` of a page: its group's pages in other
+        locales, as many as fit (a warning names the page when some do not)."""
+        others = others_in_group(self.groups.get(key, ()), locale)
+        value, left_out = encode_translations(others, self.max_translations_chars)
+        if left_out:
+            _log.warning(
+                "%s: %d of %d translations left out of metadata %r (at most %d characters)",
+                relpath,
+                left_out,
+                len(others),
+                TRANSLATIONS_KEY,
+                self.max_translations_chars,
+            )
+        return value
+
+    def page_url(self, relpath: str) -> str:
+        # Without a base URL, a path relative to the site root (a `file:` URL
+        # would be refused: a url is http(s) or relative, docs/security.md).
+        return self.base_url + quote(relpath) if self.base_url else quote(relpath)
+
+    def head_locale(self, page: _Page) -> str | None:
+        """What tells a page's locale before its text: the operator's locale,
+        the page's declared one (front matter, `<html lang>`), its locale folder."""
+        return self.locale or page.declared_locale() or self.folders.locale_of(page.relpath)
+
+    def page_locale(self, page: _Page, prose: str) -> str:
+        """The first that answers: `head_locale`, the script of its prose, the default."""
+        return self.head_locale(page) or script_locale(prose) or self.default_locale
+
+
+def _first_h1(markdown: str) -> str:
+    return next((h.title for h in iter_headings(markdown) if h.level == 1 and h.title), "")
+
+
+def _one_line(title: str) -> str:
+    """A title read from a page, made the one-line text the Indexer accepts
+    (services.core.field_rules): line breaks folded, invisible characters
+    such as a zero-width space or a soft hyphen in a heading dropped, rather
+    than the whole page refused for what its author cannot see."""
+    return without_hidden_characters(" ".join(title.split()))

@@ -1,0 +1,1 @@
+"""The single-machine backends: Qdrant Edge, tantivy, the SQLite manifest."""

@@ -1,0 +1,254 @@
+"""`Manifest` on PostgreSQL (PostgreSQL mode), beside the stores' tables.
+
+Tables in `<schema>`: `documents` (one row per (doc_id, locale), chunk ids
+and hashes as arrays), `intents` (a run's undo records, JSON as the other
+manifests write them) and `meta` (index-level values, among them
+`committed_generation`, the commit point `visibility` reads). Every write
+that must be atomic is one transaction: `commit_run` writes the entries,
+removes the dropped ones, advances the commit point and clears the run's
+intents together, so a Retriever in another process never sees them apart.
+Every statement ends by POSTGRES_TIMEOUT_S, or sooner at the deadline of the
+call that sent it (`postgres_sql.within`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from services.core.deadline import Deadline
+from services.storage.manifest import ManifestEntry, RunIntent
+from services.storage.postgres.part import PostgresPart
+from services.storage.postgres.run import RunConnection
+from services.storage.postgres.sql import (
+    deadline_budget_s,
+    ensure_schema,
+    pg_errors,
+    within,
+)
+from services.storage.visibility import COMMITTED_GENERATION_META
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS {documents} (
+    doc_id text NOT NULL,
+    locale text NOT NULL,
+    scope_id text NOT NULL,
+    content_hash text NOT NULL,
+    metadata_hash text NOT NULL,
+    chunk_ids text[] NOT NULL,
+    chunk_hashes text[] NOT NULL,
+    updated_at text NOT NULL DEFAULT '',
+    PRIMARY KEY (doc_id, locale)
+);
+CREATE INDEX IF NOT EXISTS documents_scope ON {documents} (scope_id);
+CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS {intents} (
+    generation bigint NOT NULL,
+    doc_id text NOT NULL,
+    locale text NOT NULL,
+    intent text NOT NULL,
+    PRIMARY KEY (generation, doc_id, locale)
+);
+"""
+_COLUMNS = (
+    "doc_id, locale, scope_id, content_hash, metadata_hash, chunk_ids, chunk_hashes, updated_at"
+)
+_PUT = (
+    "INSERT INTO {documents} (" + _COLUMNS + ") VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (doc_id, locale) DO UPDATE SET scope_id = EXCLUDED.scope_id, "
+    "content_hash = EXCLUDED.content_hash, metadata_hash = EXCLUDED.metadata_hash, "
+    "chunk_ids = EXCLUDED.chunk_ids, chunk_hashes = EXCLUDED.chunk_hashes, "
+    "updated_at = EXCLUDED.updated_at"
+)
+_DELETE = "DELETE FROM {documents} WHERE doc_id = %s AND locale = %s"
+_SET_META = (
+    "INSERT INTO {meta} (key, value) VALUES (%s, %s) "
+    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
+_BEGIN = (
+    "INSERT INTO {intents} (generation, doc_id, locale, intent) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (generation, doc_id, locale) DO UPDATE SET intent = EXCLUDED.intent"
+)
+_CLEAR = "DELETE FROM {intents} WHERE generation = %s"
+
+
+class PostgresManifest(PostgresPart):
+    """`Manifest` in `<schema>.documents`, `.intents` and `.meta`."""
+
+    name = "postgres-manifest"
+
+    def __init__(
+        self, url: str, schema: str, *, pool_size: int = 4, timeout_s: float = 5.0,
+        run: RunConnection | None = None,
+    ) -> None:  # fmt: skip
+        self.schema = schema
+        self._names = {
+            name: sql.Identifier(schema, name) for name in ("documents", "meta", "intents")
+        }
+        super().__init__(url, pool_size, timeout_s, run, self._set_up)
+
+    def _set_up(self, conn: psycopg.Connection[Any]) -> None:
+        ensure_schema(conn, self.schema, self._sql(_DDL))
+
+    def _sql(self, template: str) -> sql.Composed:
+        return sql.SQL(template).format(**self._names)
+
+    # -- documents ------------------------------------------------------------
+
+    def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
+        return self.get_many([(doc_id, locale)]).get((doc_id, locale))
+
+    def get_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> dict[tuple[str, str], ManifestEntry]:
+        if not keys:
+            return {}
+        statement = self._sql(
+            "SELECT " + _COLUMNS + " FROM {documents} d JOIN unnest(%s::text[], %s::text[]) "
+            "AS k(doc_id, locale) USING (doc_id, locale)"
+        )
+        params = ([k[0] for k in keys], [k[1] for k in keys])
+        rows = self._fetch("get", statement, params, deadline)
+        return {(row[0], row[1]): _entry(row) for row in rows}
+
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+        self._transaction("put", [(_PUT, [_row(e) for e in entries])], deadline)
+
+    def delete_many(
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+    ) -> None:
+        self._transaction("delete", [(_DELETE, list(keys))], deadline)
+
+    def entries(self) -> Iterable[ManifestEntry]:
+        statement = self._sql("SELECT " + _COLUMNS + " FROM {documents} ORDER BY doc_id, locale")
+        return [_entry(row) for row in self._fetch("entries", statement)]
+
+    def keys_in_scope(self, scope_id: str) -> Iterable[tuple[str, str]]:
+        statement = self._sql(
+            "SELECT doc_id, locale FROM {documents} WHERE scope_id = %s ORDER BY doc_id, locale"
+        )
+        return [(r[0], r[1]) for r in self._fetch("keys in scope", statement, (scope_id,))]
+
+    def locales_of(self, doc_id: str) -> list[str]:
+        statement = self._sql("SELECT locale FROM {documents} WHERE doc_id = %s ORDER BY locale")
+        return [r[0] for r in self._fetch("locales", statement, (doc_id,))]
+
+    def count(self) -> int:
+        return int(self._fetch("count", self._sql("SELECT count(*) FROM {documents}"))[0][0])
+
+    def chunk_counts_by_locale(self) -> dict[str, int]:
+        statement = self._sql(
+            "SELECT locale, sum(cardinality(chunk_ids))::bigint FROM {documents} GROUP BY locale"
+        )
+        return {r[0]: int(r[1]) for r in self._fetch("chunk counts", statement)}
+
+    def locales_in(
+        self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
+    ) -> list[str]:
+        # An empty array filters nothing: one statement for every narrowing.
+        statement = self._sql(
+            "SELECT DISTINCT locale FROM {documents} WHERE cardinality(chunk_ids) > 0 "
+            "AND (cardinality(%(scopes)s::text[]) = 0 OR scope_id = ANY(%(scopes)s::text[])) "
+            "AND (cardinality(%(docs)s::text[]) = 0 OR doc_id = ANY(%(docs)s::text[])) "
+            "ORDER BY locale"
+        )
+        params = {"scopes": list(scope_ids), "docs": list(doc_ids)}
+        return [r[0] for r in self._fetch("locales in scope", statement, params, deadline)]
+
+    # -- runs -----------------------------------------------------------------
+
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
+        rows = [(i.generation, i.doc_id, i.locale, i.to_json()) for i in intents]
+        self._transaction("begin run", [(_BEGIN, rows)], deadline)
+
+    def open_intents(self) -> list[RunIntent]:
+        statement = self._sql("SELECT intent FROM {intents} ORDER BY generation, doc_id, locale")
+        return [RunIntent.from_json(r[0]) for r in self._fetch("open intents", statement)]
+
+    def commit_run(
+        self,
+        generation: int,
+        entries: Sequence[ManifestEntry],
+        removed: Sequence[tuple[str, str]],
+        deadline: Deadline | None = None,
+    ) -> None:
+        """One transaction: the entries, the commit point and the end of the
+        run's intents are never seen apart (so `deadline` bounds it whole)."""
+        self._transaction(
+            "commit run",
+            [
+                (_PUT, [_row(e) for e in entries]),
+                (_DELETE, list(removed)),
+                (_SET_META, [(COMMITTED_GENERATION_META, str(generation))]),
+                (_CLEAR, [(generation,)]),
+            ],
+            deadline,
+        )
+
+    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+        self._transaction("clear intents", [(_CLEAR, [(generation,)])], deadline)
+
+    # -- meta -----------------------------------------------------------------
+
+    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+        statement = self._sql("SELECT value FROM {meta} WHERE key = %s")
+        rows = self._fetch("get meta", statement, (key,), deadline)
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
+        self._transaction("set meta", [(_SET_META, [(key, value)])], deadline)
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _fetch(
+        self,
+        action: str,
+        statement: sql.Composable,
+        params: Any = None,
+        deadline: Deadline | None = None,
+    ) -> list[Any]:
+        if deadline is None:  # the connection's own statement_timeout, no transaction
+            with pg_errors(self.name, action), self._conn() as conn:
+                return conn.execute(statement, params).fetchall()
+        budget_s = deadline_budget_s(self.name, deadline, self.timeout_s, f"the {action}")
+        with pg_errors(self.name, action), self._conn() as conn, within(conn, budget_s):
+            return conn.execute(statement, params).fetchall()
+
+    def _transaction(
+        self, action: str, steps: list[tuple[str, list[Any]]], deadline: Deadline | None
+    ) -> None:
+        budget_s = deadline_budget_s(self.name, deadline, self.timeout_s, f"the {action}")
+        with pg_errors(self.name, action), self._write_conn() as conn, within(conn, budget_s):
+            cursor = conn.cursor()
+            for template, rows in steps:
+                if rows:
+                    cursor.executemany(self._sql(template), rows)
+
+
+def _row(e: ManifestEntry) -> tuple[Any, ...]:
+    return (
+        e.doc_id,
+        e.locale,
+        e.scope_id,
+        e.content_hash,
+        e.metadata_hash,
+        list(e.chunk_ids),
+        list(e.chunk_hashes),
+        e.updated_at,
+    )
+
+
+def _entry(row: Sequence[Any]) -> ManifestEntry:
+    return ManifestEntry(
+        doc_id=row[0],
+        locale=row[1],
+        scope_id=row[2],
+        content_hash=row[3],
+        metadata_hash=row[4],
+        chunk_ids=tuple(row[5]),
+        chunk_hashes=tuple(row[6]),
+        updated_at=row[7],
+    )

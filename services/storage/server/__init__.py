@@ -1,0 +1,1 @@
+"""The scale-out backends: Qdrant and OpenSearch servers over the network."""

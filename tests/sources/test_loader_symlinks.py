@@ -1,0 +1,120 @@
+"""The directory loader stays inside its folder: symbolic links, loops, FIFOs.
+
+Regression for a link inside a docs folder to a system file, which made that
+file searchable. Every case uses real links in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from services.core.models import Document
+from services.sources.loaders import LoadError, load_directory
+
+pytestmark = pytest.mark.unit
+
+SECRET = "root:x:0:0:secret"
+
+
+def load(root: Path, *, follow: bool = False) -> tuple[dict[str, Document], dict[str, str]]:
+    items = list(load_directory(root, scope_id="s", follow_symlinks=follow))
+    docs = {i.doc_id: i for i in items if isinstance(i, Document)}
+    errors = {i.source: i.reason for i in items if isinstance(i, LoadError)}
+    assert not any(SECRET in d.text for d in docs.values())
+    return docs, errors
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder next to the docs, standing for /etc."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "passwd.md").write_text(SECRET, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    (folder / "guide").mkdir(parents=True)
+    (folder / "index.md").write_text("# Home\n\nWelcome.\n", encoding="utf-8")
+    (folder / "guide" / "setup.md").write_text("# Setup\n\nSteps.\n", encoding="utf-8")
+    return folder
+
+
+def test_link_to_a_file_outside_is_skipped_and_never_followed(root: Path, outside: Path) -> None:
+    (root / "notes.md").symlink_to(outside / "passwd.md")
+    docs, errors = load(root)
+    assert set(docs) == {"index.md", "guide/setup.md"}
+    assert "symbolic link" in errors["notes.md"] and "--follow-symlinks" in errors["notes.md"]
+    docs, errors = load(root, follow=True)
+    assert set(docs) == {"index.md", "guide/setup.md"}
+    assert "outside the folder, refused" in errors["notes.md"]
+
+
+def test_link_to_a_folder_outside_is_refused(root: Path, outside: Path) -> None:
+    (root / "guide" / "etc").symlink_to(outside, target_is_directory=True)
+    docs, errors = load(root)
+    assert "symbolic link to a folder, skipped" in errors["guide/etc"]
+    docs, errors = load(root, follow=True)
+    assert "outside the folder, refused" in errors["guide/etc"]
+    assert set(docs) == {"index.md", "guide/setup.md"}
+
+
+def test_relative_dotdot_links_cannot_escape(root: Path, outside: Path) -> None:
+    (root / "guide" / "up.md").symlink_to(Path("..", "..", "outside", "passwd.md"))
+    (root / "parent").symlink_to(Path(".."), target_is_directory=True)
+    docs, errors = load(root, follow=True)
+    assert set(docs) == {"index.md", "guide/setup.md"}
+    assert "refused" in errors["guide/up.md"] and "refused" in errors["parent"]
+
+
+def test_links_inside_the_root_are_followed_only_with_the_flag(root: Path) -> None:
+    (root / "start.md").symlink_to(Path("guide", "setup.md"))
+    (root / "latest").symlink_to(Path("guide"), target_is_directory=True)
+    docs, errors = load(root)
+    assert set(docs) == {"index.md", "guide/setup.md"}
+    assert set(errors) == {"start.md", "latest"}
+    docs, errors = load(root, follow=True)
+    assert errors == {}
+    assert set(docs) == {"index.md", "guide/setup.md", "start.md", "latest/setup.md"}
+    assert docs["start.md"].text == docs["guide/setup.md"].text  # read through the link
+
+
+def test_link_loops_end_with_a_load_error(root: Path) -> None:
+    (root / "guide" / "again").symlink_to(Path(".."), target_is_directory=True)  # to the root
+    (root / "guide" / "self").symlink_to(Path("."), target_is_directory=True)
+    (root / "a").mkdir()
+    (root / "b").mkdir()
+    (root / "a" / "to-b").symlink_to(Path("..", "b"), target_is_directory=True)
+    (root / "b" / "to-a").symlink_to(Path("..", "a"), target_is_directory=True)
+    (root / "b" / "page.md").write_text("B page.\n", encoding="utf-8")
+    (root / "ping.md").symlink_to("pong.md")
+    (root / "pong.md").symlink_to("ping.md")
+    docs, errors = load(root, follow=True)
+    assert {"index.md", "guide/setup.md", "b/page.md", "a/to-b/page.md"} <= set(docs)
+    for source in ("guide/again", "guide/self", "a/to-b/to-a", "b/to-a/to-b", "ping.md"):
+        assert "loop" in errors[source], source
+
+
+def test_broken_link_fifo_and_hidden_links(root: Path, outside: Path) -> None:
+    (root / "gone.md").symlink_to("missing.md")
+    (root / ".private.md").symlink_to(outside / "passwd.md")
+    (root / ".env").write_text(SECRET, encoding="utf-8")
+    (root / "env.md").symlink_to(".env")  # a link does not unhide a hidden file
+    os.mkfifo(root / "pipe.md")  # reading it would block forever
+    docs, errors = load(root, follow=True)
+    assert set(docs) == {"index.md", "guide/setup.md"}
+    assert "broken symbolic link" in errors["gone.md"]
+    assert "not a regular file" in errors["pipe.md"]
+    assert "hidden" in errors["env.md"]
+    assert ".private.md" not in errors and ".env" not in errors
+
+
+def test_a_root_that_is_itself_a_link_is_read(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "current").symlink_to(root, target_is_directory=True)
+    docs, errors = load(tmp_path / "current")
+    assert set(docs) == {"index.md", "guide/setup.md"} and errors == {}

@@ -1,0 +1,151 @@
+"""Qdrant Edge specifics beyond the conformance suite: on-disk identity,
+dimension checks, numpy input and concurrent use."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import qdrant_edge as qe
+
+from services.core.errors import ConfigError
+from services.core.models import ScopeFilter
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
+from services.storage.point_ids import point_uuid
+from tests.storage.harness import DIM, make_chunk, seeded_vector
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    store = EdgeVectorStore(tmp_path / "vectors", DIM)
+    yield store
+    store.close()
+
+
+def test_point_ids_are_uuids_derived_from_chunk_ids(tmp_path: Path) -> None:
+    store = EdgeVectorStore(tmp_path / "vectors", DIM)
+    chunk = make_chunk("doc-1")
+    store.upsert([chunk], [seeded_vector("a")])
+    store.close()
+    shard = qe.EdgeShard.load(str(tmp_path / "vectors"))
+    try:
+        [record] = shard.retrieve(
+            [point_uuid(chunk.chunk_id)], with_payload=True, with_vector=False
+        )
+        assert str(record.id) == point_uuid(chunk.chunk_id)
+        assert record.payload is not None and record.payload["chunk_id"] == chunk.chunk_id
+    finally:
+        shard.close()
+
+
+def test_reopening_with_another_dimension_is_refused(tmp_path: Path) -> None:
+    EdgeVectorStore(tmp_path / "vectors", DIM).close()
+    with pytest.raises(ConfigError, match="dim=4"):
+        EdgeVectorStore(tmp_path / "vectors", 4)
+    EdgeVectorStore(tmp_path / "vectors", DIM).close()  # the right size still opens
+
+
+def test_non_positive_dimension_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        EdgeVectorStore(tmp_path / "vectors", 0)
+
+
+def test_numpy_vectors_are_accepted(store: EdgeVectorStore) -> None:
+    chunks = [make_chunk(f"doc-{n}") for n in range(3)]
+    matrix = np.eye(3, DIM, dtype=np.float32)
+    store.upsert(chunks, list(matrix))
+    hits = store.search(np.eye(1, DIM, 1, dtype=np.float32)[0], 1, ScopeFilter())
+    assert [hit.chunk.chunk_id for hit in hits] == [chunks[1].chunk_id]
+    assert hits[0].score == pytest.approx(1.0)
+
+
+def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
+    base = [make_chunk(f"doc-base-{n}") for n in range(50)]
+    store.upsert(base, [seeded_vector(c.chunk_id) for c in base])
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def search_until_done() -> None:
+        try:
+            while not done.is_set():
+                assert len(store.search(seeded_vector("q"), 10, ScopeFilter())) == 10
+        except BaseException as exc:
+            errors.append(exc)
+
+    readers = [threading.Thread(target=search_until_done) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    for batch in range(20):
+        chunks = [make_chunk(f"doc-w{batch}-{n}") for n in range(10)]
+        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+    done.set()
+    for reader in readers:
+        reader.join()
+    assert errors == []
+    assert store.count() == 50 + 200
+
+
+def test_optimize_keeps_results(store: EdgeVectorStore) -> None:
+    chunks = [make_chunk(f"doc-{n}") for n in range(200)]
+    store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+    before = [h.chunk.chunk_id for h in store.search(seeded_vector("q"), 5, ScopeFilter())]
+    store.optimize()
+    after = [h.chunk.chunk_id for h in store.search(seeded_vector("q"), 5, ScopeFilter())]
+    assert after == before
+
+
+def clustered_unit_vectors(count: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """Vectors in many small groups, like embeddings of related passages."""
+    centres = rng.normal(size=(count // 8, dim))
+    vectors = centres[rng.integers(0, len(centres), count)] + 0.3 * rng.normal(size=(count, dim))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_optimize_builds_an_index_that_finds_what_exact_search_finds(tmp_path: Path) -> None:
+    # Enough 384-d vectors for the engine to build HNSW (its threshold is ~7k),
+    # and a scope matching 90% of them, so the filtered search walks the graph.
+    # Share of the exact top 50 found here: ef 64 0.84, ef 100 0.945, ef 256 (default) 0.99.
+    dim, count, limit = 384, 8000, 50
+    rng = np.random.default_rng(7)
+    vectors = clustered_unit_vectors(count, dim, rng)
+    in_scope = np.arange(count) % 10 != 0
+    chunks = [
+        make_chunk(f"doc-{n}", scope_id="site-a" if in_scope[n] else "site-b") for n in range(count)
+    ]
+    store = EdgeVectorStore(tmp_path / "vectors", dim)
+    for start in range(0, count, 1000):
+        store.upsert(chunks[start : start + 1000], list(vectors[start : start + 1000]))
+    assert store.optimize()
+    recalls = []
+    for near in rng.integers(0, count, 20):  # queries near stored passages, as real ones are
+        query = vectors[near] + 0.05 * rng.normal(size=dim).astype(np.float32)
+        hits = store.search(query / np.linalg.norm(query), limit, ScopeFilter(scope_id="site-a"))
+        exact = np.argsort(-(vectors @ query) + 10 * ~in_scope)[:limit]
+        expected = {chunks[row].chunk_id for row in exact}
+        recalls.append(len(expected & {hit.chunk.chunk_id for hit in hits}) / limit)
+    store.close()
+    shard = qe.EdgeShard.load(str(tmp_path / "vectors"))
+    assert shard.info().indexed_vectors_count == count
+    shard.close()
+    assert np.mean(recalls) >= 0.97
+
+
+def test_filterable_hnsw_links_are_built_for_the_scope_only(tmp_path: Path) -> None:
+    # The other filters select too few points to need a graph, or nearly all:
+    # building links for them only slows the HNSW build (bench.scale).
+    EdgeVectorStore(tmp_path / "shard", 4).close()
+    shard = qe.EdgeShard.load(str(tmp_path / "shard"))
+    try:
+        schema = shard.info().payload_schema
+    finally:
+        shard.close()
+    graphs = {field: info.params.enable_hnsw for field, info in schema.items()}
+    assert graphs == {
+        "scope_id": None,  # the engine's default: links built
+        **dict.fromkeys(("chunk_id", "doc_id", "url", "locale", "meta", "generation"), False),
+    }
+    assert schema["scope_id"].params.is_tenant is True
