@@ -34,6 +34,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from services.storage.postgres_lexical import PostgresLexicalStore
+from services.storage.postgres_sql import stored_chunk, within
+
 from bench.common.paths import (
     RESULTS_DIR,
     ROOT,
@@ -50,8 +53,6 @@ from bench.reports.postgres_lexical import RESULTS_FILE
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.models import Chunk, Document, ScopeFilter, ScoredChunk
 from services.storage.lexical_fields import FIELD_BOOSTS, exact_first
-from services.storage.postgres_lexical import PostgresLexicalStore
-from services.storage.postgres_sql import stored_chunk, within
 from tests.support.postgres import running_postgres
 
 SCHEMA = "scifact_lexical"
@@ -120,9 +121,9 @@ def indexer_chunks(corpus: Path) -> list[Chunk]:
     """The chunks the Indexer stores for the corpus (bench.eval.dataset.indexed_texts)."""
     from services.indexer.app import chunking_params
     from services.indexer.chunking import Chunker
-    from services.indexer.loaders import load_beir_jsonl
     from services.indexer.planning import document_chunks
     from services.indexer.settings import IndexerSettings
+    from services.sources.loaders import load_beir_jsonl
 
     settings = IndexerSettings()
     chunker = Chunker(chunking_params(settings))

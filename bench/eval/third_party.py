@@ -152,7 +152,7 @@ def parse_args(argv: list[str]) -> Options:
 
 def load_selection(opts: Options, queries: list[DocQuery]) -> tuple[list[Document], dict[str, Any]]:
     """The judged pages and the distractors, loaded as the folder loader reads them."""
-    from services.indexer.loaders import LoadError, load_directory
+    from services.sources.loaders import LoadError, load_directory
 
     root = pages_dir(corpus_dir())
     ensure_corpus(corpus_dir())

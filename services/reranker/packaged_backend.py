@@ -19,7 +19,7 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from services.core.onnx_export import open_session
+from services.embedding.onnx_export import open_session
 from services.reranker.backends import BatchInterrupted
 from services.reranker.onnx_backend import _terminate_at
 

@@ -33,8 +33,8 @@ from sentence_transformers import CrossEncoder
 from services.core.environment import default_data_dir
 from services.core.errors import ConfigError, InvalidArgument, Unavailable
 from services.core.logging import get_logger
-from services.core.packaged_models import PREFIX
 from services.core.query_text import EMPTY_QUERY, is_empty_query
+from services.embedding.packaged_models import PREFIX
 from services.reranker.backends import ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
 from services.reranker.batching import (

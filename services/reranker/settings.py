@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.core.environment import default_data_dir
-from services.core.packaged_models import PREFIX
+from services.embedding.packaged_models import PREFIX
 from services.reranker.packaged import default_cache_dir
 from services.runtime.settings import GrpcServiceSettings
 

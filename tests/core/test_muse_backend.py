@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from services.core.embedding import Embedder
 from services.core.errors import ConfigError
 from services.core.muse_runtime import PINNED_FILES, checked_resources, resources_folder
+from services.embedding.embedder import Embedder
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from services.core.embedding import Embedder, EmbeddingIdentity
 from services.core.errors import ConfigError
 from services.core.models import ContentType, Document
+from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.app import CROSS_LINGUAL_META, build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
 from services.storage.factory import open_storage

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.reranker.settings import RerankerSettings
 from tests.support.stack import BackgroundStack, free_port
 
@@ -95,7 +95,9 @@ def documents() -> list[ipb.Document]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[BackgroundStack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[BackgroundStack]:
     root: Path = tmp_path_factory.mktemp("packaged-rerank")
     port = free_port()
     # A budget no loaded machine exhausts: these tests are about order, not time.

@@ -22,7 +22,7 @@ import pytest
 
 from gateway.release_gate import STATUS_TTL_S
 from scripts import run_local
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from services.operator.golden import load_golden
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
 from tests.support.release_check import BASE_URL, GOLDEN, copy_corpus, write_golden

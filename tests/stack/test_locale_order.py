@@ -16,7 +16,7 @@ import pytest
 
 from bench.common.paths import DATASETS_DIR
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack
 

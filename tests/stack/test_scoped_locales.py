@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.core.embedding import Embedder
+from services.embedding.embedder import Embedder
 from tests.stack.test_cross_language import PAGES as BILINGUAL_PAGES
 from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack

@@ -5,14 +5,14 @@ The crash loop starts the stack in a session of its own (so that its kill
 reaches the whole group); a test run stopped from outside (a timeout, Ctrl-C
 on the driver) would otherwise leave that stack running, on the 2 shared
 cores. Linux only (prctl PR_SET_PDEATHSIG), as the stack's own optimizer
-child does (services.storage.edge_optimizer.exit_with_parent)."""
+child does (services.storage.embedded.edge_optimizer.exit_with_parent)."""
 
 from __future__ import annotations
 
 import runpy
 import sys
 
-from services.storage.edge_optimizer import exit_with_parent
+from services.storage.embedded.edge_optimizer import exit_with_parent
 
 
 def main(argv: list[str]) -> None:

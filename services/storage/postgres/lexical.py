@@ -34,6 +34,7 @@ from services.storage.lexical_fields import (
     index_format,
 )
 from services.storage.payload import chunk_with_payload
+from services.storage.postgres.topk import one_snapshot, search_top_k
 from services.storage.postgres_bm25 import FIELD_CODES
 from services.storage.postgres_part import PostgresPart
 from services.storage.postgres_run import RunConnection
@@ -52,7 +53,6 @@ from services.storage.postgres_sql import (
     stored_chunk,
     within,
 )
-from services.storage.postgres_topk import one_snapshot, search_top_k
 
 _DDL = (
     STORE_INFO_DDL

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.storage.qdrant_edge import EdgeVectorStore
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from tests.storage.conformance import LexicalStoreContract, VectorStoreContract
 from tests.storage.harness import DIM, StoreFactory
 from tests.storage.second_vector_contract import OpenStore, SecondVectorContract
