@@ -74,6 +74,6 @@ def e5_embedder(e5_cache_dir: Path) -> Embedder:
 
 @pytest.fixture(scope="session")
 def muse_embedder() -> Embedder:
-    """The packaged mUSE v3 (services.core.muse_runtime), the cross-lingual
+    """The packaged mUSE v3 (services.embedding.muse_runtime), the cross-lingual
     second model."""
     return Embedder(EmbedderConfig(model="packaged:muse-v3"))

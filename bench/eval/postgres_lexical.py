@@ -34,9 +34,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.storage.postgres_lexical import PostgresLexicalStore
-from services.storage.postgres_sql import stored_chunk, within
-
 from bench.common.paths import (
     RESULTS_DIR,
     ROOT,
@@ -53,6 +50,8 @@ from bench.reports.postgres_lexical import RESULTS_FILE
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.models import Chunk, Document, ScopeFilter, ScoredChunk
 from services.storage.lexical_fields import FIELD_BOOSTS, exact_first
+from services.storage.postgres.lexical import PostgresLexicalStore
+from services.storage.postgres.sql import stored_chunk, within
 from tests.support.postgres import running_postgres
 
 SCHEMA = "scifact_lexical"
@@ -107,9 +106,9 @@ def fitted_boosts(dataset_name: str) -> dict[str, float]:
 
 
 def baseline_module(revision: str) -> types.ModuleType:
-    """`services/storage/postgres_bm25.py` as it was at `revision`."""
+    """`services/storage/postgres/bm25.py` as it was at `revision`."""
     source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{revision}:services/storage/postgres_bm25.py"],
+        ["git", "-C", str(ROOT), "show", f"{revision}:services/storage/postgres/bm25.py"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     module = types.ModuleType(f"postgres_bm25_at_{revision}")

@@ -54,7 +54,7 @@ def _e5_runtime(config: EmbedderConfig) -> ModelRuntime:
 
 
 def _muse_runtime(config: EmbedderConfig) -> ModelRuntime:
-    from services.core.muse_runtime import load_packaged_muse
+    from services.embedding.muse_runtime import load_packaged_muse
 
     return load_packaged_muse(config)
 
@@ -64,7 +64,7 @@ PACKAGED: dict[str, PackagedModel] = {
     for model in (
         PackagedModel(PREFIX + "all-MiniLM-L6-v2", ENGLISH, folder=_minilm_folder),
         PackagedModel(PREFIX + "multilingual-e5-small", EVERY_LANGUAGE, runtime=_e5_runtime),
-        # The cross-lingual second model (RAG_CROSS_LINGUAL_MODEL; services.core.muse_runtime).
+        # The cross-lingual second model (RAG_CROSS_LINGUAL_MODEL; services.embedding.muse_runtime).
         PackagedModel(PREFIX + "muse-v3", MUSE_LANGUAGES, runtime=_muse_runtime),
     )
 }

@@ -34,11 +34,10 @@ from services.storage.lexical_fields import (
     index_format,
 )
 from services.storage.payload import chunk_with_payload
-from services.storage.postgres.topk import one_snapshot, search_top_k
-from services.storage.postgres_bm25 import FIELD_CODES
-from services.storage.postgres_part import PostgresPart
-from services.storage.postgres_run import RunConnection
-from services.storage.postgres_sql import (
+from services.storage.postgres.bm25 import FIELD_CODES
+from services.storage.postgres.part import PostgresPart
+from services.storage.postgres.run import RunConnection
+from services.storage.postgres.sql import (
     CHUNK_COLUMNS,
     CHUNK_COLUMNS_DDL,
     STORE_INFO_DDL,
@@ -53,6 +52,7 @@ from services.storage.postgres_sql import (
     stored_chunk,
     within,
 )
+from services.storage.postgres.topk import one_snapshot, search_top_k
 
 _DDL = (
     STORE_INFO_DDL

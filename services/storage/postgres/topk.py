@@ -45,13 +45,13 @@ from psycopg import sql
 
 from services.core.analysis import QueryPlan
 from services.core.models import ScopeFilter
-from services.storage.postgres_bm25 import (
+from services.storage.postgres.bm25 import (
     FIELD_CODES,
     phrase_and_identifier_parts,
     saturation,
     tables,
 )
-from services.storage.postgres_sql import chunk_columns, limit_statement_time, scope_condition
+from services.storage.postgres.sql import chunk_columns, limit_statement_time, scope_condition
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from services.storage.postgres_bm25 import search_statement
-from services.storage.postgres_lexical import PostgresLexicalStore
-from services.storage.postgres_sql import stored_chunk
 
 from services.core.analysis import TextAnalyzer
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk
 from services.storage.lexical_fields import exact_first
+from services.storage.postgres.bm25 import search_statement
+from services.storage.postgres.lexical import PostgresLexicalStore
+from services.storage.postgres.sql import stored_chunk
 from tests.storage.harness import make_chunk
 from tests.support.postgres import PostgresServer, running_postgres
 

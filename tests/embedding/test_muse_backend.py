@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from services.core.errors import ConfigError
-from services.core.muse_runtime import PINNED_FILES, checked_resources, resources_folder
 from services.embedding.embedder import Embedder
+from services.embedding.muse_runtime import PINNED_FILES, checked_resources, resources_folder
 
 pytestmark = pytest.mark.integration
 
