@@ -186,8 +186,8 @@ def readable_scores(row: dict[str, Any], scorer: Scorer) -> dict[str, float]:
 
 
 def score_split(split: dict[str, Any], blend: RerankBlend) -> dict[str, float]:
-    qrels: Qrels = split["qrels"]
     run = {row["query_id"]: ordered_docs(row, split["scores"], blend) for row in split["rows"]}
+    qrels: Qrels = {q: docs for q, docs in split["qrels"].items() if q in run}
     metrics = evaluate(qrels, run)
     hit1 = [
         1.0 if docs and qrels.get(q, {}).get(docs[0], 0) > 0 else 0.0 for q, docs in run.items()

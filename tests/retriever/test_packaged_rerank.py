@@ -101,11 +101,13 @@ def stack(
     root: Path = tmp_path_factory.mktemp("packaged-rerank")
     port = free_port()
     # A budget no loaded machine exhausts: these tests are about order, not time.
+    # The reranker's own order (fused weight 0), so they pin what the model reads
+    # and where it is not asked; the default blend is weighed on the evaluation sets.
     stack = BackgroundStack(
         root / "data",
         embedder,
         reranker_addr=f"127.0.0.1:{port}",
-        retriever={"rerank_budget_ms": 60_000},
+        retriever={"rerank_budget_ms": 60_000, "rerank_fused_weight": 0.0},
     ).start()
     settings = RerankerSettings(
         host="127.0.0.1", reranker_port=port, rerank_cache_dir=root / "cache", log_json=False

@@ -26,7 +26,14 @@ def start_with_reranker(
     root: Path, embedder: Embedder, model: str
 ) -> tuple[BackgroundStack, RerankerApp]:
     port = free_port()
-    stack = BackgroundStack(root / "data", embedder, reranker_addr=f"127.0.0.1:{port}").start()
+    # The reranker's order alone (no blend with the fused rank): these tests
+    # check that its scores order the hits, with a model that knows nothing.
+    stack = BackgroundStack(
+        root / "data",
+        embedder,
+        reranker_addr=f"127.0.0.1:{port}",
+        retriever={"rerank_fused_weight": 0.0},
+    ).start()
     settings = RerankerSettings(
         host="127.0.0.1",
         reranker_port=port,
