@@ -211,9 +211,10 @@ def fuse_per_locale(
     query_language: str,
     weights: Mapping[Channel, float] | None,
     translated: Mapping[str, list[ScoredChunk]] | None = None,
-    cross_lingual: Sequence[ScoredChunk] = (),
     rule: LocaleOrderRule | None = None,
     decided: LocaleLists | None = None,
+    *,
+    cross_lingual: Sequence[ScoredChunk] = (),
 ) -> list[FusedHit]:
     """Steps 2 and 3 of the module docstring (`translated`: lexical hits of
     the translated question per locale; `cross_lingual`: the second vector's

@@ -411,9 +411,9 @@ class RetrievalPipeline:
                 language,
                 weights,
                 translated,
-                cross,
                 rule=self.locale_order,
                 decided=balanced,
+                cross_lingual=cross,
             )
         else:
             outcomes = (vector, lexical, run.cross_lingual)

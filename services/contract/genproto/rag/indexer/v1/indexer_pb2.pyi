@@ -70,6 +70,15 @@ Global___DocumentState: _TypeAlias = DocumentState  # noqa: Y015
 
 @_typing.final
 class Document(_message.Message):
+    """Field rules (docs/security.md, "Bounded inputs"): `url` is empty, an
+    absolute http(s) URL with a host or a relative path, without credentials or
+    a host label mixing Latin with Cyrillic or Greek; `title` and metadata keys
+    are one line of text without control or format characters (the joiners
+    U+200C/U+200D and direction marks U+200E/U+200F/U+061C allowed); metadata
+    values likewise but may break lines; `locale` is a BCP 47 tag with a
+    lower-case language subtag; `text` is free (NUL refused).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -106,7 +115,7 @@ class Document(_message.Message):
     url: _builtins.str
     title: _builtins.str
     locale: _builtins.str
-    """e.g. "en"; empty means the default locale"""
+    """a BCP 47 tag, e.g. "en", "zh-CN"; empty means the default locale"""
     scope_id: _builtins.str
     """tenant / site / collection"""
     text: _builtins.str

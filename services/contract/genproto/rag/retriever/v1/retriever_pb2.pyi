@@ -181,7 +181,7 @@ class ScopeFilter(_message.Message):
     here, or several in scope_ids.
     """
     locale: _builtins.str
-    """a language tag, at most 35 characters"""
+    """a BCP 47 language tag ("en", "zh-CN"), at most 35 characters"""
     @_builtins.property
     def doc_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """at most 1,000 ids of at most 2,048 characters"""
@@ -193,7 +193,8 @@ class ScopeFilter(_message.Message):
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Equality on each key: at most 64 entries, keys of at most 128 and values
-        of at most 2,048 characters.
+        of at most 2,048 characters, without control or format characters (as a
+        document's metadata; values may break lines).
         """
 
     @_builtins.property
@@ -277,12 +278,15 @@ class RetrieveRequest(_message.Message):
     query: _builtins.str
     """The question: at most 100,000 characters received and at most 1,000
     after normalisation (whitespace folded), else refused; so is one with no
-    letter, digit or symbol.
+    letter, digit or symbol (Unicode L, N or S: "...", "?!", combining marks
+    alone and the braille blank U+2800 are refused; "+", "429" are queries).
     """
     top_k: _builtins.int
     """hits returned, 1..50; 0 = server default (10)"""
     page_url: _builtins.str
-    """the page the user is on, if any; at most 2,048 characters"""
+    """The page the user is on, if any; at most 2,048 characters, without
+    credentials or a mixed-script host (as filter.urls).
+    """
     debug: _builtins.bool
     """fill `debug` in the response"""
     disable_rerank: _builtins.bool
@@ -465,7 +469,9 @@ class RecencyBoost(_message.Message):
     function: Global___DecayFunction.ValueType
     """unspecified = exp"""
     origin: _builtins.str
-    """Ages count from here (RFC 3339); empty = the time of the first page."""
+    """Ages count from here (an RFC 3339 date-time with an offset); empty = the
+    time of the first page. Every number here must be finite, even with weight 0.
+    """
     def __init__(
         self,
         *,
@@ -496,9 +502,9 @@ class MetadataBoost(_message.Message):
     VALUE_FIELD_NUMBER: _builtins.int
     WEIGHT_FIELD_NUMBER: _builtins.int
     key: _builtins.str
-    """at most 128 characters"""
+    """at most 128 characters, one line (as a metadata key)"""
     value: _builtins.str
-    """at most 2,048 characters"""
+    """at most 2,048 characters (as a metadata value)"""
     weight: _builtins.float
     def __init__(
         self,
