@@ -95,7 +95,9 @@ def documents() -> list[ipb.Document]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[BackgroundStack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[BackgroundStack]:
     root: Path = tmp_path_factory.mktemp("packaged-rerank")
     port = free_port()
     # A budget no loaded machine exhausts: these tests are about order, not time.
