@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         "chosen": _as_dict(blend),
         "train": {"fused": baseline, "chosen": chosen, "grid": grid},
         "test": compare(splits["test"], blend),
-        "scoring_ms_per_pair": round(scorer.ms_per_pair(), 1),
+        # None: every score came from the cache (an earlier run of the same command).
+        "scoring_ms_per_pair": round(scorer.ms_per_pair(), 1) if scorer.ms_per_pair() else None,
     }
     out = args.out or RESULTS_DIR / f"rerank_fit-{args.scorer}-{args.max_length}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")

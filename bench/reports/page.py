@@ -30,8 +30,12 @@ from bench.reports.observability import RESULTS_FILE as OBSERVABILITY_FILE
 from bench.reports.observability import observability_section
 from bench.reports.postgres_lexical import RESULTS_FILE as POSTGRES_LEXICAL_FILE
 from bench.reports.postgres_lexical import postgres_lexical_section
+from bench.reports.reranker import (
+    PACKAGED_LATENCY_FILE,
+    packaged_rerank_section,
+    reranker_section,
+)
 from bench.reports.reranker import RESULTS_FILE as RERANKER_FILE
-from bench.reports.reranker import reranker_section
 from bench.reports.scale import RESULTS_FILE as SCALE_FILE
 from bench.reports.scale import scale_section
 from bench.reports.scifact import quality_section
@@ -100,6 +104,9 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
         parts.append(gateway_section(gateway))
     if (reranker := _load(results_dir / RERANKER_FILE)) is not None:
         parts.append(reranker_section(reranker))
+    if fits := [_load(path) for path in sorted(results_dir.glob("rerank_fit-*.json"))]:
+        latency = _load(results_dir / PACKAGED_LATENCY_FILE)
+        parts.append(packaged_rerank_section([f for f in fits if f], latency))
     if (visibility := _load(results_dir / VISIBILITY_FILE)) is not None:
         parts.append(visibility_section(visibility))
     if (observability := _load(results_dir / OBSERVABILITY_FILE)) is not None:

@@ -226,3 +226,68 @@ def _budget(result: dict[str, Any], defaults: dict[str, Any]) -> str:
         f"scoring {candidates} passages, p50: " + "; ".join(fits) + ". What does not fit is "
         "scored in part and the rest keeps the fused order.\n"
     )
+
+
+PACKAGED_LATENCY_FILE = "reranker_packaged.json"
+
+
+def packaged_rerank_section(fits: list[dict[str, Any]], latency: dict[str, Any] | None) -> str:
+    """The packaged cross-encoder (and the ColBERT probe) against fusion alone
+    (bench.eval.rerank_fit), and its cost per call (bench.load.packaged_reranker)."""
+    lines = [
+        "## Rerank blend: packaged cross-encoder and ColBERT vs fusion alone",
+        "",
+        "Candidates: the first N of `Retrieve` (hybrid, rerank off) kept by "
+        "`python -m bench.eval.rerank_candidates --queries 120 --filler-docs 450` (SciFact, "
+        "the 120 queries of each split with the lowest sha1 of their ids, an index of their "
+        "judged documents plus 450 others). Blend fitted on the train queries only; the "
+        "test rows use the constants chosen on train. A subset, on a 2-core machine shared "
+        "with other work (load average 15-20): read the differences, not the absolute times.",
+        "",
+        "| scorer | tokens | candidates | queries | split | order | nDCG@10 | MRR@10 | hit@1 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for fit in fits:
+        head = f"| {fit['model']} | {fit['max_length']} | {fit['candidates']} "
+        test = fit["test"]
+        train = fit["train"]
+        rows = [
+            ("train", "fused", train["fused"]),
+            ("train", "blend (chosen)", train["chosen"]),
+            ("test", "fused", test["fused"]),
+            ("test", "scorer alone", test["cross_encoder_only"]),
+            ("test", "blend", test["blend"]),
+        ]
+        for split, order, m in rows:
+            lines.append(
+                f"{head}| {test['queries']} | {split} | {order} | {m['ndcg@10']:.4f} "
+                f"| {m['mrr@10']:.4f} | {m['hit@1']:.2f} |"
+            )
+        chosen = fit["chosen"]
+        lines.append(
+            f"| ↳ chosen: fused weight {chosen['fused_weight']}, scorer weight "
+            f"{chosen['rerank_weight']}, k {chosen['k']}; scoring "
+            f"{fit['scoring_ms_per_pair']} ms/pair in process | | | | | | | | |"
+        )
+    lines += ["", f"Commands and revisions: {', '.join(f['command'] for f in fits)}."]
+    if latency is not None:
+        lines += _packaged_latency(latency)
+    return "\n".join(lines) + "\n"
+
+
+def _packaged_latency(latency: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"### Cost per call of {latency['model']} (interleaved rounds)",
+        "",
+        f"`{latency['command']}` at {latency['git_revision']} on {latency['date']}, "
+        f"load average {latency['load_average_1m']:.1f} on 2 cores: "
+        "compare the ratios between lengths; the absolute times are a loaded machine's.",
+        "",
+        "| tokens | candidates | p50 ms | p95 ms | n |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for length, sizes in latency["ms"].items():
+        for size, m in sizes.items():
+            lines.append(f"| {length} | {size} | {m['p50_ms']} | {m['p95_ms']} | {m['n']} |")
+    return lines

@@ -42,7 +42,12 @@ class RerankerSettings(GrpcServiceSettings):
         "torch",
         description="torch | onnx | onnx-int8 (a packaged model: onnx-int8, its only form)",
     )
-    rerank_max_length: int = Field(256, ge=16, le=8192, description="tokens per (query, passage)")
+    rerank_max_length: int = Field(
+        128,
+        ge=16,
+        le=8192,
+        description="tokens per (query, passage); 128: half the cost of 256 (docs/benchmarks.md)",
+    )
     rerank_batch_size: int = Field(8, ge=1, le=512)
     rerank_device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
     rerank_activation: Activation = Field("none", description="applied to the raw logits")

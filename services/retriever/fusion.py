@@ -234,8 +234,8 @@ RERANK_ONLY = RerankBlend()
 # (2026-11-29, on a 2-core machine shared with other work): the best train nDCG@10 of a
 # 56-point grid (fused weight 0-3 x k 0-60, reranker weight 1) over 50 SciFact *train*
 # queries (the lowest sha1 of their ids) against an index of their judged documents plus 450
-# others: fused 0.781 -> 0.807 (hit@1 0.62 -> 0.68). The bilingual set gave no training
-# signal (its Chinese questions and pages are not sent to this English model). On 50 SciFact
+# others: fused 0.781 -> 0.807 (hit@1 0.62 -> 0.68). Not fitted on, nor yet measured on, the
+# bilingual set (its Chinese questions and pages are not sent to this English model). On 50 SciFact
 # test queries: fused 0.860, this blend 0.853, the cross-encoder alone 0.831 (hit@1 0.78,
 # 0.78, 0.74): within noise, nominally lower; docs/benchmarks.md, "Rerank blend".
 FITTED_RERANK_BLEND = RerankBlend(fused_weight=2.0, rerank_weight=1.0, k=10.0)

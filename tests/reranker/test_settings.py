@@ -23,7 +23,7 @@ def test_defaults() -> None:
     assert settings.rerank_model == DEFAULT_MODEL == "packaged:ms-marco-MiniLM-L-12-v2"
     # The packaged model ships as an int8 ONNX graph: that is its backend.
     assert (settings.rerank_backend, settings.rerank_device) == ("onnx-int8", "cpu")
-    assert (settings.rerank_max_length, settings.rerank_batch_size) == (256, 8)
+    assert (settings.rerank_max_length, settings.rerank_batch_size) == (128, 8)
     assert (settings.rerank_max_passages, settings.rerank_max_passage_chars) == (64, 2000)
     assert settings.rerank_activation == "none"
 
