@@ -30,7 +30,7 @@ from services.retriever.reranker_health import NOT_SERVING_CODES, RerankerHealth
 from services.retriever.types import FusedHit
 
 if TYPE_CHECKING:
-    from services.retriever.settings import RetrieverSettings
+    from services.retriever.requests import RetrievalConfig
 
 # Below this there is no point in asking: a round trip alone takes longer.
 MIN_USEFUL_BUDGET_S = 0.005
@@ -246,8 +246,8 @@ class RerankCall:
         return [self.head[i] for i in self.sent]
 
 
-def rerank_blend(config: RetrieverSettings) -> RerankBlend:
-    """The fitted blend the settings hold."""
+def rerank_blend(config: RetrievalConfig) -> RerankBlend:
+    """The fitted blend the configuration holds (RAG_RERANK_FUSED_WEIGHT, ...)."""
     return RerankBlend(
         config.rerank_fused_weight, config.rerank_score_weight, config.rerank_blend_k
     )
