@@ -14,7 +14,7 @@ so callers never see a client library's exception types.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from tenacity import (
     RetryCallState,
@@ -30,6 +30,7 @@ from services.core.errors import RagError, StoreError, StoreUnavailable
 from services.core.logging import get_logger
 
 T = TypeVar("T")
+ClientT = TypeVar("ClientT", bound=Any)
 log = get_logger(__name__)
 
 
@@ -131,3 +132,29 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 
 def batched(items: list[T], size: int) -> list[list[T]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class ServerPart(Generic[ClientT]):
+    """The lifecycle every server store shares (the Qdrant vector store, the
+    OpenSearch lexical store and the OpenSearch manifest): one client, one
+    call policy whose write retries can be observed, closed once, refused
+    with StoreUnavailable after that."""
+
+    name: str
+    client: ClientT
+    _calls: ServerCallPolicy
+    _closed: bool
+
+    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
+        self._calls.on_retry = on_retry
+        return True
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.client.close()
+
+    def _live(self) -> ClientT:
+        if self._closed:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        return self.client

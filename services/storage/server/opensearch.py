@@ -28,7 +28,7 @@ with the re-index path. Refresh policy: see `RefreshPolicy` and deploy/README.md
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 
 from opensearchpy import OpenSearch
@@ -49,7 +49,7 @@ from services.storage.lexical_fields import (
 from services.storage.payload import (
     chunk_with_payload,
 )
-from services.storage.server.calls import ServerCallPolicy, batched
+from services.storage.server.calls import ServerCallPolicy, ServerPart, batched
 from services.storage.server.opensearch_bodies import (
     analyzed_source,
     index_template,
@@ -71,7 +71,7 @@ from services.storage.settings import RefreshPolicy, StoreSettings
 _CONFLICT_ATTEMPTS = 3
 
 
-class OpenSearchLexicalStore:
+class OpenSearchLexicalStore(ServerPart[OpenSearch]):
     """BM25 over title + heading_path + text in one OpenSearch index."""
 
     name = "opensearch"
@@ -313,17 +313,3 @@ class OpenSearchLexicalStore:
         if status not in ("green", "yellow"):
             # red: some primary shard of the index is unassigned, searches would be partial.
             raise StoreUnavailable(f"opensearch index {self.index!r} health is {status}")
-
-    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
-        self._calls.on_retry = on_retry
-        return True
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.client.close()
-
-    def _live(self) -> OpenSearch:
-        if self._closed:
-            raise StoreUnavailable(f"{self.name}: store is closed")
-        return self.client

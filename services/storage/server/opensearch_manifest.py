@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -32,10 +32,9 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
 from services.core.deadline import Deadline
-from services.core.errors import StoreUnavailable
 from services.storage.base import call_budget_s
 from services.storage.manifest import ManifestEntry, RunIntent
-from services.storage.server.calls import ServerCallPolicy, batched
+from services.storage.server.calls import ServerCallPolicy, ServerPart, batched
 from services.storage.server.opensearch_client import (
     BulkAction,
     BulkWriter,
@@ -124,7 +123,7 @@ def _intent_source(intent: RunIntent) -> dict[str, Any]:
     }
 
 
-class OpenSearchManifest:
+class OpenSearchManifest(ServerPart[OpenSearch]):
     """`Manifest` shared by every Indexer replica through one OpenSearch index."""
 
     name = "opensearch manifest"
@@ -318,20 +317,6 @@ class OpenSearchManifest:
         body = {"kind": "meta", "key": key, "value": value}
         action = BulkAction("index", manifest_doc_id("meta", key), body)
         self._bulk.write("set meta", [action], frozenset(), deadline)
-
-    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
-        self._calls.on_retry = on_retry
-        return True
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.client.close()
-
-    def _live(self) -> OpenSearch:
-        if self._closed:
-            raise StoreUnavailable(f"{self.name}: store is closed")
-        return self.client
 
     # -- helpers --------------------------------------------------------------
 

@@ -50,7 +50,7 @@ from services.storage.payload import (
     stored_chunk_from_payload,
 )
 from services.storage.point_ids import point_uuid
-from services.storage.server.calls import ServerCallPolicy, batched
+from services.storage.server.calls import ServerCallPolicy, ServerPart, batched
 from services.storage.server.qdrant_collection import ensure_collection
 from services.storage.settings import StoreSettings
 
@@ -120,7 +120,7 @@ def _match_any(key: str, values: Sequence[str]) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
 
 
-class QdrantVectorStore:
+class QdrantVectorStore(ServerPart[QdrantClient]):
     """Cosine kNN over chunk vectors in one Qdrant collection."""
 
     name = "qdrant"
@@ -384,20 +384,6 @@ class QdrantVectorStore:
     def optimize(self) -> bool:
         """Nothing to do: a Qdrant server runs its optimizers in the background."""
         return False
-
-    def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
-        self._calls.on_retry = on_retry
-        return True
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.client.close()
-
-    def _live(self) -> QdrantClient:
-        if self._closed:
-            raise StoreUnavailable(f"{self.name}: store is closed")
-        return self.client
 
 
 def _hits(points: Sequence[Any]) -> list[ScoredChunk]:
