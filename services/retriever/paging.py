@@ -233,9 +233,15 @@ def _check_within(token: PageToken, candidates: int) -> None:
 
 
 def _reorder(candidates: list[FusedHit], reranked: Sequence[tuple[int, float]]) -> list[FusedHit]:
-    head = [replace(candidates[p], rerank_score=float(score)) for p, score in reranked]
-    taken = {position for position, _ in reranked}
-    return head + [hit for i, hit in enumerate(candidates) if i not in taken]
+    """The first page's order again: the reranked hits, in their final order,
+    fill the places they held in the fused list; every other hit keeps its
+    own (as `fusion.place_reranked` placed them: a reranker that read only
+    some candidates, by language or by deadline, moved only those)."""
+    restored = list(candidates)
+    places = sorted(position for position, _ in reranked)
+    for place, (position, score) in zip(places, reranked, strict=True):
+        restored[place] = replace(candidates[position], rerank_score=float(score))
+    return restored
 
 
 def reranked_positions(

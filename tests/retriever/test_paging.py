@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.errors import FailedPrecondition, InvalidArgument, Unavailable
 from services.embedding.embedder import Embedder
-from services.retriever.fusion import merge_rerank
+from services.retriever.fusion import RerankBlend, merge_rerank, place_reranked
 from services.retriever.page_keys import PageTokenKeys
 from services.retriever.paging import (
     MAX_TOKEN_CHARS,
@@ -120,6 +120,21 @@ def test_a_later_page_restores_the_first_pages_rerank_order() -> None:
     restored = cursor.restore(fused, degraded=[])
     assert [h.chunk.chunk_id for h in restored] == [h.chunk.chunk_id for h in first]
     assert [h.rerank_score for h in restored[:3]] == [0.9, 0.5, pytest.approx(0.1)]
+
+
+@pytest.mark.unit
+def test_a_later_page_restores_a_rerank_that_skipped_some_candidates() -> None:
+    """Candidates the reranker could not read (another language, or past its
+    deadline) keep their fused places on the first page; later pages must
+    restore exactly that order, not move the scored hits to the front."""
+    fused = _hits("a1", "b1", "c1", "d1", "e1")
+    first = place_reranked(fused, {0: 0.1, 2: 0.9, 4: 0.5}, RerankBlend(0.0, 1.0, 10.0))
+    assert [h.chunk.chunk_id for h in first] == ["c1", "b1", "e1", "d1", "a1"]
+    entries = reranked_positions(fused, first)
+    cursor = PageCursor(_token(ranking=ranking_fingerprint(fused), reranked=entries))
+    restored = cursor.restore(fused, degraded=[])
+    assert [h.chunk.chunk_id for h in restored] == [h.chunk.chunk_id for h in first]
+    assert [h.rerank_score for h in restored] == [h.rerank_score for h in first]
 
 
 @pytest.mark.unit
