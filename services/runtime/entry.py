@@ -1,7 +1,7 @@
 """The `main()` of every service process: `python -m services.indexer`,
 `services.retriever`, `services.reranker`, `services.stack` and `gateway`.
 
-    command line → threading policy → settings → parts → apps → run_main
+    command line → threading and malloc policy → settings → parts → apps → run_main
 
 `-h`/`--help` lists the environment variables the process reads and any other
 argument is refused (exit status 2: a typo never starts a server on the
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.runtime.cli_help import SettingsClasses, parse_command_line
 from services.runtime.cpu import prefer_passive_waits
+from services.runtime.malloc_arenas import limit_malloc_arenas
 
 if TYPE_CHECKING:
     from services.runtime.service import ServiceRecipe
@@ -37,6 +38,7 @@ def service_main(
     lists (the classes its recipe loads)."""
     parse_command_line(command, summary, settings_classes, argv)
     prefer_passive_waits()  # before torch is imported (see services.runtime.cpu)
+    limit_malloc_arenas()  # before any worker thread (see services.runtime.malloc_arenas)
 
     from services.runtime.server import run_main
     from services.runtime.service import serve
