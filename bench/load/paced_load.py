@@ -56,7 +56,7 @@ async def _run_paced(
 ) -> list[Sample]:
     samples: list[Sample] = []
     sent = 0
-    async with bench_retriever_async(addr, pacing.timeout_s) as client:
+    async with bench_retriever_async(addr, pacing.timeout_s) as retriever:
 
         async def client(offset: float) -> None:
             nonlocal sent
@@ -65,7 +65,7 @@ async def _run_paced(
                 started, sent_at = time.monotonic(), time.time()
                 text = queries[sent % len(queries)]
                 sent += 1
-                sample = await _call(client, text, scope, pacing.timeout_s)
+                sample = await _call(retriever, text, scope, pacing.timeout_s)
                 samples.append(replace(sample, sent_at=sent_at))
                 await asyncio.sleep(max(0.0, pacing.interval_s - (time.monotonic() - started)))
 

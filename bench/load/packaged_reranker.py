@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         for size in args.sizes:
             for length, scorer in scorers.items():
                 started = time.perf_counter()
-                result = scorer.score(QUERY, passages[:size])
+                scored = scorer.score(QUERY, passages[:size])
                 latencies[length][size].append((time.perf_counter() - started) * 1000)
-                assert result.scored == size
+                assert scored.scored == size
         print(f"  round {round_no + 1}/{args.rounds}", file=sys.stderr)
     result: dict[str, Any] = {
         **record,
