@@ -89,7 +89,7 @@ lint: install
 	$(BIN)/ruff format --check services gateway rag_client tests scripts bench
 
 typecheck: install
-	$(BIN)/mypy services gateway rag_client
+	$(BIN)/mypy services gateway rag_client bench
 
 # Quality (SciFact test split; identifiers and Chinese questions on the bilingual
 # data set) and speed through the real services; results in bench/results/ and
