@@ -65,10 +65,10 @@ def test_vector_search_filters_in_the_knn_query_and_breaks_ties_by_chunk_id() ->
     statement, params = search_statement(sql.Identifier("rag", "vectors"), EVERY_FILTER)
     assert statement.as_string() == (
         f"SELECT * FROM (SELECT {SEARCH_COLUMNS}, "
-        "1 - (embedding <=> %s::float4[]::vector) AS score "
+        '1 - ("embedding" <=> %s::float4[]::vector) AS score '
         'FROM "rag"."vectors" WHERE "scope_id" = %s AND "locale" = %s AND '
         '"doc_id" = ANY(%s::text[]) AND "url" = ANY(%s::text[]) AND "meta" @> %s::text[] '
-        'AND "generation" <= %s ORDER BY embedding <=> %s::float4[]::vector LIMIT %s) AS knn '
+        'AND "generation" <= %s ORDER BY "embedding" <=> %s::float4[]::vector LIMIT %s) AS knn '
         "ORDER BY score DESC, chunk_id"
     )
     # The vector and the limit are added by the store around the filter's values.
