@@ -16,6 +16,7 @@ from sentence_transformers.sentence_transformer.modules import Pooling, Transfor
 
 from services.core.errors import ConfigError
 from services.embedding.embedder import Embedder, EmbedderConfig, resolve_model_path
+from tests.support.cpu_features import INT8_TOLERANCE_NEEDS_VNNI
 
 pytestmark = pytest.mark.integration
 
@@ -73,23 +74,7 @@ def top(scores: np.ndarray, count: int) -> list[int]:
     return [int(row) for row in np.argsort(-scores, kind="stable")[:count]]
 
 
-def _has_vnni() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return True  # not Linux: no way to tell, expect the measured behaviour
-    return "avx512_vnni" in flags or "avx_vnni" in flags
-
-
-# ONNX Runtime's int8 matrix products without VNNI (AVX2's u8 x s8 multiply-add
-# saturates its 16-bit sums) drift further from fp32: measured on an AMD EPYC
-# with AVX2 only, one of these queries' top-1 abstract changed although fp32
-# ranked it 0.037 ahead. The tolerance below was measured on a CPU with VNNI.
-@pytest.mark.xfail(
-    not _has_vnni(),
-    reason="int8 drift exceeds the tolerance on CPUs without VNNI (AVX2 int8 saturation)",
-    strict=False,
-)
+@INT8_TOLERANCE_NEEDS_VNNI  # one query's top-1 changed on AVX2 against a 0.037 fp32 margin
 def test_int8_documents_rank_like_fp32(fp32: Embedder, int8: Embedder) -> None:
     """Tolerance, for 10 SciFact test queries (encoded in fp32) over 40
     abstracts: each query's top-1 abstract is the same with int8 and fp32

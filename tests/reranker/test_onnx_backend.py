@@ -12,6 +12,7 @@ from transformers import AutoModelForSequenceClassification
 from services.embedding.onnx_export import weights_fingerprint
 from services.reranker.scorer import CrossEncoderScorer
 from tests.reranker.texts import QUERY, passages
+from tests.support.cpu_features import INT8_TOLERANCE_NEEDS_VNNI
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
 
 pytestmark = pytest.mark.integration
@@ -42,6 +43,7 @@ def test_onnx_ranks_like_torch(
     np.testing.assert_allclose(onnx_scores, torch_scores, atol=1e-4)
 
 
+@INT8_TOLERANCE_NEEDS_VNNI
 def test_int8_keeps_the_ranking_close(
     tiny_scorer: CrossEncoderScorer,
     tiny_model_dir: Path,

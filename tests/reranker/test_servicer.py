@@ -131,7 +131,7 @@ async def test_info_reports_what_runs(tiny: Service, tiny_model_dir: Path) -> No
     info = await tiny.stub.Info(pb.InfoRequest())
     assert info.model == str(tiny_model_dir)
     assert (info.backend, info.device, info.activation) == ("torch", "cpu", "none")
-    assert (info.max_length, info.batch_size) == (256, 8)
+    assert (info.max_length, info.batch_size) == (128, 8)  # the packaged model's measured length
     assert (info.max_passages, info.max_passage_chars) == (MAX_PASSAGES, MAX_CHARS)
     assert info.loaded and info.reason == ""
 

@@ -141,7 +141,7 @@ def test_default_cap_is_two(stack: BackgroundStack) -> None:
         "stores^10",
         "[1 TO 5]",
         "{a}",
-        "\\",
+        "restore \\",  # a lone backslash is refused: no letter, digit or symbol
         "-snapshot +restore",
         "!important",
         "a && b || c",
