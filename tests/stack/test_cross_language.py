@@ -71,7 +71,11 @@ def test_a_chinese_question_ranks_the_english_answer_first_among_english_pages(
     bilingual_stack: BackgroundStack, question: str, answer: str
 ) -> None:
     ranked = _ranked(bilingual_stack, question)
-    assert ranked[0].startswith("zh-CN/") and ranked[1] == answer
+    # The first English page is the answer, in the top two: first when the
+    # locale order's evidence says so (locale_order), else right after the
+    # question's own language's best page.
+    assert next(doc for doc in ranked if doc.startswith("en/")) == answer
+    assert answer in ranked[:2], ranked
 
 
 @pytest.mark.parametrize(
@@ -92,7 +96,8 @@ def test_an_english_question_ranks_the_chinese_answer_first_among_chinese_pages(
     bilingual_stack: BackgroundStack, question: str, answer: str
 ) -> None:
     ranked = _ranked(bilingual_stack, question)
-    assert ranked[0].startswith("en/") and ranked[1] == answer
+    assert next(doc for doc in ranked if doc.startswith("zh-CN/")) == answer
+    assert answer in ranked[:2], ranked
 
 
 def test_the_answer_says_how_the_vector_channel_ranked(bilingual_stack: BackgroundStack) -> None:
