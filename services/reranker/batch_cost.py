@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 # English subword tokenizers average ~4-5 characters per token; 4 leans towards
 # over-estimating tokens, i.e. towards stopping early rather than late.
@@ -60,18 +61,39 @@ class BatchCostModel:
     it. So every such refusal (`relax`) moves the cost back towards the
     warm-up's by `fall`, as a fast batch would, until calls run again and
     real batches say what the cost is now.
+
+    The warm-up itself can be what is wrong: measured while the machine was
+    busy (`make run` warms the Reranker up while the Indexer embeds the demo
+    corpus: 214 ms a pair against ~40 ms idle), it refused every call, since
+    no call had time for one pair at that cost and relaxing never goes below
+    it. So the cost is on trial (`trial_due`) until a real batch has confirmed
+    it, and again once it has refused calls for `retrial_after_s` without a
+    batch running: a call it would refuse gets its first pair tried instead
+    (answered at its deadline as before if the pair overruns), and that
+    batch's measurement replaces the cost rather than moving it by `fall`.
     """
 
-    def __init__(self, rise: float = 0.7, fall: float = 0.2, headroom: float = 1.5) -> None:
+    def __init__(
+        self,
+        rise: float = 0.7,
+        fall: float = 0.2,
+        headroom: float = 1.5,
+        retrial_after_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         for name, weight in (("rise", rise), ("fall", fall)):
             if not 0 < weight <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {weight}")
         self.rise = rise
         self.fall = fall
         self.headroom = headroom
+        self.retrial_after_s = retrial_after_s
         self.overhead_ms = 0.0
         self.ms_per_token: float | None = None
         self.warm_up_ms_per_token: float | None = None
+        self.confirmed = False  # a real batch has been measured since calibration
+        self._refusing_since: float | None = None
+        self._clock = clock
         self._lock = threading.Lock()
 
     @property
@@ -84,23 +106,43 @@ class BatchCostModel:
             self.overhead_ms = max(overhead_ms, 0.0)
             self.ms_per_token = self._per_token(tokens, elapsed_ms)
             self.warm_up_ms_per_token = self.ms_per_token
+            self.confirmed, self._refusing_since = False, None
 
     def observe(self, tokens: int, elapsed_ms: float) -> None:
         sample = self._per_token(tokens, elapsed_ms)
         with self._lock:
-            if self.ms_per_token is None:
-                self.ms_per_token = sample
+            if self.ms_per_token is None or self._on_trial():
+                self.ms_per_token = sample  # a measurement now, not a nudge
+                if self.warm_up_ms_per_token is not None:
+                    self.warm_up_ms_per_token = min(self.warm_up_ms_per_token, sample)
             else:
                 weight = self.rise if sample > self.ms_per_token else self.fall
                 self.ms_per_token += weight * (sample - self.ms_per_token)
+            self.confirmed, self._refusing_since = True, None
 
     def relax(self) -> None:
         """A call was refused as having no time for one pair: lean back
-        towards the warm-up cost (never below it)."""
+        towards the warm-up cost (never below it), and start the clock after
+        which the cost is tried again (`trial_due`)."""
         with self._lock:
             floor, cost = self.warm_up_ms_per_token, self.ms_per_token
             if floor is not None and cost is not None and cost > floor:
                 self.ms_per_token = cost + self.fall * (floor - cost)
+            if self._refusing_since is None:
+                self._refusing_since = self._clock()
+
+    def trial_due(self) -> bool:
+        """Should a call this cost would refuse get one pair tried instead?"""
+        with self._lock:
+            return self._on_trial()
+
+    def _on_trial(self) -> bool:
+        if self.ms_per_token is None:
+            return False  # uncalibrated: predictions are None, one pair is tried anyway
+        if not self.confirmed:
+            return True
+        since = self._refusing_since
+        return since is not None and self._clock() - since >= self.retrial_after_s
 
     def predict_ms(self, tokens: int) -> float | None:
         """Expected run time of a batch of `tokens` padded tokens, None before any measurement."""

@@ -239,6 +239,9 @@ class BatchScheduler:
             if len(scores) != len(batch.entries):
                 raise RuntimeError(f"{len(scores)} scores for {len(batch.entries)} pairs")
         except BatchInterrupted:  # past every deadline in it: nothing to deliver
+            # Still a measurement, a lower bound: without it a cost on trial
+            # would stay on trial and try every call's first pair in vain.
+            self.planner.observe(batch.pair_tokens, (self._clock() - started) * 1000)
             self._deliver(batch, [])
             return
         except Exception as exc:  # the calls in this batch fail; the thread serves on

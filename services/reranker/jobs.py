@@ -136,7 +136,9 @@ def fits_alone(job: ScoringJob, planner: BatchPlanner, now: float) -> bool:
     if remaining <= 0:
         return False
     predicted = planner.batch_ms([job.pair_tokens[job.taken]])
-    return predicted is None or predicted <= remaining  # uncalibrated: try one
+    if predicted is None or predicted <= remaining:  # uncalibrated: try one
+        return True
+    return not job.scores and planner.cost.trial_due()  # the cost itself is on trial
 
 
 def plan_batch(jobs: Sequence[ScoringJob], planner: BatchPlanner, now: float) -> PlannedBatch:
@@ -181,7 +183,11 @@ class _BatchFill:
         index = self.next_index(job)
         limit_ms = min(self.tightest_ms, job.remaining_ms(self.now))
         tokens = [*(j.pair_tokens[i] for j, i in self.entries), job.pair_tokens[index]]
-        if not _fits(self.planner.batch_ms(tokens), limit_ms, first=not self.entries):
+        predicted = self.planner.batch_ms(tokens)
+        first = not self.entries
+        if not _fits(predicted, limit_ms, first=first) and not (
+            first and not job.scores and self.planner.cost.trial_due()
+        ):
             self.passed_over.add(job.seq)
             return
         self.entries.append((job, index))

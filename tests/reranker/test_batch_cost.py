@@ -15,6 +15,7 @@ def calibrated_planner(batch_size: int = 8) -> BatchPlanner:
     """1 ms overhead + 0.01 ms per token, no headroom: a 256-token pair costs 2.56 ms."""
     cost = BatchCostModel(headroom=1.0)
     cost.calibrate(overhead_ms=1.0, tokens=1000, elapsed_ms=11.0)
+    cost.observe(tokens=1000, elapsed_ms=11.0)  # a real batch confirms the warm-up
     return BatchPlanner(max_length=256, batch_size=batch_size, cost=cost)
 
 
@@ -52,6 +53,7 @@ def test_uncalibrated_planner_predicts_nothing_until_it_has_seen_a_batch() -> No
 def test_cost_rises_fast_and_falls_slowly() -> None:
     cost = BatchCostModel(rise=0.5, fall=0.1, headroom=1.0)
     cost.calibrate(overhead_ms=0.0, tokens=100, elapsed_ms=100.0)  # 1 ms/token
+    cost.observe(tokens=100, elapsed_ms=100.0)  # a real batch confirms the warm-up
     cost.observe(tokens=100, elapsed_ms=300.0)
     assert cost.ms_per_token == pytest.approx(2.0)
     cost.observe(tokens=100, elapsed_ms=0.0)
@@ -86,3 +88,42 @@ def test_relax_leans_back_towards_the_warm_up_cost_never_below() -> None:
     cost.observe(tokens=100, elapsed_ms=50.0)  # faster than the warm-up
     cost.relax()
     assert cost.ms_per_token == pytest.approx(0.75)  # relaxing never raises it
+
+
+class FakeClock:
+    """A FAKE clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_warm_up_is_on_trial_until_a_real_batch_confirms_it() -> None:
+    """Warmed up on a busy machine, the cost is 5x too high; the first real
+    batch replaces it instead of nudging it down by `fall`."""
+    cost = BatchCostModel(fall=0.2, headroom=1.0)
+    assert not cost.trial_due()  # uncalibrated: predictions are None instead
+    cost.calibrate(overhead_ms=0.0, tokens=100, elapsed_ms=500.0)  # 5 ms/token
+    assert cost.trial_due() and not cost.confirmed
+    cost.observe(tokens=100, elapsed_ms=100.0)  # 1 ms/token now
+    assert cost.ms_per_token == pytest.approx(1.0) and cost.confirmed
+    assert not cost.trial_due()
+    cost.observe(tokens=100, elapsed_ms=0.0)  # confirmed: falls slowly again
+    assert cost.ms_per_token == pytest.approx(0.8)
+
+
+def test_refusing_calls_for_a_while_puts_the_cost_on_trial_again() -> None:
+    clock = FakeClock()
+    cost = BatchCostModel(rise=1.0, headroom=1.0, retrial_after_s=2.0, clock=clock)
+    cost.calibrate(overhead_ms=0.0, tokens=100, elapsed_ms=100.0)
+    cost.observe(tokens=100, elapsed_ms=100.0)
+    cost.observe(tokens=100, elapsed_ms=3000.0)  # a burst of load: 30 ms/token
+    cost.relax()  # a call refused
+    clock.now += 1.9
+    assert not cost.trial_due()
+    clock.now += 0.2
+    assert cost.trial_due()  # 2 s refusing with no batch run: try one
+    cost.observe(tokens=100, elapsed_ms=120.0)  # the load is gone
+    assert cost.ms_per_token == pytest.approx(1.2) and not cost.trial_due()

@@ -88,13 +88,22 @@ class Recorder(NoObserver):
 
 
 class Setup:
-    def __init__(self, batch_size: int, hold_from: int = 0) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        hold_from: int = 0,
+        warm_up_ms: float = MS_PER_PAIR,
+        confirmed: bool = True,
+    ) -> None:
         self.clock = FakeClock()
         self.model = FakeModel(self.clock, hold_from)
         self.observer = Recorder()
         self.model_lock = threading.Lock()
-        cost = BatchCostModel(headroom=1.0)  # 0 overhead, MS_PER_PAIR per 256-token pair
-        cost.calibrate(overhead_ms=0.0, tokens=256, elapsed_ms=MS_PER_PAIR)
+        # 0 overhead, MS_PER_PAIR per 256-token pair, confirmed by a real batch
+        cost = BatchCostModel(headroom=1.0, clock=self.clock)
+        cost.calibrate(overhead_ms=0.0, tokens=256, elapsed_ms=warm_up_ms)
+        if confirmed:
+            cost.observe(tokens=256, elapsed_ms=MS_PER_PAIR)
         planner = BatchPlanner(max_length=256, batch_size=batch_size, cost=cost)
         self.scheduler = BatchScheduler(
             self.model, planner, self.model_lock, observer=self.observer, clock=self.clock
@@ -224,6 +233,22 @@ def test_a_cost_inflated_by_slow_batches_does_not_lock_reranking_out(setup: Setu
         refused += 1
         assert refused < 20, "never admitted again"
     assert refused > 0 and answer(job) == alone("a", 1)
+
+
+def test_a_warm_up_measured_on_a_busy_machine_does_not_lock_reranking_out() -> None:
+    """The warm-up ran while the machine was busy (30 times the real cost), so
+    no call seems to have time for one pair. The first call gets its first
+    pair tried anyway; that batch's measurement replaces the cost, and the
+    next call is served whole. (Before: every call refused, for good.)"""
+    setup = Setup(batch_size=8, warm_up_ms=30 * MS_PER_PAIR, confirmed=False)
+    try:
+        first = setup.submit("a", 3, remaining_ms=15 * MS_PER_PAIR)
+        result = first.future.result(timeout=GENEROUS_S)
+        assert result.scored >= 1 and len(setup.model.batches[0]) == 1  # one pair tried
+        assert setup.scheduler.planner.cost.ms_per_token == pytest.approx(MS_PER_PAIR / 256)
+        assert answer(setup.submit("b", 4, remaining_ms=15 * MS_PER_PAIR)) == alone("b", 4)
+    finally:
+        setup.scheduler.close()
 
 
 def test_giving_up_at_the_deadline_keeps_the_prefix_and_drops_later_scores() -> None:

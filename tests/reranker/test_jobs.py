@@ -29,6 +29,7 @@ def calibrated_planner(batch_size: int = 8) -> BatchPlanner:
     """1 ms overhead + 0.01 ms per token, no headroom."""
     cost = BatchCostModel(headroom=1.0)
     cost.calibrate(overhead_ms=1.0, tokens=1000, elapsed_ms=11.0)
+    cost.observe(tokens=1000, elapsed_ms=11.0)  # a real batch confirms the warm-up
     return BatchPlanner(max_length=256, batch_size=batch_size, cost=cost)
 
 
