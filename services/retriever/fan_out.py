@@ -12,7 +12,6 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 
-from services.core.analysis import QueryPlan
 from services.core.analysis.analyzer import TextAnalyzer
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
@@ -100,16 +99,6 @@ class ChannelFanOut:
         found = replace(asked, vector=by_locale, translated=translated)
         return FanOut(vector, lexical, cross_lingual, found)
 
-    def _cross_lingual_search(
-        self, query: str, depth: int, scope: ScopeFilter, deadline: Deadline
-    ) -> list[ScoredChunk]:
-        """One search of the second vector over every locale: a model trained
-        on translation pairs need not rank each locale apart."""
-        assert self.cross_lingual is not None and self.vectors is not None
-        vector = call_as("cross_lingual_embedding", self.cross_lingual.embed_query, query)
-        search = VectorQuery(vector.tolist(), depth, scope, using=SECOND_VECTOR)
-        return call_as("cross_lingual", self.vectors.search_many, [search], deadline)[0]
-
     async def _locales(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
         """The locales the request's scope holds, to rank apart: cached, or
         read in a worker thread by `deadline` (a read that runs out of time
@@ -123,19 +112,6 @@ class ChannelFanOut:
             return await asyncio.wait_for(read, deadline.timeout_or_none())
         except TimeoutError:
             return self.locale_search.last_locales(scope)
-
-    def _lexical_search(
-        self, plan: QueryPlan, depth: int, scope: ScopeFilter, deadline: Deadline
-    ) -> list[ScoredChunk]:
-        """`search_plan`: the plan was made with the store's own analyzer
-        (`storage.analyzer`), so the store need not analyse `query` again."""
-        return self.lexical.search_plan(plan, depth, scope, deadline)
-
-    def _lexical_search_text(
-        self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline | None
-    ) -> list[ScoredChunk]:
-        plan = self.analyzer.plan(text)
-        return call_as("lexical", self.lexical.search_plan, plan, depth, scope, deadline)
 
     async def _maybe_run(
         self,
@@ -187,21 +163,32 @@ class _Searches:
         return hits, by_locale
 
     def lexical(self) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
-        prepared, fan_out, end = self.prepared, self.fan_out, self.searches_end
+        prepared, end = self.prepared, self.searches_end
         depth, scope = prepared.depth, prepared.scope
         with self.stages.stage("lexical_search", timed=False) as span:
-            # The plan made by the pipeline's `_prepare` (the store's own
-            # analysis, so the same terms the store would derive from `query`).
-            hits = fan_out._lexical_search(prepared.plan, depth, scope, end)
+            # `search_plan`: the plan was made with the store's own analyzer
+            # (services.retriever.prepare), so the store need not analyse
+            # the query again.
+            hits = self.fan_out.lexical.search_plan(prepared.plan, depth, scope, end)
             span.set_attribute("rag.hits", len(hits))
-            search = fan_out._lexical_search_text
-            translated = fan_out.locale_search.translated_lexical(
-                depth, scope, search, self.asked, end
+            translated = self.fan_out.locale_search.translated_lexical(
+                depth, scope, self._lexical_text, self.asked, end
             )
         return hits, translated
 
     def cross_lingual(self) -> list[ScoredChunk]:
-        prepared = self.prepared
-        return self.fan_out._cross_lingual_search(
-            prepared.text, prepared.depth, prepared.scope, self.searches_end
-        )
+        """One search of the second vector over every locale: a model trained
+        on translation pairs need not rank each locale apart."""
+        fan_out, prepared = self.fan_out, self.prepared
+        assert fan_out.cross_lingual is not None and fan_out.vectors is not None
+        embed = fan_out.cross_lingual.embed_query
+        vector = call_as("cross_lingual_embedding", embed, prepared.text)
+        search = VectorQuery(vector.tolist(), prepared.depth, prepared.scope, using=SECOND_VECTOR)
+        searches = [search]
+        return call_as("cross_lingual", fan_out.vectors.search_many, searches, self.searches_end)[0]
+
+    def _lexical_text(
+        self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline | None
+    ) -> list[ScoredChunk]:
+        plan = self.fan_out.analyzer.plan(text)
+        return call_as("lexical", self.fan_out.lexical.search_plan, plan, depth, scope, deadline)
