@@ -103,10 +103,8 @@ class RetrievalPipeline:
         if prepared.language.skip_vector and Channel.VECTOR in run.request.channels:
             skipped = skipped_by_rule(Channel.VECTOR, prepared.language.note)
             searched = replace(searched, vector=skipped)
-        stages.record("vector", searched.vector.latency_ms)
-        stages.record("lexical", searched.lexical.latency_ms)
-        if searched.cross_lingual.requested:
-            stages.record("cross_lingual", searched.cross_lingual.latency_ms)
+        for outcome in _reported(searched):  # vector and lexical timed even when not asked
+            stages.record(outcome.channel.value, outcome.latency_ms)
         return searched
 
     async def _candidates(self, run: RetrievalRun, searched: FanOut) -> Candidates:
@@ -148,7 +146,7 @@ class RetrievalPipeline:
         with run.stages.stage("evidence"):
             budget = request.context_char_budget or self.config.context_char_budget
             evidence = self.steps.evidence.assemble(hits, char_budget=budget)
-        degraded, message = degradation(ordering.rerank, *_requested(searched))
+        degraded, message = degradation(ordering.rerank, *_reported(searched))
         indexed = await self._page_indexed(run, hits)
         return RetrievalResult(
             hits,
@@ -156,7 +154,7 @@ class RetrievalPipeline:
             prepared.text,
             ordering.rerank,
             evidence,
-            _requested(searched),
+            _reported(searched),
             page_indexed=indexed,
             lexical_query=self.steps.describe_lexical(prepared.text) if request.debug else "",
             degraded=degraded,
@@ -245,7 +243,7 @@ class RetrievalPipeline:
         return hits, RerankOutcome(code, used=bool(cursor.token.reranked), reason=reason)
 
 
-def _requested(searched: FanOut) -> list[ChannelOutcome]:
+def _reported(searched: FanOut) -> list[ChannelOutcome]:
     """The channels the answer reports: vector and lexical, and the
     cross-lingual one when it was asked for."""
     channels = [searched.vector, searched.lexical]
