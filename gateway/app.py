@@ -38,7 +38,7 @@ from gateway.origin import OriginMiddleware, OriginPolicy
 from gateway.querylog import QueryLogPolicy
 from gateway.quotas import ClientRateLimiter, DailyBudget, build_storage
 from gateway.release_gate import ReleaseGate
-from gateway.retriever_client import RetrieverClient, RetrieverStubFactory
+from gateway.retriever_client import RetrieverClient, RetrieverClientFactory
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.search import Gates, SearchGateway
 from gateway.settings import GatewaySettings
@@ -99,7 +99,7 @@ class Runtime:
 
 def create_app(
     settings: GatewaySettings,
-    retriever_stub_factory: RetrieverStubFactory | None = None,
+    retriever_client_factory: RetrieverClientFactory | None = None,
     tracing: Tracing | None = None,
 ) -> FastAPI:
     """`tracing` None: from the OTEL_* variables (off unless they ask)."""
@@ -110,7 +110,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as running:  # stops in reverse: metrics, then runtime
             running.push_async_callback(asyncio.to_thread, tracing.shutdown)  # bounded
-            runtime = _start_runtime(settings, metrics, retriever_stub_factory, tracing)
+            runtime = _start_runtime(settings, metrics, retriever_client_factory, tracing)
             running.push_async_callback(_stop_runtime, runtime)
             app.state.runtime = runtime
             app.state.metrics_url = None
@@ -166,7 +166,7 @@ def create_app(
 def _start_runtime(
     settings: GatewaySettings,
     metrics: GatewayMetrics,
-    stub_factory: RetrieverStubFactory | None,
+    client_factory: RetrieverClientFactory | None,
     tracing: Tracing,
 ) -> Runtime:
     namespace = settings.gateway_redis_namespace
@@ -175,7 +175,7 @@ def _start_runtime(
     retriever = RetrieverClient(
         settings.retriever_addr,
         settings.max_message_bytes,
-        stub_factory=stub_factory,
+        client_factory=client_factory,
         security=ClientSecurity.from_settings(settings, "retriever"),
     )
     retriever.open()

@@ -44,6 +44,7 @@ from limits.aio.strategies import FixedWindowRateLimiter
 from limits.errors import StorageError
 
 from gateway.errors import ApiError, ErrorCode
+from rag_client import CallError
 
 REDIS_TIMEOUT_S = 0.5
 
@@ -73,10 +74,10 @@ _UPSTREAM_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLI
 def blame(exc: BaseException) -> Blame:
     if isinstance(exc, asyncio.CancelledError | ApiError):
         return Blame.CALLER
-    if isinstance(exc, grpc.aio.AioRpcError):
-        if exc.code() in _CALLER_CODES:
+    if isinstance(exc, CallError):
+        if exc.code in _CALLER_CODES:
             return Blame.CALLER
-        if exc.code() in _UPSTREAM_CODES:
+        if exc.code in _UPSTREAM_CODES:
             return Blame.UPSTREAM
     return Blame.UNEXPECTED
 

@@ -18,10 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-
 from gateway.errors import ApiError, ErrorCode
 from gateway.retriever_client import RetrieverClient
+from rag_client import CallError
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 STATUS_TTL_S = 2.0
@@ -93,6 +92,6 @@ class ReleaseGate:
     async def _ask(self) -> ReleaseState:
         try:
             status = await self.retriever.index_status(self.timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            return ReleaseState(True, False, f"index status unavailable: {exc.code().name}")
+        except CallError as exc:
+            return ReleaseState(True, False, f"index status unavailable: {exc.code.name}")
         return state_of(status)

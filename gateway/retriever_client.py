@@ -1,22 +1,29 @@
-"""The gateway's one downstream: the Retriever's gRPC API over a grpc.aio channel."""
+"""The gateway's one downstream: the Retriever, through the typed client of
+`rag_client` (its asyncio twin) on the channel the gateway opens (TLS, the
+bearer token, trace and request-id propagation:
+services.runtime.security.client). No retries here: the gateway's breaker
+and the caller's own retry decide, within the caller's deadline."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.errors import ApiError, ErrorCode
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2, retriever_pb2_grpc
+from rag_client import AsyncRetrieverClient, CallError, ClientSettings, RetryPolicy
+from rag_client.retriever import SERVICE_NAME as RETRIEVER_SERVICE
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2
 from services.runtime.security.client import ClientSecurity, aio_channel
 from services.runtime.server import client_channel_options
 
-RETRIEVER_SERVICE = "rag.retriever.v1.Retriever"
+__all__ = ["RETRIEVER_SERVICE", "RetrieverClient", "RetrieverClientFactory", "api_error_for"]
 
-# Builds the stub the gateway calls, on the channel the gateway owns.
-RetrieverStubFactory = Callable[[grpc.aio.Channel], Any]
+# Builds the typed client on the channel the gateway owns (tests inject faults here).
+RetrieverClientFactory = Callable[[ClientSettings, grpc.aio.Channel], AsyncRetrieverClient]
+
+# One attempt per call: repeating a failed search is the caller's decision.
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 
 # The Retriever's message for these names the request's field and the limit:
 # it is about the client's own input, so it is passed on.
@@ -26,76 +33,69 @@ _REJECTED_CODES = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCod
 
 
 class RetrieverClient:
-    """Owns the channel; `retrieve` passes the caller's remaining time on as
-    the gRPC deadline, so the Retriever can plan its stages within it."""
+    """Owns the channel; each call passes the caller's remaining time on as
+    the call's deadline, so the Retriever can plan its stages within it.
+    A failed call raises rag_client's CallError (`api_error_for` maps it)."""
 
     def __init__(
         self,
         address: str,
         max_message_bytes: int,
-        stub_factory: RetrieverStubFactory | None = None,
+        client_factory: RetrieverClientFactory | None = None,
         security: ClientSecurity | None = None,
     ) -> None:
         self.address = address
         self.security = security or ClientSecurity()
         self.max_message_bytes = max_message_bytes
-        self.stub_factory: RetrieverStubFactory = stub_factory or retriever_pb2_grpc.RetrieverStub
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
-        self._health: health_pb2_grpc.HealthStub | None = None
+        self.client_factory: RetrieverClientFactory = client_factory or AsyncRetrieverClient
+        self._client: AsyncRetrieverClient | None = None
 
     def open(self) -> None:
-        """Create the channel; must run inside the serving event loop."""
+        """Create the channel and the client; must run inside the serving event loop."""
         options = client_channel_options(self.max_message_bytes)
-        self._channel = aio_channel(self.address, self.security, options)
-        self._stub = self.stub_factory(self._channel)
-        self._health = health_pb2_grpc.HealthStub(self._channel)
+        channel = aio_channel(self.address, self.security, options)
+        settings = ClientSettings(self.address, retry=_ONE_ATTEMPT)
+        self._client = self.client_factory(settings, channel)
 
     async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
     async def retrieve(
         self, request: retriever_pb2.RetrieveRequest, timeout_s: float
     ) -> retriever_pb2.RetrieveResponse:
-        if self._stub is None:
-            raise RuntimeError("RetrieverClient.open() was not called")
-        response: retriever_pb2.RetrieveResponse = await self._stub.Retrieve(
-            request, timeout=timeout_s
-        )
-        return response
+        return await self._opened().retrieve(request, deadline=timeout_s)
 
     async def index_status(self, timeout_s: float) -> retriever_pb2.IndexStatusResponse:
-        if self._stub is None:
-            raise RuntimeError("RetrieverClient.open() was not called")
-        response: retriever_pb2.IndexStatusResponse = await self._stub.IndexStatus(
-            retriever_pb2.IndexStatusRequest(), timeout=timeout_s
-        )
-        return response
+        return await self._opened().index_status(deadline=timeout_s)
 
     async def is_serving(self, timeout_s: float) -> tuple[bool, str]:
         """Ask the Retriever's health service; (serving?, reason when not)."""
-        if self._health is None:
+        if self._client is None:
             return False, "not started"
-        request = health_pb2.HealthCheckRequest(service=RETRIEVER_SERVICE)
         try:
-            reply = await self._health.Check(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            return False, f"retriever health check failed: {exc.code().name}"
-        if reply.status != health_pb2.HealthCheckResponse.SERVING:
+            serving = await self._client.serving(deadline=timeout_s)
+        except CallError as exc:
+            return False, f"retriever health check failed: {exc.code.name}"
+        if not serving:
             return False, "retriever is not serving"
         return True, ""
 
+    def _opened(self) -> AsyncRetrieverClient:
+        if self._client is None:
+            raise RuntimeError("RetrieverClient.open() was not called")
+        return self._client
 
-def api_error_for(exc: grpc.aio.AioRpcError) -> ApiError:
+
+def api_error_for(exc: CallError) -> ApiError:
     """The gateway's answer to a failed Retrieve."""
-    code, details = exc.code(), exc.details() or ""
+    code, details = exc.code, exc.details or ""
     if code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("page_token:"):
         # Not one of ours, altered, or out of range (services.retriever.paging).
         return ApiError(ErrorCode.INVALID_PAGE_TOKEN, details)
     if code in _INPUT_CODES:
-        return ApiError(ErrorCode.UPSTREAM_REJECTED, exc.details() or "rejected by the retriever")
+        return ApiError(ErrorCode.UPSTREAM_REJECTED, exc.details or "rejected by the retriever")
     if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith("page_token:"):
         # The ranking a page token continued is gone (the index moved on):
         # the client starts again from the first page.

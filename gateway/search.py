@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -42,6 +41,7 @@ from gateway.retriever_client import RetrieverClient, api_error_for
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.settings import GatewaySettings
 from gateway.tracing import GatewayTracing, describe_response
+from rag_client import CallError
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.deadline import Deadline
 from services.core.logging import get_logger
@@ -158,8 +158,8 @@ class SearchGateway:
         try:
             async with self.gates.breaker.guard(client):
                 reply = await self.retriever.retrieve(request, timeout_s=deadline.budget())
-        except grpc.aio.AioRpcError as exc:
-            self.metrics.retriever_calls.labels(code=exc.code().name).inc()
+        except CallError as exc:
+            self.metrics.retriever_calls.labels(code=exc.code.name).inc()
             raise api_error_for(exc) from None
         self.metrics.retriever_calls.labels(code="OK").inc()
         return reply

@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+import grpc
+
 from rag_client import retry, streams, transport
 from rag_client.deadline import Deadline, resolve
 from rag_client.errors import ClientClosed, InvalidSettings
@@ -49,9 +51,12 @@ class _Common:
 class SyncClient(_Common):
     """A blocking client; use it as a context manager or call close()."""
 
-    def __init__(self, settings: ClientSettings | str) -> None:
+    def __init__(self, settings: ClientSettings | str, channel: grpc.Channel | None = None) -> None:
+        """`channel`: one the caller opened to `settings.target` (with its own
+        interceptors, say), used instead of one made from `settings`; the
+        client closes it."""
         super().__init__(settings)
-        self._channel = transport.sync_channel(self.settings)
+        self._channel = transport.sync_channel(self.settings) if channel is None else channel
 
     def _unary(
         self,
@@ -94,9 +99,12 @@ class AsyncClient(_Common):
     """An asyncio client; use it with `async with` or await close(). Make it
     inside the event loop that will use it."""
 
-    def __init__(self, settings: ClientSettings | str) -> None:
+    def __init__(
+        self, settings: ClientSettings | str, channel: grpc.aio.Channel | None = None
+    ) -> None:
+        """`channel`: as SyncClient's, an asyncio one."""
         super().__init__(settings)
-        self._channel = transport.aio_channel(self.settings)
+        self._channel = transport.aio_channel(self.settings) if channel is None else channel
 
     async def _unary(
         self,

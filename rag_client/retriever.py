@@ -5,12 +5,16 @@
         for hit in reply.hits:
             print(hit.rank, hit.url, hit.heading_path)
 
-Both RPCs only read, so both are retried on UNAVAILABLE (within the
-deadline and the retry policy): repeating them changes nothing."""
+Every call only reads, so each is retried on UNAVAILABLE (within the
+deadline and the retry policy): repeating it changes nothing. `serving`
+asks the Retriever's standard gRPC health service (grpc.health.v1)."""
 
 from __future__ import annotations
 
 from typing import Unpack
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from rag_client.base import AsyncClient, DeadlineArg, SyncClient
 from rag_client.requests import RetrieveOptions, retrieve_request
@@ -21,6 +25,9 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 RetrieveRequest = rpb.RetrieveRequest
 RetrieveResponse = rpb.RetrieveResponse
 IndexStatusResponse = rpb.IndexStatusResponse
+# The name the Retriever's health service reports its own state under.
+SERVICE_NAME = rpb.DESCRIPTOR.services_by_name["Retriever"].full_name
+_SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 class RetrieverClient(SyncClient):
@@ -30,9 +37,11 @@ class RetrieverClient(SyncClient):
     SERVICE = "Retriever"
     ENV_NAME = "retriever"
 
-    def __init__(self, settings: ClientSettings | str) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: ClientSettings | str, channel: grpc.Channel | None = None) -> None:
+        """`channel`: see SyncClient."""
+        super().__init__(settings, channel)
         self._stub = retriever_pb2_grpc.RetrieverStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
 
     def retrieve(
         self,
@@ -53,6 +62,14 @@ class RetrieverClient(SyncClient):
             "IndexStatus", self._stub.IndexStatus, request, deadline, idempotent=True
         )
 
+    def serving(self, *, deadline: DeadlineArg = None) -> bool:
+        """Whether the Retriever says it serves (its health service's
+        SERVING; False for NOT_SERVING or UNKNOWN). Raises a CallError
+        subclass when the health service does not answer."""
+        request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
+        reply = self._unary("Health", self._health.Check, request, deadline, idempotent=True)
+        return bool(reply.status == _SERVING)
+
 
 class AsyncRetrieverClient(AsyncClient):
     """The asyncio counterpart of RetrieverClient (same methods, awaited)."""
@@ -60,9 +77,13 @@ class AsyncRetrieverClient(AsyncClient):
     SERVICE = "Retriever"
     ENV_NAME = "retriever"
 
-    def __init__(self, settings: ClientSettings | str) -> None:
-        super().__init__(settings)
+    def __init__(
+        self, settings: ClientSettings | str, channel: grpc.aio.Channel | None = None
+    ) -> None:
+        """`channel`: see AsyncClient."""
+        super().__init__(settings, channel)
         self._stub = retriever_pb2_grpc.RetrieverStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
 
     async def retrieve(
         self,
@@ -81,3 +102,9 @@ class AsyncRetrieverClient(AsyncClient):
         return await self._unary(
             "IndexStatus", self._stub.IndexStatus, request, deadline, idempotent=True
         )
+
+    async def serving(self, *, deadline: DeadlineArg = None) -> bool:
+        request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
+        check = self._health.Check
+        reply = await self._unary("Health", check, request, deadline, idempotent=True)
+        return bool(reply.status == _SERVING)

@@ -22,6 +22,7 @@ from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RequestLimits, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
+from services.retriever.steps import build_retrieval_steps
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.observability.tracing import Tracing
 from services.runtime.parts import PartsConfig, SharedParts
@@ -59,7 +60,7 @@ def build_retrieval_pipeline(
     reranker, health = reranker_from_settings(settings)
     if metrics is not None and health is not None:
         metrics.watch_reranker(health)
-    return RetrievalPipeline(
+    steps = build_retrieval_steps(
         embedder,
         storage,
         reranker,
@@ -75,6 +76,7 @@ def build_retrieval_pipeline(
         page_keys=PageTokenKeys.from_settings(settings),
         cross_lingual=cross_lingual,
     )
+    return RetrievalPipeline(steps)
 
 
 def query_translator(settings: RetrieverSettings, embedder: Embedder) -> QueryTranslator | None:

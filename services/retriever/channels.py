@@ -14,11 +14,13 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from services.core.errors import DeadlineExceeded
 from services.core.models import ScoredChunk
 from services.retriever.types import Channel
+
+T = TypeVar("T")
 
 
 class ChannelStatus(StrEnum):
@@ -62,27 +64,48 @@ async def run_channel(
     """Run the blocking `fn` in `executor`, giving up after `timeout_s`. A call
     that hangs keeps its worker thread, which is why the executor is sized well
     above the number of channels."""
+    outcome, _ = await run_channel_with(channel, executor, lambda: (fn(), None), timeout_s, None)
+    return outcome
+
+
+async def run_channel_with(
+    channel: Channel,
+    executor: Executor,
+    fn: Callable[[], tuple[list[ScoredChunk], T]],
+    timeout_s: float,
+    unanswered: T,
+) -> tuple[ChannelOutcome, T]:
+    """As `run_channel`, for a search that returns more than its hits (the
+    per-locale lists): the outcome and that value, `unanswered` when the
+    channel did not answer."""
     if timeout_s <= 0:
-        return ChannelOutcome(channel, ChannelStatus.SKIPPED, error="no time left in the deadline")
+        skipped = ChannelOutcome(
+            channel, ChannelStatus.SKIPPED, error="no time left in the deadline"
+        )
+        return skipped, unanswered
     start = time.perf_counter()
     loop = asyncio.get_running_loop()
     try:
         # In the request's context: its log lines carry the request id.
         in_context = functools.partial(contextvars.copy_context().run, fn)
-        hits = await asyncio.wait_for(loop.run_in_executor(executor, in_context), timeout_s)
+        hits, made = await asyncio.wait_for(loop.run_in_executor(executor, in_context), timeout_s)
     except TimeoutError:
-        return _timed_out(channel, start, timeout_s)
+        return _timed_out(channel, start, timeout_s), unanswered
     except Exception as exc:
-        if _past_deadline(exc):  # the store stopped at the deadline it was given
-            return _timed_out(channel, start, timeout_s)
-        return ChannelOutcome(
-            channel,
-            ChannelStatus.ERROR,
-            _ms(start),
-            error=f"{type(exc).__name__}: {exc}",
-            component=getattr(exc, "component", channel.value),
-        )
-    return ChannelOutcome(channel, ChannelStatus.OK, _ms(start), hits=hits)
+        return _failed(channel, start, timeout_s, exc), unanswered
+    return ChannelOutcome(channel, ChannelStatus.OK, _ms(start), hits=hits), made
+
+
+def _failed(channel: Channel, start: float, timeout_s: float, exc: Exception) -> ChannelOutcome:
+    if _past_deadline(exc):  # the store stopped at the deadline it was given
+        return _timed_out(channel, start, timeout_s)
+    return ChannelOutcome(
+        channel,
+        ChannelStatus.ERROR,
+        _ms(start),
+        error=f"{type(exc).__name__}: {exc}",
+        component=getattr(exc, "component", channel.value),
+    )
 
 
 def _timed_out(channel: Channel, start: float, timeout_s: float) -> ChannelOutcome:

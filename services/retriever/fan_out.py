@@ -10,20 +10,46 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass, replace
 
-from services.core.analysis import QueryPlan
 from services.core.analysis.analyzer import TextAnalyzer
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
 from services.embedding.embedder import Embedder
-from services.retriever.channels import ChannelOutcome, call_as, not_requested, run_channel
+from services.retriever.channels import (
+    ChannelOutcome,
+    call_as,
+    not_requested,
+    run_channel,
+    run_channel_with,
+)
 from services.retriever.locale_balance import LocaleLists, LocaleSearch
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.stages import StageRecorder
 from services.retriever.types import Channel
 from services.storage.base import SECOND_VECTOR, LexicalStore, VectorQuery, VectorStore
 
-Outcomes = tuple[ChannelOutcome, ChannelOutcome, ChannelOutcome]
+NO_LISTS: dict[str, list[ScoredChunk]] = {}  # a channel that did not answer
+
+
+@dataclass(frozen=True)
+class FanOut:
+    """What the channels found: each channel's outcome, and the per-locale
+    lists when locales were ranked apart (`locales.locales` empty: one list)."""
+
+    vector: ChannelOutcome
+    lexical: ChannelOutcome
+    cross_lingual: ChannelOutcome
+    locales: LocaleLists
+
+    def answered(self) -> list[Channel]:
+        """The stores whose channel answered (to complete rows from)."""
+        return [o.channel for o in (self.vector, self.lexical) if o.ok]
+
+    def failed(self) -> list[str]:
+        """The requested channels that did not answer."""
+        outcomes = (self.vector, self.lexical, self.cross_lingual)
+        return [o.channel.value for o in outcomes if o.requested and not o.ok]
 
 
 class ChannelFanOut:
@@ -45,14 +71,10 @@ class ChannelFanOut:
         self.cross_lingual, self.vectors = cross_lingual, vectors
 
     async def run(
-        self,
-        prepared: PreparedQuery,
-        deadline: Deadline,
-        stages: StageRecorder,
-        balanced: LocaleLists,
-    ) -> Outcomes:
-        """The vector, lexical and cross-lingual channels' outcomes;
-        `balanced` receives the locales the vector channel ranked apart."""
+        self, prepared: PreparedQuery, deadline: Deadline, stages: StageRecorder
+    ) -> FanOut:
+        """The vector, lexical and cross-lingual channels' outcomes, and the
+        locales the vector channel ranked apart with their lists."""
         channel_s, margin_s = (
             self.config.channel_timeout_ms / 1000,
             self.config.safety_margin_ms / 1000,
@@ -62,59 +84,20 @@ class ChannelFanOut:
             prepared.scope, deadline.shortened(margin_s).capped(channel_s)
         )
         budget_s = deadline.budget(channel_s, margin_s)
-        query, depth, scope, plan = prepared.text, prepared.depth, prepared.scope, prepared.plan
+        translations = self.locale_search.translate(
+            prepared.text, prepared.language.language, locales
+        )
+        asked = LocaleLists(locales, translations=translations)
         # The stores get the channel's own deadline: a server store's query
         # ends there too, instead of holding a worker thread past the channel.
-        searches_end = Deadline.after(budget_s)
-        self.locale_search.translate(query, prepared.language.language, locales, balanced)
-
-        def vector_search() -> list[ScoredChunk]:
-            texts = [query, *(t.text for t in balanced.translations.values())]
-            with stages.stage("embedding"):
-                vectors = call_as("embedding", self.embedder.embed_queries, texts)
-            with stages.stage("vector_search", timed=False) as span:
-                hits = self.locale_search.vector(
-                    vectors.tolist(), depth, scope, balanced, searches_end
-                )
-                span.set_attribute("rag.hits", len(hits))
-            return hits
-
-        def lexical_search() -> list[ScoredChunk]:
-            with stages.stage("lexical_search", timed=False) as span:
-                # The plan made by the pipeline's `_prepare` (the store's own
-                # analysis, so the same terms the store would derive from `query`).
-                hits = self._lexical_search(plan, depth, scope, searches_end)
-                span.set_attribute("rag.hits", len(hits))
-                search = self._lexical_search_text
-                self.locale_search.translated_lexical(depth, scope, search, balanced, searches_end)
-            return hits
-
-        def cross_lingual_search() -> list[ScoredChunk]:
-            return self._cross_lingual_search(query, depth, scope, searches_end)
-
-        cross_lingual = (
-            self._maybe_run(
-                Channel.CROSS_LINGUAL, prepared.channels, cross_lingual_search, budget_s
-            )
-            if self.cross_lingual is not None
-            else _not_requested(Channel.CROSS_LINGUAL)
+        searches = _Searches(self, prepared, asked, stages, Deadline.after(budget_s))
+        (vector, by_locale), (lexical, translated), cross_lingual = await asyncio.gather(
+            self._maybe_run(Channel.VECTOR, prepared.channels, searches.vector, budget_s),
+            self._maybe_run(Channel.LEXICAL, prepared.channels, searches.lexical, budget_s),
+            self._cross_lingual(prepared.channels, searches.cross_lingual, budget_s),
         )
-        results = await asyncio.gather(
-            self._maybe_run(Channel.VECTOR, prepared.channels, vector_search, budget_s),
-            self._maybe_run(Channel.LEXICAL, prepared.channels, lexical_search, budget_s),
-            cross_lingual,
-        )
-        return results[0], results[1], results[2]
-
-    def _cross_lingual_search(
-        self, query: str, depth: int, scope: ScopeFilter, deadline: Deadline
-    ) -> list[ScoredChunk]:
-        """One search of the second vector over every locale: a model trained
-        on translation pairs need not rank each locale apart."""
-        assert self.cross_lingual is not None and self.vectors is not None
-        vector = call_as("cross_lingual_embedding", self.cross_lingual.embed_query, query)
-        search = VectorQuery(vector.tolist(), depth, scope, using=SECOND_VECTOR)
-        return call_as("cross_lingual", self.vectors.search_many, [search], deadline)[0]
+        found = replace(asked, vector=by_locale, translated=translated)
+        return FanOut(vector, lexical, cross_lingual, found)
 
     async def _locales(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
         """The locales the request's scope holds, to rank apart: cached, or
@@ -130,30 +113,82 @@ class ChannelFanOut:
         except TimeoutError:
             return self.locale_search.last_locales(scope)
 
-    def _lexical_search(
-        self, plan: QueryPlan, depth: int, scope: ScopeFilter, deadline: Deadline
-    ) -> list[ScoredChunk]:
-        """`search_plan`: the plan was made with the store's own analyzer
-        (`storage.analyzer`), so the store need not analyse `query` again."""
-        return self.lexical.search_plan(plan, depth, scope, deadline)
-
-    def _lexical_search_text(
-        self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline | None
-    ) -> list[ScoredChunk]:
-        plan = self.analyzer.plan(text)
-        return call_as("lexical", self.lexical.search_plan, plan, depth, scope, deadline)
-
     async def _maybe_run(
         self,
         channel: Channel,
         wanted: frozenset[Channel],
+        search: Callable[[], tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]],
+        budget_s: float,
+    ) -> tuple[ChannelOutcome, dict[str, list[ScoredChunk]]]:
+        if channel not in wanted:
+            return not_requested(channel), NO_LISTS
+        return await run_channel_with(channel, self.executor, search, budget_s, NO_LISTS)
+
+    async def _cross_lingual(
+        self,
+        wanted: frozenset[Channel],
         search: Callable[[], list[ScoredChunk]],
         budget_s: float,
     ) -> ChannelOutcome:
-        if channel not in wanted:
-            return not_requested(channel)
-        return await run_channel(channel, self.executor, search, budget_s)
+        if self.cross_lingual is None or Channel.CROSS_LINGUAL not in wanted:
+            return not_requested(Channel.CROSS_LINGUAL)
+        return await run_channel(Channel.CROSS_LINGUAL, self.executor, search, budget_s)
 
 
-async def _not_requested(channel: Channel) -> ChannelOutcome:
-    return not_requested(channel)
+class _Searches:
+    """One request's blocking searches, each run in a worker thread by its
+    channel; each returns what it found (hits, and the per-locale lists)."""
+
+    def __init__(
+        self,
+        fan_out: ChannelFanOut,
+        prepared: PreparedQuery,
+        asked: LocaleLists,
+        stages: StageRecorder,
+        searches_end: Deadline,
+    ) -> None:
+        self.fan_out, self.prepared, self.asked = fan_out, prepared, asked
+        self.stages, self.searches_end = stages, searches_end
+
+    def vector(self) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
+        prepared, asked, fan_out = self.prepared, self.asked, self.fan_out
+        texts = [prepared.text, *(t.text for t in asked.translations.values())]
+        with self.stages.stage("embedding"):
+            vectors = call_as("embedding", fan_out.embedder.embed_queries, texts)
+        with self.stages.stage("vector_search", timed=False) as span:
+            hits, by_locale = fan_out.locale_search.vector(
+                vectors.tolist(), prepared.depth, prepared.scope, asked, self.searches_end
+            )
+            span.set_attribute("rag.hits", len(hits))
+        return hits, by_locale
+
+    def lexical(self) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
+        prepared, end = self.prepared, self.searches_end
+        depth, scope = prepared.depth, prepared.scope
+        with self.stages.stage("lexical_search", timed=False) as span:
+            # `search_plan`: the plan was made with the store's own analyzer
+            # (services.retriever.prepare), so the store need not analyse
+            # the query again.
+            hits = self.fan_out.lexical.search_plan(prepared.plan, depth, scope, end)
+            span.set_attribute("rag.hits", len(hits))
+            translated = self.fan_out.locale_search.translated_lexical(
+                depth, scope, self._lexical_text, self.asked, end
+            )
+        return hits, translated
+
+    def cross_lingual(self) -> list[ScoredChunk]:
+        """One search of the second vector over every locale: a model trained
+        on translation pairs need not rank each locale apart."""
+        fan_out, prepared = self.fan_out, self.prepared
+        assert fan_out.cross_lingual is not None and fan_out.vectors is not None
+        embed = fan_out.cross_lingual.embed_query
+        vector = call_as("cross_lingual_embedding", embed, prepared.text)
+        search = VectorQuery(vector.tolist(), prepared.depth, prepared.scope, using=SECOND_VECTOR)
+        searches = [search]
+        return call_as("cross_lingual", fan_out.vectors.search_many, searches, self.searches_end)[0]
+
+    def _lexical_text(
+        self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline | None
+    ) -> list[ScoredChunk]:
+        plan = self.fan_out.analyzer.plan(text)
+        return call_as("lexical", self.fan_out.lexical.search_plan, plan, depth, scope, deadline)

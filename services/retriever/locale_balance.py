@@ -68,17 +68,19 @@ class CrossLanguageLexical(StrEnum):
     OFF = "off"  # other-language locales get lexical hits by exact identifiers only
 
 
-@dataclass
+@dataclass(frozen=True)
 class LocaleLists:
     """What the channels found per locale when locales are ranked apart: the
     locales (those the request's scope holds), vector hits and lexical hits
     of the translated question per locale, and the translations, one per
-    language (zh and zh-CN pages share one), for the debug report."""
+    language (zh and zh-CN pages share one), for the debug report. Made by
+    the channel fan-out from what its searches returned
+    (services.retriever.fan_out); `order` added by fusion."""
 
     locales: tuple[str, ...] = ()
-    vector: dict[str, list[ScoredChunk]] = field(default_factory=dict)
-    translated: dict[str, list[ScoredChunk]] = field(default_factory=dict)
-    translations: dict[str, Translation] = field(default_factory=dict)  # by language
+    vector: Mapping[str, list[ScoredChunk]] = field(default_factory=dict)
+    translated: Mapping[str, list[ScoredChunk]] = field(default_factory=dict)
+    translations: Mapping[str, Translation] = field(default_factory=dict)  # by language
     order: OrderDecision | None = None  # which locale led the turns, and why
 
     def translation_notes(self) -> list[str]:
@@ -204,7 +206,7 @@ def interleaved(lists: Sequence[list[T]]) -> list[T]:
     return [hit for turn in turns for hit in turn if hit is not None]
 
 
-def fuse_per_locale(
+def fuse_locales(
     fuser: ListFuser,
     vector_by_locale: Mapping[str, list[ScoredChunk]],
     lexical: Sequence[ScoredChunk],
@@ -212,15 +214,14 @@ def fuse_per_locale(
     weights: Mapping[Channel, float] | None,
     translated: Mapping[str, list[ScoredChunk]] | None = None,
     rule: LocaleOrderRule | None = None,
-    decided: LocaleLists | None = None,
     *,
     cross_lingual: Sequence[ScoredChunk] = (),
-) -> list[FusedHit]:
+) -> tuple[list[FusedHit], OrderDecision]:
     """Steps 2 and 3 of the module docstring (`translated`: lexical hits of
     the translated question per locale; `cross_lingual`: the second vector's
     hits, fused in each locale with that locale's own; `rule`: the turn
-    order, by evidence when None; `decided.order` gets the decision, for the
-    notes)."""
+    order, by evidence when None): the fused hits and the order's decision,
+    for the notes."""
     fused_lists: dict[str, list[FusedHit]] = {}
     for locale, vector_hits in vector_by_locale.items():
         own = not other_language(query_language, locale)
@@ -233,9 +234,7 @@ def fuse_per_locale(
         fused_lists[locale] = fuser.fuse(ranked, weights)
     heads = {locale: HeadEvidence.of(locale, hits) for locale, hits in fused_lists.items()}
     decision = (rule or LocaleOrderRule()).order(heads, query_language)
-    if decided is not None:
-        decided.order = decision
-    return interleaved([fused_lists[locale] for locale in decision.locales])
+    return interleaved([fused_lists[locale] for locale in decision.locales]), decision
 
 
 def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChunk]:
@@ -300,19 +299,20 @@ class LocaleSearch:
         return _several(self.locales.last(scope))
 
     def translate(
-        self, query: str, language: str, locales: tuple[str, ...], lists: LocaleLists
-    ) -> None:
-        """`lists.locales`, and the question in the language of each
-        other-language locale among them (`lists.translations`): once per
-        language, however many locale tags share it."""
-        lists.locales = locales
+        self, query: str, language: str, locales: tuple[str, ...]
+    ) -> dict[str, Translation]:
+        """The question in the language of each other-language locale of
+        `locales`, by language: once per language, however many locale tags
+        share it."""
+        translations: dict[str, Translation] = {}
         if self.translator is None:
-            return
+            return translations
         for target in dict.fromkeys(primary_language(locale) for locale in locales):
             if other_language(language, target):
                 translation = self.translator.translate(query, language, target)
                 if translation is not None:
-                    lists.translations[target] = translation
+                    translations[target] = translation
+        return translations
 
     def vector(
         self,
@@ -321,15 +321,15 @@ class LocaleSearch:
         scope: ScopeFilter,
         lists: LocaleLists,
         deadline: Deadline | None = None,
-    ) -> list[ScoredChunk]:
-        """One search, or one per locale of `lists.locales` (`lists.vector`
-        gets them; the channel's own list takes them in turns). `vectors`:
-        the question's, then one per translation in `lists.translations`; in
-        a locale with a translation (of its language), the question's and the
-        translation's hits take turns."""
+    ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
+        """One search, or one per locale of `lists.locales`: the channel's
+        own list (the locales' lists in turns) and each locale's list.
+        `vectors`: the question's, then one per translation in
+        `lists.translations`; in a locale with a translation (of its
+        language), the question's and the translation's hits take turns."""
         if not lists.locales:
             only = [VectorQuery(vectors[0], depth, scope)]
-            return call_as("vector", self.searches.search_many, only, deadline)[0]
+            return call_as("vector", self.searches.search_many, only, deadline)[0], {}
         by_language = dict(zip(lists.translations, vectors[1:], strict=True))
         per_locale = {
             locale: [vectors[0], *_present(by_language.get(primary_language(locale)))]
@@ -343,11 +343,12 @@ class LocaleSearch:
             for vector in locale_vectors
         ]
         answers = iter(call_as("vector", self.searches.search_many, queries, deadline))
+        by_locale: dict[str, list[ScoredChunk]] = {}
         for locale, locale_vectors in per_locale.items():
             found = [next(answers) for _ in locale_vectors]
             hits = found[0] if len(found) == 1 else _distinct(interleaved(found))[:depth]
-            lists.vector[locale] = hits
-        return interleaved(list(lists.vector.values()))[:depth]
+            by_locale[locale] = hits
+        return interleaved(list(by_locale.values()))[:depth], by_locale
 
     def translated_lexical(
         self,
@@ -356,14 +357,15 @@ class LocaleSearch:
         lexical_search: Callable[[str, int, ScopeFilter, Deadline | None], list[ScoredChunk]],
         lists: LocaleLists,
         deadline: Deadline | None = None,
-    ) -> None:
-        """Each translation searched in each locale of its language alone
-        (`lists.translated`)."""
+    ) -> dict[str, list[ScoredChunk]]:
+        """Each translation searched in each locale of its language alone, by locale."""
+        translated: dict[str, list[ScoredChunk]] = {}
         for locale in lists.locales:
             translation = lists.translations.get(primary_language(locale))
             if translation is not None:
                 search = replace(scope, locale=locale)
-                lists.translated[locale] = lexical_search(translation.text, depth, search, deadline)
+                translated[locale] = lexical_search(translation.text, depth, search, deadline)
+        return translated
 
 
 def _several(locales: tuple[str, ...]) -> tuple[str, ...]:

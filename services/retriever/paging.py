@@ -166,23 +166,45 @@ class Page:
 
 @dataclass(frozen=True)
 class PageCursor:
-    """Where a request starts reading: the first page, or a checked token."""
+    """Where a request starts reading: the first page, or a checked token;
+    with the request's fingerprint, taken once per request (`of`)."""
 
     token: PageToken | None = None
+    request: bytes = b""  # request_fingerprint of the request (b"": not taken)
 
     @classmethod
     def of(cls, request: RetrievalRequest, keys: PageTokenKeys) -> PageCursor:
         """The request's place in its ranking; InvalidArgument for a token
         that is malformed, forged or continues another request."""
+        fingerprint = request_fingerprint(request)
         if not request.page_token:
-            return cls()
+            return cls(request=fingerprint)
         token = decode_token(request.page_token, keys)
-        if token.request != request_fingerprint(request):
+        if token.request != fingerprint:
             raise InvalidArgument(
                 "page_token: issued for a different request (between pages only "
                 "top_k, debug and context_char_budget may change)"
             )
-        return cls(token)
+        return cls(token, fingerprint)
+
+    def next_token(
+        self,
+        request: RetrievalRequest,
+        generation: int | None,
+        candidates: Sequence[FusedHit],
+        reranked: tuple[tuple[int, float], ...],
+        offset: int,
+        origin: datetime,
+        keys: PageTokenKeys,
+    ) -> str:
+        """`next_page_token`, with the fingerprints this request already
+        took: the request's (`of`), and the token's ranking, which `restore`
+        found equal to `candidates`'."""
+        fingerprints = (
+            self.request or request_fingerprint(request),
+            self.token.ranking if self.token else ranking_fingerprint(candidates),
+        )
+        return _signed(request, generation, fingerprints, reranked, offset, origin, keys)
 
     @property
     def offset(self) -> int:
@@ -278,6 +300,18 @@ def next_page_token(
 ) -> str:
     """The token that continues this ranking at `offset`, signed."""
     fingerprints = request_fingerprint(request), ranking_fingerprint(candidates)
+    return _signed(request, generation, fingerprints, reranked, offset, origin, keys)
+
+
+def _signed(
+    request: RetrievalRequest,
+    generation: int | None,
+    fingerprints: tuple[bytes, bytes],
+    reranked: tuple[tuple[int, float], ...],
+    offset: int,
+    origin: datetime,
+    keys: PageTokenKeys,
+) -> str:
     # A request with its own recency origin keeps it on every page (it may lie
     # outside the bounds a carried origin is checked against): none carried.
     origin_s = 0 if request.boosts.recency_origin() else int(origin.timestamp())

@@ -80,8 +80,10 @@ class RetrievalRequest:
     diversity: Diversity = field(default_factory=Diversity)  # services.retriever.diversity
 
 
-@dataclass
+@dataclass(frozen=True)
 class RetrievalResult:
+    """One Retrieve's answer, built once when every step has run."""
+
     hits: list[FusedHit]
     intent: Intent
     normalized_query: str

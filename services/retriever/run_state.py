@@ -1,38 +1,49 @@
-"""One Retrieve's values as the pipeline's steps fill them in."""
+"""The values one Retrieve's steps hand on: each step takes what it needs
+and returns what it made (services.retriever.pipeline)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 
 from services.core.deadline import Deadline
-from services.retriever.channels import ChannelOutcome, not_requested
 from services.retriever.locale_balance import LocaleLists
 from services.retriever.paging import PageCursor
 from services.retriever.requests import PreparedQuery, RetrievalRequest
-from services.retriever.reranking import RerankCode, RerankOutcome
+from services.retriever.reranking import RerankOutcome
 from services.retriever.stages import StageRecorder
-from services.retriever.types import Channel, FusedHit
+from services.retriever.types import FusedHit
 
 
-@dataclass
+@dataclass(frozen=True)
 class RetrievalRun:
-    """One Retrieve's values as its steps fill them in."""
+    """One Retrieve as its steps read it: what was asked, the request
+    prepared (its scope at the committed generation), where its page
+    starts, by when, and where its stages are timed."""
 
     request: RetrievalRequest
     prepared: PreparedQuery
     cursor: PageCursor
     deadline: Deadline
     stages: StageRecorder
-    balanced: LocaleLists = field(default_factory=LocaleLists)  # locales ranked apart
-    vector: ChannelOutcome = field(default_factory=lambda: not_requested(Channel.VECTOR))
-    lexical: ChannelOutcome = field(default_factory=lambda: not_requested(Channel.LEXICAL))
-    cross_lingual: ChannelOutcome = field(
-        default_factory=lambda: not_requested(Channel.CROSS_LINGUAL)
-    )
-    origin: datetime = field(default_factory=lambda: datetime.now(UTC))  # of recency ages
-    fused: list[FusedHit] = field(default_factory=list)  # the candidates, boosted
-    rerank: RerankOutcome = field(default_factory=lambda: RerankOutcome(RerankCode.OFF))
-    reranked: tuple[tuple[int, float], ...] = ()  # for the page token
-    ordered: list[FusedHit] = field(default_factory=list)  # the final order
-    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Fusion's and the boosts' product."""
+
+    fused: list[FusedHit]  # the candidates, boosted
+    origin: datetime  # when recency ages count from
+    locales: LocaleLists  # the locales ranked apart, with the order they took turns in
+    note: str  # "" or what the boosts could not do
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """The rerank and diversity steps' product."""
+
+    candidates: list[FusedHit]  # as fused, the Reranker's head with whole rows
+    ordered: list[FusedHit]  # the final order
+    rerank: RerankOutcome
+    reranked: tuple[tuple[int, float], ...]  # for the page token
+    note: str  # "" or what diversity did

@@ -9,15 +9,16 @@ import pytest
 
 from gateway.breaker import Blame, RetrieverBreaker, blame, is_caller_error
 from gateway.errors import ApiError, ErrorCode
+from rag_client import CallError
+from rag_client.errors import error_for
 
 pytestmark = pytest.mark.unit
 
 
-class InjectedRpcError(grpc.aio.AioRpcError):
-    """Fault injection: an RPC failure with the given code, no server needed."""
-
-    def __init__(self, code: grpc.StatusCode) -> None:
-        super().__init__(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details="injected")
+def injected_error(code: grpc.StatusCode) -> CallError:
+    """Fault injection: an RPC failure with the given code, as the Retriever's
+    client (rag_client) raises it, no server needed."""
+    return error_for(code, "injected", method="Retriever/Retrieve")
 
 
 async def _call(breaker: RetrieverBreaker, error: BaseException | None = None) -> str:
@@ -28,14 +29,14 @@ async def _call(breaker: RetrieverBreaker, error: BaseException | None = None) -
         return "ok"
     except ApiError as exc:
         return exc.code.value
-    except grpc.aio.AioRpcError as exc:
-        return exc.code().name
+    except CallError as exc:
+        return exc.code.name
 
 
 async def test_opens_after_consecutive_failures_and_refuses_without_calling() -> None:
     states: list[str] = []
     breaker = RetrieverBreaker(fail_max=2, reset_s=60, on_state=states.append)
-    unavailable = InjectedRpcError(grpc.StatusCode.UNAVAILABLE)
+    unavailable = injected_error(grpc.StatusCode.UNAVAILABLE)
     assert await _call(breaker, unavailable) == "UNAVAILABLE"
     assert await _call(breaker, unavailable) == "UNAVAILABLE"  # the tripping call reports itself
     entered = False
@@ -50,7 +51,7 @@ async def test_opens_after_consecutive_failures_and_refuses_without_calling() ->
 
 async def test_a_success_resets_the_failure_count() -> None:
     breaker = RetrieverBreaker(fail_max=2, reset_s=60)
-    unavailable = InjectedRpcError(grpc.StatusCode.UNAVAILABLE)
+    unavailable = injected_error(grpc.StatusCode.UNAVAILABLE)
     await _call(breaker, unavailable)
     await _call(breaker)
     await _call(breaker, unavailable)
@@ -59,7 +60,7 @@ async def test_a_success_resets_the_failure_count() -> None:
 
 async def test_half_open_lets_one_probe_through_at_a_time() -> None:
     breaker = RetrieverBreaker(fail_max=1, reset_s=0.05)
-    await _call(breaker, InjectedRpcError(grpc.StatusCode.DEADLINE_EXCEEDED))
+    await _call(breaker, injected_error(grpc.StatusCode.DEADLINE_EXCEEDED))
     await asyncio.sleep(0.1)
     release = asyncio.Event()
 
@@ -80,12 +81,12 @@ async def test_half_open_lets_one_probe_through_at_a_time() -> None:
 @pytest.mark.parametrize(
     ("error", "is_caller"),
     [
-        (InjectedRpcError(grpc.StatusCode.INVALID_ARGUMENT), True),
-        (InjectedRpcError(grpc.StatusCode.CANCELLED), True),
+        (injected_error(grpc.StatusCode.INVALID_ARGUMENT), True),
+        (injected_error(grpc.StatusCode.CANCELLED), True),
         (asyncio.CancelledError(), True),
-        (InjectedRpcError(grpc.StatusCode.UNAVAILABLE), False),
-        (InjectedRpcError(grpc.StatusCode.INTERNAL), False),
-        (InjectedRpcError(grpc.StatusCode.DEADLINE_EXCEEDED), False),
+        (injected_error(grpc.StatusCode.UNAVAILABLE), False),
+        (injected_error(grpc.StatusCode.INTERNAL), False),
+        (injected_error(grpc.StatusCode.DEADLINE_EXCEEDED), False),
         (RuntimeError("boom"), False),
     ],
 )
@@ -111,7 +112,7 @@ def test_only_retriever_failures_count(error: BaseException, is_caller: bool) ->
 def test_each_code_is_blamed_on_the_request_the_upstream_or_first_the_client(
     code: grpc.StatusCode, blamed: Blame
 ) -> None:
-    assert blame(InjectedRpcError(code)) is blamed
+    assert blame(injected_error(code)) is blamed
 
 
 async def _from(breaker: RetrieverBreaker, client: str, error: BaseException | None = None) -> str:
@@ -122,13 +123,13 @@ async def _from(breaker: RetrieverBreaker, client: str, error: BaseException | N
         return "ok"
     except ApiError as exc:
         return exc.code.value
-    except grpc.aio.AioRpcError as exc:
-        return exc.code().name
+    except CallError as exc:
+        return exc.code.name
 
 
 async def test_one_clients_internal_errors_pause_that_client_not_everyone() -> None:
     breaker = RetrieverBreaker(fail_max=3, reset_s=60)
-    internal = InjectedRpcError(grpc.StatusCode.INTERNAL)
+    internal = injected_error(grpc.StatusCode.INTERNAL)
     hostile = [await _from(breaker, "203.0.113.9", internal) for _ in range(100)]
     assert hostile[:3] == ["INTERNAL"] * 3
     assert set(hostile[3:]) == {"breaker_open"}  # its own pause: nothing more reached upstream
@@ -138,7 +139,7 @@ async def test_one_clients_internal_errors_pause_that_client_not_everyone() -> N
 
 async def test_internal_errors_met_by_enough_clients_open_the_breaker_for_all() -> None:
     breaker = RetrieverBreaker(fail_max=3, reset_s=60)
-    internal = InjectedRpcError(grpc.StatusCode.INTERNAL)
+    internal = injected_error(grpc.StatusCode.INTERNAL)
     for client in ("a", "b", "c"):
         assert await _from(breaker, client, internal) == "INTERNAL"
     assert breaker.state == "open"
@@ -147,14 +148,14 @@ async def test_internal_errors_met_by_enough_clients_open_the_breaker_for_all() 
 
 async def test_unavailable_from_one_client_still_opens_it_for_all() -> None:
     breaker = RetrieverBreaker(fail_max=2, reset_s=60)
-    unavailable = InjectedRpcError(grpc.StatusCode.UNAVAILABLE)
+    unavailable = injected_error(grpc.StatusCode.UNAVAILABLE)
     assert [await _from(breaker, "a", unavailable) for _ in range(2)] == ["UNAVAILABLE"] * 2
     assert await _from(breaker, "b") == "breaker_open"
 
 
 async def test_rejected_requests_never_count_even_a_hundred() -> None:
     breaker = RetrieverBreaker(fail_max=2, reset_s=60)
-    rejected = InjectedRpcError(grpc.StatusCode.INVALID_ARGUMENT)
+    rejected = injected_error(grpc.StatusCode.INVALID_ARGUMENT)
     codes = {await _from(breaker, "a", rejected) for _ in range(100)}
     assert codes == {"INVALID_ARGUMENT"}
     assert (await _from(breaker, "a"), await _from(breaker, "b")) == ("ok", "ok")
@@ -164,8 +165,8 @@ async def test_a_repeated_unexpected_error_neither_counts_nor_resets_the_count()
     """A client's second INTERNAL is not a failure for all, nor a success that
     would hide the upstream failures others meet."""
     breaker = RetrieverBreaker(fail_max=3, reset_s=60)
-    unavailable = InjectedRpcError(grpc.StatusCode.UNAVAILABLE)
-    internal = InjectedRpcError(grpc.StatusCode.INTERNAL)
+    unavailable = injected_error(grpc.StatusCode.UNAVAILABLE)
+    internal = injected_error(grpc.StatusCode.INTERNAL)
     await _from(breaker, "a", unavailable)
     await _from(breaker, "b", internal)  # b's first: counts (2)
     await _from(breaker, "b", internal)  # b's second: nothing

@@ -6,30 +6,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
 import httpx
 import pytest
 
 from gateway.app import create_app
+from rag_client import AsyncRetrieverClient
 from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_asgi
 
 pytestmark = pytest.mark.integration
 
 
-class _BrokenStub:
-    """Fault injection: a Retriever stub whose call fails with a bug, not an RPC error."""
+class _BrokenClient(AsyncRetrieverClient):
+    """Fault injection: a Retriever client whose call fails with a bug, not an RPC error."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.channel = channel
-
-    async def Retrieve(self, request: Any, timeout: float) -> Any:
+    async def retrieve(self, query: Any, *, deadline: Any = None, **options: Any) -> Any:
         raise RuntimeError("bug in the gateway's client code")
 
 
 async def test_unexpected_error_is_a_json_500_with_cors_and_request_id(
     retriever: RetrieverServer,
 ) -> None:
-    app = create_app(gateway_settings(retriever.addr), retriever_stub_factory=_BrokenStub)
+    app = create_app(gateway_settings(retriever.addr), retriever_client_factory=_BrokenClient)
     headers = {"Origin": ALLOWED_ORIGIN, "X-Request-Id": "trace-me-12345"}
     async with serve_asgi(app) as (url, _server), httpx.AsyncClient(timeout=10) as client:
         response = await client.post(f"{url}/v1/search", json={"query": "ports"}, headers=headers)

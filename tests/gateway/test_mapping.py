@@ -10,6 +10,8 @@ from gateway.mapping import to_retrieve_request, to_search_response
 from gateway.retriever_client import api_error_for
 from gateway.schema import SearchLimits, SearchRequest
 from gateway.snippets import snippet
+from rag_client import CallError
+from rag_client.errors import error_for
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from tests.gateway.support import canned_response
 
@@ -197,32 +199,30 @@ def test_paging_is_forwarded_both_ways() -> None:
         SearchRequest.model_validate({"query": "q", "page_token": "x" * 2049})
 
 
-class _RpcFailure(grpc.aio.AioRpcError):
-    """A Retriever refusal as grpc.aio raises it (built here: only its code and
-    details matter to the mapping)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+def _refusal(code: grpc.StatusCode, details: str) -> CallError:
+    """A Retriever refusal as the Retriever's client (rag_client) raises it
+    (built here: only its code and details matter to the mapping)."""
+    return error_for(code, details, method="Retriever/Retrieve")
 
 
 def test_an_expired_page_token_is_a_409_that_says_start_again() -> None:
     expired = api_error_for(
-        _RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, "page_token: issued for generation 3")
+        _refusal(grpc.StatusCode.FAILED_PRECONDITION, "page_token: issued for generation 3")
     )
     assert (expired.code, expired.status) == (ErrorCode.PAGE_EXPIRED, 409)
-    other = api_error_for(_RpcFailure(grpc.StatusCode.FAILED_PRECONDITION, "index not ready"))
+    other = api_error_for(_refusal(grpc.StatusCode.FAILED_PRECONDITION, "index not ready"))
     assert other.code is ErrorCode.UPSTREAM_REJECTED
 
 
 def test_a_bad_page_token_is_a_400_with_its_own_code_and_the_retrievers_reason() -> None:
     reason = "page_token: origin 4611686018427387904 is outside 946684800..7258118400"
-    refused = api_error_for(_RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, reason))
+    refused = api_error_for(_refusal(grpc.StatusCode.INVALID_ARGUMENT, reason))
     assert (refused.code, refused.status, refused.message) == (
         ErrorCode.INVALID_PAGE_TOKEN,
         400,
         reason,
     )
-    other = api_error_for(_RpcFailure(grpc.StatusCode.INVALID_ARGUMENT, "top_k: 0"))
+    other = api_error_for(_refusal(grpc.StatusCode.INVALID_ARGUMENT, "top_k: 0"))
     assert other.code is ErrorCode.UPSTREAM_REJECTED
 
 

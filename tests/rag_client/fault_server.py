@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health, health_pb2_grpc
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
@@ -58,6 +59,8 @@ class Faults:
         self.script: deque[Step] = deque()
         self.calls: list[Seen] = []
         self._lock = threading.Lock()
+        # grpc's own health service (not scripted): tests set what it reports.
+        self.health = health.HealthServicer()
 
     def reset(self, *steps: Step) -> None:
         with self._lock:
@@ -128,6 +131,7 @@ def start_fake(faults: Faults, port: int = 0) -> tuple[grpc.Server, str]:
     """The fake server on `port` (0: a free one) of the loopback address."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     retriever_pb2_grpc.add_RetrieverServicer_to_server(FakeRetriever(faults), server)
+    health_pb2_grpc.add_HealthServicer_to_server(faults.health, server)
     indexer_pb2_grpc.add_IndexerServicer_to_server(FakeIndexer(faults), server)
     port = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()

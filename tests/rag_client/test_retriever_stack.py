@@ -104,3 +104,8 @@ def test_pages_of_one_ranking_follow_each_other(client: RetrieverClient) -> None
     paged = [h.chunk_id for h in (*first.hits, *second.hits)]
     assert paged == [h.chunk_id for h in both.hits]
     assert err.value.field == "page_token", err.value.details
+
+
+def test_the_running_retriever_says_it_serves(client: RetrieverClient) -> None:
+    with client:
+        assert client.serving() is True

@@ -19,10 +19,11 @@ from services.retriever.fusion import RrfFuser
 from services.retriever.locale_balance import (
     IndexLocales,
     LocaleBalance,
-    fuse_per_locale,
+    fuse_locales,
     interleaved,
 )
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
+from services.retriever.steps import build_retrieval_steps
 from services.retriever.types import Channel
 from services.storage.base import VectorQuery
 from services.storage.storage import Storage
@@ -192,7 +193,7 @@ def _retrieve(  # type: ignore[no-untyped-def]
 ):
     vectors = _Vectors()
     with ThreadPoolExecutor(2) as executor:
-        pipeline = RetrievalPipeline(
+        steps = build_retrieval_steps(
             embedder or _Embedder(languages),  # type: ignore[arg-type]
             _storage(vectors, lexical),
             None,
@@ -201,6 +202,7 @@ def _retrieve(  # type: ignore[no-untyped-def]
             locales=IndexLocales(lambda *_: locales),
             translator=translator,
         )
+        pipeline = RetrievalPipeline(steps)
         query = RetrievalRequest(query=question, rerank=False, **request)  # type: ignore[arg-type]
         result = asyncio.run(pipeline.retrieve(query, Deadline.within(10)))
     return result, vectors
@@ -233,12 +235,12 @@ def test_across_languages_only_identifiers_count_lexically() -> None:
         _lexical("en-b", "en"),  # a Chinese question's words cannot match English text
         _lexical("zh-a", "zh-CN"),
     ]
-    fused = fuse_per_locale(RrfFuser(), vector, lexical, "zh", None)
+    fused, _ = fuse_locales(RrfFuser(), vector, lexical, "zh", None)
     by_id = {h.chunk.chunk_id: h for h in fused}
     assert [c.channel for c in by_id["en-b"].channels] == [Channel.VECTOR]
     assert [h.chunk.chunk_id for h in fused] == ["zh-a", "en-a", "en-b"]
     with_identifier = [_lexical("en-b", "en", exact=("e1042",))]
-    fused = fuse_per_locale(RrfFuser(), vector, with_identifier, "zh", None)
+    fused, _ = fuse_locales(RrfFuser(), vector, with_identifier, "zh", None)
     by_id = {h.chunk.chunk_id: h for h in fused}
     assert {c.channel for c in by_id["en-b"].channels} == {Channel.VECTOR, Channel.LEXICAL}
 
@@ -246,7 +248,7 @@ def test_across_languages_only_identifiers_count_lexically() -> None:
 def test_a_question_without_language_puts_the_best_locale_first() -> None:
     vector = {"en": [_vector("en-a", "en")], "zh-CN": [_vector("zh-a", "zh-CN")]}
     lexical = [_lexical("en-a", "en", exact=("429",))]
-    fused = fuse_per_locale(RrfFuser(), vector, lexical, "und", None)
+    fused, _ = fuse_locales(RrfFuser(), vector, lexical, "und", None)
     assert [h.chunk.chunk_id for h in fused] == ["en-a", "zh-a"]
 
 
@@ -264,7 +266,7 @@ def test_balancing_can_be_turned_off() -> None:
     vectors = _Vectors()
     config = replace(RetrievalConfig(), vector_locale_balance=LocaleBalance.OFF)
     with ThreadPoolExecutor(2) as executor:
-        pipeline = RetrievalPipeline(
+        steps = build_retrieval_steps(
             _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
             _storage(vectors),
             None,
@@ -272,6 +274,7 @@ def test_balancing_can_be_turned_off() -> None:
             config,
             locales=IndexLocales(lambda *_: ("en", "zh-CN")),
         )
+        pipeline = RetrievalPipeline(steps)
         result = asyncio.run(
             pipeline.retrieve(RetrievalRequest(query="发票", rerank=False), Deadline.within(10))
         )
@@ -311,7 +314,7 @@ def test_nothing_is_translated_into_the_question_s_own_language() -> None:
 def test_translated_hits_count_only_in_other_language_locales() -> None:
     vector = {"en": [_vector("en-a", "en")], "zh-CN": [_vector("zh-a", "zh-CN")]}
     translated = {"en": [_lexical("en-b", "en")], "zh-CN": [_lexical("zh-b", "zh-CN")]}
-    fused = fuse_per_locale(RrfFuser(), vector, [], "zh", None, translated)
+    fused, _ = fuse_locales(RrfFuser(), vector, [], "zh", None, translated)
     assert {h.chunk.chunk_id for h in fused} == {"zh-a", "en-a", "en-b"}
 
 
@@ -353,7 +356,7 @@ def test_locales_come_from_the_request_s_scope() -> None:
     ):
         vectors = _Vectors()
         with ThreadPoolExecutor(2) as executor:
-            pipeline = RetrievalPipeline(
+            steps = build_retrieval_steps(
                 embedder,  # type: ignore[arg-type]
                 _storage(vectors),
                 None,
@@ -362,6 +365,7 @@ def test_locales_come_from_the_request_s_scope() -> None:
                 locales=IndexLocales(read),
                 translator=translator,
             )
+            pipeline = RetrievalPipeline(steps)
             request = RetrievalRequest(query="怎么申请发票", rerank=False, scope=scope)
             result = asyncio.run(pipeline.retrieve(request, Deadline.within(10)))
         assert [s.locale for s in vectors.scopes] == searched
@@ -386,7 +390,7 @@ def test_a_locale_read_that_outlasts_its_deadline_ranks_one_list() -> None:
     vectors = _Vectors()
     config = replace(RetrievalConfig(), channel_timeout_ms=200)
     with ThreadPoolExecutor(4) as executor:
-        pipeline = RetrievalPipeline(
+        steps = build_retrieval_steps(
             _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
             _storage(vectors),
             None,
@@ -394,6 +398,7 @@ def test_a_locale_read_that_outlasts_its_deadline_ranks_one_list() -> None:
             config,
             locales=IndexLocales(stuck),
         )
+        pipeline = RetrievalPipeline(steps)
         request = RetrievalRequest(query="怎么申请发票", rerank=False)
         result = asyncio.run(pipeline.retrieve(request, Deadline.within(30)))
         released.set()

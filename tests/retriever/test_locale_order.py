@@ -10,7 +10,7 @@ import pytest
 
 from services.core.models import ScoredChunk
 from services.retriever.fusion import RrfFuser
-from services.retriever.locale_balance import LocaleLists, balance_note, fuse_per_locale
+from services.retriever.locale_balance import balance_note, fuse_locales
 from services.retriever.locale_order import (
     LEXICAL_AGREEMENT,
     HeadEvidence,
@@ -73,13 +73,12 @@ def test_fused_locale_lists_are_taken_in_the_decided_order_and_the_notes_say_why
     }
     lexical = [_hit("en-near", "en", 7.0)]  # the question's words match an English page
     translated = {"zh-CN": [_hit("zh-answer", "zh-CN", 5.0)]}  # its translation, the answer
-    lists = LocaleLists()
     rule = LocaleOrderRule(margin=0.02)
-    fused = fuse_per_locale(RrfFuser(), vector, lexical, "en", None, translated, rule, lists)
+    fused, order = fuse_locales(RrfFuser(), vector, lexical, "en", None, translated, rule)
     assert [h.chunk.chunk_id for h in fused] == ["zh-answer", "en-near", "zh-other", "en-far"]
-    assert lists.order is not None and lists.order.other_language_leads
-    note = balance_note(["en", "zh-CN"], True, lists.order)
+    assert order.other_language_leads
+    note = balance_note(["en", "zh-CN"], True, order)
     assert "locales in turns, zh-CN leads (another language) by evidence" in note
     former = LocaleOrderRule(LocaleOrder.QUESTION_FIRST)
-    fused = fuse_per_locale(RrfFuser(), vector, lexical, "en", None, translated, former)
+    fused, _ = fuse_locales(RrfFuser(), vector, lexical, "en", None, translated, former)
     assert [h.chunk.chunk_id for h in fused][:2] == ["en-near", "zh-answer"]

@@ -60,7 +60,7 @@ def _text(raw: bytes) -> str:
 
 def _keys(stack: BackgroundStack) -> PageTokenKeys:
     assert stack.stack is not None
-    return stack.stack.retriever.pipeline.page_keys
+    return stack.stack.retriever.pipeline.steps.page_keys
 
 
 def _sealed(body: bytes, keys: PageTokenKeys | None, old_tag: bytes) -> str:

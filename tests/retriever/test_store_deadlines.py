@@ -22,6 +22,7 @@ from services.retriever.boosts import Boosts, RecencyBoost
 from services.retriever.diversity import Diversity
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
 from services.retriever.requests import DEFAULT_CONFIG
+from services.retriever.steps import build_retrieval_steps
 from services.retriever.types import Intent
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
@@ -94,7 +95,7 @@ def index(tmp_path: Path) -> Iterator[Index]:
     # refresh_s=0: every request re-reads the commit point (in a worker thread).
     committed = CommittedGeneration.of(manifest, refresh_s=0.0)  # type: ignore[arg-type]
     with ThreadPoolExecutor(2) as executor:
-        pipeline = RetrievalPipeline(
+        steps = build_retrieval_steps(
             UnitEmbedder(),  # type: ignore[arg-type]
             storage,
             None,
@@ -102,6 +103,7 @@ def index(tmp_path: Path) -> Iterator[Index]:
             RetrievalConfig(),
             committed=committed,
         )
+        pipeline = RetrievalPipeline(steps)
 
         def retrieve(request: RetrievalRequest, deadline: Deadline) -> Any:
             return asyncio.run(pipeline.retrieve(request, deadline))

@@ -159,7 +159,7 @@ class BackgroundStack:
         their Reranker after the stack: the Retriever saw it absent at start
         and would otherwise wait out its re-check backoff)."""
         assert self._loop is not None and self.stack is not None
-        health = self.stack.retriever.pipeline.reranker_health
+        health = self.stack.retriever.pipeline.steps.reranker_health
         assert health is not None, "no reranker configured"
         for _ in range(100 if until_serving else 1):
             if self._loop.run(health.probe()):
@@ -172,7 +172,7 @@ class BackgroundStack:
         rerank_sizing): tests that made its Reranker slow would otherwise leave
         it sending fewer candidates to the next test's."""
         assert self.stack is not None
-        self.stack.retriever.pipeline.rerank_step.sizer = CandidateSizer()
+        self.stack.retriever.pipeline.steps.rerank.sizer = CandidateSizer()
 
     def upsert(self, docs: list[ipb.Document], dry_run: bool = False) -> ipb.UpsertResponse:
         return self.indexer.Upsert(ipb.UpsertRequest(documents=docs, dry_run=dry_run), timeout=120)

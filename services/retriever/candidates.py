@@ -1,0 +1,75 @@
+"""Fusion's step of Retrieve: the channels' lists fused into one candidate
+list (each locale apart, then in turns, when the fan-out ranked locales
+apart: services.retriever.locale_balance), then exact-identifier precedence,
+the weak vector-only cut and the per-document cap."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from services.retriever.channels import ChannelOutcome
+from services.retriever.exact import exact_precedence, with_exact_matches
+from services.retriever.fan_out import FanOut
+from services.retriever.fusion import ListFuser, cap_per_document, drop_weak_vector_only
+from services.retriever.language import language_weights
+from services.retriever.locale_balance import LocaleLists, fuse_locales
+from services.retriever.locale_order import LocaleOrderRule
+from services.retriever.requests import PreparedQuery, RetrievalConfig, RetrievalRequest
+from services.retriever.score_fusion import fuser_for
+from services.retriever.types import Channel, FusedHit
+
+
+class CandidateFusion:
+    def __init__(self, config: RetrievalConfig) -> None:
+        self.config = config
+        self.fuser = fuser_for(config.fusion, config.rrf_k)
+        self.locale_order = LocaleOrderRule(config.locale_order, config.locale_order_margin)
+
+    def fuse(
+        self, request: RetrievalRequest, prepared: PreparedQuery, searched: FanOut
+    ) -> tuple[list[FusedHit], LocaleLists]:
+        """The fused list, and the per-locale lists with the order the
+        locales took turns in (when they were ranked apart)."""
+        vector, lexical, lists = searched.vector, searched.lexical, searched.locales
+        weights = dict(language_weights(request.weights, prepared.language) or {})
+        weights.setdefault(Channel.CROSS_LINGUAL, self.config.cross_lingual_weight)
+        fuser = self._fuser(request)
+        cross = searched.cross_lingual.hits if searched.cross_lingual.ok else []
+        if not (lists.vector and vector.ok):
+            outcomes = (vector, lexical, searched.cross_lingual)
+            ranked = {outcome.channel: outcome.hits for outcome in outcomes if outcome.ok}
+            return fuser.fuse(ranked, weights), lists
+        fused, order = fuse_locales(
+            fuser,
+            lists.vector,
+            lexical.hits if lexical.ok else [],
+            prepared.language.language,
+            weights,
+            lists.translated if lexical.ok else {},
+            rule=self.locale_order,
+            cross_lingual=cross,
+        )
+        return fused, replace(lists, order=order)
+
+    def place(
+        self,
+        request: RetrievalRequest,
+        prepared: PreparedQuery,
+        fused: list[FusedHit],
+        lexical: ChannelOutcome,
+    ) -> list[FusedHit]:
+        """Exact-identifier precedence, the weak vector-only cut and the
+        per-document cap over the fused list."""
+        held = {hit.chunk.chunk_id: hit.exact for hit in lexical.hits} if lexical.ok else {}
+        fused = with_exact_matches(fused, prepared.plan.identifiers, held)
+        fused = exact_precedence(fused, self.config.exact_precedence)
+        fused = drop_weak_vector_only(fused, request.min_vector_score)
+        per_doc = request.max_chunks_per_document or self.config.max_chunks_per_document
+        return cap_per_document(fused, per_doc)
+
+    def _fuser(self, request: RetrievalRequest) -> ListFuser:
+        """The configured fuser, or the one the request asks for."""
+        if request.fusion is None and not request.rrf_k:
+            return self.fuser
+        method = request.fusion or self.config.fusion
+        return fuser_for(method, request.rrf_k or self.config.rrf_k)

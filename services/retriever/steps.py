@@ -1,0 +1,159 @@
+"""The steps of Retrieve, built once from the configuration and the shared
+parts (`build_retrieval_steps`, called by services.retriever.app), and
+handed to the pipeline as one typed bundle (`RetrievalSteps`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from opentelemetry import trace
+
+from services.core.analysis.query_translation import QueryTranslator
+from services.embedding.embedder import Embedder
+from services.retriever.boost_step import BoostStep
+from services.retriever.candidates import CandidateFusion
+from services.retriever.current_page import PageCheck
+from services.retriever.diversity import DiversityStep
+from services.retriever.evidence import EvidenceAssembler
+from services.retriever.fan_out import ChannelFanOut
+from services.retriever.hit_rows import HitRows
+from services.retriever.language import EVERY_LANGUAGE, LanguageRule
+from services.retriever.locale_balance import IndexLocales, LocaleBalance, LocaleSearch
+from services.retriever.metrics import RetrievalMetrics
+from services.retriever.page_keys import PageTokenKeys
+from services.retriever.prepare import CommittedScope, QueryPreparer
+from services.retriever.requests import DEFAULT_CONFIG, RetrievalConfig
+from services.retriever.rerank_client import RerankClient
+from services.retriever.rerank_languages import ReadableFilter, parse_languages
+from services.retriever.reranker_health import RerankerHealth
+from services.retriever.reranking import RerankStep, rerank_blend
+from services.storage.storage import Storage
+from services.storage.visibility import CommittedGeneration
+
+
+@dataclass(frozen=True)
+class RetrievalSteps:
+    """Retrieve's steps, in the order they run, and what watches them."""
+
+    config: RetrievalConfig
+    prepare: QueryPreparer  # checks, normalizes, routes, analyses
+    committed: CommittedScope  # the scope at the committed generation
+    fan_out: ChannelFanOut  # the channels at once
+    fusion: CandidateFusion  # their lists into one, capped
+    boosts: BoostStep
+    rerank: RerankStep
+    diversity: DiversityStep
+    rows: HitRows  # whole rows for partial hits
+    evidence: EvidenceAssembler
+    current_page: PageCheck
+    page_keys: PageTokenKeys  # signs and verifies page tokens
+    describe_lexical: Callable[[str], str]  # the lexical query, for the debug report
+    reranker: RerankClient | None = None  # its channel closes with the pipeline
+    reranker_health: RerankerHealth | None = None  # None: the Reranker is always called
+    tracer: trace.Tracer | None = None  # None: stages are timed, not traced
+    record_query_text: bool = False
+    metrics: RetrievalMetrics | None = None  # None: answers are not counted
+
+
+def build_retrieval_steps(
+    embedder: Embedder,
+    storage: Storage,
+    reranker: RerankClient | None,
+    executor: Executor,
+    config: RetrievalConfig = DEFAULT_CONFIG,
+    committed: CommittedGeneration | None = None,
+    tracer: trace.Tracer | None = None,
+    record_query_text: bool = False,
+    reranker_health: RerankerHealth | None = None,
+    metrics: RetrievalMetrics | None = None,
+    locales: IndexLocales | None = None,
+    translator: QueryTranslator | None = None,
+    page_keys: PageTokenKeys | None = None,
+    cross_lingual: Embedder | None = None,
+) -> RetrievalSteps:
+    """`committed`: which rows may be served (None: every row; tests of the
+    pipeline alone). `reranker_health`: skip the Reranker while it is
+    NOT_SERVING. `locales`: the index's locales, for ranking across
+    languages (services.retriever.locale_balance; None: one vector list);
+    `translator`: the question's words for other-language locales (None:
+    identifiers only there); `cross_lingual`: the model of the chunks'
+    second vector, searched as its own channel where the index has one;
+    `page_keys`: sign and verify page tokens (None: a random key)."""
+    language_rule = LanguageRule(embedder.languages, config.unread_language_vector_weight)
+    fan_out = _fan_out(
+        embedder, storage, executor, config, language_rule, locales, translator, cross_lingual
+    )
+    return RetrievalSteps(
+        config,
+        QueryPreparer(config, storage.analyzer, language_rule),
+        CommittedScope(committed, executor),
+        fan_out,
+        CandidateFusion(config),
+        BoostStep(
+            storage.manifest,
+            executor,
+            config.exact_precedence,
+            config.boost_read_timeout_ms / 1000,
+        ),
+        _rerank_step(config, reranker, reranker_health),
+        DiversityStep(storage.vectors, executor, config.diversity_read_timeout_ms / 1000),
+        HitRows(storage.vectors, storage.lexical, executor),
+        EvidenceAssembler(config.context_char_budget),
+        PageCheck(storage.lexical, executor, config.safety_margin_ms / 1000),
+        page_keys or PageTokenKeys.random(),
+        storage.describe_query,
+        reranker,
+        reranker_health,
+        tracer,
+        record_query_text,
+        metrics,
+    )
+
+
+def _fan_out(
+    embedder: Embedder,
+    storage: Storage,
+    executor: Executor,
+    config: RetrievalConfig,
+    language_rule: LanguageRule,
+    locales: IndexLocales | None,
+    translator: QueryTranslator | None,
+    cross_lingual: Embedder | None,
+) -> ChannelFanOut:
+    balance = config.vector_locale_balance is LocaleBalance.INTERLEAVE
+    multilingual = EVERY_LANGUAGE in language_rule.model_languages
+    locale_search = LocaleSearch(
+        storage.vectors,
+        locales,
+        balance and multilingual,
+        translator,
+        max_batched_searches=config.vector_search_batch,
+    )
+    if cross_lingual is not None and not storage.vectors.second_dim:
+        cross_lingual = None  # nothing to search it in
+    return ChannelFanOut(
+        embedder,
+        storage.lexical,
+        storage.analyzer,
+        locale_search,
+        executor,
+        config,
+        cross_lingual,
+        storage.vectors,
+    )
+
+
+def _rerank_step(
+    config: RetrievalConfig, reranker: RerankClient | None, health: RerankerHealth | None
+) -> RerankStep:
+    return RerankStep(
+        reranker,
+        config.rerank_candidates,
+        config.rerank_budget_ms,
+        config.safety_margin_ms,
+        health,
+        blend=rerank_blend(config),
+        readable=ReadableFilter(parse_languages(config.rerank_languages)),
+    )
