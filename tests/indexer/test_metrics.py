@@ -25,6 +25,7 @@ from services.indexer.metrics import (
     capped_scope_sizes,
 )
 from services.runtime.observability.telemetry import Telemetry
+from services.storage.base import unrequested_deadline
 from services.storage.server.calls import ServerCallPolicy
 from services.storage.storage import Storage
 from tests.support.corpus import corpus_documents
@@ -114,8 +115,12 @@ def check_sizes(stack: BackgroundStack, samples: Scrape) -> None:
         expected = {
             "documents": len(entries),
             "chunks": sum(len(e.chunk_ids) for e in entries),
-            "vectors": parts.storage.vectors.count(ScopeFilter(scope_id=scope)),
-            "lexical_rows": parts.storage.lexical.count(ScopeFilter(scope_id=scope)),
+            "vectors": parts.storage.vectors.count(
+                ScopeFilter(scope_id=scope), deadline=unrequested_deadline()
+            ),
+            "lexical_rows": parts.storage.lexical.count(
+                ScopeFilter(scope_id=scope), deadline=unrequested_deadline()
+            ),
         }
         for field, count in expected.items():
             assert samples.value(f"rag_index_{field}", scope_id=scope) == count, (scope, field)

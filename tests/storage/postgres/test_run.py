@@ -21,6 +21,7 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import ConfigError, DeadlineExceeded, StoreUnavailable
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.manifest import RunIntent
 from services.storage.postgres.migrations import SCHEMA_VERSION, VERSION_KEY, migrate
@@ -76,11 +77,11 @@ def seen_by(storage: Storage) -> tuple[int, int, int, int, int]:
     """Rows in each part (unfiltered: even rows above the commit point), the
     commit point and the open intents."""
     return (
-        storage.vectors.count(),
-        storage.lexical.count(),
-        storage.manifest.count(),
-        committed_generation(storage.manifest),
-        len(storage.manifest.open_intents()),
+        storage.vectors.count(None, unrequested_deadline()),
+        storage.lexical.count(None, unrequested_deadline()),
+        storage.manifest.count(deadline=unrequested_deadline()),
+        committed_generation(storage.manifest, unrequested_deadline()),
+        len(storage.manifest.open_intents(deadline=unrequested_deadline())),
     )
 
 
