@@ -95,7 +95,10 @@ def test_a_run_is_invisible_until_it_commits_then_whole(two_views) -> None:
         assert seen_by(reader) == (0, 0, 0, 0, 0)
     assert seen_by(reader) == (1, 1, 1, 1, 0)
     scope = ScopeFilter(visible_generation=1)
-    assert [h.chunk.doc_id for h in reader.lexical.search("zanzibar", 5, scope)] == ["alpha"]
+    assert [
+        h.chunk.doc_id
+        for h in reader.lexical.search("zanzibar", 5, scope, deadline=unrequested_deadline())
+    ] == ["alpha"]
 
 
 def test_a_failure_inside_the_run_leaves_nothing_behind(two_views) -> None:
@@ -214,10 +217,12 @@ def test_pg_dump_and_pg_restore_of_the_schema_bring_the_index_back(
     try:
         assert seen_by(restored) == before == (2, 2, 2, 2, 0)
         scope = ScopeFilter(visible_generation=2)
-        hits = restored.lexical.search("zanzibar", 5, scope)
+        hits = restored.lexical.search("zanzibar", 5, scope, deadline=unrequested_deadline())
         assert sorted(h.chunk.doc_id for h in hits) == ["alpha", "beta"]
         probe = [1.0] + [0.0] * (DIM - 1)
-        assert len(restored.vectors.search(probe, 5, scope)) == 2  # the HNSW index too
+        assert (
+            len(restored.vectors.search(probe, 5, scope, deadline=unrequested_deadline())) == 2
+        )  # the HNSW index too
     finally:
         restored.close()
 
