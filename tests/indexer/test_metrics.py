@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.deadline import Deadline
 from services.core.errors import StoreUnavailable
 from services.core.models import ScopeFilter
 from services.embedding.embedder import Embedder
@@ -231,7 +232,8 @@ class FakeManifest:
     def __init__(self) -> None:
         self.calls = 0
 
-    def open_intents(self) -> list[object]:
+    def open_intents(self, deadline: Deadline) -> list[object]:
+        assert deadline.bounded  # the collector's reads carry a deadline too
         self.calls += 1
         return [object(), object()]
 
