@@ -48,6 +48,7 @@ from bench.eval.scifact_options import SCOPE, load_fit
 from bench.reports.page import publish
 from bench.reports.postgres_lexical import RESULTS_FILE
 from services.core.analysis import QueryPlan, TextAnalyzer
+from services.core.deadline import Deadline
 from services.core.models import Chunk, Document, ScopeFilter, ScoredChunk
 from services.storage.lexical_fields import FIELD_BOOSTS, exact_first
 from services.storage.postgres.lexical import PostgresLexicalStore
@@ -147,7 +148,8 @@ SEARCH_SCOPE = ScopeFilter(scope_id=SCOPE, visible_generation=0)
 
 
 def current(store: PostgresLexicalStore) -> Search:
-    return lambda plan, limit: store.search_plan(plan, limit, SEARCH_SCOPE)
+    # No caller's deadline, as the baseline ran: the connection's own statement_timeout.
+    return lambda plan, limit: store.search_plan(plan, limit, SEARCH_SCOPE, Deadline.never())
 
 
 def baseline_search(store: PostgresLexicalStore, module: types.ModuleType) -> Search:

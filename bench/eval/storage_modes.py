@@ -45,6 +45,7 @@ from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, parse_args
 from bench.reports.page import publish
 from bench.reports.storage_modes import RESULTS_FILE
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage, chunk_from_stored
@@ -134,7 +135,8 @@ def copy_index(data_dir: Path, target_settings: StoreSettings) -> dict[str, Any]
 def _copy_rows(source: Storage, target: Storage, seconds: dict[str, float]) -> int:
     copied = 0
     for batch in source.lexical.scan(COPY_BATCH):
-        vectors = source.vectors.vectors([row.chunk_id for row in batch])
+        ids = [row.chunk_id for row in batch]
+        vectors = source.vectors.vectors(ids, unrequested_deadline())
         chunks = [chunk_from_stored(row) for row in batch if row.chunk_id in vectors]
         rows = [vectors[c.chunk_id] for c in chunks]
         with _timed(seconds, "vector"):
@@ -160,9 +162,10 @@ def _fresh_statistics(target: Storage, within_s: float = 10.0) -> bool:
 def _copy_manifest(source: Storage, target: Storage) -> None:
     target.manifest.put_many(list(source.manifest.entries()))
     for key in META_KEYS:
-        if (value := source.manifest.get_meta(key)) is not None:
+        if (value := source.manifest.get_meta(key, unrequested_deadline())) is not None:
             target.manifest.set_meta(key, value)
-    target.manifest.commit_run(committed_generation(source.manifest), [], [])
+    committed = committed_generation(source.manifest, unrequested_deadline())
+    target.manifest.commit_run(committed, [], [])
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from services.indexer.validation import DocumentLimits
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import PartsConfig, SharedParts
 from services.runtime.service import ServiceIdentity
+from services.storage.base import unrequested_deadline
 from services.storage.manifest import Manifest
 from services.storage.storage import Storage
 
@@ -77,7 +78,8 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
     """Refuse to add vectors of one model to an index built with another: an
     unchanged document is never re-embedded, so the index would silently mix
     two vector spaces and the vector channel would rank by noise."""
-    recorded, documents = manifest.get_meta(EMBEDDING_META), manifest.count()
+    recorded = manifest.get_meta(EMBEDDING_META, unrequested_deadline())
+    documents = manifest.count(unrequested_deadline())
     if recorded and documents:
         built_with = EmbeddingIdentity(**json.loads(recorded))
         if not built_with.compatible_with(configured):
@@ -99,7 +101,8 @@ def check_cross_lingual_model(manifest: Manifest, configured: EmbeddingIdentity 
     model's second vectors or none, never a mix (an unchanged chunk is never
     re-embedded) nor chunks without one."""
     # Never recorded: an index from before second vectors, so none.
-    recorded, documents = manifest.get_meta(CROSS_LINGUAL_META) or "", manifest.count()
+    recorded = manifest.get_meta(CROSS_LINGUAL_META, unrequested_deadline()) or ""
+    documents = manifest.count(unrequested_deadline())
     if documents and recorded != _cross_lingual_record(configured):
         built_with = EmbeddingIdentity(**json.loads(recorded)) if recorded else None
         if built_with is None or configured is None or not built_with.compatible_with(configured):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from services.core.models import Document, StoredChunk
 from services.indexer.identity import content_hash, metadata_hash
-from services.storage.base import LexicalStore, VectorStore
+from services.storage.base import LexicalStore, VectorStore, unrequested_deadline
 from services.storage.storage import Storage
 from services.storage.visibility import committed_generation
 
@@ -135,7 +135,7 @@ class IndexSnapshot:
 
 def read_snapshot(storage: Storage, progress: ProgressFn) -> IndexSnapshot:
     manifest = storage.manifest
-    snapshot = IndexSnapshot(committed_generation(manifest))
+    snapshot = IndexSnapshot(committed_generation(manifest, unrequested_deadline()))
     for entry in manifest.entries():
         snapshot.documents += 1
         for chunk_id, chunk_hash in zip(entry.chunk_ids, entry.chunk_hashes, strict=True):
@@ -153,7 +153,7 @@ def read_snapshot(storage: Storage, progress: ProgressFn) -> IndexSnapshot:
 def _scan(
     name: str, store: VectorStore | LexicalStore, progress: ProgressFn
 ) -> dict[str, RowSummary]:
-    total = store.count()
+    total = store.count(None, unrequested_deadline())
     rows: dict[str, RowSummary] = {}
     for page in store.scan():
         rows.update((row.chunk_id, summarize(row)) for row in page)

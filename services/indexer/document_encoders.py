@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import json
 
+from services.core.deadline import Deadline
 from services.core.logging import get_logger
+from services.storage.base import unrequested_deadline
 from services.storage.manifest import Manifest
 
 log = get_logger(__name__)
 DOCUMENT_ENCODERS_META = "document_encoders"
 
 
-def recorded_document_encoders(manifest: Manifest) -> list[str]:
+def recorded_document_encoders(manifest: Manifest, deadline: Deadline) -> list[str]:
     """The index's document encoders, the current one last ([] before any was recorded)."""
-    encoders = json.loads(manifest.get_meta(DOCUMENT_ENCODERS_META) or "[]")
+    raw = manifest.get_meta(DOCUMENT_ENCODERS_META, deadline)
+    encoders = json.loads(raw or "[]")
     return [str(name) for name in encoders]
 
 
@@ -29,7 +32,8 @@ def record_document_encoder(manifest: Manifest, encoder: str) -> list[str]:
     """Record that `encoder` writes this index's vectors from now on, and
     return the list recorded. An Indexer may write as soon as it starts, so it
     counts from its start; an empty index keeps no earlier encoder's vectors."""
-    recorded, documents = recorded_document_encoders(manifest), manifest.count()
+    recorded = recorded_document_encoders(manifest, unrequested_deadline())
+    documents = manifest.count(unrequested_deadline())
     if not documents:
         encoders = [encoder]
     elif not recorded:

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from services.core.logging import get_logger
 from services.core.models import ScopeFilter
 from services.indexer.planning import PlanCounts
+from services.storage.base import unrequested_deadline
 from services.storage.manifest import Manifest
 from services.storage.storage import Part, Storage
 
@@ -158,7 +159,7 @@ class PendingRecordsCollector(Collector):
         with self._lock:
             if self._clock() - self._taken_at >= self.ttl_s:
                 try:
-                    self._value = len(self._manifest.open_intents())
+                    self._value = len(self._manifest.open_intents(unrequested_deadline()))
                 except Exception as exc:
                     log.warning("pending_records_unavailable", error=str(exc))
                     self._value = None
@@ -206,10 +207,10 @@ class StoreScopeCounts:
         return sizes
 
     def vectors(self, scope_id: str | None) -> int:
-        return self._vectors.count(_scope_filter(scope_id))
+        return self._vectors.count(_scope_filter(scope_id), unrequested_deadline())
 
     def lexical_rows(self, scope_id: str | None) -> int:
-        return self._lexical.count(_scope_filter(scope_id))
+        return self._lexical.count(_scope_filter(scope_id), unrequested_deadline())
 
 
 def _scope_filter(scope_id: str | None) -> ScopeFilter | None:

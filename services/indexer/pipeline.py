@@ -40,11 +40,13 @@ from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planne
 from services.indexer.run_control import RunControl
 from services.indexer.transactions import Recovery, RunJournal, changes_index
 from services.runtime.security.callers import ScopeGrant
+from services.storage.base import unrequested_deadline
 from services.storage.storage import Storage
 from services.storage.visibility import committed_generation
 
 log = get_logger(__name__)
 T = TypeVar("T")
+LAST_RUN_META = "last_run"  # the counts of the last real run (Stats)
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,11 @@ class IndexingPipeline:
         progress: ProgressFn | None = None,
         control: RunControl | None = None,
     ) -> IndexReport:
-        self.recover()
+        _, generation = self.journal.settle()
         control = control or RunControl()
         with self.tracer.start_as_current_span("plan", attributes={"rag.documents": len(docs)}):
-            plans = self.planner.plan_upserts(docs, control.check)
-        return self._run("upsert", plans, dry_run, progress, control)
+            plans = self.planner.plan_upserts(docs, control.check, deadline=control.deadline)
+        return self._run("upsert", plans, generation, dry_run, progress, control)
 
     def delete(
         self,
@@ -127,13 +129,17 @@ class IndexingPipeline:
         scopes: ScopeGrant | None = None,
     ) -> IndexReport:
         """Remove documents; with `scopes`, only those in the scopes granted."""
-        self.recover()
+        _, generation = self.journal.settle()
+        control = control or RunControl()
         keys = [
             (doc_id, loc)
             for doc_id in doc_ids
-            for loc in ([locale] if locale else self.manifest.locales_of(doc_id) or [""])
+            for loc in (
+                [locale] if locale else self.manifest.locales_of(doc_id, control.deadline) or [""]
+            )
         ]
-        return self._run("delete", self.planner.plan_removals(keys, scopes), dry_run, None, control)
+        plans = self.planner.plan_removals(keys, scopes, deadline=control.deadline)
+        return self._run("delete", plans, generation, dry_run, None, control)
 
     def sync(
         self,
@@ -147,34 +153,39 @@ class IndexingPipeline:
     ) -> IndexReport:
         """Upsert `docs` into the scope and remove every document of the scope
         that is neither in `docs` nor in `keep` (already sent in earlier batches)."""
-        self.recover()
+        _, generation = self.journal.settle()
         control = control or RunControl()
+        deadline = control.deadline
         present = {(d.doc_id, d.locale) for d in docs} | set(keep)
         with self.tracer.start_as_current_span("plan", attributes={"rag.documents": len(docs)}):
-            gone = [k for k in self.manifest.keys_in_scope(scope_id) if k not in present]
-            upserts = self.planner.plan_upserts(docs, control.check)
-            plans = upserts + self.planner.plan_removals(gone)
-        return self._run("sync", plans, dry_run, progress, control)
+            gone = [k for k in self.manifest.keys_in_scope(scope_id, deadline) if k not in present]
+            upserts = self.planner.plan_upserts(docs, control.check, deadline=deadline)
+            plans = upserts + self.planner.plan_removals(gone, deadline=deadline)
+        return self._run("sync", plans, generation, dry_run, progress, control)
 
     def _run(
         self,
         operation: str,
         plans: list[DocumentPlan],
+        generation: int,
         dry_run: bool,
         progress: ProgressFn | None,
-        control: RunControl | None,
+        control: RunControl,
     ) -> IndexReport:
+        """`generation`: the one this run takes if it changes the index."""
         report = IndexReport(plans, dry_run)
         trace.get_current_span().set_attributes(
             {"rag.operation": operation, "rag.dry_run": dry_run, **_span_counts(report.counts)}
         )
         if not dry_run:
+            last_run = {LAST_RUN_META: json.dumps(report.counts.as_dict())}
             if any(changes_index(p) for p in plans):
-                self._apply(plans, progress, control or RunControl())
-            with self._timed("manifest"):
-                # Not under the run's deadline: the run stands, and a deadline
-                # passing now must not report it as failed.
-                self.manifest.set_meta("last_run", json.dumps(report.counts.as_dict()))
+                # The run's counts are committed with it: no round trip of their own.
+                self._apply(plans, generation, progress, control, last_run)
+            else:
+                with self._timed("manifest"):
+                    # Nothing to commit: the counts alone, under the store's timeout.
+                    self.manifest.set_meta(LAST_RUN_META, last_run[LAST_RUN_META])
             if self.metrics is not None:
                 # Counted once the run stands: a failed run raised above.
                 self.metrics.record_run(operation, report.counts)
@@ -183,12 +194,16 @@ class IndexingPipeline:
         return report
 
     def _apply(
-        self, plans: list[DocumentPlan], progress: ProgressFn | None, control: RunControl
+        self,
+        plans: list[DocumentPlan],
+        generation: int,
+        progress: ProgressFn | None,
+        control: RunControl,
+        meta: dict[str, str],
     ) -> None:
         # Where the backend has one transaction for all three parts, the run
         # is that transaction: a failure rolls it back, nothing to undo.
         with self.storage.run_transaction() as atomic:
-            generation = self.journal.next_generation()
             stamped = [_stamped(p, generation) for p in plans]
             self.journal.begin(generation, stamped, control.write_deadline())
             log.info(
@@ -200,7 +215,7 @@ class IndexingPipeline:
             try:
                 self._write(stamped, progress, control)
                 control.check_commit()
-                self._commit_manifest(generation, stamped, control.deadline)
+                self._commit_manifest(generation, stamped, control.deadline, meta)
             except BaseException:
                 if not atomic:
                     self._undo_after_failure(generation)
@@ -239,7 +254,8 @@ class IndexingPipeline:
         the run failed), and an undo cut short would leave the run for the
         next recovery; each of its store calls is still bounded by the
         store's own timeout."""
-        intents = [i for i in self.manifest.open_intents() if i.generation == generation]
+        open_intents = self.manifest.open_intents(unrequested_deadline())
+        intents = [i for i in open_intents if i.generation == generation]
         try:
             self.journal.undo(generation, intents)
         except Exception as exc:
@@ -284,12 +300,16 @@ class IndexingPipeline:
             progress(Progress(total_docs, total_docs, 0))
 
     def _commit_manifest(
-        self, generation: int, plans: list[DocumentPlan], deadline: Deadline
+        self,
+        generation: int,
+        plans: list[DocumentPlan],
+        deadline: Deadline,
+        meta: dict[str, str],
     ) -> None:
         kept = [p.entry for p in plans if p.entry is not None and p.state is not DocState.UNCHANGED]
         removed = [p.key for p in plans if p.state is DocState.REMOVED]
         with self._timed("manifest"):
-            self.manifest.commit_run(generation, kept, removed, deadline)
+            self.manifest.commit_run(generation, kept, removed, deadline, meta)
 
 
 def _span_counts(counts: PlanCounts) -> dict[str, int]:
@@ -336,17 +356,19 @@ class IndexStats:
     document_encoders: list[str]
 
 
-def collect_stats(pipeline: IndexingPipeline) -> IndexStats:
-    by_locale = pipeline.manifest.chunk_counts_by_locale()
+def collect_stats(pipeline: IndexingPipeline, deadline: Deadline) -> IndexStats:
+    """Every read within `deadline` (the Stats RPC's)."""
+    manifest = pipeline.manifest
+    by_locale = manifest.chunk_counts_by_locale(deadline)
     return IndexStats(
-        committed_generation=committed_generation(pipeline.manifest),
-        pending_documents=len(pipeline.manifest.open_intents()),
-        documents=pipeline.manifest.count(),
+        committed_generation=committed_generation(manifest, deadline),
+        pending_documents=len(manifest.open_intents(deadline)),
+        documents=manifest.count(deadline),
         chunks=sum(by_locale.values()),
         chunks_by_locale=by_locale,
-        vectors=pipeline.vectors.count(),
-        lexical_rows=pipeline.storage.lexical.count(),
-        chunking=json.loads(pipeline.manifest.get_meta("chunking") or "{}"),
-        last_run=json.loads(pipeline.manifest.get_meta("last_run") or "{}"),
-        document_encoders=recorded_document_encoders(pipeline.manifest),
+        vectors=pipeline.vectors.count(None, deadline),
+        lexical_rows=pipeline.storage.lexical.count(None, deadline),
+        chunking=json.loads(manifest.get_meta("chunking", deadline) or "{}"),
+        last_run=json.loads(manifest.get_meta(LAST_RUN_META, deadline) or "{}"),
+        document_encoders=recorded_document_encoders(manifest, deadline),
     )

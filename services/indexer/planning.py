@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from services.core.deadline import Deadline
 from services.core.errors import InvalidArgument
 from services.core.models import Chunk, ChunkPayload, Document
 from services.indexer.body import normalize_body
@@ -54,6 +55,9 @@ class DocumentPlan:
     payload_updates: list[tuple[str, ChunkPayload]] = field(default_factory=list)
     to_delete: list[str] = field(default_factory=list)
     entry: ManifestEntry | None = None  # what the manifest holds after the run
+    # The committed entry the plan was made against (None: none), as the
+    # planner read it: the run's intents record it without reading it again.
+    old: ManifestEntry | None = None
     error: str = ""
     error_code: str = ""
 
@@ -145,13 +149,14 @@ class Planner:
         self._params_key = json.dumps(chunker.params.as_dict(), sort_keys=True)
 
     def plan_upserts(
-        self, docs: Sequence[Document], check: RunCheck | None = None
+        self, docs: Sequence[Document], check: RunCheck | None = None, *, deadline: Deadline
     ) -> list[DocumentPlan]:
         """One plan per input document, in input order; `check` is called
-        before each document and every few chunking steps inside one."""
+        before each document and every few chunking steps inside one;
+        `deadline` bounds the manifest read (the run's)."""
         plans, accepted = self._validate(docs)
         keys = [(d.doc_id, d.locale) for _, d in accepted]
-        existing = self.manifest.get_many(keys)
+        existing = self.manifest.get_many(keys, deadline)
         for index, doc in accepted:
             if check is not None:
                 check()
@@ -160,7 +165,7 @@ class Planner:
                 plans[index] = _owned_elsewhere(doc)
                 continue
             try:
-                plans[index] = self._plan_one(doc, old, self._meter(doc, check))
+                plans[index] = replace(self._plan_one(doc, old, self._meter(doc, check)), old=old)
             except InvalidArgument as exc:  # over its work budget
                 plans[index] = _rejected(doc, str(exc))
         return plans
@@ -173,7 +178,11 @@ class Planner:
         )
 
     def plan_removals(
-        self, keys: Sequence[tuple[str, str]], scopes: ScopeGrant | None = None
+        self,
+        keys: Sequence[tuple[str, str]],
+        scopes: ScopeGrant | None = None,
+        *,
+        deadline: Deadline,
     ) -> list[DocumentPlan]:
         """Removal plans, in the order of `keys`.
 
@@ -186,7 +195,7 @@ class Planner:
         another scope, whatever locales the latter has (a Delete without a
         locale expands a doc_id into every locale indexed under it, in any
         scope: `IndexingPipeline.delete`)."""
-        existing = self.manifest.get_many(keys)
+        existing = self.manifest.get_many(keys, deadline)
         removable = {
             key: entry
             for key, entry in existing.items()
@@ -198,7 +207,9 @@ class Planner:
             entry = removable.get((doc_id, locale))
             if entry is not None:
                 to_delete = sorted(entry.chunk_ids)
-                plans.append(DocumentPlan(doc_id, locale, DocState.REMOVED, to_delete=to_delete))
+                plans.append(
+                    DocumentPlan(doc_id, locale, DocState.REMOVED, to_delete=to_delete, old=entry)
+                )
             elif doc_id not in answered:
                 answered.add(doc_id)
                 plans.append(_not_indexed(doc_id))

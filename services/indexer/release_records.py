@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import InvalidArgument
+from services.storage.base import unrequested_deadline
 from services.storage.manifest import Manifest
 from services.storage.visibility import ReleaseVerdict, committed_generation, write_release
 
@@ -36,7 +37,7 @@ def record_release(
     _check_record_json(request.record_json)
     if request.generation < 0:
         raise InvalidArgument(f"generation: must not be negative, got {request.generation}")
-    committed = committed_generation(manifest)
+    committed = committed_generation(manifest, unrequested_deadline())
     if request.generation > committed:
         raise InvalidArgument(
             f"generation: {request.generation} is above the committed generation {committed}; "

@@ -10,6 +10,7 @@ import grpc
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.core.deadline import Deadline
 from services.core.errors import InvalidArgument
 from services.core.models import ContentType, Document
 from services.indexer.audit import AuditProgress, AuditReport
@@ -32,6 +33,7 @@ from services.runtime import grpc_errors
 from services.runtime.security.callers import Role, method_roles
 from services.runtime.security.scopes import check_writable
 from services.runtime.security.server_auth import current_caller
+from services.storage.base import UNREQUESTED_READ_S
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Indexer"].full_name
 # Writers change documents in the scopes they hold; whatever reads or repairs
@@ -336,7 +338,8 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     async def Stats(
         self, request: pb.StatsRequest, context: grpc.aio.ServicerContext
     ) -> pb.StatsResponse:
-        stats = await asyncio.to_thread(collect_stats, self.pipeline)
+        deadline = Deadline.from_grpc(context, default_s=UNREQUESTED_READ_S)
+        stats = await asyncio.to_thread(collect_stats, self.pipeline, deadline)
         chunking = stats.chunking
         return pb.StatsResponse(
             documents=stats.documents,

@@ -16,7 +16,14 @@ during recovery is recovered by the next one.
 `begin` runs under the run's deadline, as the run's writes do; recovery and
 undo never do: they put back what a failed run (often one whose deadline
 passed) changed, and one cut short would leave it for the next recovery.
-Their store calls are bounded by each store's own timeout.
+Their writes are bounded by each store's own timeout, their reads by
+`unrequested_deadline()` (as long as any store timeout may be).
+
+Manifest round trips of a run: `settle` reads the open intents and the
+commit point together (`Manifest.run_state`), which also gives the run its
+generation; the planner's read of the entries travels with each plan
+(`DocumentPlan.old`), so `begin` does not read them again; then `begin_run`
+and `commit_run`. Four in all, whatever the batch's size.
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ from services.core.logging import get_logger
 from services.core.models import StoredChunk
 from services.embedding.embedder import Embedder
 from services.indexer.planning import DocState, DocumentPlan
+from services.storage.base import unrequested_deadline
 from services.storage.manifest import ManifestEntry, RunIntent
 from services.storage.payload import payload_of_stored
 from services.storage.storage import Storage, chunk_from_stored
-from services.storage.visibility import committed_generation
 
 log = get_logger(__name__)
 
@@ -64,20 +71,14 @@ class RunJournal:
         self.vectors, self.lexical = storage.vectors, storage.lexical
         self.manifest = storage.manifest
 
-    def next_generation(self) -> int:
-        return committed_generation(self.manifest) + 1
-
-    def begin(
-        self, generation: int, plans: Sequence[DocumentPlan], deadline: Deadline | None = None
-    ) -> None:
+    def begin(self, generation: int, plans: Sequence[DocumentPlan], deadline: Deadline) -> None:
+        """Record the run's intents: each plan's `old` entry (read when it
+        was planned) and the committed rows it changes, read back now."""
         changing = [p for p in plans if changes_index(p)]
-        old = self.manifest.get_many([p.key for p in changing], deadline)
-        touched = {p.key: _touched_committed_ids(p, old.get(p.key)) for p in changing}
+        touched = {p.key: _touched_committed_ids(p, p.old) for p in changing}
         saved = self._saved_rows([cid for ids in touched.values() for cid in ids], deadline)
         intents = [
-            self._intent(
-                generation, p, old.get(p.key), [saved[c] for c in touched[p.key] if c in saved]
-            )
+            self._intent(generation, p, p.old, [saved[c] for c in touched[p.key] if c in saved])
             for p in changing
         ]
         self.manifest.begin_run(intents, deadline)
@@ -98,9 +99,7 @@ class RunJournal:
             saved_rows=tuple(saved),
         )
 
-    def _saved_rows(
-        self, wanted: Sequence[str], deadline: Deadline | None
-    ) -> dict[str, StoredChunk]:
+    def _saved_rows(self, wanted: Sequence[str], deadline: Deadline) -> dict[str, StoredChunk]:
         """The committed rows the run changes, from the lexical store (it
         holds the text), the vector store for any the lexical store lacks."""
         rows = {row.chunk_id: row for row in self.lexical.get(wanted, deadline)}
@@ -109,10 +108,18 @@ class RunJournal:
         return rows
 
     def recover(self) -> Recovery:
-        intents = self.manifest.open_intents()
-        if not intents:
-            return Recovery()
-        committed = committed_generation(self.manifest)
+        return self.settle()[0]
+
+    def settle(self) -> tuple[Recovery, int]:
+        """Recover, and the generation the next run takes (the committed
+        one + 1, read in the same manifest round trip as the intents)."""
+        state = self.manifest.run_state(unrequested_deadline())
+        next_generation = state.committed_generation + 1
+        if not state.intents:
+            return Recovery(), next_generation
+        return self._recover(state.intents, state.committed_generation), next_generation
+
+    def _recover(self, intents: Sequence[RunIntent], committed: int) -> Recovery:
         by_run: dict[int, list[RunIntent]] = {}
         for intent in intents:
             by_run.setdefault(intent.generation, []).append(intent)
@@ -143,8 +150,9 @@ class RunJournal:
         """Rows whose text the run replaced, or that it deleted, are written
         whole (re-embedded); the others only had their payload rewritten."""
         ids = [r.chunk_id for r in rows]
-        in_vectors = {row.chunk_id for row in self.vectors.get(ids)}
-        present = in_vectors & {row.chunk_id for row in self.lexical.get(ids)}
+        in_vectors = {row.chunk_id for row in self.vectors.get(ids, unrequested_deadline())}
+        in_lexical = {row.chunk_id for row in self.lexical.get(ids, unrequested_deadline())}
+        present = in_vectors & in_lexical
         rewrite = {
             r.chunk_id for r in rows if r.chunk_id not in overwritten and r.chunk_id in present
         }

@@ -36,7 +36,7 @@ from services.indexer.audit import (
     read_snapshot,
     scope_counts,
 )
-from services.storage.base import LexicalStore, VectorStore
+from services.storage.base import LexicalStore, VectorStore, unrequested_deadline
 from services.storage.payload import payload_of_stored
 from services.storage.storage import ChunkWriter, Part, Storage, chunk_from_stored
 
@@ -114,7 +114,7 @@ class IndexVerifier:
         lost: dict[tuple[str, str], set[str]] = defaultdict(set)
         for f in unrepairable:
             lost[(f.doc_id, f.locale)].add(f.chunk_id)
-        entries = self.manifest.get_many(list(lost))
+        entries = self.manifest.get_many(list(lost), unrequested_deadline())
         marked = [
             replace(
                 entry,
@@ -139,7 +139,7 @@ class IndexVerifier:
                 wanted[other].add(f.chunk_id)
         good: dict[tuple[str, str], StoredChunk] = {}
         for source, ids in wanted.items():
-            for row in self.stores[source].get(sorted(ids)):
+            for row in self.stores[source].get(sorted(ids), unrequested_deadline()):
                 good[(_other(source), row.chunk_id)] = row
         return good
 

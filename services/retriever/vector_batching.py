@@ -44,7 +44,7 @@ class VectorSearchBatcher:
         self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
     ) -> list[list[ScoredChunk]]:
         if self._coalescer.max_items == 1:  # off: callers search side by side
-            return self.store.search_many(queries, deadline)
+            return self.store.search_many(queries, deadline or Deadline.never())
         return self._coalescer.submit([(query, deadline) for query in queries])
 
     def stats(self) -> CoalescingStats:
@@ -52,7 +52,8 @@ class VectorSearchBatcher:
 
     def _run(self, searches: list[Search]) -> list[list[ScoredChunk]]:
         return self.store.search_many(
-            [query for query, _ in searches], latest([deadline for _, deadline in searches])
+            [query for query, _ in searches],
+            latest([deadline for _, deadline in searches]) or Deadline.never(),
         )
 
 

@@ -18,6 +18,7 @@ from services.core.errors import ConfigError
 from services.embedding.embedder import Embedder, EmbedderConfig, Precision
 from services.runtime.embedding_settings import EmbeddingSettings, declared_languages
 from services.runtime.settings import GrpcServiceSettings
+from services.storage.base import unrequested_deadline
 from services.storage.factory import Storage, open_storage
 from services.storage.settings import StoreSettings
 from services.storage.visibility import CommittedGeneration, ReleaseVerdict, read_release
@@ -82,7 +83,8 @@ class SharedParts:
 
     def index_status(self) -> tuple[int, ReleaseVerdict | None]:
         """The served generation and the latest release verdict (IndexStatus)."""
-        return self.committed.current(), read_release(self.storage.manifest)
+        deadline = unrequested_deadline()
+        return self.committed.current(deadline), read_release(self.storage.manifest, deadline)
 
     def close(self) -> None:
         self.storage.close()

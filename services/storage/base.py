@@ -10,14 +10,16 @@ thread. Writes are idempotent upserts keyed by `chunk_id`, so re-running an
 interrupted ingest converges. Implementations raise `StoreError` (or
 `StoreUnavailable` for connection problems) from `services.core.errors`.
 
-Deadlines: every call a request or a run makes (searches, `get`, `vectors`,
-`count`, and the writes) takes an optional `deadline`, applied the same way
+Deadlines: every read (searches, `get`, `vectors`, `count`) requires a
+`deadline`, so none is issued without one: a request's, or for a read no
+request makes `unrequested_deadline()`. Writes take an optional one (a run's;
+an undo writes under the store's own timeout). Either is applied the same way
 everywhere (`call_budget_s`): none left is `DeadlineExceeded` ("no time left")
 before any work; a server store sends the time left as the call's timeout
 (PostgreSQL: a transaction-local `statement_timeout`), and a retried write
 never sleeps past it; an embedded store only checks before it starts. No
-deadline: the store's own timeout alone. Audits (`scan`, `ping`, `optimize`)
-run under the store's own timeout.
+deadline (a write's): the store's own timeout alone. Audits (`scan`, `ping`,
+`optimize`) run under the store's own timeout.
 """
 
 from __future__ import annotations
@@ -58,6 +60,19 @@ def call_budget_s(
     if budget <= 0:
         raise DeadlineExceeded(f"{store}: no time left in the deadline for {what}")
     return budget
+
+
+# Reads no request makes (start-up checks and recovery, Stats, audits,
+# background refreshes) still carry a deadline: a fresh one of this many
+# seconds per call. It is the longest timeout a store may be configured with
+# (RAG_*_TIMEOUT_S, at most 300 s), so the store's own timeout still decides
+# how long such a call may take, as it did before deadlines were required.
+UNREQUESTED_READ_S = 300.0
+
+
+def unrequested_deadline() -> Deadline:
+    """The deadline of one read that no request's deadline covers."""
+    return Deadline.after(UNREQUESTED_READ_S)
 
 
 def search_budget_s(store: str, deadline: Deadline | None, cap_s: float = math.inf) -> float:
@@ -149,7 +164,7 @@ class VectorStore(Protocol):
         vector: Sequence[float],
         limit: int,
         scope: ScopeFilter,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> list[ScoredChunk]:
         """Nearest chunks by cosine similarity, best first, honoring `scope`;
         within `deadline` (`search_budget_s`: DeadlineExceeded past it).
@@ -157,21 +172,19 @@ class VectorStore(Protocol):
         ...
 
     def search_many(
-        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+        self, queries: Sequence[VectorQuery], deadline: Deadline
     ) -> list[list[ScoredChunk]]:
         """`search` for each query, results in the same order, as one call
         where the engine has one (Qdrant Edge and a Qdrant server: one batch
         request; PostgreSQL: one connection and transaction)."""
         ...
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         """Whole chunks by id (missing ids are skipped), in no particular
         order, whatever their generation; within `deadline` as `search`."""
         ...
 
-    def vectors(
-        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
-    ) -> dict[str, list[float]]:
+    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
         """The stored (unit-length) vectors of these chunks by id; missing ids
         are left out. For diversity (MMR) over the final candidates, within
         `deadline` as `search`."""
@@ -186,7 +199,7 @@ class VectorStore(Protocol):
         """Every row, `batch` at a time, whatever its generation (audits)."""
         ...
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         """Rows inside `scope` (all when None), within `deadline` as `search`."""
         ...
 
@@ -223,7 +236,7 @@ class LexicalStore(Protocol):
     def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None: ...
 
     def search(
-        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         """BM25 search. `query` is raw user text: implementations must never let it
         become query syntax (operators, field prefixes, wildcards) or a parse error.
@@ -233,13 +246,13 @@ class LexicalStore(Protocol):
         ...
 
     def search_plan(
-        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         """`search` with the query already analysed by this store's `analyzer`
         (`analyzer.plan(query)`): the same hits as `search(query, ...)`."""
         ...
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         """As `VectorStore.get`."""
         ...
 
@@ -247,7 +260,7 @@ class LexicalStore(Protocol):
         """Every row, `batch` at a time, whatever its generation (audits)."""
         ...
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         """As `VectorStore.count`."""
         ...
 

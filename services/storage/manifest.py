@@ -11,19 +11,22 @@ does with every run that never committed (services.indexer.transactions).
 `OpenSearchManifest` (server mode) and `PostgresManifest` (PostgreSQL mode)
 fill it.
 
-Deadlines: the reads a Retrieve makes (`get_many` for boosts, `get_meta` for
-the committed generation) and every write of a run take an optional
-`deadline` (`locales_in`, a Retrieve's read of its scope's locales, requires
-one), as the stores' calls do (`base.call_budget_s`): none left is
-`DeadlineExceeded` ("no time left") before any work; a server manifest sends
-the time left as the call's timeout (PostgreSQL: a transaction-local
-statement_timeout); SQLite only checks before it starts.
+Deadlines: every read requires a `deadline` (a request's, or for reads no
+request makes, such as recovery and Stats, one built from a declared timeout:
+`base.unrequested_deadline`), so none can be issued without one; every
+write of a run takes an optional one (undo and recovery write under the
+store's own timeout). They apply as the stores' do (`base.call_budget_s`):
+none left is `DeadlineExceeded` ("no time left") before any work; a server
+manifest sends the time left as the call's timeout (PostgreSQL: a
+transaction-local statement_timeout); SQLite only checks before it starts.
+`entries()` is an audit's whole scan and, like a store's `scan`, runs under
+the manifest's own timeout per call.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -75,6 +78,15 @@ class RunIntent:
         )
 
 
+@dataclass(frozen=True)
+class RunState:
+    """What a run reads before it starts, in one round trip: the commit
+    point (its generation is the next) and the intents of unfinished runs."""
+
+    committed_generation: int
+    intents: tuple[RunIntent, ...]
+
+
 def _entry_from_dict(fields: dict[str, Any]) -> ManifestEntry:
     return ManifestEntry(
         **{
@@ -87,10 +99,10 @@ def _entry_from_dict(fields: dict[str, Any]) -> ManifestEntry:
 
 @runtime_checkable
 class Manifest(Protocol):
-    def get(self, doc_id: str, locale: str) -> ManifestEntry | None: ...
+    def get(self, doc_id: str, locale: str, deadline: Deadline) -> ManifestEntry | None: ...
 
     def get_many(
-        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline
     ) -> dict[tuple[str, str], ManifestEntry]:
         """The entries of these keys (missing ones left out), within `deadline`."""
         ...
@@ -110,9 +122,14 @@ class Manifest(Protocol):
         """Record a run's intents (all or none) before its first store write."""
         ...
 
-    def open_intents(self) -> list[RunIntent]:
+    def open_intents(self, deadline: Deadline) -> list[RunIntent]:
         """Intents of runs that have not finished: committed ones whose
         intents were not yet cleared, and ones to undo."""
+        ...
+
+    def run_state(self, deadline: Deadline) -> RunState:
+        """The committed generation and `open_intents`, read together (one
+        round trip where the backend allows: SQLite, PostgreSQL)."""
         ...
 
     def commit_run(
@@ -121,12 +138,14 @@ class Manifest(Protocol):
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
         deadline: Deadline | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> None:
         """Make a run's documents the committed ones and advance
-        `committed_generation` to `generation`, together; then clear the
-        run's intents. The generation is the commit point: `deadline` bounds
-        the work up to it, never what follows it (a committed run must not
-        be reported as failed)."""
+        `committed_generation` to `generation`, together with the index-level
+        values `meta` (the run's counts: no round trip of their own); then
+        clear the run's intents. The generation is the commit point:
+        `deadline` bounds the work up to it, never what follows it (a
+        committed run must not be reported as failed)."""
         ...
 
     def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
@@ -137,13 +156,13 @@ class Manifest(Protocol):
         """Every committed entry (audits)."""
         ...
 
-    def keys_in_scope(self, scope_id: str) -> Iterable[tuple[str, str]]: ...
+    def keys_in_scope(self, scope_id: str, deadline: Deadline) -> Iterable[tuple[str, str]]: ...
 
-    def locales_of(self, doc_id: str) -> list[str]: ...
+    def locales_of(self, doc_id: str, deadline: Deadline) -> list[str]: ...
 
-    def count(self) -> int: ...
+    def count(self, deadline: Deadline) -> int: ...
 
-    def chunk_counts_by_locale(self) -> dict[str, int]: ...
+    def chunk_counts_by_locale(self, deadline: Deadline) -> dict[str, int]: ...
 
     def locales_in(
         self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
@@ -154,7 +173,7 @@ class Manifest(Protocol):
         locales its scope can rank apart)."""
         ...
 
-    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+    def get_meta(self, key: str, deadline: Deadline) -> str | None:
         """Index-level values (chunking parameters, last run's counts, the
         committed generation a Retrieve reads), within `deadline`."""
         ...

@@ -38,7 +38,7 @@ COMMITTED_GENERATION_META = "committed_generation"
 RELEASE_META = "release"
 
 
-def committed_generation(manifest: Manifest, deadline: Deadline | None = None) -> int:
+def committed_generation(manifest: Manifest, deadline: Deadline) -> int:
     return int(manifest.get_meta(COMMITTED_GENERATION_META, deadline) or 0)
 
 
@@ -47,7 +47,7 @@ class CommittedGeneration:
 
     def __init__(
         self,
-        read: Callable[[Deadline | None], int],
+        read: Callable[[Deadline], int],
         refresh_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -62,12 +62,12 @@ class CommittedGeneration:
     def of(cls, manifest: Manifest, refresh_s: float = 1.0) -> CommittedGeneration:
         return cls(lambda deadline: committed_generation(manifest, deadline), refresh_s)
 
-    def current(self, deadline: Deadline | None = None) -> int:
+    def current(self, deadline: Deadline) -> int:
         """The committed generation; a failed re-read keeps the last value
         (hiding newer rows a little longer is safe), but the first read must
-        succeed. With a `deadline`, waiting for another caller's re-read and
-        the read itself end by it (DeadlineExceeded when there is no value)."""
-        wait_s = -1.0 if deadline is None else deadline.budget()  # -1: no limit
+        succeed. Waiting for another caller's re-read and the read itself
+        end by `deadline` (DeadlineExceeded when there is no value)."""
+        wait_s = -1.0 if not deadline.bounded else deadline.budget()  # -1: no limit
         if not self._lock.acquire(timeout=wait_s):
             if self._value is None:
                 raise DeadlineExceeded("no time left in the deadline to read the commit point")
@@ -80,7 +80,7 @@ class CommittedGeneration:
         finally:
             self._lock.release()
 
-    def _refresh(self, deadline: Deadline | None) -> None:
+    def _refresh(self, deadline: Deadline) -> None:
         try:
             self._value, self._read_at = self._read(deadline), self._clock()
         except Exception:
@@ -119,8 +119,8 @@ class ReleaseVerdict:
         return self.passed and self.generation == generation
 
 
-def read_release(manifest: Manifest) -> ReleaseVerdict | None:
-    raw = manifest.get_meta(RELEASE_META)
+def read_release(manifest: Manifest, deadline: Deadline) -> ReleaseVerdict | None:
+    raw = manifest.get_meta(RELEASE_META, deadline)
     if not raw:
         return None
     fields = json.loads(raw)

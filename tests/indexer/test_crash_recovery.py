@@ -16,6 +16,7 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.factory import open_manifest, open_stores
 from services.storage.settings import StoreMode, StoreSettings
@@ -121,8 +122,8 @@ def snapshot(data_dir: Path) -> dict[str, object]:
     manifest = open_manifest(settings)
     assert isinstance(manifest, SqliteManifest)
     keys = [(f"d{i:03d}", "en") for i in range(DOCS)]
-    entries = manifest.get_many(keys)
-    pending = manifest.open_intents()
+    entries = manifest.get_many(keys, deadline=unrequested_deadline())
+    pending = manifest.open_intents(deadline=unrequested_deadline())
     manifest.close()
     ids = sorted(cid for e in entries.values() for cid in e.chunk_ids)
     vectors, lexical = open_stores(settings, 384)
@@ -130,10 +131,14 @@ def snapshot(data_dir: Path) -> dict[str, object]:
         return {
             "manifest": {k: e.chunk_ids for k, e in sorted(entries.items())},
             "pending": pending,
-            "vector_count": vectors.count(),
-            "lexical_count": lexical.count(),
-            "vector_ids": sorted(c.chunk_id for c in vectors.get(ids)),
-            "lexical_ids": sorted(c.chunk_id for c in lexical.get(ids)),
+            "vector_count": vectors.count(None, unrequested_deadline()),
+            "lexical_count": lexical.count(None, unrequested_deadline()),
+            "vector_ids": sorted(
+                c.chunk_id for c in vectors.get(ids, deadline=unrequested_deadline())
+            ),
+            "lexical_ids": sorted(
+                c.chunk_id for c in lexical.get(ids, deadline=unrequested_deadline())
+            ),
             "ids": ids,
         }
     finally:

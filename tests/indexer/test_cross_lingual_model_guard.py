@@ -17,6 +17,7 @@ from services.core.models import ContentType, Document
 from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.app import CROSS_LINGUAL_META, build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage
@@ -64,7 +65,9 @@ def test_the_same_second_model_is_accepted_and_recorded(
     index_one(tmp_path, embedder, muse_embedder).close()
     storage = index_one(tmp_path, embedder, muse_embedder)
     try:
-        recorded = json.loads(storage.manifest.get_meta(CROSS_LINGUAL_META) or "{}")
+        recorded = json.loads(
+            storage.manifest.get_meta(CROSS_LINGUAL_META, deadline=unrequested_deadline()) or "{}"
+        )
         assert recorded["model"] == "packaged:muse-v3" and recorded["dim"] == 512
     finally:
         storage.close()

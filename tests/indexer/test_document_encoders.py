@@ -20,6 +20,7 @@ from services.indexer.document_encoders import (
     record_document_encoder,
     recorded_document_encoders,
 )
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.factory import open_manifest
 from services.storage.settings import StoreMode, StoreSettings
@@ -49,7 +50,7 @@ def test_an_empty_index_records_its_encoder_without_a_warning(manifest: SqliteMa
         # still empty: nothing the first encoder wrote remains
         assert record_document_encoder(manifest, "onnx-int8") == ["onnx-int8"]
     assert warnings(logs) == []
-    assert recorded_document_encoders(manifest) == ["onnx-int8"]
+    assert recorded_document_encoders(manifest, unrequested_deadline()) == ["onnx-int8"]
 
 
 @pytest.mark.unit
@@ -66,7 +67,10 @@ def test_a_switch_is_recorded_and_logged_once(manifest: SqliteManifest) -> None:
         # back again: still mixed, the current encoder last
         assert record_document_encoder(manifest, "onnx-fp32") == ["onnx-int8", "onnx-fp32"]
     assert [(w["old"], w["new"]) for w in warnings(logs)] == [("onnx-int8", "onnx-fp32")]
-    assert recorded_document_encoders(manifest) == ["onnx-int8", "onnx-fp32"]
+    assert recorded_document_encoders(manifest, unrequested_deadline()) == [
+        "onnx-int8",
+        "onnx-fp32",
+    ]
 
 
 @pytest.mark.unit
@@ -105,7 +109,7 @@ def stats_after_start(data_dir: Path, embedder: Embedder, docs: list[ipb.Documen
 def manifest_encoders(data_dir: Path) -> list[str]:
     manifest = open_manifest(StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED))
     try:
-        return recorded_document_encoders(manifest)
+        return recorded_document_encoders(manifest, unrequested_deadline())
     finally:
         manifest.close()
 

@@ -16,6 +16,7 @@ from services.core.models import ContentType, Document
 from services.embedding.embedder import Embedder, EmbedderConfig, EmbeddingIdentity
 from services.indexer.app import EMBEDDING_META, build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_manifest, open_stores
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage
@@ -59,7 +60,9 @@ def close(handles: list[object]) -> None:
 def recorded_model(data_dir: Path) -> dict[str, object]:
     manifest = open_manifest(StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED))
     try:
-        return json.loads(manifest.get_meta(EMBEDDING_META) or "{}")  # type: ignore[no-any-return]
+        return json.loads(
+            manifest.get_meta(EMBEDDING_META, deadline=unrequested_deadline()) or "{}"
+        )  # type: ignore[no-any-return]
     finally:
         manifest.close()
 

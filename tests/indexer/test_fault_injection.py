@@ -21,6 +21,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.visibility import committed_generation
@@ -147,10 +148,15 @@ def uncommitted_rows_visible(data_dir: Path) -> list[str]:
     settings = StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED)
     storage = open_storage(settings, 384)
     try:
-        scope = ScopeFilter(visible_generation=committed_generation(storage.manifest))
+        scope = ScopeFilter(
+            visible_generation=committed_generation(storage.manifest, unrequested_deadline())
+        )
         found = []
         for word in ("nebulacrocus", "saffronkestrel", "renamed"):
-            found += [h.chunk.doc_id for h in storage.lexical.search(word, 10, scope)]
+            found += [
+                h.chunk.doc_id
+                for h in storage.lexical.search(word, 10, scope, deadline=unrequested_deadline())
+            ]
         return found
     finally:
         storage.close()

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.settings import StoreSettings
 from tests.indexer.test_fault_injection import (
@@ -64,9 +65,11 @@ def rows_of_the_killed_run(postgres: PostgresServer, schema: str) -> tuple[list[
         found = [
             hit.chunk.doc_id
             for word in RUN_WORDS
-            for hit in storage.lexical.search(word, 10, ScopeFilter())
+            for hit in storage.lexical.search(
+                word, 10, ScopeFilter(), deadline=unrequested_deadline()
+            )
         ]
-        return found, len(storage.manifest.open_intents())
+        return found, len(storage.manifest.open_intents(deadline=unrequested_deadline()))
     finally:
         storage.close()
 

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.core.deadline import Deadline
 from services.core.errors import StoreUnavailable
 from services.core.models import ScopeFilter
 from services.embedding.embedder import Embedder
@@ -25,6 +26,7 @@ from services.indexer.metrics import (
     capped_scope_sizes,
 )
 from services.runtime.observability.telemetry import Telemetry
+from services.storage.base import unrequested_deadline
 from services.storage.server.calls import ServerCallPolicy
 from services.storage.storage import Storage
 from tests.support.corpus import corpus_documents
@@ -114,8 +116,12 @@ def check_sizes(stack: BackgroundStack, samples: Scrape) -> None:
         expected = {
             "documents": len(entries),
             "chunks": sum(len(e.chunk_ids) for e in entries),
-            "vectors": parts.storage.vectors.count(ScopeFilter(scope_id=scope)),
-            "lexical_rows": parts.storage.lexical.count(ScopeFilter(scope_id=scope)),
+            "vectors": parts.storage.vectors.count(
+                ScopeFilter(scope_id=scope), deadline=unrequested_deadline()
+            ),
+            "lexical_rows": parts.storage.lexical.count(
+                ScopeFilter(scope_id=scope), deadline=unrequested_deadline()
+            ),
         }
         for field, count in expected.items():
             assert samples.value(f"rag_index_{field}", scope_id=scope) == count, (scope, field)
@@ -226,7 +232,8 @@ class FakeManifest:
     def __init__(self) -> None:
         self.calls = 0
 
-    def open_intents(self) -> list[object]:
+    def open_intents(self, deadline: Deadline) -> list[object]:
+        assert deadline.bounded  # the collector's reads carry a deadline too
         self.calls += 1
         return [object(), object()]
 

@@ -15,6 +15,7 @@ from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.settings import IndexerSettings
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_manifest, open_stores
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage
@@ -93,11 +94,11 @@ def test_metadata_only_updates_payloads_without_embedding(pipeline: IndexingPipe
     assert report.counts.payload_updates == len(report.plans[0].payload_updates) > 1
     scope = ScopeFilter(metadata=(("team", "search"),))
     assert (
-        pipeline.storage.vectors.count(scope)
-        == pipeline.storage.lexical.count(scope)
+        pipeline.storage.vectors.count(scope, deadline=unrequested_deadline())
+        == pipeline.storage.lexical.count(scope, deadline=unrequested_deadline())
         == report.counts.payload_updates
     )
-    hits = pipeline.storage.lexical.search("topic", 50, scope)
+    hits = pipeline.storage.lexical.search("topic", 50, scope, deadline=unrequested_deadline())
     assert hits and all(h.chunk.title == "Renamed" for h in hits)
 
 
@@ -115,9 +116,16 @@ def test_changed_reembeds_only_changed_chunks_and_deletes_vanished(
     plan = shrunk.plans[0]
     assert plan.state is DocState.CHANGED and plan.to_delete
     remaining = len(plan.chunks)
-    assert pipeline.storage.vectors.count() == pipeline.storage.lexical.count() == remaining
+    assert (
+        pipeline.storage.vectors.count(None, unrequested_deadline())
+        == pipeline.storage.lexical.count(None, unrequested_deadline())
+        == remaining
+    )
     storage = pipeline.storage
-    assert storage.vectors.get(plan.to_delete) == [] and storage.lexical.get(plan.to_delete) == []
+    assert (
+        storage.vectors.get(plan.to_delete, deadline=unrequested_deadline()) == []
+        and storage.lexical.get(plan.to_delete, deadline=unrequested_deadline()) == []
+    )
 
 
 def test_removed_by_delete_and_by_sync(pipeline: IndexingPipeline) -> None:
@@ -126,8 +134,12 @@ def test_removed_by_delete_and_by_sync(pipeline: IndexingPipeline) -> None:
     assert states(deleted) == [DocState.REMOVED]
     synced = pipeline.sync("site", [doc("b", "# B\n\nBody b.")])
     assert sorted(states(synced)) == sorted([DocState.UNCHANGED, DocState.REMOVED])
-    assert pipeline.manifest.count() == 1
-    assert pipeline.storage.vectors.count() == pipeline.storage.lexical.count() == 1
+    assert pipeline.manifest.count(deadline=unrequested_deadline()) == 1
+    assert (
+        pipeline.storage.vectors.count(None, unrequested_deadline())
+        == pipeline.storage.lexical.count(None, unrequested_deadline())
+        == 1
+    )
     missing = pipeline.delete(["nope"])
     assert (
         missing.plans[0].state is DocState.REJECTED and missing.plans[0].error_code == "NOT_FOUND"
@@ -144,9 +156,17 @@ def test_dry_run_plan_equals_the_real_run(pipeline: IndexingPipeline) -> None:
         doc("", "empty id"),
     ]
     storage = pipeline.storage
-    before = (storage.vectors.count(), storage.lexical.count(), pipeline.embedder.texts)  # type: ignore[attr-defined]
+    before = (
+        storage.vectors.count(None, unrequested_deadline()),
+        storage.lexical.count(None, unrequested_deadline()),
+        pipeline.embedder.texts,
+    )  # type: ignore[attr-defined]
     plan = pipeline.upsert(batch, dry_run=True)
-    after = (storage.vectors.count(), storage.lexical.count(), pipeline.embedder.texts)  # type: ignore[attr-defined]
+    after = (
+        storage.vectors.count(None, unrequested_deadline()),
+        storage.lexical.count(None, unrequested_deadline()),
+        pipeline.embedder.texts,
+    )  # type: ignore[attr-defined]
     assert after == before
     real = pipeline.upsert(batch)
     assert plan.counts == real.counts
@@ -177,4 +197,4 @@ def test_bad_documents_are_rejected_alone(pipeline: IndexingPipeline) -> None:
     assert "locale" in errors[3] and "NUL" in errors[4]
     assert states(report)[5] is DocState.ADDED
     assert states(report)[6] is DocState.REJECTED and "twice" in errors[6]
-    assert pipeline.manifest.count() == 1
+    assert pipeline.manifest.count(deadline=unrequested_deadline()) == 1

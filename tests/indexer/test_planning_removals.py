@@ -13,6 +13,7 @@ from services.indexer.chunking import Chunker
 from services.indexer.planning import DocState, DocumentPlan, Planner
 from services.indexer.validation import DocumentLimits
 from services.runtime.security.callers import ScopeGrant
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.manifest import ManifestEntry
 
@@ -57,8 +58,8 @@ def as_if(plan: DocumentPlan, doc_id: str) -> DocumentPlan:
 def test_a_foreign_document_reads_exactly_like_a_missing_one(
     planner: Planner, foreign_keys: list[tuple[str, str]]
 ) -> None:
-    missing = planner.plan_removals([("no-such", "")], ALPHA)
-    foreign = planner.plan_removals(foreign_keys, ALPHA)
+    missing = planner.plan_removals([("no-such", "")], ALPHA, deadline=unrequested_deadline())
+    foreign = planner.plan_removals(foreign_keys, ALPHA, deadline=unrequested_deadline())
     assert [as_if(p, "no-such") for p in foreign] == missing
     assert missing == [
         DocumentPlan(
@@ -74,8 +75,10 @@ def test_a_foreign_document_reads_exactly_like_a_missing_one(
 def test_a_doc_id_held_in_both_scopes_answers_with_the_callers_locales_only(
     planner: Planner,
 ) -> None:
-    shared = planner.plan_removals([("shared", "de"), ("shared", "en")], ALPHA)
-    mine = planner.plan_removals([("mine", "en")], ALPHA)
+    shared = planner.plan_removals(
+        [("shared", "de"), ("shared", "en")], ALPHA, deadline=unrequested_deadline()
+    )
+    mine = planner.plan_removals([("mine", "en")], ALPHA, deadline=unrequested_deadline())
     assert [p.state for p in shared] == [DocState.REMOVED]
     assert shared[0].to_delete == ["shared-en-0", "shared-en-1"]
     assert [p.state for p in mine] == [DocState.REMOVED]
@@ -83,7 +86,9 @@ def test_a_doc_id_held_in_both_scopes_answers_with_the_callers_locales_only(
 
 def test_every_scope_removes_every_locale(planner: Planner) -> None:
     for scopes in (None, ScopeGrant.every()):
-        plans = planner.plan_removals([("beta-page", "de"), ("beta-page", "en")], scopes)
+        plans = planner.plan_removals(
+            [("beta-page", "de"), ("beta-page", "en")], scopes, deadline=unrequested_deadline()
+        )
         assert [(p.locale, p.state) for p in plans] == [
             ("de", DocState.REMOVED),
             ("en", DocState.REMOVED),
@@ -92,7 +97,7 @@ def test_every_scope_removes_every_locale(planner: Planner) -> None:
 
 def test_order_follows_the_keys_and_each_missing_id_answers_once(planner: Planner) -> None:
     keys = [("x", "en"), ("mine", "en"), ("x", "de"), ("beta-page", "en"), ("y", "")]
-    plans = planner.plan_removals(keys, ALPHA)
+    plans = planner.plan_removals(keys, ALPHA, deadline=unrequested_deadline())
     assert [(p.doc_id, p.state) for p in plans] == [
         ("x", DocState.REJECTED),
         ("mine", DocState.REMOVED),

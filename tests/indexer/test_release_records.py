@@ -12,6 +12,7 @@ import pytest
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import InvalidArgument
 from services.indexer.release_records import record_release
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.visibility import (
     COMMITTED_GENERATION_META,
@@ -51,7 +52,7 @@ def test_invalid_requests_name_the_field_and_store_nothing(
 ) -> None:
     with pytest.raises(InvalidArgument, match=words):
         record_release(manifest, request(record, generation=generation))
-    assert read_release(manifest) is None
+    assert read_release(manifest, unrequested_deadline()) is None
 
 
 def test_latest_verdict_is_stored_with_its_record(manifest: SqliteManifest) -> None:
@@ -61,12 +62,14 @@ def test_latest_verdict_is_stored_with_its_record(manifest: SqliteManifest) -> N
         now=lambda: "2030-01-02T03:04:05Z",
     )
     assert reply.committed_generation == 3
-    assert read_release(manifest) == ReleaseVerdict(3, True, "2030-01-02T03:04:05Z")
+    assert read_release(manifest, unrequested_deadline()) == ReleaseVerdict(
+        3, True, "2030-01-02T03:04:05Z"
+    )
     # An older generation may be recorded (a check of what was served), and a
     # failed check replaces a passing one: only the latest verdict counts.
     record_release(manifest, request("{}", passed=False, generation=2))
-    verdict = read_release(manifest)
+    verdict = read_release(manifest, unrequested_deadline())
     assert verdict is not None and (verdict.generation, verdict.passed) == (2, False)
     assert not verdict.covers(3)
-    stored = json.loads(manifest.get_meta("release") or "{}")
+    stored = json.loads(manifest.get_meta("release", deadline=unrequested_deadline()) or "{}")
     assert stored["record"] == {}

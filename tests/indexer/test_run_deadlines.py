@@ -37,7 +37,7 @@ from services.indexer.run_control import COMMIT_MARGIN_S, RunControl
 from services.indexer.settings import IndexerSettings
 from services.indexer.verify import IndexVerifier
 from services.runtime.grpc_errors import status_for
-from services.storage.base import LexicalStore, VectorStore
+from services.storage.base import LexicalStore, VectorStore, unrequested_deadline
 from services.storage.factory import open_manifest, open_stores
 from services.storage.manifest import Manifest
 from services.storage.settings import StoreMode, StoreSettings
@@ -194,7 +194,7 @@ class FaultyIndex:
             for store in (self.vectors, self.lexical)
         ]
         entries = sorted(self.manifest.entries(), key=lambda e: (e.doc_id, e.locale))
-        return (entries, *rows, committed_generation(self.manifest))
+        return (entries, *rows, committed_generation(self.manifest, unrequested_deadline()))
 
 
 @pytest.fixture
@@ -236,7 +236,7 @@ FAILING_RUN = [
 def test_a_store_failure_mid_run_is_undone_in_process(faulty: FaultyIndex) -> None:
     faulty.pipeline.upsert(BASE)
     before = faulty.state()
-    assert committed_generation(faulty.manifest) == 1
+    assert committed_generation(faulty.manifest, unrequested_deadline()) == 1
 
     faulty.lexical.armed = True
     with pytest.raises(StoreError, match="injected failure"):
@@ -244,15 +244,25 @@ def test_a_store_failure_mid_run_is_undone_in_process(faulty: FaultyIndex) -> No
     assert faulty.lexical.failed == 1  # the fault fired, at the 2nd batch
 
     assert faulty.state() == before
-    assert faulty.manifest.open_intents() == []
-    assert faulty.vectors.get(faulty.manifest.get("alpha", "en").chunk_ids)  # type: ignore[union-attr]
-    visible = ScopeFilter(visible_generation=committed_generation(faulty.manifest))
-    assert faulty.lexical.search("tundrafalcon", 5, visible) == []
-    assert faulty.lexical.search("quasarmarmot", 5, visible) == []
+    assert faulty.manifest.open_intents(deadline=unrequested_deadline()) == []
+    assert faulty.vectors.get(
+        faulty.manifest.get("alpha", "en", deadline=unrequested_deadline()).chunk_ids,
+        deadline=unrequested_deadline(),
+    )  # type: ignore[union-attr]
+    visible = ScopeFilter(
+        visible_generation=committed_generation(faulty.manifest, unrequested_deadline())
+    )
+    assert faulty.lexical.search("tundrafalcon", 5, visible, deadline=unrequested_deadline()) == []
+    assert faulty.lexical.search("quasarmarmot", 5, visible, deadline=unrequested_deadline()) == []
     # The restored vectors are those of the restored text (re-embedded).
     for row in (r for page in faulty.lexical.scan() for r in page):
         query = faulty.embedder.embed_documents([embedding_text(row)])[0].tolist()
-        assert faulty.vectors.search(query, 1, visible)[0].chunk.chunk_id == row.chunk_id
+        assert (
+            faulty.vectors.search(query, 1, visible, deadline=unrequested_deadline())[
+                0
+            ].chunk.chunk_id
+            == row.chunk_id
+        )
 
     # Once the store works again the same run commits, and the index is whole.
     faulty.lexical.armed = False
@@ -262,7 +272,7 @@ def test_a_store_failure_mid_run_is_undone_in_process(faulty: FaultyIndex) -> No
         DocState.ADDED,
         DocState.METADATA_ONLY,
     ]
-    assert committed_generation(faulty.manifest) == 2
+    assert committed_generation(faulty.manifest, unrequested_deadline()) == 2
     verifier = IndexVerifier(
         faulty.embedder,  # type: ignore[arg-type]
         Storage(faulty.vectors, faulty.lexical, faulty.manifest),  # type: ignore[arg-type]
@@ -319,7 +329,7 @@ def test_a_run_whose_deadline_passes_between_writes_is_stopped_by_the_store(
         assert embedder.passes == 3
         # Undone although the deadline had passed: the undo does not run under it.
         assert index.state() == before
-        assert index.manifest.open_intents() == []
+        assert index.manifest.open_intents(deadline=unrequested_deadline()) == []
         verifier = IndexVerifier(
             index.embedder,  # type: ignore[arg-type]
             Storage(index.vectors, index.lexical, index.manifest),  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.settings import IndexerSettings
 from services.indexer.verify import IndexVerifier
-from services.storage.base import LexicalStore, VectorStore
+from services.storage.base import LexicalStore, VectorStore, unrequested_deadline
 from services.storage.factory import open_manifest, open_stores
 from services.storage.manifest import Manifest
 from services.storage.settings import StoreMode, StoreSettings
@@ -111,14 +111,20 @@ class Index:
 
     def target(self) -> StoredChunk:
         """Alpha's chunk holding TARGET_WORD, as both stores hold it now."""
-        ids = self.manifest.get("alpha", "en").chunk_ids  # type: ignore[union-attr]
-        rows = [r for r in self.lexical.get(ids) if TARGET_WORD in r.text]
+        ids = self.manifest.get("alpha", "en", deadline=unrequested_deadline()).chunk_ids  # type: ignore[union-attr]
+        rows = [
+            r
+            for r in self.lexical.get(ids, deadline=unrequested_deadline())
+            if TARGET_WORD in r.text
+        ]
         assert len(rows) == 1
-        assert self.vectors.get([rows[0].chunk_id]) == rows
+        assert self.vectors.get([rows[0].chunk_id], deadline=unrequested_deadline()) == rows
         return rows[0]
 
     def visible(self) -> ScopeFilter:
-        return ScopeFilter(visible_generation=committed_generation(self.manifest))
+        return ScopeFilter(
+            visible_generation=committed_generation(self.manifest, unrequested_deadline())
+        )
 
 
 @pytest.fixture
@@ -149,7 +155,7 @@ def manifest_counts(manifest: Manifest) -> list[tuple[str, str, int, int, int]]:
 def assert_clean(index: Index) -> AuditReport:
     report = index.verifier.verify()
     assert report.findings == [] and report.clean
-    assert report.documents == index.manifest.count() == len(DOCS)
+    assert report.documents == index.manifest.count(deadline=unrequested_deadline()) == len(DOCS)
     counts = [
         (c.scope_id, c.locale, c.manifest_chunks, c.vectors, c.lexical_rows) for c in report.counts
     ]
@@ -191,20 +197,20 @@ def stray_chunk(generation: int) -> Chunk:
 
 @pytest.mark.parametrize("store", STORES)
 def test_an_orphan_row_is_reported_and_deleted(index: Index, store: str) -> None:
-    orphan = stray_chunk(generation=committed_generation(index.manifest))
+    orphan = stray_chunk(generation=committed_generation(index.manifest, unrequested_deadline()))
     index.write(store, orphan)
     audit_then_repair(index, [Finding("orphan", store, orphan.chunk_id, "stray", "en")])
-    assert index.store(store).get([orphan.chunk_id]) == []
+    assert index.store(store).get([orphan.chunk_id], deadline=unrequested_deadline()) == []
 
 
 @pytest.mark.parametrize("store", STORES)
 def test_a_row_of_an_uncommitted_generation_is_reported_and_deleted(
     index: Index, store: str
 ) -> None:
-    row = stray_chunk(generation=committed_generation(index.manifest) + 1)
+    row = stray_chunk(generation=committed_generation(index.manifest, unrequested_deadline()) + 1)
     index.write(store, row)
     audit_then_repair(index, [Finding("uncommitted", store, row.chunk_id, "stray", "en")])
-    assert index.store(store).get([row.chunk_id]) == []
+    assert index.store(store).get([row.chunk_id], deadline=unrequested_deadline()) == []
 
 
 def assert_found_by_its_own_content(index: Index, store: str, row: StoredChunk) -> None:
@@ -212,11 +218,13 @@ def assert_found_by_its_own_content(index: Index, store: str, row: StoredChunk) 
     neighbour of its own embedding, or the best BM25 hit for its word."""
     if store == VECTORS:
         vector = index.embedder.embed_documents([embedding_text(row)])[0].tolist()
-        hits = index.vectors.search(vector, 3, index.visible())
+        hits = index.vectors.search(vector, 3, index.visible(), deadline=unrequested_deadline())
         assert hits[0].chunk.chunk_id == row.chunk_id
         assert hits[0].score > 0.99
     else:
-        hits = index.lexical.search(TARGET_WORD, 3, index.visible())
+        hits = index.lexical.search(
+            TARGET_WORD, 3, index.visible(), deadline=unrequested_deadline()
+        )
         assert hits[0].chunk.chunk_id == row.chunk_id
 
 
@@ -224,9 +232,9 @@ def assert_found_by_its_own_content(index: Index, store: str, row: StoredChunk) 
 def test_a_missing_row_is_rewritten_from_the_other_store(index: Index, store: str) -> None:
     row = index.target()
     index.store(store).delete([row.chunk_id])
-    assert index.store(store).get([row.chunk_id]) == []
+    assert index.store(store).get([row.chunk_id], deadline=unrequested_deadline()) == []
     audit_then_repair(index, [Finding("missing", store, row.chunk_id, "alpha", "en")])
-    assert index.store(store).get([row.chunk_id]) == [row]
+    assert index.store(store).get([row.chunk_id], deadline=unrequested_deadline()) == [row]
     assert_found_by_its_own_content(index, store, row)
 
 
@@ -243,8 +251,11 @@ def test_payload_drift_is_restored_to_the_manifests_version(index: Index, store:
         generation=row.generation,
     )
     index.store(store).update_payload([(row.chunk_id, drifted)])
-    assert index.store(store).get([row.chunk_id])[0].title == "A drifted title"
-    entry = index.manifest.get("alpha", "en")
+    assert (
+        index.store(store).get([row.chunk_id], deadline=unrequested_deadline())[0].title
+        == "A drifted title"
+    )
+    entry = index.manifest.get("alpha", "en", deadline=unrequested_deadline())
     assert entry is not None
     actual = metadata_hash(
         Document(
@@ -261,13 +272,13 @@ def test_payload_drift_is_restored_to_the_manifests_version(index: Index, store:
         "mismatch", store, row.chunk_id, "alpha", "en", "metadata", entry.metadata_hash, actual
     )
     audit_then_repair(index, [expected])
-    restored = index.store(store).get([row.chunk_id])
+    restored = index.store(store).get([row.chunk_id], deadline=unrequested_deadline())
     assert restored == [row]
     assert (restored[0].title, restored[0].url) == ("Alpha guide", "https://x.test/alpha")
     if store == LEXICAL:  # the title's terms are re-indexed too
         scope = replace(index.visible(), doc_ids=("alpha",))
-        assert index.lexical.search("drifted", 5, scope) == []
-        assert index.lexical.search("guide", 5, scope)
+        assert index.lexical.search("drifted", 5, scope, deadline=unrequested_deadline()) == []
+        assert index.lexical.search("guide", 5, scope, deadline=unrequested_deadline())
 
 
 @pytest.mark.parametrize("store", STORES)
@@ -280,7 +291,9 @@ def test_text_drift_is_rewritten_from_the_other_store(index: Index, store: str) 
         content_hash=content_hash(row.heading_path + "\n" + new_text),
     )
     index.write(store, drifted)
-    assert index.store(store).get([row.chunk_id])[0].text == new_text
+    assert (
+        index.store(store).get([row.chunk_id], deadline=unrequested_deadline())[0].text == new_text
+    )
     expected = Finding(
         "mismatch",
         store,
@@ -292,10 +305,15 @@ def test_text_drift_is_rewritten_from_the_other_store(index: Index, store: str) 
         drifted.content_hash,
     )
     audit_then_repair(index, [expected])
-    assert index.store(store).get([row.chunk_id]) == [row]
+    assert index.store(store).get([row.chunk_id], deadline=unrequested_deadline()) == [row]
     assert_found_by_its_own_content(index, store, row)
     if store == LEXICAL:
-        assert index.lexical.search("tundrafalcon", 5, index.visible()) == []
+        assert (
+            index.lexical.search(
+                "tundrafalcon", 5, index.visible(), deadline=unrequested_deadline()
+            )
+            == []
+        )
 
 
 def test_a_chunk_missing_from_both_stores_is_unrepairable(index: Index) -> None:
@@ -316,8 +334,12 @@ def test_a_chunk_missing_from_both_stores_is_unrepairable(index: Index) -> None:
     index.pipeline.delete(["alpha"], "en")
     index.pipeline.upsert([DOCS[0]])
     assert_clean(index)
-    rebuilt = replace(row, generation=committed_generation(index.manifest))
-    assert index.vectors.get([row.chunk_id]) == index.lexical.get([row.chunk_id]) == [rebuilt]
+    rebuilt = replace(row, generation=committed_generation(index.manifest, unrequested_deadline()))
+    assert (
+        index.vectors.get([row.chunk_id], deadline=unrequested_deadline())
+        == index.lexical.get([row.chunk_id], deadline=unrequested_deadline())
+        == [rebuilt]
+    )
 
 
 def test_re_ingesting_the_named_document_rebuilds_an_unrepairable_chunk(index: Index) -> None:
@@ -394,9 +416,9 @@ def test_verify_rpc_and_cli_report_repair_and_exit_codes(stack: BackgroundStack)
     assert "index clean" in clean.stdout
 
     # Damage: an orphan in the lexical store, a retitled row in the vector store.
-    ids = manifest.get("gamma", "en").chunk_ids  # type: ignore[union-attr]
-    target = vectors.get([ids[1]])[0]
-    orphan = stray_chunk(generation=committed_generation(manifest))
+    ids = manifest.get("gamma", "en", deadline=unrequested_deadline()).chunk_ids  # type: ignore[union-attr]
+    target = vectors.get([ids[1]], deadline=unrequested_deadline())[0]
+    orphan = stray_chunk(generation=committed_generation(manifest, unrequested_deadline()))
     lexical.upsert([orphan])
     retitled = ChunkPayload(
         url=target.url,
@@ -432,8 +454,8 @@ def test_verify_rpc_and_cli_report_repair_and_exit_codes(stack: BackgroundStack)
     assert sorted(findings_of(repaired)) == sorted(
         (k, s, c, f, "repaired") for k, s, c, f, _ in expected
     )
-    assert lexical.get([orphan.chunk_id]) == []
-    assert vectors.get([target.chunk_id])[0].title == "Gamma notes"
+    assert lexical.get([orphan.chunk_id], deadline=unrequested_deadline()) == []
+    assert vectors.get([target.chunk_id], deadline=unrequested_deadline())[0].title == "Gamma notes"
 
     again = cli(stack, "verify")
     assert again.returncode == 0, again.stdout + again.stderr
@@ -451,7 +473,7 @@ def test_verify_rpc_and_cli_report_repair_and_exit_codes(stack: BackgroundStack)
     assert "stray" not in [h.doc_id for h in hits]
 
     # A chunk neither store holds: --repair cannot fix it, the CLI exits 1.
-    lost = manifest.get("beta", "de").chunk_ids[0]  # type: ignore[union-attr]
+    lost = manifest.get("beta", "de", deadline=unrequested_deadline()).chunk_ids[0]  # type: ignore[union-attr]
     vectors.delete([lost])
     lexical.delete([lost])
     unrepairable = cli(stack, "verify", "--repair")

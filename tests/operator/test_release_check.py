@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from services.embedding.embedder import Embedder
+from services.storage.base import unrequested_deadline
 from services.storage.visibility import read_release
 from tests.support.corpus import CORPUS_DIR
 from tests.support.release_check import (
@@ -148,7 +149,7 @@ def test_failing_record_names_the_diff_and_the_golden_query(
 
 def runtime_verdict(stack: BackgroundStack) -> tuple[bool, int]:
     assert stack.runtime is not None
-    verdict = read_release(stack.runtime.storage.manifest)
+    verdict = read_release(stack.runtime.storage.manifest, unrequested_deadline())
     assert verdict is not None
     return verdict.passed, verdict.generation
 

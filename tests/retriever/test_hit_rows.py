@@ -19,7 +19,7 @@ from services.core.errors import DeadlineExceeded, StoreUnavailable, Unavailable
 from services.core.models import Chunk, ScopeFilter, StoredChunk
 from services.retriever.hit_rows import HitRows
 from services.retriever.types import Channel, FusedHit
-from services.storage.base import LexicalStore, VectorStore
+from services.storage.base import LexicalStore, VectorStore, unrequested_deadline
 from services.storage.embedded.stores import open_embedded_stores
 
 pytestmark = pytest.mark.integration
@@ -71,7 +71,7 @@ class FailingGet:
 def _first_phase_hits(vectors: VectorStore) -> list[FusedHit]:
     """The store's hits as a server store's first phase returns them (Qdrant
     Edge reads whole rows: measured as cheap as the first phase alone)."""
-    hits = vectors.search([1.0, 0.0, 0.0, 0.0], 6, ScopeFilter())
+    hits = vectors.search([1.0, 0.0, 0.0, 0.0], 6, ScopeFilter(), deadline=unrequested_deadline())
     return [FusedHit(_first_phase(hit.chunk), 1.0 / (rank + 1)) for rank, hit in enumerate(hits)]
 
 
@@ -106,7 +106,9 @@ def test_complete_reads_whole_rows_in_rank_order(stores) -> None:
 
 def test_whole_rows_are_left_as_they_are(stores) -> None:
     vectors, lexical = stores
-    whole = [FusedHit(row, 1.0) for row in lexical.get(["c1", "c2"])]
+    whole = [
+        FusedHit(row, 1.0) for row in lexical.get(["c1", "c2"], deadline=unrequested_deadline())
+    ]
     # No read at all: stores that would fail are never asked.
     done = _complete(FailingGet(vectors), FailingGet(lexical), whole, visible_generation=None)
     assert done == whole

@@ -29,7 +29,7 @@ def test_concurrent_searches_get_what_the_store_answers_each_alone(tmp_path: Pat
         queries = [
             [VectorQuery(seeded_vector(f"q{i}"), 3 + i % 4, scopes[i % 3])] for i in range(24)
         ]
-        alone = [store.search_many(q) for q in queries]
+        alone = [store.search_many(q, Deadline.after(30)) for q in queries]
         with ThreadPoolExecutor(8) as pool:
             together = list(pool.map(lambda q: batcher.search_many(q, Deadline.after(30)), queries))
         assert together == alone

@@ -27,7 +27,7 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded, RagError, StoreUnavailable
 from services.core.models import ScopeFilter, ScoredChunk, StoredChunk
-from services.storage.base import VectorQuery
+from services.storage.base import VectorQuery, unrequested_deadline
 from tests.storage.harness import (
     COMMON_WORD,
     DIM,
@@ -58,14 +58,16 @@ class StoreContract:
         harness.store.ping()
 
     def test_fresh_store_is_empty(self, harness: StoreHarness) -> None:
-        assert harness.store.count() == 0
+        assert harness.store.count(None, unrequested_deadline()) == 0
         assert harness.matching_ids() == set()
-        assert harness.store.get([make_chunk("doc-1").chunk_id]) == []
+        assert (
+            harness.store.get([make_chunk("doc-1").chunk_id], deadline=unrequested_deadline()) == []
+        )
 
     def test_upsert_round_trips_every_field(self, harness: StoreHarness) -> None:
         corpus = filter_corpus()
         harness.upsert(corpus)
-        assert harness.store.count() == len(corpus)
+        assert harness.store.count(None, unrequested_deadline()) == len(corpus)
         for chunk in corpus:
             assert harness.get_one(chunk.chunk_id) == stored(chunk)
 
@@ -132,7 +134,9 @@ class StoreContract:
         ample = Deadline.after(30.0)
         harness.upsert(corpus, deadline=ample)
         for scope in SCOPE_CASES.values():
-            assert harness.store.count(scope, ample) == harness.store.count(scope), scope
+            assert harness.store.count(scope, ample) == harness.store.count(
+                scope, deadline=unrequested_deadline()
+            ), scope
         renamed = payload_of(corpus[0], title="Renamed")
         harness.store.update_payload([(corpus[0].chunk_id, renamed)], ample)
         harness.store.delete([corpus[1].chunk_id], ample)
@@ -145,7 +149,7 @@ class StoreContract:
         harness.upsert(corpus)
         harness.upsert(corpus)
         harness.upsert([corpus[0], corpus[0]])  # a duplicate inside one batch too
-        assert harness.store.count() == len(corpus)
+        assert harness.store.count(None, unrequested_deadline()) == len(corpus)
         assert harness.matching_ids() == {chunk.chunk_id for chunk in corpus}
 
     def test_reupsert_replaces_a_changed_chunk(self, harness: StoreHarness) -> None:
@@ -154,7 +158,7 @@ class StoreContract:
         changed = make_chunk("doc-1", text=f"{COMMON_WORD} rewritten body", title="New title")
         assert changed.chunk_id == original.chunk_id
         harness.upsert([changed])
-        assert harness.store.count() == 1
+        assert harness.store.count(None, unrequested_deadline()) == 1
         assert harness.get_one(changed.chunk_id) == stored(changed)
 
     def test_update_payload_rewrites_fields_and_keeps_the_text(self, harness: StoreHarness) -> None:
@@ -187,7 +191,7 @@ class StoreContract:
             ScopeFilter(metadata=(("product", "cli"),)),
         ):
             assert harness.matching_ids(scope) == {chunk.chunk_id}, scope
-            assert harness.store.count(scope) == 1
+            assert harness.store.count(scope, deadline=unrequested_deadline()) == 1
         for scope in (
             ScopeFilter(scope_id="site-a"),
             ScopeFilter(metadata=(("product", "api"),)),
@@ -200,8 +204,8 @@ class StoreContract:
         harness.upsert([chunk])
         ghost = make_chunk("doc-ghost")
         harness.store.update_payload([(ghost.chunk_id, payload_of(ghost))])
-        assert harness.store.count() == 1
-        assert harness.store.get([ghost.chunk_id]) == []
+        assert harness.store.count(None, unrequested_deadline()) == 1
+        assert harness.store.get([ghost.chunk_id], deadline=unrequested_deadline()) == []
 
     def test_delete_removes_chunks_and_ignores_missing_ids(self, harness: StoreHarness) -> None:
         corpus = filter_corpus()
@@ -210,9 +214,9 @@ class StoreContract:
         harness.store.delete(doomed)
         harness.store.delete([])
         remaining = {chunk.chunk_id for chunk in corpus} - set(doomed)
-        assert harness.store.count() == len(remaining)
+        assert harness.store.count(None, unrequested_deadline()) == len(remaining)
         assert harness.matching_ids() == remaining
-        assert harness.store.get(doomed) == []
+        assert harness.store.get(doomed, deadline=unrequested_deadline()) == []
 
     @pytest.mark.parametrize("case", sorted(SCOPE_CASES))
     def test_filters_follow_the_reference(self, harness: StoreHarness, case: str) -> None:
@@ -221,7 +225,7 @@ class StoreContract:
         scope = SCOPE_CASES[case]
         expected = {chunk.chunk_id for chunk in corpus if reference_match(chunk, scope)}
         assert harness.matching_ids(scope) == expected
-        assert harness.store.count(scope) == len(expected)
+        assert harness.store.count(scope, deadline=unrequested_deadline()) == len(expected)
 
     def test_filters_narrow_without_changing_scores(self, harness: StoreHarness) -> None:
         harness.upsert(filter_corpus())
@@ -259,7 +263,9 @@ class StoreContract:
         ]
         for scope, expected in cases:
             assert harness.matching_ids(scope) == expected, scope
-            assert harness.store.count(scope) == len(expected), scope
+            assert harness.store.count(scope, deadline=unrequested_deadline()) == len(expected), (
+                scope
+            )
 
     def test_a_payload_rewrite_moves_a_row_across_the_generation_limit(
         self, harness: StoreHarness
@@ -276,7 +282,7 @@ class StoreContract:
         harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, generation=2))])
         for scope in (committed, in_scope):
             assert harness.matching_ids(scope) == {kept.chunk_id}, scope
-            assert harness.store.count(scope) == 1, scope
+            assert harness.store.count(scope, deadline=unrequested_deadline()) == 1, scope
         assert harness.matching_ids(ScopeFilter(visible_generation=2)) == both
         assert harness.matching_ids() == both
         assert harness.get_one(chunk.chunk_id) == replace(stored(chunk), generation=2)
@@ -285,7 +291,7 @@ class StoreContract:
         harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, generation=1))])
         for scope in (committed, in_scope):
             assert harness.matching_ids(scope) == both, scope
-            assert harness.store.count(scope) == 2, scope
+            assert harness.store.count(scope, deadline=unrequested_deadline()) == 2, scope
         assert harness.get_one(chunk.chunk_id) == stored(chunk)
 
     # -- scan: every row, whatever its generation -----------------------------
@@ -352,9 +358,9 @@ class StoreContract:
         corpus = filter_corpus()
         harness.upsert(corpus)
         wanted = [corpus[1].chunk_id, "no-such-chunk", corpus[1].chunk_id, corpus[2].chunk_id]
-        found = harness.store.get(wanted)
+        found = harness.store.get(wanted, deadline=unrequested_deadline())
         assert sorted(c.chunk_id for c in found) == sorted([corpus[1].chunk_id, corpus[2].chunk_id])
-        assert harness.store.get([]) == []
+        assert harness.store.get([], deadline=unrequested_deadline()) == []
 
     def test_search_respects_the_limit(self, harness: StoreHarness) -> None:
         harness.upsert(filter_corpus())
@@ -392,8 +398,8 @@ class StoreContract:
         harness.store.update_payload([(corpus[2].chunk_id, renamed)])
         harness.store.delete([corpus[0].chunk_id])
         harness.reopen()
-        assert harness.store.count() == len(corpus) - 1
-        assert harness.store.get([corpus[0].chunk_id]) == []
+        assert harness.store.count(None, unrequested_deadline()) == len(corpus) - 1
+        assert harness.store.get([corpus[0].chunk_id], deadline=unrequested_deadline()) == []
         assert harness.get_one(corpus[2].chunk_id).title == "Renamed before restart"
         assert harness.get_one(corpus[1].chunk_id) == stored(corpus[1])
 
@@ -412,7 +418,9 @@ class VectorStoreContract(StoreContract):
         axis = [make_chunk(f"doc-{name}") for name in names]
         vectors = [_vec(1, 0), _vec(1, 1), _vec(0, 1), _vec(-1, 0)]
         harness.upsert(axis, vectors)
-        hits = harness.store.search(_vec(3, 0), 10, ScopeFilter())  # length must not matter
+        hits = harness.store.search(
+            _vec(3, 0), 10, ScopeFilter(), deadline=unrequested_deadline()
+        )  # length must not matter
         assert [hit.chunk.chunk_id for hit in hits] == [chunk.chunk_id for chunk in axis]
         expected = [1.0, math.sqrt(0.5), 0.0, -1.0]
         assert [hit.score for hit in hits] == pytest.approx(expected, abs=1e-5)
@@ -426,31 +434,38 @@ class VectorStoreContract(StoreContract):
             VectorQuery(_vec(1.0, 0.2), 4, ScopeFilter(locale="de")),
         ]
         batched = harness.store.search_many(queries, Deadline.after(30.0))
-        one_by_one = [harness.store.search(q.vector, q.limit, q.scope) for q in queries]
+        one_by_one = [
+            harness.store.search(q.vector, q.limit, q.scope, deadline=unrequested_deadline())
+            for q in queries
+        ]
         assert [_ranked(hits) for hits in batched] == [_ranked(hits) for hits in one_by_one]
         assert [len(hits) for hits in batched][:3] == [5, 3, 0]
-        assert harness.store.search_many([]) == []
+        assert harness.store.search_many([], deadline=unrequested_deadline()) == []
         with pytest.raises(DeadlineExceeded):
             harness.store.search_many(queries, Deadline.after(-1.0))
 
     def test_equal_scores_are_ordered_by_chunk_id(self, harness: StoreHarness) -> None:
         twins = [make_chunk(f"doc-twin-{n}") for n in range(5)]
         harness.upsert(twins, [_vec(1, 2)] * len(twins))
-        hits = harness.store.search(_vec(1, 0), 10, ScopeFilter())
+        hits = harness.store.search(_vec(1, 0), 10, ScopeFilter(), deadline=unrequested_deadline())
         assert [hit.chunk.chunk_id for hit in hits] == sorted(chunk.chunk_id for chunk in twins)
 
     def test_filtered_search_ranks_within_the_scope(self, harness: StoreHarness) -> None:
         best = make_chunk("doc-best", scope_id="site-a")
         inside = make_chunk("doc-inside", scope_id="site-b")
         harness.upsert([best, inside], [_vec(1, 0), _vec(1, 1)])
-        hits = harness.store.search(_vec(1, 0), 1, ScopeFilter(scope_id="site-b"))
+        hits = harness.store.search(
+            _vec(1, 0), 1, ScopeFilter(scope_id="site-b"), deadline=unrequested_deadline()
+        )
         assert [hit.chunk.chunk_id for hit in hits] == [inside.chunk_id]
 
     def test_update_payload_keeps_the_vector(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1")
         harness.upsert([chunk], [_vec(1, 1)])
         harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, title="Renamed"))])
-        [hit] = harness.store.search(PROBE_VECTOR, 10, ScopeFilter())
+        [hit] = harness.store.search(
+            PROBE_VECTOR, 10, ScopeFilter(), deadline=unrequested_deadline()
+        )
         assert hit.score == pytest.approx(math.sqrt(0.5), abs=1e-5)
         assert harness.get_one(chunk.chunk_id).title == "Renamed"
 
@@ -458,11 +473,13 @@ class VectorStoreContract(StoreContract):
         chunks = [make_chunk("doc-1"), make_chunk("doc-2")]
         harness.upsert(chunks, [_vec(3, 4), _vec(0, 2)])
         ghost = make_chunk("doc-ghost").chunk_id
-        got = harness.store.vectors([chunks[0].chunk_id, chunks[1].chunk_id, ghost])
+        got = harness.store.vectors(
+            [chunks[0].chunk_id, chunks[1].chunk_id, ghost], deadline=unrequested_deadline()
+        )
         assert set(got) == {chunks[0].chunk_id, chunks[1].chunk_id}
         assert got[chunks[0].chunk_id] == pytest.approx(_vec(0.6, 0.8), abs=1e-6)
         assert got[chunks[1].chunk_id] == pytest.approx(_vec(0, 1), abs=1e-6)
-        assert harness.store.vectors([]) == {}
+        assert harness.store.vectors([], deadline=unrequested_deadline()) == {}
 
     def test_reading_vectors_keeps_to_the_deadline(self, harness: StoreHarness) -> None:
         chunks = [make_chunk("doc-1"), make_chunk("doc-2")]
@@ -470,7 +487,9 @@ class VectorStoreContract(StoreContract):
         ids = [chunk.chunk_id for chunk in chunks]
         with pytest.raises(DeadlineExceeded, match="no time left"):
             harness.store.vectors(ids, Deadline.after(-0.001))
-        assert harness.store.vectors(ids, Deadline.after(30.0)) == harness.store.vectors(ids)
+        assert harness.store.vectors(ids, Deadline.after(30.0)) == harness.store.vectors(
+            ids, deadline=unrequested_deadline()
+        )
 
     def test_mismatched_vectors_are_rejected(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1")
@@ -478,7 +497,7 @@ class VectorStoreContract(StoreContract):
             harness.store.upsert([chunk], [])
         with pytest.raises(RagError):
             harness.store.upsert([chunk], [[1.0] * (DIM + 1)])
-        assert harness.store.count() == 0
+        assert harness.store.count(None, unrequested_deadline()) == 0
 
 
 def _ranked(hits: list[ScoredChunk]) -> list[tuple[str, float]]:
@@ -496,7 +515,9 @@ class LexicalStoreContract(StoreContract):
         dense = make_chunk("doc-dense", text="kubernetes pods: kubernetes scheduling in kubernetes")
         sparse = make_chunk("doc-sparse", text="a long note that mentions kubernetes once " * 3)
         harness.upsert([sparse, dense])
-        hits = harness.store.search("kubernetes", 10, ScopeFilter())
+        hits = harness.store.search(
+            "kubernetes", 10, ScopeFilter(), deadline=unrequested_deadline()
+        )
         assert [hit.chunk.chunk_id for hit in hits] == [dense.chunk_id, sparse.chunk_id]
         assert hits[0].score > hits[1].score > 0
 
@@ -504,20 +525,22 @@ class LexicalStoreContract(StoreContract):
         in_title = make_chunk("doc-title", title="Webhooks", text="how events reach you")
         in_body = make_chunk("doc-body", title="Events", text="how webhooks reach you")
         harness.upsert([in_body, in_title])
-        hits = harness.store.search("webhooks", 10, ScopeFilter())
+        hits = harness.store.search("webhooks", 10, ScopeFilter(), deadline=unrequested_deadline())
         assert [hit.chunk.chunk_id for hit in hits] == [in_title.chunk_id, in_body.chunk_id]
 
     def test_heading_path_is_searchable(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1", heading_path="Guide > Troubleshooting", text="see below")
         harness.upsert([chunk, make_chunk("doc-2")])
-        hits = harness.store.search("troubleshooting", 10, ScopeFilter())
+        hits = harness.store.search(
+            "troubleshooting", 10, ScopeFilter(), deadline=unrequested_deadline()
+        )
         assert [hit.chunk.chunk_id for hit in hits] == [chunk.chunk_id]
 
     def test_english_stemming_matches_word_forms(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1", text="The service was configured to retry requests.")
         harness.upsert([chunk, make_chunk("doc-2")])
         for query in ("configuring", "configuration", "retries", "request"):
-            hits = harness.store.search(query, 10, ScopeFilter())
+            hits = harness.store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
             assert [hit.chunk.chunk_id for hit in hits] == [chunk.chunk_id], query
 
     def test_update_payload_keeps_the_text_searchable(self, harness: StoreHarness) -> None:
@@ -531,7 +554,10 @@ class LexicalStoreContract(StoreContract):
 
     def test_unknown_words_find_nothing(self, harness: StoreHarness) -> None:
         harness.upsert(filter_corpus())
-        assert harness.store.search("zyzzyva", 10, ScopeFilter()) == []
+        assert (
+            harness.store.search("zyzzyva", 10, ScopeFilter(), deadline=unrequested_deadline())
+            == []
+        )
 
     def test_search_plan_finds_what_search_finds(self, harness: StoreHarness) -> None:
         """The Retriever passes the plan it already made (the store's own
@@ -541,8 +567,13 @@ class LexicalStoreContract(StoreContract):
         analyzer = harness.store.analyzer
         for query in (COMMON_WORD, "429 text-embedding-v4", "zyzzyva", "the"):
             for scope in (ScopeFilter(), ScopeFilter(visible_generation=10**9)):
-                expected = harness.store.search(query, 10, scope)
-                assert harness.store.search_plan(analyzer.plan(query), 10, scope) == expected
+                expected = harness.store.search(query, 10, scope, deadline=unrequested_deadline())
+                assert (
+                    harness.store.search_plan(
+                        analyzer.plan(query), 10, scope, deadline=unrequested_deadline()
+                    )
+                    == expected
+                )
 
     # -- exact identifiers and CJK text (one analysis in every store) ---------
 
@@ -554,7 +585,9 @@ class LexicalStoreContract(StoreContract):
         )
         exact = make_chunk("doc-exact", title="Models", text="New projects use text-embedding-v4.")
         harness.upsert([wordy, exact])
-        hits = harness.store.search("text-embedding-v4", 10, ScopeFilter())
+        hits = harness.store.search(
+            "text-embedding-v4", 10, ScopeFilter(), deadline=unrequested_deadline()
+        )
         assert [hit.chunk.doc_id for hit in hits] == ["doc-exact", "doc-wordy"]
         assert [hit.exact for hit in hits] == [("text-embedding-v4",), ()]
         assert 0 < hits[0].score < 100  # BM25 alone: the exact boost is not reported
@@ -572,7 +605,9 @@ class LexicalStoreContract(StoreContract):
         holder = make_chunk("doc-holder", text="HTTP 429 when over the rate limit")
         terse = make_chunk("doc-terse", text="see 429")
         harness.upsert([wordy, holder, terse])
-        hits = harness.store.search("429 rate limit", 10, ScopeFilter())
+        hits = harness.store.search(
+            "429 rate limit", 10, ScopeFilter(), deadline=unrequested_deadline()
+        )
         assert hits[0].chunk.doc_id == "doc-holder"  # holds 429, best BM25 of the holders
         rest = [hit.score for hit in hits[1:]]
         assert rest == sorted(rest, reverse=True) and len(rest) == 2
@@ -580,7 +615,9 @@ class LexicalStoreContract(StoreContract):
     def test_a_near_miss_is_not_an_exact_match(self, harness: StoreHarness) -> None:
         near = make_chunk("doc-near", text="Error 4290 and text-embedding-v3 are different.")
         harness.upsert([near, make_chunk("doc-other")])
-        hits = harness.store.search("429 text-embedding-v4", 10, ScopeFilter())
+        hits = harness.store.search(
+            "429 text-embedding-v4", 10, ScopeFilter(), deadline=unrequested_deadline()
+        )
         assert all(hit.exact == () for hit in hits)
 
     def test_identifier_parts_are_exact_forms(self, harness: StoreHarness) -> None:
@@ -598,7 +635,7 @@ class LexicalStoreContract(StoreContract):
         )
         plain = make_chunk("doc-plain", text="Too many requests: status 429.")
         harness.upsert([wide, plain])
-        hits = harness.store.search("429", 10, ScopeFilter())
+        hits = harness.store.search("429", 10, ScopeFilter(), deadline=unrequested_deadline())
         assert {hit.chunk.doc_id: hit.exact for hit in hits} == {
             "doc-wide": ("429",),
             "doc-plain": ("429",),
@@ -636,11 +673,17 @@ class LexicalStoreContract(StoreContract):
 
 
 def _docs(harness: StoreHarness, query: str) -> list[str]:
-    return [hit.chunk.doc_id for hit in harness.store.search(query, 10, ScopeFilter())]
+    return [
+        hit.chunk.doc_id
+        for hit in harness.store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
+    ]
 
 
 def _ids(harness: StoreHarness, query: str) -> list[str]:
-    return [hit.chunk.chunk_id for hit in harness.store.search(query, 10, ScopeFilter())]
+    return [
+        hit.chunk.chunk_id
+        for hit in harness.store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
+    ]
 
 
 def _first_phase(row: StoredChunk) -> tuple[object, ...]:

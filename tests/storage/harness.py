@@ -23,6 +23,7 @@ import pytest
 
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.indexer.identity import chunk_id, content_hash
+from services.storage.base import unrequested_deadline
 
 DIM = 8
 COMMON_WORD = "conformance"  # every corpus text contains it: the lexical "match all" probe
@@ -249,7 +250,7 @@ class StoreHarness:
     ) -> list[ScoredChunk]:
         probe: Any = PROBE_VECTOR if self.is_vector else COMMON_WORD
         if deadline is None:  # the call every caller without a deadline makes
-            return list(self.store.search(probe, limit, scope))
+            return list(self.store.search(probe, limit, scope, deadline=unrequested_deadline()))
         return list(self.store.search(probe, limit, scope, deadline))
 
     def matching_ids(self, scope: ScopeFilter = EVERYWHERE) -> set[str]:
@@ -259,7 +260,7 @@ class StoreHarness:
         return set(ids)
 
     def get_one(self, chunk_id_value: str) -> StoredChunk:
-        found = self.store.get([chunk_id_value])
+        found = self.store.get([chunk_id_value], deadline=unrequested_deadline())
         assert len(found) == 1, f"expected exactly one {chunk_id_value}, got {found}"
         return found[0]
 

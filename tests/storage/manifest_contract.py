@@ -16,6 +16,7 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded
 from services.core.models import StoredChunk
+from services.storage.base import unrequested_deadline
 from services.storage.manifest import ManifestEntry, RunIntent
 
 ManifestFactory = Callable[[Path], Any]
@@ -65,29 +66,36 @@ class ManifestContract:
         long_id = "https://docs.test/" + "a" * 700  # longer than an OpenSearch _id may be
         entries = [entry("guide/setup"), entry("guide/setup", "de"), entry(long_id, chunks=0)]
         manifest.put_many(entries)
-        assert manifest.get("guide/setup", "en") == entries[0]
-        assert manifest.get_many([(e.doc_id, e.locale) for e in entries] + [("x", "en")]) == {
-            (e.doc_id, e.locale): e for e in entries
-        }
-        assert manifest.get("guide/setup", "fr") is None
+        assert manifest.get("guide/setup", "en", deadline=unrequested_deadline()) == entries[0]
+        assert manifest.get_many(
+            [(e.doc_id, e.locale) for e in entries] + [("x", "en")], deadline=unrequested_deadline()
+        ) == {(e.doc_id, e.locale): e for e in entries}
+        assert manifest.get("guide/setup", "fr", deadline=unrequested_deadline()) is None
 
     def test_put_replaces_an_entry(self, manifest) -> None:
         manifest.put_many([entry("a", chunks=3)])
         changed = entry("a", scope_id="other", chunks=1)
         manifest.put_many([changed])
-        assert manifest.get("a", "en") == changed
-        assert manifest.count() == 1
+        assert manifest.get("a", "en", deadline=unrequested_deadline()) == changed
+        assert manifest.count(deadline=unrequested_deadline()) == 1
 
     def test_scope_locales_and_counts(self, manifest) -> None:
         manifest.put_many(
             [entry("b"), entry("a"), entry("a", "de", chunks=5), entry("c", scope_id="blog")]
         )
-        assert list(manifest.keys_in_scope("docs")) == [("a", "de"), ("a", "en"), ("b", "en")]
-        assert list(manifest.keys_in_scope("nowhere")) == []
-        assert manifest.locales_of("a") == ["de", "en"]
-        assert manifest.locales_of("missing") == []
-        assert manifest.count() == 4
-        assert manifest.chunk_counts_by_locale() == {"en": 6, "de": 5}
+        assert list(manifest.keys_in_scope("docs", deadline=unrequested_deadline())) == [
+            ("a", "de"),
+            ("a", "en"),
+            ("b", "en"),
+        ]
+        assert list(manifest.keys_in_scope("nowhere", deadline=unrequested_deadline())) == []
+        assert manifest.locales_of("a", deadline=unrequested_deadline()) == ["de", "en"]
+        assert manifest.locales_of("missing", deadline=unrequested_deadline()) == []
+        assert manifest.count(deadline=unrequested_deadline()) == 4
+        assert manifest.chunk_counts_by_locale(deadline=unrequested_deadline()) == {
+            "en": 6,
+            "de": 5,
+        }
 
     def test_locales_in_a_scope_are_those_its_documents_hold_chunks_in(self, manifest) -> None:
         manifest.put_many(
@@ -111,27 +119,29 @@ class ManifestContract:
     def test_delete_removes_entries(self, manifest) -> None:
         manifest.put_many([entry("a"), entry("b")])
         manifest.delete_many([("a", "en"), ("never", "en")])
-        assert manifest.get("a", "en") is None
-        assert [k for k in manifest.keys_in_scope("docs")] == [("b", "en")]
+        assert manifest.get("a", "en", deadline=unrequested_deadline()) is None
+        assert [k for k in manifest.keys_in_scope("docs", deadline=unrequested_deadline())] == [
+            ("b", "en")
+        ]
         assert [e.doc_id for e in manifest.entries()] == ["b"]
 
     def test_intents_round_trip_until_their_run_is_settled(self, manifest) -> None:
         first, second = intent(1, "a", old=entry("a")), intent(2, "b", old=None)
         manifest.begin_run([first])
         manifest.begin_run([second])
-        assert manifest.open_intents() == [first, second]
+        assert manifest.open_intents(deadline=unrequested_deadline()) == [first, second]
         manifest.clear_intents(1)
-        assert manifest.open_intents() == [second]
+        assert manifest.open_intents(deadline=unrequested_deadline()) == [second]
 
     def test_commit_run_moves_entries_and_the_commit_point_together(self, manifest) -> None:
         manifest.put_many([entry("gone"), entry("a", chunks=1)])
         manifest.begin_run([intent(3, "a", old=entry("a", chunks=1)), intent(3, "gone")])
         manifest.begin_run([intent(4, "later")])
         manifest.commit_run(3, [entry("a", chunks=3)], [("gone", "en")])
-        assert manifest.get("a", "en") == entry("a", chunks=3)
-        assert manifest.get("gone", "en") is None
-        assert manifest.get_meta("committed_generation") == "3"
-        assert [i.generation for i in manifest.open_intents()] == [4]
+        assert manifest.get("a", "en", deadline=unrequested_deadline()) == entry("a", chunks=3)
+        assert manifest.get("gone", "en", deadline=unrequested_deadline()) is None
+        assert manifest.get_meta("committed_generation", deadline=unrequested_deadline()) == "3"
+        assert [i.generation for i in manifest.open_intents(deadline=unrequested_deadline())] == [4]
 
     def test_a_passed_deadline_stops_every_call_before_it_starts(self, manifest) -> None:
         manifest.put_many([entry("a"), entry("gone")])
@@ -165,7 +175,7 @@ class ManifestContract:
         assert manifest.get_many([("a", "en")], ample) == {("a", "en"): entry("a", chunks=1)}
         manifest.commit_run(3, [entry("a", chunks=3)], [("gone", "en")], ample)
         assert manifest.get_meta("committed_generation", ample) == "3"
-        assert [i.generation for i in manifest.open_intents()] == [4]
+        assert [i.generation for i in manifest.open_intents(deadline=unrequested_deadline())] == [4]
         manifest.clear_intents(4, ample)
         manifest.set_meta("chunking", "{}", ample)
         manifest.delete_many([("a", "en")], ample)
@@ -173,15 +183,15 @@ class ManifestContract:
 
     def test_meta_values_and_reopening(self, manifest_factory, tmp_path: Path) -> None:
         first = manifest_factory(tmp_path / "manifest")
-        assert first.get_meta("chunking") is None
+        assert first.get_meta("chunking", deadline=unrequested_deadline()) is None
         first.set_meta("chunking", '{"target": 800}')
         first.set_meta("chunking", '{"target": 600}')
         first.put_many([entry("a")])
         first.close()
         again = manifest_factory(tmp_path / "manifest")
         try:
-            assert again.get_meta("chunking") == '{"target": 600}'
-            assert again.get("a", "en") == entry("a")
+            assert again.get_meta("chunking", deadline=unrequested_deadline()) == '{"target": 600}'
+            assert again.get("a", "en", unrequested_deadline()) == entry("a")
         finally:
             again.close()
 
@@ -195,12 +205,19 @@ class ManifestContract:
         from services.indexer.validation import DocumentLimits
 
         manifest.put_many([entry("architecture.md", scope_id="beta")])
-        assert manifest.get("architecture.md", "en").scope_id == "beta"
-        assert ("architecture.md", "en") not in set(manifest.keys_in_scope("alpha"))
+        assert (
+            manifest.get("architecture.md", "en", deadline=unrequested_deadline()).scope_id
+            == "beta"
+        )
+        assert ("architecture.md", "en") not in set(
+            manifest.keys_in_scope("alpha", deadline=unrequested_deadline())
+        )
         planner = Planner(Chunker(), manifest, DocumentLimits())
         taker = Document(doc_id="architecture.md", text="# Taken\n\nNew body.", scope_id="alpha")
         owner = Document(doc_id="architecture.md", text="# Ours\n\nNew body.", scope_id="beta")
-        taken, kept = planner.plan_upserts([taker]) + planner.plan_upserts([owner])
+        taken, kept = planner.plan_upserts(
+            [taker], deadline=unrequested_deadline()
+        ) + planner.plan_upserts([owner], deadline=unrequested_deadline())
         assert (taken.state, taken.error_code) == (DocState.REJECTED, "ALREADY_EXISTS")
         assert kept.state == DocState.CHANGED
 
@@ -210,7 +227,7 @@ def _state(manifest: Any) -> tuple[object, ...]:
     entries = sorted(manifest.entries(), key=lambda e: (e.doc_id, e.locale))
     return (
         entries,
-        manifest.get_meta("chunking"),
-        manifest.open_intents(),
-        manifest.get_meta("committed_generation"),
+        manifest.get_meta("chunking", deadline=unrequested_deadline()),
+        manifest.open_intents(deadline=unrequested_deadline()),
+        manifest.get_meta("committed_generation", deadline=unrequested_deadline()),
     )

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from tests.storage.harness import StoreFactory, StoreHarness, make_chunk
 
 HOSTILE_QUERIES: dict[str, str] = {
@@ -106,7 +107,9 @@ class LexicalQuerySafetyContract:
         failures = []
         for case, query in HOSTILE_QUERIES.items():
             try:
-                hits = indexed.store.search(query, 10, ScopeFilter(scope_id="site-a"))
+                hits = indexed.store.search(
+                    query, 10, ScopeFilter(scope_id="site-a"), deadline=unrequested_deadline()
+                )
             except Exception as exc:
                 failures.append(f"{case}: raised {type(exc).__name__}: {exc}")
                 continue
@@ -135,5 +138,5 @@ OPERATOR_CASES: dict[str, str] = {
 
 
 def _top_doc(harness: StoreHarness, query: str) -> str:
-    hits = harness.store.search(query, 10, ScopeFilter())
+    hits = harness.store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
     return hits[0].chunk.doc_id if hits else ""

@@ -16,7 +16,7 @@ import pytest
 
 from services.core.errors import StoreError
 from services.core.models import ScopeFilter
-from services.storage.base import SECOND_VECTOR, VectorQuery
+from services.storage.base import SECOND_VECTOR, VectorQuery, unrequested_deadline
 from tests.storage.harness import DIM, make_chunk, payload_of
 
 SECOND_DIM = 4
@@ -62,7 +62,8 @@ class SecondVectorContract:
             [
                 VectorQuery(_first(1, 0), 3, everywhere),
                 VectorQuery(_second(1, 0), 3, everywhere, using=SECOND_VECTOR),
-            ]
+            ],
+            deadline=unrequested_deadline(),
         )
         assert _ids(by_first) == [a, c, b]
         assert _ids(by_second) == [b, c, a]
@@ -72,10 +73,13 @@ class SecondVectorContract:
         self, store: Any, chunks: list[Any]
     ) -> None:
         query = VectorQuery(_second(1, 0), 3, ScopeFilter(scope_id="site-a"), using=SECOND_VECTOR)
-        [hits] = store.search_many([query])
+        [hits] = store.search_many([query], deadline=unrequested_deadline())
         assert _ids(hits) == [chunks[1].chunk_id, chunks[0].chunk_id]
         query = VectorQuery(_second(1, 0), 3, ScopeFilter(locale="en"), using=SECOND_VECTOR)
-        assert _ids(store.search_many([query])[0]) == [chunks[2].chunk_id, chunks[0].chunk_id]
+        assert _ids(store.search_many([query], deadline=unrequested_deadline())[0]) == [
+            chunks[2].chunk_id,
+            chunks[0].chunk_id,
+        ]
 
     def test_rewrites_and_reopening_keep_both_vectors(
         self, store: Any, chunks: list[Any], open_store: OpenStore, tmp_path: Path
@@ -86,10 +90,10 @@ class SecondVectorContract:
         reopened = open_store(tmp_path / "store", SECOND_DIM)
         try:
             probe = VectorQuery(_second(1, 0), 1, ScopeFilter(), using=SECOND_VECTOR)
-            [[hit]] = reopened.search_many([probe])
+            [[hit]] = reopened.search_many([probe], deadline=unrequested_deadline())
             assert hit.chunk.chunk_id == b.chunk_id and hit.score == pytest.approx(1.0, abs=1e-5)
             # `vectors` (diversity) reads the first vector.
-            got = reopened.vectors([b.chunk_id])[b.chunk_id]
+            got = reopened.vectors([b.chunk_id], deadline=unrequested_deadline())[b.chunk_id]
             assert got == pytest.approx(_first(0.6, 0.8), abs=1e-6)
         finally:
             reopened.close()
@@ -101,7 +105,7 @@ class SecondVectorContract:
             store.upsert([chunk], [_first(1, 0)])
         with pytest.raises(StoreError, match="second vectors"):
             store.upsert([chunk], [_first(1, 0)], second_vectors=[])
-        assert store.count() == 0
+        assert store.count(None, unrequested_deadline()) == 0
 
     def test_a_store_without_a_second_vector_refuses_one(
         self, open_store: OpenStore, tmp_path: Path
@@ -112,6 +116,6 @@ class SecondVectorContract:
                 plain.upsert([make_chunk("doc-a")], [_first(1, 0)], second_vectors=[_second(1, 0)])
             probe = VectorQuery(_second(1, 0), 1, ScopeFilter(), using=SECOND_VECTOR)
             with pytest.raises(StoreError, match=SECOND_VECTOR):
-                plain.search_many([probe])
+                plain.search_many([probe], deadline=unrequested_deadline())
         finally:
             plain.close()

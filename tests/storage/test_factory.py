@@ -9,6 +9,7 @@ import pytest
 
 from services.core.errors import StoreUnavailable
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
@@ -33,7 +34,10 @@ def test_embedded_mode_opens_the_local_stores_and_sqlite_manifest(tmp_path: Path
         assert isinstance(vectors, EdgeVectorStore) and isinstance(lexical, TantivyLexicalStore)
         assert isinstance(manifest, SqliteManifest)
         assert manifest.path == tmp_path / MANIFEST_FILE
-        assert vectors.count(ScopeFilter()) == 0 and lexical.count() == 0
+        assert (
+            vectors.count(ScopeFilter(), deadline=unrequested_deadline()) == 0
+            and lexical.count(None, unrequested_deadline()) == 0
+        )
     finally:
         for closeable in (vectors, lexical, manifest):
             closeable.close()

@@ -15,6 +15,7 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded
 from services.runtime.settings import load_settings
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.server.opensearch_client import connect_opensearch
 from services.storage.server.opensearch_manifest import OpenSearchManifest, manifest_doc_id
@@ -150,7 +151,7 @@ def test_put_many_writes_entries_in_one_bulk(capture) -> None:
 def test_reads_by_key_are_realtime_gets(capture) -> None:
     capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": entry_id("a"), "found": False}]}))
     manifest = open_manifest(capture)
-    assert manifest.get_many([("a", "en"), ("a", "en")]) == {}
+    assert manifest.get_many([("a", "en"), ("a", "en")], deadline=unrequested_deadline()) == {}
     assert capture.bodies("POST", f"/{INDEX}/_mget") == [{"ids": [entry_id("a")]}]
 
 
@@ -165,7 +166,7 @@ def test_keys_in_scope_pages_with_search_after(capture) -> None:
         return 200, {"hits": {"hits": hits}}
 
     capture.on_call("POST", f"/{INDEX}/_search", page)
-    keys = list(open_manifest(capture).keys_in_scope("docs"))
+    keys = list(open_manifest(capture).keys_in_scope("docs", deadline=unrequested_deadline()))
     assert len(keys) == 1003 and keys[-1] == ("d01002", "en")
     first, second = capture.bodies("POST", f"/{INDEX}/_search")
     assert first == {
@@ -185,7 +186,10 @@ def test_chunk_counts_use_one_aggregation(capture) -> None:
     capture.on(
         "POST", f"/{INDEX}/_search", (200, {"aggregations": {"locales": {"buckets": buckets}}})
     )
-    assert open_manifest(capture).chunk_counts_by_locale() == {"en": 6, "de": 5}
+    assert open_manifest(capture).chunk_counts_by_locale(deadline=unrequested_deadline()) == {
+        "en": 6,
+        "de": 5,
+    }
     assert capture.bodies("POST", f"/{INDEX}/_search") == [
         {
             "size": 0,
@@ -276,7 +280,7 @@ def test_meta_values_are_documents_keyed_by_name(capture) -> None:
     capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [found]}))
     manifest = open_manifest(capture)
     manifest.set_meta("chunking", "{}")
-    assert manifest.get_meta("chunking") == "{}"
+    assert manifest.get_meta("chunking", deadline=unrequested_deadline()) == "{}"
     assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
         [{"index": {"_id": meta_id}}, {"kind": "meta", "key": "chunking", "value": "{}"}]
     ]

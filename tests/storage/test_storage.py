@@ -14,6 +14,7 @@ import pytest
 
 from services.core.models import ScopeFilter
 from services.embedding.embedder import Embedder
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import ChunkWriter, Part, Storage, embedding_text
@@ -31,7 +32,9 @@ def storage(tmp_path: Path, embedder: Embedder) -> Iterator[Storage]:
 
 
 def _counts(storage: Storage) -> tuple[int, int]:
-    return storage.vectors.count(), storage.lexical.count()
+    return storage.vectors.count(None, unrequested_deadline()), storage.lexical.count(
+        None, unrequested_deadline()
+    )
 
 
 def test_a_writer_writes_rewrites_and_deletes_in_both_stores(
@@ -49,10 +52,17 @@ def test_a_writer_writes_rewrites_and_deletes_in_both_stores(
     assert _counts(storage) == (3, 3)
     assert calls == [Part.VECTOR, Part.LEXICAL]
     query = embedder.embed_query("how do I restore a backup").tolist()
-    assert storage.vectors.search(query, 1, ScopeFilter())[0].chunk.doc_id == "guide"
+    assert (
+        storage.vectors.search(query, 1, ScopeFilter(), deadline=unrequested_deadline())[
+            0
+        ].chunk.doc_id
+        == "guide"
+    )
     writer.rewrite([(chunks[0].chunk_id, payload_of(chunks[0], title="Backups"))])
     for store in (storage.vectors, storage.lexical):
-        assert store.get([chunks[0].chunk_id])[0].title == "Backups"
+        assert (
+            store.get([chunks[0].chunk_id], deadline=unrequested_deadline())[0].title == "Backups"
+        )
     writer.delete([chunks[0].chunk_id])
     assert _counts(storage) == (2, 2)
 

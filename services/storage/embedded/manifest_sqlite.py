@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from services.core.deadline import Deadline
 from services.storage.base import call_budget_s
-from services.storage.manifest import ManifestEntry, RunIntent
+from services.storage.manifest import ManifestEntry, RunIntent, RunState
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -56,11 +56,11 @@ class SqliteManifest:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
 
-    def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
-        return self.get_many([(doc_id, locale)]).get((doc_id, locale))
+    def get(self, doc_id: str, locale: str, deadline: Deadline) -> ManifestEntry | None:
+        return self.get_many([(doc_id, locale)], deadline).get((doc_id, locale))
 
     def get_many(
-        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline
     ) -> dict[tuple[str, str], ManifestEntry]:
         call_budget_s(self.name, deadline, what="a read")
         found: dict[tuple[str, str], ManifestEntry] = {}
@@ -109,12 +109,23 @@ class SqliteManifest:
         with self._lock, self._transaction():
             self._db.executemany("INSERT OR REPLACE INTO intents VALUES (?, ?, ?, ?)", rows)
 
-    def open_intents(self) -> list[RunIntent]:
+    def open_intents(self, deadline: Deadline) -> list[RunIntent]:
+        call_budget_s(self.name, deadline, what="a read")
         with self._lock:
             rows = self._db.execute(
                 "SELECT intent FROM intents ORDER BY generation, doc_id, locale"
             ).fetchall()
         return [RunIntent.from_json(r[0]) for r in rows]
+
+    def run_state(self, deadline: Deadline) -> RunState:
+        call_budget_s(self.name, deadline, what="a read")
+        with self._lock, self._transaction():  # one snapshot of both tables
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (_COMMITTED,)).fetchone()
+            rows = self._db.execute(
+                "SELECT intent FROM intents ORDER BY generation, doc_id, locale"
+            ).fetchall()
+        committed = 0 if row is None else int(row[0])
+        return RunState(committed, tuple(RunIntent.from_json(r[0]) for r in rows))
 
     def commit_run(
         self,
@@ -122,6 +133,7 @@ class SqliteManifest:
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
         deadline: Deadline | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> None:
         call_budget_s(self.name, deadline, what="a commit")
         # One transaction: the entries, the commit point and the intents'
@@ -131,9 +143,8 @@ class SqliteManifest:
             self._db.executemany(
                 "DELETE FROM documents WHERE doc_id = ? AND locale = ?", list(removed)
             )
-            self._db.execute(
-                "INSERT OR REPLACE INTO meta VALUES (?, ?)", (_COMMITTED, str(generation))
-            )
+            values = [*(meta or {}).items(), (_COMMITTED, str(generation))]
+            self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", values)
             self._db.execute("DELETE FROM intents WHERE generation = ?", (generation,))
 
     def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
@@ -146,7 +157,8 @@ class SqliteManifest:
             rows = self._db.execute("SELECT * FROM documents ORDER BY doc_id, locale").fetchall()
         return [_entry(row) for row in rows]
 
-    def keys_in_scope(self, scope_id: str) -> Iterable[tuple[str, str]]:
+    def keys_in_scope(self, scope_id: str, deadline: Deadline) -> Iterable[tuple[str, str]]:
+        call_budget_s(self.name, deadline, what="a read")
         with self._lock:
             rows = self._db.execute(
                 "SELECT doc_id, locale FROM documents WHERE scope_id = ? ORDER BY doc_id, locale",
@@ -154,18 +166,21 @@ class SqliteManifest:
             ).fetchall()
         return [(r[0], r[1]) for r in rows]
 
-    def locales_of(self, doc_id: str) -> list[str]:
+    def locales_of(self, doc_id: str, deadline: Deadline) -> list[str]:
+        call_budget_s(self.name, deadline, what="a read")
         with self._lock:
             rows = self._db.execute(
                 "SELECT locale FROM documents WHERE doc_id = ? ORDER BY locale", (doc_id,)
             ).fetchall()
         return [r[0] for r in rows]
 
-    def count(self) -> int:
+    def count(self, deadline: Deadline) -> int:
+        call_budget_s(self.name, deadline, what="a read")
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
 
-    def chunk_counts_by_locale(self) -> dict[str, int]:
+    def chunk_counts_by_locale(self, deadline: Deadline) -> dict[str, int]:
+        call_budget_s(self.name, deadline, what="a read")
         with self._lock:
             rows = self._db.execute("SELECT locale, chunk_ids FROM documents").fetchall()
         counts: dict[str, int] = {}
@@ -187,7 +202,7 @@ class SqliteManifest:
             rows = self._db.execute(statement + " ORDER BY locale", params).fetchall()
         return [r[0] for r in rows]
 
-    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+    def get_meta(self, key: str, deadline: Deadline) -> str | None:
         call_budget_s(self.name, deadline, what="a read")
         with self._lock:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -258,12 +258,12 @@ class EdgeVectorStore:
         vector: Sequence[float],
         limit: int,
         scope: ScopeFilter,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> list[ScoredChunk]:
         return self.search_many([VectorQuery(vector, limit, scope)], deadline)[0]
 
     def search_many(
-        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+        self, queries: Sequence[VectorQuery], deadline: Deadline
     ) -> list[list[ScoredChunk]]:
         search_budget_s(self.name, deadline)
         wanted = [i for i, query in enumerate(queries) if query.limit > 0]
@@ -293,7 +293,7 @@ class EdgeVectorStore:
             params=qe.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
         )
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         if not chunk_ids:
             return []
         search_budget_s(self.name, deadline)
@@ -302,9 +302,7 @@ class EdgeVectorStore:
             records = shard.retrieve(point_ids, with_payload=True, with_vector=False)
         return [stored_chunk_from_payload(record.payload or {}) for record in records]
 
-    def vectors(
-        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
-    ) -> dict[str, list[float]]:
+    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
         by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
         if not by_point:
             return {}
@@ -331,7 +329,7 @@ class EdgeVectorStore:
             if offset is None:
                 return
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         call_budget_s(self.name, deadline, what="a count")
         with store_errors(self.name, "count"), self._reading() as shard:
             return shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope)))

@@ -195,12 +195,12 @@ class TantivyLexicalStore:
         return describe_plan(self.analyzer.plan(query), self._boosts)
 
     def search(
-        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
     def search_plan(
-        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         if limit <= 0 or plan.is_empty():
             return []
@@ -224,7 +224,7 @@ class TantivyLexicalStore:
             ]
         return exact_first(hits, plan)
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         wanted = sorted(set(chunk_ids))
         if not wanted:
             return []
@@ -246,7 +246,7 @@ class TantivyLexicalStore:
                 result = searcher.search(tv.Query.all_query(), batch, count=False, offset=offset)
                 yield [_stored_chunk(searcher.doc(address)) for _, address in result.hits]
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         call_budget_s(self.name, deadline, what="a count")
         filters = self._filter_query(scope)
         with store_errors(self.name, "count"):
@@ -312,7 +312,9 @@ class TantivyLexicalStore:
             return
         call_budget_s(self.name, deadline, what="a payload update")
         with self._write_lock:
-            current = {c.chunk_id: c for c in self.get([chunk_id for chunk_id, _ in updates])}
+            # Part of this write, whose deadline was checked above.
+            ids = [chunk_id for chunk_id, _ in updates]
+            current = {c.chunk_id: c for c in self.get(ids, Deadline.never())}
             rewrites = [
                 (chunk_id, _document(chunk_with_payload(current[chunk_id], payload), self.analyzer))
                 for chunk_id, payload in updates

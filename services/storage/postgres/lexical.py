@@ -236,12 +236,12 @@ class PostgresLexicalStore(PostgresPart):
         return describe_plan(self.analyzer.plan(query), self.field_boosts)
 
     def search(
-        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
     def search_plan(
-        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         if limit <= 0 or plan.is_empty():
             return []
@@ -251,7 +251,7 @@ class PostgresLexicalStore(PostgresPart):
         hits = [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
         return exact_first(hits, plan)
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         if not chunk_ids:
             return []
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
@@ -277,7 +277,7 @@ class PostgresLexicalStore(PostgresPart):
                 return
             after = rows[-1].chunk_id
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         where, params = scope_condition(scope)
         statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._names["chunks"], where)
         budget_s = self._budget(deadline, "a count")

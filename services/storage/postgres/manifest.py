@@ -13,14 +13,14 @@ call that sent it (`postgres_sql.within`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from services.core.deadline import Deadline
-from services.storage.manifest import ManifestEntry, RunIntent
+from services.storage.manifest import ManifestEntry, RunIntent, RunState
 from services.storage.postgres.part import PostgresPart
 from services.storage.postgres.run import RunConnection
 from services.storage.postgres.sql import (
@@ -98,11 +98,11 @@ class PostgresManifest(PostgresPart):
 
     # -- documents ------------------------------------------------------------
 
-    def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
-        return self.get_many([(doc_id, locale)]).get((doc_id, locale))
+    def get(self, doc_id: str, locale: str, deadline: Deadline) -> ManifestEntry | None:
+        return self.get_many([(doc_id, locale)], deadline).get((doc_id, locale))
 
     def get_many(
-        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
+        self, keys: Sequence[tuple[str, str]], deadline: Deadline
     ) -> dict[tuple[str, str], ManifestEntry]:
         if not keys:
             return {}
@@ -111,7 +111,7 @@ class PostgresManifest(PostgresPart):
             "AS k(doc_id, locale) USING (doc_id, locale)"
         )
         params = ([k[0] for k in keys], [k[1] for k in keys])
-        rows = self._fetch("get", statement, params, deadline)
+        rows = self._fetch("get", statement, params, deadline=deadline)
         return {(row[0], row[1]): _entry(row) for row in rows}
 
     def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
@@ -124,26 +124,30 @@ class PostgresManifest(PostgresPart):
 
     def entries(self) -> Iterable[ManifestEntry]:
         statement = self._sql("SELECT " + _COLUMNS + " FROM {documents} ORDER BY doc_id, locale")
-        return [_entry(row) for row in self._fetch("entries", statement)]
+        # An audit's whole read: the connection's own statement_timeout.
+        return [_entry(row) for row in self._fetch("entries", statement, deadline=None)]
 
-    def keys_in_scope(self, scope_id: str) -> Iterable[tuple[str, str]]:
+    def keys_in_scope(self, scope_id: str, deadline: Deadline) -> Iterable[tuple[str, str]]:
         statement = self._sql(
             "SELECT doc_id, locale FROM {documents} WHERE scope_id = %s ORDER BY doc_id, locale"
         )
-        return [(r[0], r[1]) for r in self._fetch("keys in scope", statement, (scope_id,))]
+        rows = self._fetch("keys in scope", statement, (scope_id,), deadline=deadline)
+        return [(r[0], r[1]) for r in rows]
 
-    def locales_of(self, doc_id: str) -> list[str]:
+    def locales_of(self, doc_id: str, deadline: Deadline) -> list[str]:
         statement = self._sql("SELECT locale FROM {documents} WHERE doc_id = %s ORDER BY locale")
-        return [r[0] for r in self._fetch("locales", statement, (doc_id,))]
+        return [r[0] for r in self._fetch("locales", statement, (doc_id,), deadline=deadline)]
 
-    def count(self) -> int:
-        return int(self._fetch("count", self._sql("SELECT count(*) FROM {documents}"))[0][0])
+    def count(self, deadline: Deadline) -> int:
+        statement = self._sql("SELECT count(*) FROM {documents}")
+        return int(self._fetch("count", statement, deadline=deadline)[0][0])
 
-    def chunk_counts_by_locale(self) -> dict[str, int]:
+    def chunk_counts_by_locale(self, deadline: Deadline) -> dict[str, int]:
         statement = self._sql(
             "SELECT locale, sum(cardinality(chunk_ids))::bigint FROM {documents} GROUP BY locale"
         )
-        return {r[0]: int(r[1]) for r in self._fetch("chunk counts", statement)}
+        rows = self._fetch("chunk counts", statement, deadline=deadline)
+        return {r[0]: int(r[1]) for r in rows}
 
     def locales_in(
         self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
@@ -156,7 +160,8 @@ class PostgresManifest(PostgresPart):
             "ORDER BY locale"
         )
         params = {"scopes": list(scope_ids), "docs": list(doc_ids)}
-        return [r[0] for r in self._fetch("locales in scope", statement, params, deadline)]
+        rows = self._fetch("locales in scope", statement, params, deadline=deadline)
+        return [r[0] for r in rows]
 
     # -- runs -----------------------------------------------------------------
 
@@ -164,9 +169,20 @@ class PostgresManifest(PostgresPart):
         rows = [(i.generation, i.doc_id, i.locale, i.to_json()) for i in intents]
         self._transaction("begin run", [(_BEGIN, rows)], deadline)
 
-    def open_intents(self) -> list[RunIntent]:
+    def open_intents(self, deadline: Deadline) -> list[RunIntent]:
         statement = self._sql("SELECT intent FROM {intents} ORDER BY generation, doc_id, locale")
-        return [RunIntent.from_json(r[0]) for r in self._fetch("open intents", statement)]
+        rows = self._fetch("open intents", statement, deadline=deadline)
+        return [RunIntent.from_json(r[0]) for r in rows]
+
+    def run_state(self, deadline: Deadline) -> RunState:
+        """One statement: the commit point and every open intent."""
+        statement = self._sql(
+            "SELECT (SELECT value FROM {meta} WHERE key = %s), coalesce((SELECT "
+            "array_agg(intent ORDER BY generation, doc_id, locale) FROM {intents}), '{{}}')"
+        )
+        params = (COMMITTED_GENERATION_META,)
+        committed, intents = self._fetch("run state", statement, params, deadline=deadline)[0]
+        return RunState(int(committed or 0), tuple(RunIntent.from_json(i) for i in intents))
 
     def commit_run(
         self,
@@ -174,15 +190,17 @@ class PostgresManifest(PostgresPart):
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
         deadline: Deadline | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> None:
-        """One transaction: the entries, the commit point and the end of the
-        run's intents are never seen apart (so `deadline` bounds it whole)."""
+        """One transaction: the entries, the commit point (with `meta`) and
+        the end of the run's intents are never seen apart (so `deadline`
+        bounds it whole)."""
         self._transaction(
             "commit run",
             [
                 (_PUT, [_row(e) for e in entries]),
                 (_DELETE, list(removed)),
-                (_SET_META, [(COMMITTED_GENERATION_META, str(generation))]),
+                (_SET_META, [*(meta or {}).items(), (COMMITTED_GENERATION_META, str(generation))]),
                 (_CLEAR, [(generation,)]),
             ],
             deadline,
@@ -193,9 +211,9 @@ class PostgresManifest(PostgresPart):
 
     # -- meta -----------------------------------------------------------------
 
-    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+    def get_meta(self, key: str, deadline: Deadline) -> str | None:
         statement = self._sql("SELECT value FROM {meta} WHERE key = %s")
-        rows = self._fetch("get meta", statement, (key,), deadline)
+        rows = self._fetch("get meta", statement, (key,), deadline=deadline)
         return str(rows[0][0]) if rows else None
 
     def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
@@ -208,9 +226,10 @@ class PostgresManifest(PostgresPart):
         action: str,
         statement: sql.Composable,
         params: Any = None,
-        deadline: Deadline | None = None,
+        *,
+        deadline: Deadline | None,
     ) -> list[Any]:
-        if deadline is None:  # the connection's own statement_timeout, no transaction
+        if deadline is None:  # an audit's: the connection's own statement_timeout
             with pg_errors(self.name, action), self._conn() as conn:
                 return conn.execute(statement, params).fetchall()
         budget_s = deadline_budget_s(self.name, deadline, self.timeout_s, f"the {action}")

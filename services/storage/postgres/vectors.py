@@ -246,12 +246,12 @@ class PostgresVectorStore(PostgresPart):
         vector: Sequence[float],
         limit: int,
         scope: ScopeFilter,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> list[ScoredChunk]:
         return self.search_many([VectorQuery(vector, limit, scope)], deadline)[0]
 
     def search_many(
-        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+        self, queries: Sequence[VectorQuery], deadline: Deadline
     ) -> list[list[ScoredChunk]]:
         """One connection and one transaction for the batch, each query with
         its own path (exact or HNSW) and candidate list."""
@@ -280,7 +280,7 @@ class PostgresVectorStore(PostgresPart):
         row = conn.execute(statement, params).fetchone()
         return row is not None and int(row[0]) < EXACT_BELOW
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         wanted = sorted(set(chunk_ids))
         if not wanted:
             return []
@@ -291,9 +291,7 @@ class PostgresVectorStore(PostgresPart):
         with pg_errors(self.name, "get"), self._conn() as conn, within(conn, budget_s):
             return [stored_chunk(row) for row in conn.execute(statement, (wanted,))]
 
-    def vectors(
-        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
-    ) -> dict[str, list[float]]:
+    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
         """The stored vectors (unit length: `upsert` normalises, as Qdrant does)."""
         wanted = sorted(set(chunk_ids))
         if not wanted:
@@ -321,7 +319,7 @@ class PostgresVectorStore(PostgresPart):
                 return
             after = rows[-1].chunk_id
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         where, params = scope_condition(scope)
         statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._table, where)
         budget_s = self._budget(deadline, "a count")

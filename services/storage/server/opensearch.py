@@ -236,12 +236,12 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch]):
         return describe_plan(self.analyzer.plan(query), self.field_boosts)
 
     def search(
-        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
     def search_plan(
-        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline | None = None
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         scoring = lexical_query(plan, self.field_boosts)
         if limit <= 0 or scoring is None:
@@ -265,7 +265,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch]):
         ]
         return exact_first(scored, plan)
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         found: list[StoredChunk] = []
         for batch in batched(list(dict.fromkeys(chunk_ids)), self.batch_size):
             mget = partial(
@@ -295,7 +295,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch]):
                 return
             after = str(hits[-1]["sort"][0])
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         body = {"query": {"bool": {"filter": scope_filters(scope)}}}
         timeout_s = self._timeout(deadline, "a count")
         count = partial(self._live().count, index=self.index, body=body, request_timeout=timeout_s)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -33,7 +33,7 @@ from opensearchpy.exceptions import RequestError
 
 from services.core.deadline import Deadline
 from services.storage.base import call_budget_s
-from services.storage.manifest import ManifestEntry, RunIntent
+from services.storage.manifest import ManifestEntry, RunIntent, RunState
 from services.storage.server.calls import ServerCallPolicy, ServerPart, batched
 from services.storage.server.opensearch_client import (
     BulkAction,
@@ -180,12 +180,10 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
 
     # -- entries --------------------------------------------------------------
 
-    def get(self, doc_id: str, locale: str) -> ManifestEntry | None:
-        return self.get_many([(doc_id, locale)]).get((doc_id, locale))
+    def get(self, doc_id: str, locale: str, deadline: Deadline) -> ManifestEntry | None:
+        return self.get_many([(doc_id, locale)], deadline).get((doc_id, locale))
 
-    def get_many(
-        self, keys: Sequence[Key], deadline: Deadline | None = None
-    ) -> dict[Key, ManifestEntry]:
+    def get_many(self, keys: Sequence[Key], deadline: Deadline) -> dict[Key, ManifestEntry]:
         found: dict[Key, ManifestEntry] = {}
         ids = [manifest_doc_id("entry", *key) for key in keys]
         for source in self._sources(ids, deadline).values():
@@ -207,7 +205,9 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
     def entries(self) -> Iterable[ManifestEntry]:
         fields = ["doc_id", "locale"]
         query = {"term": {"kind": "entry"}}
-        return [_entry(source) for source in self._scan(query, fields, include_all=True)]
+        # An audit's whole scan: each page under the manifest's own timeout.
+        sources = self._scan(query, fields, include_all=True, deadline=None)
+        return [_entry(source) for source in sources]
 
     # -- run intents ----------------------------------------------------------
 
@@ -217,10 +217,17 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         ]
         self._write("begin run", actions, deadline)
 
-    def open_intents(self) -> list[RunIntent]:
+    def open_intents(self, deadline: Deadline) -> list[RunIntent]:
         query = {"term": {"kind": "intent"}}
-        sources = self._scan(query, ["generation", "doc_id", "locale"], include_all=True)
+        fields = ["generation", "doc_id", "locale"]
+        sources = self._scan(query, fields, include_all=True, deadline=deadline)
         return [RunIntent.from_json(source["value"]) for source in sources]
+
+    def run_state(self, deadline: Deadline) -> RunState:
+        """Two requests (a multi-get and the intents' scan): OpenSearch has
+        no read of both in one."""
+        committed = int(self.get_meta(_COMMITTED, deadline) or 0)
+        return RunState(committed, tuple(self.open_intents(deadline)))
 
     def commit_run(
         self,
@@ -228,10 +235,13 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         entries: Sequence[ManifestEntry],
         removed: Sequence[Key],
         deadline: Deadline | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> None:
         self.put_many(entries, deadline)
         self.delete_many(removed, deadline)
-        self.set_meta(_COMMITTED, str(generation), deadline)  # the commit point
+        # The commit point, with `meta` in the same bulk request before it.
+        values = [*(meta or {}).items(), (_COMMITTED, str(generation))]
+        self._bulk.write("commit", [_meta_action(k, v) for k, v in values], frozenset(), deadline)
         # Not under the deadline: the run has committed, and a deadline that
         # passed now would report it as failed (and have it undone); its
         # intents are clearable by the store's own timeout, or by recovery.
@@ -250,24 +260,24 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         for batch in batched(actions, _BATCH):
             self._bulk.write(action, batch, frozenset({404}), deadline)
 
-    def keys_in_scope(self, scope_id: str) -> Iterable[Key]:
+    def keys_in_scope(self, scope_id: str, deadline: Deadline) -> Iterable[Key]:
         query = {
             "bool": {"filter": [{"term": {"kind": "entry"}}, {"term": {"scope_id": scope_id}}]}
         }
-        return [(s["doc_id"], s["locale"]) for s in self._scan(query, ["doc_id", "locale"])]
+        sources = self._scan(query, ["doc_id", "locale"], deadline=deadline)
+        return [(s["doc_id"], s["locale"]) for s in sources]
 
-    def locales_of(self, doc_id: str) -> list[str]:
+    def locales_of(self, doc_id: str, deadline: Deadline) -> list[str]:
         query = {"bool": {"filter": [{"term": {"kind": "entry"}}, {"term": {"doc_id": doc_id}}]}}
-        return [s["locale"] for s in self._scan(query, ["locale"])]
+        return [s["locale"] for s in self._scan(query, ["locale"], deadline=deadline)]
 
-    def count(self) -> int:
+    def count(self, deadline: Deadline) -> int:
         body = {"query": {"term": {"kind": "entry"}}}
-        count = partial(
-            self._live().count, index=self.index, body=body, request_timeout=self.timeout_s
-        )
+        timeout_s = self._timeout(deadline, "a count")
+        count = partial(self._live().count, index=self.index, body=body, request_timeout=timeout_s)
         return int(self._calls.read("count", count)["count"])
 
-    def chunk_counts_by_locale(self) -> dict[str, int]:
+    def chunk_counts_by_locale(self, deadline: Deadline) -> dict[str, int]:
         body = {
             "size": 0,
             "query": {"term": {"kind": "entry"}},
@@ -278,8 +288,9 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
                 }
             },
         }
+        timeout_s = self._timeout(deadline, "a read")
         search = partial(
-            self._live().search, index=self.index, body=body, request_timeout=self.timeout_s
+            self._live().search, index=self.index, body=body, request_timeout=timeout_s
         )
         buckets = self._calls.read("chunk counts", search)["aggregations"]["locales"]["buckets"]
         return {b["key"]: int(b["chunks"]["value"]) for b in buckets}
@@ -308,15 +319,13 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
 
     # -- index-level values ---------------------------------------------------
 
-    def get_meta(self, key: str, deadline: Deadline | None = None) -> str | None:
+    def get_meta(self, key: str, deadline: Deadline) -> str | None:
         doc_id = manifest_doc_id("meta", key)
         source = self._sources([doc_id], deadline).get(doc_id)
         return None if source is None else str(source["value"])
 
     def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
-        body = {"kind": "meta", "key": key, "value": value}
-        action = BulkAction("index", manifest_doc_id("meta", key), body)
-        self._bulk.write("set meta", [action], frozenset(), deadline)
+        self._bulk.write("set meta", [_meta_action(key, value)], frozenset(), deadline)
 
     # -- helpers --------------------------------------------------------------
 
@@ -351,7 +360,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         fields: list[str],
         *,
         include_all: bool = False,
-        deadline: Deadline | None = None,
+        deadline: Deadline | None,
     ) -> Iterator[dict[str, Any]]:
         """Every matching document's `fields` (or whole source), sorted by
         `fields`, paged by search_after."""
@@ -375,3 +384,9 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
             if len(hits) < _PAGE:
                 return
             after = hits[-1]["sort"]
+
+
+def _meta_action(key: str, value: str) -> BulkAction:
+    return BulkAction(
+        "index", manifest_doc_id("meta", key), {"kind": "meta", "key": key, "value": value}
+    )

@@ -259,7 +259,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         vector: Sequence[float],
         limit: int,
         scope: ScopeFilter,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> list[ScoredChunk]:
         if limit <= 0:
             return []
@@ -276,7 +276,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         return _hits(self._calls.read("search", query).points)
 
     def search_many(
-        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+        self, queries: Sequence[VectorQuery], deadline: Deadline
     ) -> list[list[ScoredChunk]]:
         timeout = self._search_timeout(deadline)
         wanted = [i for i, query in enumerate(queries) if query.limit > 0]
@@ -310,7 +310,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
         return max(1, math.ceil(call_budget_s(self.name, deadline, self._timeout, what)))
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         found: list[StoredChunk] = []
         ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in dict.fromkeys(chunk_ids)]
         for batch in batched(ids, self.batch_size):
@@ -325,9 +325,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
         return found
 
-    def vectors(
-        self, chunk_ids: Sequence[str], deadline: Deadline | None = None
-    ) -> dict[str, list[float]]:
+    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
         by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
         found: dict[str, list[float]] = {}
         ids: list[models.ExtendedPointId] = list(by_point)
@@ -364,7 +362,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             if offset is None:
                 return
 
-    def count(self, scope: ScopeFilter | None = None, deadline: Deadline | None = None) -> int:
+    def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
         count = partial(
             self._live().count,
             self.collection,

@@ -11,6 +11,7 @@ from bench.scale.corpus import CorpusSpec, SyntheticCorpus
 from bench.scale.measure import hnsw_recall
 from bench.scale.source import SourceCorpus
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.visibility import committed_generation
@@ -30,11 +31,17 @@ def test_build_writes_a_committed_index_in_both_stores(
         StoreSettings(data_dir=tmp_path / "index", store_mode=StoreMode.EMBEDDED), 384
     )
     try:
-        assert storage.vectors.count() == storage.lexical.count() == 1500
-        assert storage.manifest.count() == report.documents
-        assert committed_generation(storage.manifest) == report.generation
+        assert (
+            storage.vectors.count(None, unrequested_deadline())
+            == storage.lexical.count(None, unrequested_deadline())
+            == 1500
+        )
+        assert storage.manifest.count(deadline=unrequested_deadline()) == report.documents
+        assert committed_generation(storage.manifest, unrequested_deadline()) == report.generation
         visible = ScopeFilter(scope_id=corpus.filter_scope, visible_generation=report.generation)
-        hits = storage.vectors.search(small_source.query_vectors[0], 5, visible)
+        hits = storage.vectors.search(
+            small_source.query_vectors[0], 5, visible, deadline=unrequested_deadline()
+        )
         assert hits and all(h.chunk.scope_id == corpus.filter_scope for h in hits)
     finally:
         storage.close()

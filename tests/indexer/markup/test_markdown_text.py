@@ -19,6 +19,7 @@ from services.indexer.markup.markdown_text import clean_markdown
 from services.indexer.planning import DocState, Planner, document_chunks, indexable_spans
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.manifest import ManifestEntry
 
@@ -335,8 +336,8 @@ def test_switching_cleaning_keeps_chunks_of_documents_without_markup(tmp_path: P
     )
     marked = Document(doc_id="marked", text=NODE_STYLE, scope_id="site")
     (plain_on, marked_on), (plain_off, marked_off) = (
-        on.plan_upserts([plain, marked]),
-        off.plan_upserts([plain, marked]),
+        on.plan_upserts([plain, marked], deadline=unrequested_deadline()),
+        off.plan_upserts([plain, marked], deadline=unrequested_deadline()),
     )
     assert plain_on.entry == plain_off.entry
     assert marked_on.entry and marked_off.entry
@@ -348,7 +349,7 @@ def test_metadata_change_on_an_index_cut_before_the_guard_rechunks(tmp_path: Pat
     planner, manifest = _planner(tmp_path)
     body = "# Title\n\n" + "Some words here. " * 12 + "\n\n" + "- - - * * * ---\n\n" * 40
     doc = Document(doc_id="d", text=body, title="Old", scope_id="site")
-    (added,) = planner.plan_upserts([doc])
+    (added,) = planner.plan_upserts([doc], deadline=unrequested_deadline())
     assert added.state is DocState.ADDED and added.entry
     stale_id = "from-a-markup-only-span"
     old = added.entry
@@ -356,7 +357,7 @@ def test_metadata_change_on_an_index_cut_before_the_guard_rechunks(tmp_path: Pat
         ManifestEntry(old.doc_id, old.locale, old.scope_id, old.content_hash, old.metadata_hash,
                       (*old.chunk_ids, stale_id), (*old.chunk_hashes, "x"))
     ])  # fmt: skip
-    (plan,) = planner.plan_upserts([replace(doc, title="New")])
+    (plan,) = planner.plan_upserts([replace(doc, title="New")], deadline=unrequested_deadline())
     assert plan.state is DocState.CHANGED
     assert plan.to_delete == [stale_id]
     manifest.close()

@@ -18,6 +18,7 @@ import qdrant_edge as qe
 
 from services.core.errors import StoreError
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.embedded import qdrant_edge as edge_module
 from services.storage.embedded.edge_optimizer import (
     COPY_SUFFIX,
@@ -49,7 +50,7 @@ def _searches_during_optimize(store: EdgeVectorStore, query: list[float]) -> tup
 
     def search() -> None:
         while not done.is_set():
-            assert store.search(query, 5, ScopeFilter())
+            assert store.search(query, 5, ScopeFilter(), deadline=unrequested_deadline())
             served[0] += 1
 
     thread = threading.Thread(target=search)
@@ -66,13 +67,19 @@ def test_searches_go_on_while_the_index_is_built_apart(tmp_path: Path) -> None:
     apart, vectors = _filled(tmp_path / "apart", apart=True)
     inline, _ = _filled(tmp_path / "inline", apart=False)
     query = vectors[11].tolist()
-    before = [h.chunk.chunk_id for h in apart.search(query, 10, ScopeFilter())]
+    before = [
+        h.chunk.chunk_id
+        for h in apart.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
+    ]
     changed_apart, served_apart = _searches_during_optimize(apart, query)
     changed_inline, served_inline = _searches_during_optimize(inline, query)
     assert changed_apart and changed_inline
     # In-process, the engine holds the GIL for the build: searches stop.
     assert served_apart > 10 * served_inline + 50
-    assert [h.chunk.chunk_id for h in apart.search(query, 10, ScopeFilter())] == before
+    assert [
+        h.chunk.chunk_id
+        for h in apart.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
+    ] == before
     assert apart.optimize() is False  # nothing left to do
     for store in (apart, inline):
         store.close()
@@ -93,7 +100,7 @@ def test_an_interrupted_swap_is_settled_at_the_next_open(tmp_path: Path) -> None
     path.rename(path.with_name(path.name + OLD_SUFFIX))
     (path.with_name(path.name + COPY_SUFFIX)).mkdir()
     reopened = EdgeVectorStore(path, DIM)
-    assert reopened.count() == 20
+    assert reopened.count(None, unrequested_deadline()) == 20
     reopened.close()
     assert {p.name for p in tmp_path.iterdir()} == {"vectors"}
 
@@ -110,8 +117,8 @@ def test_a_failed_build_changes_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(edge_module, "optimize_copy", broken_child)
     with pytest.raises(StoreError, match="injected"):
         store.optimize()
-    assert store.count() == 20
-    assert store.search(seeded_vector("doc-3"), 1, ScopeFilter())
+    assert store.count(None, unrequested_deadline()) == 20
+    assert store.search(seeded_vector("doc-3"), 1, ScopeFilter(), deadline=unrequested_deadline())
     assert {p.name for p in tmp_path.iterdir()} == {"vectors"}
     store.close()
 
@@ -127,18 +134,24 @@ def test_a_copy_that_does_not_load_is_swapped_back(
 ) -> None:
     store, vectors = _filled(tmp_path / "vectors", apart=True)
     query = vectors[5].tolist()
-    before = [h.chunk.chunk_id for h in store.search(query, 10, ScopeFilter())]
+    before = [
+        h.chunk.chunk_id
+        for h in store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
+    ]
     # Fault injection: the swapped-in copy is loaded with a wrong dimension.
     params = qe.EdgeVectorParams(size=HNSW_DIM + 1, distance=qe.Distance.Cosine)
     monkeypatch.setattr(store, "_config", lambda: qe.EdgeConfig(vectors=params))
     with pytest.raises(StoreError):
         store.optimize()
-    assert [h.chunk.chunk_id for h in store.search(query, 10, ScopeFilter())] == before
+    assert [
+        h.chunk.chunk_id
+        for h in store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
+    ] == before
     assert {p.name for p in tmp_path.iterdir()} == {"vectors"}
     monkeypatch.undo()
     store.close()
     reopened = EdgeVectorStore(tmp_path / "vectors", HNSW_DIM)
-    assert reopened.count() == HNSW_COUNT
+    assert reopened.count(None, unrequested_deadline()) == HNSW_COUNT
     reopened.close()
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from services.core.errors import ConfigError
 from services.core.models import ScopeFilter
-from services.storage.base import LexicalStore, VectorStore
+from services.storage.base import LexicalStore, VectorStore, unrequested_deadline
 from services.storage.embedded.stores import open_embedded_stores
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from tests.storage.harness import COMMON_WORD, DIM, make_chunk, seeded_vector
@@ -28,8 +28,12 @@ def test_pair_lives_in_subfolders_and_survives_reopening(tmp_path: Path) -> None
 
     vectors, lexical = open_embedded_stores(tmp_path, DIM)
     try:
-        assert [c.chunk_id for c in vectors.get([chunk.chunk_id])] == [chunk.chunk_id]
-        assert len(lexical.search(COMMON_WORD, 5, ScopeFilter())) == 1
+        assert [
+            c.chunk_id for c in vectors.get([chunk.chunk_id], deadline=unrequested_deadline())
+        ] == [chunk.chunk_id]
+        assert (
+            len(lexical.search(COMMON_WORD, 5, ScopeFilter(), deadline=unrequested_deadline())) == 1
+        )
     finally:
         vectors.close()
         lexical.close()

@@ -12,6 +12,7 @@ import qdrant_edge as qe
 
 from services.core.errors import ConfigError
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.point_ids import point_uuid
 from tests.storage.harness import DIM, make_chunk, seeded_vector
@@ -58,7 +59,9 @@ def test_numpy_vectors_are_accepted(store: EdgeVectorStore) -> None:
     chunks = [make_chunk(f"doc-{n}") for n in range(3)]
     matrix = np.eye(3, DIM, dtype=np.float32)
     store.upsert(chunks, list(matrix))
-    hits = store.search(np.eye(1, DIM, 1, dtype=np.float32)[0], 1, ScopeFilter())
+    hits = store.search(
+        np.eye(1, DIM, 1, dtype=np.float32)[0], 1, ScopeFilter(), deadline=unrequested_deadline()
+    )
     assert [hit.chunk.chunk_id for hit in hits] == [chunks[1].chunk_id]
     assert hits[0].score == pytest.approx(1.0)
 
@@ -72,7 +75,14 @@ def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
     def search_until_done() -> None:
         try:
             while not done.is_set():
-                assert len(store.search(seeded_vector("q"), 10, ScopeFilter())) == 10
+                assert (
+                    len(
+                        store.search(
+                            seeded_vector("q"), 10, ScopeFilter(), deadline=unrequested_deadline()
+                        )
+                    )
+                    == 10
+                )
         except BaseException as exc:
             errors.append(exc)
 
@@ -86,15 +96,21 @@ def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
     for reader in readers:
         reader.join()
     assert errors == []
-    assert store.count() == 50 + 200
+    assert store.count(None, unrequested_deadline()) == 50 + 200
 
 
 def test_optimize_keeps_results(store: EdgeVectorStore) -> None:
     chunks = [make_chunk(f"doc-{n}") for n in range(200)]
     store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
-    before = [h.chunk.chunk_id for h in store.search(seeded_vector("q"), 5, ScopeFilter())]
+    before = [
+        h.chunk.chunk_id
+        for h in store.search(seeded_vector("q"), 5, ScopeFilter(), deadline=unrequested_deadline())
+    ]
     store.optimize()
-    after = [h.chunk.chunk_id for h in store.search(seeded_vector("q"), 5, ScopeFilter())]
+    after = [
+        h.chunk.chunk_id
+        for h in store.search(seeded_vector("q"), 5, ScopeFilter(), deadline=unrequested_deadline())
+    ]
     assert after == before
 
 
@@ -123,7 +139,12 @@ def test_optimize_builds_an_index_that_finds_what_exact_search_finds(tmp_path: P
     recalls = []
     for near in rng.integers(0, count, 20):  # queries near stored passages, as real ones are
         query = vectors[near] + 0.05 * rng.normal(size=dim).astype(np.float32)
-        hits = store.search(query / np.linalg.norm(query), limit, ScopeFilter(scope_id="site-a"))
+        hits = store.search(
+            query / np.linalg.norm(query),
+            limit,
+            ScopeFilter(scope_id="site-a"),
+            deadline=unrequested_deadline(),
+        )
         exact = np.argsort(-(vectors @ query) + 10 * ~in_scope)[:limit]
         expected = {chunks[row].chunk_id for row in exact}
         recalls.append(len(expected & {hit.chunk.chunk_id for hit in hits}) / limit)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from services.core.analysis.analyzer import MAX_PHRASES, MAX_TERMS
 from services.core.errors import ConfigError
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from services.storage.lexical_fields import FIELD_BOOSTS
 from tests.storage.harness import StoreFactory
@@ -36,7 +37,9 @@ def store(tmp_path_factory: pytest.TempPathFactory):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=st.text(max_size=300))
 def test_any_text_is_searchable_and_describable(store: TantivyLexicalStore, query: str) -> None:
-    assert isinstance(store.search(query, 5, ScopeFilter(locale="en")), list)
+    assert isinstance(
+        store.search(query, 5, ScopeFilter(locale="en"), deadline=unrequested_deadline()), list
+    )
     assert isinstance(store.describe_query(query), str)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from services.core.errors import ConfigError
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from tests.storage.harness import COMMON_WORD, make_chunk
 
@@ -37,7 +38,14 @@ def test_searches_run_while_a_writer_commits(tmp_path: Path) -> None:
     def search_until_done() -> None:
         try:
             while not done.is_set():
-                assert len(store.search(COMMON_WORD, 10, ScopeFilter())) == 10
+                assert (
+                    len(
+                        store.search(
+                            COMMON_WORD, 10, ScopeFilter(), deadline=unrequested_deadline()
+                        )
+                    )
+                    == 10
+                )
         except BaseException as exc:
             errors.append(exc)
 
@@ -48,7 +56,12 @@ def test_searches_run_while_a_writer_commits(tmp_path: Path) -> None:
         for batch in range(10):
             store.upsert([make_chunk(f"doc-w{batch}-{n}") for n in range(5)])
             # Every committed batch is visible to the very next search.
-            assert store.count(ScopeFilter(doc_ids=(f"doc-w{batch}-0",))) == 1
+            assert (
+                store.count(
+                    ScopeFilter(doc_ids=(f"doc-w{batch}-0",)), deadline=unrequested_deadline()
+                )
+                == 1
+            )
     finally:
         done.set()
         for reader in readers:
@@ -76,7 +89,7 @@ def test_changing_the_cjk_mode_needs_a_reindex(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"cjk=words.*cjk=bigrams"):
         TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.BIGRAMS))
     reopened = TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.WORDS))
-    assert reopened.count() == 1
+    assert reopened.count(None, unrequested_deadline()) == 1
     reopened.close()
 
 
@@ -110,6 +123,6 @@ def test_visibility_clause_only_when_a_row_is_hidden(tmp_path: Path) -> None:
     assert store._filter_query(visible, store._searcher()) is None
     store.upsert([replace(make_chunk("doc-later"), generation=2)])
     assert store._filter_query(visible, store._searcher()) is not None
-    hits = store.search(COMMON_WORD, 10, visible)
+    hits = store.search(COMMON_WORD, 10, visible, deadline=unrequested_deadline())
     assert sorted(h.chunk.doc_id for h in hits) == ["doc-0", "doc-1", "doc-2"]
     store.close()

@@ -17,6 +17,7 @@ import pytest
 from services.core.errors import ConfigError, StoreUnavailable
 from services.core.models import ScopeFilter
 from services.runtime.settings import load_settings
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from services.storage.factory import open_manifest, open_storage, open_stores
 from services.storage.postgres.lexical import PostgresLexicalStore
@@ -122,7 +123,7 @@ def test_the_factory_opens_all_three_parts_in_one_schema(
         assert isinstance(storage.lexical, PostgresLexicalStore)
         assert isinstance(storage.manifest, PostgresManifest)
         storage.manifest.commit_run(3, [entry("doc-1")], [])
-        assert committed_generation(storage.manifest) == 3
+        assert committed_generation(storage.manifest, unrequested_deadline()) == 3
     finally:
         storage.close()
         drop(postgres, "t_factory")
@@ -166,7 +167,9 @@ def _search(
 ) -> None:
     try:
         while not stop.is_set():
-            store.search("rate limit", 10, ScopeFilter(visible_generation=0))
+            store.search(
+                "rate limit", 10, ScopeFilter(visible_generation=0), deadline=unrequested_deadline()
+            )
     except BaseException as exc:
         errors.append(exc)
 
@@ -230,8 +233,8 @@ def test_bm25_ranks_like_tantivy(postgres: PostgresServer, tmp_path: Path) -> No
         tantivy.upsert(chunks)
         store.upsert(chunks)
         for query in QUERIES:
-            want = tantivy.search(query, 20, ScopeFilter())
-            got = store.search(query, 20, ScopeFilter())
+            want = tantivy.search(query, 20, ScopeFilter(), deadline=unrequested_deadline())
+            got = store.search(query, 20, ScopeFilter(), deadline=unrequested_deadline())
             assert [h.chunk.chunk_id for h in got] == [h.chunk.chunk_id for h in want], query
             for mine, theirs in zip(got, want, strict=True):
                 assert mine.score == pytest.approx(theirs.score, rel=0.01), query
@@ -274,9 +277,19 @@ def test_an_outage_is_unavailable_and_a_restart_heals_every_part() -> None:
         lexical.upsert([chunk])
         manifest.set_meta("committed_generation", "4")
         calls: list[Callable[[], object]] = [
-            lambda: [h.chunk.chunk_id for h in vectors.search([1.0] * 8, 5, ScopeFilter())],
-            lambda: [h.chunk.chunk_id for h in lexical.search("conformance", 5, ScopeFilter())],
-            lambda: manifest.get_meta("committed_generation"),
+            lambda: [
+                h.chunk.chunk_id
+                for h in vectors.search(
+                    [1.0] * 8, 5, ScopeFilter(), deadline=unrequested_deadline()
+                )
+            ],
+            lambda: [
+                h.chunk.chunk_id
+                for h in lexical.search(
+                    "conformance", 5, ScopeFilter(), deadline=unrequested_deadline()
+                )
+            ],
+            lambda: manifest.get_meta("committed_generation", deadline=unrequested_deadline()),
         ]
         try:
             server.stop()

@@ -21,6 +21,7 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import ConfigError, DeadlineExceeded, StoreUnavailable
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
 from services.storage.manifest import RunIntent
 from services.storage.postgres.migrations import SCHEMA_VERSION, VERSION_KEY, migrate
@@ -76,11 +77,11 @@ def seen_by(storage: Storage) -> tuple[int, int, int, int, int]:
     """Rows in each part (unfiltered: even rows above the commit point), the
     commit point and the open intents."""
     return (
-        storage.vectors.count(),
-        storage.lexical.count(),
-        storage.manifest.count(),
-        committed_generation(storage.manifest),
-        len(storage.manifest.open_intents()),
+        storage.vectors.count(None, unrequested_deadline()),
+        storage.lexical.count(None, unrequested_deadline()),
+        storage.manifest.count(deadline=unrequested_deadline()),
+        committed_generation(storage.manifest, unrequested_deadline()),
+        len(storage.manifest.open_intents(deadline=unrequested_deadline())),
     )
 
 
@@ -94,7 +95,10 @@ def test_a_run_is_invisible_until_it_commits_then_whole(two_views) -> None:
         assert seen_by(reader) == (0, 0, 0, 0, 0)
     assert seen_by(reader) == (1, 1, 1, 1, 0)
     scope = ScopeFilter(visible_generation=1)
-    assert [h.chunk.doc_id for h in reader.lexical.search("zanzibar", 5, scope)] == ["alpha"]
+    assert [
+        h.chunk.doc_id
+        for h in reader.lexical.search("zanzibar", 5, scope, deadline=unrequested_deadline())
+    ] == ["alpha"]
 
 
 def test_a_failure_inside_the_run_leaves_nothing_behind(two_views) -> None:
@@ -213,10 +217,12 @@ def test_pg_dump_and_pg_restore_of_the_schema_bring_the_index_back(
     try:
         assert seen_by(restored) == before == (2, 2, 2, 2, 0)
         scope = ScopeFilter(visible_generation=2)
-        hits = restored.lexical.search("zanzibar", 5, scope)
+        hits = restored.lexical.search("zanzibar", 5, scope, deadline=unrequested_deadline())
         assert sorted(h.chunk.doc_id for h in hits) == ["alpha", "beta"]
         probe = [1.0] + [0.0] * (DIM - 1)
-        assert len(restored.vectors.search(probe, 5, scope)) == 2  # the HNSW index too
+        assert (
+            len(restored.vectors.search(probe, 5, scope, deadline=unrequested_deadline())) == 2
+        )  # the HNSW index too
     finally:
         restored.close()
 

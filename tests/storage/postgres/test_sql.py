@@ -22,6 +22,7 @@ from psycopg import sql
 
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.models import ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.postgres.bm25 import search_statement as bm25_statement
 from services.storage.postgres.lexical import PostgresLexicalStore
 from services.storage.postgres.vectors import (
@@ -287,7 +288,9 @@ def test_a_search_under_the_visibility_rule_walks_the_hnsw_index(
             ScopeFilter(scope_id="site-3", visible_generation=7),
         ):
             assert "Index Scan using vectors_hnsw" in _plan(postgres, scope, vectors[0]), scope
-        hits = store.search(vectors[0], 5, ScopeFilter(scope_id="site-3"))
+        hits = store.search(
+            vectors[0], 5, ScopeFilter(scope_id="site-3"), deadline=unrequested_deadline()
+        )
         assert len(hits) == 5 and {hit.chunk.scope_id for hit in hits} == {"site-3"}
     finally:
         store.close()
@@ -332,7 +335,9 @@ def test_a_vector_search_sets_its_scan_then_runs_one_statement(
     try:
         store.upsert([make_chunk("doc-1")], [seeded_vector("doc-1")])
         trace = Trace(monkeypatch)
-        store.search(seeded_vector("q"), 600, ScopeFilter(scope_id="site-a"))
+        store.search(
+            seeded_vector("q"), 600, ScopeFilter(scope_id="site-a"), deadline=unrequested_deadline()
+        )
         # The statement time: the store's own 5 s (no deadline given), in ms.
         assert trace.statements[0] == "SELECT set_config('statement_timeout', %s, true)"
         assert trace.params[0] == ("5000",)
@@ -384,11 +389,16 @@ def test_after_a_large_run_statistics_are_fresh_and_searches_take_the_hnsw_index
         assert "Index Scan using vectors_hnsw" in text, text
         exact = sorted(chunks, key=lambda c: -_cosine(seeded_vector(c.chunk_id), probe))
         nearest = [c.chunk_id for c in exact[:10]]
-        found = [h.chunk.chunk_id for h in store.search(probe, 10, scope)]
+        found = [
+            h.chunk.chunk_id
+            for h in store.search(probe, 10, scope, deadline=unrequested_deadline())
+        ]
         assert len(set(found) & set(nearest)) >= 9  # the graph, approximate
         # A scope of few rows is searched exactly: its true nearest, in order.
         few = ScopeFilter(doc_ids=tuple(c.doc_id for c in exact[500:520]))
-        found = [h.chunk.chunk_id for h in store.search(probe, 5, few)]
+        found = [
+            h.chunk.chunk_id for h in store.search(probe, 5, few, deadline=unrequested_deadline())
+        ]
         assert found == [c.chunk_id for c in exact[500:505]]
     finally:
         store.close()

@@ -18,6 +18,7 @@ import pytest
 
 from services.core.analysis import TextAnalyzer
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk
+from services.storage.base import unrequested_deadline
 from services.storage.lexical_fields import exact_first
 from services.storage.postgres.bm25 import search_statement
 from services.storage.postgres.lexical import PostgresLexicalStore
@@ -137,7 +138,7 @@ def assert_matches_reference(store: PostgresLexicalStore, rng: random.Random) ->
     for query in random_queries(rng, 8):
         for scope in scopes(rng):
             for limit in (1, 10, 1000):
-                got = store.search(query, limit, scope)
+                got = store.search(query, limit, scope, deadline=unrequested_deadline())
                 want = reference(store, query, limit, scope)
                 assert_same_ranking(got, want, f"{query!r} {scope} {limit}")
                 compared += bool(want)
@@ -182,7 +183,7 @@ def test_a_phrase_is_found_from_its_rarest_word_in_every_field(
     ]
     store.upsert([*filler, *holders])
     for query in ("text-embedding-v4", "text embedding v4", "embedding-v4 text"):
-        got = store.search(query, 10, ScopeFilter())
+        got = store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
         assert_same_ranking(got, reference(store, query, 10, ScopeFilter()), query)
-    first = store.search("text-embedding-v4", 3, ScopeFilter())
+    first = store.search("text-embedding-v4", 3, ScopeFilter(), deadline=unrequested_deadline())
     assert {hit.chunk.doc_id for hit in first[:2]} == {"in-text", "in-title"}

@@ -12,6 +12,7 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.errors import ConfigError, DeadlineExceeded, StoreError, StoreUnavailable
 from services.core.models import Chunk, ChunkPayload, ScopeFilter
+from services.storage.base import unrequested_deadline
 from services.storage.server.opensearch import OpenSearchLexicalStore
 from services.storage.server.opensearch_client import connect_opensearch
 from services.storage.settings import RefreshPolicy
@@ -254,7 +255,7 @@ def exact(identifier: str) -> dict[str, Any]:
 
 
 def test_search_sends_weighted_fields_identifier_phrases_and_every_filter(capture, store) -> None:
-    store.search("how to set chunkSize=800", 10, EVERY_FILTER)
+    store.search("how to set chunkSize=800", 10, EVERY_FILTER, deadline=unrequested_deadline())
     [request] = capture.requests
     assert (request.method, request.path, request.timeout) == ("POST", "/rag-chunks/_search", 2.5)
     # The service's analyzer made the terms (stemmed, stopword `to` left out),
@@ -269,8 +270,8 @@ def test_visible_generation_is_a_must_not_range_clause(capture, store) -> None:
     # must_not(generation > 5), not a range lte: a document written before
     # generations existed has no such field and must stay visible.
     capture.on("POST", f"/{INDEX}/_count", (200, {"count": 0}))
-    store.search("gateway", 5, ScopeFilter(visible_generation=5))
-    store.count(ScopeFilter(scope_id="docs", visible_generation=0))
+    store.search("gateway", 5, ScopeFilter(visible_generation=5), deadline=unrequested_deadline())
+    store.count(ScopeFilter(scope_id="docs", visible_generation=0), deadline=unrequested_deadline())
     later = {"bool": {"must_not": [{"range": {"generation": {"gt": 5}}}]}}
     assert [(r.path, r.body) for r in capture.requests] == [
         ("/rag-chunks/_search", search_body([most_fields("gateway")], [later], size=5)),
@@ -291,7 +292,7 @@ def test_visible_generation_is_a_must_not_range_clause(capture, store) -> None:
 
 
 def test_chinese_questions_travel_as_segmented_words(capture, store) -> None:
-    store.search("如何设置分块大小", 5, ScopeFilter())
+    store.search("如何设置分块大小", 5, ScopeFilter(), deadline=unrequested_deadline())
     [request] = capture.requests
     assert request.body == search_body([most_fields("设置 分块 大小")], [], size=5)
 
@@ -308,16 +309,18 @@ def test_chinese_questions_travel_as_segmented_words(capture, store) -> None:
     ],
 )
 def test_hostile_text_only_travels_as_analyzed_values(capture, store, query, should) -> None:
-    store.search(query, 5, ScopeFilter(scope_id="docs"))
+    store.search(query, 5, ScopeFilter(scope_id="docs"), deadline=unrequested_deadline())
     [request] = capture.requests
     assert request.body == search_body(should, [{"term": {"scope_id": "docs"}}], size=5)
     assert "query_string" not in str(request.body)
 
 
 def test_blank_text_and_zero_limit_send_nothing(capture, store) -> None:
-    assert store.search("   \t", 10, ScopeFilter()) == []
-    assert store.search("*", 10, ScopeFilter()) == []  # no words, no identifier
-    assert store.search("gateway", 0, ScopeFilter()) == []
+    assert store.search("   \t", 10, ScopeFilter(), deadline=unrequested_deadline()) == []
+    assert (
+        store.search("*", 10, ScopeFilter(), deadline=unrequested_deadline()) == []
+    )  # no words, no identifier
+    assert store.search("gateway", 0, ScopeFilter(), deadline=unrequested_deadline()) == []
     assert capture.requests == []
 
 
@@ -325,7 +328,7 @@ def test_hits_become_chunks_with_their_metadata(capture, store) -> None:
     # 1000 of the score is the exact-identifier boost: reported apart from BM25.
     hits = {"hits": {"hits": [{"_id": "c-1", "_score": 1003.5, "_source": SOURCE}]}}
     capture.on("POST", f"/{INDEX}/_search", (200, hits))
-    [hit] = store.search("chunkSize", 3, ScopeFilter())
+    [hit] = store.search("chunkSize", 3, ScopeFilter(), deadline=unrequested_deadline())
     assert (hit.score, hit.exact) == (3.5, ("chunksize",))
     assert hit.chunk.metadata == {"product": "api", "a=b": "c"}
     assert (hit.chunk.chunk_id, hit.chunk.text, hit.chunk.generation) == ("c-1", SOURCE["text"], 3)
@@ -416,9 +419,11 @@ def test_get_and_count_requests(capture, store) -> None:
         ),
     )
     capture.on("POST", f"/{INDEX}/_count", (200, {"count": 7}))
-    assert [c.chunk_id for c in store.get(["c-1", "x", "c-1"])] == ["c-1"]
-    assert store.count(EVERY_FILTER) == 7
-    assert store.count() == 7
+    assert [
+        c.chunk_id for c in store.get(["c-1", "x", "c-1"], deadline=unrequested_deadline())
+    ] == ["c-1"]
+    assert store.count(EVERY_FILTER, deadline=unrequested_deadline()) == 7
+    assert store.count(None, unrequested_deadline()) == 7
     assert [(r.path, r.body) for r in capture.requests] == [
         ("/rag-chunks/_mget", {"ids": ["c-1", "x"]}),
         ("/rag-chunks/_count", {"query": {"bool": {"filter": EVERY_CLAUSE}}}),
@@ -546,7 +551,7 @@ def test_connection_errors_retry_writes_but_not_reads(capture, store) -> None:
     store.delete(["c-1"])
     capture.on("POST", f"/{INDEX}/_search", connection_refused())
     with pytest.raises(StoreUnavailable, match="opensearch search failed"):
-        store.search("gateway", 3, ScopeFilter())
+        store.search("gateway", 3, ScopeFilter(), deadline=unrequested_deadline())
     assert [r.path for r in capture.requests] == [f"/{INDEX}/_bulk"] * 2 + [f"/{INDEX}/_search"]
 
 
@@ -578,7 +583,7 @@ def test_credentials_and_tls_come_from_settings(capture) -> None:
 
 def test_several_scopes_are_one_terms_clause(capture, store) -> None:
     capture.on("POST", f"/{INDEX}/_count", (200, {"count": 0}))
-    store.count(ScopeFilter(scope_ids=("docs", "blog")))
+    store.count(ScopeFilter(scope_ids=("docs", "blog")), deadline=unrequested_deadline())
     assert [(r.path, r.body) for r in capture.requests] == [
         (
             "/rag-chunks/_count",

@@ -17,7 +17,7 @@ from qdrant_client.conversions.conversion import RestToGrpc
 from services.core.deadline import Deadline
 from services.core.errors import ConfigError, DeadlineExceeded, StoreError, StoreUnavailable
 from services.core.models import ChunkPayload, ScopeFilter
-from services.storage.base import VectorQuery
+from services.storage.base import VectorQuery, unrequested_deadline
 from services.storage.payload import chunk_payload, stored_chunk_from_payload
 from services.storage.server.qdrant import QdrantVectorStore, connect_qdrant
 from services.storage.settings import StoreSettings
@@ -336,7 +336,7 @@ FIRST_PHASE_PAYLOAD = {
 
 def test_search_sends_the_vector_and_every_filter(capture, store) -> None:
     double, _ = capture
-    store.search([0.25, 0.5, 0, 1], 7, EVERY_FILTER)
+    store.search([0.25, 0.5, 0, 1], 7, EVERY_FILTER, deadline=unrequested_deadline())
     [call] = [c for c in double.calls if c.method == "Query"]
     assert call.request == {
         "collection_name": "rag_chunks",
@@ -360,10 +360,10 @@ def test_search_without_scope_sends_no_filter_and_orders_ties_by_chunk_id(captur
         )
         for u, c in ((SETUP_1, "chunk-setup-1"), (SETUP_0, "chunk-setup-0"))
     ]
-    hits = store.search([1, 0, 0, 0], 2, ScopeFilter())
+    hits = store.search([1, 0, 0, 0], 2, ScopeFilter(), deadline=unrequested_deadline())
     assert "filter" not in double.requests("Query")[0]
     assert [h.chunk.chunk_id for h in hits] == ["chunk-setup-0", "chunk-setup-1"]
-    assert store.search([1, 0, 0, 0], 0, ScopeFilter()) == []
+    assert store.search([1, 0, 0, 0], 0, ScopeFilter(), deadline=unrequested_deadline()) == []
     assert len(double.requests("Query")) == 1  # limit 0 asks nothing
 
 
@@ -374,9 +374,13 @@ def test_visible_generation_excludes_later_rows_with_must_not(capture, store) ->
     # must_not(generation > 5), not must(generation <= 5): a row written
     # before generations existed has no such field and must stay visible.
     double, _ = capture
-    store.search([1, 0, 0, 0], 3, ScopeFilter(visible_generation=5))
-    store.count(ScopeFilter(scope_id="docs", visible_generation=5))
-    store.search([1, 0, 0, 0], 3, ScopeFilter(visible_generation=0))
+    store.search(
+        [1, 0, 0, 0], 3, ScopeFilter(visible_generation=5), deadline=unrequested_deadline()
+    )
+    store.count(ScopeFilter(scope_id="docs", visible_generation=5), deadline=unrequested_deadline())
+    store.search(
+        [1, 0, 0, 0], 3, ScopeFilter(visible_generation=0), deadline=unrequested_deadline()
+    )
     assert [r["filter"] for r in double.requests("Query")] == [
         {"must_not": [GENERATION_CAP]},
         {"must_not": [{"field": {"key": "generation", "range": {"gt": 0.0}}}]},
@@ -392,8 +396,8 @@ def test_visible_generation_excludes_later_rows_with_must_not(capture, store) ->
 def test_count_and_get_requests(capture, store) -> None:
     double, _ = capture
     double.count = 3
-    assert store.count(EVERY_FILTER) == 3
-    store.get(["chunk-setup-0", "chunk-setup-0", "chunk-faq-0"])
+    assert store.count(EVERY_FILTER, deadline=unrequested_deadline()) == 3
+    store.get(["chunk-setup-0", "chunk-setup-0", "chunk-faq-0"], deadline=unrequested_deadline())
     assert double.requests("Count") == [
         {"collection_name": "rag_chunks", "filter": EVERY_CONDITION, "exact": True, "timeout": "3"}
     ]
@@ -468,7 +472,7 @@ def test_rejected_writes_fail_at_once_and_reads_are_not_retried(capture, store) 
         store.delete(["chunk-setup-0"])
     double.fail_next("Query", grpc.StatusCode.UNAVAILABLE)
     with pytest.raises(StoreUnavailable, match="qdrant search failed"):
-        store.search([1, 0, 0, 0], 3, ScopeFilter())
+        store.search([1, 0, 0, 0], 3, ScopeFilter(), deadline=unrequested_deadline())
     assert double.methods() == ["Delete", "Query"]
 
 
@@ -488,7 +492,7 @@ def test_a_closed_store_sends_nothing(capture, store) -> None:
 
 def test_several_scopes_match_any_of_them(capture, store) -> None:
     double, _ = capture
-    store.count(ScopeFilter(scope_ids=("docs", "blog")))
+    store.count(ScopeFilter(scope_ids=("docs", "blog")), deadline=unrequested_deadline())
     assert [r["filter"] for r in double.requests("Count")] == [
         {
             "must": [
@@ -500,7 +504,7 @@ def test_several_scopes_match_any_of_them(capture, store) -> None:
 
 def test_vectors_are_read_without_payload(capture, store) -> None:
     double, _ = capture
-    store.vectors(["chunk-setup-0", "chunk-faq-0"])
+    store.vectors(["chunk-setup-0", "chunk-faq-0"], deadline=unrequested_deadline())
     assert double.requests("GetPoints") == [
         {
             "collection_name": "rag_chunks",

@@ -13,7 +13,7 @@ from qdrant_client import models
 from services.core.deadline import Deadline
 from services.core.errors import StoreError
 from services.core.models import ScopeFilter
-from services.storage.base import VectorQuery
+from services.storage.base import VectorQuery, unrequested_deadline
 from services.storage.payload import chunk_payload, stored_chunk_from_payload
 from services.storage.server.qdrant import QdrantVectorStore, connect_qdrant
 from services.storage.settings import StoreSettings
@@ -84,7 +84,12 @@ def test_rest_bodies_for_upsert_and_search() -> None:
     sent: list[tuple[str, str, Any]] = []
     store = open_store(sent)
     store.upsert([chunk("chunk-setup-0", metadata={}, generation=4)], [[1, 0, 0, 0]])
-    store.search([0, 1, 0, 0], 5, ScopeFilter(scope_id="docs", doc_ids=("faq",)))
+    store.search(
+        [0, 1, 0, 0],
+        5,
+        ScopeFilter(scope_id="docs", doc_ids=("faq",)),
+        deadline=unrequested_deadline(),
+    )
     assert [(method, path) for method, path, _ in sent[:2]] == [
         ("GET", "/collections/rag_chunks/exists?"),
         ("GET", "/collections/rag_chunks?"),
@@ -155,8 +160,10 @@ def test_rest_errors_are_retried_when_transient_and_reported_otherwise() -> None
 def test_rest_visible_generation_is_a_must_not_range() -> None:
     sent: Sent = []
     store = open_store(sent)
-    store.search([0, 1, 0, 0], 5, ScopeFilter(visible_generation=3))
-    store.count(ScopeFilter(scope_id="docs", visible_generation=3))
+    store.search(
+        [0, 1, 0, 0], 5, ScopeFilter(visible_generation=3), deadline=unrequested_deadline()
+    )
+    store.count(ScopeFilter(scope_id="docs", visible_generation=3), deadline=unrequested_deadline())
     later = {"key": "generation", "range": {"gt": 3}}
     assert [(path, body["filter"]) for _, path, body in sent[2:]] == [
         ("/collections/rag_chunks/points/query?timeout=2", {"must": [], "must_not": [later]}),
@@ -198,7 +205,7 @@ def test_rest_scan_scrolls_from_each_next_page_offset_until_there_is_none() -> N
 def test_rest_several_scopes_match_any_of_them() -> None:
     sent: Sent = []
     store = open_store(sent)
-    store.count(ScopeFilter(scope_ids=("docs", "blog")))
+    store.count(ScopeFilter(scope_ids=("docs", "blog")), deadline=unrequested_deadline())
     assert [(path, body["filter"]) for _, path, body in sent[2:]] == [
         (
             "/collections/rag_chunks/points/count?timeout=2",
@@ -216,7 +223,7 @@ def test_rest_search_many_is_one_batch_request() -> None:
         VectorQuery([0, 1, 0, 0], 0, ScopeFilter()),  # nothing asked: not sent
         VectorQuery([1, 0, 0, 0], 3, ScopeFilter(locale="zh-CN")),
     ]
-    assert store.search_many(queries) == [[], [], []]
+    assert store.search_many(queries, deadline=unrequested_deadline()) == [[], [], []]
     [(method, path, body)] = [request for request in sent if "/points/query" in request[1]]
     assert (method, path) == ("POST", "/collections/rag_chunks/points/query/batch?timeout=2")
     assert [(s["query"], s["filter"], s["limit"]) for s in body["searches"]] == [
