@@ -320,7 +320,7 @@ class LocaleSearch:
         depth: int,
         scope: ScopeFilter,
         lists: LocaleLists,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
         """One search, or one per locale of `lists.locales`: the channel's
         own list (the locales' lists in turns) and each locale's list.
@@ -356,7 +356,7 @@ class LocaleSearch:
         scope: ScopeFilter,
         lexical_search: Callable[[str, int, ScopeFilter, Deadline | None], list[ScoredChunk]],
         lists: LocaleLists,
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> dict[str, list[ScoredChunk]]:
         """Each translation searched in each locale of its language alone, by locale."""
         translated: dict[str, list[ScoredChunk]] = {}

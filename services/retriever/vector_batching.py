@@ -41,10 +41,10 @@ class VectorSearchBatcher:
         self._coalescer: Coalescer[Search, list[ScoredChunk]] = Coalescer(self._run, max_searches)
 
     def search_many(
-        self, queries: Sequence[VectorQuery], deadline: Deadline | None = None
+        self, queries: Sequence[VectorQuery], deadline: Deadline
     ) -> list[list[ScoredChunk]]:
         if self._coalescer.max_items == 1:  # off: callers search side by side
-            return self.store.search_many(queries, deadline or Deadline.never())
+            return self.store.search_many(queries, deadline)
         return self._coalescer.submit([(query, deadline) for query in queries])
 
     def stats(self) -> CoalescingStats:
