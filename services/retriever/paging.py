@@ -298,9 +298,10 @@ def next_page_token(
     origin: datetime,
     keys: PageTokenKeys,
 ) -> str:
-    """The token that continues this ranking at `offset`, signed."""
-    fingerprints = request_fingerprint(request), ranking_fingerprint(candidates)
-    return _signed(request, generation, fingerprints, reranked, offset, origin, keys)
+    """The token that continues this ranking at `offset`, signed (both
+    fingerprints taken here: a cursor with none taken yet)."""
+    cursor = PageCursor()
+    return cursor.next_token(request, generation, candidates, reranked, offset, origin, keys)
 
 
 def _signed(
