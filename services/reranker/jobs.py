@@ -138,7 +138,13 @@ def fits_alone(job: ScoringJob, planner: BatchPlanner, now: float) -> bool:
     predicted = planner.batch_ms([job.pair_tokens[job.taken]])
     if predicted is None or predicted <= remaining:  # uncalibrated: try one
         return True
-    return not job.scores and planner.cost.trial_due()  # the cost itself is on trial
+    return _on_trial(job, planner)
+
+
+def _on_trial(job: ScoringJob, planner: BatchPlanner) -> bool:
+    """Its first pair is tried whatever the cost predicts: the cost itself
+    is on trial (services.reranker.batch_cost)."""
+    return not job.scores and planner.cost.trial_due()
 
 
 def plan_batch(jobs: Sequence[ScoringJob], planner: BatchPlanner, now: float) -> PlannedBatch:
@@ -186,7 +192,7 @@ class _BatchFill:
         predicted = self.planner.batch_ms(tokens)
         first = not self.entries
         if not _fits(predicted, limit_ms, first=first) and not (
-            first and not job.scores and self.planner.cost.trial_due()
+            first and _on_trial(job, self.planner)
         ):
             self.passed_over.add(job.seq)
             return
