@@ -133,6 +133,11 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", type=Path, help="results folder (default bench/results)")
     p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="index folder (default: one per --env set); query-time settings may reuse another",
+    )
     args = p.parse_args(argv)
     env = parse_env(args.env, p)
     out_dir = args.out or RESULTS_DIR
@@ -144,7 +149,7 @@ def parse_args(argv: list[str]) -> Options:
         out_dir=out_dir,
         docs_path=args.docs
         or (BENCHMARKS_MD if out_dir == RESULTS_DIR else out_dir / "benchmarks.md"),
-        data_dir=index_dir(EVAL_DATA, f"third-party-{args.pages}", env),
+        data_dir=args.data_dir or index_dir(EVAL_DATA, f"third-party-{args.pages}", env),
         stage_dir=SCRATCH_DIR / "third-party-pages",
         log_dir=SCRATCH_DIR / "logs" / "third-party",
     )

@@ -31,8 +31,8 @@ class CandidateFusion:
         """The fused list, and the per-locale lists with the order the
         locales took turns in (when they were ranked apart)."""
         vector, lexical, lists = searched.vector, searched.lexical, searched.locales
-        weights = dict(language_weights(request.weights, prepared.language) or {})
-        weights.setdefault(Channel.CROSS_LINGUAL, self.config.cross_lingual_weight)
+        configured = channel_weights(self.config, request.weights)
+        weights = dict(language_weights(configured, prepared.language) or {})
         fuser = self._fuser(request)
         cross = searched.cross_lingual.hits if searched.cross_lingual.ok else []
         if not (lists.vector and vector.ok):
@@ -73,3 +73,15 @@ class CandidateFusion:
             return self.fuser
         method = request.fusion or self.config.fusion
         return fuser_for(method, request.rrf_k or self.config.rrf_k)
+
+
+def channel_weights(
+    config: RetrievalConfig, requested: dict[Channel, float] | None
+) -> dict[Channel, float]:
+    """The request's channel weights over the configured ones (RAG_*_WEIGHT)."""
+    configured = {
+        Channel.VECTOR: config.vector_weight,
+        Channel.LEXICAL: config.lexical_weight,
+        Channel.CROSS_LINGUAL: config.cross_lingual_weight,
+    }
+    return configured | (requested or {})

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk, StoredChunk
-from services.retriever.types import HYBRID, Channel, ChannelRank, FusedHit
+from services.retriever.types import Channel, ChannelRank, FusedHit
 
 DEFAULT_RRF_K = 60.0
 DEFAULT_WEIGHT = 1.0
@@ -48,30 +48,6 @@ def validate_weights(
     if weights and all(weight == 0.0 for weight in weights.values()):
         raise InvalidArgument("channel weights must not all be 0 (nothing would be ranked)")
     return dict(weights)
-
-
-def resolve_request_weights(
-    requested: Mapping[Channel, float],
-    defaults: Mapping[Channel, float] | None = None,
-    *,
-    max_weight: float = MAX_WEIGHT,
-) -> dict[Channel, float]:
-    """Map proto-style weights (0 = "use the default") to the weights to fuse with.
-
-    Every channel gets a weight: the requested one when non-zero, else the
-    configured default, else DEFAULT_WEIGHT. Negative or out-of-range requests
-    are rejected rather than silently defaulted.
-    """
-    validate_weights({c: w for c, w in requested.items() if w != 0.0}, max_weight=max_weight)
-    base = defaults or {}
-    # The two channels every index has, and any other the caller names.
-    named = HYBRID | set(requested) | set(base)
-    resolved = {
-        channel: requested.get(channel, 0.0) or base.get(channel, DEFAULT_WEIGHT)
-        for channel in _CHANNEL_ORDER
-        if channel in named
-    }
-    return validate_weights(resolved, max_weight=max_weight)
 
 
 @dataclasses.dataclass

@@ -49,8 +49,9 @@ class RetrievalConfig:
     vector_locale_balance: LocaleBalance = LocaleBalance.INTERLEAVE
     cross_language_lexical: CrossLanguageLexical = CrossLanguageLexical.DICTIONARY
     vector_search_batch: int = 1
-    # RRF weight of the cross-lingual channel (the second vector) when a
-    # request does not set one.
+    # Channel weights when a request does not set one.
+    vector_weight: float = 1.0
+    lexical_weight: float = 1.0
     cross_lingual_weight: float = 1.0
     locale_order: LocaleOrder = LocaleOrder.EVIDENCE
     locale_order_margin: float = DEFAULT_MARGIN

@@ -24,7 +24,7 @@ from services.core.web_url import url_identity_problem
 from services.retriever.boost_proto import boosts_from_proto
 from services.retriever.channels import ChannelStatus
 from services.retriever.diversity import Diversity
-from services.retriever.fusion import resolve_request_weights
+from services.retriever.fusion import validate_weights
 from services.retriever.pipeline import RetrievalPipeline, RetrievalRequest, RetrievalResult
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, FusedHit, Intent
@@ -101,7 +101,7 @@ def request_from_proto(
         page_url=msg.page_url,
         debug=msg.debug,
         rerank=not msg.disable_rerank,
-        weights=_weights(msg.weights),
+        weights=request_weights(msg.weights),
         max_chunks_per_document=msg.max_chunks_per_document,
         context_char_budget=msg.context_char_budget,
         min_vector_score=msg.min_vector_score,
@@ -223,21 +223,17 @@ def _channels(requested: Sequence[int]) -> frozenset[Channel]:
     return frozenset(_CHANNEL_OF_PROTO[c] for c in requested) or frozenset(Channel)
 
 
-def _weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
-    """0 means "default" (1.0; the cross-lingual channel's: RAG_CROSS_LINGUAL_WEIGHT),
-    so clients that never set weights get the configured fusion."""
-    if not msg.vector and not msg.lexical and not msg.cross_lingual:
-        return None
-    weights = resolve_request_weights(
-        {
-            Channel.VECTOR: msg.vector,
-            Channel.LEXICAL: msg.lexical,
-            Channel.CROSS_LINGUAL: msg.cross_lingual,
-        }
-    )
-    if not msg.cross_lingual:  # the configured default applies (pipeline)
-        del weights[Channel.CROSS_LINGUAL]
-    return weights
+def request_weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
+    """The channels the request weighs; 0 means "the configured default"
+    (RAG_VECTOR_WEIGHT, RAG_LEXICAL_WEIGHT, RAG_CROSS_LINGUAL_WEIGHT, applied
+    at fusion), so clients that never set weights get the configured fusion."""
+    requested = {
+        Channel.VECTOR: msg.vector,
+        Channel.LEXICAL: msg.lexical,
+        Channel.CROSS_LINGUAL: msg.cross_lingual,
+    }
+    validate_weights({channel: w for channel, w in requested.items() if w != 0.0})
+    return {channel: w for channel, w in requested.items() if w != 0.0} or None
 
 
 def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:

@@ -117,6 +117,23 @@ class RetrieverSettings(
         "tiers = every hit holding more of them comes before any holding fewer; off = RRF or "
         "rerank order only (docs/retrieval.md, 'Exact identifiers')",
     )
+    # Fitted on the train splits of SciFact, the bilingual set and the
+    # third-party questions together (bench/eval/channel_weight_fit.py), so no
+    # one corpus decides them; a request's `weights` override either.
+    vector_weight: float = Field(
+        1.0,
+        gt=0,
+        le=10,
+        description="RRF (or score-fusion) weight of the vector channel when a request sets "
+        "none (fitted on training questions: docs/retrieval.md, 'Fusion')",
+    )
+    lexical_weight: float = Field(
+        1.0,
+        gt=0,
+        le=10,
+        description="RRF (or score-fusion) weight of the lexical channel when a request sets "
+        "none (fitted on training questions: docs/retrieval.md, 'Fusion')",
+    )
     cross_lingual_weight: float = Field(
         1.0,
         ge=0,

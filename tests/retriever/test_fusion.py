@@ -9,16 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk
+from services.retriever.candidates import channel_weights
 from services.retriever.fusion import (
     RrfFuser,
     cap_per_document,
     drop_weak_vector_only,
     merge_rerank,
-    resolve_request_weights,
     validate_weights,
 )
+from services.retriever.requests import RetrievalConfig
+from services.retriever.servicer import request_weights
 from services.retriever.types import Channel, ChannelRank, FusedHit
 from tests.retriever.factories import chunk, hit, ranked_list, scored
 
@@ -188,16 +191,29 @@ def test_fuse_rejects_bad_weights() -> None:
         RrfFuser().fuse({V: ranked_list("a")}, weights={V: 0.0, L: 0.0})
 
 
-def test_request_zeros_mean_defaults() -> None:
-    assert resolve_request_weights({V: 0.0, L: 0.0}) == {V: 1.0, L: 1.0}
-    assert resolve_request_weights({}, defaults={V: 0.7}) == {V: 0.7, L: 1.0}
-    assert resolve_request_weights({V: 2.5, L: 0.0}, defaults={L: 0.3}) == {V: 2.5, L: 0.3}
+def test_request_zeros_mean_the_configured_defaults() -> None:
+    assert request_weights(pb.ChannelWeights()) is None
+    assert request_weights(pb.ChannelWeights(vector=2.5)) == {V: 2.5}
+    config = RetrievalConfig(vector_weight=1.6, lexical_weight=0.8)
+    assert channel_weights(config, None) == {V: 1.6, L: 0.8, Channel.CROSS_LINGUAL: 1.0}
+    assert channel_weights(config, {L: 3.0}) == {V: 1.6, L: 3.0, Channel.CROSS_LINGUAL: 1.0}
 
 
 @pytest.mark.parametrize("bad", [-1.0, 11.0, math.nan])
 def test_request_weights_out_of_range_are_rejected_not_defaulted(bad: float) -> None:
     with pytest.raises(InvalidArgument, match="'vector'"):
-        resolve_request_weights({V: bad, L: 0.0})
+        request_weights(pb.ChannelWeights(vector=bad))
+
+
+def test_the_configured_vector_weight_decides_between_two_channel_heads() -> None:
+    """A page only the vector channel found at rank 1 against one only the
+    lexical channel found at rank 1: equal weights fall to the tie-break
+    (vector first), a heavier lexical weight puts its head first."""
+    lists = {V: ranked_list("v1", "both"), L: ranked_list("l1", "both")}
+    heavier_lexical = channel_weights(RetrievalConfig(lexical_weight=1.2), None)
+    assert ids(RrfFuser(k=60).fuse(lists, heavier_lexical))[:2] == ["both", "l1"]
+    heavier_vector = channel_weights(RetrievalConfig(vector_weight=1.2), None)
+    assert ids(RrfFuser(k=60).fuse(lists, heavier_vector))[:2] == ["both", "v1"]
 
 
 # --- per-document cap -------------------------------------------------------------
