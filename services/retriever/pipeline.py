@@ -75,6 +75,7 @@ class RetrievalPipeline:
         candidates = await self._candidates(run, searched)
         ordering = await self._order(run, searched, candidates)
         answer = await self._answer(run, searched, candidates, ordering)
+        self.steps.rerank.observe_tail(ordering.rerank)
         stages.record("total", _ms(started))
         result = replace(answer, timings=list(stages.timings))
         stages.describe_answer(len(result.hits), len(result.degraded))

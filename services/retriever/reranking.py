@@ -27,6 +27,7 @@ from services.retriever.rerank_client import RerankClient, RerankReply, RerankUn
 from services.retriever.rerank_languages import EVERY_LANGUAGE, ReadableFilter
 from services.retriever.rerank_sizing import CandidatePlan, CandidateSizer
 from services.retriever.reranker_health import NOT_SERVING_CODES, RerankerHealth
+from services.retriever.tail_reserve import TailReserve
 from services.retriever.types import FusedHit
 
 if TYPE_CHECKING:
@@ -64,6 +65,9 @@ class RerankOutcome:
     model: str = ""
     latency_ms: float = 0.0
     unread: int = 0  # candidates not sent: in a language the model does not read
+    # When the rest of the request began to count against the reserve: the
+    # call's return or its budget's end, whichever came first (step clock).
+    tail_from: float | None = None
 
 
 Ranked = tuple[list[FusedHit], RerankOutcome]
@@ -91,17 +95,20 @@ class RerankStep:
         clock: Callable[[], float] = time.perf_counter,
         blend: RerankBlend = RERANK_ONLY,
         readable: ReadableFilter | None = None,
+        reserve: TailReserve | None = None,
     ) -> None:
         """`health`: when given, a Reranker known not to serve is not called
         (and calls that fail are reported to it); None calls it every time.
         `sizer`: how many candidates fit the time left (default: learnt from
         this step's calls); `clock` times the calls (tests pass a fake).
         `blend`: how the scores combine with the fused order; `readable`: the
-        languages the Reranker's model reads (default: every language)."""
+        languages the Reranker's model reads (default: every language);
+        `reserve`: the margin kept back for the rest of the request, learnt
+        (`observe_tail`) and never below `margin_ms`."""
         self.client = client
         self.candidates = candidates
         self.budget_s = budget_ms / 1000
-        self.margin_s = margin_ms / 1000
+        self.reserve = reserve or TailReserve(floor_s=margin_ms / 1000)
         self.health = health
         self.sizer = sizer or CandidateSizer()
         self._clock = clock
@@ -121,7 +128,7 @@ class RerankStep:
         if self.health is not None and not self.health.should_call():
             reason = not_serving_reason(self.health.next_probe_in_s())
             return fused, self._fallback(RerankCode.UNAVAILABLE, reason, len(head))
-        budget = deadline.budget(self.budget_s, self.margin_s)
+        budget = deadline.budget(self.budget_s, self.reserve.margin_s())
         if budget < MIN_USEFUL_BUDGET_S:
             reason = f"deadline too short to rerank ({budget * 1000:.0f} ms left)"
             return fused, self._fallback(RerankCode.SKIPPED, reason, len(head))
@@ -134,6 +141,12 @@ class RerankStep:
         plan = self.sizer.plan(len(readable), self.candidates, budget)
         call = RerankCall(head, readable[: plan.send], len(unread), plan)
         return await self._call(query, call, tail, budget)
+
+    def observe_tail(self, outcome: RerankOutcome) -> None:
+        """The request that `outcome` belongs to is answered: teach the
+        reserve how long it took after its rerank call."""
+        if outcome.tail_from is not None:
+            self.reserve.observe(self._clock() - outcome.tail_from)
 
     def _not_read(self, what: str, candidates: int) -> RerankOutcome:
         """Not a fault, not load: the model cannot read this; fused order."""
@@ -169,6 +182,7 @@ class RerankStep:
             outcome = self._fallback(code, _with_plan(str(exc), call.plan), len(sent))
             outcome.latency_ms = latency_s * 1000
             outcome.unread = call.unread
+            outcome.tail_from = started + min(latency_s, budget)
             return head + tail, outcome
         latency_s = self._clock() - started
         self.sizer.observe(len(sent), min(len(reply.scores), len(sent)), latency_s, budget)
@@ -178,6 +192,7 @@ class RerankStep:
         outcome.latency_ms = latency_s * 1000
         outcome.model = reply.model
         outcome.unread = call.unread
+        outcome.tail_from = started + min(latency_s, budget)
         return self._merge(call, tail, reply, outcome)
 
     def _record_failure(self, exc: DeadlineExceeded | Unavailable) -> RerankCode:

@@ -1,0 +1,38 @@
+"""How much of a request's time to keep back after its rerank budget ends:
+learnt from the requests themselves.
+
+The rerank call gets min(budget, time left − margin), and what follows it
+(whole rows, evidence, the reply's serialisation) and the event loop's own
+lateness must fit in the margin. A fixed 10 ms holds on an idle machine;
+under load the rest of a request takes longer, and a reply that leaves
+after the caller's deadline turns a degraded answer (fused order) into
+DEADLINE_EXCEEDED, an error. So the margin is the larger of the configured
+one and a decaying high-water mark of what requests really needed after
+their rerank budget ended, with headroom, capped so one stall cannot shut
+reranking out (the mark decays with every request observed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CEILING_S = 0.2  # never keep back more than this: reranking would rarely run
+DECAY = 0.9  # per observed request: a stall is forgotten within ~30 requests
+HEADROOM = 1.5  # what was needed, and half again
+
+
+@dataclass
+class TailReserve:
+    """The margin the rerank step leaves: max(floor, mark × headroom), capped."""
+
+    floor_s: float
+    ceiling_s: float = CEILING_S
+    _mark_s: float = field(default=0.0, init=False)
+
+    def observe(self, tail_s: float) -> None:
+        """A request needed `tail_s` after its rerank budget ended (or its
+        call returned, if sooner)."""
+        self._mark_s = max(max(tail_s, 0.0), self._mark_s * DECAY)
+
+    def margin_s(self) -> float:
+        return min(max(self.ceiling_s, self.floor_s), max(self.floor_s, self._mark_s * HEADROOM))
