@@ -18,16 +18,12 @@ it from the first scrape, not after the first incident.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.retriever.channels import ChannelOutcome, ChannelStatus
+from services.retriever.requests import RetrievalResult
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome
-
-if TYPE_CHECKING:  # the pipeline imports this module
-    from services.retriever.pipeline import RetrievalResult
 
 STAGES = ("embedding", "vector", "lexical", "fusion", "rows", "rerank", "evidence", "total")
 # From a cached embedding or a fusion of a few lists (~0.5 ms) to a channel

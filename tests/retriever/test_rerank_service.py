@@ -32,7 +32,7 @@ def start_with_reranker(
         root / "data",
         embedder,
         reranker_addr=f"127.0.0.1:{port}",
-        retriever={"rerank_fused_weight": 0.0},
+        retriever={"rerank_candidates": 20, "rerank_fused_weight": 0.0},
     ).start()
     settings = RerankerSettings(
         host="127.0.0.1",

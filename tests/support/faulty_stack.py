@@ -65,7 +65,12 @@ def faulty_stack(data_dir: Path, embedder: Embedder) -> Iterator[tuple[Faults, B
         # healthy channel must never time out, while a HANG (2 s) always does.
         # Order by the (injected) reranker alone: the tests read its order
         # back; the fitted blend with the fused rank has tests of its own.
-        retriever={"rerank_budget_ms": 200, "channel_timeout_ms": 1000, "rerank_fused_weight": 0.0},
+        retriever={
+            "rerank_candidates": 20,
+            "rerank_budget_ms": 200,
+            "channel_timeout_ms": 1000,
+            "rerank_fused_weight": 0.0,
+        },
     ).start()
     assert stack._loop is not None
     reranker = stack._loop.run(serve_injector(faults.reranker, port))

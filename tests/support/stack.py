@@ -26,6 +26,7 @@ from services.reranker.settings import RerankerSettings
 from services.retriever.app import RetrieverApp
 from services.retriever.rerank_sizing import CandidateSizer
 from services.retriever.settings import RetrieverSettings
+from services.retriever.tail_reserve import TailReserve
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import SharedParts, open_parts
 from services.stack.embedded import EmbeddedStack, stack_parts
@@ -170,9 +171,12 @@ class BackgroundStack:
     def forget_rerank_cost(self) -> None:
         """Start the Retriever's candidate sizing afresh (services.retriever.
         rerank_sizing): tests that made its Reranker slow would otherwise leave
-        it sending fewer candidates to the next test's."""
+        it sending fewer candidates to the next test's. The margin it learnt
+        to keep back after reranking starts afresh too."""
         assert self.stack is not None
-        self.stack.retriever.pipeline.steps.rerank.sizer = CandidateSizer()
+        step = self.stack.retriever.pipeline.steps.rerank
+        step.sizer = CandidateSizer()
+        step.reserve = TailReserve(floor_s=step.reserve.floor_s)
 
     def upsert(self, docs: list[ipb.Document], dry_run: bool = False) -> ipb.UpsertResponse:
         return self.indexer.Upsert(ipb.UpsertRequest(documents=docs, dry_run=dry_run), timeout=120)
