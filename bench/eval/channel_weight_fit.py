@@ -28,9 +28,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.common.paths import DATASETS_DIR, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR
+from bench.common.paths import BENCHMARKS_MD, DATASETS_DIR, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR
 from bench.common.record import run_record
 from bench.eval.bilingual import index_dir
+from bench.reports.page import write_report
 
 RESULTS_FILE = "channel-weight-fit.json"
 RUNS = SCRATCH_DIR / "channel-weight-fit"  # git-ignored; one folder per set and point
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = RESULTS_DIR / RESULTS_FILE
     path.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(RESULTS_DIR, BENCHMARKS_MD)
     print(json.dumps({k: result.get(k) for k in ("chosen", "missing")}, indent=2))
     print(f"wrote {path}")
     return 0

@@ -12,6 +12,8 @@ from typing import Any
 from bench.reports.bilingual import FIT_FILE as LOCALE_ORDER_FIT_FILE
 from bench.reports.bilingual import RESULTS_FILE as BILINGUAL_FILE
 from bench.reports.bilingual import bilingual_section, locale_order_fit_section
+from bench.reports.channel_weights import RESULTS_FILE as CHANNEL_WEIGHTS_FILE
+from bench.reports.channel_weights import channel_weight_fit_section
 from bench.reports.crash_loop import RESULTS_FILE as CRASH_LOOP_FILE
 from bench.reports.crash_loop import crash_loop_section
 from bench.reports.diversity import (
@@ -82,6 +84,8 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
     parts += [quality_section(r) for r in evals]
     if (fusion := _load(results_dir / FUSION_FILE)) is not None:
         parts.append(fusion_section(fusion, _load(results_dir / FUSION_TEST_FILE)))
+    if (channel_weights := _load(results_dir / CHANNEL_WEIGHTS_FILE)) is not None:
+        parts.append(channel_weight_fit_section(channel_weights))
     if (diversity := _load(results_dir / DIVERSITY_FILE)) is not None:
         parts.append(diversity_section(diversity))
     if (storage_modes := _load(results_dir / STORAGE_MODES_FILE)) is not None:
