@@ -25,6 +25,7 @@ deadline (a write's): the store's own timeout alone. Audits (`scan`, `ping`,
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -102,6 +103,20 @@ class VectorQuery:
     using: str = ""
 
 
+def check_vector_counts(
+    store: str,
+    second_dim: int,
+    count: int,
+    vectors: Sequence[Sequence[float]],
+    second: Sequence[Sequence[float]] | None,
+) -> None:
+    """An upsert's arguments: one vector per chunk (`count` chunks), and
+    second vectors as `check_second_vectors` wants them."""
+    if count != len(vectors):
+        raise StoreError(f"{store}: {count} chunks but {len(vectors)} vectors")
+    check_second_vectors(store, second_dim, count, second)
+
+
 def check_second_vectors(
     store: str, second_dim: int, count: int, second: Sequence[Sequence[float]] | None
 ) -> None:
@@ -117,6 +132,21 @@ def check_second_vectors(
 def check_using(store: str, second_dim: int, using: str) -> None:
     if using not in ("", SECOND_VECTOR) or (using == SECOND_VECTOR and not second_dim):
         raise StoreError(f"{store}: no vector named {using!r} in this store")
+
+
+class SearchAsBatch(ABC):
+    """`VectorStore.search` for a store whose one search path is
+    `search_many` (Qdrant Edge, PostgreSQL): a batch of one."""
+
+    @abstractmethod
+    def search_many(
+        self, queries: Sequence[VectorQuery], deadline: Deadline
+    ) -> list[list[ScoredChunk]]: ...
+
+    def search(
+        self, vector: Sequence[float], limit: int, scope: ScopeFilter, deadline: Deadline
+    ) -> list[ScoredChunk]:
+        return self.search_many([VectorQuery(vector, limit, scope)], deadline)[0]
 
 
 def ranked(hits: list[ScoredChunk]) -> list[ScoredChunk]:
@@ -146,7 +176,7 @@ class VectorStore(Protocol):
         """Insert or replace chunks with their vectors (same order, same
         length), within `deadline` (`call_budget_s`; every write alike).
         `second_vectors` is required exactly when the store has a second
-        vector (`check_second_vectors`)."""
+        vector (`check_vector_counts`)."""
         ...
 
     def update_payload(

@@ -28,13 +28,15 @@ scored best (scientific titles are a weak signal there).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.analysis.identifiers import held_identifiers
+from services.core.deadline import Deadline
 from services.core.errors import ConfigError
-from services.core.models import ScoredChunk, StoredChunk
+from services.core.models import ScopeFilter, ScoredChunk, StoredChunk
 
 FIELD_BOOSTS: dict[str, float] = {"title": 2.0, "heading_path": 1.5, "text": 1.0}
 TERMS_SUFFIX = "_terms"
@@ -103,6 +105,29 @@ def describe_plan(plan: QueryPlan, boosts: Mapping[str, float]) -> str:
     if plan.identifiers:
         parts.append(f"{IDENTIFIERS_FIELD}:({' '.join(plan.identifiers)})^exact")
     return " ".join(parts)
+
+
+class PlannedSearch(ABC):
+    """The raw-text side of a lexical store, the same in every engine: the
+    query analysed by the store's `analyzer`, then searched (`search_plan`)
+    or described with the store's `field_boosts`."""
+
+    analyzer: TextAnalyzer
+    field_boosts: Mapping[str, float]
+
+    @abstractmethod
+    def search_plan(
+        self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline
+    ) -> list[ScoredChunk]: ...
+
+    def search(
+        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
+    ) -> list[ScoredChunk]:
+        return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
+
+    def describe_query(self, query: str) -> str:
+        """The query actually run for `query` (debug output)."""
+        return describe_plan(self.analyzer.plan(query), self.field_boosts)
 
 
 # Bump when the row layout changes (2: rows carry the run `generation` that

@@ -38,10 +38,11 @@ from services.storage.base import (
     DEFAULT_SEARCH_EF,
     SCAN_BATCH,
     SECOND_VECTOR,
+    SearchAsBatch,
     VectorQuery,
     call_budget_s,
-    check_second_vectors,
     check_using,
+    check_vector_counts,
     hnsw_ef,
     ranked,
     search_budget_s,
@@ -133,7 +134,7 @@ def _checked(chunk: Chunk, values: list[float], dim: int) -> list[float]:
     return values
 
 
-class EdgeVectorStore:
+class EdgeVectorStore(SearchAsBatch):
     """Cosine-similarity vector store in `path` (created on first use)."""
 
     def __init__(
@@ -201,9 +202,7 @@ class EdgeVectorStore:
         deadline: Deadline | None = None,
         second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-        check_second_vectors(self.name, self.second_dim, len(chunks), second_vectors)
+        check_vector_counts(self.name, self.second_dim, len(chunks), vectors, second_vectors)
         if not chunks:
             return
         call_budget_s(self.name, deadline, what="an upsert")
@@ -252,15 +251,6 @@ class EdgeVectorStore:
         point_ids: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id in chunk_ids]
         with self._write_lock, store_errors(self.name, "delete"):
             self._live_shard().update(qe.UpdateOperation.delete_points(point_ids))
-
-    def search(
-        self,
-        vector: Sequence[float],
-        limit: int,
-        scope: ScopeFilter,
-        deadline: Deadline,
-    ) -> list[ScoredChunk]:
-        return self.search_many([VectorQuery(vector, limit, scope)], deadline)[0]
 
     def search_many(
         self, queries: Sequence[VectorQuery], deadline: Deadline

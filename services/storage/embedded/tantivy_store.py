@@ -40,7 +40,7 @@ from services.storage.guards import store_errors
 from services.storage.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
-    describe_plan,
+    PlannedSearch,
     exact_first,
     index_format,
     terms_field,
@@ -151,7 +151,7 @@ def _recorded_analysis(record: Path) -> str | None:
         ) from exc
 
 
-class TantivyLexicalStore:
+class TantivyLexicalStore(PlannedSearch):
     """BM25 over title + heading_path + text, persisted in `path`."""
 
     def __init__(
@@ -165,7 +165,7 @@ class TantivyLexicalStore:
         self.name = name
         self._path = Path(path)
         self.analyzer = analyzer or TextAnalyzer()
-        self._boosts = dict(field_boosts)
+        self.field_boosts = dict(field_boosts)
         self._schema = build_schema()
         self._queries = LexicalQueryBuilder(self._schema, field_boosts)
         self._write_lock = threading.Lock()
@@ -189,15 +189,6 @@ class TantivyLexicalStore:
         if index is None:
             raise StoreUnavailable(f"{self.name}: store is closed")
         return index.searcher()
-
-    def describe_query(self, query: str) -> str:
-        """The query actually run for `query` (debug output)."""
-        return describe_plan(self.analyzer.plan(query), self._boosts)
-
-    def search(
-        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
-    ) -> list[ScoredChunk]:
-        return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
     def search_plan(
         self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline

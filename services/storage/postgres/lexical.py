@@ -28,8 +28,8 @@ from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, 
 from services.storage.base import SCAN_BATCH, search_budget_s
 from services.storage.lexical_fields import (
     FIELD_BOOSTS,
+    PlannedSearch,
     check_field_boosts,
-    describe_plan,
     exact_first,
     index_format,
 )
@@ -44,11 +44,9 @@ from services.storage.postgres.sql import (
     check_recorded,
     chunk_columns,
     chunk_values,
-    deadline_budget_s,
     ensure_schema,
     last_wins,
     pg_errors,
-    scope_condition,
     stored_chunk,
     within,
 )
@@ -144,7 +142,7 @@ def index_rows(
     return (*chunk_values(chunk), identifiers, lens), postings
 
 
-class PostgresLexicalStore(PostgresPart):
+class PostgresLexicalStore(PostgresPart, PlannedSearch):
     """BM25 over title + heading_path + text in `<schema>`'s lexical tables."""
 
     name = "postgres-lexical"
@@ -204,11 +202,6 @@ class PostgresLexicalStore(PostgresPart):
                 conn.execute(self._sql(LOCK))
                 self._remove(conn, list(set(chunk_ids)))
 
-    def _budget(self, deadline: Deadline | None, what: str) -> float | None:
-        """A call's statement time: POSTGRES_TIMEOUT_S, shortened to `deadline`
-        (None: no deadline, the connection's own limit)."""
-        return deadline_budget_s(self.name, deadline, self.timeout_s, what)
-
     def _replace(self, conn: psycopg.Connection[Any], chunks: Sequence[Chunk]) -> None:
         """Remove the chunks' old rows and counts, then write and count the new ones."""
         conn.execute(self._sql(LOCK))
@@ -231,14 +224,6 @@ class PostgresLexicalStore(PostgresPart):
             conn.execute(self._sql(template), (ids,))
 
     # -- reads ----------------------------------------------------------------
-
-    def describe_query(self, query: str) -> str:
-        return describe_plan(self.analyzer.plan(query), self.field_boosts)
-
-    def search(
-        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
-    ) -> list[ScoredChunk]:
-        return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
     def search_plan(
         self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline
@@ -263,27 +248,10 @@ class PostgresLexicalStore(PostgresPart):
         return [stored_chunk(row) for row in conn.execute(statement, (sorted(set(chunk_ids)),))]
 
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
-        """Every row in chunk-id order, `batch` at a time (keyset pages)."""
-        statement = self._sql(
-            "SELECT {columns} FROM {chunks} WHERE chunk_id > %s ORDER BY chunk_id LIMIT %s"
-        )
-        after = ""
-        while True:
-            with pg_errors(self.name, "scan"), self._conn() as conn:
-                rows = [stored_chunk(r) for r in conn.execute(statement, (after, batch))]
-            if rows:
-                yield rows
-            if len(rows) < batch:
-                return
-            after = rows[-1].chunk_id
+        return self._scan_chunks(self._names["chunks"], batch)
 
     def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
-        where, params = scope_condition(scope)
-        statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._names["chunks"], where)
-        budget_s = self._budget(deadline, "a count")
-        with pg_errors(self.name, "count"), self._conn() as conn, within(conn, budget_s):
-            row = conn.execute(statement, params).fetchone()
-        return int(row[0]) if row else 0
+        return self._count_chunks(self._names["chunks"], scope, deadline)
 
     # -- lifecycle ------------------------------------------------------------
 

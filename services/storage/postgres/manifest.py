@@ -24,7 +24,6 @@ from services.storage.manifest import ManifestEntry, RunIntent, RunState
 from services.storage.postgres.part import PostgresPart
 from services.storage.postgres.run import RunConnection
 from services.storage.postgres.sql import (
-    deadline_budget_s,
     ensure_schema,
     pg_errors,
     within,
@@ -232,14 +231,14 @@ class PostgresManifest(PostgresPart):
         if deadline is None:  # an audit's: the connection's own statement_timeout
             with pg_errors(self.name, action), self._conn() as conn:
                 return conn.execute(statement, params).fetchall()
-        budget_s = deadline_budget_s(self.name, deadline, self.timeout_s, f"the {action}")
+        budget_s = self._budget(deadline, f"the {action}")
         with pg_errors(self.name, action), self._conn() as conn, within(conn, budget_s):
             return conn.execute(statement, params).fetchall()
 
     def _transaction(
         self, action: str, steps: list[tuple[str, list[Any]]], deadline: Deadline | None
     ) -> None:
-        budget_s = deadline_budget_s(self.name, deadline, self.timeout_s, f"the {action}")
+        budget_s = self._budget(deadline, f"the {action}")
         with pg_errors(self.name, action), self._write_conn() as conn, within(conn, budget_s):
             cursor = conn.cursor()
             for template, rows in steps:

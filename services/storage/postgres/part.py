@@ -1,18 +1,30 @@
 """What the three PostgreSQL parts of an index share: a connection pool of
-their own, writes that join the run in flight (`postgres_run`), and the same
-lifecycle. The vector store, the lexical store and the manifest each add
-their tables and their reads and writes."""
+their own, writes that join the run in flight (`postgres_run`), a call's
+statement time, and the same lifecycle; the two stores also read their chunk
+tables alike (`scan`, `count`). The vector store, the lexical store and the
+manifest each add their tables and their reads and writes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
+from services.core.deadline import Deadline
 from services.core.errors import StoreUnavailable
+from services.core.models import ScopeFilter, StoredChunk
 from services.storage.postgres.run import RunConnection
-from services.storage.postgres.sql import open_pool, pg_errors
+from services.storage.postgres.sql import (
+    chunk_columns,
+    deadline_budget_s,
+    open_pool,
+    pg_errors,
+    scope_condition,
+    stored_chunk,
+    within,
+)
 
 
 class PostgresPart:
@@ -62,3 +74,35 @@ class PostgresPart:
         if self._run is None or self._closed:
             return self._conn()  # the part's own pool (StoreUnavailable once closed)
         return self._run.writing(self._pool)
+
+    def _budget(self, deadline: Deadline | None, what: str) -> float | None:
+        """A call's statement time: POSTGRES_TIMEOUT_S, shortened to `deadline`
+        (None: no deadline, the connection's own limit)."""
+        return deadline_budget_s(self.name, deadline, self.timeout_s, what)
+
+    def _scan_chunks(self, table: sql.Composable, batch: int) -> Iterator[list[StoredChunk]]:
+        """Every row of `table` (one with the chunk columns) in chunk-id
+        order, `batch` at a time (keyset pages)."""
+        statement = sql.SQL(
+            "SELECT {} FROM {} WHERE chunk_id > %s ORDER BY chunk_id LIMIT %s"
+        ).format(chunk_columns(), table)
+        after = ""
+        while True:
+            with pg_errors(self.name, "scan"), self._conn() as conn:
+                rows = [stored_chunk(r) for r in conn.execute(statement, (after, batch))]
+            if rows:
+                yield rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].chunk_id
+
+    def _count_chunks(
+        self, table: sql.Composable, scope: ScopeFilter | None, deadline: Deadline
+    ) -> int:
+        """Rows of `table` inside `scope` (all when None)."""
+        where, params = scope_condition(scope)
+        statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, where)
+        budget_s = self._budget(deadline, "a count")
+        with pg_errors(self.name, "count"), self._conn() as conn, within(conn, budget_s):
+            row = conn.execute(statement, params).fetchone()
+        return int(row[0]) if row else 0

@@ -37,9 +37,10 @@ from services.storage.base import (
     DEFAULT_SEARCH_EF,
     SCAN_BATCH,
     SECOND_VECTOR,
+    SearchAsBatch,
     VectorQuery,
-    check_second_vectors,
     check_using,
+    check_vector_counts,
     hnsw_ef,
     search_budget_s,
 )
@@ -51,7 +52,6 @@ from services.storage.postgres.sql import (
     check_recorded,
     chunk_columns,
     chunk_values,
-    deadline_budget_s,
     last_wins,
     pg_errors,
     scope_condition,
@@ -149,7 +149,7 @@ def payload_values(chunk_id: str, payload: ChunkPayload) -> tuple[Any, ...]:
     )
 
 
-class PostgresVectorStore(PostgresPart):
+class PostgresVectorStore(PostgresPart, SearchAsBatch):
     """Cosine KNN over chunk vectors in `<schema>.vectors`."""
 
     name = "postgres-vectors"
@@ -190,9 +190,7 @@ class PostgresVectorStore(PostgresPart):
         deadline: Deadline | None = None,
         second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise StoreError(f"{self.name}: {len(chunks)} chunks but {len(vectors)} vectors")
-        check_second_vectors(self.name, self.second_dim, len(chunks), second_vectors)
+        check_vector_counts(self.name, self.second_dim, len(chunks), vectors, second_vectors)
         self._check_lengths(vectors, self.dim)
         seconds: Sequence[Sequence[float]] = second_vectors or [()] * len(chunks)
         self._check_lengths(second_vectors or [], self.second_dim)
@@ -234,21 +232,7 @@ class PostgresVectorStore(PostgresPart):
         with pg_errors(self.name, "delete"), self._write_conn() as conn, within(conn, budget_s):
             conn.execute(statement, (list(chunk_ids),))
 
-    def _budget(self, deadline: Deadline | None, what: str) -> float | None:
-        """A call's statement time: POSTGRES_TIMEOUT_S, shortened to `deadline`
-        (None: no deadline, the connection's own limit)."""
-        return deadline_budget_s(self.name, deadline, self.timeout_s, what)
-
     # -- reads ----------------------------------------------------------------
-
-    def search(
-        self,
-        vector: Sequence[float],
-        limit: int,
-        scope: ScopeFilter,
-        deadline: Deadline,
-    ) -> list[ScoredChunk]:
-        return self.search_many([VectorQuery(vector, limit, scope)], deadline)[0]
 
     def search_many(
         self, queries: Sequence[VectorQuery], deadline: Deadline
@@ -305,27 +289,10 @@ class PostgresVectorStore(PostgresPart):
         return {row[0]: [float(x) for x in row[1]] for row in rows}
 
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
-        """Every row in chunk-id order, `batch` at a time (keyset pages)."""
-        statement = sql.SQL(
-            "SELECT {} FROM {} WHERE chunk_id > %s ORDER BY chunk_id LIMIT %s"
-        ).format(chunk_columns(), self._table)
-        after = ""
-        while True:
-            with pg_errors(self.name, "scan"), self._conn() as conn:
-                rows = [stored_chunk(r) for r in conn.execute(statement, (after, batch))]
-            if rows:
-                yield rows
-            if len(rows) < batch:
-                return
-            after = rows[-1].chunk_id
+        return self._scan_chunks(self._table, batch)
 
     def count(self, scope: ScopeFilter | None, deadline: Deadline) -> int:
-        where, params = scope_condition(scope)
-        statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(self._table, where)
-        budget_s = self._budget(deadline, "a count")
-        with pg_errors(self.name, "count"), self._conn() as conn, within(conn, budget_s):
-            row = conn.execute(statement, params).fetchone()
-        return int(row[0]) if row else 0
+        return self._count_chunks(self._table, scope, deadline)
 
     # -- lifecycle ------------------------------------------------------------
 

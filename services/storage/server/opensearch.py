@@ -42,7 +42,7 @@ from services.storage.base import SCAN_BATCH, call_budget_s, search_budget_s
 from services.storage.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
-    describe_plan,
+    PlannedSearch,
     exact_first,
     index_format,
 )
@@ -71,7 +71,7 @@ from services.storage.settings import RefreshPolicy, StoreSettings
 _CONFLICT_ATTEMPTS = 3
 
 
-class OpenSearchLexicalStore(ServerPart[OpenSearch]):
+class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
     """BM25 over title + heading_path + text in one OpenSearch index."""
 
     name = "opensearch"
@@ -230,15 +230,6 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch]):
             self._bulk.write("delete", batch, frozenset({404}), deadline)
 
     # -- reads ----------------------------------------------------------------
-
-    def describe_query(self, query: str) -> str:
-        """The query actually run for `query` (debug output)."""
-        return describe_plan(self.analyzer.plan(query), self.field_boosts)
-
-    def search(
-        self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline
-    ) -> list[ScoredChunk]:
-        return self.search_plan(self.analyzer.plan(query), limit, scope, deadline)
 
     def search_plan(
         self, plan: QueryPlan, limit: int, scope: ScopeFilter, deadline: Deadline

@@ -35,8 +35,8 @@ from services.storage.base import (
     SCAN_BATCH,
     VectorQuery,
     call_budget_s,
-    check_second_vectors,
     check_using,
+    check_vector_counts,
     hnsw_ef,
     ranked,
 )
@@ -183,9 +183,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         deadline: Deadline | None = None,
         second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise StoreError(f"{len(chunks)} chunks but {len(vectors)} vectors")
-        check_second_vectors(self.name, self.second_dim, len(chunks), second_vectors)
+        check_vector_counts(self.name, self.second_dim, len(chunks), vectors, second_vectors)
         points = [self._point(chunk, vector) for chunk, vector in zip(chunks, vectors, strict=True)]
         for batch in batched(points, self.batch_size):
             self._write("upsert", self._live().upsert, deadline, points=batch, wait=True)
