@@ -35,7 +35,7 @@ from bench.reports.page import write_report
 
 RESULTS_FILE = "channel-weight-fit.json"
 RUNS = SCRATCH_DIR / "channel-weight-fit"  # git-ignored; one folder per set and point
-GRID = (0.8, 1.0, 1.25, 1.5, 2.0, 3.0)
+GRID = (0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0)
 BASELINE = 1.0
 TOLERANCE = 0.01  # the most any set's train figure may fall below equal weights
 SETS = ("scifact", "bilingual", "third_party")
@@ -93,13 +93,15 @@ RUNNERS: Mapping[str, Callable[[float, Path], dict[str, Any]]] = {
 }
 
 
-def measure(sets: tuple[str, ...], reuse: bool) -> dict[str, dict[str, dict[str, Any]]]:
+def measure(
+    sets: tuple[str, ...], reuse: bool, only_missing: bool = False
+) -> dict[str, dict[str, dict[str, Any]]]:
     """Train figures per set and grid point (kept in RUNS, so --reuse can choose again)."""
     figures: dict[str, dict[str, dict[str, Any]]] = {}
     for name in SETS:
         for weight in GRID:
             kept = RUNS / name / f"{weight:g}.json"
-            if name in sets and not reuse:
+            if name in sets and not (reuse or (kept.is_file() and only_missing)):
                 out = RUNS / name / f"{weight:g}"
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 kept.write_text(json.dumps(RUNNERS[name](weight, out), indent=2) + "\n")
@@ -137,13 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.eval.channel_weight_fit", description=__doc__)
     p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of {SETS}")
     p.add_argument("--reuse", action="store_true", help="choose from the kept runs only")
+    p.add_argument("--missing", action="store_true", help="run only the points not kept yet")
     args = p.parse_args(argv)
     sets = tuple(s for s in args.sets.split(",") if s)
     unknown = set(sets) - set(SETS)
     if unknown:
         p.error(f"--sets: unknown {sorted(unknown)}")
     record = run_record(["-m", "bench.eval.channel_weight_fit", *argv])
-    figures = measure(sets, args.reuse)
+    figures = measure(sets, args.reuse, args.missing)
     missing = [name for name in SETS if len(figures.get(name, {})) < len(GRID)]
     result = {
         **record,

@@ -179,7 +179,18 @@ class RetrieverSettings(
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)
-    rerank_candidates: int = Field(20, ge=1, le=200)
+    # 4, by measurement on 2 cores (bench.load.rerank_retrieve, docs/retrieval.md):
+    # the packaged L-12 costs ~40 ms a pair, so 4 fit the 300 ms budget whole
+    # (c=1 p50 149 ms against 287 ms, partial, with 20). A faster machine or
+    # model can take more; the sizing sends fewer when less time is left.
+    rerank_candidates: int = Field(
+        4,
+        ge=1,
+        le=200,
+        description="how many of the fused candidates the Reranker is asked to score "
+        "(the rest keep their fused places); chosen to fit RAG_RERANK_BUDGET_MS whole with "
+        "the packaged model on 2 cores",
+    )
     rerank_budget_ms: int = Field(300, ge=10, le=60_000)
     rerank_languages: str = Field(
         "en",
