@@ -10,7 +10,8 @@ are read at query time) and the point's train figures are recorded. No one
 set decides: the chosen point has the best mean, over the three sets, of
 the gain over equal weights (SciFact nDCG@10, the others MRR@10), among the
 points that lose no set more than TOLERANCE and keep the bilingual set's
-identifier exact@1. Equal weights win a tie. Test splits are never read
+identifier exact@1; gains within NOISE of the best count as a tie, won by
+the point nearest equal weights. Test splits are never read
 here; the figures of record come from each harness's own run.
 
     python -m bench.eval.channel_weight_fit                  # every set, ~25 min on 2 cores
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -35,9 +37,10 @@ from bench.reports.page import write_report
 
 RESULTS_FILE = "channel-weight-fit.json"
 RUNS = SCRATCH_DIR / "channel-weight-fit"  # git-ignored; one folder per set and point
-GRID = (0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0)
+GRID = (0.8, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 BASELINE = 1.0
 TOLERANCE = 0.01  # the most any set's train figure may fall below equal weights
+NOISE = 0.005  # mean gains closer than this to the best count as equal
 SETS = ("scifact", "bilingual", "third_party")
 OBJECTIVE = "mean gain over equal weights: SciFact nDCG@10, bilingual and third-party MRR@10"
 
@@ -128,9 +131,12 @@ def choose(figures: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, 
             {"vector_weight": float(weight), "gains": gains, "mean_gain": mean, "vetoes": vetoes}
         )
     allowed = [row for row in rows if not row["vetoes"]]
-    best = max(
-        allowed, key=lambda row: (round(row["mean_gain"], 4), row["vector_weight"] == BASELINE)
-    )
+    # The train splits are small (23 third-party questions: one is 0.04 of
+    # hit@1), so gains closer than NOISE to the best are not told apart:
+    # of those, the point nearest equal weights.
+    best_gain = max(row["mean_gain"] for row in allowed)
+    near = [row for row in allowed if row["mean_gain"] >= best_gain - NOISE]
+    best = min(near, key=lambda row: abs(math.log(row["vector_weight"] / BASELINE)))
     return {"rows": rows, "chosen": {"vector_weight": best["vector_weight"], "lexical_weight": 1.0}}
 
 
@@ -153,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "objective": OBJECTIVE,
         "grid": list(GRID),
         "tolerance": TOLERANCE,
+        "noise": NOISE,
         "split": "train",
         "datasets": {"bilingual": str(DATASETS_DIR / "bilingual"), "third_party": "queries.jsonl"},
         "figures": figures,

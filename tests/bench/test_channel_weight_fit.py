@@ -45,6 +45,12 @@ def test_a_lost_identifier_vetoes_and_a_tie_keeps_equal_weights() -> None:
     assert chosen["chosen"]["vector_weight"] == 1.0  # 1.5 lost an identifier; the rest tie
 
 
+def test_gains_within_the_noise_of_the_best_go_to_the_point_nearest_equal_weights() -> None:
+    third = flat(0.50) | {3.0: 0.50 + 3 * 0.027, 6.0: 0.50 + 3 * 0.030}
+    sets = {"scifact": flat(0.7), "bilingual": flat(0.7), "third_party": third}
+    assert fit.choose(figures(sets))["chosen"]["vector_weight"] == 3.0
+
+
 def test_the_report_names_the_choice_and_every_point() -> None:
     scores = {"scifact": flat(0.7), "bilingual": flat(0.7), "third_party": flat(0.5)}
     made = figures(scores)
