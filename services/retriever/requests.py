@@ -50,7 +50,7 @@ class RetrievalConfig:
     cross_language_lexical: CrossLanguageLexical = CrossLanguageLexical.DICTIONARY
     vector_search_batch: int = 1
     # Channel weights when a request does not set one.
-    vector_weight: float = 1.0
+    vector_weight: float = 3.0  # fitted: bench.eval.channel_weight_fit
     lexical_weight: float = 1.0
     cross_lingual_weight: float = 1.0
     locale_order: LocaleOrder = LocaleOrder.EVIDENCE
