@@ -56,7 +56,10 @@ def channel_weight_fit_section(fit: dict[str, Any]) -> str:
         + "\nEach point runs every set's own harness on its train questions through "
         "`Retrieve` (hybrid, reranking off). Under RRF only the ratio of the two weights "
         f"matters, so the lexical weight stays 1. {verdict} The test splits were not read; "
-        "the figures of record are each set's own section.\n\n" + table(header, body)
+        "the figures of record are each set's own section. The fitted weight is not the "
+        "default: it buries a page only the lexical channel finds for a rare word typed "
+        "alone (docs/retrieval.md, 'Channel weights: fitted, not adopted').\n\n"
+        + table(header, body)
     )
 
 
