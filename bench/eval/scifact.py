@@ -304,9 +304,10 @@ def request_section(opts: EvalOptions) -> dict[str, Any]:
 
 def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
     split = f"{result['dataset']} {result['split']} split"
-    models = [("packaged MiniLM", result["configs"])]
+    model = result["chunking"]["embedding_model"]
+    models = [(model, result["configs"])]
     if "finetuned" in result:
-        models.append(("MiniLM fine-tuned on the train split", result["finetuned"]["configs"]))
+        models.append((f"{model} fine-tuned on the train split", result["finetuned"]["configs"]))
     targets = [
         target.assess(configs.get("hybrid", {}).get("ndcg@10"), f"{split}, {model}")
         for model, configs in models
