@@ -9,6 +9,7 @@ import pytest
 
 from bench.eval import channel_weight_fit as fit
 from bench.reports.channel_weights import channel_weight_fit_section
+from tests.bench.records import MACHINE
 
 pytestmark = pytest.mark.unit
 
@@ -58,15 +59,7 @@ def test_the_report_names_the_choice_and_every_point() -> None:
         "command": "python -m bench.eval.channel_weight_fit",
         "date": "2026-11-29",
         "git_revision": "abc",
-        "machine": {
-            "cpu": "x",
-            "logical_cpus": 2,
-            "memory_gib": 1,
-            "python": "3",
-            "torch": "t",
-            "torch_threads": 2,
-            "load_average_1m": 0.1,
-        },
+        "machine": MACHINE,
         "objective": fit.OBJECTIVE,
         "grid": list(fit.GRID),
         "tolerance": fit.TOLERANCE,

@@ -23,6 +23,7 @@ from bench.reports.ingest_isolation import (
     isolation_section,
     optimize_section,
 )
+from tests.bench.records import MACHINE
 
 pytestmark = pytest.mark.unit
 
@@ -61,17 +62,6 @@ def test_summarise_counts_degraded_answers_by_reason_and_errors() -> None:
     assert summary["errors"] == {"DEADLINE_EXCEEDED": 1}
     assert summary["server_stage_ms"]["vector"]["max_ms"] == 1000.0
     assert summary["slowest"][0]["latency_ms"] == 30_000.0
-
-
-MACHINE = {
-    "cpu": "cpu",
-    "logical_cpus": 2,
-    "memory_gib": 1,
-    "python": "3",
-    "torch": "t",
-    "torch_threads": 2,
-    "load_average_1m": 0.1,
-}
 
 
 def _result(idle_p99: float, during_p99: float, degraded: int) -> dict[str, Any]:
