@@ -227,13 +227,16 @@ def request_weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
     """The channels the request weighs; 0 means "the configured default"
     (RAG_VECTOR_WEIGHT, RAG_LEXICAL_WEIGHT, RAG_CROSS_LINGUAL_WEIGHT, applied
     at fusion), so clients that never set weights get the configured fusion."""
-    requested = {
-        Channel.VECTOR: msg.vector,
-        Channel.LEXICAL: msg.lexical,
-        Channel.CROSS_LINGUAL: msg.cross_lingual,
+    given = {
+        channel: weight
+        for channel, weight in (
+            (Channel.VECTOR, msg.vector),
+            (Channel.LEXICAL, msg.lexical),
+            (Channel.CROSS_LINGUAL, msg.cross_lingual),
+        )
+        if weight != 0.0
     }
-    validate_weights({channel: w for channel, w in requested.items() if w != 0.0})
-    return {channel: w for channel, w in requested.items() if w != 0.0} or None
+    return validate_weights(given) or None
 
 
 def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:

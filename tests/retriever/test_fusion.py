@@ -8,10 +8,12 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk
+from services.retriever.app import retrieval_config
 from services.retriever.candidates import channel_weights
 from services.retriever.fusion import (
     RrfFuser,
@@ -22,6 +24,7 @@ from services.retriever.fusion import (
 )
 from services.retriever.requests import RetrievalConfig
 from services.retriever.servicer import request_weights
+from services.retriever.settings import RetrieverSettings
 from services.retriever.types import Channel, ChannelRank, FusedHit
 from tests.retriever.factories import chunk, hit, ranked_list, scored
 
@@ -197,6 +200,14 @@ def test_request_zeros_mean_the_configured_defaults() -> None:
     config = RetrievalConfig(vector_weight=1.6, lexical_weight=0.8)
     assert channel_weights(config, None) == {V: 1.6, L: 0.8, Channel.CROSS_LINGUAL: 1.0}
     assert channel_weights(config, {L: 3.0}) == {V: 1.6, L: 3.0, Channel.CROSS_LINGUAL: 1.0}
+
+
+def test_the_weight_settings_reach_the_fusion_config() -> None:
+    settings = RetrieverSettings(vector_weight=2.5, lexical_weight=0.5)
+    config = retrieval_config(settings)
+    assert channel_weights(config, None)[V] == 2.5 and channel_weights(config, None)[L] == 0.5
+    with pytest.raises(ValidationError, match="vector_weight"):
+        RetrieverSettings(vector_weight=0)
 
 
 @pytest.mark.parametrize("bad", [-1.0, 11.0, math.nan])
