@@ -100,6 +100,7 @@ eval: install bench-env
 	$(BIN)/python -m bench.eval.storage_modes
 	$(BIN)/python -m bench.eval.bilingual
 	$(BIN)/python -m bench.eval.third_party
+	$(BIN)/python -m bench.eval.known_item
 
 eval-bilingual: install
 	$(BIN)/python -m bench.eval.bilingual
@@ -108,6 +109,7 @@ eval-bilingual: install
 # (stages the pages first when missing: needs `make test-deps`' packages).
 eval-third-party: install
 	$(BIN)/python -m bench.eval.third_party
+	$(BIN)/python -m bench.eval.known_item
 
 eval-smoke: install
 	$(BIN)/python -m bench.eval.scifact --smoke

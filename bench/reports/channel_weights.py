@@ -8,6 +8,7 @@ from typing import Any
 from bench.reports.markdown import provenance, table
 
 RESULTS_FILE = "channel-weight-fit.json"
+KNOWN_ITEM_FILE = "known-item.json"
 SETS = ("scifact", "bilingual", "third_party")
 
 
@@ -56,13 +57,45 @@ def channel_weight_fit_section(fit: dict[str, Any]) -> str:
         + "\nEach point runs every set's own harness on its train questions through "
         "`Retrieve` (hybrid, reranking off). Under RRF only the ratio of the two weights "
         f"matters, so the lexical weight stays 1. {verdict} The test splits were not read; "
-        "the figures of record are each set's own section. The fitted weight is not the "
-        "default: it buries a page only the lexical channel finds for a rare word typed "
-        "alone (docs/retrieval.md, 'Channel weights: fitted, not adopted').\n\n"
-        + table(header, body)
+        "the figures of record are each set's own section. The fitted weight applies to "
+        "queries that read as a question (RAG_QUESTION_VECTOR_WEIGHT); other queries keep "
+        "RAG_VECTOR_WEIGHT, because it buries a page only the lexical channel finds for a "
+        "few words typed from memory (the known-item section below; docs/retrieval.md, "
+        "'Channel weights').\n\n" + table(header, body)
     )
 
 
 def _get(figures: dict[str, Any], name: str, key: str, metric: str) -> float | None:
     value = figures.get(name, {}).get(key, {}).get(metric)
     return None if value is None else float(value)
+
+
+def known_item_section(run: dict[str, Any]) -> str:
+    """Known-item queries generated from the third-party index (bench.eval.known_item)."""
+    figures = run["figures"]
+    kinds = list(run["queries"])
+    header = ("weights", *(f"{kind} hit@1 / MRR@10" for kind in kinds))
+    body = [
+        (label, *(_pair(fig["kinds"].get(kind, {})) for kind in kinds))
+        for label, fig in figures.items()
+    ]
+    counts = ", ".join(f"{kind} {n}" for kind, n in run["queries"].items())
+    examples = "; ".join(f"{kind}: `{text}`" for kind, text in run["examples"].items())
+    return (
+        "### Known-item queries: the veto set for channel weights\n\n"
+        + provenance(run)
+        + f"\nGenerated from the {run['pages']} indexed pages of the third-party index "
+        f"(queries: {counts}; e.g. {examples}): `words-N` is one word found on at most two "
+        "pages plus N-1 other content words of the page, no function words; `line` is eight "
+        "consecutive words of a sentence of the page. Relevant: every page holding all the "
+        "words (the line's text). Hybrid through `Retrieve`, reranking off; each weight set "
+        "as the request's `weights` (lexical 1); 'server default' sends none, so the "
+        "service's own rule applies (RAG_VECTOR_WEIGHT, or RAG_QUESTION_VECTOR_WEIGHT for a "
+        "query that reads as a question: only `line` queries do).\n\n" + table(header, body)
+    )
+
+
+def _pair(scores: dict[str, Any]) -> str | None:
+    if not scores:
+        return None
+    return f"{scores['hit@1']:.3f} / {scores['mrr@10']:.3f}"

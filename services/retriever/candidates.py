@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from services.core.analysis.query_shape import QueryShape
 from services.retriever.channels import ChannelOutcome
 from services.retriever.exact import exact_precedence, with_exact_matches
 from services.retriever.fan_out import FanOut
@@ -31,7 +32,7 @@ class CandidateFusion:
         """The fused list, and the per-locale lists with the order the
         locales took turns in (when they were ranked apart)."""
         vector, lexical, lists = searched.vector, searched.lexical, searched.locales
-        configured = channel_weights(self.config, request.weights)
+        configured = channel_weights(self.config, request.weights, prepared.shape)
         weights = dict(language_weights(configured, prepared.language) or {})
         fuser = self._fuser(request)
         cross = searched.cross_lingual.hits if searched.cross_lingual.ok else []
@@ -76,12 +77,36 @@ class CandidateFusion:
 
 
 def channel_weights(
-    config: RetrievalConfig, requested: dict[Channel, float] | None
+    config: RetrievalConfig,
+    requested: dict[Channel, float] | None,
+    shape: QueryShape | None = None,
 ) -> dict[Channel, float]:
-    """The request's channel weights over the configured ones (RAG_*_WEIGHT)."""
+    """The request's channel weights over the configured ones (RAG_*_WEIGHT;
+    RAG_QUESTION_VECTOR_WEIGHT for a query that reads as a question)."""
     configured = {
-        Channel.VECTOR: config.vector_weight,
+        Channel.VECTOR: question_weight(config, shape) or config.vector_weight,
         Channel.LEXICAL: config.lexical_weight,
         Channel.CROSS_LINGUAL: config.cross_lingual_weight,
     }
     return configured | (requested or {})
+
+
+def question_weight(config: RetrievalConfig, shape: QueryShape | None) -> float | None:
+    """The vector weight for a query that reads as a question (None: it does not)."""
+    if shape is None or not shape.reads_as_question(config.question_min_words):
+        return None
+    return config.question_vector_weight
+
+
+def question_weight_note(
+    config: RetrievalConfig, request: RetrievalRequest, shape: QueryShape
+) -> str:
+    """Said (with debug on) when the question weight set the vector channel's."""
+    weight = question_weight(config, shape)
+    asked = Channel.VECTOR in (request.weights or {})
+    if weight is None or weight == config.vector_weight or asked:
+        return ""
+    return (
+        f"vector weight {weight:g} for a question ({shape.words} words, "
+        f"{shape.function_words} function words; RAG_QUESTION_VECTOR_WEIGHT)"
+    )

@@ -58,6 +58,7 @@ class HeadEvidence:
     cosine: float  # in its locale's vector search (0 when that channel missed it)
     lexical: bool  # found by the lexical channel as well
     fused_score: float = 0.0
+    vector: bool = True  # found by its locale's vector search (else `cosine` is no reading)
 
     @classmethod
     def of(cls, locale: str, hits: list[FusedHit]) -> HeadEvidence:
@@ -66,7 +67,8 @@ class HeadEvidence:
         head = hits[0]
         vector = head.rank_in(Channel.VECTOR)
         lexical = head.rank_in(Channel.LEXICAL) is not None
-        return cls(locale, vector.score if vector else 0.0, lexical, head.fused_score)
+        score = vector.score if vector else 0.0
+        return cls(locale, score, lexical, head.fused_score, vector is not None)
 
     @property
     def evidence(self) -> float:
@@ -108,6 +110,13 @@ class LocaleOrderRule:
         best_own, best_other = own[0], other[0]
         gap = best_other.evidence - best_own.evidence
         compared = f"{best_other.describe()} vs {best_own.describe()}, margin {self.margin:g}"
+        if any(h.lexical and not h.vector for h in own):
+            # The question's own words found a page its language's vector
+            # search did not rank: no cosine to weigh, and words the other
+            # language cannot hold. Its language keeps the lead.
+            reason = f"{best_own.locale} leads (question's language): its words found a page "
+            reason += "the vector search did not rank"
+            return OrderDecision(_names([*own, *other]), reason)
         if gap > self.margin:
             rest = _by_evidence([*own, *other[1:]])
             ranked = [best_other, *rest]

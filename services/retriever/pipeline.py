@@ -15,6 +15,7 @@ from opentelemetry import trace
 
 from services.core.deadline import Deadline
 from services.core.logging import get_logger
+from services.retriever.candidates import question_weight_note
 from services.retriever.channels import ChannelOutcome, skipped_by_rule
 from services.retriever.current_page import NOT_INDEXED
 from services.retriever.degradation import degradation
@@ -183,6 +184,9 @@ class RetrievalPipeline:
         precedence = precedence_note(ordering.candidates, prepared.plan.identifiers, rule)
         said = (prepared.language.note, precedence, candidates.note, ordering.note)
         notes = [note for note in said if note]
+        if debug:
+            notes.append(question_weight_note(self.config, run.request, prepared.shape))
+            notes = [note for note in notes if note]
         lists = candidates.locales
         if lists.vector and searched.vector.ok:
             notes.append(balance_note(list(lists.vector), bool(lists.translated), lists.order))

@@ -9,6 +9,7 @@ from concurrent.futures import Executor
 from dataclasses import replace
 
 from services.core.analysis.analyzer import TextAnalyzer
+from services.core.analysis.query_shape import query_shape
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded, InvalidArgument
 from services.core.models import ScopeFilter
@@ -58,7 +59,8 @@ class QueryPreparer:
         channels = request.channels
         if language.skip_vector:
             channels = channels - {Channel.VECTOR}
-        return PreparedQuery(query, plan, intent, scope, top_k, depth, language, channels)
+        shape = query_shape(query)
+        return PreparedQuery(query, plan, intent, scope, top_k, depth, language, channels, shape)
 
 
 class CommittedScope:

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from services.core.analysis import QueryPlan
+from services.core.analysis.query_shape import QueryShape
 from services.core.errors import InvalidArgument
 from services.core.models import ScopeFilter
 from services.retriever.boosts import Boosts, check_boosts
@@ -50,8 +51,10 @@ class RetrievalConfig:
     cross_language_lexical: CrossLanguageLexical = CrossLanguageLexical.DICTIONARY
     vector_search_batch: int = 1
     # Channel weights when a request does not set one.
-    vector_weight: float = 1.0  # the fit's 3 is not the default (settings.py)
+    vector_weight: float = 1.0  # a query that does not read as a question
     lexical_weight: float = 1.0
+    question_vector_weight: float = 3.0  # for a query that reads as a question
+    question_min_words: int = 4
     cross_lingual_weight: float = 1.0
     locale_order: LocaleOrder = LocaleOrder.EVIDENCE
     locale_order_margin: float = DEFAULT_MARGIN
@@ -102,6 +105,9 @@ class RetrievalResult:
     hits_before: int = 0  # hits on earlier pages: this page's ranks follow on
 
 
+NO_SHAPE = QueryShape(0, 0)
+
+
 @dataclass(frozen=True)
 class PreparedQuery:
     """A request after validation, routing and analysis: what the channels run."""
@@ -114,6 +120,7 @@ class PreparedQuery:
     depth: int
     language: LanguageDecision
     channels: frozenset[Channel]
+    shape: QueryShape = NO_SHAPE  # words and function words: the question weight
 
 
 DEFAULT_CONFIG = RetrievalConfig()

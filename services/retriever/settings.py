@@ -118,17 +118,37 @@ class RetrieverSettings(
         "rerank order only (docs/retrieval.md, 'Exact identifiers')",
     )
     # Fitted on the train splits of SciFact, the bilingual set and the
-    # third-party questions together (bench/eval/channel_weight_fit.py); the
-    # fitted 3 is not the default: see the description. A request's `weights`
+    # third-party questions together (bench/eval/channel_weight_fit.py): all
+    # three are whole questions, so the fitted 3 is the question weight below;
+    # other queries keep 1 (bench/eval/known_item.py). A request's `weights`
     # override either.
     vector_weight: float = Field(
         1.0,
         gt=0,
         le=10,
         description="RRF (or score-fusion) weight of the vector channel when a request sets "
-        "none. The fit on three train splits chose 3, which buries a page only the lexical "
-        "channel finds (a rare word typed alone), so the default stays 1 (docs/retrieval.md, "
-        "'Channel weights')",
+        "none and the query does not read as a question (a few remembered words, an "
+        "identifier): a heavier one buries a page only the lexical channel finds "
+        "(docs/retrieval.md, 'Channel weights')",
+    )
+    # Fitted like vector_weight, but only for queries that read as a question
+    # (services/core/analysis/query_shape.py): the weight that loses a few
+    # remembered words is kept for questions, where it was fitted.
+    question_vector_weight: float = Field(
+        3.0,
+        gt=0,
+        le=10,
+        description="RRF (or score-fusion) weight of the vector channel for a query that reads "
+        "as a question (RAG_QUESTION_MIN_WORDS words or more, one of them a function word) when "
+        "the request sets no vector weight; other queries keep RAG_VECTOR_WEIGHT "
+        "(docs/retrieval.md, 'Channel weights')",
+    )
+    question_min_words: int = Field(
+        4,
+        ge=1,
+        le=100,
+        description="words a query needs (with a function word among them) to get "
+        "RAG_QUESTION_VECTOR_WEIGHT; a Han character pair counts as one word",
     )
     lexical_weight: float = Field(
         1.0,

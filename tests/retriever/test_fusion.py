@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.analysis.query_shape import query_shape
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk
 from services.retriever.app import retrieval_config
@@ -318,3 +319,33 @@ def test_merge_rerank_rejects_mismatched_or_non_finite_scores() -> None:
         merge_rerank([hit("a"), hit("b")], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="finite"):
         merge_rerank([hit("a")], [math.nan])
+
+
+def test_a_question_gets_the_question_weight_and_remembered_words_do_not() -> None:
+    config = RetrievalConfig(vector_weight=1.0, question_vector_weight=3.0, question_min_words=4)
+    question = query_shape("how do I turn a callback function into a promise")
+    remembered = query_shape("promisify callback")
+    assert channel_weights(config, None, question)[V] == 3.0
+    assert channel_weights(config, None, remembered)[V] == 1.0
+    # A request's own vector weight still wins over either.
+    assert channel_weights(config, {V: 0.5}, question)[V] == 0.5
+
+
+def test_the_question_weight_decides_a_head_to_head_only_for_a_question() -> None:
+    """Both channels found x; the lexical channel's next page is l1, the vector
+    channel's is v2. A few remembered words keep the lexical channel's page
+    second; a question lets the vector channel's overtake it."""
+    lists = {L: ranked_list("l1", "x"), V: ranked_list("x", "v2")}
+    config = RetrievalConfig(question_vector_weight=3.0)
+    words = channel_weights(config, None, query_shape("heap limit"))
+    question = channel_weights(config, None, query_shape("where is the limit of the heap set"))
+    assert ids(RrfFuser(k=60).fuse(lists, words)) == ["x", "l1", "v2"]
+    assert ids(RrfFuser(k=60).fuse(lists, question)) == ["x", "v2", "l1"]
+
+
+def test_the_question_settings_reach_the_fusion_config() -> None:
+    config = retrieval_config(RetrieverSettings(question_vector_weight=2.0, question_min_words=6))
+    assert channel_weights(config, None, query_shape("how is the heap limit set"))[V] == 2.0
+    assert channel_weights(config, None, query_shape("how is the limit set"))[V] == 1.0
+    with pytest.raises(ValidationError, match="question_vector_weight"):
+        RetrieverSettings(question_vector_weight=0)

@@ -45,6 +45,23 @@ def test_another_language_leads_only_with_more_evidence_than_the_margin() -> Non
     assert eager.locales == ("zh-CN", "en") and eager.other_language_leads
 
 
+def test_a_page_only_the_question_s_words_found_keeps_its_language_first() -> None:
+    """The English head was found by the lexical channel alone (a rare word
+    typed on its own): it has no cosine, and 0 must not read as no evidence,
+    or any Chinese page the vector search returns would lead."""
+    rule = LocaleOrderRule(margin=0.04)
+    words_only = HeadEvidence("en", cosine=0.0, lexical=True, vector=False)
+    vector_head = HeadEvidence("zh", cosine=0.79, lexical=False)
+    kept = rule.order({"en": words_only, "zh": vector_head}, "en")
+    assert kept.locales == ("en", "zh") and not kept.other_language_leads
+    assert "its words found a page the vector search did not rank" in kept.reason
+    # With a cosine to weigh, the evidence rule decides as before.
+    weighed = rule.order(
+        {"en": replace(words_only, cosine=0.70, vector=True), "zh": vector_head}, "en"
+    )
+    assert weighed.locales == ("zh", "en")
+
+
 def test_lexical_agreement_counts_as_evidence() -> None:
     rule = LocaleOrderRule(margin=0.0)
     vector_only = HeadEvidence("en", cosine=0.84, lexical=False)

@@ -1,0 +1,37 @@
+"""A query reads as a question, or as a few remembered words."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.core.analysis.query_shape import QueryShape, query_shape
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("text", "words", "question"),
+    [
+        ("How do I keep an ingest from leaving the two stores out of step?", 14, True),
+        ("what is the rate limit of the embedding API", 9, True),
+        ("删掉的索引还能找回来吗", 6, True),  # 11 Han characters: 6 words, 的 and 吗
+        ("promisify penalty", 2, False),  # remembered words: no function word
+        ("repack program filename accepts stderr performance", 6, False),
+        ("限流 配置", 2, False),
+        ("429", 0, False),  # an identifier is no word
+        ("what does 429 mean for text-embedding-v4", 4, True),
+        ("the", 1, False),  # too short
+    ],
+)
+def test_words_and_whether_the_query_reads_as_a_question(
+    text: str, words: int, question: bool
+) -> None:
+    shape = query_shape(text)
+    assert shape.words == words
+    assert shape.reads_as_question(4) is question
+
+
+def test_the_threshold_is_the_callers() -> None:
+    shape = QueryShape(words=3, function_words=1)
+    assert shape.reads_as_question(3) and not shape.reads_as_question(4)
+    assert not QueryShape(words=9, function_words=0).reads_as_question(1)
