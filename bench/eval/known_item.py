@@ -47,6 +47,7 @@ from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
 from bench.eval.metrics import distinct_documents, evaluate
 from bench.eval.third_party import SCOPE, TOP_K, load_selection, parse_args
+from bench.eval.third_party_data import read_queries
 from bench.reports.page import write_report
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.analysis.stopwords import is_stopword
@@ -183,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     opts = parse_args(["--no-rerank", *(f"--env={e}" for e in args.env)])
     record = run_record(["-m", "bench.eval.known_item", *argv])
-    documents, _ = load_selection(opts, [])
+    # The third-party set's own page selection (its judged pages and the same
+    # distractors), so both harnesses keep one index without re-syncing it.
+    documents, _ = load_selection(opts, read_queries(opts.queries_path))
     queries = make_queries(documents, args.pages_sampled)
     points: list[float | None] = (
         [None]

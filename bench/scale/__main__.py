@@ -97,6 +97,7 @@ def measure_size(
         "write_seconds": {k: round(v, 1) for k, v in build.seconds.items()},
         "write_total_s": round(write_s, 1),
         "writer_peak_rss_mib": round(writer_peak_mib),
+        "writer_peak_rss_mib_by_phase": build.peak_rss_mib,
         "disk_bytes": disk,
         "recall_at_10": recall,
         **serving,

@@ -12,6 +12,7 @@ part by part.
 from __future__ import annotations
 
 import hashlib
+import resource
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -38,6 +39,12 @@ class BuildReport:
     seconds: dict[str, float] = field(default_factory=dict)
     scopes: Counter[str] = field(default_factory=Counter)
     locales: Counter[str] = field(default_factory=Counter)
+    # The writing process's peak RSS once each phase is done (it only grows),
+    # so the phase that raised it is the first whose figure jumps.
+    peak_rss_mib: dict[str, int] = field(default_factory=dict)
+
+    def mark_peak(self, phase: str) -> None:
+        self.peak_rss_mib[phase] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
     def add_time(self, part: str, seconds: float) -> None:
         self.seconds[part] = self.seconds.get(part, 0.0) + seconds
@@ -108,6 +115,7 @@ def build_index(
     )
     storage = open_storage(settings, int(corpus.source.vectors.shape[1]))
     report = BuildReport()
+    report.mark_peak("before writing")
     try:
         started = time.perf_counter()
         for generation, documents in enumerate(_runs(corpus, docs_per_run), start=1):
@@ -115,13 +123,16 @@ def build_index(
             if generation % 100 == 0:
                 print(f"  {report.chunks} chunks written", flush=True)
         report.add_time("generate", time.perf_counter() - started - sum(report.seconds.values()))
+        report.mark_peak("rows written")
         started = time.perf_counter()
         storage.vectors.optimize()
         report.add_time("vector index (HNSW)", time.perf_counter() - started)
+        report.mark_peak("vector index (HNSW)")
     finally:
         started = time.perf_counter()
         storage.close()
         report.add_time("close (flush)", time.perf_counter() - started)
+        report.mark_peak("closed")
     return report
 
 

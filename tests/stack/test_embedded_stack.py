@@ -7,6 +7,7 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.retriever.settings import RetrieverSettings
 from tests.support.corpus import corpus_documents, url_of
 from tests.support.stack import BackgroundStack
 
@@ -51,11 +52,22 @@ def test_paraphrase_is_found_by_vectors_that_bm25_misses(embedded_stack: Backgro
     assert rpb.CHANNEL_LEXICAL not in ranks
 
 
-def test_fused_scores_follow_rrf_from_reported_ranks(embedded_stack: BackgroundStack) -> None:
-    reply = embedded_stack.retrieve("how are rate limits enforced", top_k=5)
+# A question weighs the vector channel RAG_QUESTION_VECTOR_WEIGHT, a few words 1.
+QUESTION_WEIGHT = RetrieverSettings.model_fields["question_vector_weight"].default
+
+
+@pytest.mark.parametrize(
+    ("query", "vector_weight"),
+    [("how are rate limits enforced", QUESTION_WEIGHT), ("rate limits enforcement", 1.0)],
+)
+def test_fused_scores_follow_weighted_rrf_from_reported_ranks(
+    embedded_stack: BackgroundStack, query: str, vector_weight: float
+) -> None:
+    reply = embedded_stack.retrieve(query, top_k=5)
     assert reply.hits
+    weight = {rpb.CHANNEL_VECTOR: vector_weight, rpb.CHANNEL_LEXICAL: 1.0}
     for hit in reply.hits:
-        expected = sum(1.0 / (60 + m.rank) for m in hit.channels)
+        expected = sum(weight[m.channel] / (60 + m.rank) for m in hit.channels)
         assert hit.fused_score == pytest.approx(expected, rel=1e-12)
     scores = [h.fused_score for h in reply.hits]
     assert scores == sorted(scores, reverse=True)

@@ -24,6 +24,7 @@ Vectors are stored at unit length, as Qdrant stores them for cosine
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -123,6 +124,13 @@ SEARCH_SETTINGS = (
 # (iterative scans keep filtered results complete there).
 EXACT_BELOW = 2_000
 ROWS_IN_SCOPE = "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} LIMIT {cap}) AS few"
+# The path chosen for a scope is kept this long (and at most PATH_CACHE_SIZE
+# scopes), so a request's searches (one per locale) and the requests after it
+# do not count the scope again. A stale choice costs speed only: both paths
+# return the scope's nearest rows. A commit moves the scope's
+# visible_generation, which is part of the key, so it is counted again then.
+PATH_TTL_S = 5.0
+PATH_CACHE_SIZE = 1024
 # Tables whose statistics a run left stale: more than a tenth of the rows (at
 # least 1,000) changed since the last ANALYZE (autovacuum's rule, sooner).
 STALE_TABLES = (
@@ -167,6 +175,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         self.schema = schema
         self.search_ef = search_ef
         self._table = sql.Identifier(schema, "vectors")
+        self._paths: dict[ScopeFilter, tuple[bool, float]] = {}  # scope -> (exact, when)
         super().__init__(url, pool_size, timeout_s, run, self._set_up)
 
     def _set_up(self, conn: psycopg.Connection[Any]) -> None:
@@ -206,6 +215,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         budget_s = self._budget(deadline, "an upsert")
         with pg_errors(self.name, "upsert"), self._write_conn() as conn, within(conn, budget_s):
             conn.cursor().executemany(statement, values)
+        self._paths.clear()  # this process's writes: count the scopes again
 
     def _check_lengths(self, vectors: Sequence[Sequence[float]], dim: int) -> None:
         bad = [len(v) for v in vectors if len(v) != dim]
@@ -223,6 +233,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         errors = pg_errors(self.name, "update payload")
         with errors, self._write_conn() as conn, within(conn, budget_s):
             conn.cursor().executemany(statement, values)
+        self._paths.clear()
 
     def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         if not chunk_ids:
@@ -231,6 +242,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         budget_s = self._budget(deadline, "a delete")
         with pg_errors(self.name, "delete"), self._write_conn() as conn, within(conn, budget_s):
             conn.execute(statement, (list(chunk_ids),))
+        self._paths.clear()
 
     # -- reads ----------------------------------------------------------------
 
@@ -256,6 +268,19 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         return [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
 
     def _few_rows_in(self, conn: psycopg.Connection[Any], scope: ScopeFilter) -> bool:
+        """Fewer than EXACT_BELOW rows in `scope`: counted at most once per
+        PATH_TTL_S per scope (see PATH_TTL_S)."""
+        now = time.monotonic()
+        kept = self._paths.get(scope)
+        if kept is not None and now - kept[1] < PATH_TTL_S:
+            return kept[0]
+        few = self._count_few(conn, scope)
+        if len(self._paths) >= PATH_CACHE_SIZE:
+            self._paths.clear()  # rare: many distinct scopes; counting again is cheap
+        self._paths[scope] = (few, now)
+        return few
+
+    def _count_few(self, conn: psycopg.Connection[Any], scope: ScopeFilter) -> bool:
         """Fewer than EXACT_BELOW rows in `scope` (reads at most that many ids)."""
         where, params = scope_condition(scope)
         statement = sql.SQL(ROWS_IN_SCOPE).format(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -404,6 +405,43 @@ def test_after_a_large_run_statistics_are_fresh_and_searches_take_the_hnsw_index
         store.close()
         with psycopg.connect(postgres.url, autocommit=True) as conn:
             conn.execute("DROP SCHEMA t_plan CASCADE")
+
+
+def test_a_scope_is_counted_once_for_its_path_until_a_write_or_a_commit(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exact-or-HNSW choice is not a count per search: a request's
+    searches (one per locale) and the next requests reuse it. A SPY around
+    the real count (it still runs) tells how often the store counted."""
+    store = PostgresVectorStore(postgres.url, "t_paths", 8, pool_size=2)
+    counted: list[ScopeFilter] = []
+    count = store._count_few
+
+    def spy(conn: Any, scope: ScopeFilter) -> bool:
+        counted.append(scope)
+        return count(conn, scope)
+
+    monkeypatch.setattr(store, "_count_few", spy)
+    try:
+        chunks = [make_chunk(f"doc-{i}") for i in range(20)]
+        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+        scope = ScopeFilter(scope_id="site-a", visible_generation=5)
+        probe = seeded_vector("q")
+        first = store.search(probe, 5, scope, deadline=unrequested_deadline())
+        again = store.search(probe, 5, scope, deadline=unrequested_deadline())
+        assert [h.chunk.chunk_id for h in first] == [h.chunk.chunk_id for h in again]
+        assert counted == [scope]
+        store.search(
+            probe, 5, replace(scope, visible_generation=6), deadline=unrequested_deadline()
+        )
+        assert len(counted) == 2  # a commit moved the generation: counted again
+        store.delete([chunks[0].chunk_id])
+        store.search(probe, 5, scope, deadline=unrequested_deadline())
+        assert len(counted) == 3  # this store wrote: counted again
+    finally:
+        store.close()
+        with psycopg.connect(postgres.url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA t_paths CASCADE")
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

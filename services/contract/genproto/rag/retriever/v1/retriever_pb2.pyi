@@ -232,9 +232,9 @@ class ChannelWeights(_message.Message):
     LEXICAL_FIELD_NUMBER: _builtins.int
     CROSS_LINGUAL_FIELD_NUMBER: _builtins.int
     vector: _builtins.float
-    """0 = default (1.0)"""
+    """0 = configured (RAG_VECTOR_WEIGHT; RAG_QUESTION_VECTOR_WEIGHT for a question)"""
     lexical: _builtins.float
-    """0 = default (1.0)"""
+    """0 = configured (RAG_LEXICAL_WEIGHT)"""
     cross_lingual: _builtins.float
     """0 = default (RAG_CROSS_LINGUAL_WEIGHT)"""
     def __init__(
