@@ -30,9 +30,8 @@ from bench.reports.page import publish
 from bench.reports.scale import PLOT_FILE, scale_plot
 from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
-from bench.scale.measure import hnsw_recall, measure_serving
+from bench.scale.measure import SCALE_MODEL, hnsw_recall, measure_serving
 from bench.scale.source import SourceCorpus, load_source
-from services.embedding.embedder import PACKAGED_MODEL
 
 SIZES = (10_000, 100_000, 1_000_000)
 RESULTS_FILE = RESULTS_DIR / "scale.json"
@@ -107,7 +106,7 @@ def measure_size(
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     record = run_record(["-m", "bench.scale", *(argv if argv is not None else sys.argv[1:])])
-    source = load_source(PACKAGED_MODEL, args.source_docs)
+    source = load_source(SCALE_MODEL, args.source_docs)
     log_dir = SCRATCH_DIR / "logs" / "scale"
     started = time.perf_counter()
     sizes = [measure_size(source, size, args, log_dir) for size in sorted(args.sizes)]

@@ -18,6 +18,7 @@ from bench.common.record import latency_summary
 from bench.common.retrieve_loop import LoadResult, run_load
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.models import ScopeFilter
+from services.embedding.embedder import MULTILINGUAL_MODEL
 from services.storage.base import DEFAULT_SEARCH_EF, hnsw_ef
 from services.storage.embedded.qdrant_edge import edge_filter
 
@@ -27,8 +28,16 @@ CANDIDATES = 50
 RECALL_AT = 10
 
 
+# The services' default model: the source vectors the corpus is synthesised
+# from and the stack's query vectors come from the same one (they were
+# MiniLM's and e5's until 2026-11-29: recall stayed right, since it is
+# measured with the source's own query vectors, but the hits were not).
+SCALE_MODEL = MULTILINGUAL_MODEL
+
+
 def stack_env() -> dict[str, str]:
     return {
+        "RAG_EMBEDDING_MODEL": SCALE_MODEL,
         "RAG_QUERY_CACHE_SIZE": "0",  # every request embeds its query
         "RAG_RERANKER_ADDR": "",
         "RAG_INDEXER_METRICS_PORT": str(free_port()),
