@@ -182,11 +182,9 @@ class RetrievalPipeline:
         prepared, debug = run.prepared, run.request.debug
         rule = self.config.exact_precedence
         precedence = precedence_note(ordering.candidates, prepared.plan.identifiers, rule)
-        said = (prepared.language.note, precedence, candidates.note, ordering.note)
+        weight = question_weight_note(self.config, run.request, prepared.shape) if debug else ""
+        said = (prepared.language.note, precedence, weight, candidates.note, ordering.note)
         notes = [note for note in said if note]
-        if debug:
-            notes.append(question_weight_note(self.config, run.request, prepared.shape))
-            notes = [note for note in notes if note]
         lists = candidates.locales
         if lists.vector and searched.vector.ok:
             notes.append(balance_note(list(lists.vector), bool(lists.translated), lists.order))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.core.analysis.query_shape import QueryShape, query_shape
 
@@ -35,3 +37,21 @@ def test_the_threshold_is_the_callers() -> None:
     shape = QueryShape(words=3, function_words=1)
     assert shape.reads_as_question(3) and not shape.reads_as_question(4)
     assert not QueryShape(words=9, function_words=0).reads_as_question(1)
+
+
+@given(st.text(max_size=1000))  # the Retriever's own query limit, in characters
+def test_any_query_text_has_a_shape_within_its_length(text: str) -> None:
+    """The counts loop over the text once per rule: never an error, and
+    never more words than characters (a word needs a letter or two Han)."""
+    shape = query_shape(text)
+    assert 0 <= shape.words <= len(text)
+    assert shape.function_words >= 0
+    assert shape.reads_as_question(1) == (shape.words >= 1 and shape.function_words > 0)
+
+
+@given(st.integers(min_value=0, max_value=12))
+def test_the_word_count_follows_the_question_around_the_threshold(extra: int) -> None:
+    """Around the 4-word threshold: `the` plus `extra` content words."""
+    text = " ".join(["the", *(["limit"] * extra)])
+    assert query_shape(text) == QueryShape(extra + 1, 1)
+    assert query_shape(text).reads_as_question(4) is (extra + 1 >= 4)
