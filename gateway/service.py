@@ -26,6 +26,7 @@ from gateway.settings import GatewaySettings
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
 from services.runtime.observability.tracing import Tracing
+from services.runtime.service import stop_budget
 
 log = get_logger(__name__)
 
@@ -137,6 +138,10 @@ class GatewayApp:
             "set RAG_GATEWAY_PORT or RAG_HOST",
         )
         self._running: AsyncExitStack | None = None
+
+    @property
+    def stop_budget_s(self) -> float:
+        return stop_budget(self.settings)
 
     async def start(self) -> int:
         log.info(

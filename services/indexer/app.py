@@ -24,7 +24,7 @@ from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import PartsConfig, SharedParts
-from services.runtime.service import ServiceIdentity
+from services.runtime.service import ServiceIdentity, stop_budget
 from services.storage.base import unrequested_deadline
 from services.storage.manifest import Manifest
 from services.storage.storage import Storage
@@ -153,6 +153,10 @@ class IndexerApp:
         # A run still in its thread after the grace period: the shared parts
         # must not be closed under it (see services.indexer.worker_threads).
         self.abandoned_work = False
+
+    @property
+    def stop_budget_s(self) -> float:
+        return stop_budget(self.settings)
 
     async def start(self) -> int:
         parts = self.parts

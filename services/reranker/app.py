@@ -21,7 +21,7 @@ from services.reranker.scorer import (
 from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME, RerankerServicer
 from services.reranker.settings import RerankerSettings
 from services.runtime.observability.telemetry import Telemetry
-from services.runtime.service import ServiceIdentity, freeze_start_up_objects
+from services.runtime.service import ServiceIdentity, freeze_start_up_objects, stop_budget
 
 log = get_logger(__name__)
 IDENTITY = ServiceIdentity("reranker", SERVICE_NAME, METHOD_ROLES)
@@ -68,6 +68,10 @@ class RerankerApp:
         self.servicer = RerankerServicer(self.scorer, limits, settings.rerank_safety_margin_ms)
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
         self.loading: asyncio.Task[bool] | None = None
+
+    @property
+    def stop_budget_s(self) -> float:
+        return stop_budget(self.settings)
 
     async def start(self) -> int:
         """The port first (health and Info answer at once), then the model."""

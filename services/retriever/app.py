@@ -28,7 +28,7 @@ from services.runtime.observability.tracing import Tracing
 from services.runtime.parts import PartsConfig, SharedParts
 from services.runtime.security.client import ClientSecurity
 from services.runtime.server import GrpcServer
-from services.runtime.service import ServiceIdentity
+from services.runtime.service import ServiceIdentity, stop_budget
 from services.storage.base import LexicalStore, VectorStore
 from services.storage.storage import Storage
 from services.storage.visibility import CommittedGeneration
@@ -205,6 +205,10 @@ class RetrieverApp:
             parts.storage,
             settings.health_check_interval_s,
         )
+
+    @property
+    def stop_budget_s(self) -> float:
+        return stop_budget(self.settings)
 
     async def start(self) -> int:
         servicer = RetrieverServicer(

@@ -21,6 +21,8 @@ import gc
 import logging
 import os
 import sys
+import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -44,6 +46,12 @@ class ServiceApp(Protocol):
     # True when stop() left work running past the grace period: the shared
     # parts are then left open for the process to exit without closing them.
     abandoned_work: bool
+
+    @property
+    def stop_budget_s(self) -> float:
+        """How long its `stop()` may take (`stop_budget`): past it, the stop
+        counts as work left behind."""
+        ...
 
     @property
     def server(self) -> AppServer:
@@ -179,12 +187,44 @@ async def run_apps(
         log.info("services_ready", ports=[app.server.port for app in apps], **context)
         await run_until_signal([app.server for app in apps])
     finally:
-        for app in reversed(started):
-            await app.stop()
-        if any(app.abandoned_work for app in started):
-            exit_leaving_work_behind()
-        if close is not None:
+        overran = [app for app in reversed(started) if not await stop_within_budget(app)]
+        if overran or any(app.abandoned_work for app in started):
+            exit_leaving_work_behind()  # does not return
+        elif close is not None:
             await asyncio.to_thread(close)
+
+
+# Past the grace periods, what a stop still has to do (close channels, flush
+# the telemetry) takes well under a second; ten leaves room on a loaded host.
+STOP_MARGIN_S = 10.0
+
+
+def stop_budget(settings: BaseServiceSettings) -> float:
+    """An app's stop: in-flight calls get the grace period, and work still in
+    their threads may get it again (the Indexer's runs), then the margin."""
+    return 2 * settings.shutdown_grace_s + STOP_MARGIN_S
+
+
+async def stop_within_budget(app: ServiceApp) -> bool:
+    """Stop `app`; False when its stop overran `app.stop_budget_s`. A stop
+    that never ends would keep a process that was told to go alive until
+    something kills it: it is logged, with where every thread was, and the
+    caller treats it as work left behind (the parts are not closed under it)."""
+    try:
+        await asyncio.wait_for(app.stop(), app.stop_budget_s)
+        return True
+    except TimeoutError:
+        log.error("app_stop_overran", budget_s=app.stop_budget_s, threads=thread_stacks())
+        return False
+
+
+def thread_stacks() -> dict[str, str]:
+    """Every thread's current stack, by thread name."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return {
+        names.get(ident, str(ident)): "".join(traceback.format_stack(frame))
+        for ident, frame in sys._current_frames().items()
+    }
 
 
 def exit_leaving_work_behind() -> None:

@@ -18,6 +18,7 @@ from services.indexer.settings import IndexerSettings
 from services.retriever.app import RetrieverApp, retriever_parts
 from services.retriever.settings import RetrieverSettings
 from services.runtime.parts import PartsConfig, SharedParts, check_same_embedding
+from services.runtime.service import stop_within_budget
 from services.storage.settings import StoreSettings
 
 
@@ -60,8 +61,11 @@ class EmbeddedStack:
         await self.indexer.start()
         await self.retriever.start()
 
-    async def stop(self) -> None:
-        await self.retriever.stop()
-        await self.indexer.stop()
-        if not self.indexer.abandoned_work:  # else a run still writes to them
+    async def stop(self) -> bool:
+        """Each app within its stop budget; the parts are closed only when
+        neither left work behind (else a run may still use them). False when
+        a stop overran its budget (logged, with every thread's stack)."""
+        stopped = [await stop_within_budget(app) for app in (self.retriever, self.indexer)]
+        if all(stopped) and not self.indexer.abandoned_work:
             await asyncio.to_thread(self.parts.close)
+        return all(stopped)

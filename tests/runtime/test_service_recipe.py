@@ -45,6 +45,8 @@ class FakeApp:
     port: int
     fail: Exception | None = None
     abandoned_work: bool = False
+    stop_budget_s: float = 5.0
+    hangs_on_stop: bool = False  # fault injection: a stop that never ends
     server: FakeServer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -60,6 +62,8 @@ class FakeApp:
 
     async def stop(self) -> None:
         self.journal.append(f"{self.name}.stop")
+        if self.hangs_on_stop:
+            await asyncio.Event().wait()
 
 
 class FakeParts:
@@ -199,3 +203,29 @@ async def test_apps_that_cannot_be_built_close_the_parts() -> None:
     with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER"):
         await serve(fake_recipe(journal, bad_app=ConfigError("OTEL_TRACES_EXPORTER: 'zipkin'")))
     assert journal == ["settings", "parts", "parts.close"]
+
+
+async def test_a_stop_that_overruns_its_budget_exits_without_closing_the_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stop stuck past its budget must not keep the process alive, nor
+    stop the other apps from stopping; the parts stay open under it."""
+    journal: list[str] = []
+    exits: list[str] = []
+    logged: list[tuple[str, dict[str, object]]] = []
+    monkeypatch.setattr(service, "exit_leaving_work_behind", lambda: exits.append("exit"))
+    monkeypatch.setattr(service.log, "error", lambda event, **kw: logged.append((event, kw)))
+    stuck = FakeApp("stuck", journal, 1001, stop_budget_s=0.2, hangs_on_stop=True)
+    apps = [stuck, FakeApp("other", journal, 1002)]
+
+    async def no_signal(servers: object) -> None:
+        return None
+
+    monkeypatch.setattr(service, "run_until_signal", no_signal)
+    monkeypatch.setattr(service, "freeze_start_up_objects", lambda: None)
+    await asyncio.wait_for(service.run_apps(apps, FakeParts(journal).close), 10)
+    assert journal == ["stuck.start", "other.start", "other.stop", "stuck.stop"]
+    assert exits == ["exit"]
+    assert [event for event, _ in logged] == ["app_stop_overran"]
+    threads = logged[0][1]["threads"]
+    assert isinstance(threads, dict) and "MainThread" in threads

@@ -5,9 +5,12 @@ blocking gRPC stubs, grpcurl subprocesses and HTTP clients against it."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import io
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -29,8 +32,19 @@ from services.retriever.settings import RetrieverSettings
 from services.retriever.tail_reserve import TailReserve
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import SharedParts, open_parts
+from services.runtime.service import thread_stacks
 from services.stack.embedded import EmbeddedStack, stack_parts
 from services.storage.settings import StoreMode, StoreSettings
+
+
+def where_everything_is(loop: asyncio.AbstractEventLoop) -> str:
+    """Every thread's stack and every task of `loop`, for a timeout's message."""
+    parts = [f"--- thread {name}\n{stack}" for name, stack in thread_stacks().items()]
+    for task in asyncio.all_tasks(loop):
+        lines = io.StringIO()
+        task.print_stack(file=lines)
+        parts.append(f"--- task {task.get_name()}\n{lines.getvalue()}")
+    return "\n".join(parts)
 
 
 def free_port() -> int:
@@ -48,7 +62,13 @@ class BackgroundLoop:
         self.thread.start()
 
     def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 120) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            # A hang is rare and unreproducible on demand: say where everything was.
+            where = where_everything_is(self.loop)
+            raise TimeoutError(f"not done in {timeout} s\n{where}") from None
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -128,8 +148,8 @@ class BackgroundStack:
             for reranker in self.rerankers:
                 self._loop.run(reranker.stop())
         self.rerankers = []
-        if self._loop and self.stack:
-            self._loop.run(self.stack.stop())
+        if self._loop and self.stack and not self._loop.run(self.stack.stop()):
+            warnings.warn("a stop overran its budget: see app_stop_overran", stacklevel=2)
         if self._loop:
             self._loop.close()
         self.stack = None
