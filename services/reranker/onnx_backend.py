@@ -52,18 +52,29 @@ class OnnxBackend:
     def logits(self, pairs: Sequence[tuple[str, str]], deadline: float | None = None) -> np.ndarray:
         features = self._features(pairs)
         feeds = {name: features[name].numpy().astype(np.int64) for name in self._input_names}
-        options = ort.RunOptions()
-        watchdog = _terminate_at(options, deadline)
-        try:
-            outputs = self._session.run(["logits"], feeds, options)
-        except Exception as exc:
-            if options.terminate:
-                raise BatchInterrupted("deadline reached inside the batch") from exc
-            raise
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
-        return np.asarray(outputs[0], dtype=np.float32)
+        return run_by_deadline(self._session, "logits", feeds, deadline)
+
+
+def run_by_deadline(
+    session: ort.InferenceSession,
+    output: str,
+    feeds: dict[str, np.ndarray],
+    deadline: float | None,
+) -> np.ndarray:
+    """`session`'s `output` for `feeds`, as float32; a run the deadline
+    (time.monotonic()) stopped between operators raises BatchInterrupted."""
+    options = ort.RunOptions()
+    watchdog = _terminate_at(options, deadline)
+    try:
+        outputs = session.run([output], feeds, options)
+    except Exception as exc:
+        if options.terminate:
+            raise BatchInterrupted("deadline reached inside the batch") from exc
+        raise
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+    return np.asarray(outputs[0], dtype=np.float32)
 
 
 def _terminate_at(options: ort.RunOptions, deadline: float | None) -> threading.Timer | None:

@@ -16,12 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from services.embedding.onnx_export import open_session
-from services.reranker.backends import BatchInterrupted
-from services.reranker.onnx_backend import _terminate_at
+from services.reranker.onnx_backend import run_by_deadline
 
 
 class PackagedCrossEncoderBackend:
@@ -52,18 +50,7 @@ class PackagedCrossEncoderBackend:
 
     def logits(self, pairs: Sequence[tuple[str, str]], deadline: float | None = None) -> np.ndarray:
         feeds = self._feeds(pairs)
-        options = ort.RunOptions()
-        watchdog = _terminate_at(options, deadline)
-        try:
-            outputs = self._session.run([self._output], feeds, options)
-        except Exception as exc:
-            if options.terminate:
-                raise BatchInterrupted("deadline reached inside the batch") from exc
-            raise
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
-        return np.asarray(outputs[0], dtype=np.float32)
+        return run_by_deadline(self._session, self._output, feeds, deadline)
 
 
 def _max_positions(folder: Path) -> int:

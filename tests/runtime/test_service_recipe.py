@@ -47,6 +47,8 @@ class FakeApp:
     abandoned_work: bool = False
     stop_budget_s: float = 5.0
     hangs_on_stop: bool = False  # fault injection: a stop that never ends
+    ignores_cancel: bool = False  # … and that swallows its cancellation
+    release: asyncio.Event = field(default_factory=asyncio.Event)  # ends a hung stop
     server: FakeServer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -62,8 +64,12 @@ class FakeApp:
 
     async def stop(self) -> None:
         self.journal.append(f"{self.name}.stop")
-        if self.hangs_on_stop:
-            await asyncio.Event().wait()
+        while self.hangs_on_stop:
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                if not self.ignores_cancel:
+                    raise
 
 
 class FakeParts:
@@ -205,8 +211,9 @@ async def test_apps_that_cannot_be_built_close_the_parts() -> None:
     assert journal == ["settings", "parts", "parts.close"]
 
 
+@pytest.mark.parametrize("ignores_cancel", [False, True], ids=["cancellable", "deaf"])
 async def test_a_stop_that_overruns_its_budget_exits_without_closing_the_parts(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, ignores_cancel: bool
 ) -> None:
     """A stop stuck past its budget must not keep the process alive, nor
     stop the other apps from stopping; the parts stay open under it."""
@@ -215,7 +222,9 @@ async def test_a_stop_that_overruns_its_budget_exits_without_closing_the_parts(
     logged: list[tuple[str, dict[str, object]]] = []
     monkeypatch.setattr(service, "exit_leaving_work_behind", lambda: exits.append("exit"))
     monkeypatch.setattr(service.log, "error", lambda event, **kw: logged.append((event, kw)))
-    stuck = FakeApp("stuck", journal, 1001, stop_budget_s=0.2, hangs_on_stop=True)
+    stuck = FakeApp(
+        "stuck", journal, 1001, stop_budget_s=0.2, hangs_on_stop=True, ignores_cancel=ignores_cancel
+    )
     apps = [stuck, FakeApp("other", journal, 1002)]
 
     async def no_signal(servers: object) -> None:
@@ -223,7 +232,12 @@ async def test_a_stop_that_overruns_its_budget_exits_without_closing_the_parts(
 
     monkeypatch.setattr(service, "run_until_signal", no_signal)
     monkeypatch.setattr(service, "freeze_start_up_objects", lambda: None)
-    await asyncio.wait_for(service.run_apps(apps, FakeParts(journal).close), 10)
+    try:
+        await asyncio.wait_for(service.run_apps(apps, FakeParts(journal).close), 10)
+    finally:  # let the stuck stop end, so the test loop is left clean
+        stuck.hangs_on_stop = False
+        stuck.release.set()
+        await asyncio.sleep(0.05)
     assert journal == ["stuck.start", "other.start", "other.stop", "stuck.stop"]
     assert exits == ["exit"]
     assert [event for event, _ in logged] == ["app_stop_overran"]
