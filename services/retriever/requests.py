@@ -35,7 +35,7 @@ class RetrievalConfig:
     max_chunks_per_document: int = 2
     context_char_budget: int = 6000
     rerank_candidates: int = 4
-    rerank_budget_ms: int = 300
+    rerank_budget_ms: int = 400
     rerank_languages: str = "en"
     rerank_fused_weight: float = FITTED_RERANK_BLEND.fused_weight
     rerank_score_weight: float = FITTED_RERANK_BLEND.rerank_weight
