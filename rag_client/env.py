@@ -5,7 +5,7 @@ _TOKEN_FILE. An error names the variable as well as the field."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,27 +37,33 @@ def _path(environ: Mapping[str, str], name: str) -> Path | None:
     return Path(value) if value else None
 
 
-def _tls(environ: Mapping[str, str], prefix: str) -> Any:
-    from rag_client.settings import TlsSettings
+# Builds the TLS settings from their fields: rag_client.settings passes its
+# TlsSettings, so this module never imports the one that imports it.
+TlsFactory = Callable[..., Any]
 
+
+def _tls(environ: Mapping[str, str], prefix: str, tls_settings: TlsFactory) -> Any:
     files = {
         n: _path(environ, f"{prefix}TLS_{n.upper()}") for n in ("ca_file", "cert_file", "key_file")
     }
     server_name = environ.get(f"{prefix}TLS_SERVER_NAME", "")
     if not (_flag(environ, f"{prefix}TLS") or any(files.values())):
         return None
-    return TlsSettings(server_name=server_name, **files)
+    return tls_settings(server_name=server_name, **files)
 
 
-def settings_fields(service: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    """ClientSettings keyword arguments for `service` ("retriever", "indexer")."""
+def settings_fields(
+    service: str, environ: Mapping[str, str], tls_settings: TlsFactory
+) -> dict[str, Any]:
+    """ClientSettings keyword arguments for `service` ("retriever", "indexer");
+    `tls_settings` builds the `tls` field from its parts."""
     if service not in DEFAULT_ADDR:
         raise InvalidSettings("service", f"{service!r} is not one of {sorted(DEFAULT_ADDR)}")
     prefix = f"RAG_{service.upper()}_"
     try:
         return {
             "target": environ.get(f"{prefix}ADDR") or DEFAULT_ADDR[service],
-            "tls": _tls(environ, prefix),
+            "tls": _tls(environ, prefix, tls_settings),
             "token": environ.get(f"{prefix}TOKEN", "").strip(),
             "token_file": _path(environ, f"{prefix}TOKEN_FILE"),
         }

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_client.env import named, settings_fields
 from rag_client.errors import InvalidSettings
 
 MAX_ATTEMPTS = 10  # the most attempts a RetryPolicy may allow
@@ -166,9 +167,7 @@ class ClientSettings:
         """Settings from RAG_<SERVICE>_ADDR, _TLS, _TLS_CA_FILE, _TLS_CERT_FILE,
         _TLS_KEY_FILE, _TLS_SERVER_NAME, _TOKEN and _TOKEN_FILE (service:
         "retriever" or "indexer"); keyword arguments override them."""
-        from rag_client.env import named, settings_fields
-
-        fields = settings_fields(service, os.environ if environ is None else environ)
+        fields = settings_fields(service, os.environ if environ is None else environ, TlsSettings)
         try:
             return cls(**(fields | overrides))
         except InvalidSettings as exc:

@@ -20,7 +20,8 @@ os.environ["RAG_METRICS_ENABLED"] = "false"
 # that take the `e5_embedder` fixture): the suite must fit CI's time on 2 cores.
 os.environ.setdefault("RAG_EMBEDDING_MODEL", "packaged:all-MiniLM-L6-v2")
 
-from services.embedding.embedder import PACKAGED_MODEL, Embedder, EmbedderConfig
+from services.embedding.config import PACKAGED_MODEL, EmbedderConfig
+from services.embedding.embedder import Embedder
 from tests.support.corpus import corpus_documents
 from tests.support.stack import BackgroundStack, free_port
 

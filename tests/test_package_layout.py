@@ -164,3 +164,102 @@ def test_the_indexer_server_does_not_reach_the_loader() -> None:
     """An upsert never enters the folder loader (nor its YAML and HTML-head parsers)."""
     for path in sorted((SERVICES / "indexer").rglob("*.py")):
         assert "services.sources" not in path.read_text(encoding="utf-8"), path
+
+
+def runtime_imports(source: str, modules: set[str]) -> set[str]:
+    """The modules of `modules` a file imports when it runs (at any depth),
+    leaving out `if TYPE_CHECKING:` blocks; `from a import b` counts as `a.b`
+    when that is a module."""
+    tree = ast.parse(source)
+    type_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if child in modules else node.module)
+    return found & modules
+
+
+def import_cycles(root: Path = ROOT) -> list[list[str]]:
+    """Groups of modules that import each other, directly or round a circle
+    (strongly connected components of more than one module)."""
+    paths = {
+        ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+        for top in TOP_LEVEL
+        for path in sorted((root / top).rglob("*.py"))
+        if "__pycache__" not in path.parts and "genproto" not in path.parts
+    }
+    edges = {
+        m: runtime_imports(p.read_text(encoding="utf-8"), set(paths)) for m, p in paths.items()
+    }
+    return [sorted(group) for group in _components(edges) if len(group) > 1]
+
+
+def _components(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components, iteratively (deep graphs)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.add(member)
+                    if member == node:
+                        break
+                groups.append(group)
+    return groups
+
+
+def test_no_modules_import_each_other() -> None:
+    """A circle of imports (even through imports inside functions) means no
+    module of it can be read, tested or moved without the others."""
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_sees_a_circle_through_a_function(tmp_path: Path) -> None:
+    package = tmp_path / "services" / "core"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from services.core.b import x\n")
+    (package / "b.py").write_text("def f():\n    from services.core import a\n")
+    (package / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from services.core.a import y\n"
+    )
+    (package / "d.py").write_text("from services.core.c import z\n")
+    assert import_cycles(tmp_path) == [["services.core.a", "services.core.b"]]

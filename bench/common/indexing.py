@@ -36,7 +36,8 @@ def ingest_beir(
 ) -> IngestReport:
     """Send a BEIR corpus through the Indexer exactly as the operator CLI does
     (same loader, options and batching), timing the whole run."""
-    from services.operator.cli import Ingest, parser
+    from services.operator.cli import parser
+    from services.operator.ingest import Ingest
 
     argv = ["ingest", str(corpus), "--scope", scope, "--format", "beir", "--quiet"]
     args = parser().parse_args(argv + (["--title-as-heading"] if title_as_heading else []))
@@ -56,7 +57,7 @@ def sync_documents(
     pages a data set no longer has (a renamed page would otherwise still be
     found under its old id and count as a miss)."""
     from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
-    from services.operator.cli import batches, document_to_proto
+    from services.operator.ingest import batches, document_to_proto
 
     totals = dict.fromkeys((f.name for f in pb.PlanCounts.DESCRIPTOR.fields), 0)
     rejected: list[str] = []

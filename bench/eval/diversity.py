@@ -31,7 +31,8 @@ from bench.eval.scifact_options import SCOPE, parse_args
 from bench.reports.diversity import RESULTS_FILE
 from bench.reports.page import publish
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.embedding.embedder import PACKAGED_MODEL, Embedder, EmbedderConfig
+from services.embedding.config import PACKAGED_MODEL, EmbedderConfig
+from services.embedding.embedder import Embedder
 
 LAMBDAS = (0.0, 0.9, 0.7, 0.5)
 MODEL_CACHE = SCRATCH_DIR / "models"  # the judge's ONNX export, made once

@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ from typing import Any
 from bench.common.paths import RESULTS_DIR, ROOT, SCRATCH_DIR, SHARED_DATASETS
 from bench.common.record import run_record
 from bench.eval.dataset import BeirDataset, indexed_texts, write_query_subset
-from services.embedding.embedder import PACKAGED_MODEL
+from services.embedding.config import PACKAGED_MODEL
 
 MODELS_DIR = ROOT / ".data" / "models"
 CARD = "finetune.json"
@@ -175,9 +176,10 @@ def validate(
     dataset: BeirDataset, holdout: float, recipe: Recipe, record: dict[str, Any]
 ) -> dict[str, Any]:
     """Fit on part of the train split and score the held-out rest through the
-    real RPCs (vector and hybrid), with the packaged and the fitted model."""
-    from bench.eval import scifact
-
+    real RPCs (vector and hybrid), with the packaged and the fitted model.
+    The evaluation runs as its own process, `python -m bench.eval.scifact`,
+    as it would by hand (and so this module does not import the one that
+    imports it)."""
     fitted, held_out = split_queries(list(dataset.queries()), holdout, recipe.seed)
     work = SCRATCH_DIR / "finetune"
     card = fit(dataset, fitted, work / "model", recipe, record)
@@ -189,7 +191,8 @@ def validate(
         out = work / "eval" / label
         extra = ["--embedding-model", str(model)] if model else []
         common = ["--dataset", str(subset), "--split", "train", "--no-peer", "--out", str(out)]
-        scifact.main([*common, "--configs", "vector,hybrid", *extra])
+        evaluate = ["-m", "bench.eval.scifact", *common, "--configs", "vector,hybrid", *extra]
+        subprocess.run([sys.executable, *evaluate], check=True)
         result = json.loads((out / f"{dataset.name}-train.json").read_text())
         scores[label] = {name: result["configs"][name] for name in ("vector", "hybrid")}
     return {

@@ -43,7 +43,7 @@ from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, index_dir, p
 from bench.reports.page import write_report
 from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM, INT8_DOCUMENT_NDCG
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.embedding.embedder import MULTILINGUAL_MODEL as DEFAULT_EMBEDDING_MODEL
+from services.embedding.config import MULTILINGUAL_MODEL as DEFAULT_EMBEDDING_MODEL
 
 
 def main(argv: list[str] | None = None) -> int:

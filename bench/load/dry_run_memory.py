@@ -17,11 +17,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import grpc
 import psutil
 
+from rag_client import ClientSettings, IndexerClient, RetryPolicy
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
@@ -33,13 +32,12 @@ def rss_mib(process: psutil.Process) -> float:
     return float(process.memory_info().rss) / 2**20
 
 
-def request(tag: str) -> ipb.UpsertRequest:
+def documents(tag: str) -> list[ipb.Document]:
     text = (PARAGRAPH * (CHARS // len(PARAGRAPH) + 1))[:CHARS]
-    documents = [
+    return [
         ipb.Document(doc_id=f"{tag}-{i}", scope_id="s", locale="en", text=text, title=f"T{i}")
         for i in range(DOCUMENTS)
     ]
-    return ipb.UpsertRequest(documents=documents, dry_run=True)
 
 
 def start_stack(data: Path, extra_env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
@@ -51,9 +49,9 @@ def start_stack(data: Path, extra_env: dict[str, str]) -> tuple[subprocess.Popen
     return proc, f"127.0.0.1:{ports['RAG_INDEXER_PORT']}"
 
 
-def burst(stub: indexer_pb2_grpc.IndexerStub, process: psutil.Process) -> None:
+def burst(client: IndexerClient, process: psutil.Process) -> None:
     def upsert(tag: str) -> int:
-        return int(stub.Upsert(request(tag), timeout=900).counts.added)
+        return int(client.upsert(documents(tag), dry_run=True, deadline=900).counts.added)
 
     upsert("warm-up")
     time.sleep(3)
@@ -76,9 +74,13 @@ def main(argv: list[str]) -> None:
     proc, address = start_stack(Path(tempfile.mkdtemp()), extra_env)
     try:
         assert wait_until_serving(address, timeout_s=500), "the stack did not start"
-        options = [("grpc.max_send_message_length", 32 * 2**20)]
-        with grpc.insecure_channel(address, options=options) as channel:
-            burst(indexer_pb2_grpc.IndexerStub(channel), psutil.Process(proc.pid))
+        settings = ClientSettings(
+            address,
+            retry=RetryPolicy(max_attempts=1),  # a retried dry run would skew the rounds
+            channel_options=(("grpc.max_send_message_length", 32 * 2**20),),
+        )
+        with IndexerClient(settings) as client:
+            burst(client, psutil.Process(proc.pid))
     finally:
         proc.terminate()
         proc.wait(timeout=60)

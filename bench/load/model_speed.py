@@ -30,7 +30,7 @@ from bench.eval.dataset import BeirDataset
 from bench.reports.model_speed import RESULTS_FILE
 from bench.reports.page import publish
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.embedding.embedder import MULTILINGUAL_MODEL, PACKAGED_MODEL
+from services.embedding.config import MULTILINGUAL_MODEL, PACKAGED_MODEL
 from services.sources.loaders import load_beir_jsonl
 
 MODELS = (PACKAGED_MODEL, MULTILINGUAL_MODEL)
@@ -100,7 +100,8 @@ def _load(addr: str, queries: list[tuple[str, str]], concurrency: int) -> Any:
 
 def _query_embedding_ms(model: str, cache: Path, queries: list[tuple[str, str]]) -> float:
     """p50 of one warm query embedding, the model alone in this process."""
-    from services.embedding.embedder import Embedder, EmbedderConfig
+    from services.embedding.config import EmbedderConfig
+    from services.embedding.embedder import Embedder
 
     embedder = Embedder(
         EmbedderConfig(model=model, onnx_cache_dir=cache, query_cache_size=0, query_max_batch=1)

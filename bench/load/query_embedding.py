@@ -25,7 +25,8 @@ from typing import Any
 from bench.common.paths import SHARED_DATASETS
 from bench.common.record import latency_summary
 from services.core.environment import default_data_dir
-from services.embedding.embedder import Embedder, EmbedderConfig
+from services.embedding.config import EmbedderConfig
+from services.embedding.embedder import Embedder
 from services.runtime.cpu import prefer_passive_waits
 
 WARM_UP = 20

@@ -18,7 +18,7 @@ from bench.common.record import latency_summary
 from bench.common.retrieve_loop import LoadResult, run_load
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.models import ScopeFilter
-from services.embedding.embedder import MULTILINGUAL_MODEL
+from services.embedding.config import MULTILINGUAL_MODEL
 from services.storage.base import DEFAULT_SEARCH_EF, hnsw_ef
 from services.storage.embedded.qdrant_edge import edge_filter
 

@@ -117,7 +117,8 @@ def load_source(model: str, limit: int = 0, cache_dir: Path = CACHE_DIR) -> Sour
 
 
 def _build(model: str, params: ChunkingParams, limit: int) -> SourceCorpus:
-    from services.embedding.embedder import Embedder, EmbedderConfig
+    from services.embedding.config import EmbedderConfig
+    from services.embedding.embedder import Embedder
 
     embedder = Embedder(
         EmbedderConfig(model=model, onnx_cache_dir=CACHE_DIR / "models", query_cache_size=0)

@@ -29,7 +29,7 @@ from services.embedding.model_runtime import ModelRuntime, usable_cpus
 from services.embedding.text_encoders import similar_length_groups
 
 if TYPE_CHECKING:
-    from services.embedding.embedder import EmbedderConfig
+    from services.embedding.config import EmbedderConfig
 
 log = get_logger(__name__)
 

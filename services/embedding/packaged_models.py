@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from services.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from services.embedding.embedder import EmbedderConfig
+    from services.embedding.config import EmbedderConfig
     from services.embedding.model_runtime import ModelRuntime
 
 PREFIX = "packaged:"

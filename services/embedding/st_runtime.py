@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
-from services.embedding.embedder import (
+from services.embedding.config import (
     BACKEND_VARIABLE,
     DOCUMENT_PRECISION_VARIABLE,
     INT8_ON_TORCH,
     EmbedderConfig,
     Precision,
-    resolve_model_path,
 )
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
+from services.embedding.packaged_models import model_path
 from services.embedding.prompts import model_prompts
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _load(config: EmbedderConfig) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
-    path = resolve_model_path(config.model, config.onnx_cache_dir)
+    path = model_path(config.model, config.onnx_cache_dir)
     try:
         model = SentenceTransformer(path, device=config.device)
     except Exception as exc:

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from services.core.errors import ConfigError
-from services.embedding.embedder import Precision
+from services.embedding.config import Precision
 from services.embedding.onnx_export import OnnxExporter, model_input_names, open_session
 
 _TOKEN_STATES = "last_hidden_state"

@@ -39,8 +39,8 @@ from rag_client import CallError, IndexerClient, RagClientError, RetrieverClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.core.errors import RagError
 from services.operator import golden as g
-from services.operator.cli import Ingest, add_source_options
 from services.operator.cli_clients import indexer_client, retriever_client
+from services.operator.ingest import Ingest, add_source_options
 from services.operator.release_report import (
     STATE_FIELDS,
     Check,

@@ -8,12 +8,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from services.embedding.embedder import (
-    INT8_ON_TORCH,
-    MULTILINGUAL_MODEL,
-    EmbeddingBackend,
-    Precision,
-)
+from services.embedding.config import INT8_ON_TORCH, MULTILINGUAL_MODEL, EmbeddingBackend, Precision
 from services.embedding.prompts import PromptSource
 from services.runtime.settings import GrpcServiceSettings
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from services.core.errors import ConfigError
-from services.embedding.embedder import Embedder, EmbedderConfig, Precision
+from services.embedding.config import EmbedderConfig, Precision
+from services.embedding.embedder import Embedder
 from services.runtime.embedding_settings import EmbeddingSettings, declared_languages
 from services.runtime.settings import GrpcServiceSettings
 from services.storage.base import unrequested_deadline

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from services.core.errors import ConfigError
+from services.embedding.config import EmbedderConfig
 from services.embedding.e5_build import build_onnx_model
-from services.embedding.embedder import Embedder, EmbedderConfig
+from services.embedding.embedder import Embedder
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from services.embedding.embedder import Embedder, EmbedderConfig
+from services.embedding.config import EmbedderConfig
+from services.embedding.embedder import Embedder
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from services.core.errors import ConfigError
-from services.embedding.embedder import Embedder, EmbedderConfig
+from services.embedding.config import EmbedderConfig
+from services.embedding.embedder import Embedder
 from services.embedding.prompts import EmbeddingPrompts, declared_prompts, resolve_prompts
 
 

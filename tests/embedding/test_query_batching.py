@@ -11,7 +11,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from services.embedding.embedder import Embedder, EmbedderConfig
+from services.embedding.config import EmbedderConfig
+from services.embedding.embedder import Embedder
 from services.embedding.query_batching import QueryBatcher
 
 pytestmark = pytest.mark.integration

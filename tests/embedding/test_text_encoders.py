@@ -14,7 +14,8 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
 from services.core.errors import ConfigError
-from services.embedding.embedder import Embedder, EmbedderConfig, resolve_model_path
+from services.embedding.config import EmbedderConfig
+from services.embedding.embedder import Embedder, resolve_model_path
 from services.embedding.text_encoders import OnnxTextEncoder, similar_length_groups
 from tests.support.corpus import CORPUS_DIR
 

@@ -14,7 +14,8 @@ import pytest
 import structlog
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.embedding.embedder import Embedder, EmbedderConfig, Precision
+from services.embedding.config import EmbedderConfig, Precision
+from services.embedding.embedder import Embedder
 from services.indexer.document_encoders import (
     DOCUMENT_ENCODERS_META,
     record_document_encoder,

@@ -13,7 +13,8 @@ import pytest
 
 from services.core.errors import ConfigError
 from services.core.models import ContentType, Document
-from services.embedding.embedder import Embedder, EmbedderConfig, EmbeddingIdentity
+from services.embedding.config import EmbedderConfig
+from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.app import EMBEDDING_META, build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
 from services.storage.base import unrequested_deadline

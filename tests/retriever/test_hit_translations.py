@@ -15,7 +15,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.models import Document
 from services.embedding.embedder import Embedder
-from services.operator.cli import document_to_proto
+from services.operator.ingest import document_to_proto
 from services.retriever.servicer import hit_to_proto
 from services.sources.loaders import load_directory
 from tests.retriever.factories import hit

@@ -17,7 +17,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
-from services.embedding.embedder import MULTILINGUAL_MODEL
+from services.embedding.config import MULTILINGUAL_MODEL
 from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 

@@ -29,7 +29,7 @@ from services.embedding.embedder import Embedder
 from services.indexer.app import chunking_params
 from services.indexer.chunking import Chunker
 from services.indexer.planning import document_chunks
-from services.operator.cli import batches, document_to_proto
+from services.operator.ingest import batches, document_to_proto
 from tests.support.doc_corpus import (
     DocumentCheck,
     LoadedCorpus,

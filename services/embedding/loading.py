@@ -1,0 +1,23 @@
+"""Which backend loads a model: a packaged model's own runtime
+(services.embedding.packaged_models), else sentence-transformers.
+
+Its own module because it is the one place that knows every backend: the
+Embedder imports it when it is built (the backends pull in torch and ORT),
+and no backend imports it back.
+"""
+
+from __future__ import annotations
+
+from services.embedding.config import EmbedderConfig
+from services.embedding.model_runtime import ModelRuntime
+from services.embedding.packaged_models import packaged
+
+
+def load_runtime(config: EmbedderConfig) -> ModelRuntime:
+    """The backend of `config.model`: a packaged model's own, else sentence-transformers."""
+    found = packaged(config.model)
+    if found is not None and found.runtime is not None:
+        return found.runtime(config)
+    from services.embedding.st_runtime import load_sentence_transformer  # pulls in torch
+
+    return load_sentence_transformer(config)

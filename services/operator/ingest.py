@@ -1,0 +1,188 @@
+"""Ingest from the command line: read a source (a folder or a BEIR file),
+send it to the Indexer in batches with progress, add up what the runs did.
+
+Shared by `ingest` and `release-check` (services.operator.release), which
+read the same source the same way; the command line itself is
+services.operator.cli.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from tqdm import tqdm
+
+from rag_client import IndexerClient
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.core.models import ContentType, Document
+from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
+from services.sources.locale_detection import normalize_tag
+
+DEFAULT_LOCALE = "en"
+SYNC_TIMEOUT_S = 600.0  # a Sync plans and removes a whole scope's leftovers
+
+_CONTENT = {
+    ContentType.MARKDOWN: pb.CONTENT_TYPE_MARKDOWN,
+    ContentType.HTML: pb.CONTENT_TYPE_HTML,
+    ContentType.TEXT: pb.CONTENT_TYPE_TEXT,
+}
+_COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
+
+
+def document_to_proto(doc: Document) -> pb.Document:
+    return pb.Document(
+        doc_id=doc.doc_id,
+        url=doc.url,
+        title=doc.title,
+        locale=doc.locale,
+        scope_id=doc.scope_id,
+        text=doc.text,
+        metadata=doc.metadata,
+        content_type=_CONTENT[doc.content_type],
+        updated_at=doc.updated_at,
+    )
+
+
+def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
+    path = Path(args.path)
+    fmt = args.format
+    if fmt == "auto":
+        fmt = "dir" if path.is_dir() else "beir"
+    if fmt == "dir":
+        yield from load_directory(
+            path,
+            scope_id=args.scope,
+            locale=args.locale,  # "": each page its own
+            base_url=args.base_url,
+            follow_symlinks=args.follow_symlinks,
+        )
+    else:
+        yield from load_beir_jsonl(
+            path,
+            scope_id=args.scope,
+            locale=args.locale or DEFAULT_LOCALE,
+            title_as_heading=args.title_as_heading,
+        )
+
+
+def batches(items: Iterable[Document], size: int, max_chars: int) -> Iterator[list[Document]]:
+    """Bounded batches (count and characters) so memory and message size stay small."""
+    batch: list[Document] = []
+    chars = 0
+    for doc in items:
+        if batch and (len(batch) >= size or chars + len(doc.text) > max_chars):
+            yield batch
+            batch, chars = [], 0
+        batch.append(doc)
+        chars += len(doc.text)
+    if batch:
+        yield batch
+
+
+class Ingest:
+    def __init__(self, client: IndexerClient, args: argparse.Namespace) -> None:
+        self.client, self.args = client, args
+        self.totals = dict.fromkeys(_COUNT_FIELDS, 0)
+        self.rejected: list[str] = []
+        self.kept: list[pb.DocumentKey] = []
+        # (doc_id, state) of every document the run (or plan) changes.
+        self.differing: list[tuple[str, str]] = []
+
+    def run(self) -> int:
+        self.collect()
+        self._report()
+        return 1 if self.rejected else 0
+
+    def collect(self) -> None:
+        """Send the whole source (and the Sync, with --sync); totals, rejections
+        and differing documents accumulate on `self`."""
+        docs = self._valid_documents(iter_source(self.args))
+        bar = tqdm(desc="documents", unit="doc", disable=self.args.quiet)
+        for batch in batches(docs, self.args.batch, self.args.batch_chars):
+            self._send(batch, bar)
+        bar.close()
+        if self.args.sync:
+            reply = self.client.sync(
+                self.args.scope, self.kept, dry_run=self.args.dry_run, deadline=SYNC_TIMEOUT_S
+            )
+            self._add(reply)
+
+    def _valid_documents(self, items: Iterable[Document | LoadError]) -> Iterator[Document]:
+        for item in items:
+            if isinstance(item, LoadError):
+                self.rejected.append(f"{item.source}: {item.reason}")
+                continue
+            yield item
+
+    def _send(self, batch: list[Document], bar: tqdm) -> None:
+        documents = [document_to_proto(d) for d in batch]
+        done_before = bar.n
+        progress = self.client.upsert_stream(
+            documents, dry_run=self.args.dry_run, deadline=self.args.timeout
+        )
+        for message in progress:
+            bar.update(done_before + message.documents_done - bar.n)
+            if message.HasField("result"):
+                self._add(message.result)
+        self.kept.extend(pb.DocumentKey(doc_id=d.doc_id, locale=d.locale) for d in batch)
+
+    def _add(self, reply: pb.UpsertResponse) -> None:
+        for name in _COUNT_FIELDS:
+            self.totals[name] += getattr(reply.counts, name)
+        for outcome in reply.outcomes:
+            if outcome.state == pb.DOCUMENT_STATE_REJECTED:
+                self.rejected.append(f"{outcome.doc_id}: {outcome.error}")
+            elif outcome.state != pb.DOCUMENT_STATE_UNCHANGED:
+                state = pb.DocumentState.Name(outcome.state).removeprefix("DOCUMENT_STATE_")
+                self.differing.append((outcome.doc_id, state.lower()))
+
+    def _report(self) -> None:
+        prefix = "plan (dry run)" if self.args.dry_run else "done"
+        print(f"{prefix}: " + ", ".join(f"{k}={v}" for k, v in self.totals.items()))
+        for line in self.rejected[:20]:
+            print(f"rejected {line}", file=sys.stderr)
+        if len(self.rejected) > 20:
+            print(f"... and {len(self.rejected) - 20} more rejected", file=sys.stderr)
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    """What `ingest` and `release-check` read: the same source, the same way."""
+    p.add_argument("path")
+    p.add_argument("--scope", required=True, help="scope_id of every document")
+    p.add_argument(
+        "--locale",
+        type=_locale_tag,
+        default="",
+        help="locale of every document, over anything a page says (e.g. en, zh-CN). "
+        "Without it a folder's page takes its own: front matter lang/locale, <html lang>, "
+        "a locale folder in its path (en/, zh-CN/), else the script of its text, else "
+        f"{DEFAULT_LOCALE}; a BEIR file is {DEFAULT_LOCALE}",
+    )
+    p.add_argument("--base-url", default="", help="URL prefix for directory documents")
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="follow symbolic links in the folder (skipped by default), "
+        "only to files and folders inside it",
+    )
+    p.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
+    p.add_argument(
+        "--title-as-heading",
+        action="store_true",
+        help="BEIR: also put the title into the body as a Markdown H1, so it is embedded",
+    )
+    p.add_argument("--batch", type=int, default=64, help="documents per request")
+    p.add_argument("--batch-chars", type=int, default=4_000_000)
+
+
+def _locale_tag(value: str) -> str:
+    """`--locale` in the one spelling the index uses (`zh_cn` → `zh-CN`); "": none."""
+    if not value:
+        return ""
+    tag = normalize_tag(value)
+    if tag is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a language tag like 'en' or 'zh-CN'")
+    return tag
