@@ -26,15 +26,28 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+from pydantic import SecretStr
 
 from services.core.errors import FailedPrecondition, InvalidArgument
 from services.core.logging import get_logger
 
-if TYPE_CHECKING:
-    from services.retriever.settings import RetrieverSettings
-
 log = get_logger(__name__)
+
+
+class PageKeySettings(Protocol):
+    """What the keys are made from: RetrieverSettings has these fields (it
+    validates them, with MIN_KEY_CHARS from here; named structurally so that
+    this module does not import the settings that import it)."""
+
+    @property
+    def page_token_key(self) -> SecretStr | None: ...
+    @property
+    def page_token_previous_key(self) -> SecretStr | None: ...
+    @property
+    def page_token_previous_key_until(self) -> datetime | None: ...
+
 
 TAG_BYTES = 16  # 128 bits of HMAC-SHA256: forging one is a 2**128 guess
 MIN_KEY_CHARS = 32
@@ -67,7 +80,7 @@ class PageTokenKeys:
         return cls(secrets.token_bytes(32))
 
     @classmethod
-    def from_settings(cls, settings: RetrieverSettings) -> PageTokenKeys:
+    def from_settings(cls, settings: PageKeySettings) -> PageTokenKeys:
         if settings.page_token_key is None:
             log.warning(
                 "page_token_key_random",

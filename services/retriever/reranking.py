@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 import grpc
 
@@ -29,9 +28,6 @@ from services.retriever.rerank_sizing import CandidatePlan, CandidateSizer
 from services.retriever.reranker_health import NOT_SERVING_CODES, RerankerHealth
 from services.retriever.tail_reserve import TailReserve
 from services.retriever.types import FusedHit
-
-if TYPE_CHECKING:
-    from services.retriever.requests import RetrievalConfig
 
 # Below this there is no point in asking: a round trip alone takes longer.
 MIN_USEFUL_BUDGET_S = 0.005
@@ -259,13 +255,6 @@ class RerankCall:
 
     def sent_hits(self) -> list[FusedHit]:
         return [self.head[i] for i in self.sent]
-
-
-def rerank_blend(config: RetrievalConfig) -> RerankBlend:
-    """The fitted blend the configuration holds (RAG_RERANK_FUSED_WEIGHT, ...)."""
-    return RerankBlend(
-        config.rerank_fused_weight, config.rerank_score_weight, config.rerank_blend_k
-    )
 
 
 def _with_plan(reason: str, plan: CandidatePlan) -> str:

@@ -18,6 +18,7 @@ from services.retriever.current_page import PageCheck
 from services.retriever.diversity import DiversityStep
 from services.retriever.evidence import EvidenceAssembler
 from services.retriever.fan_out import ChannelFanOut
+from services.retriever.fusion import RerankBlend
 from services.retriever.hit_rows import HitRows
 from services.retriever.language import EVERY_LANGUAGE, LanguageRule
 from services.retriever.locale_balance import IndexLocales, LocaleBalance, LocaleSearch
@@ -28,7 +29,7 @@ from services.retriever.requests import DEFAULT_CONFIG, RetrievalConfig
 from services.retriever.rerank_client import RerankClient
 from services.retriever.rerank_languages import ReadableFilter, parse_languages
 from services.retriever.reranker_health import RerankerHealth
-from services.retriever.reranking import RerankStep, rerank_blend
+from services.retriever.reranking import RerankStep
 from services.storage.storage import Storage
 from services.storage.visibility import CommittedGeneration
 
@@ -154,6 +155,8 @@ def _rerank_step(
         config.rerank_budget_ms,
         config.safety_margin_ms,
         health,
-        blend=rerank_blend(config),
+        blend=RerankBlend(
+            config.rerank_fused_weight, config.rerank_score_weight, config.rerank_blend_k
+        ),
         readable=ReadableFilter(parse_languages(config.rerank_languages)),
     )
