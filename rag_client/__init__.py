@@ -1,4 +1,4 @@
-"""A typed Python client for the Retriever (and the Indexer).
+"""A typed Python client for the Retriever (and the Indexer and the Reranker).
 
     from rag_client import ClientSettings, RetrieverClient, InvalidRequest
 
@@ -30,6 +30,7 @@ from rag_client.errors import (
 )
 from rag_client.indexer import AsyncIndexerClient, IndexerClient
 from rag_client.requests import RetrieveOptions, scope_filter
+from rag_client.reranker import AsyncRerankerClient, RerankerClient
 from rag_client.retriever import AsyncRetrieverClient, RetrieverClient
 from rag_client.settings import ClientSettings, RetryPolicy, TlsSettings
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2
@@ -37,6 +38,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2
 
 __all__ = [
     "AsyncIndexerClient",
+    "AsyncRerankerClient",
     "AsyncRetrieverClient",
     "CallError",
     "ClientClosed",
@@ -51,6 +53,7 @@ __all__ = [
     "OtherCallError",
     "PermissionDenied",
     "RagClientError",
+    "RerankerClient",
     "ResourceExhausted",
     "RetrieveOptions",
     "RetrieverClient",

@@ -11,7 +11,11 @@ from typing import Any
 
 from rag_client.errors import InvalidSettings
 
-DEFAULT_ADDR = {"retriever": "localhost:50052", "indexer": "localhost:50051"}
+DEFAULT_ADDR = {
+    "retriever": "localhost:50052",
+    "indexer": "localhost:50051",
+    "reranker": "localhost:50053",
+}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 _FIELD_SUFFIX = {

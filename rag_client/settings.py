@@ -166,7 +166,7 @@ class ClientSettings:
     ) -> ClientSettings:
         """Settings from RAG_<SERVICE>_ADDR, _TLS, _TLS_CA_FILE, _TLS_CERT_FILE,
         _TLS_KEY_FILE, _TLS_SERVER_NAME, _TOKEN and _TOKEN_FILE (service:
-        "retriever" or "indexer"); keyword arguments override them."""
+        "retriever", "indexer" or "reranker"); keyword arguments override them."""
         fields = settings_fields(service, os.environ if environ is None else environ, TlsSettings)
         try:
             return cls(**(fields | overrides))

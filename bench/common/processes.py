@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-import grpc
 import psutil
 
 from bench.common.paths import ROOT
-from services.contract.genproto.rag.reranker.v1 import reranker_pb2, reranker_pb2_grpc
+from rag_client import CallError, RerankerClient
+from rag_client.settings import ClientSettings, RetryPolicy
 from services.runtime.healthcheck import wait_until_serving
 
 
@@ -196,14 +196,14 @@ class Reranker:
     ) -> Reranker:
         """SERVING, or the reason from Info once loading has given up."""
         deadline = time.monotonic() + timeout_s
-        with grpc.insecure_channel(addr) as channel:
-            stub = reranker_pb2_grpc.RerankerStub(channel)
+        settings = ClientSettings(addr, retry=RetryPolicy(max_attempts=1))
+        with RerankerClient(settings) as client:
             while time.monotonic() < deadline:
                 if process.wait_health(addr, timeout_s=2):
                     return cls(process, addr, True, "", model)
                 try:
-                    info = stub.Info(reranker_pb2.InfoRequest(), timeout=2)
-                except grpc.RpcError:
+                    info = client.info(deadline=2)
+                except CallError:
                     continue
                 if info.reason:
                     return cls(process, addr, False, info.reason, model)

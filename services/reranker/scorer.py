@@ -75,10 +75,10 @@ class InputLimits:
             raise InvalidArgument(EMPTY_QUERY)
         query = query.strip()
         if not passages:
-            raise InvalidArgument("no passages to score")
+            raise InvalidArgument("passages: empty; give at least one passage to score")
         if len(passages) > self.max_passages:
             raise InvalidArgument(
-                f"{len(passages)} passages; at most {self.max_passages} per request"
+                f"passages: {len(passages)} given; at most {self.max_passages} per request"
             )
         cap = self.max_passage_chars
         return query[:cap], [passage[:cap] for passage in passages]

@@ -1,4 +1,8 @@
-"""Client for the Reranker service, with a deadline on every call.
+"""The Retriever's client of the Reranker: rag_client's AsyncRerankerClient
+on a channel the Retriever opens (TLS, its token, trace and request-id
+propagation: services.runtime.security.client), one attempt per call (the
+rerank budget is too short to retry in; RerankerHealth decides when to call
+again), a deadline on every call.
 
 Failures keep fixed reason prefixes (`reranker did not answer within …`,
 `reranker <CODE>: …`): gateway/reasons.py maps them to public codes. The gRPC
@@ -12,17 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
-from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
+from rag_client import CallError, ClientSettings, RetryPolicy
+from rag_client.reranker import SERVICE_NAME, AsyncRerankerClient
 from services.core.errors import DeadlineExceeded, Unavailable
 from services.runtime.security.client import ClientSecurity, aio_channel
 from services.runtime.server import client_channel_options
 
-# The name the Reranker reports health under (as services/reranker/servicer.py
-# derives it; not imported from there, which would load torch into the Retriever).
-RERANKER_SERVICE: str = pb.DESCRIPTOR.services_by_name["Reranker"].full_name
+# The name the Reranker reports health under.
+RERANKER_SERVICE: str = SERVICE_NAME
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 
 
 @dataclass(frozen=True)
@@ -62,36 +65,32 @@ class RerankClient:
     ) -> None:
         self.addr = addr
         options = [*client_channel_options(max_message_bytes), *RECONNECT_OPTIONS]
-        self._channel = aio_channel(addr, security or ClientSecurity(), options)
-        self._stub = reranker_pb2_grpc.RerankerStub(self._channel)
-        self._health = health_pb2_grpc.HealthStub(self._channel)
+        channel = aio_channel(addr, security or ClientSecurity(), options)
+        self._client = AsyncRerankerClient(ClientSettings(addr, retry=_ONE_ATTEMPT), channel)
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> RerankReply:
         """Raise DeadlineExceeded or RerankUnavailable (with the reason) on failure."""
-        request = pb.RerankRequest(query=query, passages=list(passages))
+        if timeout_s <= 0:
+            raise DeadlineExceeded("reranker not called: no time left in the rerank budget")
         try:
-            reply = await self._stub.Rerank(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            reply = await self._client.rerank(query, passages, deadline=timeout_s)
+        except CallError as exc:
+            if exc.code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise DeadlineExceeded(
                     f"reranker did not answer within {timeout_s * 1000:.0f} ms"
                 ) from exc
-            raise RerankUnavailable(
-                f"reranker {exc.code().name}: {exc.details()}", exc.code()
-            ) from exc
+            raise RerankUnavailable(f"reranker {exc.code.name}: {exc.details}", exc.code) from exc
         return RerankReply(list(reply.scores), reply.partial, reply.stop_reason, reply.model)
 
     async def check_health(self, timeout_s: float) -> bool:
         """True when the Reranker's health service says SERVING for the Reranker;
         False when it says otherwise or cannot be asked (unreachable, timeout)."""
-        request = health_pb2.HealthCheckRequest(service=RERANKER_SERVICE)
         try:
-            reply = await self._health.Check(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
+            return await self._client.serving(deadline=max(timeout_s, 0.001))
+        except CallError as exc:
             # A server without the health service cannot be watched: treat it
             # as serving, so it is called (and a failed call says why).
-            return exc.code() == grpc.StatusCode.UNIMPLEMENTED
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+            return exc.code == grpc.StatusCode.UNIMPLEMENTED
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self._client.close()

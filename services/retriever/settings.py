@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
+from rag_client import ClientSettings, InvalidSettings
 from services.retriever.exact import ExactPrecedence
 from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
@@ -295,6 +296,18 @@ class RetrieverSettings(
                 f"({self.reranker_recheck_s} > {self.reranker_recheck_max_s})"
             )
         return self
+
+    @field_validator("reranker_addr")
+    @classmethod
+    def _reranker_addr(cls, addr: str) -> str:
+        """An address the Reranker's client accepts, or empty (no reranking):
+        checked at start-up rather than on the first call."""
+        if addr:
+            try:
+                ClientSettings(addr)
+            except InvalidSettings as exc:
+                raise ValueError(f"RAG_RERANKER_ADDR: {exc}") from None
+        return addr
 
     @field_validator("page_token_key", "page_token_previous_key")
     @classmethod

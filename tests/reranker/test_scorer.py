@@ -192,8 +192,8 @@ class TestInputLimits:
             ("", ["p"], "query is empty"),
             ("  \n\t ", ["p"], "query is empty"),
             ("\u200c\u2061\ufe0f\U0001d173\x00\u3000", ["p"], "query is empty"),
-            ("q", [], "no passages"),
-            ("q", ["p"] * 4, "4 passages; at most 3"),
+            ("q", [], "passages: empty"),
+            ("q", ["p"] * 4, "passages: 4 given; at most 3"),
         ],
     )
     def test_bad_requests_are_invalid(self, query: str, texts: list[str], message: str) -> None:
