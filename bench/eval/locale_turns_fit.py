@@ -163,19 +163,27 @@ class Case:
 def reordered(case: Case, hits: Sequence[Seen], gate: Gate, shape: Shape) -> list[Seen]:
     """The answer's locale lists re-merged: the lead as today, then gated turns,
     then exact-identifier precedence (as bench.eval.locale_order_fit)."""
-    lists: dict[str, list[Seen]] = {}
-    for hit in hits:
-        lists.setdefault(hit.locale, []).append(hit)
-    language = _language(case.text)
-    heads = {loc: HeadEvidence(loc, f[0].cosine or 0.0, f[0].lexical) for loc, f in lists.items()}
-    order = LocaleOrderRule().order(heads, language).locales
-    other = [other_language(language, locale) for locale in order]
+    lists, order, other = split(case, hits)
     if not any(other) or all(other):
         merged = interleaved([lists[locale] for locale in order])
     else:
         merged = gated_turns([lists[locale] for locale in order], other, gate, shape)
     merged.sort(key=lambda hit: -hit.exact)  # exact-identifier precedence (stable)
     return merged
+
+
+def split(
+    case: Case, hits: Sequence[Seen]
+) -> tuple[dict[str, list[Seen]], tuple[str, ...], list[bool]]:
+    """An answer's locale lists, their order by today's lead rule, and
+    whether each is in another language than the question's."""
+    lists: dict[str, list[Seen]] = {}
+    for hit in hits:
+        lists.setdefault(hit.locale, []).append(hit)
+    language = _language(case.text)
+    heads = {loc: HeadEvidence(loc, f[0].cosine or 0.0, f[0].lexical) for loc, f in lists.items()}
+    order = LocaleOrderRule().order(heads, language).locales
+    return lists, order, [other_language(language, locale) for locale in order]
 
 
 def score(
@@ -275,6 +283,39 @@ def replay(sets: Sets) -> list[dict[str, Any]]:
     return grid
 
 
+def position_two(sets: Sets) -> dict[str, Any]:
+    """What evidence the hit today's turns put at position 2 carries, per set
+    and kind, when the question's language leads: how often the lexical
+    channel found it, and its cosine less that of the own hit it displaces
+    (quartiles), apart for heads that answer the question and those that
+    do not."""
+    gaps: dict[str, dict[str, list[float]]] = {}
+    lexical: dict[str, int] = {}
+    for name, (cases, answers) in sets.items():
+        for case in cases:
+            lists, order, is_other = split(case, answers.get(case.id, []))
+            if is_other != [False, True] or len(lists[order[0]]) < 2:
+                continue
+            own, other = lists[order[0]], lists[order[1]]
+            if own[1].cosine is None:
+                continue
+            key = f"{name}/{case.kind}"
+            answers_it = "relevant" if other[0].doc_id in case.relevant else "not relevant"
+            gap = (other[0].cosine or 0.0) - own[1].cosine
+            gaps.setdefault(key, {}).setdefault(answers_it, []).append(round(gap, 3))
+            lexical[key] = lexical.get(key, 0) + other[0].lexical
+    return {
+        key: {"lexical": lexical[key], **{k: _quartiles(v) for k, v in sorted(found.items())}}
+        for key, found in sorted(gaps.items())
+    }
+
+
+def _quartiles(values: list[float]) -> dict[str, Any]:
+    ordered = sorted(values)
+    at = [ordered[round(q * (len(ordered) - 1))] for q in (0, 0.25, 0.5, 0.75, 1)]
+    return {"n": len(ordered), "min_q1_median_q3_max": at}
+
+
 def keeps(point: dict[str, Any], today: dict[str, Any], sets: Sets, strict: bool) -> bool:
     """No kind's train hit@1 below today's, nor either set's train top 3
     (`strict`: nor any kind's train top 3)."""
@@ -309,6 +350,18 @@ def choose(grid: list[dict[str, Any]], sets: Sets, strict: bool) -> dict[str, An
     return {**best[1], "tied_on_train": tied}
 
 
+def compact(point: dict[str, Any]) -> dict[str, Any]:
+    """A grid point on one line: [hit@1, top3, mrr@10] per set, split and kind."""
+    figures = {
+        name: {
+            split: {group: list(f.values())[1:] for group, f in groups.items()}
+            for split, groups in point[name].items()
+        }
+        for name in ("bilingual", "third_party")
+    }
+    return {"label": point["label"], "shape": point["shape"], **figures}
+
+
 def row(point: dict[str, Any]) -> str:
     shape = point["shape"]
     flags = [k for k, v in shape.items() if v and k != "until"]
@@ -338,10 +391,13 @@ def main(argv: list[str] | None = None) -> int:
         "baselines": {"today": grid[0], "own_first": grid[1], "own_first_always": grid[2]},
         "chosen": chosen,
         "chosen_strict": strict,
-        "grid": grid,
+        "position_two": position_two(sets),
+        "grid_fields": "label, shape, then per set, split and kind: [hit@1, top3, mrr@10]",
     }
     path = RESULTS_DIR / RESULTS_FILE
-    path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    text = json.dumps(result, indent=1, ensure_ascii=False)[:-2]  # the grid, a line a point:
+    lines = ",\n  ".join(json.dumps(compact(point), ensure_ascii=False) for point in grid)
+    path.write_text(f'{text},\n "grid": [\n  {lines}\n ]\n}}\n')
     print("variant | bilingual train | test | third-party train | test  (hit@1/top3, all)")
     for point in [*grid[:3], chosen, strict]:
         print(row(point))
