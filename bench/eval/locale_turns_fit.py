@@ -1,26 +1,16 @@
 """Replay evidence-gated turns (services/retriever/locale_balance.py, step 3)
-on the stored answers of BOTH sets: the bilingual set's
-(`python -m bench.eval.locale_order_fit`) and the third-party set's
-(`python -m bench.eval.third_party_answers`), both collected question-first,
-top 30, reranking off.
+on the stored answers of BOTH sets, both collected question-first, top 30,
+reranking off: the bilingual set's (`python -m bench.eval.locale_order_fit`)
+and the third-party set's (`python -m bench.eval.third_party_answers`).
 
-Today the fused locale lists take turns after the lead, so on the
-third-party index (English questions, one unrelated Chinese package) a
-Chinese page takes rank 2 whatever it scores. Gated turns keep the lead as
-today (services.retriever.locale_order, margin 0.04) and let another
-language's hit take its turn only when a gate says it has evidence; one
-without waits (its list stalls, or with `pass_over` a later hit of that list
-that passes goes ahead of it) until the question's language's lists run out
-or the answer reaches `until` hits, after which plain turns go on.
-
-The gates (`Gate`): lexical agreement (the lexical channel found it: in
-another language's locale by an exact identifier or by the question's
-dictionary-translated words); its cosine against the question-language hit
-it would displace less h; against the question-language head less h;
-against its own list's head less h; and ORs of the lexical gate with a
-cosine gate. Each is replayed over a grid of h and of where it applies
-(`Shape`). The variant is chosen on the TRAIN splits of both sets (`choose`);
-test figures are reported, never tuned on.
+The lead stays today's (services.retriever.locale_order, margin 0.04); after
+it, another language's hit takes its turn only when a `Gate` passes (lexical
+agreement; its cosine against the question-language hit it would displace,
+the question-language head or its own list's head, less h; ORs of these),
+else its list waits until the question's language's lists run out (or as
+`Shape` says). Chosen on the TRAIN splits of both sets (`choose`); test
+figures are reported, never tuned on. Outcome and table:
+bench/results/notes/locale_turns_gated.md.
 
     python -m bench.eval.locale_turns_fit   # writes bench/results/locale-turns-fit.json
 """
