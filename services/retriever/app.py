@@ -18,9 +18,10 @@ from services.retriever.locale_balance import CrossLanguageLexical, IndexLocales
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.page_keys import PageTokenKeys
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline
+from services.retriever.request_proto import RequestLimits
 from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
-from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RequestLimits, RetrieverServicer
+from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
 from services.retriever.steps import build_retrieval_steps
 from services.runtime.observability.telemetry import Telemetry

@@ -23,8 +23,8 @@ from services.retriever.fusion import (
     merge_rerank,
     validate_weights,
 )
+from services.retriever.request_proto import request_weights
 from services.retriever.requests import RetrievalConfig
-from services.retriever.servicer import request_weights
 from services.retriever.settings import RetrieverSettings
 from services.retriever.types import Channel, ChannelRank, FusedHit
 from tests.retriever.factories import chunk, hit, ranked_list, scored

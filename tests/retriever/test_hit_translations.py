@@ -16,7 +16,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.models import Document
 from services.embedding.embedder import Embedder
 from services.operator.ingest import document_to_proto
-from services.retriever.servicer import hit_to_proto
+from services.retriever.answer_proto import hit_to_proto
 from services.sources.loaders import load_directory
 from tests.retriever.factories import hit
 from tests.support.stack import BackgroundStack

@@ -14,7 +14,7 @@ import pytest
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.query_text import EMPTY_QUERY, NO_TERM_QUERY
 from services.embedding.embedder import Embedder
-from services.retriever.servicer import RequestLimits
+from services.retriever.request_proto import RequestLimits
 from services.retriever.settings import RetrieverSettings
 from tests.support.corpus import corpus_documents, url_of
 from tests.support.stack import BackgroundStack
