@@ -5,7 +5,7 @@ InvalidArgument naming the field and the limit."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
@@ -23,6 +23,8 @@ from services.retriever.fusion import validate_weights
 from services.retriever.requests import RetrievalRequest
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, Intent
+from services.runtime.security.callers import Caller
+from services.runtime.security.scopes import readable_scope, readable_scopes
 
 CHANNELS_TO_PROTO = {
     Channel.VECTOR: pb.CHANNEL_VECTOR,
@@ -63,11 +65,12 @@ class RequestLimits:
 
 
 def request_from_proto(
-    msg: pb.RetrieveRequest, limits: RequestLimits = RequestLimits()
+    msg: pb.RetrieveRequest, limits: RequestLimits, caller: Caller
 ) -> RetrievalRequest:
-    """The domain request; InvalidArgument naming the field and the limit for
-    anything out of bounds, before any work (a bounded query and filter keep
-    every later step cheap)."""
+    """The domain request, in the scope(s) `caller` may read; InvalidArgument
+    naming the field and the limit for anything out of bounds, before any
+    work (a bounded query and filter keep every later step cheap), and
+    PermissionDenied for a scope outside the caller's grant."""
     check_request(msg, limits)
     # The enumerations first, the weights and boosts (checked by the modules
     # that own their rules) last: each module is entered once.
@@ -78,7 +81,7 @@ def request_from_proto(
     )
     weights, boosts = request_weights(msg.weights), boosts_from_proto(msg.boosts)
     f = msg.filter
-    scope = ScopeFilter(
+    asked = ScopeFilter(
         scope_id=f.scope_id,
         scope_ids=tuple(f.scope_ids),
         locale=f.locale,
@@ -86,6 +89,7 @@ def request_from_proto(
         urls=tuple(f.urls),
         metadata=tuple(sorted(f.metadata.items())),
     )
+    scope = readable(asked, caller)
     return RetrievalRequest(
         query=msg.query,
         top_k=msg.top_k,
@@ -229,3 +233,14 @@ def request_weights(msg: pb.ChannelWeights) -> dict[Channel, float] | None:
         if weight != 0.0
     }
     return validate_weights(given) or None
+
+
+def readable(scope: ScopeFilter, caller: Caller) -> ScopeFilter:
+    """The scope(s) the read runs in, each checked against the caller's grant;
+    one scope asked for in scope_ids is searched as scope_id."""
+    if not scope.scope_ids:
+        return replace(scope, scope_id=readable_scope(scope.scope_id, caller))
+    scope_ids = readable_scopes(scope.scope_ids, caller)
+    if len(scope_ids) == 1:
+        return replace(scope, scope_id=scope_ids[0], scope_ids=())
+    return replace(scope, scope_ids=scope_ids)

@@ -1,25 +1,21 @@
-"""gRPC adapter for the Retriever: a request decoded (request_proto), its
-scope checked against the caller's grant, the pipeline run, the result
-encoded (answer_proto)."""
+"""gRPC adapter for the Retriever: a request decoded for its caller
+(request_proto), the pipeline run, the result encoded (answer_proto)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import replace
 
 import grpc
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.deadline import Deadline
-from services.core.models import ScopeFilter
 from services.retriever.answer_proto import index_status_to_proto, result_to_proto
 from services.retriever.pipeline import RetrievalPipeline
 from services.retriever.request_proto import RequestLimits, request_from_proto
 from services.runtime import grpc_errors
-from services.runtime.security.callers import Caller, Role, method_roles
-from services.runtime.security.scopes import readable_scope, readable_scopes
+from services.runtime.security.callers import Role, method_roles
 from services.runtime.security.server_auth import current_caller
 from services.storage.visibility import ReleaseVerdict
 
@@ -28,17 +24,6 @@ METHOD_ROLES = method_roles(SERVICE_NAME, {"Retrieve": Role.READER, "IndexStatus
 
 # The committed generation being served and the latest release verdict, if any.
 IndexStatusSource = Callable[[], tuple[int, ReleaseVerdict | None]]
-
-
-def _readable(scope: ScopeFilter, caller: Caller) -> ScopeFilter:
-    """The scope(s) the read runs in, each checked against the caller's grant;
-    one scope asked for in scope_ids is searched as scope_id."""
-    if not scope.scope_ids:
-        return replace(scope, scope_id=readable_scope(scope.scope_id, caller))
-    scope_ids = readable_scopes(scope.scope_ids, caller)
-    if len(scope_ids) == 1:
-        return replace(scope, scope_id=scope_ids[0], scope_ids=())
-    return replace(scope, scope_ids=scope_ids)
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
@@ -61,8 +46,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetrieveResponse:
         deadline = Deadline.from_grpc(context, self.default_deadline_s)
-        retrieval = request_from_proto(request, self.limits)
-        retrieval = replace(retrieval, scope=_readable(retrieval.scope, current_caller()))
+        retrieval = request_from_proto(request, self.limits, current_caller())
         result = await self.pipeline.retrieve(retrieval, deadline)
         return result_to_proto(result, request.debug)
 
