@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [level for candidates in args.candidates for level in measure(args, candidates)]
     result = {**record, "index": str(args.index), "questions": len(questions), "runs": runs}
     path = args.out / RESULTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     for run in runs:
         shown = ("candidates", "concurrency", "latency", "outcomes", "scored_mean", "late")
