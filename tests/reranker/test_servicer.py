@@ -152,8 +152,12 @@ async def test_scores_come_back_in_input_order(tiny: Service) -> None:
     [
         ("", ["p"], "query is empty"),
         ("   ", ["p"], "query is empty"),
-        (QUERY, [], "no passages"),
-        (QUERY, ["p"] * (MAX_PASSAGES + 1), f"at most {MAX_PASSAGES}"),
+        (QUERY, [], "passages: empty"),
+        (
+            QUERY,
+            ["p"] * (MAX_PASSAGES + 1),
+            f"passages: {MAX_PASSAGES + 1} given; at most {MAX_PASSAGES}",
+        ),
     ],
 )
 async def test_bad_requests_are_invalid_argument(
