@@ -6,13 +6,14 @@ code path, gRPC included.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -26,9 +27,23 @@ from services.runtime.healthcheck import wait_until_serving
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int, taken: Collection[int] = ()) -> list[int]:
+    """`count` distinct free ports, none of them in `taken`. The sockets stay
+    bound until all are chosen: one at a time, the system may hand the same
+    port out twice (two listeners of one stack then collide: "Address
+    already in use")."""
+    with contextlib.ExitStack() as held:
+        chosen: list[int] = []
+        while len(chosen) < count:
+            sock = held.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+            if port not in taken:
+                chosen.append(port)
+        return chosen
 
 
 class ServiceProcess:
@@ -132,7 +147,10 @@ class Stack:
         cwd: Path = ROOT,
         log_name: str = "stack.log",
     ) -> Stack:
-        ports = {"RAG_INDEXER_PORT": free_port(), "RAG_RETRIEVER_PORT": free_port()}
+        # Ports the caller chose already (metrics listeners, say) are not reused.
+        taken = {int(v) for k, v in (env or {}).items() if k.endswith("_PORT") and v.isdigit()}
+        indexer_port, retriever_port = free_ports(2, taken)
+        ports = {"RAG_INDEXER_PORT": indexer_port, "RAG_RETRIEVER_PORT": retriever_port}
         full_env = {
             "RAG_DATA_DIR": str(data_dir),
             "RAG_STORE_MODE": "embedded",

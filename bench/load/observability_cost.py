@@ -55,7 +55,7 @@ from bench.common.paths import (
     SCRATCH_DIR,
     SHARED_DATASETS,
 )
-from bench.common.processes import Stack, free_port
+from bench.common.processes import Stack, free_ports
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
 from bench.eval.dataset import BeirDataset, write_subset
@@ -405,11 +405,12 @@ class Configuration:
             return env
         if not self.metrics:
             return {**env, "RAG_METRICS_ENABLED": "false"}
+        indexer_metrics, retriever_metrics = free_ports(2)
         env |= {
             "RAG_METRICS_ENABLED": "true",
             "RAG_METRICS_HOST": "127.0.0.1",
-            "RAG_INDEXER_METRICS_PORT": str(free_port()),
-            "RAG_RETRIEVER_METRICS_PORT": str(free_port()),
+            "RAG_INDEXER_METRICS_PORT": str(indexer_metrics),
+            "RAG_RETRIEVER_METRICS_PORT": str(retriever_metrics),
         }
         if self.tracing:
             env |= {
