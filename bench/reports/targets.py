@@ -117,3 +117,10 @@ THIRD_PARTY_HIT1 = Target(
     "at_least",
     source='issue 34 ("Done when")',
 )
+
+# docs/targets.md's row for 1 M chunks (embedded, c=1), one target per figure.
+SCALE_P50 = Target("Retrieve p50 at 1 M chunks, c=1, no rerank", 20.0, "at_most", " ms")
+SCALE_P99 = Target("Retrieve p99 at 1 M chunks, c=1, no rerank", 50.0, "at_most", " ms")
+SCALE_STACK_RSS = Target("stack peak RSS at 1 M chunks", 4.0, "at_most", " GiB")
+SCALE_WRITER_RSS = Target("bulk-load writer peak RSS", 4.0, "at_most", " GiB")
+SCALE_RECALL = Target("vector channel recall@10 against exact search", 0.98, "at_least")

@@ -97,6 +97,7 @@ def measure_size(
         "write_total_s": round(write_s, 1),
         "writer_peak_rss_mib": round(writer_peak_mib),
         "writer_peak_rss_mib_by_phase": build.peak_rss_mib,
+        "writer_peak_parts_mib_by_phase": build.peak_parts_mib,
         "disk_bytes": disk,
         "recall_at_10": recall,
         **serving,

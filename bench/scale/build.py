@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common.memory_peaks import MemoryPeaks
 from bench.scale.corpus import SyntheticCorpus, SyntheticDocument
 from services.storage.factory import MANIFEST_FILE, Storage, open_storage
 from services.storage.manifest import ManifestEntry, RunIntent
@@ -42,9 +43,14 @@ class BuildReport:
     # The writing process's peak RSS once each phase is done (it only grows),
     # so the phase that raised it is the first whose figure jumps.
     peak_rss_mib: dict[str, int] = field(default_factory=dict)
+    # Each phase's own peaks of the two parts of that total (sampled): the
+    # process's heap (anon) and the store files it maps (file pages).
+    peak_parts_mib: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def mark_peak(self, phase: str) -> None:
+    def mark_peak(self, phase: str, parts: MemoryPeaks | None = None) -> None:
         self.peak_rss_mib[phase] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        if parts is not None:
+            self.peak_parts_mib[phase] = parts.take()
 
     def add_time(self, part: str, seconds: float) -> None:
         self.seconds[part] = self.seconds.get(part, 0.0) + seconds
@@ -115,25 +121,36 @@ def build_index(
     )
     storage = open_storage(settings, int(corpus.source.vectors.shape[1]))
     report = BuildReport()
-    report.mark_peak("before writing")
-    try:
-        started = time.perf_counter()
-        for generation, documents in enumerate(_runs(corpus, docs_per_run), start=1):
-            _write_run(storage, generation, documents, report)
-            if generation % 100 == 0:
-                print(f"  {report.chunks} chunks written", flush=True)
-        report.add_time("generate", time.perf_counter() - started - sum(report.seconds.values()))
-        report.mark_peak("rows written")
-        started = time.perf_counter()
-        storage.vectors.optimize()
-        report.add_time("vector index (HNSW)", time.perf_counter() - started)
-        report.mark_peak("vector index (HNSW)")
-    finally:
-        started = time.perf_counter()
-        storage.close()
-        report.add_time("close (flush)", time.perf_counter() - started)
-        report.mark_peak("closed")
+    with MemoryPeaks() as parts:
+        report.mark_peak("before writing", parts)
+        try:
+            _write_all(storage, corpus, docs_per_run, report, parts)
+        finally:
+            started = time.perf_counter()
+            storage.close()
+            report.add_time("close (flush)", time.perf_counter() - started)
+            report.mark_peak("closed", parts)
     return report
+
+
+def _write_all(
+    storage: Storage,
+    corpus: SyntheticCorpus,
+    docs_per_run: int,
+    report: BuildReport,
+    parts: MemoryPeaks,
+) -> None:
+    started = time.perf_counter()
+    for generation, documents in enumerate(_runs(corpus, docs_per_run), start=1):
+        _write_run(storage, generation, documents, report)
+        if generation % 100 == 0:
+            print(f"  {report.chunks} chunks written", flush=True)
+    report.add_time("generate", time.perf_counter() - started - sum(report.seconds.values()))
+    report.mark_peak("rows written", parts)
+    started = time.perf_counter()
+    storage.vectors.optimize()
+    report.add_time("vector index (HNSW)", time.perf_counter() - started)
+    report.mark_peak("vector index (HNSW)", parts)
 
 
 def disk_bytes(data_dir: Path) -> dict[str, int]:
