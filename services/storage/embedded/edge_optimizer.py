@@ -29,13 +29,67 @@ import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from services.core.errors import StoreError
 
 COPY_SUFFIX = ".optimizing"
 OLD_SUFFIX = ".old"
 CHANGED, UNCHANGED = "changed", "unchanged"
+# The engine's thresholds, set in the shard's config (`qdrant_edge`) so that
+# `OptimizeDue` and the engine judge by the same numbers: a segment whose
+# unindexed vectors of one name hold this many KB gets an HNSW index; one with
+# this many removed points may be vacuumed.
+INDEXING_THRESHOLD_KB = 10_000
+VACUUM_MIN_VECTORS = 1_000
+
+
+class ShardCounts(Protocol):
+    """What `EdgeShard.info()` reports that the check reads."""
+
+    @property
+    def points_count(self) -> int: ...
+    @property
+    def indexed_vectors_count(self) -> int: ...
+
+
+@dataclass
+class OptimizeDue:
+    """Whether the engine's optimizer would find work, read from the shard's
+    counts, before paying for the copy the child works on.
+
+    Why: the copy is the whole shard folder (3 GB at a million 384-d chunks)
+    and the Indexer asks after every run, so a run that adds a few chunks
+    would copy the index for a child to answer "unchanged". Due when: the
+    first time since the store opened (what an earlier process removed is not
+    known here); the unindexed points of the largest vector reach the
+    indexing threshold (the engine counts each name's storage apart, and
+    `indexed_vectors_count` counts every name's vectors); or the points
+    removed since the last build (deletes, payload rewrites, which move a
+    point out of an indexed segment, and overwriting upserts, counted by the
+    store) could let the engine vacuum a segment. A check that says due when
+    the engine then finds nothing costs one copy, as before."""
+
+    largest_dim: int
+    vector_names: int = 1
+    removed: int = 0
+    optimized_once: bool = False
+
+    def points_removed(self, count: int) -> None:
+        self.removed += max(count, 0)
+
+    def due(self, counts: ShardCounts) -> bool:
+        if not self.optimized_once or self.removed >= VACUUM_MIN_VECTORS:
+            return True
+        indexed_points = counts.indexed_vectors_count // max(self.vector_names, 1)
+        unindexed = max(counts.points_count - indexed_points, 0)
+        return unindexed * self.largest_dim * 4 >= INDEXING_THRESHOLD_KB * 1000
+
+    def done(self) -> None:
+        """An optimisation ran (changed or not): the counts start anew."""
+        self.removed, self.optimized_once = 0, True
 
 
 def sibling(path: Path, suffix: str) -> Path:
@@ -78,6 +132,21 @@ def optimize_copy(copy: Path, timeout_s: float | None = None) -> bool:
     if done.returncode != 0 or verdict not in ([CHANGED], [UNCHANGED]):
         raise StoreError(f"optimizing {copy} failed (exit {done.returncode}): {done.stderr[-500:]}")
     return verdict == [CHANGED]
+
+
+def optimized_copy(path: Path) -> Path | None:
+    """A copy of the (flushed) shard at `path`, optimised apart; None (and no
+    copy left) when the engine found nothing to do."""
+    copy = copy_for_optimizing(path)
+    try:
+        changed = optimize_copy(copy)
+    except BaseException:
+        discard(copy)
+        raise
+    if not changed:
+        discard(copy)
+        return None
+    return copy
 
 
 def swap_in(path: Path, copy: Path) -> Path:

@@ -11,15 +11,16 @@ survives a crash; `close()` flushes segments so the next open skips WAL replay.
 
 Search index: Edge has no background optimizer, so vectors stay in a plain
 (brute-force) segment until `optimize()` runs; the Indexer calls it after each
-run and the engine's own thresholds decide whether an HNSW index is due. The
-engine's optimizer holds the GIL throughout, so by default it runs on a copy
-in a child process that is then swapped in (`edge_optimizer`); readers count
-themselves in (`_reading`) so a replaced shard is closed only once the last
-search on it has returned
-(~7k 384-d vectors and more). Measured on SciFact (12,508 chunks, 384-d, scope
-filter, 2 cores): exact search 1.3-1.8 ms p50; HNSW 0.4-0.6 ms at limit 50-100
-with `hnsw_ef` 256, recall@100 against exact 0.995 (Qdrant's default `ef` of
-100: recall@100 0.96, hence the floor of `2 x limit` below).
+run, and the engine's own thresholds (~7k 384-d vectors and more) decide
+whether an HNSW index is due, read from the shard's counts first
+(`OptimizeDue`). The engine's optimizer holds the GIL throughout, so by
+default it runs on a copy in a child process that is then swapped in
+(`edge_optimizer`); readers count themselves in (`_reading`) so a replaced
+shard is closed only once the last search on it has returned. Measured on
+SciFact (12,508 chunks, 384-d, scope filter, 2 cores): exact search 1.3-1.8
+ms p50; HNSW 0.4-0.6 ms at limit 50-100 with `hnsw_ef` 256, recall@100
+against exact 0.995 (Qdrant's default `ef` of 100: recall@100 0.96, hence the
+floor of `2 x limit` below).
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ from services.storage.base import (
     search_budget_s,
 )
 from services.storage.embedded.edge_optimizer import (
-    copy_for_optimizing,
-    discard,
-    optimize_copy,
+    INDEXING_THRESHOLD_KB,
+    OptimizeDue,
+    optimized_copy,
     recover_swap,
     settle,
     swap_back,
@@ -160,15 +161,17 @@ class EdgeVectorStore(SearchAsBatch):
         self._write_lock = threading.Lock()
         self._readers_changed = threading.Condition()
         self._readers: dict[int, int] = {}  # id(shard) -> searches running on it
+        self._due = OptimizeDue(max(dim, second_dim), 2 if second_dim else 1)
         recover_swap(self._path)
         self._shard: qe.EdgeShard | None = self._open()
 
     def _config(self) -> qe.EdgeConfig:
         first = qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)
+        optimizers = qe.EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB)
         if not self.second_dim:
-            return qe.EdgeConfig(vectors=first)
+            return qe.EdgeConfig(vectors=first, optimizers=optimizers)
         second = qe.EdgeVectorParams(size=self.second_dim, distance=qe.Distance.Cosine)
-        return qe.EdgeConfig(vectors={"": first, SECOND_VECTOR: second})
+        return qe.EdgeConfig(vectors={"": first, SECOND_VECTOR: second}, optimizers=optimizers)
 
     def _open(self) -> qe.EdgeShard:
         config = self._config()
@@ -212,7 +215,10 @@ class EdgeVectorStore(SearchAsBatch):
             for chunk, vector, second in zip(chunks, vectors, seconds, strict=True)
         ]
         with self._write_lock, store_errors(self.name, "upsert"):
-            self._live_shard().update(qe.UpdateOperation.upsert_points(points))
+            shard = self._live_shard()
+            before = shard.info().points_count
+            shard.update(qe.UpdateOperation.upsert_points(points))
+            self._due.points_removed(len(points) - (shard.info().points_count - before))
 
     def _point(
         self, chunk: Chunk, vector: Sequence[float], second: Sequence[float] | None
@@ -243,6 +249,7 @@ class EdgeVectorStore(SearchAsBatch):
                 if point_id in existing:
                     operation = qe.UpdateOperation.set_payload([point_id], payload_fields(payload))
                     shard.update(operation)
+            self._due.points_removed(len(existing))
 
     def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
         if not chunk_ids:
@@ -251,6 +258,7 @@ class EdgeVectorStore(SearchAsBatch):
         point_ids: list[qe.PointId] = [point_uuid(chunk_id) for chunk_id in chunk_ids]
         with self._write_lock, store_errors(self.name, "delete"):
             self._live_shard().update(qe.UpdateOperation.delete_points(point_ids))
+            self._due.points_removed(len(point_ids))
 
     def search_many(
         self, queries: Sequence[VectorQuery], deadline: Deadline
@@ -332,15 +340,12 @@ class EdgeVectorStore(SearchAsBatch):
             shard = self._live_shard()
             if not self.optimize_apart:
                 return shard.optimize()
+            if not self._due.due(shard.info()):
+                return False
             shard.flush()
-            copy = copy_for_optimizing(self._path)
-            try:
-                changed = optimize_copy(copy)
-            except BaseException:
-                discard(copy)
-                raise
-            if not changed:
-                discard(copy)
+            copy = optimized_copy(self._path)
+            self._due.done()
+            if copy is None:
                 return False
             self._swap(shard, copy)
             return True

@@ -19,7 +19,7 @@ import qdrant_edge as qe
 from services.core.errors import StoreError
 from services.core.models import ScopeFilter
 from services.storage.base import unrequested_deadline
-from services.storage.embedded import qdrant_edge as edge_module
+from services.storage.embedded import edge_optimizer as optimizer_module
 from services.storage.embedded.edge_optimizer import (
     COPY_SUFFIX,
     OLD_SUFFIX,
@@ -114,7 +114,7 @@ def test_a_failed_build_changes_nothing(tmp_path: Path, monkeypatch: pytest.Monk
         """Fault injection: the child process fails."""
         raise StoreError(f"optimizing {copy} failed (exit 1): injected")
 
-    monkeypatch.setattr(edge_module, "optimize_copy", broken_child)
+    monkeypatch.setattr(optimizer_module, "optimize_copy", broken_child)
     with pytest.raises(StoreError, match="injected"):
         store.optimize()
     assert store.count(None, unrequested_deadline()) == 20
