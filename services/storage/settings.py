@@ -135,7 +135,8 @@ class StoreSettings(BaseSettings):
         description="Embedded mode: build the vector index (HNSW) on a copy of the shard in a "
         "child process and swap it in, so queries never wait for it (the engine holds the "
         "Python GIL while it builds); false builds in the service's own process. Needs free "
-        "disk for one copy of the vector shard while it runs",
+        "disk for one copy of the vector shard while it runs; the copy is made only when the "
+        "shard's counts say a build can be due (docs/indexing.md)",
     )
     vector_search_ef: int = Field(
         DEFAULT_SEARCH_EF,
