@@ -140,9 +140,9 @@ def _copy_rows(source: Storage, target: Storage, seconds: dict[str, float]) -> i
         chunks = [chunk_from_stored(row) for row in batch if row.chunk_id in vectors]
         rows = [vectors[c.chunk_id] for c in chunks]
         with _timed(seconds, "vector"):
-            target.vectors.upsert(chunks, rows)
+            target.vectors.upsert(chunks, rows, unrequested_deadline())
         with _timed(seconds, "lexical"):
-            target.lexical.upsert(chunks)
+            target.lexical.upsert(chunks, unrequested_deadline())
         copied += len(chunks)
     return copied
 
@@ -160,12 +160,12 @@ def _fresh_statistics(target: Storage, within_s: float = 10.0) -> bool:
 
 
 def _copy_manifest(source: Storage, target: Storage) -> None:
-    target.manifest.put_many(list(source.manifest.entries()))
+    target.manifest.put_many(list(source.manifest.entries()), unrequested_deadline())
     for key in META_KEYS:
         if (value := source.manifest.get_meta(key, unrequested_deadline())) is not None:
-            target.manifest.set_meta(key, value)
+            target.manifest.set_meta(key, value, unrequested_deadline())
     committed = committed_generation(source.manifest, unrequested_deadline())
-    target.manifest.commit_run(committed, [], [])
+    target.manifest.commit_run(committed, [], [], unrequested_deadline())
 
 
 @contextmanager

@@ -24,6 +24,7 @@ import numpy as np
 
 from bench.common.memory_peaks import MemoryPeaks
 from bench.scale.corpus import SyntheticCorpus, SyntheticDocument
+from services.storage.base import unrequested_deadline
 from services.storage.factory import MANIFEST_FILE, Storage, open_storage
 from services.storage.manifest import ManifestEntry, RunIntent
 from services.storage.settings import StoreMode, StoreSettings
@@ -86,12 +87,20 @@ def _write_run(
         RunIntent(generation, d.doc_id, d.locale, None, tuple(c.chunk_id for c in d.chunks), ())
         for d in documents
     ]
+    entries = _entries(documents)
+    # A bulk load answers no request: each step has the stores' own timeouts.
     steps = (
-        ("manifest", lambda: storage.manifest.begin_run(intents)),
+        ("manifest", lambda: storage.manifest.begin_run(intents, unrequested_deadline())),
         # Rows as lists, as the Indexer passes them (pipeline: vectors.tolist()).
-        ("vectors", lambda: storage.vectors.upsert(chunks, vectors.tolist())),
-        ("lexical", lambda: storage.lexical.upsert(chunks)),
-        ("manifest", lambda: storage.manifest.commit_run(generation, _entries(documents), [])),
+        (
+            "vectors",
+            lambda: storage.vectors.upsert(chunks, vectors.tolist(), unrequested_deadline()),
+        ),
+        ("lexical", lambda: storage.lexical.upsert(chunks, unrequested_deadline())),
+        (
+            "manifest",
+            lambda: storage.manifest.commit_run(generation, entries, [], unrequested_deadline()),
+        ),
     )
     for part, step in steps:
         started = time.perf_counter()

@@ -93,7 +93,7 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
     elif documents:
         # An index from before models were recorded: its model cannot be known.
         log.warning("embedding_model_adopted", model=configured.model, documents=documents)
-    manifest.set_meta(EMBEDDING_META, json.dumps(asdict(configured)))
+    manifest.set_meta(EMBEDDING_META, json.dumps(asdict(configured)), unrequested_deadline())
 
 
 def check_cross_lingual_model(manifest: Manifest, configured: EmbeddingIdentity | None) -> None:
@@ -112,7 +112,8 @@ def check_cross_lingual_model(manifest: Manifest, configured: EmbeddingIdentity 
                 "holds one model's second vectors for every chunk or none. Index into a fresh "
                 "data directory (or schema) with the new setting, or configure the old one again"
             )
-    manifest.set_meta(CROSS_LINGUAL_META, _cross_lingual_record(configured))
+    record = _cross_lingual_record(configured)
+    manifest.set_meta(CROSS_LINGUAL_META, record, unrequested_deadline())
 
 
 def _cross_lingual_record(identity: EmbeddingIdentity | None) -> str:

@@ -53,5 +53,5 @@ def record_document_encoder(manifest: Manifest, encoder: str) -> list[str]:
             documents=documents,
         )
     if encoders != recorded:
-        manifest.set_meta(DOCUMENT_ENCODERS_META, json.dumps(encoders))
+        manifest.set_meta(DOCUMENT_ENCODERS_META, json.dumps(encoders), unrequested_deadline())
     return encoders

@@ -98,7 +98,8 @@ class IndexingPipeline:
         self.on_commit = on_commit
         self.metrics = metrics
         self.tracer = tracer or trace.NoOpTracer()
-        self.manifest.set_meta("chunking", json.dumps(planner.chunker.params.as_dict()))
+        chunking = json.dumps(planner.chunker.params.as_dict())
+        self.manifest.set_meta("chunking", chunking, unrequested_deadline())
 
     def recover(self) -> Recovery:
         """Settle runs a crash left unfinished (also done before every run).
@@ -184,8 +185,9 @@ class IndexingPipeline:
                 self._apply(plans, generation, progress, control, last_run)
             else:
                 with self._timed("manifest"):
-                    # Nothing to commit: the counts alone, under the store's timeout.
-                    self.manifest.set_meta(LAST_RUN_META, last_run[LAST_RUN_META])
+                    # Nothing to commit: the counts alone, within the run's deadline.
+                    counts = last_run[LAST_RUN_META]
+                    self.manifest.set_meta(LAST_RUN_META, counts, control.write_deadline())
             if self.metrics is not None:
                 # Counted once the run stands: a failed run raised above.
                 self.metrics.record_run(operation, report.counts)
@@ -291,7 +293,7 @@ class IndexingPipeline:
                 vectors = self.writer.embed(chunks, between=control.check)
             if self.metrics is not None:
                 self.metrics.add_embedded(len(chunks))
-            self.writer.write(chunks, vectors, control.write_deadline())
+            self.writer.write(chunks, vectors, deadline=control.write_deadline())
             embedded += len(chunks)
             done_docs += len(plan_group)
             if progress:

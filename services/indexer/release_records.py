@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.core.deadline import Deadline
 from services.core.errors import InvalidArgument
-from services.storage.base import unrequested_deadline
 from services.storage.manifest import Manifest
 from services.storage.visibility import ReleaseVerdict, committed_generation, write_release
 
@@ -30,21 +30,23 @@ def utc_now() -> str:
 def record_release(
     manifest: Manifest,
     request: pb.RecordReleaseRequest,
+    deadline: Deadline,
     now: Callable[[], str] = utc_now,
 ) -> pb.RecordReleaseResponse:
-    """Validate and store the verdict; call under the Indexer's write lock, so
-    no run can commit between reading the committed generation and writing."""
+    """Validate and store the verdict within `deadline` (the read and the
+    write); call under the Indexer's write lock, so no run can commit between
+    reading the committed generation and writing."""
     _check_record_json(request.record_json)
     if request.generation < 0:
         raise InvalidArgument(f"generation: must not be negative, got {request.generation}")
-    committed = committed_generation(manifest, unrequested_deadline())
+    committed = committed_generation(manifest, deadline)
     if request.generation > committed:
         raise InvalidArgument(
             f"generation: {request.generation} is above the committed generation {committed}; "
             "a release check can only judge an index that was committed"
         )
     verdict = ReleaseVerdict(request.generation, request.passed, now())
-    write_release(manifest, verdict, request.record_json)
+    write_release(manifest, verdict, request.record_json, deadline)
     return pb.RecordReleaseResponse(committed_generation=committed)
 
 

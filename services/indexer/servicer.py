@@ -329,8 +329,9 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     async def RecordRelease(
         self, request: pb.RecordReleaseRequest, context: grpc.aio.ServicerContext
     ) -> pb.RecordReleaseResponse:
+        deadline = Deadline.from_grpc(context, default_s=UNREQUESTED_READ_S)
         response: pb.RecordReleaseResponse = await self._locked(
-            record_release, self.pipeline.manifest, request
+            record_release, self.pipeline.manifest, request, deadline
         )
         return response
 

@@ -126,7 +126,7 @@ class RunJournal:
         result = Recovery()
         for generation, run in sorted(by_run.items()):
             if generation <= committed:
-                self.manifest.clear_intents(generation)
+                self.manifest.clear_intents(generation, unrequested_deadline())
                 result = replace(result, committed_runs=result.committed_runs + 1)
             else:
                 result = _add(result, self.undo(generation, run))
@@ -134,15 +134,20 @@ class RunJournal:
         return result
 
     def undo(self, generation: int, intents: Sequence[RunIntent]) -> Recovery:
-        """Put back what the run changed, then forget its intents."""
+        """Put back what the run changed, then forget its intents. Each call
+        takes a fresh deadline of its own, never the run's: a run undone
+        because its deadline passed must still be undone whole."""
         saved = [row for i in intents for row in i.saved_rows]
         saved_ids = {row.chunk_id for row in saved}
         added = sorted({cid for i in intents for cid in i.written_ids} - saved_ids)
-        self.writer.delete(added)
+        self.writer.delete(added, unrequested_deadline())
         self._restore(saved, {cid for i in intents for cid in i.written_ids})
-        self.manifest.put_many([i.old_entry for i in intents if i.old_entry is not None])
-        self.manifest.delete_many([i.key for i in intents if i.old_entry is None])
-        self.manifest.clear_intents(generation)
+        restored = [i.old_entry for i in intents if i.old_entry is not None]
+        self.manifest.put_many(restored, unrequested_deadline())
+        self.manifest.delete_many(
+            [i.key for i in intents if i.old_entry is None], unrequested_deadline()
+        )
+        self.manifest.clear_intents(generation, unrequested_deadline())
         log.warning("run_undone", generation=generation, documents=len(intents))
         return Recovery(0, 1, len(intents), len(added), len(saved))
 
@@ -158,8 +163,8 @@ class RunJournal:
         }
         whole = [chunk_from_stored(r) for r in rows if r.chunk_id not in rewrite]
         updates = [(r.chunk_id, payload_of_stored(r)) for r in rows if r.chunk_id in rewrite]
-        self.writer.rewrite(updates)
-        self.writer.write(whole)
+        self.writer.rewrite(updates, unrequested_deadline())
+        self.writer.write(whole, deadline=unrequested_deadline())
 
 
 def _touched_committed_ids(plan: DocumentPlan, old: ManifestEntry | None) -> list[str]:

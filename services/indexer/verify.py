@@ -126,7 +126,7 @@ class IndexVerifier:
             )
             for key, entry in entries.items()
         ]
-        self.manifest.put_many(marked)
+        self.manifest.put_many(marked, unrequested_deadline())
 
     def _good_rows(
         self, findings: Sequence[Finding], flawed: dict[str, set[str]]
@@ -165,13 +165,16 @@ class IndexVerifier:
 
     def _apply(self, store: str, plan: RepairPlan) -> None:
         writer = self.writers[store]
-        writer.delete(sorted(set(plan.delete)))
+        # A repair is an audit's work, which no request's deadline covers.
+        writer.delete(sorted(set(plan.delete)), unrequested_deadline())
         whole_ids = {row.chunk_id for row in plan.whole}
         payloads = [
             (r.chunk_id, payload_of_stored(r)) for r in plan.payload if r.chunk_id not in whole_ids
         ]
-        writer.rewrite(payloads)
-        writer.write([chunk_from_stored(row) for row in plan.whole])
+        writer.rewrite(payloads, unrequested_deadline())
+        writer.write(
+            [chunk_from_stored(row) for row in plan.whole], deadline=unrequested_deadline()
+        )
 
 
 def _other(store: str) -> str:

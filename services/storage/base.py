@@ -63,16 +63,18 @@ def call_budget_s(
     return budget
 
 
-# Reads no request makes (start-up checks and recovery, Stats, audits,
-# background refreshes) still carry a deadline: a fresh one of this many
-# seconds per call. It is the longest timeout a store may be configured with
-# (RAG_*_TIMEOUT_S, at most 300 s), so the store's own timeout still decides
-# how long such a call may take, as it did before deadlines were required.
+# Calls no request makes (start-up checks and recovery, a failed run's undo,
+# Stats, audits and their repairs, background refreshes) still carry a
+# deadline: a fresh one of this many seconds per call. It is the longest
+# timeout a store may be configured with (RAG_*_TIMEOUT_S, at most 300 s), so
+# the store's own timeout still decides how long such a call may take, as it
+# did before deadlines were required.
 UNREQUESTED_READ_S = 300.0
 
 
 def unrequested_deadline() -> Deadline:
-    """The deadline of one read that no request's deadline covers."""
+    """The deadline of one store call (a read or a write) that no request's
+    deadline covers."""
     return Deadline.after(UNREQUESTED_READ_S)
 
 
@@ -170,7 +172,7 @@ class VectorStore(Protocol):
         self,
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         """Insert or replace chunks with their vectors (same order, same
@@ -180,12 +182,12 @@ class VectorStore(Protocol):
         ...
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         """Rewrite payload fields of existing chunks, keeping their vectors."""
         ...
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         """Remove chunks; ids that do not exist are ignored."""
         ...
 
@@ -253,17 +255,17 @@ class LexicalStore(Protocol):
     # The analysis the index was written with; queries use the same.
     analyzer: TextAnalyzer
 
-    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline) -> None:
         """Insert or replace chunks, within `deadline` as `VectorStore.upsert`."""
         ...
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         """Rewrite non-text fields of existing chunks (title/url/locale/metadata...)."""
         ...
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None: ...
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None: ...
 
     def search(
         self, query: str, limit: int, scope: ScopeFilter, deadline: Deadline

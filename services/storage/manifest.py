@@ -107,18 +107,16 @@ class Manifest(Protocol):
         """The entries of these keys (missing ones left out), within `deadline`."""
         ...
 
-    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline) -> None:
         """Insert or replace entries atomically (all or none), within `deadline`
         (every write alike)."""
         ...
 
-    def delete_many(
-        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
-    ) -> None:
+    def delete_many(self, keys: Sequence[tuple[str, str]], deadline: Deadline) -> None:
         """Remove entries atomically."""
         ...
 
-    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline) -> None:
         """Record a run's intents (all or none) before its first store write."""
         ...
 
@@ -137,7 +135,7 @@ class Manifest(Protocol):
         generation: int,
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         meta: Mapping[str, str] | None = None,
     ) -> None:
         """Make a run's documents the committed ones and advance
@@ -148,7 +146,7 @@ class Manifest(Protocol):
         committed run must not be reported as failed)."""
         ...
 
-    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline) -> None:
         """Forget a run's intents (after it committed or was undone)."""
         ...
 
@@ -178,7 +176,7 @@ class Manifest(Protocol):
         committed generation a Retrieve reads), within `deadline`."""
         ...
 
-    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None: ...
+    def set_meta(self, key: str, value: str, deadline: Deadline) -> None: ...
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
         """Call `on_retry` before every retried write; False when the manifest

@@ -93,9 +93,10 @@ class ChunkWriter:
     """Embed, then write / rewrite / delete chunks in the stores of `parts`
     (both by default; one for a repair of one store). `timed(part)` wraps
     each store call (the Indexer's write metrics and spans). Each call takes
-    the deadline of the run it belongs to (None: the stores' own timeouts),
-    per call because one writer serves every run of a pipeline and the
-    journal's undo, which must not inherit a failed run's deadline."""
+    the deadline of the run it belongs to (`unrequested_deadline()` for work
+    no request covers: the stores' own timeouts decide), required per call
+    because one writer serves every run of a pipeline and the journal's undo,
+    which must not inherit a failed run's deadline."""
 
     def __init__(
         self,
@@ -137,7 +138,8 @@ class ChunkWriter:
         self,
         chunks: Sequence[Chunk],
         vectors: np.ndarray | None = None,
-        deadline: Deadline | None = None,
+        *,
+        deadline: Deadline,
     ) -> None:
         """Insert or replace whole chunks; `vectors` from `embed` (None: embedded
         here, when the vector store is written)."""
@@ -152,9 +154,7 @@ class ChunkWriter:
             with self.timed(Part.LEXICAL):
                 self.lexical.upsert(chunks, deadline=deadline)
 
-    def rewrite(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
-    ) -> None:
+    def rewrite(self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline) -> None:
         """Rewrite payload fields, keeping text and vectors."""
         if Part.VECTOR in self.parts:
             with self.timed(Part.VECTOR):
@@ -163,7 +163,7 @@ class ChunkWriter:
             with self.timed(Part.LEXICAL):
                 self.lexical.update_payload(updates, deadline=deadline)
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         if Part.VECTOR in self.parts:
             with self.timed(Part.VECTOR):
                 self.vectors.delete(chunk_ids, deadline=deadline)

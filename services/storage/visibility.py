@@ -131,11 +131,13 @@ def read_release(manifest: Manifest, deadline: Deadline) -> ReleaseVerdict | Non
     )
 
 
-def write_release(manifest: Manifest, verdict: ReleaseVerdict, record_json: str) -> None:
+def write_release(
+    manifest: Manifest, verdict: ReleaseVerdict, record_json: str, deadline: Deadline
+) -> None:
     fields = {
         "generation": verdict.generation,
         "passed": verdict.passed,
         "recorded_at": verdict.recorded_at,
         "record": json.loads(record_json) if record_json else {},
     }
-    manifest.set_meta(RELEASE_META, json.dumps(fields))
+    manifest.set_meta(RELEASE_META, json.dumps(fields), deadline)

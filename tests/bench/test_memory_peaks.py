@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +34,15 @@ def test_a_phase_peak_is_the_largest_sample_and_the_next_phase_starts_anew(
 
 
 def test_this_process_heap_growth_is_seen_as_its_own_memory() -> None:
+    # A fresh private anonymous mapping, not a numpy array: an allocator in a
+    # long-lived test worker may hand back pages it already holds resident, and
+    # then nothing grows (seen in CI). Its new pages, once touched, are always
+    # this process's own (a shared mapping's would count as RssShmem instead).
+    size = 64 * 2**20
     with MemoryPeaks(interval_s=0.01) as peaks:
         before = peaks.take()["anon"]
-        block = np.ones(64 * 2**20, dtype=np.uint8)  # 64 MiB, touched
+        block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        np.frombuffer(block, dtype=np.uint8)[:] = 1  # touch every page
         grown = peaks.take()["anon"]
-        del block
+        block.close()
     assert grown >= before + 60

@@ -26,6 +26,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.runtime.observability.tracing import Tracing
 from services.runtime.server import GrpcServer, ServerOptions
+from tests.support.ports import free_port
 
 ALLOWED_ORIGIN = "http://allowed.example"
 FOREIGN_ORIGIN = "http://evil.example"
@@ -335,12 +336,6 @@ async def serve_asgi(app: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=10)
         sock.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

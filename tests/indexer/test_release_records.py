@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
-from services.core.errors import InvalidArgument
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded, InvalidArgument
 from services.indexer.release_records import record_release
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
@@ -51,7 +52,7 @@ def test_invalid_requests_name_the_field_and_store_nothing(
     manifest: SqliteManifest, record: str, generation: int, words: str
 ) -> None:
     with pytest.raises(InvalidArgument, match=words):
-        record_release(manifest, request(record, generation=generation))
+        record_release(manifest, request(record, generation=generation), unrequested_deadline())
     assert read_release(manifest, unrequested_deadline()) is None
 
 
@@ -59,6 +60,7 @@ def test_latest_verdict_is_stored_with_its_record(manifest: SqliteManifest) -> N
     reply = record_release(
         manifest,
         request('{"checks": ["ok"]}'),
+        unrequested_deadline(),
         now=lambda: "2030-01-02T03:04:05Z",
     )
     assert reply.committed_generation == 3
@@ -67,9 +69,15 @@ def test_latest_verdict_is_stored_with_its_record(manifest: SqliteManifest) -> N
     )
     # An older generation may be recorded (a check of what was served), and a
     # failed check replaces a passing one: only the latest verdict counts.
-    record_release(manifest, request("{}", passed=False, generation=2))
+    record_release(manifest, request("{}", passed=False, generation=2), unrequested_deadline())
     verdict = read_release(manifest, unrequested_deadline())
     assert verdict is not None and (verdict.generation, verdict.passed) == (2, False)
     assert not verdict.covers(3)
     stored = json.loads(manifest.get_meta("release", deadline=unrequested_deadline()) or "{}")
     assert stored["record"] == {}
+
+
+def test_a_passed_deadline_stores_nothing(manifest: SqliteManifest) -> None:
+    with pytest.raises(DeadlineExceeded):
+        record_release(manifest, request('{"a": 1}'), Deadline.after(-1.0))
+    assert read_release(manifest, unrequested_deadline()) is None

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded
 from services.core.models import ScopeFilter
 from services.embedding.embedder import Embedder
 from services.storage.base import unrequested_deadline
@@ -48,7 +50,7 @@ def test_a_writer_writes_rewrites_and_deletes_in_both_stores(
 
     writer = storage.writer(embedder, timed=timed)
     chunks = [make_chunk("guide", i, text=f"restore a backup, step {i}") for i in range(3)]
-    writer.write(chunks)
+    writer.write(chunks, deadline=unrequested_deadline())
     assert _counts(storage) == (3, 3)
     assert calls == [Part.VECTOR, Part.LEXICAL]
     query = embedder.embed_query("how do I restore a backup").tolist()
@@ -58,12 +60,13 @@ def test_a_writer_writes_rewrites_and_deletes_in_both_stores(
         ].chunk.doc_id
         == "guide"
     )
-    writer.rewrite([(chunks[0].chunk_id, payload_of(chunks[0], title="Backups"))])
+    renamed = [(chunks[0].chunk_id, payload_of(chunks[0], title="Backups"))]
+    writer.rewrite(renamed, unrequested_deadline())
     for store in (storage.vectors, storage.lexical):
         assert (
             store.get([chunks[0].chunk_id], deadline=unrequested_deadline())[0].title == "Backups"
         )
-    writer.delete([chunks[0].chunk_id])
+    writer.delete([chunks[0].chunk_id], unrequested_deadline())
     assert _counts(storage) == (2, 2)
 
 
@@ -77,9 +80,13 @@ def test_vectors_come_from_the_embedding_text(storage: Storage, embedder: Embedd
 
 def test_a_one_store_writer_leaves_the_other_alone(storage: Storage, embedder: Embedder) -> None:
     chunk = make_chunk("guide")
-    storage.writer(embedder, frozenset({Part.LEXICAL})).write([chunk])
+    storage.writer(embedder, frozenset({Part.LEXICAL})).write(
+        [chunk], deadline=unrequested_deadline()
+    )
     assert _counts(storage) == (0, 1)
-    storage.writer(embedder, frozenset({Part.VECTOR})).write([chunk])
+    storage.writer(embedder, frozenset({Part.VECTOR})).write(
+        [chunk], deadline=unrequested_deadline()
+    )
     assert _counts(storage) == (1, 1)
 
 
@@ -99,3 +106,11 @@ def test_the_facade_declares_analysis_and_retries(storage: Storage) -> None:
     assert "429" in storage.describe_query("rate limits 429")
     # Embedded stores and the SQLite manifest write local files: nothing retries.
     assert storage.observe_write_retries(lambda part: None) == []
+
+
+def test_a_write_past_its_deadline_changes_no_store(storage: Storage, embedder: Embedder) -> None:
+    writer = storage.writer(embedder)
+    chunks = [make_chunk("guide", text="restore a backup")]
+    with pytest.raises(DeadlineExceeded):
+        writer.write(chunks, deadline=Deadline.after(-1.0))
+    assert _counts(storage) == (0, 0)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import io
-import socket
 import threading
 import time
 import warnings
@@ -35,6 +34,7 @@ from services.runtime.parts import SharedParts, open_parts
 from services.runtime.service import thread_stacks
 from services.stack.embedded import EmbeddedStack, stack_parts
 from services.storage.settings import StoreMode, StoreSettings
+from tests.support.ports import free_port as free_port  # re-exported for the tests
 
 
 def where_everything_is(loop: asyncio.AbstractEventLoop) -> str:
@@ -45,12 +45,6 @@ def where_everything_is(loop: asyncio.AbstractEventLoop) -> str:
         task.print_stack(file=lines)
         parts.append(f"--- task {task.get_name()}\n{lines.getvalue()}")
     return "\n".join(parts)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class BackgroundLoop:

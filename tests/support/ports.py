@@ -1,0 +1,24 @@
+"""Free loopback ports for the servers a test starts."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
+def free_port() -> int:
+    """A port free now and not handed out before by this process. The system
+    may give the same just-released port to two calls in a row; a test that
+    starts two listeners on them fails with "Address already in use" (seen in
+    CI), so each port is handed out at most once per test process."""
+    with _HANDED_OUT_LOCK:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
