@@ -11,9 +11,10 @@ import pytest
 
 from bench.eval.bilingual_data import KINDS
 from bench.eval.bilingual_scoring import METRICS
-from tests.support.bench_command import run_bench_module
+from tests.support.bench_command import COMMAND_TIMEOUT_S, run_bench_module
 
-pytestmark = pytest.mark.integration
+# The hang guard covers the command's own limit (tests/support/bench_command.py).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(COMMAND_TIMEOUT_S + 300)]
 
 PAGES = {
     "en/limits.md": "# Rate limits\n\nEach project may send 60 requests a minute. A request "

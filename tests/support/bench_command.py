@@ -9,6 +9,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# A hang guard, not a speed check. A fresh data folder builds the default
+# model's ONNX graphs before its first answer (fp32, then the int8 document
+# encoder: ~3 minutes idle on two cores), so one eval command took 291 s on an
+# idle machine (2026-11-30) and more beside other work.
+COMMAND_TIMEOUT_S = 900
+
 
 def run_bench_module(module: str, out: Path, *extra: str) -> None:
     done = subprocess.run(
@@ -16,7 +22,7 @@ def run_bench_module(module: str, out: Path, *extra: str) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=COMMAND_TIMEOUT_S,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
