@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bench.common import processes
 from tests.support import ports
 
 pytestmark = pytest.mark.unit
@@ -36,7 +37,7 @@ def test_a_port_the_system_gives_again_is_not_handed_out_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(ports, "_HANDED_OUT", set())
-    monkeypatch.setattr(ports, "socket", SimpleNamespace(socket=RepeatingSocket))
+    monkeypatch.setattr(processes, "socket", SimpleNamespace(socket=RepeatingSocket))
     assert [ports.free_port(), ports.free_port()] == [41001, 41002]
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import threading
+
+from bench.common.processes import free_ports
 
 _HANDED_OUT: set[int] = set()
 _HANDED_OUT_LOCK = threading.Lock()
@@ -15,10 +16,6 @@ def free_port() -> int:
     starts two listeners on them fails with "Address already in use" (seen in
     CI), so each port is handed out at most once per test process."""
     with _HANDED_OUT_LOCK:
-        while True:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = int(sock.getsockname()[1])
-            if port not in _HANDED_OUT:
-                _HANDED_OUT.add(port)
-                return port
+        (port,) = free_ports(1, taken=_HANDED_OUT)
+        _HANDED_OUT.add(port)
+        return port
