@@ -19,6 +19,10 @@ os.environ["RAG_METRICS_ENABLED"] = "false"
 # the multilingual default (tests/stack/test_default_model.py and the tests
 # that take the `e5_embedder` fixture): the suite must fit CI's time on 2 cores.
 os.environ.setdefault("RAG_EMBEDDING_MODEL", "packaged:all-MiniLM-L6-v2")
+# A healthy channel must not time out on a loaded 2-core CI machine (1 s, the
+# default, did: a vector search queued behind another test's work). Tests of
+# timeouts set their own (tests/support/faulty_stack.py).
+os.environ.setdefault("RAG_CHANNEL_TIMEOUT_MS", "10000")
 
 from services.embedding.config import PACKAGED_MODEL, EmbedderConfig
 from services.embedding.embedder import Embedder

@@ -14,7 +14,11 @@ from bench.eval.bilingual_scoring import METRICS
 from tests.support.bench_command import COMMAND_TIMEOUT_S, run_bench_module
 
 # The hang guard covers the command's own limit (tests/support/bench_command.py).
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(COMMAND_TIMEOUT_S + 300)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.bench_smoke,
+    pytest.mark.timeout(COMMAND_TIMEOUT_S + 300),
+]
 
 PAGES = {
     "en/limits.md": "# Rate limits\n\nEach project may send 60 requests a minute. A request "

@@ -16,7 +16,11 @@ from tests.support.bench_command import COMMAND_TIMEOUT_S, run_bench_module
 # The hang guard, not a speed check: a real stack, an ingest and the Retrieve load beside it
 # take minutes on two cores that other work shares (300 s, the default, was
 # reached in a fresh-clone CI run while another test process ran beside it).
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(COMMAND_TIMEOUT_S + 300)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.bench_smoke,
+    pytest.mark.timeout(COMMAND_TIMEOUT_S + 300),
+]
 
 if not (SHARED_DATASETS / "scifact" / "corpus.jsonl").is_file():
     pytest.skip("SciFact not found beside the repository", allow_module_level=True)

@@ -1,7 +1,8 @@
 """The smoke versions of `make eval` and `make bench`, run as the commands
 themselves (subprocesses starting the real services) on 20 SciFact queries
-and ~60 documents, so CI keeps the full commands working. Results go to a
-temporary folder, never over the committed ones in bench/results/."""
+and ~60 documents, so `make test-smoke` keeps the full commands working (they
+take too long for CI's 90 minutes beside the rest on 2 cores). Results go to
+a temporary folder, never over the committed ones in bench/results/."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ from tests.support.bench_command import COMMAND_TIMEOUT_S, run_bench_module
 # A command may take ~300 s idle on a fresh data folder (the model's graphs are
 # built first) and more on a loaded CI machine: the per-test limit covers one
 # command (the fixture a test first needs) with the fine-tuning before it.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(COMMAND_TIMEOUT_S + 300)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.bench_smoke,
+    pytest.mark.timeout(COMMAND_TIMEOUT_S + 300),
+]
 
 SCIFACT = SHARED_DATASETS / "scifact"
 BASE_CONFIGS = ("lexical", "vector", "hybrid")

@@ -23,7 +23,7 @@ from services.storage.settings import StoreMode, StoreSettings
 from tests.stack.test_process import wait_serving
 from tests.support.stack import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 DOCS = 80
 BATCH = 4
@@ -54,7 +54,8 @@ class IndexerProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        assert wait_serving(self.port, 120), "indexer did not start"
+        # A hang guard (120 s was passed on a loaded 2-core machine).
+        assert wait_serving(self.port, 600), "indexer did not start"
 
     def ingest(self, corpus: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(

@@ -128,9 +128,13 @@ def test_partial_rerank_reorders_the_scored_prefix_only(f) -> None:  # type: ign
 
 def test_short_caller_deadline_with_everything_slow_answers_in_time(f) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
+    timed(stack, 5.0, disable_rerank=True)  # warm the query-embedding cache
     faults.vectors.mode = faults.lexical.mode = HANG
     faults.reranker.mode = "slow"
-    deadline = 0.05
+    # Half the channel timeout (1 s) and a quarter of the hang (2 s): only the
+    # caller's deadline can end this request in time. Not shorter: embedding
+    # and answering alone took over 50 ms on a loaded 2-core machine.
+    deadline = 0.5
     # An answer at all is the check: gRPC fails a call still running at its
     # deadline with DEADLINE_EXCEEDED (no wall-clock assertion of our own).
     reply = timed(stack, deadline)
@@ -141,7 +145,7 @@ def test_short_caller_deadline_with_slow_reranker_returns_fused_hits(f) -> None:
     faults, stack = f
     faults.reranker.mode = "slow"
     timed(stack, 5.0, disable_rerank=True)  # warm the query-embedding cache
-    deadline = 0.15
+    deadline = 0.5  # a quarter of the reranker's 2 s
     reply = timed(stack, deadline)  # answered, so within the deadline
     assert reply.hits
     assert reply.rerank.fallback and not reply.rerank.used

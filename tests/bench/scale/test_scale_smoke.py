@@ -16,7 +16,12 @@ from tests.bench.scale.conftest import needs_scifact
 # bench/cache and embeds its source corpus there (once): minutes on two busy
 # cores, so the default 300 s hang guard is too short for the cold run (a
 # fresh-clone CI run timed out here). A guard against hangs, not a speed check.
-pytestmark = [pytest.mark.integration, needs_scifact, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.bench_smoke,
+    needs_scifact,
+    pytest.mark.timeout(1200),
+]
 
 
 def test_scale_bench_runs_and_reports(tmp_path: Path) -> None:
