@@ -133,7 +133,8 @@ bench: install bench-env
 # for at least 8 minutes and 20 kills per mode, embedded and PostgreSQL, a
 # writer and a reader throughout; lost, half-visible, verify, restart times
 # (bench/results/crash_loop.json, docs/benchmarks.md). About 20-40 min on 2
-# cores; the bounded version runs in `make test` (tests/stack/test_crash_loop.py, test_crash_loop_postgres.py).
+# cores; the bounded version runs in `make test`
+# (tests/stack/test_crash_loop.py, test_crash_loop_postgres.py).
 .PHONY: bench-crash
 bench-crash: install
 	$(BIN)/python -m bench.load.crash_loop

@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.crash_audit import audit
 from tests.support.crash_loop import CrashLoop, CrashLoopConfig
 
@@ -17,12 +15,6 @@ LOOP_S = 100.0  # plus the first start and the audit: about 2 minutes a mode
 MIN_KILLS = 10
 TIME_CAP_S = 1800.0  # restarts of a minute or more (a loaded machine) still fit
 UPTIME_S = (3.0, 8.0)
-
-
-def model_cache_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A folder for the model's ONNX export, built by the loop's first start
-    (never killed) and reused by every restart."""
-    return {"RAG_EMBEDDING_CACHE_DIR": str(tmp_path_factory.mktemp("models"))}
 
 
 def crash_loop(

@@ -17,14 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack.crash_loop_cases import TIME_CAP_S, assert_held, crash_loop, model_cache_env
+from tests.stack.crash_loop_cases import TIME_CAP_S, assert_held, crash_loop
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return model_cache_env(tmp_path_factory)
 
 
 # The loop's own cap, then the first start and the audit (pytest's default: 300 s).

@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack.crash_loop_cases import TIME_CAP_S, assert_held, crash_loop, model_cache_env
+from tests.stack.crash_loop_cases import TIME_CAP_S, assert_held, crash_loop
 from tests.support.pgvector_probe import HNSW_BROKEN, hnsw_works
 from tests.support.postgres import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return model_cache_env(tmp_path_factory)
 
 
 @pytest.fixture
