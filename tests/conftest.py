@@ -62,10 +62,27 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of embedding-model builds (ONNX exports, the e5 graphs) for the
+    whole session: both test workers, in-process embedders and every stack a
+    test starts as a child process (RAG_EMBEDDING_CACHE_DIR, unless the test
+    sets its own). Without it each fresh data folder exported the model again:
+    15-25 s a start on a loaded 2-core machine. Entries are keyed by a digest
+    of the weights and written atomically, so the workers may race to build one.
+    """
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / "model-cache"
+    folder.mkdir(exist_ok=True)
+    os.environ.setdefault("RAG_EMBEDDING_CACHE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture(scope="session")
-def e5_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One build of the packaged multilingual-e5-small graph per test session."""
-    return tmp_path_factory.mktemp("e5-models")
+def e5_cache_dir(model_cache_dir: Path) -> Path:
+    """The packaged multilingual-e5-small graph, built once per test session."""
+    return model_cache_dir
 
 
 @pytest.fixture(scope="session")

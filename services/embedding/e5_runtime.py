@@ -110,7 +110,7 @@ class E5OnnxEncoder:
         threads: int = 0,
         spin: bool = False,
     ) -> None:
-        from services.embedding.onnx_export import open_session
+        from services.embedding.onnx_files import open_session
 
         self.model_path = build_onnx_model(cache_dir, precision)
         info = json.loads((self.model_path.parent / "model_info.json").read_text("utf-8"))

@@ -16,19 +16,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
-import os
-import subprocess
-import sys
-import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import onnxruntime as ort
 import torch
 
 from services.core.logging import get_logger
+from services.embedding.onnx_files import atomic_write, quantize_int8
 
 log = get_logger(__name__)
 
@@ -39,14 +35,6 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Outputs with one row per token keep a dynamic sequence axis; the others
 # (e.g. a classifier's logits) have one row per input.
 PER_TOKEN_OUTPUTS = frozenset({"last_hidden_state"})
-
-# Run in a child process whose working directory is a throw-away folder:
-# onnx shape inference may drop temporary files into the working directory.
-_QUANTIZE_SCRIPT = (
-    "import sys\n"
-    "from onnxruntime.quantization import QuantType, quantize_dynamic\n"
-    "quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8, per_channel=True)\n"
-)
 
 
 class _OneOutput(torch.nn.Module):
@@ -104,21 +92,6 @@ def _eager_attention(model: torch.nn.Module) -> Iterator[None]:
         switch(previous)
 
 
-def atomic_write(target: Path, write: Any) -> Path:
-    """Write via a temporary sibling so a crash or a concurrent exporter never
-    leaves a half-written model where the cache expects a whole one."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
-
-
 class OnnxExporter:
     """Exports a Hugging Face model's `output` to ONNX (fp32, and optionally
     dynamic int8) into `cache_dir`, reusing earlier exports."""
@@ -173,38 +146,8 @@ class OnnxExporter:
         model.eval()  # the exporter restores the wrapper's mode; keep inference mode explicit
 
 
-def quantize_int8(fp32: Path, path: Path) -> None:
-    """Dynamic int8 with per-channel weight scales (lower score drift at the
-    same speed), in a child process so no side file lands in our cwd."""
-    with tempfile.TemporaryDirectory(prefix="rag-onnx-quantize-") as scratch:
-        result = subprocess.run(
-            [sys.executable, "-c", _QUANTIZE_SCRIPT, str(fp32), str(path)],
-            cwd=scratch,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if result.returncode != 0:
-        raise RuntimeError(f"int8 quantization of {fp32} failed: {result.stderr[-2000:]}")
-
-
 def model_input_names(model: torch.nn.Module, features: dict[str, Any]) -> list[str]:
     """The tokenizer outputs the model's forward() accepts (RoBERTa-style models
     take no token_type_ids)."""
     accepted = inspect.signature(model.forward).parameters
     return [name for name in MODEL_INPUTS if name in features and name in accepted]
-
-
-def open_session(model_path: Path, threads: int, spin: bool) -> ort.InferenceSession:
-    """A CPU session with full graph optimisation; `threads` 0 keeps ORT's default."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads > 0:
-        options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    # Idle pool threads sleep unless told to spin: on a few shared cores the
-    # spinning starves the compute threads (reranker int8, 5 pairs, load
-    # average ~4: 215 ms p50 spinning, 119 ms not); alone on a quiet machine
-    # spinning saves the wake-ups (int8, 8 pairs: 73 ms spinning, 88 ms not).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])

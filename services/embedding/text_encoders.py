@@ -32,7 +32,7 @@ import numpy as np
 
 from services.core.errors import ConfigError
 from services.embedding.config import Precision
-from services.embedding.onnx_export import OnnxExporter, model_input_names, open_session
+from services.embedding.onnx_files import open_session
 
 _TOKEN_STATES = "last_hidden_state"
 # Every row of a batch is padded to its longest, and ORT spends as much on a
@@ -87,6 +87,10 @@ class OnnxTextEncoder:
         spin: bool,
         precision: Precision = "fp32",
     ) -> None:
+        # torch only here: the packaged e5 model imports this module's helpers
+        # and serves without it
+        from services.embedding.onnx_export import OnnxExporter, model_input_names
+
         transformer = _mean_pooled_transformer(model)
         self._model = model
         self._batch_size = batch_size

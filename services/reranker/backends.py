@@ -9,11 +9,12 @@ so for it the scorer's planning before each batch is the only guard.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
-from sentence_transformers import CrossEncoder
+
+if TYPE_CHECKING:  # the packaged ONNX reranker serves without torch
+    from sentence_transformers import CrossEncoder
 
 
 class BatchInterrupted(Exception):
@@ -35,6 +36,8 @@ class TorchBackend:
     name = "torch"
 
     def __init__(self, cross_encoder: CrossEncoder) -> None:
+        import torch
+
         self._cross_encoder = cross_encoder
         self._identity = torch.nn.Identity()
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from services.embedding.onnx_export import OnnxExporter, model_input_names, open_session
+from services.embedding.onnx_files import open_session
 from services.reranker.backends import BatchInterrupted
 
 
@@ -40,6 +40,9 @@ class OnnxBackend:
                 f"the ONNX backend needs a sequence-classification cross-encoder, "
                 f"got {type(model).__name__}"
             )
+        # torch only here: the packaged reranker imports this module and serves without it
+        from services.embedding.onnx_export import OnnxExporter, model_input_names
+
         sample = self._features([("warm-up query", "warm-up passage")])
         self._input_names = model_input_names(model, sample)
         inputs = {name: sample[name] for name in self._input_names}

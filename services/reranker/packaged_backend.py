@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from services.embedding.onnx_export import open_session
+from services.embedding.onnx_files import open_session
 from services.reranker.onnx_backend import run_by_deadline
 
 

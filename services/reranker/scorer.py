@@ -24,11 +24,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from sentence_transformers import CrossEncoder
 
 from services.core.environment import default_data_dir
 from services.core.errors import ConfigError, InvalidArgument, Unavailable
@@ -48,6 +46,10 @@ from services.reranker.onnx_backend import OnnxBackend
 from services.reranker.packaged import verified_folder
 from services.reranker.packaged_backend import PackagedCrossEncoderBackend
 from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
+
+if TYPE_CHECKING:  # imported when a sentence-transformers model is loaded: the
+    # packaged ONNX model serves without torch (seconds of start-up)
+    from sentence_transformers import CrossEncoder
 
 log = get_logger(__name__)
 
@@ -202,6 +204,8 @@ class CrossEncoderScorer:
         return backend
 
     def _load_cross_encoder(self) -> CrossEncoder:
+        from sentence_transformers import CrossEncoder
+
         offline = hub_offline()
         source, is_local = self._resolve_source()
         try:
@@ -241,6 +245,8 @@ class CrossEncoderScorer:
     def _make_backend(self, cross_encoder: CrossEncoder) -> ScoringBackend:
         if self.backend == "torch":
             if self.threads > 0:
+                import torch
+
                 torch.set_num_threads(self.threads)  # process-wide: one model per process
             return TorchBackend(cross_encoder)
         return OnnxBackend(

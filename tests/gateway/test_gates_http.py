@@ -23,6 +23,9 @@ from tests.gateway.support import (
 pytestmark = pytest.mark.integration
 
 SEARCH = {"query": "which port does the gateway listen on"}
+# Long enough that a loaded machine still makes the call that must find the
+# breaker open before it half-opens (0.5 s was not, on a 2-core CI run).
+BREAKER_RESET_S = 3.0
 
 
 def _headers(origin: str | None = ALLOWED_ORIGIN) -> dict[str, str]:
@@ -237,14 +240,14 @@ async def test_daily_budget_answers_429_and_stops_downstream_calls(
 async def test_breaker_opens_after_failures_and_recovers(retriever: RetrieverServer) -> None:
     retriever.servicer.fail_with = grpc.StatusCode.UNAVAILABLE
     settings = gateway_settings(
-        retriever.addr, gateway_breaker_fail_max=3, gateway_breaker_reset_s=0.5
+        retriever.addr, gateway_breaker_fail_max=3, gateway_breaker_reset_s=BREAKER_RESET_S
     )
     async with serve_gateway(settings) as gw:
         failures = [(await _post(gw.url)).status_code for _ in range(3)]
         refused = await _post(gw.url)
         calls_while_open = retriever.servicer.calls
         retriever.servicer.fail_with = None
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(BREAKER_RESET_S + 0.2)
         probe = await _post(gw.url)
         after = await _post(gw.url)
         metrics = (await httpx.AsyncClient().get(gw.metrics_url)).text
@@ -260,12 +263,12 @@ async def test_breaker_opens_after_failures_and_recovers(retriever: RetrieverSer
 async def test_failed_probe_opens_the_breaker_again(retriever: RetrieverServer) -> None:
     retriever.servicer.fail_with = grpc.StatusCode.UNAVAILABLE
     settings = gateway_settings(
-        retriever.addr, gateway_breaker_fail_max=2, gateway_breaker_reset_s=0.5
+        retriever.addr, gateway_breaker_fail_max=2, gateway_breaker_reset_s=BREAKER_RESET_S
     )
     async with serve_gateway(settings) as gw:
         for _ in range(2):
             await _post(gw.url)
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(BREAKER_RESET_S + 0.2)
         probe = await _post(gw.url)
         refused = await _post(gw.url)
     assert probe.status_code == 502

@@ -86,14 +86,15 @@ async def test_breaker_state_is_shared_across_instances(
 ) -> None:
     retriever.servicer.fail_with = grpc.StatusCode.UNAVAILABLE
     # pybreaker's Redis storage keeps the opening time in whole seconds, so the
-    # circuit stays open between reset_s - 1 and reset_s seconds.
-    overrides = {"gateway_breaker_fail_max": 2, "gateway_breaker_reset_s": 2.0}
+    # circuit stays open between reset_s - 1 and reset_s seconds; 4 s leaves a
+    # loaded machine room to make the calls that must see it open.
+    overrides = {"gateway_breaker_fail_max": 2, "gateway_breaker_reset_s": 4.0}
     async with two_instances(retriever, redis_server.url, **overrides) as (a, b):
         failures = await _codes(a, b)  # one failure seen by each instance opens it for both
         open_codes = [(await _search(gw)).json()["error"]["code"] for gw in (a, b)]
         calls_while_open = retriever.servicer.calls
         retriever.servicer.fail_with = None
-        await asyncio.sleep(2.2)
+        await asyncio.sleep(4.2)
         recovered = await _codes(b, a)
     assert failures == [502, 502]
     assert open_codes == ["breaker_open", "breaker_open"]

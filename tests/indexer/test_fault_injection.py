@@ -8,6 +8,7 @@ wraps one store method to pull the trigger; nothing else is faked)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -121,13 +122,22 @@ class StackProcess:
 
 
 @pytest.fixture(scope="module")
-def clean_counts(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, ...]:
-    stack = StackProcess(tmp_path_factory.mktemp("clean"))
+def base_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[int, ...]]:
+    """A data folder holding the base corpus, written by a clean run and the
+    stack stopped gracefully, and that run's counts: each step's test starts
+    from a copy (one start fewer per step on a machine where a start is slow)."""
+    data_dir = tmp_path_factory.mktemp("base")
+    stack = StackProcess(data_dir)
     try:
         stack.upsert(BASE)
-        return stack.counts()
+        return data_dir, stack.counts()
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def clean_counts(base_index: tuple[Path, tuple[int, ...]]) -> tuple[int, ...]:
+    return base_index[1]
 
 
 def run_faulty(stack: StackProcess, step: str) -> None:
@@ -163,17 +173,18 @@ def uncommitted_rows_visible(data_dir: Path) -> list[str]:
 
 
 @pytest.fixture
-def crashed(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Path, str]]:
+def crashed(
+    tmp_path: Path, request: pytest.FixtureRequest, base_index: tuple[Path, tuple[int, ...]]
+) -> Iterator[tuple[Path, str]]:
     step = request.param
-    base = StackProcess(tmp_path)
-    base.upsert(BASE)
-    base.stop()
-    faulty = StackProcess(tmp_path, kill_at=step)
+    data_dir = tmp_path / "data"
+    shutil.copytree(base_index[0], data_dir)
+    faulty = StackProcess(data_dir, kill_at=step)
     try:
         run_faulty(faulty, step)
     finally:
         faulty.stop()  # reaps it; stops it too if the step was never reached
-    yield tmp_path, step
+    yield data_dir, step
 
 
 STEPS = ["vector_write", "lexical_write", "payload", "delete", "commit"]

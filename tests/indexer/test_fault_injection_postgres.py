@@ -42,13 +42,28 @@ def postgres() -> Iterator[PostgresServer]:
         yield server
 
 
-def store_env(postgres: PostgresServer, schema: str) -> dict[str, str]:
-    return {"POSTGRES_URL": postgres.url, "POSTGRES_SCHEMA": schema}
+SCHEMA = "killed"
+BASE_DATABASE = "fault_base"
+
+
+def store_env(postgres: PostgresServer, database: str) -> dict[str, str]:
+    return {"POSTGRES_URL": postgres.database_url(database), "POSTGRES_SCHEMA": SCHEMA}
+
+
+def admin(postgres: PostgresServer, statement: str) -> None:
+    with psycopg.connect(postgres.url, autocommit=True) as conn:
+        conn.execute(statement)
 
 
 @pytest.fixture(scope="module")
 def clean_counts(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    stack = StackProcess(tmp_path_factory.mktemp("pg-clean"), stores=store_env(postgres, "clean"))
+    """The base corpus written by a clean run into its own database, the
+    stack stopped, and that run's counts: each step's test starts from a copy
+    of the database (CREATE DATABASE ... TEMPLATE), one start fewer per step."""
+    admin(postgres, f"CREATE DATABASE {BASE_DATABASE}")
+    stack = StackProcess(
+        tmp_path_factory.mktemp("pg-base"), stores=store_env(postgres, BASE_DATABASE)
+    )
     try:
         stack.upsert(BASE)
         return stack.counts()
@@ -56,10 +71,10 @@ def clean_counts(postgres: PostgresServer, tmp_path_factory: pytest.TempPathFact
         stack.stop()
 
 
-def rows_of_the_killed_run(postgres: PostgresServer, schema: str) -> tuple[list[str], int]:
+def rows_of_the_killed_run(postgres: PostgresServer, database: str) -> tuple[list[str], int]:
     """Between the kill and any restart: the run's words in either store,
     searched WITHOUT the visibility rule, and the intents left open."""
-    settings = StoreSettings(POSTGRES_URL=postgres.url, POSTGRES_SCHEMA=schema)
+    settings = StoreSettings(POSTGRES_URL=postgres.database_url(database), POSTGRES_SCHEMA=SCHEMA)
     storage = open_storage(settings, 384)
     try:
         found = [
@@ -78,22 +93,20 @@ def rows_of_the_killed_run(postgres: PostgresServer, schema: str) -> tuple[list[
 def test_a_killed_run_leaves_nothing_and_needs_no_undo(
     step: str, postgres: PostgresServer, tmp_path: Path, clean_counts: tuple[int, ...]
 ) -> None:
-    stores = store_env(postgres, f"killed_{step}")
-    base = StackProcess(tmp_path, stores=stores)
-    base.upsert(BASE)
-    base.stop()
+    database = f"killed_{step}"
+    admin(postgres, f"CREATE DATABASE {database} TEMPLATE {BASE_DATABASE}")
+    stores = store_env(postgres, database)
     faulty = StackProcess(tmp_path, kill_at=step, stores=stores)
     try:
         run_faulty(faulty, step)
     finally:
         faulty.stop()
     try:
-        assert rows_of_the_killed_run(postgres, stores["POSTGRES_SCHEMA"]) == ([], 0)
+        assert rows_of_the_killed_run(postgres, database) == ([], 0)
         stack = StackProcess(tmp_path, stores=stores)
         try:
             assert_only_committed_data(stack, clean_counts)
         finally:
             stack.stop()
     finally:
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {stores['POSTGRES_SCHEMA']} CASCADE")
+        admin(postgres, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")

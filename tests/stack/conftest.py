@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
 @pytest.fixture(scope="session")
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A folder for the model's ONNX export, built by the first crash loop's
-    first start (never killed) and reused by every restart, and by the other
-    mode's loop when the same test worker runs it."""
-    return {"RAG_EMBEDDING_CACHE_DIR": str(tmp_path_factory.mktemp("models"))}
+def model_cache(model_cache_dir: Path) -> dict[str, str]:
+    """The session's model builds (tests/conftest.py), named explicitly for the
+    crash loops' stacks: every restart reuses the export."""
+    return {"RAG_EMBEDDING_CACHE_DIR": str(model_cache_dir)}

@@ -42,7 +42,10 @@ def vector_order(stack: BackgroundStack, question: str) -> list[str]:
 
 
 @pytest.mark.unit
-def test_settings_select_the_backend_and_a_cache_under_the_data_dir(tmp_path: Path) -> None:
+def test_settings_select_the_backend_and_a_cache_under_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RAG_EMBEDDING_CACHE_DIR", raising=False)  # the suite shares one
     settings = RetrieverSettings(embedding_backend="onnx", query_max_batch=8)
     config = retriever_parts(settings).embedder_config(tmp_path)
     assert (config.backend, config.query_max_batch) == ("onnx", 8)
