@@ -81,8 +81,9 @@ test-deps: $(BUF)
 # Two workers, a module to each (module fixtures start one stack, not two):
 # on these 2-core machines the serial suite no longer fit CI's 90 minutes.
 # The bench commands' end-to-end smokes (minutes each) run in `make test-smoke`.
+# Collection order kept: tests/conftest.py puts the longest modules first.
 test: install test-deps
-	$(BIN)/pytest -p no:cacheprovider -q -n 2 --dist loadfile -m "not bench_smoke"
+	$(BIN)/pytest -p no:cacheprovider -q -n 2 --dist loadfile --no-loadscope-reorder -m "not bench_smoke"
 
 test-smoke: install
 	$(BIN)/pytest -p no:cacheprovider -q -m bench_smoke

@@ -36,6 +36,30 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+# The modules that take minutes on 2 loaded cores (CI's --durations): run first,
+# longest first, so that `make test`'s two workers (`--dist loadfile
+# --no-loadscope-reorder`) start them early and the short modules fill in
+# around them. Left to xdist's default order (most tests first) they came last,
+# and one worker ran three of them alone for the final 20 minutes.
+LONG_MODULES = (
+    "tests/indexer/corpus/test_third_party_docs.py",
+    "tests/stack/test_crash_loop.py",
+    "tests/stack/test_crash_loop_postgres.py",
+    "tests/deploy/test_postgres_deployment.py",
+    "tests/indexer/test_fault_injection.py",
+    "tests/indexer/test_fault_injection_postgres.py",
+    "tests/bench/scale/test_corpus.py",
+    "tests/stack/test_default_model.py",
+    "tests/stack/test_locale_order.py",
+    "tests/stack/test_cross_language.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {module: position for position, module in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
     # torch explicitly: the reference the ONNX path (the `auto` default) is checked against

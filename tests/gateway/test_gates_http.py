@@ -207,14 +207,16 @@ async def test_rate_limit_answers_429_with_retry_after_and_no_downstream_call(
 
 
 async def test_burst_and_sustained_limits_both_hold(retriever: RetrieverServer) -> None:
-    settings = gateway_settings(retriever.addr, gateway_rate_limit="2/second;3/hour")
+    # A burst window of 10 s, not 1 s: three calls on a loaded 2-core machine
+    # once spanned two one-second windows.
+    settings = gateway_settings(retriever.addr, gateway_rate_limit="2/10 seconds;3/hour")
     async with serve_gateway(settings) as gw:
         # Sliding-window counters use windows aligned to the clock: start the
-        # burst early in a second so that all of it falls into one window.
-        while time.time() % 1 > 0.2:
-            await asyncio.sleep(0.01)
+        # burst early in a window so that all of it falls into one.
+        while time.time() % 10 > 1.0:
+            await asyncio.sleep(0.05)
         burst = [(await _post(gw.url)).status_code for _ in range(3)]
-        await asyncio.sleep(1.1)  # the burst window has passed, the hour has not
+        await asyncio.sleep(10.5)  # the burst window has passed, the hour has not
         after = [(await _post(gw.url)).status_code for _ in range(2)]
     assert burst == [200, 200, 429]
     assert after == [200, 429]

@@ -131,10 +131,10 @@ def test_short_caller_deadline_with_everything_slow_answers_in_time(f) -> None: 
     timed(stack, 5.0, disable_rerank=True)  # warm the query-embedding cache
     faults.vectors.mode = faults.lexical.mode = HANG
     faults.reranker.mode = "slow"
-    # Half the channel timeout (1 s) and a quarter of the hang (2 s): only the
+    # Under the channel timeout (1 s) and under half the hang (2 s): only the
     # caller's deadline can end this request in time. Not shorter: embedding
-    # and answering alone took over 50 ms on a loaded 2-core machine.
-    deadline = 0.5
+    # and answering alone took over 0.5 s on a loaded 2-core CI machine.
+    deadline = 0.8
     # An answer at all is the check: gRPC fails a call still running at its
     # deadline with DEADLINE_EXCEEDED (no wall-clock assertion of our own).
     reply = timed(stack, deadline)
