@@ -188,8 +188,15 @@ def cli(indexer_addr: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "services.operator.cli", *addr, *args]
 
 
+# The demo corpus (~570 chunks) is one streamed upsert: the CLI's default 600 s
+# per RPC was not enough on a busy 2-core machine (9 of 11 documents after 10
+# minutes, with tests running beside it), and a timed-out run is undone whole.
+DEMO_INGEST_TIMEOUT_S = 3600
+
+
 def index_command(indexer_addr: str = "", source: DemoSource = DemoSource()) -> list[str]:
-    return cli(indexer_addr, "ingest", *source.options(), "--sync")
+    timeout = ["--timeout", str(DEMO_INGEST_TIMEOUT_S)]
+    return cli(indexer_addr, *timeout, "ingest", *source.options(), "--sync")
 
 
 def release_check_command(

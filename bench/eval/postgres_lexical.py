@@ -50,6 +50,7 @@ from bench.reports.postgres_lexical import RESULTS_FILE
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.deadline import Deadline
 from services.core.models import Chunk, Document, ScopeFilter, ScoredChunk
+from services.storage.base import unrequested_deadline
 from services.storage.lexical_fields import FIELD_BOOSTS, exact_first
 from services.storage.postgres.lexical import PostgresLexicalStore
 from services.storage.postgres.sql import stored_chunk, within
@@ -137,7 +138,7 @@ def write_corpus(store: PostgresLexicalStore, corpus: Path) -> dict[str, Any]:
     chunks = indexer_chunks(corpus)
     started = time.perf_counter()
     for start in range(0, len(chunks), WRITE_BATCH):
-        store.upsert(chunks[start : start + WRITE_BATCH])
+        store.upsert(chunks[start : start + WRITE_BATCH], unrequested_deadline())
     seconds = time.perf_counter() - started
     with store._conn() as conn:  # the planner's statistics, as the Indexer's optimize does
         conn.execute(f"ANALYZE {SCHEMA}.chunks, {SCHEMA}.postings, {SCHEMA}.term_stats")

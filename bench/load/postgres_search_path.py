@@ -23,7 +23,7 @@ import numpy as np
 from bench.common.record import run_record
 from services.core.deadline import Deadline
 from services.core.models import Chunk, ScopeFilter
-from services.storage.base import VectorQuery
+from services.storage.base import VectorQuery, unrequested_deadline
 from services.storage.postgres import vectors as pg_vectors
 from services.storage.postgres.vectors import PostgresVectorStore
 from tests.support.postgres import running_postgres
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             for start in range(0, len(chunks), 2000):
                 part = chunks[start : start + 2000]
                 vectors = rng.standard_normal((len(part), DIM)).tolist()
-                store.upsert(part, vectors)
+                store.upsert(part, vectors, unrequested_deadline())
             store.optimize()
             results: dict[str, list[float]] = {"kept": [], "counted": []}
             for round_ in range(args.rounds):

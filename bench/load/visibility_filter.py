@@ -69,8 +69,8 @@ def timed(search: Callable[..., Any], *args: Any) -> float:
 def fill(vectors: Any, lexical: Any, chunks: list[Chunk]) -> None:
     for start in range(0, len(chunks), 1000):
         batch = chunks[start : start + 1000]
-        vectors.upsert(batch, unit_vectors(len(batch), start).tolist())
-        lexical.upsert(batch)
+        vectors.upsert(batch, unit_vectors(len(batch), start).tolist(), NEVER)
+        lexical.upsert(batch, NEVER)
     vectors.optimize()  # the HNSW index a real embedded index has
 
 

@@ -47,7 +47,9 @@ def manifest(tmp_path: Path) -> Iterator[SqliteManifest]:
 def test_an_empty_index_records_its_encoder_without_a_warning(manifest: SqliteManifest) -> None:
     with structlog.testing.capture_logs() as logs:
         assert record_document_encoder(manifest, "onnx-fp32") == ["onnx-fp32"]
-        manifest.set_meta(DOCUMENT_ENCODERS_META, json.dumps(["onnx-fp32"]))
+        manifest.set_meta(
+            DOCUMENT_ENCODERS_META, json.dumps(["onnx-fp32"]), deadline=unrequested_deadline()
+        )
         # still empty: nothing the first encoder wrote remains
         assert record_document_encoder(manifest, "onnx-int8") == ["onnx-int8"]
     assert warnings(logs) == []
@@ -57,7 +59,7 @@ def test_an_empty_index_records_its_encoder_without_a_warning(manifest: SqliteMa
 @pytest.mark.unit
 def test_a_switch_is_recorded_and_logged_once(manifest: SqliteManifest) -> None:
     record_document_encoder(manifest, "onnx-fp32")
-    manifest.put_many([entry("a")])
+    manifest.put_many([entry("a")], deadline=unrequested_deadline())
     with structlog.testing.capture_logs() as logs:
         assert record_document_encoder(manifest, "onnx-int8") == ["onnx-fp32", "onnx-int8"]
         assert record_document_encoder(manifest, "onnx-int8") == ["onnx-fp32", "onnx-int8"]
@@ -76,7 +78,7 @@ def test_a_switch_is_recorded_and_logged_once(manifest: SqliteManifest) -> None:
 
 @pytest.mark.unit
 def test_an_index_from_before_the_record_adopts_the_encoder(manifest: SqliteManifest) -> None:
-    manifest.put_many([entry("a")])
+    manifest.put_many([entry("a")], deadline=unrequested_deadline())
     with structlog.testing.capture_logs() as logs:
         assert record_document_encoder(manifest, "onnx-int8") == ["onnx-int8"]
     [adopted] = warnings(logs)

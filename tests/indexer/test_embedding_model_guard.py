@@ -160,7 +160,7 @@ def test_an_index_recorded_before_prompts_existed_reads_as_prompt_less(
     index_one(tmp_path, embedder)
     old_record = {k: v for k, v in recorded_model(tmp_path).items() if "prompt" not in k}
     manifest = open_manifest(StoreSettings(data_dir=tmp_path, store_mode=StoreMode.EMBEDDED))
-    manifest.set_meta(EMBEDDING_META, json.dumps(old_record))
+    manifest.set_meta(EMBEDDING_META, json.dumps(old_record), deadline=unrequested_deadline())
     manifest.close()
     index_one(tmp_path, embedder)  # accepted: the packaged model has no prompts
     assert recorded_model(tmp_path)["query_prompt"] == ""

@@ -37,7 +37,8 @@ def planner(tmp_path: Path) -> Iterator[Planner]:
             entry("shared", "en", "alpha"),
             entry("shared", "de", "beta"),
             entry("mine", "en", "alpha"),
-        ]
+        ],
+        deadline=unrequested_deadline(),
     )
     yield Planner(Chunker(), manifest, DocumentLimits())
     manifest.close()

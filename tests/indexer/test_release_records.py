@@ -27,7 +27,7 @@ pytestmark = pytest.mark.unit
 @pytest.fixture
 def manifest(tmp_path: Path) -> Iterator[SqliteManifest]:
     m = SqliteManifest(tmp_path / "manifest.sqlite")
-    m.set_meta(COMMITTED_GENERATION_META, "3")
+    m.set_meta(COMMITTED_GENERATION_META, "3", unrequested_deadline())
     yield m
     m.close()
 

@@ -402,7 +402,7 @@ class HangOnce:
         try:
             # The stall stands for a write already under way when the deadline
             # passed (an embedded one cannot be interrupted): it lands late.
-            self.inner.upsert(chunks)
+            self.inner.upsert(chunks, unrequested_deadline())
         finally:
             self.resumed.set()
 

@@ -105,9 +105,9 @@ class Index:
         """Write one row into one store, as the pipeline would (real vector)."""
         if name == VECTORS:
             vector = self.embedder.embed_documents([embedding_text(chunk)])
-            self.vectors.upsert([chunk], vector.tolist())
+            self.vectors.upsert([chunk], vector.tolist(), deadline=unrequested_deadline())
         else:
-            self.lexical.upsert([chunk])
+            self.lexical.upsert([chunk], deadline=unrequested_deadline())
 
     def target(self) -> StoredChunk:
         """Alpha's chunk holding TARGET_WORD, as both stores hold it now."""
@@ -231,7 +231,7 @@ def assert_found_by_its_own_content(index: Index, store: str, row: StoredChunk) 
 @pytest.mark.parametrize("store", STORES)
 def test_a_missing_row_is_rewritten_from_the_other_store(index: Index, store: str) -> None:
     row = index.target()
-    index.store(store).delete([row.chunk_id])
+    index.store(store).delete([row.chunk_id], deadline=unrequested_deadline())
     assert index.store(store).get([row.chunk_id], deadline=unrequested_deadline()) == []
     audit_then_repair(index, [Finding("missing", store, row.chunk_id, "alpha", "en")])
     assert index.store(store).get([row.chunk_id], deadline=unrequested_deadline()) == [row]
@@ -250,7 +250,7 @@ def test_payload_drift_is_restored_to_the_manifests_version(index: Index, store:
         metadata=dict(row.metadata),
         generation=row.generation,
     )
-    index.store(store).update_payload([(row.chunk_id, drifted)])
+    index.store(store).update_payload([(row.chunk_id, drifted)], deadline=unrequested_deadline())
     assert (
         index.store(store).get([row.chunk_id], deadline=unrequested_deadline())[0].title
         == "A drifted title"
@@ -318,8 +318,8 @@ def test_text_drift_is_rewritten_from_the_other_store(index: Index, store: str) 
 
 def test_a_chunk_missing_from_both_stores_is_unrepairable(index: Index) -> None:
     row = index.target()
-    index.vectors.delete([row.chunk_id])
-    index.lexical.delete([row.chunk_id])
+    index.vectors.delete([row.chunk_id], deadline=unrequested_deadline())
+    index.lexical.delete([row.chunk_id], deadline=unrequested_deadline())
     expected = [Finding("missing", s, row.chunk_id, "alpha", "en") for s in STORES]
     assert index.verifier.verify().findings == expected
     for _ in range(2):  # repairing again changes nothing and says the same
@@ -344,8 +344,8 @@ def test_a_chunk_missing_from_both_stores_is_unrepairable(index: Index) -> None:
 
 def test_re_ingesting_the_named_document_rebuilds_an_unrepairable_chunk(index: Index) -> None:
     row = index.target()
-    index.vectors.delete([row.chunk_id])
-    index.lexical.delete([row.chunk_id])
+    index.vectors.delete([row.chunk_id], deadline=unrequested_deadline())
+    index.lexical.delete([row.chunk_id], deadline=unrequested_deadline())
     report = index.verifier.verify(repair=True)
     assert all(f.repair.endswith("re-ingest document 'alpha'") for f in report.findings)
     index.pipeline.upsert([DOCS[0]])  # what the finding says to do
@@ -419,7 +419,7 @@ def test_verify_rpc_and_cli_report_repair_and_exit_codes(stack: BackgroundStack)
     ids = manifest.get("gamma", "en", deadline=unrequested_deadline()).chunk_ids  # type: ignore[union-attr]
     target = vectors.get([ids[1]], deadline=unrequested_deadline())[0]
     orphan = stray_chunk(generation=committed_generation(manifest, unrequested_deadline()))
-    lexical.upsert([orphan])
+    lexical.upsert([orphan], deadline=unrequested_deadline())
     retitled = ChunkPayload(
         url=target.url,
         title="Retitled by hand",
@@ -429,7 +429,7 @@ def test_verify_rpc_and_cli_report_repair_and_exit_codes(stack: BackgroundStack)
         metadata=dict(target.metadata),
         generation=target.generation,
     )
-    vectors.update_payload([(target.chunk_id, retitled)])
+    vectors.update_payload([(target.chunk_id, retitled)], deadline=unrequested_deadline())
     expected = [
         ("orphan", LEXICAL, orphan.chunk_id, "", ""),
         ("mismatch", VECTORS, target.chunk_id, "metadata", ""),
@@ -474,8 +474,8 @@ def test_verify_rpc_and_cli_report_repair_and_exit_codes(stack: BackgroundStack)
 
     # A chunk neither store holds: --repair cannot fix it, the CLI exits 1.
     lost = manifest.get("beta", "de", deadline=unrequested_deadline()).chunk_ids[0]  # type: ignore[union-attr]
-    vectors.delete([lost])
-    lexical.delete([lost])
+    vectors.delete([lost], deadline=unrequested_deadline())
+    lexical.delete([lost], deadline=unrequested_deadline())
     unrepairable = cli(stack, "verify", "--repair")
     assert unrepairable.returncode == 1, unrepairable.stdout + unrepairable.stderr
     assert "index NOT clean" in unrepairable.stdout

@@ -51,8 +51,8 @@ def _vector(n: int) -> list[float]:
 def stores(tmp_path: Path) -> Iterator[tuple[VectorStore, LexicalStore]]:
     vectors, lexical = open_embedded_stores(tmp_path, DIM)
     chunks = [_chunk(n) for n in range(6)]
-    vectors.upsert(chunks, [_vector(n) for n in range(6)])
-    lexical.upsert(chunks)
+    vectors.upsert(chunks, [_vector(n) for n in range(6)], deadline=unrequested_deadline())
+    lexical.upsert(chunks, deadline=unrequested_deadline())
     yield vectors, lexical
     vectors.close()
     lexical.close()
@@ -118,8 +118,8 @@ def test_a_row_rewritten_by_an_uncommitted_run_is_dropped(stores) -> None:
     vectors, lexical = stores
     hits = _first_phase_hits(vectors)  # all generation 1, visible
     later = dataclasses.replace(_chunk(2, generation=2), text="not committed yet")
-    vectors.upsert([later], [_vector(2)])
-    lexical.upsert([later])
+    vectors.upsert([later], [_vector(2)], deadline=unrequested_deadline())
+    lexical.upsert([later], deadline=unrequested_deadline())
     done = _complete(vectors, lexical, hits, visible_generation=1)
     assert [hit.chunk.chunk_id for hit in done] == ["c0", "c1", "c3", "c4", "c5"]
     assert all("not committed" not in hit.chunk.text for hit in done)
@@ -128,8 +128,8 @@ def test_a_row_rewritten_by_an_uncommitted_run_is_dropped(stores) -> None:
 def test_a_row_deleted_between_the_phases_is_dropped(stores) -> None:
     vectors, lexical = stores
     hits = _first_phase_hits(vectors)
-    vectors.delete(["c0"])
-    lexical.delete(["c0"])
+    vectors.delete(["c0"], deadline=unrequested_deadline())
+    lexical.delete(["c0"], deadline=unrequested_deadline())
     done = _complete(vectors, lexical, hits, visible_generation=None)
     assert [hit.chunk.chunk_id for hit in done] == ["c1", "c2", "c3", "c4", "c5"]
 

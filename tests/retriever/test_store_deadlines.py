@@ -24,6 +24,7 @@ from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, Retr
 from services.retriever.requests import DEFAULT_CONFIG
 from services.retriever.steps import build_retrieval_steps
 from services.retriever.types import Intent
+from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
@@ -87,10 +88,10 @@ def index(tmp_path: Path) -> Iterator[Index]:
     manifest = DeadlineRecorder(SqliteManifest(tmp_path / "manifest.sqlite3"))
     chunks = [make_chunk(f"doc-{n}", text=f"rotation of signing keys, part {n}") for n in range(4)]
     rows = np.eye(DIM, dtype=np.float32)[[0, 0, 1, 2]] + 0.1
-    vectors.upsert(chunks, rows.tolist())
-    lexical.upsert(chunks)
+    vectors.upsert(chunks, rows.tolist(), deadline=unrequested_deadline())
+    lexical.upsert(chunks, deadline=unrequested_deadline())
     entries = [_entry(chunk.doc_id, chunk.chunk_id) for chunk in chunks]
-    manifest.commit_run(1, entries, [])
+    manifest.commit_run(1, entries, [], unrequested_deadline())
     storage = Storage(vectors, lexical, manifest)  # type: ignore[arg-type]
     # refresh_s=0: every request re-reads the commit point (in a worker thread).
     committed = CommittedGeneration.of(manifest, refresh_s=0.0)  # type: ignore[arg-type]

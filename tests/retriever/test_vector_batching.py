@@ -12,7 +12,7 @@ import pytest
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter
 from services.retriever.vector_batching import VectorSearchBatcher, latest
-from services.storage.base import VectorQuery
+from services.storage.base import VectorQuery, unrequested_deadline
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from tests.storage.harness import DIM, filter_corpus, seeded_vector
 
@@ -23,7 +23,9 @@ def test_concurrent_searches_get_what_the_store_answers_each_alone(tmp_path: Pat
     store = EdgeVectorStore(tmp_path / "vectors", DIM)
     try:
         chunks = filter_corpus()
-        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+        store.upsert(
+            chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+        )
         batcher = VectorSearchBatcher(store, max_searches=8)
         scopes = [ScopeFilter(), ScopeFilter(scope_id="site-b"), ScopeFilter(locale="de")]
         queries = [

@@ -173,7 +173,7 @@ class StoreContract:
             locale="fr",
             metadata={"product": "cli"},
         )
-        harness.store.update_payload([(chunk.chunk_id, payload)])
+        harness.store.update_payload([(chunk.chunk_id, payload)], deadline=unrequested_deadline())
         got = harness.get_one(chunk.chunk_id)
         assert (got.url, got.title, got.heading_path) == (payload.url, "Renamed", "Guide > Moved")
         assert (got.scope_id, got.locale, got.metadata) == ("site-z", "fr", {"product": "cli"})
@@ -184,7 +184,7 @@ class StoreContract:
         chunk = make_chunk("doc-1", metadata={"product": "api", "tier": "free"})
         harness.upsert([chunk])
         payload = payload_of(chunk, scope_id="site-z", locale="fr", metadata={"product": "cli"})
-        harness.store.update_payload([(chunk.chunk_id, payload)])
+        harness.store.update_payload([(chunk.chunk_id, payload)], deadline=unrequested_deadline())
         for scope in (
             ScopeFilter(scope_id="site-z"),
             ScopeFilter(locale="fr"),
@@ -203,7 +203,9 @@ class StoreContract:
         chunk = make_chunk("doc-1")
         harness.upsert([chunk])
         ghost = make_chunk("doc-ghost")
-        harness.store.update_payload([(ghost.chunk_id, payload_of(ghost))])
+        harness.store.update_payload(
+            [(ghost.chunk_id, payload_of(ghost))], deadline=unrequested_deadline()
+        )
         assert harness.store.count(None, unrequested_deadline()) == 1
         assert harness.store.get([ghost.chunk_id], deadline=unrequested_deadline()) == []
 
@@ -211,8 +213,8 @@ class StoreContract:
         corpus = filter_corpus()
         harness.upsert(corpus)
         doomed = [corpus[0].chunk_id, corpus[3].chunk_id, make_chunk("doc-ghost").chunk_id]
-        harness.store.delete(doomed)
-        harness.store.delete([])
+        harness.store.delete(doomed, deadline=unrequested_deadline())
+        harness.store.delete([], deadline=unrequested_deadline())
         remaining = {chunk.chunk_id for chunk in corpus} - set(doomed)
         assert harness.store.count(None, unrequested_deadline()) == len(remaining)
         assert harness.matching_ids() == remaining
@@ -279,7 +281,9 @@ class StoreContract:
         assert harness.matching_ids(committed) == both
 
         # A later, uncommitted run rewrites the payload: hidden at once.
-        harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, generation=2))])
+        harness.store.update_payload(
+            [(chunk.chunk_id, payload_of(chunk, generation=2))], deadline=unrequested_deadline()
+        )
         for scope in (committed, in_scope):
             assert harness.matching_ids(scope) == {kept.chunk_id}, scope
             assert harness.store.count(scope, deadline=unrequested_deadline()) == 1, scope
@@ -288,7 +292,9 @@ class StoreContract:
         assert harness.get_one(chunk.chunk_id) == replace(stored(chunk), generation=2)
 
         # Its recovery writes the old generation back: visible again, unchanged.
-        harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, generation=1))])
+        harness.store.update_payload(
+            [(chunk.chunk_id, payload_of(chunk, generation=1))], deadline=unrequested_deadline()
+        )
         for scope in (committed, in_scope):
             assert harness.matching_ids(scope) == both, scope
             assert harness.store.count(scope, deadline=unrequested_deadline()) == 2, scope
@@ -339,9 +345,13 @@ class StoreContract:
         assert list(harness.store.scan(batch=3)) == []
         corpus = [make_chunk(f"doc-{n}", generation=n) for n in range(7)]
         harness.upsert(corpus)
-        harness.store.delete([corpus[0].chunk_id, corpus[4].chunk_id])
+        harness.store.delete(
+            [corpus[0].chunk_id, corpus[4].chunk_id], deadline=unrequested_deadline()
+        )
         rewritten = payload_of(corpus[5], title="Rewritten", generation=9)
-        harness.store.update_payload([(corpus[5].chunk_id, rewritten)])
+        harness.store.update_payload(
+            [(corpus[5].chunk_id, rewritten)], deadline=unrequested_deadline()
+        )
         pages = list(harness.store.scan(batch=3))
         assert [len(page) for page in pages] == [3, 2]
         rows = sorted((row for page in pages for row in page), key=lambda c: c.chunk_id)
@@ -395,8 +405,10 @@ class StoreContract:
         corpus = filter_corpus()
         harness.upsert(corpus)
         renamed = payload_of(corpus[2], title="Renamed before restart")
-        harness.store.update_payload([(corpus[2].chunk_id, renamed)])
-        harness.store.delete([corpus[0].chunk_id])
+        harness.store.update_payload(
+            [(corpus[2].chunk_id, renamed)], deadline=unrequested_deadline()
+        )
+        harness.store.delete([corpus[0].chunk_id], deadline=unrequested_deadline())
         harness.reopen()
         assert harness.store.count(None, unrequested_deadline()) == len(corpus) - 1
         assert harness.store.get([corpus[0].chunk_id], deadline=unrequested_deadline()) == []
@@ -462,7 +474,9 @@ class VectorStoreContract(StoreContract):
     def test_update_payload_keeps_the_vector(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1")
         harness.upsert([chunk], [_vec(1, 1)])
-        harness.store.update_payload([(chunk.chunk_id, payload_of(chunk, title="Renamed"))])
+        harness.store.update_payload(
+            [(chunk.chunk_id, payload_of(chunk, title="Renamed"))], deadline=unrequested_deadline()
+        )
         [hit] = harness.store.search(
             PROBE_VECTOR, 10, ScopeFilter(), deadline=unrequested_deadline()
         )
@@ -494,9 +508,9 @@ class VectorStoreContract(StoreContract):
     def test_mismatched_vectors_are_rejected(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1")
         with pytest.raises(RagError):
-            harness.store.upsert([chunk], [])
+            harness.store.upsert([chunk], [], deadline=unrequested_deadline())
         with pytest.raises(RagError):
-            harness.store.upsert([chunk], [[1.0] * (DIM + 1)])
+            harness.store.upsert([chunk], [[1.0] * (DIM + 1)], deadline=unrequested_deadline())
         assert harness.store.count(None, unrequested_deadline()) == 0
 
 
@@ -547,7 +561,7 @@ class LexicalStoreContract(StoreContract):
         chunk = make_chunk("doc-1", title="Quarterly report", text="revenue grew strongly")
         harness.upsert([chunk])
         payload = payload_of(chunk, title="Annual summary")
-        harness.store.update_payload([(chunk.chunk_id, payload)])
+        harness.store.update_payload([(chunk.chunk_id, payload)], deadline=unrequested_deadline())
         assert _ids(harness, "revenue") == [chunk.chunk_id]
         assert _ids(harness, "annual") == [chunk.chunk_id]
         assert _ids(harness, "quarterly") == []

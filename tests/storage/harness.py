@@ -232,14 +232,14 @@ class StoreHarness:
         deadline: Any = None,
     ) -> None:
         """Write `chunks` (a vector store: with `vectors`, or seeded ones);
-        without a deadline, the call every caller without one makes."""
-        extra = () if deadline is None else (deadline,)
+        without a deadline, the one a call no request covers gets."""
+        deadline = unrequested_deadline() if deadline is None else deadline
         if not self.is_vector:
-            self.store.upsert(chunks, *extra)
+            self.store.upsert(chunks, deadline)
             return
         if vectors is None:
             vectors = [seeded_vector(chunk.chunk_id) for chunk in chunks]
-        self.store.upsert(chunks, list(vectors), *extra)
+        self.store.upsert(chunks, list(vectors), deadline)
 
     def rows(self) -> list[StoredChunk]:
         """Every row, whatever its generation, in chunk-id order (`scan`)."""

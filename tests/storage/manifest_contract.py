@@ -65,7 +65,7 @@ class ManifestContract:
     def test_put_then_get_round_trips_every_field(self, manifest) -> None:
         long_id = "https://docs.test/" + "a" * 700  # longer than an OpenSearch _id may be
         entries = [entry("guide/setup"), entry("guide/setup", "de"), entry(long_id, chunks=0)]
-        manifest.put_many(entries)
+        manifest.put_many(entries, deadline=unrequested_deadline())
         assert manifest.get("guide/setup", "en", deadline=unrequested_deadline()) == entries[0]
         assert manifest.get_many(
             [(e.doc_id, e.locale) for e in entries] + [("x", "en")], deadline=unrequested_deadline()
@@ -73,15 +73,16 @@ class ManifestContract:
         assert manifest.get("guide/setup", "fr", deadline=unrequested_deadline()) is None
 
     def test_put_replaces_an_entry(self, manifest) -> None:
-        manifest.put_many([entry("a", chunks=3)])
+        manifest.put_many([entry("a", chunks=3)], deadline=unrequested_deadline())
         changed = entry("a", scope_id="other", chunks=1)
-        manifest.put_many([changed])
+        manifest.put_many([changed], deadline=unrequested_deadline())
         assert manifest.get("a", "en", deadline=unrequested_deadline()) == changed
         assert manifest.count(deadline=unrequested_deadline()) == 1
 
     def test_scope_locales_and_counts(self, manifest) -> None:
         manifest.put_many(
-            [entry("b"), entry("a"), entry("a", "de", chunks=5), entry("c", scope_id="blog")]
+            [entry("b"), entry("a"), entry("a", "de", chunks=5), entry("c", scope_id="blog")],
+            deadline=unrequested_deadline(),
         )
         assert list(manifest.keys_in_scope("docs", deadline=unrequested_deadline())) == [
             ("a", "de"),
@@ -105,7 +106,8 @@ class ManifestContract:
                 entry("manual", "zh-CN", scope_id="site"),
                 entry("faq", "zh", scope_id="site"),
                 entry("draft", "ja", scope_id="site", chunks=0),  # nothing to search in
-            ]
+            ],
+            deadline=unrequested_deadline(),
         )
         ample = Deadline.after(30.0)
         assert manifest.locales_in([], [], ample) == ["en", "zh", "zh-CN"]
@@ -117,8 +119,8 @@ class ManifestContract:
         assert manifest.locales_in(["nowhere"], [], ample) == []
 
     def test_delete_removes_entries(self, manifest) -> None:
-        manifest.put_many([entry("a"), entry("b")])
-        manifest.delete_many([("a", "en"), ("never", "en")])
+        manifest.put_many([entry("a"), entry("b")], deadline=unrequested_deadline())
+        manifest.delete_many([("a", "en"), ("never", "en")], deadline=unrequested_deadline())
         assert manifest.get("a", "en", deadline=unrequested_deadline()) is None
         assert [k for k in manifest.keys_in_scope("docs", deadline=unrequested_deadline())] == [
             ("b", "en")
@@ -127,26 +129,31 @@ class ManifestContract:
 
     def test_intents_round_trip_until_their_run_is_settled(self, manifest) -> None:
         first, second = intent(1, "a", old=entry("a")), intent(2, "b", old=None)
-        manifest.begin_run([first])
-        manifest.begin_run([second])
+        manifest.begin_run([first], deadline=unrequested_deadline())
+        manifest.begin_run([second], deadline=unrequested_deadline())
         assert manifest.open_intents(deadline=unrequested_deadline()) == [first, second]
-        manifest.clear_intents(1)
+        manifest.clear_intents(1, deadline=unrequested_deadline())
         assert manifest.open_intents(deadline=unrequested_deadline()) == [second]
 
     def test_commit_run_moves_entries_and_the_commit_point_together(self, manifest) -> None:
-        manifest.put_many([entry("gone"), entry("a", chunks=1)])
-        manifest.begin_run([intent(3, "a", old=entry("a", chunks=1)), intent(3, "gone")])
-        manifest.begin_run([intent(4, "later")])
-        manifest.commit_run(3, [entry("a", chunks=3)], [("gone", "en")])
+        manifest.put_many([entry("gone"), entry("a", chunks=1)], deadline=unrequested_deadline())
+        manifest.begin_run(
+            [intent(3, "a", old=entry("a", chunks=1)), intent(3, "gone")],
+            deadline=unrequested_deadline(),
+        )
+        manifest.begin_run([intent(4, "later")], deadline=unrequested_deadline())
+        manifest.commit_run(
+            3, [entry("a", chunks=3)], [("gone", "en")], deadline=unrequested_deadline()
+        )
         assert manifest.get("a", "en", deadline=unrequested_deadline()) == entry("a", chunks=3)
         assert manifest.get("gone", "en", deadline=unrequested_deadline()) is None
         assert manifest.get_meta("committed_generation", deadline=unrequested_deadline()) == "3"
         assert [i.generation for i in manifest.open_intents(deadline=unrequested_deadline())] == [4]
 
     def test_a_passed_deadline_stops_every_call_before_it_starts(self, manifest) -> None:
-        manifest.put_many([entry("a"), entry("gone")])
-        manifest.set_meta("chunking", "{}")
-        manifest.begin_run([intent(2, "a", old=entry("a"))])
+        manifest.put_many([entry("a"), entry("gone")], deadline=unrequested_deadline())
+        manifest.set_meta("chunking", "{}", deadline=unrequested_deadline())
+        manifest.begin_run([intent(2, "a", old=entry("a"))], deadline=unrequested_deadline())
         before = _state(manifest)
         passed = Deadline.after(-0.001)
         calls = {
@@ -184,9 +191,9 @@ class ManifestContract:
     def test_meta_values_and_reopening(self, manifest_factory, tmp_path: Path) -> None:
         first = manifest_factory(tmp_path / "manifest")
         assert first.get_meta("chunking", deadline=unrequested_deadline()) is None
-        first.set_meta("chunking", '{"target": 800}')
-        first.set_meta("chunking", '{"target": 600}')
-        first.put_many([entry("a")])
+        first.set_meta("chunking", '{"target": 800}', deadline=unrequested_deadline())
+        first.set_meta("chunking", '{"target": 600}', deadline=unrequested_deadline())
+        first.put_many([entry("a")], deadline=unrequested_deadline())
         first.close()
         again = manifest_factory(tmp_path / "manifest")
         try:
@@ -204,7 +211,9 @@ class ManifestContract:
         from services.indexer.planning import DocState, Planner
         from services.indexer.validation import DocumentLimits
 
-        manifest.put_many([entry("architecture.md", scope_id="beta")])
+        manifest.put_many(
+            [entry("architecture.md", scope_id="beta")], deadline=unrequested_deadline()
+        )
         assert (
             manifest.get("architecture.md", "en", deadline=unrequested_deadline()).scope_id
             == "beta"

@@ -52,7 +52,7 @@ class SecondVectorContract:
         ]
         first = [_first(1, 0), _first(0.6, 0.8), _first(0.8, 0.6)]
         second = [_second(0, 1), _second(1, 0), _second(0.9, 0.1)]
-        store.upsert(chunks, first, second_vectors=second)
+        store.upsert(chunks, first, second_vectors=second, deadline=unrequested_deadline())
         return chunks
 
     def test_each_vector_is_searched_apart(self, store: Any, chunks: list[Any]) -> None:
@@ -85,7 +85,9 @@ class SecondVectorContract:
         self, store: Any, chunks: list[Any], open_store: OpenStore, tmp_path: Path
     ) -> None:
         b = chunks[1]
-        store.update_payload([(b.chunk_id, payload_of(b, title="Renamed"))])
+        store.update_payload(
+            [(b.chunk_id, payload_of(b, title="Renamed"))], deadline=unrequested_deadline()
+        )
         store.close()
         reopened = open_store(tmp_path / "store", SECOND_DIM)
         try:
@@ -102,9 +104,11 @@ class SecondVectorContract:
     def test_a_chunk_without_its_second_vector_is_refused(self, store: Any) -> None:
         chunk = make_chunk("doc-lonely")
         with pytest.raises(StoreError, match="second vectors"):
-            store.upsert([chunk], [_first(1, 0)])
+            store.upsert([chunk], [_first(1, 0)], deadline=unrequested_deadline())
         with pytest.raises(StoreError, match="second vectors"):
-            store.upsert([chunk], [_first(1, 0)], second_vectors=[])
+            store.upsert(
+                [chunk], [_first(1, 0)], second_vectors=[], deadline=unrequested_deadline()
+            )
         assert store.count(None, unrequested_deadline()) == 0
 
     def test_a_store_without_a_second_vector_refuses_one(
@@ -113,7 +117,12 @@ class SecondVectorContract:
         plain = open_store(tmp_path / "plain", 0)
         try:
             with pytest.raises(StoreError):
-                plain.upsert([make_chunk("doc-a")], [_first(1, 0)], second_vectors=[_second(1, 0)])
+                plain.upsert(
+                    [make_chunk("doc-a")],
+                    [_first(1, 0)],
+                    second_vectors=[_second(1, 0)],
+                    deadline=unrequested_deadline(),
+                )
             probe = VectorQuery(_second(1, 0), 1, ScopeFilter(), using=SECOND_VECTOR)
             with pytest.raises(StoreError, match=SECOND_VECTOR):
                 plain.search_many([probe], deadline=unrequested_deadline())

@@ -128,7 +128,7 @@ def test_a_missing_index_is_created_with_strict_mappings(capture) -> None:
 
 
 def test_put_many_writes_entries_in_one_bulk(capture) -> None:
-    open_manifest(capture).put_many([entry("guide", chunks=1)])
+    open_manifest(capture).put_many([entry("guide", chunks=1)], deadline=unrequested_deadline())
     [request] = capture.requests
     assert request.params == {"refresh": "wait_for"}
     assert request.body == [
@@ -234,7 +234,7 @@ def test_locales_in_a_scope_are_one_aggregation_within_the_deadline(capture) -> 
 
 def test_begin_run_writes_one_intent_document_per_document(capture) -> None:
     run = intent(5, "a", old=entry("a"))
-    open_manifest(capture).begin_run([run])
+    open_manifest(capture).begin_run([run], deadline=unrequested_deadline())
     assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
         [
             {"index": {"_id": manifest_doc_id("intent", "5", "a", "en")}},
@@ -258,7 +258,9 @@ def test_commit_run_writes_entries_then_the_commit_point_then_clears_intents(cap
             {"hits": {"hits": [{"_source": {"doc_id": "a", "locale": "en"}, "sort": ["a", "en"]}]}},
         ),
     )
-    open_manifest(capture).commit_run(5, [entry("a", chunks=1)], [("gone", "en")])
+    open_manifest(capture).commit_run(
+        5, [entry("a", chunks=1)], [("gone", "en")], deadline=unrequested_deadline()
+    )
     bulks = capture.bodies("POST", f"/{INDEX}/_bulk")
     assert [next(iter(b[0])) for b in bulks] == ["index", "delete", "index", "delete"]
     assert bulks[1] == [{"delete": {"_id": entry_id("gone")}}]
@@ -279,7 +281,7 @@ def test_meta_values_are_documents_keyed_by_name(capture) -> None:
     }
     capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [found]}))
     manifest = open_manifest(capture)
-    manifest.set_meta("chunking", "{}")
+    manifest.set_meta("chunking", "{}", deadline=unrequested_deadline())
     assert manifest.get_meta("chunking", deadline=unrequested_deadline()) == "{}"
     assert capture.bodies("POST", f"/{INDEX}/_bulk") == [
         [{"index": {"_id": meta_id}}, {"kind": "meta", "key": "chunking", "value": "{}"}]

@@ -73,7 +73,7 @@ class SqliteManifest:
                     found[(doc_id, locale)] = _entry(row)
         return found
 
-    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline) -> None:
         call_budget_s(self.name, deadline, what="a write")
         with self._lock, self._transaction():
             self._put(entries)
@@ -96,14 +96,12 @@ class SqliteManifest:
             "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
         )
 
-    def delete_many(
-        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
-    ) -> None:
+    def delete_many(self, keys: Sequence[tuple[str, str]], deadline: Deadline) -> None:
         call_budget_s(self.name, deadline, what="a delete")
         with self._lock, self._transaction():
             self._db.executemany("DELETE FROM documents WHERE doc_id = ? AND locale = ?", keys)
 
-    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline) -> None:
         call_budget_s(self.name, deadline, what="recording a run's intents")
         rows = [(i.generation, i.doc_id, i.locale, i.to_json()) for i in intents]
         with self._lock, self._transaction():
@@ -132,7 +130,7 @@ class SqliteManifest:
         generation: int,
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         meta: Mapping[str, str] | None = None,
     ) -> None:
         call_budget_s(self.name, deadline, what="a commit")
@@ -147,7 +145,7 @@ class SqliteManifest:
             self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", values)
             self._db.execute("DELETE FROM intents WHERE generation = ?", (generation,))
 
-    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline) -> None:
         call_budget_s(self.name, deadline, what="clearing a run's intents")
         with self._lock:
             self._db.execute("DELETE FROM intents WHERE generation = ?", (generation,))
@@ -208,7 +206,7 @@ class SqliteManifest:
             row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
+    def set_meta(self, key: str, value: str, deadline: Deadline) -> None:
         call_budget_s(self.name, deadline, what="a write")
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))

@@ -202,7 +202,7 @@ class EdgeVectorStore(SearchAsBatch):
         self,
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         check_vector_counts(self.name, self.second_dim, len(chunks), vectors, second_vectors)
@@ -233,7 +233,7 @@ class EdgeVectorStore(SearchAsBatch):
         return qe.Point(point_uuid(chunk.chunk_id), named, chunk_payload(chunk))
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         """Rewrite payload fields of existing chunks; unknown ids are ignored
         (the library refuses to set payload on a missing point)."""
@@ -251,7 +251,7 @@ class EdgeVectorStore(SearchAsBatch):
                     shard.update(operation)
             self._due.points_removed(len(existing))
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         if not chunk_ids:
             return
         call_budget_s(self.name, deadline, what="a delete")

@@ -289,14 +289,14 @@ class TantivyLexicalStore(PlannedSearch):
 
     # -- writes --------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline) -> None:
         if chunks:
             call_budget_s(self.name, deadline, what="an upsert")
             docs = [(chunk.chunk_id, _document(chunk, self.analyzer)) for chunk in chunks]
             self._write("upsert", docs)
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         """Rewrite the non-text fields of existing chunks; unknown ids are ignored."""
         if not updates:
@@ -313,7 +313,7 @@ class TantivyLexicalStore(PlannedSearch):
             ]
             self._apply("update payload", rewrites)
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         if chunk_ids:
             call_budget_s(self.name, deadline, what="a delete")
             self._write("delete", [(chunk_id, None) for chunk_id in chunk_ids])

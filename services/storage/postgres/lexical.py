@@ -169,7 +169,7 @@ class PostgresLexicalStore(PostgresPart, PlannedSearch):
 
     # -- writes ---------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline) -> None:
         unique = last_wins(list(chunks), lambda chunk: chunk.chunk_id)
         if unique:
             budget_s = self._budget(deadline, "an upsert")
@@ -177,7 +177,7 @@ class PostgresLexicalStore(PostgresPart, PlannedSearch):
                 self._replace(conn, unique)
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         """Re-index existing chunks with the new payload (title and heading
         terms depend on it); unknown ids are ignored."""
@@ -195,7 +195,7 @@ class PostgresLexicalStore(PostgresPart, PlannedSearch):
             ]
             self._replace(conn, last_wins(rewritten, lambda chunk: chunk.chunk_id))
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         if chunk_ids:
             budget_s = self._budget(deadline, "a delete")
             with pg_errors(self.name, "delete"), self._write_conn() as conn, within(conn, budget_s):

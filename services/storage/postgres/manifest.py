@@ -113,12 +113,10 @@ class PostgresManifest(PostgresPart):
         rows = self._fetch("get", statement, params, deadline=deadline)
         return {(row[0], row[1]): _entry(row) for row in rows}
 
-    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline) -> None:
         self._transaction("put", [(_PUT, [_row(e) for e in entries])], deadline)
 
-    def delete_many(
-        self, keys: Sequence[tuple[str, str]], deadline: Deadline | None = None
-    ) -> None:
+    def delete_many(self, keys: Sequence[tuple[str, str]], deadline: Deadline) -> None:
         self._transaction("delete", [(_DELETE, list(keys))], deadline)
 
     def entries(self) -> Iterable[ManifestEntry]:
@@ -164,7 +162,7 @@ class PostgresManifest(PostgresPart):
 
     # -- runs -----------------------------------------------------------------
 
-    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline) -> None:
         rows = [(i.generation, i.doc_id, i.locale, i.to_json()) for i in intents]
         self._transaction("begin run", [(_BEGIN, rows)], deadline)
 
@@ -188,7 +186,7 @@ class PostgresManifest(PostgresPart):
         generation: int,
         entries: Sequence[ManifestEntry],
         removed: Sequence[tuple[str, str]],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         meta: Mapping[str, str] | None = None,
     ) -> None:
         """One transaction: the entries, the commit point (with `meta`) and
@@ -205,7 +203,7 @@ class PostgresManifest(PostgresPart):
             deadline,
         )
 
-    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline) -> None:
         self._transaction("clear intents", [(_CLEAR, [(generation,)])], deadline)
 
     # -- meta -----------------------------------------------------------------
@@ -215,7 +213,7 @@ class PostgresManifest(PostgresPart):
         rows = self._fetch("get meta", statement, (key,), deadline=deadline)
         return str(rows[0][0]) if rows else None
 
-    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
+    def set_meta(self, key: str, value: str, deadline: Deadline) -> None:
         self._transaction("set meta", [(_SET_META, [(key, value)])], deadline)
 
     # -- plumbing -------------------------------------------------------------

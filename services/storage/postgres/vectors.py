@@ -196,7 +196,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         self,
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         check_vector_counts(self.name, self.second_dim, len(chunks), vectors, second_vectors)
@@ -223,7 +223,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
             raise StoreError(f"{self.name}: vectors of length {bad[0]}, expected {dim}")
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         if not updates:
             return
@@ -235,7 +235,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
             conn.cursor().executemany(statement, values)
         self._paths.clear()
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         if not chunk_ids:
             return
         statement = sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s::text[])").format(self._table)

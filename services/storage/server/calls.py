@@ -63,7 +63,7 @@ class ServerCallPolicy:
         except Exception as exc:
             raise self.translate(operation, exc) from exc
 
-    def write(self, operation: str, call: Callable[[], T], deadline: Deadline | None = None) -> T:
+    def write(self, operation: str, call: Callable[[], T], deadline: Deadline) -> T:
         """`call`, retried on transient errors; with a `deadline`, no retry
         whose backoff would end past it (`call` sets each attempt's timeout
         from the time then left, see `base.call_budget_s`)."""

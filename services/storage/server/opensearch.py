@@ -38,7 +38,7 @@ from services.core.analysis import CjkMode, QueryPlan, TextAnalyzer
 from services.core.deadline import Deadline
 from services.core.errors import ConfigError, StoreUnavailable
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
-from services.storage.base import SCAN_BATCH, call_budget_s, search_budget_s
+from services.storage.base import SCAN_BATCH, call_budget_s, search_budget_s, unrequested_deadline
 from services.storage.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
@@ -98,7 +98,9 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
         self.batch_size = batch_size
         self._calls = ServerCallPolicy("opensearch", is_transient_opensearch_error, write_attempts)
         self._bulk = BulkWriter(client, self._calls, index, refresh.value, timeout_s)
-        self._calls.write("ensure index", partial(self._ensure_index, shards, replicas))
+        self._calls.write(
+            "ensure index", partial(self._ensure_index, shards, replicas), unrequested_deadline()
+        )
 
     @classmethod
     def from_settings(cls, settings: StoreSettings) -> OpenSearchLexicalStore:
@@ -165,7 +167,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
 
     # -- writes ---------------------------------------------------------------
 
-    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline) -> None:
         actions = [
             BulkAction("index", chunk.chunk_id, analyzed_source(chunk, self.analyzer))
             for chunk in chunks
@@ -174,7 +176,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
             self._bulk.write("upsert", batch, frozenset(), deadline)
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         """Rewrite the non-text fields of existing chunks; unknown ids are
         ignored, as in the embedded store. The whole document is re-indexed
@@ -190,9 +192,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
                     if attempt == _CONFLICT_ATTEMPTS:
                         raise
 
-    def _rewrite(
-        self, batch: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None
-    ) -> None:
+    def _rewrite(self, batch: Sequence[tuple[str, ChunkPayload]], deadline: Deadline) -> None:
         current = self._get_versioned([chunk_id for chunk_id, _ in batch], deadline)
         actions = [
             BulkAction(
@@ -224,7 +224,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
                 found[doc["_id"]] = (stored_chunk_from_source(doc["_source"]), version)
         return found
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         actions = [BulkAction("delete", chunk_id) for chunk_id in dict.fromkeys(chunk_ids)]
         for batch in batched(actions, self.batch_size):
             self._bulk.write("delete", batch, frozenset({404}), deadline)

@@ -105,7 +105,7 @@ class BulkWriter:
         operation: str,
         actions: Sequence[BulkAction],
         ignored_status: frozenset[int],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
     ) -> None:
         """Send `actions`, re-sending rejected items within `deadline` (each
         attempt's timeout: the time then left, at most `timeout_s`)."""

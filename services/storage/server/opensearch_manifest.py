@@ -32,7 +32,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import RequestError
 
 from services.core.deadline import Deadline
-from services.storage.base import call_budget_s
+from services.storage.base import call_budget_s, unrequested_deadline
 from services.storage.manifest import ManifestEntry, RunIntent, RunState
 from services.storage.server.calls import ServerCallPolicy, ServerPart, batched
 from services.storage.server.opensearch_client import (
@@ -147,7 +147,9 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         # `false` would let a sync miss documents indexed a moment ago.
         policy = RefreshPolicy.TRUE if refresh is RefreshPolicy.TRUE else RefreshPolicy.WAIT_FOR
         self._bulk = BulkWriter(client, self._calls, index, policy.value, timeout_s)
-        self._calls.write("ensure index", partial(self._ensure_index, replicas))
+        self._calls.write(
+            "ensure index", partial(self._ensure_index, replicas), unrequested_deadline()
+        )
 
     @classmethod
     def from_settings(cls, settings: StoreSettings) -> OpenSearchManifest:
@@ -191,14 +193,14 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
             found[(entry.doc_id, entry.locale)] = entry
         return found
 
-    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline | None = None) -> None:
+    def put_many(self, entries: Sequence[ManifestEntry], deadline: Deadline) -> None:
         actions = [
             BulkAction("index", manifest_doc_id("entry", e.doc_id, e.locale), _entry_source(e))
             for e in entries
         ]
         self._write("put entries", actions, deadline)
 
-    def delete_many(self, keys: Sequence[Key], deadline: Deadline | None = None) -> None:
+    def delete_many(self, keys: Sequence[Key], deadline: Deadline) -> None:
         actions = [BulkAction("delete", manifest_doc_id("entry", *k)) for k in keys]
         self._write("delete entries", actions, deadline)
 
@@ -211,7 +213,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
 
     # -- run intents ----------------------------------------------------------
 
-    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline | None = None) -> None:
+    def begin_run(self, intents: Sequence[RunIntent], deadline: Deadline) -> None:
         actions = [
             BulkAction("index", _intent_id(i.generation, i.key), _intent_source(i)) for i in intents
         ]
@@ -234,7 +236,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         generation: int,
         entries: Sequence[ManifestEntry],
         removed: Sequence[Key],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         meta: Mapping[str, str] | None = None,
     ) -> None:
         self.put_many(entries, deadline)
@@ -242,12 +244,12 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         # The commit point, with `meta` in the same bulk request before it.
         values = [*(meta or {}).items(), (_COMMITTED, str(generation))]
         self._bulk.write("commit", [_meta_action(k, v) for k, v in values], frozenset(), deadline)
-        # Not under the deadline: the run has committed, and a deadline that
-        # passed now would report it as failed (and have it undone); its
+        # Not under the run's deadline: the run has committed, and a deadline
+        # that passed now would report it as failed (and have it undone); its
         # intents are clearable by the store's own timeout, or by recovery.
-        self.clear_intents(generation)
+        self.clear_intents(generation, unrequested_deadline())
 
-    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline) -> None:
         query = {
             "bool": {"filter": [{"term": {"kind": "intent"}}, {"term": {"generation": generation}}]}
         }
@@ -256,7 +258,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         actions = [BulkAction("delete", _intent_id(generation, k)) for k in keys]
         self._write("clear intents", actions, deadline)
 
-    def _write(self, action: str, actions: list[BulkAction], deadline: Deadline | None) -> None:
+    def _write(self, action: str, actions: list[BulkAction], deadline: Deadline) -> None:
         for batch in batched(actions, _BATCH):
             self._bulk.write(action, batch, frozenset({404}), deadline)
 
@@ -324,7 +326,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         source = self._sources([doc_id], deadline).get(doc_id)
         return None if source is None else str(source["value"])
 
-    def set_meta(self, key: str, value: str, deadline: Deadline | None = None) -> None:
+    def set_meta(self, key: str, value: str, deadline: Deadline) -> None:
         self._bulk.write("set meta", [_meta_action(key, value)], frozenset(), deadline)
 
     # -- helpers --------------------------------------------------------------

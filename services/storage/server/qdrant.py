@@ -39,6 +39,7 @@ from services.storage.base import (
     check_vector_counts,
     hnsw_ef,
     ranked,
+    unrequested_deadline,
 )
 from services.storage.payload import (
     GENERATION_FIELD,
@@ -160,7 +161,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             replication_factor=replication_factor,
             timeout=self._timeout,
         )
-        self._calls.write("ensure collection", ensure)
+        self._calls.write("ensure collection", ensure, unrequested_deadline())
 
     @classmethod
     def from_settings(cls, settings: StoreSettings, dim: int) -> QdrantVectorStore:
@@ -180,7 +181,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         self,
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
-        deadline: Deadline | None = None,
+        deadline: Deadline,
         second_vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         check_vector_counts(self.name, self.second_dim, len(chunks), vectors, second_vectors)
@@ -200,7 +201,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         )
 
     def update_payload(
-        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline | None = None
+        self, updates: Sequence[tuple[str, ChunkPayload]], deadline: Deadline
     ) -> None:
         """Rewrite payload fields of existing chunks; unknown ids are ignored
         (Qdrant rejects a whole batch that names a missing point)."""
@@ -224,13 +225,13 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
                 )
 
     def _existing_ids(
-        self, point_ids: list[models.ExtendedPointId], deadline: Deadline | None
+        self, point_ids: list[models.ExtendedPointId], deadline: Deadline
     ) -> set[str]:
         retrieve = self._live().retrieve
         records = self._write("check points", retrieve, deadline, ids=point_ids, with_payload=False)
         return {str(record.id) for record in records}
 
-    def delete(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> None:
+    def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in chunk_ids]
         for batch in batched(ids, self.batch_size):
             selector = models.PointIdsList(points=batch)
@@ -239,7 +240,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             )
 
     def _write(
-        self, operation: str, method: Callable[..., T], deadline: Deadline | None, **request: Any
+        self, operation: str, method: Callable[..., T], deadline: Deadline, **request: Any
     ) -> T:
         """`method(collection, **request)`, retried on transient errors within
         `deadline`; each attempt's timeout is the time then left."""

@@ -356,7 +356,7 @@ def test_metadata_change_on_an_index_cut_before_the_guard_rechunks(tmp_path: Pat
     manifest.put_many([
         ManifestEntry(old.doc_id, old.locale, old.scope_id, old.content_hash, old.metadata_hash,
                       (*old.chunk_ids, stale_id), (*old.chunk_hashes, "x"))
-    ])  # fmt: skip
+    ], deadline=unrequested_deadline())  # fmt: skip
     (plan,) = planner.plan_upserts([replace(doc, title="New")], deadline=unrequested_deadline())
     assert plan.state is DocState.CHANGED
     assert plan.to_delete == [stale_id]

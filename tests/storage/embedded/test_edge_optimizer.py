@@ -41,7 +41,11 @@ def _filled(path: Path, apart: bool) -> tuple[EdgeVectorStore, np.ndarray]:
     store = EdgeVectorStore(path, HNSW_DIM, optimize_apart=apart)
     chunks = [make_chunk(f"doc-{n}") for n in range(HNSW_COUNT)]
     for start in range(0, HNSW_COUNT, 1000):
-        store.upsert(chunks[start : start + 1000], list(vectors[start : start + 1000]))
+        store.upsert(
+            chunks[start : start + 1000],
+            list(vectors[start : start + 1000]),
+            deadline=unrequested_deadline(),
+        )
     return store, vectors
 
 
@@ -94,7 +98,9 @@ def test_an_interrupted_swap_is_settled_at_the_next_open(tmp_path: Path) -> None
     path = tmp_path / "vectors"
     store = EdgeVectorStore(path, DIM)
     chunks = [make_chunk(f"doc-{n}") for n in range(20)]
-    store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+    store.upsert(
+        chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+    )
     store.close()
     # A crash between the two renames: the old shard moved aside, a copy half made.
     path.rename(path.with_name(path.name + OLD_SUFFIX))
@@ -108,7 +114,9 @@ def test_an_interrupted_swap_is_settled_at_the_next_open(tmp_path: Path) -> None
 def test_a_failed_build_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = EdgeVectorStore(tmp_path / "vectors", DIM)
     chunks = [make_chunk(f"doc-{n}") for n in range(20)]
-    store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+    store.upsert(
+        chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+    )
 
     def broken_child(copy: Path, timeout_s: float | None = None) -> bool:
         """Fault injection: the child process fails."""

@@ -81,16 +81,24 @@ def test_a_small_run_after_a_build_copies_nothing_and_a_large_one_builds(
     vectors = clustered_unit_vectors(2 * BUILT_POINTS + 100, DIM, np.random.default_rng(5))
     store = EdgeVectorStore(tmp_path / "vectors", DIM, optimize_apart=True)
     try:
-        store.upsert(_chunks(0, BUILT_POINTS), list(vectors[:BUILT_POINTS]))
+        store.upsert(
+            _chunks(0, BUILT_POINTS), list(vectors[:BUILT_POINTS]), deadline=unrequested_deadline()
+        )
         assert store.optimize()  # the first ask: due, and the engine builds
         assert len(copies) == 1
 
-        store.upsert(_chunks(BUILT_POINTS, 100), list(vectors[BUILT_POINTS:][:100]))
+        store.upsert(
+            _chunks(BUILT_POINTS, 100),
+            list(vectors[BUILT_POINTS:][:100]),
+            deadline=unrequested_deadline(),
+        )
         assert not store.optimize()  # 100 unindexed points: nothing to copy
         assert len(copies) == 1
 
         rest = slice(BUILT_POINTS + 100, 2 * BUILT_POINTS + 100)
-        store.upsert(_chunks(rest.start, BUILT_POINTS), list(vectors[rest]))
+        store.upsert(
+            _chunks(rest.start, BUILT_POINTS), list(vectors[rest]), deadline=unrequested_deadline()
+        )
         assert store.optimize()  # past the threshold: built again
         assert len(copies) == 2
         assert store.count(None, unrequested_deadline()) == 2 * BUILT_POINTS + 100
@@ -106,13 +114,15 @@ def test_deletes_and_overwrites_count_towards_a_vacuum(
     store = EdgeVectorStore(tmp_path / "vectors", DIM, optimize_apart=True)
     vectors = clustered_unit_vectors(2000, DIM, np.random.default_rng(6))
     try:
-        store.upsert(_chunks(0, 2000), list(vectors))
+        store.upsert(_chunks(0, 2000), list(vectors), deadline=unrequested_deadline())
         store.optimize()  # the first ask since open
-        store.upsert(_chunks(0, 600), list(vectors[1000:1600]))  # 600 overwritten
-        store.delete([c.chunk_id for c in _chunks(1000, 399)])
+        store.upsert(
+            _chunks(0, 600), list(vectors[1000:1600]), deadline=unrequested_deadline()
+        )  # 600 overwritten
+        store.delete([c.chunk_id for c in _chunks(1000, 399)], deadline=unrequested_deadline())
         assert not store.optimize()
         assert len(copies) == 1  # 999 removed: below the engine's vacuum minimum
-        store.delete([make_chunk("doc-1999").chunk_id])
+        store.delete([make_chunk("doc-1999").chunk_id], deadline=unrequested_deadline())
         store.optimize()
         assert len(copies) == 2
         assert store.count(None, unrequested_deadline()) == 1600

@@ -30,7 +30,7 @@ def store(tmp_path: Path):
 def test_point_ids_are_uuids_derived_from_chunk_ids(tmp_path: Path) -> None:
     store = EdgeVectorStore(tmp_path / "vectors", DIM)
     chunk = make_chunk("doc-1")
-    store.upsert([chunk], [seeded_vector("a")])
+    store.upsert([chunk], [seeded_vector("a")], deadline=unrequested_deadline())
     store.close()
     shard = qe.EdgeShard.load(str(tmp_path / "vectors"))
     try:
@@ -58,7 +58,7 @@ def test_non_positive_dimension_is_refused(tmp_path: Path) -> None:
 def test_numpy_vectors_are_accepted(store: EdgeVectorStore) -> None:
     chunks = [make_chunk(f"doc-{n}") for n in range(3)]
     matrix = np.eye(3, DIM, dtype=np.float32)
-    store.upsert(chunks, list(matrix))
+    store.upsert(chunks, list(matrix), deadline=unrequested_deadline())
     hits = store.search(
         np.eye(1, DIM, 1, dtype=np.float32)[0], 1, ScopeFilter(), deadline=unrequested_deadline()
     )
@@ -68,7 +68,7 @@ def test_numpy_vectors_are_accepted(store: EdgeVectorStore) -> None:
 
 def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
     base = [make_chunk(f"doc-base-{n}") for n in range(50)]
-    store.upsert(base, [seeded_vector(c.chunk_id) for c in base])
+    store.upsert(base, [seeded_vector(c.chunk_id) for c in base], deadline=unrequested_deadline())
     errors: list[BaseException] = []
     done = threading.Event()
 
@@ -91,7 +91,9 @@ def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
         reader.start()
     for batch in range(20):
         chunks = [make_chunk(f"doc-w{batch}-{n}") for n in range(10)]
-        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+        store.upsert(
+            chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+        )
     done.set()
     for reader in readers:
         reader.join()
@@ -101,7 +103,9 @@ def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
 
 def test_optimize_keeps_results(store: EdgeVectorStore) -> None:
     chunks = [make_chunk(f"doc-{n}") for n in range(200)]
-    store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+    store.upsert(
+        chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+    )
     before = [
         h.chunk.chunk_id
         for h in store.search(seeded_vector("q"), 5, ScopeFilter(), deadline=unrequested_deadline())
@@ -134,7 +138,11 @@ def test_optimize_builds_an_index_that_finds_what_exact_search_finds(tmp_path: P
     ]
     store = EdgeVectorStore(tmp_path / "vectors", dim)
     for start in range(0, count, 1000):
-        store.upsert(chunks[start : start + 1000], list(vectors[start : start + 1000]))
+        store.upsert(
+            chunks[start : start + 1000],
+            list(vectors[start : start + 1000]),
+            deadline=unrequested_deadline(),
+        )
     assert store.optimize()
     recalls = []
     for near in rng.integers(0, count, 20):  # queries near stored passages, as real ones are

@@ -29,7 +29,7 @@ def store(tmp_path_factory: pytest.TempPathFactory):
     from tests.storage.query_safety import identifier_corpus
 
     store = TantivyLexicalStore(tmp_path_factory.mktemp("tantivy"))
-    store.upsert(identifier_corpus())
+    store.upsert(identifier_corpus(), deadline=unrequested_deadline())
     yield store
     store.close()
 

@@ -31,7 +31,7 @@ def test_a_second_writer_on_the_same_directory_is_refused(tmp_path: Path) -> Non
 
 def test_searches_run_while_a_writer_commits(tmp_path: Path) -> None:
     store = TantivyLexicalStore(tmp_path / "lexical")
-    store.upsert([make_chunk(f"doc-base-{n}") for n in range(20)])
+    store.upsert([make_chunk(f"doc-base-{n}") for n in range(20)], deadline=unrequested_deadline())
     errors: list[BaseException] = []
     done = threading.Event()
 
@@ -54,7 +54,9 @@ def test_searches_run_while_a_writer_commits(tmp_path: Path) -> None:
         reader.start()
     try:
         for batch in range(10):
-            store.upsert([make_chunk(f"doc-w{batch}-{n}") for n in range(5)])
+            store.upsert(
+                [make_chunk(f"doc-w{batch}-{n}") for n in range(5)], deadline=unrequested_deadline()
+            )
             # Every committed batch is visible to the very next search.
             assert (
                 store.count(
@@ -84,7 +86,7 @@ def test_changing_the_cjk_mode_needs_a_reindex(tmp_path: Path) -> None:
     from services.core.analysis import CjkMode, TextAnalyzer
 
     store = TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.WORDS))
-    store.upsert([make_chunk("doc-1", text="分块大小")])
+    store.upsert([make_chunk("doc-1", text="分块大小")], deadline=unrequested_deadline())
     store.close()
     with pytest.raises(ConfigError, match=r"cjk=words.*cjk=bigrams"):
         TantivyLexicalStore(tmp_path / "lexical", analyzer=TextAnalyzer(CjkMode.BIGRAMS))
@@ -118,10 +120,13 @@ def test_visibility_clause_only_when_a_row_is_hidden(tmp_path: Path) -> None:
     # With no uncommitted row the clause would hide nothing yet intersect every
     # document with the text query (twice the BM25 time at 1M chunks): left out.
     store = TantivyLexicalStore(tmp_path / "lexical")
-    store.upsert([replace(make_chunk(f"doc-{n}"), generation=1) for n in range(3)])
+    store.upsert(
+        [replace(make_chunk(f"doc-{n}"), generation=1) for n in range(3)],
+        deadline=unrequested_deadline(),
+    )
     visible = ScopeFilter(visible_generation=1)
     assert store._filter_query(visible, store._searcher()) is None
-    store.upsert([replace(make_chunk("doc-later"), generation=2)])
+    store.upsert([replace(make_chunk("doc-later"), generation=2)], deadline=unrequested_deadline())
     assert store._filter_query(visible, store._searcher()) is not None
     hits = store.search(COMMON_WORD, 10, visible, deadline=unrequested_deadline())
     assert sorted(h.chunk.doc_id for h in hits) == ["doc-0", "doc-1", "doc-2"]

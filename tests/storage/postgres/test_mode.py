@@ -122,7 +122,7 @@ def test_the_factory_opens_all_three_parts_in_one_schema(
         assert isinstance(storage.vectors, PostgresVectorStore)
         assert isinstance(storage.lexical, PostgresLexicalStore)
         assert isinstance(storage.manifest, PostgresManifest)
-        storage.manifest.commit_run(3, [entry("doc-1")], [])
+        storage.manifest.commit_run(3, [entry("doc-1")], [], deadline=unrequested_deadline())
         assert committed_generation(storage.manifest, unrequested_deadline()) == 3
     finally:
         storage.close()
@@ -155,9 +155,12 @@ def _write(store: PostgresLexicalStore, seed: int, errors: list[BaseException]) 
         for _ in range(15):
             picked = rng.sample(range(30), 8)
             store.upsert(
-                [make_chunk(f"doc-{n}", text=f"rate limit {rng.random()}") for n in picked]
+                [make_chunk(f"doc-{n}", text=f"rate limit {rng.random()}") for n in picked],
+                deadline=unrequested_deadline(),
             )
-            store.delete([make_chunk(f"doc-{rng.randrange(30)}").chunk_id])
+            store.delete(
+                [make_chunk(f"doc-{rng.randrange(30)}").chunk_id], deadline=unrequested_deadline()
+            )
     except BaseException as exc:
         errors.append(exc)
 
@@ -230,8 +233,8 @@ def test_bm25_ranks_like_tantivy(postgres: PostgresServer, tmp_path: Path) -> No
     tantivy = TantivyLexicalStore(tmp_path / "tantivy")
     store = PostgresLexicalStore(postgres.url, "t_parity", pool_size=1)
     try:
-        tantivy.upsert(chunks)
-        store.upsert(chunks)
+        tantivy.upsert(chunks, deadline=unrequested_deadline())
+        store.upsert(chunks, deadline=unrequested_deadline())
         for query in QUERIES:
             want = tantivy.search(query, 20, ScopeFilter(), deadline=unrequested_deadline())
             got = store.search(query, 20, ScopeFilter(), deadline=unrequested_deadline())
@@ -273,9 +276,9 @@ def test_an_outage_is_unavailable_and_a_restart_heals_every_part() -> None:
         lexical = PostgresLexicalStore(server.url, "t_outage", pool_size=2, timeout_s=2)
         manifest = PostgresManifest(server.url, "t_outage", pool_size=2, timeout_s=2)
         chunk = make_chunk("doc-1")
-        vectors.upsert([chunk], [[1.0] * 8])
-        lexical.upsert([chunk])
-        manifest.set_meta("committed_generation", "4")
+        vectors.upsert([chunk], [[1.0] * 8], deadline=unrequested_deadline())
+        lexical.upsert([chunk], deadline=unrequested_deadline())
+        manifest.set_meta("committed_generation", "4", deadline=unrequested_deadline())
         calls: list[Callable[[], object]] = [
             lambda: [
                 h.chunk.chunk_id

@@ -67,10 +67,15 @@ def two_views(postgres: PostgresServer) -> Iterator[tuple[Storage, Storage]]:
 def write_run(storage: Storage, generation: int, doc: str) -> None:
     """What a run writes, in the pipeline's order: intents, both stores, commit."""
     chunk = make_chunk(doc, text=f"{doc} zanzibar quartz", generation=generation)
-    storage.manifest.begin_run([RunIntent(generation, doc, "en", None, (chunk.chunk_id,), ())])
-    storage.vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)])
-    storage.lexical.upsert([chunk])
-    storage.manifest.commit_run(generation, [entry(doc, chunks=1)], [])
+    storage.manifest.begin_run(
+        [RunIntent(generation, doc, "en", None, (chunk.chunk_id,), ())],
+        deadline=unrequested_deadline(),
+    )
+    storage.vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)], deadline=unrequested_deadline())
+    storage.lexical.upsert([chunk], deadline=unrequested_deadline())
+    storage.manifest.commit_run(
+        generation, [entry(doc, chunks=1)], [], deadline=unrequested_deadline()
+    )
 
 
 def seen_by(storage: Storage) -> tuple[int, int, int, int, int]:

@@ -225,8 +225,9 @@ def test_a_lexical_write_locks_the_corpus_row_then_replaces_rows_and_counts(
 ) -> None:
     chunk = make_chunk("doc-1", text="rate limit rate")
     trace = Trace(monkeypatch)
-    lexical.upsert([chunk])
+    lexical.upsert([chunk], deadline=unrequested_deadline())
     assert trace.heads() == [
+        "SELECT set_config('statement_timeout', %s,",  # the deadline, on the transaction
         'SELECT docs FROM "t_trace"."corpus"',
         'UPDATE "t_trace"."term_stats"',
         'UPDATE "t_trace"."corpus"',
@@ -237,10 +238,13 @@ def test_a_lexical_write_locks_the_corpus_row_then_replaces_rows_and_counts(
         'INSERT INTO "t_trace"."term_stats"',
         'UPDATE "t_trace"."corpus"',
     ]
-    assert trace.statements[0].endswith("WHERE id = 1 FOR UPDATE")
+    assert trace.statements[1].endswith("WHERE id = 1 FOR UPDATE")
     trace.statements.clear()
-    lexical.update_payload([(chunk.chunk_id, payload_of(chunk, title="Renamed"))])
-    assert trace.heads()[:2] == [
+    lexical.update_payload(
+        [(chunk.chunk_id, payload_of(chunk, title="Renamed"))], deadline=unrequested_deadline()
+    )
+    assert trace.heads()[:3] == [
+        "SELECT set_config('statement_timeout', %s,",
         'SELECT docs FROM "t_trace"."corpus"',
         f'SELECT {COLUMNS} FROM "t_trace"."chunks"',
     ]
@@ -250,10 +254,12 @@ def test_term_statistics_match_the_postings_after_rewrites(
     lexical: PostgresLexicalStore, postgres: PostgresServer
 ) -> None:
     chunks = [make_chunk(f"doc-{n}", text="rate limit " * (n + 1)) for n in range(5)]
-    lexical.upsert(chunks)
-    lexical.upsert(chunks[:2])
-    lexical.update_payload([(chunks[2].chunk_id, payload_of(chunks[2], title="rate"))])
-    lexical.delete([chunks[3].chunk_id])
+    lexical.upsert(chunks, deadline=unrequested_deadline())
+    lexical.upsert(chunks[:2], deadline=unrequested_deadline())
+    lexical.update_payload(
+        [(chunks[2].chunk_id, payload_of(chunks[2], title="rate"))], deadline=unrequested_deadline()
+    )
+    lexical.delete([chunks[3].chunk_id], deadline=unrequested_deadline())
     with psycopg.connect(postgres.url) as conn:
         assert _stats_drift(conn, "t_trace") == []
 
@@ -283,7 +289,7 @@ def test_a_search_under_the_visibility_rule_walks_the_hnsw_index(
     try:
         chunks = [make_chunk(f"doc-{n}", scope_id=f"site-{n % 4}") for n in range(4000)]
         vectors = [seeded_vector(chunk.chunk_id) * 2 for chunk in chunks]
-        store.upsert(chunks, vectors)
+        store.upsert(chunks, vectors, deadline=unrequested_deadline())
         for scope in (
             ScopeFilter(visible_generation=7),
             ScopeFilter(scope_id="site-3", visible_generation=7),
@@ -334,7 +340,9 @@ def test_a_vector_search_sets_its_scan_then_runs_one_statement(
 ) -> None:
     store = PostgresVectorStore(postgres.url, "t_trace_v", 8, pool_size=1)
     try:
-        store.upsert([make_chunk("doc-1")], [seeded_vector("doc-1")])
+        store.upsert(
+            [make_chunk("doc-1")], [seeded_vector("doc-1")], deadline=unrequested_deadline()
+        )
         trace = Trace(monkeypatch)
         store.search(
             seeded_vector("q"), 600, ScopeFilter(scope_id="site-a"), deadline=unrequested_deadline()
@@ -377,7 +385,9 @@ def test_after_a_large_run_statistics_are_fresh_and_searches_take_the_hnsw_index
     store = PostgresVectorStore(postgres.url, "t_plan", 8, pool_size=2)
     try:
         chunks = [make_chunk(f"doc-{i}") for i in range(EXACT_BELOW + 500)]
-        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+        store.upsert(
+            chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+        )
         assert _eventually_true(store.optimize)  # 2,500 new rows: analysed now
         assert store.optimize() is False  # nothing changed since
         scope = ScopeFilter(scope_id="site-a", visible_generation=5)
@@ -424,7 +434,9 @@ def test_a_scope_is_counted_once_for_its_path_until_a_write_or_a_commit(
     monkeypatch.setattr(store, "_count_few", spy)
     try:
         chunks = [make_chunk(f"doc-{i}") for i in range(20)]
-        store.upsert(chunks, [seeded_vector(c.chunk_id) for c in chunks])
+        store.upsert(
+            chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+        )
         scope = ScopeFilter(scope_id="site-a", visible_generation=5)
         probe = seeded_vector("q")
         first = store.search(probe, 5, scope, deadline=unrequested_deadline())
@@ -435,7 +447,7 @@ def test_a_scope_is_counted_once_for_its_path_until_a_write_or_a_commit(
             probe, 5, replace(scope, visible_generation=6), deadline=unrequested_deadline()
         )
         assert len(counted) == 2  # a commit moved the generation: counted again
-        store.delete([chunks[0].chunk_id])
+        store.delete([chunks[0].chunk_id], deadline=unrequested_deadline())
         store.search(probe, 5, scope, deadline=unrequested_deadline())
         assert len(counted) == 3  # this store wrote: counted again
     finally:

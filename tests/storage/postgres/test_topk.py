@@ -148,7 +148,7 @@ def assert_matches_reference(store: PostgresLexicalStore, rng: random.Random) ->
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_search_returns_the_reference_top_k(store: PostgresLexicalStore, seed: int) -> None:
     rng = random.Random(seed)
-    store.upsert([random_chunk(rng, n) for n in range(240)])
+    store.upsert([random_chunk(rng, n) for n in range(240)], deadline=unrequested_deadline())
     assert assert_matches_reference(store, rng) > 100
 
 
@@ -159,14 +159,17 @@ def test_it_stays_exact_through_updates_payload_changes_and_deletes(
     with every write; the result follows them."""
     rng = random.Random(7)
     chunks = [random_chunk(rng, n) for n in range(240)]
-    store.upsert(chunks)
+    store.upsert(chunks, deadline=unrequested_deadline())
     for round_ in range(3):
         rewritten = [random_chunk(rng, n) for n in rng.sample(range(240), 40)]
-        store.upsert(rewritten)
+        store.upsert(rewritten, deadline=unrequested_deadline())
         store.update_payload(
-            [(chunk.chunk_id, new_payload(chunk, rng)) for chunk in rng.sample(chunks, 20)]
+            [(chunk.chunk_id, new_payload(chunk, rng)) for chunk in rng.sample(chunks, 20)],
+            deadline=unrequested_deadline(),
         )
-        store.delete([chunk.chunk_id for chunk in rng.sample(chunks, 30)])
+        store.delete(
+            [chunk.chunk_id for chunk in rng.sample(chunks, 30)], deadline=unrequested_deadline()
+        )
         assert assert_matches_reference(store, rng) > 50, round_
 
 
@@ -181,7 +184,7 @@ def test_a_phrase_is_found_from_its_rarest_word_in_every_field(
         make_chunk("in-title", title="text-embedding-v4", text="text text"),
         make_chunk("apart", text="text v4 embedding"),  # the words, not the phrase
     ]
-    store.upsert([*filler, *holders])
+    store.upsert([*filler, *holders], deadline=unrequested_deadline())
     for query in ("text-embedding-v4", "text embedding v4", "embedding-v4 text"):
         got = store.search(query, 10, ScopeFilter(), deadline=unrequested_deadline())
         assert_same_ranking(got, reference(store, query, 10, ScopeFilter()), query)

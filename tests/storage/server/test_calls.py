@@ -7,6 +7,7 @@ import pytest
 
 from services.core.deadline import Deadline
 from services.core.errors import StoreUnavailable
+from services.storage.base import unrequested_deadline
 from services.storage.server.calls import ServerCallPolicy
 
 pytestmark = pytest.mark.unit
@@ -58,5 +59,5 @@ def test_without_a_deadline_every_attempt_is_made() -> None:
     clock = ManualClock()
     server = FlakyServer(clock, call_s=4.0)
     with pytest.raises(StoreUnavailable):
-        policy(0.0).write("upsert", server)
+        policy(0.0).write("upsert", server, deadline=unrequested_deadline())
     assert server.calls == 4

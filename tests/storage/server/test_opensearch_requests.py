@@ -338,7 +338,7 @@ def test_hits_become_chunks_with_their_metadata(capture, store) -> None:
 
 
 def test_upsert_is_one_bulk_of_index_actions(capture, store) -> None:
-    store.upsert([chunk("c-1")])
+    store.upsert([chunk("c-1")], deadline=unrequested_deadline())
     [request] = capture.requests
     assert (request.method, request.path) == ("POST", "/rag-chunks/_bulk")
     assert request.params == {"refresh": "wait_for"}
@@ -358,7 +358,7 @@ def test_update_payload_rewrites_whole_documents_if_unchanged_since_read(capture
         metadata={"tier": "pro"},
         generation=4,
     )
-    store.update_payload([("c-1", payload), ("x", payload)])
+    store.update_payload([("c-1", payload), ("x", payload)], deadline=unrequested_deadline())
     assert capture.bodies("POST", f"/{INDEX}/_mget") == [{"ids": ["c-1", "x"]}]
     # Title and heading terms follow the new payload; the text stays; a
     # concurrent write in between makes OpenSearch answer 409 instead.
@@ -388,7 +388,9 @@ def test_a_conflicting_payload_rewrite_reads_again(capture, store) -> None:
     new = {**old, "_seq_no": 8}
     capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [old]}), (200, {"docs": [new]}))
     capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-1": 409}))
-    store.update_payload([("c-1", ChunkPayload("", "Moved", "", "docs", "en", {}))])
+    store.update_payload(
+        [("c-1", ChunkPayload("", "Moved", "", "docs", "en", {}))], deadline=unrequested_deadline()
+    )
     bulks = capture.bodies("POST", f"/{INDEX}/_bulk")
     assert [body[0]["index"]["if_seq_no"] for body in bulks] == [7, 8]
 
@@ -396,8 +398,8 @@ def test_a_conflicting_payload_rewrite_reads_again(capture, store) -> None:
 def test_writes_are_batched_and_deletes_deduplicated(capture) -> None:
     store = open_store(capture, batch_size=2, refresh=RefreshPolicy.FALSE)
     capture.requests.clear()
-    store.upsert([chunk(f"c-{n}") for n in range(3)])
-    store.delete(["c-1", "c-2", "c-1"])
+    store.upsert([chunk(f"c-{n}") for n in range(3)], deadline=unrequested_deadline())
+    store.delete(["c-1", "c-2", "c-1"], deadline=unrequested_deadline())
     bodies = capture.bodies("POST", f"/{INDEX}/_bulk")
     assert [len(body) for body in bodies] == [4, 2, 2]
     assert bodies[2] == [{"delete": {"_id": "c-1"}}, {"delete": {"_id": "c-2"}}]
@@ -521,7 +523,7 @@ def item_statuses(statuses: dict[str, int]):
 
 def test_rejected_items_are_resent_alone(capture, store) -> None:
     capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-2": 429}))
-    store.upsert([chunk("c-1"), chunk("c-2"), chunk("c-3")])
+    store.upsert([chunk("c-1"), chunk("c-2"), chunk("c-3")], deadline=unrequested_deadline())
     sent = [
         [line["index"]["_id"] for line in body if "index" in line]
         for body in capture.bodies("POST", f"/{INDEX}/_bulk")
@@ -532,15 +534,17 @@ def test_rejected_items_are_resent_alone(capture, store) -> None:
 def test_a_failed_item_fails_the_write_naming_it(capture, store) -> None:
     capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"c-2": 400}))
     with pytest.raises(StoreError, match=r"1 item\(s\) failed: c-2: 400 injected"):
-        store.upsert([chunk("c-1"), chunk("c-2")])
+        store.upsert([chunk("c-1"), chunk("c-2")], deadline=unrequested_deadline())
     assert len(capture.requests) == 1
 
 
 def test_missing_documents_are_not_errors_for_delete_and_update(capture, store) -> None:
     capture.on_call("POST", f"/{INDEX}/_bulk", item_statuses({"gone": 404}))
     capture.on("POST", f"/{INDEX}/_mget", (200, {"docs": [{"_id": "ghost", "found": False}]}))
-    store.delete(["gone"])
-    store.update_payload([("ghost", ChunkPayload("", "", "", "", "en", {}))])
+    store.delete(["gone"], deadline=unrequested_deadline())
+    store.update_payload(
+        [("ghost", ChunkPayload("", "", "", "", "en", {}))], deadline=unrequested_deadline()
+    )
     assert [r.path for r in capture.requests] == [f"/{INDEX}/_bulk", f"/{INDEX}/_mget"]
 
 
@@ -548,7 +552,7 @@ def test_connection_errors_retry_writes_but_not_reads(capture, store) -> None:
     capture.on(
         "POST", f"/{INDEX}/_bulk", connection_refused(), (200, {"errors": False, "items": []})
     )
-    store.delete(["c-1"])
+    store.delete(["c-1"], deadline=unrequested_deadline())
     capture.on("POST", f"/{INDEX}/_search", connection_refused())
     with pytest.raises(StoreUnavailable, match="opensearch search failed"):
         store.search("gateway", 3, ScopeFilter(), deadline=unrequested_deadline())

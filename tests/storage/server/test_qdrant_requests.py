@@ -182,6 +182,7 @@ def test_upsert_sends_uuid_ids_vectors_and_the_shared_payload(capture, store) ->
     store.upsert(
         [chunk("chunk-setup-0", metadata={"a=b": "c", "product": "api"}, generation=7)],
         [[0.5, 0, 0, 1]],
+        deadline=unrequested_deadline(),
     )
     assert double.requests("Upsert") == [
         {
@@ -232,7 +233,7 @@ def test_upsert_is_sent_in_batches(capture) -> None:
     double.exists = True
     store = open_store(capture, batch_size=2)
     chunks = [chunk(f"chunk-{n}", n) for n in range(5)]
-    store.upsert(chunks, [[1.0, 0, 0, 0]] * 5)
+    store.upsert(chunks, [[1.0, 0, 0, 0]] * 5, deadline=unrequested_deadline())
     assert [len(r["points"]) for r in double.requests("Upsert")] == [2, 2, 1]
 
 
@@ -248,7 +249,9 @@ def test_update_payload_sets_fields_only_on_points_that_exist(capture, store) ->
         metadata={},
         generation=12,
     )
-    store.update_payload([("chunk-setup-0", payload), ("chunk-faq-0", payload)])
+    store.update_payload(
+        [("chunk-setup-0", payload), ("chunk-faq-0", payload)], deadline=unrequested_deadline()
+    )
     assert double.requests("GetPoints") == [
         {
             "collection_name": "rag_chunks",
@@ -286,7 +289,7 @@ def test_update_payload_sets_fields_only_on_points_that_exist(capture, store) ->
 
 def test_delete_names_the_point_uuids(capture, store) -> None:
     double, _ = capture
-    store.delete(["chunk-setup-0", "chunk-setup-1"])
+    store.delete(["chunk-setup-0", "chunk-setup-1"], deadline=unrequested_deadline())
     assert double.requests("Delete") == [
         {
             "collection_name": "rag_chunks",
@@ -461,7 +464,7 @@ def test_scan_of_an_empty_collection_yields_no_page(capture, store) -> None:
 def test_transient_write_errors_are_retried(capture, store) -> None:
     double, _ = capture
     double.fail_next("Upsert", grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
-    store.upsert([chunk("chunk-setup-0")], [[1.0, 0, 0, 0]])
+    store.upsert([chunk("chunk-setup-0")], [[1.0, 0, 0, 0]], deadline=unrequested_deadline())
     assert double.methods().count("Upsert") == 3
 
 
@@ -469,7 +472,7 @@ def test_rejected_writes_fail_at_once_and_reads_are_not_retried(capture, store) 
     double, _ = capture
     double.fail_next("Delete", grpc.StatusCode.INVALID_ARGUMENT)
     with pytest.raises(StoreError, match="qdrant delete failed"):
-        store.delete(["chunk-setup-0"])
+        store.delete(["chunk-setup-0"], deadline=unrequested_deadline())
     double.fail_next("Query", grpc.StatusCode.UNAVAILABLE)
     with pytest.raises(StoreUnavailable, match="qdrant search failed"):
         store.search([1, 0, 0, 0], 3, ScopeFilter(), deadline=unrequested_deadline())

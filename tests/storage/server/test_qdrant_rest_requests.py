@@ -83,7 +83,11 @@ FIRST_PHASE = ["chunk_id", "doc_id", "position", "scope_id", "locale", "metadata
 def test_rest_bodies_for_upsert_and_search() -> None:
     sent: list[tuple[str, str, Any]] = []
     store = open_store(sent)
-    store.upsert([chunk("chunk-setup-0", metadata={}, generation=4)], [[1, 0, 0, 0]])
+    store.upsert(
+        [chunk("chunk-setup-0", metadata={}, generation=4)],
+        [[1, 0, 0, 0]],
+        deadline=unrequested_deadline(),
+    )
     store.search(
         [0, 1, 0, 0],
         5,
@@ -147,10 +151,12 @@ def test_rest_errors_are_retried_when_transient_and_reported_otherwise() -> None
     sent: Sent = []
     failures = [503, 429]
     store = open_store(sent, failures)
-    store.delete(["chunk-setup-0"])  # 503, 429, then accepted
+    store.delete(["chunk-setup-0"], deadline=unrequested_deadline())  # 503, 429, then accepted
     failures.append(400)
     with pytest.raises(StoreError, match="qdrant delete failed: UnexpectedResponse"):
-        store.delete(["chunk-setup-0"])  # 400: the server rejected it, no retry
+        store.delete(
+            ["chunk-setup-0"], deadline=unrequested_deadline()
+        )  # 400: the server rejected it, no retry
     assert [path for _, path, _ in sent[2:]] == [
         "/collections/rag_chunks/points/delete?wait=true&timeout=2"
     ] * 4
