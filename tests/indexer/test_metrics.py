@@ -280,7 +280,7 @@ def test_server_store_write_retries_are_counted() -> None:
         if error is not None:
             raise error
 
-    vectors.calls.write("upsert", flaky)
+    vectors.calls.write("upsert", flaky, unrequested_deadline())
     for store, retries in (("vector", 2), ("lexical", 0), ("manifest", 0)):
         sample = registry.get_sample_value(
             "rag_indexer_store_write_retries_total", {"store": store}

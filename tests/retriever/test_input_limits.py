@@ -125,7 +125,9 @@ def test_a_fourteen_megabyte_id_list_is_refused_at_once(
     elapsed = time.perf_counter() - started
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == "filter.doc_ids: 1200000 values, limit is 1000"
-    assert elapsed < 2.0, elapsed
+    # A hang guard, not a time bound (2 s failed on a loaded CI machine): the
+    # old failure, the stores working through the ids, answered UNAVAILABLE.
+    assert elapsed < 20.0, elapsed
     # And the service still answers normally.
     assert stack.retrieve(QUERY).hits
 
