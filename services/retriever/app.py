@@ -90,7 +90,7 @@ def query_translator(settings: RetrieverSettings, embedder: Embedder) -> QueryTr
         return None
     if EVERY_LANGUAGE not in embedder.languages:
         return None
-    return QueryTranslator(load_cedict())
+    return QueryTranslator(load_cedict(embedder.config.onnx_cache_dir))
 
 
 def reranker_from_settings(

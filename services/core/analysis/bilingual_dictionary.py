@@ -18,11 +18,17 @@ cross-references ("see …", "variant of …", surnames, abbreviations) and the
 
 from __future__ import annotations
 
+import gc
 import gzip
+import hashlib
 import importlib.util
+import marshal
+import os
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -141,8 +147,69 @@ def cedict_path() -> Path:
     return folder / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
 
 
-@lru_cache(maxsize=1)
-def load_cedict() -> BilingualDictionary:
-    """The packaged CC-CEDICT, parsed once per process (~1 s, ~120k entries)."""
-    with gzip.open(cedict_path(), mode="rt", encoding="utf-8") as file:
-        return BilingualDictionary(parse_cedict(file))
+@lru_cache(maxsize=4)
+def load_cedict(cache_dir: Path | None = None) -> BilingualDictionary:
+    """The packaged CC-CEDICT, built once per process. With `cache_dir`, the
+    parsed entries are kept there: parsing the file takes 6-8 s on a busy
+    2-core machine, the kept entries load in well under a second, and every
+    Retriever start paid the parse before it served (issue 36)."""
+    source = cedict_path()
+    with _no_collection():
+        if cache_dir is None:
+            return BilingualDictionary(_parse_file(source))
+        kept = cache_dir / f"cedict-{_cache_key(source)}.marshal"
+        entries = _read_kept(kept)
+        if entries is None:
+            entries = list(_parse_file(source))
+            _keep(kept, entries)
+        return BilingualDictionary(entries)
+
+
+def _parse_file(source: Path) -> Iterator[Entry]:
+    with gzip.open(source, mode="rt", encoding="utf-8") as file:
+        yield from parse_cedict(file)
+
+
+def _cache_key(source: Path) -> str:
+    """The data file, this module (its parsing rules) and the Python version
+    (marshal's format): any change makes a new entry rather than reading an old one."""
+    digest = hashlib.sha256(source.read_bytes())
+    digest.update(Path(__file__).read_bytes())
+    digest.update(f"{sys.version_info.major}.{sys.version_info.minor}".encode())
+    return digest.hexdigest()[:20]
+
+
+def _read_kept(path: Path) -> list[Entry] | None:
+    try:
+        return [Entry(chinese, glosses) for chinese, glosses in marshal.loads(path.read_bytes())]
+    except (OSError, EOFError, ValueError, TypeError):
+        return None  # absent or unreadable: parse again and keep it anew
+
+
+def _keep(path: Path, entries: list[Entry]) -> None:
+    """Written beside, then renamed: a reader never sees half a file, and two
+    processes building it at once both leave a whole one. A folder that
+    cannot be written only costs the next start its parse."""
+    rows = [(entry.chinese, entry.glosses) for entry in entries]
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_bytes(marshal.dumps(rows))
+        os.replace(partial, path)
+    except OSError:
+        with suppress(OSError):
+            partial.unlink(missing_ok=True)
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """Building ~90k entries and ~200k gloss links creates only objects that
+    live as long as the dictionary: the collector's passes over them found
+    nothing and took half the build."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

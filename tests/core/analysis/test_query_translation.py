@@ -3,6 +3,8 @@ real data, no model)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -51,6 +53,28 @@ def test_the_packaged_dictionary_loads_both_directions() -> None:
     assert len(dictionary) > 80_000
     assert dictionary.glosses("检索")[:2] == ["retrieve", "look up"]
     assert "发票" in dictionary.chinese_for("invoice")
+
+
+def test_the_kept_entries_build_the_same_dictionary_and_a_bad_copy_is_rebuilt(
+    tmp_path: Path,
+) -> None:
+    parsed = load_cedict()
+    kept = load_cedict.__wrapped__(tmp_path)  # parses, keeps the entries
+    (copy,) = tmp_path.glob("cedict-*.marshal")
+    again = load_cedict.__wrapped__(tmp_path)  # reads them
+    for built in (kept, again):
+        assert built._by_chinese == parsed._by_chinese
+        assert built._by_gloss == parsed._by_gloss
+    copy.write_bytes(b"not marshal data")  # a torn or foreign file
+    assert len(load_cedict.__wrapped__(tmp_path)) == len(parsed)
+    assert copy.stat().st_size > 1_000_000  # written whole again
+    assert list(tmp_path.glob("*.partial")) == []
+
+
+def test_a_folder_that_cannot_be_written_only_costs_the_parse(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the folder would be")
+    assert len(load_cedict.__wrapped__(blocked / "cache")) > 80_000
 
 
 def test_a_chinese_question_becomes_english_words(translator: QueryTranslator) -> None:
