@@ -41,16 +41,21 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # --no-loadscope-reorder`) start them early and the short modules fill in
 # around them. Left to xdist's default order (most tests first) they came last,
 # and one worker ran three of them alone for the final 20 minutes.
-LONG_MODULES = (
-    "tests/indexer/corpus/test_third_party_docs.py",
-    "tests/stack/test_crash_loop.py",
-    "tests/stack/test_crash_loop_postgres.py",
+LONG_MODULES = (  # by their minutes in the fresh-clone CI run of c1fd0b6
     "tests/deploy/test_postgres_deployment.py",
+    "tests/indexer/corpus/test_third_party_docs.py",
+    "tests/stack/test_crash_loop_postgres.py",
     "tests/indexer/test_fault_injection.py",
+    "tests/stack/test_crash_loop.py",
     "tests/indexer/test_fault_injection_postgres.py",
+    "tests/indexer/test_crash_recovery.py",
     "tests/bench/scale/test_corpus.py",
-    "tests/stack/test_default_model.py",
     "tests/stack/test_locale_order.py",
+    "tests/storage/embedded/test_edge_optimizer.py",
+    "tests/stack/test_process.py",
+    "tests/storage/postgres/test_topk.py",
+    "tests/storage/embedded/test_optimize_due.py",
+    "tests/stack/test_default_model.py",
     "tests/stack/test_cross_language.py",
 )
 

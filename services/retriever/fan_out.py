@@ -188,7 +188,7 @@ class _Searches:
         return call_as("cross_lingual", fan_out.vectors.search_many, searches, self.searches_end)[0]
 
     def _lexical_text(
-        self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline | None
+        self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline
     ) -> list[ScoredChunk]:
         plan = self.fan_out.analyzer.plan(text)
         return call_as("lexical", self.fan_out.lexical.search_plan, plan, depth, scope, deadline)

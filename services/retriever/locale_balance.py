@@ -354,7 +354,7 @@ class LocaleSearch:
         self,
         depth: int,
         scope: ScopeFilter,
-        lexical_search: Callable[[str, int, ScopeFilter, Deadline | None], list[ScoredChunk]],
+        lexical_search: Callable[[str, int, ScopeFilter, Deadline], list[ScoredChunk]],
         lists: LocaleLists,
         deadline: Deadline,
     ) -> dict[str, list[ScoredChunk]]:

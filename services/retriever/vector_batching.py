@@ -29,7 +29,7 @@ from services.core.deadline import Deadline
 from services.core.models import ScoredChunk
 from services.storage.base import VectorQuery, VectorStore
 
-Search = tuple[VectorQuery, Deadline | None]
+Search = tuple[VectorQuery, Deadline]
 
 
 class VectorSearchBatcher:
@@ -53,13 +53,13 @@ class VectorSearchBatcher:
     def _run(self, searches: list[Search]) -> list[list[ScoredChunk]]:
         return self.store.search_many(
             [query for query, _ in searches],
-            latest([deadline for _, deadline in searches]) or Deadline.never(),
+            latest([deadline for _, deadline in searches]),
         )
 
 
-def latest(deadlines: Sequence[Deadline | None]) -> Deadline | None:
-    """The deadline that ends last (None, no deadline, ends never)."""
-    bounded = [d for d in deadlines if d is not None and d.at is not None]
+def latest(deadlines: Sequence[Deadline]) -> Deadline:
+    """The deadline that ends last (one that never ends, when any does)."""
+    bounded = [d for d in deadlines if d.at is not None]
     if not deadlines or len(bounded) < len(deadlines):
-        return None
+        return Deadline.never()
     return max(bounded, key=lambda d: d.at or 0.0)

@@ -46,7 +46,7 @@ SCAN_BATCH = 1000
 
 
 def call_budget_s(
-    store: str, deadline: Deadline | None, cap_s: float = math.inf, what: str = "a call"
+    store: str, deadline: Deadline, cap_s: float = math.inf, what: str = "a call"
 ) -> float:
     """How long one store call (`what`: "a search", "an upsert", ...) may
     take: the store's own timeout `cap_s`, shortened to the caller's deadline.
@@ -55,8 +55,6 @@ def call_budget_s(
     Server stores hand the result to the server as the call's timeout, which
     ends the work there too; embedded stores only check (a local call cannot
     be interrupted, and takes milliseconds)."""
-    if deadline is None:
-        return cap_s
     budget = deadline.budget(cap_s)
     if budget <= 0:
         raise DeadlineExceeded(f"{store}: no time left in the deadline for {what}")
@@ -78,7 +76,7 @@ def unrequested_deadline() -> Deadline:
     return Deadline.after(UNREQUESTED_READ_S)
 
 
-def search_budget_s(store: str, deadline: Deadline | None, cap_s: float = math.inf) -> float:
+def search_budget_s(store: str, deadline: Deadline, cap_s: float = math.inf) -> float:
     """`call_budget_s` for a search."""
     return call_budget_s(store, deadline, cap_s, "a search")
 

@@ -151,7 +151,7 @@ class FailingUpserts:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline) -> None:
         if self.armed:
             self.calls += 1
             if self.calls == self.fail_at:
@@ -358,7 +358,7 @@ class RunWatch:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def clear_intents(self, generation: int, deadline: Deadline | None = None) -> None:
+    def clear_intents(self, generation: int, deadline: Deadline) -> None:
         self.inner.clear_intents(generation, deadline)
         with self._changed:
             self.cleared.append(generation)
@@ -391,7 +391,7 @@ class HangOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline | None = None) -> None:
+    def upsert(self, chunks: Sequence[Chunk], deadline: Deadline) -> None:
         if not self.armed:
             self.inner.upsert(chunks, deadline)
             self.rows_written += len(chunks)

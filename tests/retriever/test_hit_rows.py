@@ -64,7 +64,7 @@ class FailingGet:
     def __init__(self, store: VectorStore | LexicalStore) -> None:
         self.store, self.name = store, f"failing {store.name}"
 
-    def get(self, chunk_ids: Sequence[str], deadline: Deadline | None = None) -> list[StoredChunk]:
+    def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
         raise StoreUnavailable(f"{self.name}: connection refused")
 
 

@@ -17,9 +17,9 @@ TIME_CAP_S = 1800.0  # restarts of a minute or more (a loaded machine) still fit
 UPTIME_S = (3.0, 8.0)
 
 
-def crash_loop(
-    tmp_path: Path, store_env: Mapping[str, str], stack_env: Mapping[str, str]
-) -> dict[str, Any]:
+def crash_loop(tmp_path: Path, store_env: Mapping[str, str]) -> dict[str, Any]:
+    """The loop and its audit. Every restart reuses the session's model builds:
+    the stacks inherit RAG_EMBEDDING_CACHE_DIR (tests/conftest.py, model_cache_dir)."""
     config = CrashLoopConfig(
         data_dir=tmp_path / "data",
         log_dir=tmp_path / "logs",
@@ -28,7 +28,6 @@ def crash_loop(
         time_cap_s=TIME_CAP_S,
         uptime_s=UPTIME_S,
         store_env=store_env,
-        stack_env=stack_env,
     )
     loop = CrashLoop(config)
     try:

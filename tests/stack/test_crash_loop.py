@@ -24,7 +24,5 @@ pytestmark = pytest.mark.integration
 
 # The loop's own cap, then the first start and the audit (pytest's default: 300 s).
 @pytest.mark.timeout(TIME_CAP_S + 900)
-def test_the_embedded_stack_holds_under_a_crash_loop(
-    tmp_path: Path, model_cache: dict[str, str]
-) -> None:
-    assert_held(crash_loop(tmp_path, {"RAG_STORE_MODE": "embedded"}, model_cache))
+def test_the_embedded_stack_holds_under_a_crash_loop(tmp_path: Path) -> None:
+    assert_held(crash_loop(tmp_path, {"RAG_STORE_MODE": "embedded"}))

@@ -23,10 +23,10 @@ def postgres() -> Iterator[PostgresServer]:
 
 @pytest.mark.timeout(TIME_CAP_S + 900)
 def test_the_postgres_stack_holds_under_a_crash_loop(
-    tmp_path: Path, postgres: PostgresServer, model_cache: dict[str, str]
+    tmp_path: Path, postgres: PostgresServer
 ) -> None:
     # Where pgvector itself crashes (SIGILL on some CPUs) nothing can be
     # written: the test fails saying so, not on a vacuous ledger.
     assert hnsw_works(postgres), HNSW_BROKEN
     store_env = {"POSTGRES_URL": postgres.url, "POSTGRES_SCHEMA": "crash_loop"}
-    assert_held(crash_loop(tmp_path, store_env, model_cache))
+    assert_held(crash_loop(tmp_path, store_env))

@@ -122,7 +122,7 @@ class PostgresManifest(PostgresPart):
     def entries(self) -> Iterable[ManifestEntry]:
         statement = self._sql("SELECT " + _COLUMNS + " FROM {documents} ORDER BY doc_id, locale")
         # An audit's whole read: the connection's own statement_timeout.
-        return [_entry(row) for row in self._fetch("entries", statement, deadline=None)]
+        return [_entry(row) for row in self._fetch("entries", statement, deadline=Deadline.never())]
 
     def keys_in_scope(self, scope_id: str, deadline: Deadline) -> Iterable[tuple[str, str]]:
         statement = self._sql(
@@ -224,9 +224,9 @@ class PostgresManifest(PostgresPart):
         statement: sql.Composable,
         params: Any = None,
         *,
-        deadline: Deadline | None,
+        deadline: Deadline,
     ) -> list[Any]:
-        if deadline is None:  # an audit's: the connection's own statement_timeout
+        if not deadline.bounded:  # an audit's: the connection's own statement_timeout
             with pg_errors(self.name, action), self._conn() as conn:
                 return conn.execute(statement, params).fetchall()
         budget_s = self._budget(deadline, f"the {action}")
@@ -234,7 +234,7 @@ class PostgresManifest(PostgresPart):
             return conn.execute(statement, params).fetchall()
 
     def _transaction(
-        self, action: str, steps: list[tuple[str, list[Any]]], deadline: Deadline | None
+        self, action: str, steps: list[tuple[str, list[Any]]], deadline: Deadline
     ) -> None:
         budget_s = self._budget(deadline, f"the {action}")
         with pg_errors(self.name, action), self._write_conn() as conn, within(conn, budget_s):

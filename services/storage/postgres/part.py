@@ -75,9 +75,9 @@ class PostgresPart:
             return self._conn()  # the part's own pool (StoreUnavailable once closed)
         return self._run.writing(self._pool)
 
-    def _budget(self, deadline: Deadline | None, what: str) -> float | None:
+    def _budget(self, deadline: Deadline, what: str) -> float | None:
         """A call's statement time: POSTGRES_TIMEOUT_S, shortened to `deadline`
-        (None: no deadline, the connection's own limit)."""
+        (None for a deadline that never ends: the connection's own limit)."""
         return deadline_budget_s(self.name, deadline, self.timeout_s, what)
 
     def _scan_chunks(self, table: sql.Composable, batch: int) -> Iterator[list[StoredChunk]]:

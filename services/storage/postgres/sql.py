@@ -120,13 +120,11 @@ def limit_statement_time(conn: psycopg.Connection[Any], seconds: float) -> None:
     )
 
 
-def deadline_budget_s(
-    store: str, deadline: Deadline | None, cap_s: float, what: str
-) -> float | None:
+def deadline_budget_s(store: str, deadline: Deadline, cap_s: float, what: str) -> float | None:
     """A call's statement time (`base.call_budget_s`: DeadlineExceeded when
     none is left), or None without a deadline to keep: the connection's own
     statement_timeout (POSTGRES_TIMEOUT_S) already holds then."""
-    if deadline is None or not deadline.bounded:
+    if not deadline.bounded:
         return None
     return call_budget_s(store, deadline, cap_s, what)
 

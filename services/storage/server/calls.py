@@ -116,12 +116,10 @@ class _StopBefore(stop_base):
     """Stop retrying when the next attempt would start past `deadline`
     (tenacity computes the backoff, `upcoming_sleep`, before asking)."""
 
-    def __init__(self, deadline: Deadline | None) -> None:
+    def __init__(self, deadline: Deadline) -> None:
         self.deadline = deadline
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        if self.deadline is None:
-            return False
         return self.deadline.remaining_s() <= retry_state.upcoming_sleep
 
 

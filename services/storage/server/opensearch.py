@@ -209,7 +209,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
             self._bulk.write("update payload", actions, frozenset(), deadline)
 
     def _get_versioned(
-        self, chunk_ids: Sequence[str], deadline: Deadline | None
+        self, chunk_ids: Sequence[str], deadline: Deadline
     ) -> dict[str, tuple[StoredChunk, tuple[int, int] | None]]:
         mget = partial(
             self._live().mget,
@@ -292,7 +292,7 @@ class OpenSearchLexicalStore(ServerPart[OpenSearch], PlannedSearch):
         count = partial(self._live().count, index=self.index, body=body, request_timeout=timeout_s)
         return int(self._calls.read("count", count)["count"])
 
-    def _timeout(self, deadline: Deadline | None, what: str) -> float:
+    def _timeout(self, deadline: Deadline, what: str) -> float:
         """The request's timeout: the time left in `deadline`, at most the store's."""
         return call_budget_s(self.name, deadline, self.timeout_s, what)
 

@@ -208,7 +208,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         fields = ["doc_id", "locale"]
         query = {"term": {"kind": "entry"}}
         # An audit's whole scan: each page under the manifest's own timeout.
-        sources = self._scan(query, fields, include_all=True, deadline=None)
+        sources = self._scan(query, fields, include_all=True, deadline=Deadline.never())
         return [_entry(source) for source in sources]
 
     # -- run intents ----------------------------------------------------------
@@ -331,12 +331,12 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
 
     # -- helpers --------------------------------------------------------------
 
-    def _sources(self, ids: list[str], deadline: Deadline | None) -> dict[str, dict[str, Any]]:
+    def _sources(self, ids: list[str], deadline: Deadline) -> dict[str, dict[str, Any]]:
         versioned = self._versioned_sources(ids, deadline)
         return {doc_id: source for doc_id, (source, _) in versioned.items()}
 
     def _versioned_sources(
-        self, ids: list[str], deadline: Deadline | None
+        self, ids: list[str], deadline: Deadline
     ) -> dict[str, tuple[dict[str, Any], Version | None]]:
         """Real-time multi-get: id → (source, (seq_no, primary_term)) of found docs."""
         found: dict[str, tuple[dict[str, Any], Version | None]] = {}
@@ -352,7 +352,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
                     found[doc["_id"]] = (doc["_source"], _version(doc))
         return found
 
-    def _timeout(self, deadline: Deadline | None, what: str) -> float:
+    def _timeout(self, deadline: Deadline, what: str) -> float:
         """A request's timeout: the time left in `deadline`, at most the manifest's."""
         return call_budget_s(self.name, deadline, self.timeout_s, what)
 
@@ -362,7 +362,7 @@ class OpenSearchManifest(ServerPart[OpenSearch]):
         fields: list[str],
         *,
         include_all: bool = False,
-        deadline: Deadline | None,
+        deadline: Deadline,
     ) -> Iterator[dict[str, Any]]:
         """Every matching document's `fields` (or whole source), sorted by
         `fields`, paged by search_after."""

@@ -302,10 +302,10 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             with_payload=list(SEARCH_FIELDS),
         )
 
-    def _search_timeout(self, deadline: Deadline | None) -> int:
+    def _search_timeout(self, deadline: Deadline) -> int:
         return self._call_timeout(deadline, "a search")
 
-    def _call_timeout(self, deadline: Deadline | None, what: str) -> int:
+    def _call_timeout(self, deadline: Deadline, what: str) -> int:
         # Whole seconds (qdrant-client), rounded up: 0.3 s left is 1 s, not none.
         return max(1, math.ceil(call_budget_s(self.name, deadline, self._timeout, what)))
 
