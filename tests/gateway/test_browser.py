@@ -121,6 +121,9 @@ async def test_page_searches_cites_and_shows_debug(browser: object, retriever_ad
     settings = gateway_settings(retriever_addr, gateway_allowed_origins=[])
     async with serve_gateway(settings) as gw:
         page = await browser.new_page(viewport={"width": 1000, "height": 1100})  # type: ignore[attr-defined]
+        # The module's first search (a cold query path) took over Playwright's
+        # 30 s default on a loaded 2-core CI machine: a hang guard, not a bound.
+        page.set_default_timeout(120_000)
         await page.goto(f"{gw.url}/")
         await page.get_by_role("searchbox", name="Search query").fill(QUERY)
         await page.get_by_role("button", name="Search", exact=True).click()

@@ -5,7 +5,7 @@ reader retrieves; then no acknowledged document is lost, none is
 half-visible, and `verify` is clean. Embedded stores here; PostgreSQL in
 test_crash_loop_postgres.py.
 
-Bounded: about two minutes of loop per mode, and at least 10 kills; on a slow
+Bounded: about a minute of loop per mode, and at least 6 kills; on a slow
 or loaded machine the loop runs longer until it has them (up to a cap that
 fails saying so). The long version is `make bench-crash`
 (bench/load/crash_loop.py). Nothing is faked: real processes, real stores, a
