@@ -85,6 +85,10 @@ def browser_stack(
     ).start()
     documents = [*corpus_documents(), chinese_document()]
     assert stack.upsert(documents).counts.added == len(documents)
+    # One search before the page's: a fresh stack's first answer (cold query
+    # path) outlasted the gateway's deadline on a loaded 2-core CI machine,
+    # and the page showed the error instead of hits. A readiness step, not a check.
+    stack.retrieve(QUERY, timeout=300, disable_rerank=True)
     yield stack
     stack.stop()
 
