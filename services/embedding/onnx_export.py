@@ -23,8 +23,9 @@ from typing import Any
 
 import torch
 
+from services.core.files import atomic_write
 from services.core.logging import get_logger
-from services.embedding.onnx_files import atomic_write, quantize_int8
+from services.embedding.onnx_files import quantize_int8
 
 log = get_logger(__name__)
 

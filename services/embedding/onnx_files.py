@@ -1,17 +1,15 @@
-"""ONNX model files without PyTorch: writing them atomically, their dynamic
-int8 quantisation and opening a session. Kept apart from onnx_export (which
-needs torch to export) so that serving a model already built (the packaged
-e5 graphs, the packaged reranker) does not import torch: 2 s of start-up on a
-quiet core, over 10 s on a loaded one."""
+"""ONNX model files without PyTorch: their dynamic int8 quantisation and
+opening a session. Kept apart from onnx_export (which needs torch to export)
+so that serving a model already built (the packaged e5 graphs, the packaged
+reranker) does not import torch: 2 s of start-up on a quiet core, over 10 s
+on a loaded one."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import onnxruntime as ort
 
@@ -22,21 +20,6 @@ _QUANTIZE_SCRIPT = (
     "from onnxruntime.quantization import QuantType, quantize_dynamic\n"
     "quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8, per_channel=True)\n"
 )
-
-
-def atomic_write(target: Path, write: Any) -> Path:
-    """Write via a temporary sibling so a crash or a concurrent exporter never
-    leaves a half-written model where the cache expects a whole one."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
 
 
 def quantize_int8(fp32: Path, path: Path) -> None:

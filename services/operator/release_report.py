@@ -11,12 +11,11 @@ check could see, and says in `checks` and `failures` why it passed or not.
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.core.files import atomic_write_text
 from services.operator.golden import GoldenScores, QueryOutcome
 
 RECORD_FORMAT = "rag-release-check/1"
@@ -155,7 +154,7 @@ def write_record(record: ReleaseRecord, out_dir: Path, stamp: str) -> WrittenRec
         (out_dir / "latest.json", text),
         (out_dir / "latest.md", summary),
     ):
-        atomic_write(path, content)
+        atomic_write_text(path, content, durable=True)
     return WrittenRecord(json_path, summary_path, text, summary)
 
 
@@ -166,21 +165,6 @@ def _free_name(out_dir: Path, base: str) -> str:
         n += 1
         name = f"{base}-{n}"
     return name
-
-
-def atomic_write(path: Path, content: str) -> None:
-    """Write beside the target, then rename over it (atomic on one filesystem);
-    the file gets the usual permissions (umask), unlike a mkstemp file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with tmp.open("x", encoding="utf-8") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def render_summary(record: ReleaseRecord) -> str:

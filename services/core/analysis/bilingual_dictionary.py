@@ -23,7 +23,6 @@ import gzip
 import hashlib
 import importlib.util
 import marshal
-import os
 import re
 import sys
 from collections import defaultdict
@@ -36,6 +35,9 @@ from pathlib import Path
 import rjieba
 
 from services.core.analysis.stopwords import CHINESE_STOPWORDS
+from services.core.files import atomic_write_bytes
+
+# CHINESE_STOPWORDS
 
 MAX_GLOSS_WORDS = 3
 _LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
@@ -187,18 +189,12 @@ def _read_kept(path: Path) -> list[Entry] | None:
 
 
 def _keep(path: Path, entries: list[Entry]) -> None:
-    """Written beside, then renamed: a reader never sees half a file, and two
-    processes building it at once both leave a whole one. A folder that
-    cannot be written only costs the next start its parse."""
+    """Written whole or not at all (two processes building it at once both
+    leave a whole one). A folder that cannot be written only costs the next
+    start its parse."""
     rows = [(entry.chinese, entry.glosses) for entry in entries]
-    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_bytes(marshal.dumps(rows))
-        os.replace(partial, path)
-    except OSError:
-        with suppress(OSError):
-            partial.unlink(missing_ok=True)
+    with suppress(OSError):
+        atomic_write_bytes(path, marshal.dumps(rows))
 
 
 @contextmanager

@@ -33,6 +33,7 @@ import tantivy as tv
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.deadline import Deadline
 from services.core.errors import ConfigError, StoreUnavailable
+from services.core.files import atomic_write_text
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import SCAN_BATCH, call_budget_s, search_budget_s
 from services.storage.embedded.tantivy_query import LexicalQueryBuilder
@@ -134,9 +135,7 @@ def check_analysis(path: Path, analyzer: TextAnalyzer) -> None:
         )
     if built_with is None:
         # Written whole or not at all: a torn record would look like a foreign index.
-        partial = record.with_suffix(".tmp")
-        partial.write_text(json.dumps({"analysis": expected}))
-        partial.replace(record)
+        atomic_write_text(record, json.dumps({"analysis": expected}))
 
 
 def _recorded_analysis(record: Path) -> str | None:
