@@ -229,3 +229,15 @@ class Reranker:
 
     def stop(self) -> None:
         self.process.stop()
+
+
+def start_reranker(model: str, log_dir: Path) -> tuple[Reranker | None, str]:
+    """A serving Reranker of `model`, or None and why not ("" model: not
+    asked for). The Reranker's own settings come from the calling shell."""
+    if not model:
+        return None, "--no-rerank"
+    reranker = Reranker.start(model, log_dir)
+    if reranker.loaded:
+        return reranker, ""
+    reranker.stop()
+    return None, f"no reranker serving ({model}): {reranker.reason}"

@@ -7,9 +7,12 @@ question in one language finding the page that answers it only in the other
 (kinds `cross_zh_en` and `cross_en_zh`, each scored and targeted on its own).
 This command starts the embedded stack as its own process, syncs the data set
 (bench/datasets/bilingual: pages per locale folder, judged queries) into one
-scope through the Indexer, and sends every query through `Retrieve` three
-times: lexical only, vector only, hybrid (reranking off, top 10, the server's
-defaults otherwise, `debug` on to see what the lexical channel returned).
+scope through the Indexer, and sends every query through `Retrieve` in each
+configuration: lexical only, vector only, hybrid (reranking off), and, when a
+Reranker serves (`--rerank-model`, default the Reranker's own default model;
+`--no-rerank`), hybrid + rerank: what a caller gets from the defaults. Top 10,
+the server's defaults otherwise, `debug` on to see what the lexical channel
+returned. The targets are assessed on hybrid.
 
 Settings under test go to the stack with `--env KEY=VALUE`; each set of them
 gets its own index (.data/eval/<dataset>-<hash of the settings>) and is
@@ -44,7 +47,7 @@ from bench.common.paths import (
     ROOT,
     SCRATCH_DIR,
 )
-from bench.common.processes import Stack
+from bench.common.processes import Stack, start_reranker
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
 from bench.eval.bilingual_data import (
@@ -77,6 +80,7 @@ from bench.reports.targets import (
 )
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.models import Document
+from services.reranker.settings import DEFAULT_MODEL as DEFAULT_RERANK_MODEL
 from services.storage.factory import MANIFEST_FILE
 
 SCOPE = "bilingual"
@@ -84,10 +88,14 @@ TARGET_SPLIT = "test"
 # Request shape per configuration. The vector-only one names the query's
 # language as English: the service may skip the vector channel for a query it
 # detects as Chinese, which would leave this configuration with nothing to score.
+# Reranking is off except in "hybrid+rerank", the server's defaults as a caller
+# gets them (measured when a Reranker serves).
+RERANKED = "hybrid+rerank"
 CONFIGS: dict[str, dict[str, Any]] = {
     "lexical": {"channels": [pb.CHANNEL_LEXICAL]},
     "vector": {"channels": [pb.CHANNEL_VECTOR], "query_language": "en"},
     "hybrid": {},
+    RERANKED: {"disable_rerank": False},
 }
 _ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
@@ -103,6 +111,7 @@ class Options:
     smoke: bool
     rebuild: bool
     log_dir: Path
+    rerank_model: str  # "" when --no-rerank
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         queries = smoke_queries(queries)
     if opts.rebuild:
         remove_index(opts.data_dir)
-    index, outcomes = measure(opts, documents, queries)
+    index, outcomes, not_measured = measure(opts, documents, queries)
     index["documents_by_locale"] = dict(Counter(doc.locale for doc in documents))
     index["unreadable"] = unreadable
     index["unknown_judgments"] = unknown_judgments(queries, documents)
@@ -132,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "request": request_section(),
         "queries": query_counts(queries),
         "configs": {name: config_section(found) for name, found in outcomes.items()},
+        "not_measured": not_measured,
         # The figures of record are the test split's (nothing was fitted on it);
         # all queries (train included) are kept for continuity, labelled.
         "targets_split": TARGET_SPLIT,
@@ -164,6 +174,8 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
     p.add_argument("--data-dir", type=Path, help="index folder (default: one per --env set)")
     p.add_argument("--rebuild", action="store_true", help="start from an empty index")
+    p.add_argument("--rerank-model", default=DEFAULT_RERANK_MODEL)
+    p.add_argument("--no-rerank", action="store_true", help=f"no Reranker: no {RERANKED}")
     args = p.parse_args(argv)
     dataset = BilingualDataset(args.dataset.resolve())
     dataset.check()
@@ -182,6 +194,7 @@ def parse_args(argv: list[str]) -> Options:
         smoke=args.smoke,
         rebuild=args.rebuild,
         log_dir=(out_dir if args.smoke else SCRATCH_DIR) / "logs" / "bilingual",
+        rerank_model="" if args.no_rerank else args.rerank_model,
     )
 
 
@@ -218,15 +231,22 @@ def remove_index(data_dir: Path) -> None:
 
 def measure(
     opts: Options, documents: list[Document], queries: list[Query]
-) -> tuple[dict[str, Any], dict[str, list[Outcome]]]:
-    stack = Stack.start(opts.data_dir, opts.log_dir, opts.env)
+) -> tuple[dict[str, Any], dict[str, list[Outcome]], dict[str, str]]:
+    """Index, then every configuration's outcomes; `hybrid+rerank` only when a
+    Reranker serves (the third value says why it was not measured)."""
+    reranker, why_not = start_reranker(opts.rerank_model, opts.log_dir)
+    serving = reranker.addr if reranker is not None else ""
+    stack = Stack.start(opts.data_dir, opts.log_dir, {**opts.env, "RAG_RERANKER_ADDR": serving})
     try:
         ingest = sync_documents(stack.indexer_addr, documents, SCOPE)
         stats = index_stats(stack.indexer_addr)
-        outcomes = {name: run_config(stack.retriever_addr, queries, name) for name in CONFIGS}
+        wanted = [name for name in CONFIGS if name != RERANKED or reranker is not None]
+        outcomes = {name: run_config(stack.retriever_addr, queries, name) for name in wanted}
     finally:
         stack.stop()
-    return index_section(opts, ingest, stats), outcomes
+        if reranker is not None:
+            reranker.stop()
+    return index_section(opts, ingest, stats), outcomes, {RERANKED: why_not} if why_not else {}
 
 
 def run_config(addr: str, queries: list[Query], name: str) -> list[Outcome]:
@@ -239,9 +259,8 @@ def run_config(addr: str, queries: list[Query], name: str) -> list[Outcome]:
             query=text,
             top_k=TOP_K,
             filter=pb.ScopeFilter(scope_id=SCOPE),
-            disable_rerank=True,
             debug=True,
-            **shape,
+            **{"disable_rerank": True, **shape},
         )
 
     by_id = {q.id: q for q in queries}
@@ -295,7 +314,7 @@ def _shown(path: Path) -> str:
 def request_section() -> dict[str, Any]:
     return {
         "top_k": TOP_K,
-        "disable_rerank": True,
+        "disable_rerank": f"true, except {RERANKED}",
         "debug": True,
         "candidates_per_channel": "server default",
         "max_chunks_per_document": "server default",
@@ -304,6 +323,8 @@ def request_section() -> dict[str, Any]:
             "lexical": "channels=[CHANNEL_LEXICAL]",
             "vector": "channels=[CHANNEL_VECTOR], query_language=en",
             "hybrid": "both channels, query language detected by the service",
+            RERANKED: "hybrid, reranked by the Reranker's default model under the server's "
+            "rerank settings (candidates, budget, languages, blend)",
         },
     }
 

@@ -40,7 +40,7 @@ from bench.common.paths import (
     RESULTS_DIR,
     SCRATCH_DIR,
 )
-from bench.common.processes import Reranker, Stack
+from bench.common.processes import Stack, start_reranker
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
 from bench.eval.bilingual import index_dir, parse_env
@@ -197,7 +197,8 @@ def _by_source(doc_ids: Any) -> dict[str, int]:
 def measure(
     opts: Options, documents: list[Document], queries: list[DocQuery]
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
-    reranker, not_measured = start_reranker(opts)
+    reranker, why_not = start_reranker(opts.rerank_model, opts.log_dir)
+    not_measured = {RERANKED: why_not} if reranker is None else {}
     serving = reranker.addr if reranker is not None else ""
     stack = Stack.start(opts.data_dir, opts.log_dir, {**opts.env, "RAG_RERANKER_ADDR": serving})
     try:
@@ -219,17 +220,6 @@ def measure(
         "rejected": ingest.rejected,
     }
     return index, configs, not_measured
-
-
-def start_reranker(opts: Options) -> tuple[Reranker | None, dict[str, str]]:
-    """A serving Reranker, or None and why hybrid+rerank is not measured."""
-    if not opts.rerank_model:
-        return None, {RERANKED: "--no-rerank"}
-    reranker = Reranker.start(opts.rerank_model, opts.log_dir)
-    if reranker.loaded:
-        return reranker, {}
-    reranker.stop()
-    return None, {RERANKED: f"no reranker serving ({opts.rerank_model}): {reranker.reason}"}
 
 
 def run_config(addr: str, queries: list[DocQuery], name: str) -> dict[str, Any]:

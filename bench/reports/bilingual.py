@@ -14,16 +14,17 @@ from bench.reports.markdown import provenance, table, targets_table
 
 RESULTS_FILE = "bilingual.json"
 DEFAULT_VARIANT = "default"
-CONFIGS = ("lexical", "vector", "hybrid")
+CONFIGS = ("lexical", "vector", "hybrid", "hybrid+rerank")
 COLUMNS = ("hit@1", "exact@1", "top3", "mrr@10", "recall@10", "lexical_nonempty")
 HEADERS = ("hit@1", "exact@1", "top3", "MRR@10", "recall@10", "lexical hits non-empty")
 
 ABOUT = """Identifiers, Chinese questions and cross-language questions on a small bilingual
 product manual (`{dataset}`: {pages}; {queries}). Every query goes through `Retrieve`
-three times: lexical only, vector only (with `query_language=en`, so the service's language
-rule cannot skip the channel for a Chinese query) and hybrid; reranking off, top 10, the
-server's defaults otherwise. A variant is one set of settings given to the stack process
-(`--env`), each with its own index.
+in each configuration: lexical only, vector only (with `query_language=en`, so the service's
+language rule cannot skip the channel for a Chinese query), hybrid (reranking off), and
+hybrid+rerank (the Reranker's default model, when one serves: what a caller gets from the
+defaults); top 10, the server's defaults otherwise; targets on hybrid. A variant is one set
+of settings given to the stack process (`--env`), each with its own index.
 
 - **hit@1**: for a query with an identifier to find (`must_contain`), the rank-1 chunk's text
   contains it (case-insensitive); for the others, the rank-1 hit's page is judged relevant.

@@ -99,7 +99,8 @@ def test_every_configuration_has_every_metric_per_kind(result: dict[str, Any]) -
     assert result["index"]["documents_by_locale"] == {"en": 3, "zh-CN": 3}
     assert result["queries"] == {kind: 1 for kind in KINDS}
     assert result["index"]["unknown_judgments"] == []
-    for name in ("lexical", "vector", "hybrid"):
+    assert result["not_measured"] == {}  # the packaged Reranker served: the defaults measured
+    for name in ("lexical", "vector", "hybrid", "hybrid+rerank"):
         config = result["configs"][name]
         assert config["errors"] == []
         assert set(config["groups"]) == {*KINDS, "identifier kinds", "all"}
