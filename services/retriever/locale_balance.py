@@ -19,7 +19,8 @@ language, a request whose scope holds several locales and fixes none):
    question's words translated with a bilingual dictionary and searched in
    that locale alone (services.core.analysis.query_translation;
    RAG_CROSS_LANGUAGE_LEXICAL);
-3. the fused locale lists take turns (1st of each, then 2nd of each, …) in
+3. the fused locale lists take turns (1st document of each, then 2nd of
+   each, …; a further chunk of a page already placed takes no turn) in
    the order services.retriever.locale_order decides: the question's
    language first unless another locale's head has clearly more evidence
    (its cosine and lexical agreement, by a margin fitted on the bilingual
@@ -206,6 +207,35 @@ def interleaved(lists: Sequence[list[T]]) -> list[T]:
     return [hit for turn in turns for hit in turn if hit is not None]
 
 
+def interleaved_documents(lists: Sequence[list[FusedHit]]) -> list[FusedHit]:
+    """The locales' fused lists in turns of one document each: a turn places
+    the list's next document not yet placed, after that list's further chunks
+    of documents already placed that rank above it. Turns of one chunk let a
+    page's second and third chunks take their locale's turns, and the
+    per-document cap then dropped them: with one chunk per document, an
+    English question over a mixed index got its best page, then three or four
+    Chinese pages before its second English one."""
+    return [hit for turn in interleaved([_document_turns(hits) for hits in lists]) for hit in turn]
+
+
+def _document_turns(hits: list[FusedHit]) -> list[list[FusedHit]]:
+    """`hits` cut after each chunk of a document new to the list (one list is
+    one locale, and a document has one locale); chunks after the last new
+    document join the last turn."""
+    turns: list[list[FusedHit]] = []
+    pending: list[FusedHit] = []
+    placed: set[str] = set()
+    for hit in hits:
+        pending.append(hit)
+        if hit.chunk.doc_id not in placed:
+            placed.add(hit.chunk.doc_id)
+            turns.append(pending)
+            pending = []
+    if pending and turns:
+        turns[-1].extend(pending)
+    return turns
+
+
 def fuse_locales(
     fuser: ListFuser,
     vector_by_locale: Mapping[str, list[ScoredChunk]],
@@ -234,7 +264,7 @@ def fuse_locales(
         fused_lists[locale] = fuser.fuse(ranked, weights)
     heads = {locale: HeadEvidence.of(locale, hits) for locale, hits in fused_lists.items()}
     decision = (rule or LocaleOrderRule()).order(heads, query_language)
-    return interleaved([fused_lists[locale] for locale in decision.locales]), decision
+    return interleaved_documents([fused_lists[locale] for locale in decision.locales]), decision
 
 
 def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChunk]:

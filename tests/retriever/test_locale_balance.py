@@ -15,19 +15,20 @@ from services.core.analysis.bilingual_dictionary import BilingualDictionary, Ent
 from services.core.analysis.query_translation import QueryTranslator
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
-from services.retriever.fusion import RrfFuser
+from services.retriever.fusion import RrfFuser, cap_per_document
 from services.retriever.locale_balance import (
     IndexLocales,
     LocaleBalance,
     fuse_locales,
     interleaved,
+    interleaved_documents,
 )
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
 from services.retriever.steps import build_retrieval_steps
 from services.retriever.types import Channel
 from services.storage.base import VectorQuery
 from services.storage.storage import Storage
-from tests.retriever.factories import ranked_list, scored
+from tests.retriever.factories import hit, ranked_list, scored
 
 pytestmark = pytest.mark.unit
 
@@ -36,6 +37,22 @@ def test_lists_are_taken_in_turns_and_a_short_one_is_skipped() -> None:
     en, zh = ranked_list("en1", "en2", "en3"), ranked_list("zh1")
     assert [h.chunk.chunk_id for h in interleaved([en, zh])] == ["en1", "zh1", "en2", "en3"]
     assert interleaved([]) == []
+
+
+def test_locales_take_turns_by_document_and_a_further_chunk_takes_no_turn() -> None:
+    en = [
+        hit("a1", doc_id="A"),
+        hit("a2", doc_id="A"),
+        hit("b1", doc_id="B"),
+        hit("a3", doc_id="A"),
+    ]
+    zh = [hit("x1", doc_id="X"), hit("y1", doc_id="Y"), hit("x2", doc_id="X")]
+    order = [h.chunk.chunk_id for h in interleaved_documents([en, zh])]
+    # a2 rides with B's turn (it ranked above b1); a3 and x2 come after their list's last page
+    assert order == ["a1", "x1", "a2", "b1", "a3", "y1", "x2"]
+    capped = cap_per_document(interleaved_documents([en, zh]), 1)
+    assert [h.chunk.doc_id for h in capped] == ["A", "X", "B", "Y"]  # documents alternate
+    assert interleaved_documents([]) == []
 
 
 AMPLE = Deadline.never()
