@@ -34,12 +34,13 @@ class RetrievalConfig:
     fusion: FusionMethod = FusionMethod.RRF
     max_chunks_per_document: int = 2
     context_char_budget: int = 6000
-    rerank_candidates: int = 4
+    rerank_candidates: int = 20
     rerank_budget_ms: int = 400
     rerank_languages: str = "en"
     rerank_fused_weight: float = FITTED_RERANK_BLEND.fused_weight
     rerank_score_weight: float = FITTED_RERANK_BLEND.rerank_weight
     rerank_blend_k: float = FITTED_RERANK_BLEND.k
+    rerank_gate_margin: float = FITTED_RERANK_BLEND.gate
     channel_timeout_ms: int = 1000
     boost_read_timeout_ms: int = 500
     diversity_read_timeout_ms: int = 500

@@ -230,12 +230,21 @@ class RerankStep:
                 f"partial: {len(scores)} of {len(call.sent)} scored ({why}); rest in fused order",
                 plan,
             )
-        if call.unread:
-            note = self._unread_note(call.unread, len(call.head))
-            outcome.reason = f"{outcome.reason}; {note}" if outcome.reason else note
+        notes = [self._gate_note(scores), self._unread_note(call.unread, len(call.head))]
+        outcome.reason = "; ".join(note for note in [outcome.reason, *notes] if note)
         return merged + tail, outcome
 
+    def _gate_note(self, scores: list[float]) -> str:
+        if len(scores) < 2 or self.blend.opens(scores):
+            return ""
+        return (
+            f"fused order kept: the reranker's best score beats the first candidate's by "
+            f"{max(scores) - scores[0]:.2f}, less than its gate {self.blend.gate:g}"
+        )
+
     def _unread_note(self, unread: int, candidates: int) -> str:
+        if not unread:
+            return ""
         return (
             f"{unread} of {candidates} candidates not scored: mostly in a language the "
             f"reranker does not read (it reads {self.readable.describe()}); they keep "

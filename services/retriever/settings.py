@@ -203,17 +203,18 @@ class RetrieverSettings(
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)
-    # 4, by measurement on 2 cores (bench.load.rerank_retrieve, docs/retrieval.md):
-    # the packaged L-12 costs ~40-55 ms a pair, so 4 English pairs take ~170-240 ms
-    # (c=1 p50 149 ms against 287 ms, partial, with 20). A faster machine or
-    # model can take more; the sizing sends fewer when less time is left.
+    # 20: fitted with the rerank blend on three train splits (services.retriever.fusion,
+    # FITTED_RERANK_BLEND): what reaches further down the fused list is what moves the
+    # answer up. The packaged L-12 costs ~8 ms a pair on an idle 2-core machine and
+    # 40-140 ms on a busy one; the sizing (rerank_sizing) sends fewer when fewer fit the
+    # budget, and the answer then says partial.
     rerank_candidates: int = Field(
-        4,
+        20,
         ge=1,
         le=200,
         description="how many of the fused candidates the Reranker is asked to score "
-        "(the rest keep their fused places); chosen to fit RAG_RERANK_BUDGET_MS whole with "
-        "the packaged model on 2 cores",
+        "(the rest keep their fused places); fitted with the rerank blend on three train "
+        "splits (docs/benchmarks.md)",
     )
     # 400: the Reranker only starts a batch predicted to finish in time, at 1.5×
     # its measured cost (services/reranker/batch_cost.py), so the budget must
@@ -246,6 +247,13 @@ class RetrieverSettings(
     )
     rerank_blend_k: float = Field(
         FITTED_RERANK_BLEND.k, ge=0, le=1000, description="k of the rerank blend's 1 / (k + rank)"
+    )
+    rerank_gate_margin: float = Field(
+        FITTED_RERANK_BLEND.gate,
+        ge=0,
+        le=100,
+        description="how much the reranker's best score (a logit) must beat the first scored "
+        "candidate's before its order is used at all (0: always)",
     )
     channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
     boost_read_timeout_ms: int = Field(

@@ -156,7 +156,10 @@ def _rerank_step(
         config.safety_margin_ms,
         health,
         blend=RerankBlend(
-            config.rerank_fused_weight, config.rerank_score_weight, config.rerank_blend_k
+            config.rerank_fused_weight,
+            config.rerank_score_weight,
+            config.rerank_blend_k,
+            config.rerank_gate_margin,
         ),
         readable=ReadableFilter(parse_languages(config.rerank_languages)),
     )

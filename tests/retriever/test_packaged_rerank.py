@@ -107,7 +107,12 @@ def stack(
         root / "data",
         embedder,
         reranker_addr=f"127.0.0.1:{port}",
-        retriever={"rerank_candidates": 20, "rerank_budget_ms": 60_000, "rerank_fused_weight": 0.0},
+        retriever={
+            "rerank_candidates": 20,
+            "rerank_budget_ms": 60_000,
+            "rerank_fused_weight": 0.0,
+            "rerank_gate_margin": 0.0,
+        },
     ).start()
     settings = RerankerSettings(
         host="127.0.0.1", reranker_port=port, rerank_cache_dir=root / "cache", log_json=False

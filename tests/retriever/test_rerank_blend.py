@@ -66,3 +66,17 @@ def test_a_non_finite_score_is_refused() -> None:
         place_reranked(hits("a", "b"), {0: float("nan")})
     with pytest.raises(ValueError, match="outside"):
         place_reranked(hits("a", "b"), {2: 1.0})
+
+
+def test_the_gate_keeps_fusion_unless_the_reranker_disagrees_by_its_margin() -> None:
+    gated = RerankBlend(0.0, 1.0, 1.0, gate=2.0)
+    # The best score beats the first scored candidate's by 1.5 < 2: fused order stands.
+    assert not gated.opens([1.0, 2.5, 0.0])
+    assert reranked_order(3, {0: 1.0, 1: 2.5, 2: 0.0}, gated) == [0, 1, 2]
+    # By 2.5: the reranker's order, even over unscored places (1 is not scored).
+    assert gated.opens([1.0, 3.5])
+    assert reranked_order(3, {0: 1.0, 2: 3.5}, gated) == [2, 1, 0]
+    # The first *scored* candidate is the reference, not the first place.
+    assert reranked_order(4, {1: 0.0, 2: 1.0, 3: 5.0}, gated) == [0, 3, 2, 1]
+    # No gate (0) always opens; one score has nothing to reorder.
+    assert RerankBlend(gate=0.0).opens([3.0, 3.0]) and not gated.opens([9.0])

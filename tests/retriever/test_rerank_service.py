@@ -26,13 +26,13 @@ def start_with_reranker(
     root: Path, embedder: Embedder, model: str
 ) -> tuple[BackgroundStack, RerankerApp]:
     port = free_port()
-    # The reranker's order alone (no blend with the fused rank): these tests
+    # The reranker's order alone (no blend with the fused rank, no gate): these tests
     # check that its scores order the hits, with a model that knows nothing.
     stack = BackgroundStack(
         root / "data",
         embedder,
         reranker_addr=f"127.0.0.1:{port}",
-        retriever={"rerank_candidates": 20, "rerank_fused_weight": 0.0},
+        retriever={"rerank_candidates": 20, "rerank_fused_weight": 0.0, "rerank_gate_margin": 0.0},
     ).start()
     settings = RerankerSettings(
         host="127.0.0.1",

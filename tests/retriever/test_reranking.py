@@ -15,6 +15,7 @@ from gateway.reasons import ReasonCode, rerank_code
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded, Unavailable
+from services.retriever.fusion import RerankBlend
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
@@ -87,6 +88,30 @@ async def test_reranked_head_then_fused_tail() -> None:
     assert outcome.code == RerankCode.RERANKED and outcome.used and not outcome.fallback
     assert [h.chunk.chunk_id for h in hits] == ["c2", "c1", "c0", "c3"]
     assert outcome.candidates == outcome.reranked == 3 and outcome.model == "fake"
+
+
+async def test_a_closed_gate_keeps_the_fused_order_and_says_why() -> None:
+    close = RerankReply([1.0, 2.5, 0.5], False, "", "fake")  # best beats the first by 1.5
+    gated = RerankStep(
+        FakeRerankClient(close),  # type: ignore[arg-type]
+        candidates=3,
+        budget_ms=300,
+        margin_ms=10,
+        blend=RerankBlend(0.0, 1.0, 10.0, gate=2.0),  # the reranker alone, when it may
+    )
+    hits, outcome = await gated.run(QUERY, HITS, True, later())
+    assert [h.chunk.chunk_id for h in hits] == ["c0", "c1", "c2", "c3"]
+    assert [h.reranked for h in hits] == [True, True, True, False]  # scored, not moved
+    assert outcome.code == RerankCode.RERANKED and outcome.reranked == 3
+    assert outcome.reason == (
+        "fused order kept: the reranker's best score beats the first candidate's by 1.50, "
+        "less than its gate 2"
+    )
+    assert rerank_code(rpb.RerankOutcome(used=True, reason=outcome.reason)) == ReasonCode.RERANKED
+    sure = RerankReply([1.0, 3.5, 0.5], False, "", "fake")
+    gated.client = FakeRerankClient(sure)  # type: ignore[assignment]
+    hits, outcome = await gated.run(QUERY, HITS, True, later())
+    assert hits[0].chunk.chunk_id == "c1" and outcome.reason == ""
 
 
 async def test_not_asked_outcomes_have_their_codes() -> None:

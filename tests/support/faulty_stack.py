@@ -70,6 +70,7 @@ def faulty_stack(data_dir: Path, embedder: Embedder) -> Iterator[tuple[Faults, B
             "rerank_budget_ms": 200,
             "channel_timeout_ms": 1000,
             "rerank_fused_weight": 0.0,
+            "rerank_gate_margin": 0.0,
         },
     ).start()
     assert stack._loop is not None

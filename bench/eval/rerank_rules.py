@@ -1,0 +1,291 @@
+"""`python -m bench.eval.rerank_rules`: how many candidates the cross-encoder
+should read and how its scores should be combined with fusion, fitted on the
+train splits of every evaluation set at once and reported on their test splits.
+
+`dump` starts the default Reranker and an embedded stack on an index an
+evaluation already built (SciFact: `bench.eval.scifact`; the third-party
+questions: `bench.eval.third_party`; the bilingual set: `bench.eval.bilingual`)
+and sends every query of the set through `Retrieve` twice, with the eval's own
+request shape (top 20; one chunk per document, or the server's default for the
+bilingual set, as its eval asks): once with reranking off (the
+fused order the server serves, locale order and identifier precedence
+included) and once with the Reranker scoring all 20 under a budget no caller
+has (so every readable candidate has its score). One JSON line per query.
+
+`fit` replays any rule offline from those lines with the Retriever's own
+ordering code (`services.retriever.fusion.reranked_order`): a scored prefix of
+N candidates, the blend's weights, and a confidence gate (the cross-encoder
+may reorder only when its best score among the scored beats the fused first's
+by a margin). Scores per set and split: hit@1, MRR@10, nDCG@10 (document
+level). A rule is admissible when no set's train split is worse than fusion
+alone on any of the three; the chosen one gains most in train MRR@10 summed
+over the sets. The test rows use the chosen constants.
+
+    python -m bench.eval.rerank_rules dump --set third_party
+    python -m bench.eval.rerank_rules fit
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.common.paths import DATASETS_DIR, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR
+from bench.common.processes import Stack, start_reranker
+from bench.common.record import run_record
+from bench.common.retrieve_loop import run_load
+from bench.eval.dataset import BeirDataset, Qrels
+from bench.eval.metrics import evaluate
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.reranker.settings import DEFAULT_MODEL
+from services.retriever.fusion import FITTED_RERANK_BLEND, RerankBlend, reranked_order
+from services.retriever.requests import DEFAULT_CONFIG
+
+DUMP_DIR = SCRATCH_DIR / "rerank-rules"
+FIT_FILE = RESULTS_DIR / "rerank-rules-fit.json"
+DEPTH = 20
+SETS = ("scifact", "third_party", "bilingual")
+MEASURES = ("hit@1", "mrr@10", "ndcg@10")
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    name: str
+    data_dir: Path
+    scope: str
+    queries: list[tuple[str, str, str]]  # id, text, split
+    qrels: Qrels
+    env: dict[str, str]
+    depth: int = 0  # candidates per channel the eval asks for (0: the server's default)
+    per_document: int = 1  # chunks per document the eval asks for (0: the server's default)
+
+
+def load_set(name: str) -> EvalSet:
+    """The set's queries, judgments and index as its own evaluation made them."""
+    if name == "scifact":  # the index, settings and depth `bench.eval.scifact` uses
+        from bench.eval.scifact_options import parse_args
+
+        opts = parse_args(["--no-peer", "--no-finetuned", "--no-compare-models"], "")
+        splits = [BeirDataset(opts.dataset.root, split) for split in ("train", "test")]
+        queries = [(q, t, d.split) for d in splits for q, t in d.queries().items()]
+        judged = {**splits[0].qrels(), **splits[1].qrels()}
+        return EvalSet(name, opts.data_dir, "eval", queries, judged, opts.stack_env, opts.depth)
+    if name == "third_party":
+        from bench.eval.third_party_data import qrels, read_queries
+
+        found = read_queries(DATASETS_DIR / "third_party" / "queries.jsonl")
+        return EvalSet(
+            name,
+            _only(EVAL_DATA, "third-party-300-*"),
+            "third-party-docs",
+            [(q.id, q.text, q.split) for q in found],
+            qrels(found),
+            {},
+        )
+    from bench.eval.bilingual_data import BilingualDataset
+
+    data = BilingualDataset((DATASETS_DIR / "bilingual").resolve()).queries()
+    return EvalSet(
+        name,
+        _only(EVAL_DATA, "bilingual-*"),
+        "bilingual",
+        [(q.id, q.text, q.split) for q in data],
+        {q.id: dict(q.relevant) for q in data},
+        {},
+        per_document=0,
+    )
+
+
+def _only(parent: Path, pattern: str) -> Path:
+    found = sorted(parent.glob(pattern))
+    if len(found) != 1:
+        raise SystemExit(f"expected one index {parent}/{pattern}, found {found}: run its eval")
+    return found[0]
+
+
+def dump(name: str) -> Path:
+    evalset = load_set(name)
+    log_dir = DUMP_DIR / "logs" / name
+    reranker, why_not = start_reranker(DEFAULT_MODEL, log_dir)
+    if reranker is None:
+        raise SystemExit(why_not)
+    env = {
+        **evalset.env,
+        "RAG_RERANKER_ADDR": reranker.addr,
+        "RAG_RERANK_CANDIDATES": str(DEPTH),
+        "RAG_RERANK_BUDGET_MS": "60000",
+        "RAG_DEFAULT_DEADLINE_MS": "120000",
+    }
+    stack = Stack.start(evalset.data_dir, log_dir, env)
+    try:
+        pairs = [(qid, text) for qid, text, _ in evalset.queries]
+        fused = _answers(stack.retriever_addr, pairs, evalset, rerank=False)
+        scored = _answers(stack.retriever_addr, pairs, evalset, rerank=True)
+    finally:
+        stack.stop()
+        reranker.stop()
+    path = DUMP_DIR / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for qid, _, split in evalset.queries:
+            scores = {h.chunk_id: h.rerank_score for h in scored[qid].hits if h.reranked}
+            hits = [[h.doc_id, h.chunk_id, len(h.exact_identifiers)] for h in fused[qid].hits]
+            out.write(json.dumps({"id": qid, "split": split, "hits": hits, "scores": scores}))
+            out.write("\n")
+    print(f"{len(evalset.queries)} queries -> {path}")
+    return path
+
+
+def _answers(
+    addr: str, pairs: list[tuple[str, str]], evalset: EvalSet, rerank: bool
+) -> dict[str, pb.RetrieveResponse]:
+    def make_request(text: str) -> pb.RetrieveRequest:
+        return pb.RetrieveRequest(
+            query=text,
+            top_k=DEPTH,
+            max_chunks_per_document=evalset.per_document,
+            filter=pb.ScopeFilter(scope_id=evalset.scope),
+            disable_rerank=not rerank,
+            candidates_per_channel=evalset.depth,
+        )
+
+    load = run_load(addr, pairs, make_request, timeout_s=120)
+    missing = [a.query_id for a in load.answers if a.response is None]
+    if missing:
+        raise SystemExit(f"{len(missing)} queries unanswered ({load.errors}), e.g. {missing[:3]}")
+    return {a.query_id: a.response for a in load.answers if a.response is not None}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """N candidates scored, blended by `blend` when the gate opens."""
+
+    candidates: int
+    blend: RerankBlend | None  # None: fusion alone
+    margin: float = float("-inf")  # the gate: best scored - fused first's score
+
+    def label(self) -> str:
+        if self.blend is None:
+            return "fusion alone"
+        gate = "" if self.margin == float("-inf") else f", gate {self.margin:g}"
+        return (
+            f"{self.candidates} candidates, fused weight {self.blend.fused_weight:g}, "
+            f"k {self.blend.k:g}{gate}"
+        )
+
+    def order(self, row: dict[str, Any]) -> list[str]:
+        hits = row["hits"]
+        scores = {
+            i: row["scores"][h[1]]
+            for i, h in enumerate(hits[: self.candidates])
+            if h[1] in row["scores"]
+        }
+        positions = list(range(len(hits)))
+        if self.blend is not None and len(scores) > 1 and self._open(scores):
+            positions = reranked_order(len(hits), scores, self.blend)
+        positions = _lead(positions, hits)
+        return [hits[p][0] for p in positions]
+
+    def _open(self, scores: dict[int, float]) -> bool:
+        first = min(scores)  # the highest-placed scored candidate
+        return max(scores.values()) - scores[first] >= self.margin
+
+
+def _lead(positions: list[int], hits: list[list[Any]]) -> list[int]:
+    """Identifier precedence (lead): the best hit holding the most identifiers first."""
+    most = max((hits[p][2] for p in positions), default=0)
+    if most == 0:
+        return positions
+    leader = next(p for p in positions if hits[p][2] == most)
+    return [leader, *(p for p in positions if p != leader)]
+
+
+def score(rule: Rule, rows: list[dict[str, Any]], qrels: Qrels, split: str) -> dict[str, float]:
+    chosen = [r for r in rows if r["split"] == split and r["id"] in qrels]
+    run = {r["id"]: _distinct(rule.order(r)) for r in chosen}
+    figures = evaluate({r["id"]: qrels[r["id"]] for r in chosen}, run)
+    return {m: figures[m] for m in MEASURES}
+
+
+def _distinct(docs: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(docs))
+
+
+def grid() -> Iterator[Rule]:
+    for n, fused_weight, k, margin in itertools.product(
+        (4, 6, 8, 10, 15, 20),
+        (0.0, 0.5, 1.0, 2.0, 3.0, 4.0),
+        (1.0, 10.0, 30.0),
+        (float("-inf"), 0.0, 1.0, 2.0, 3.0, 4.0),
+    ):
+        yield Rule(n, RerankBlend(fused_weight, 1.0, k), margin)
+
+
+def fit(sets: Sequence[str]) -> dict[str, Any]:
+    """The grid replayed on every set's train split; the chosen rule, the
+    runners-up, fusion alone and the Retriever's current rule on both splits."""
+    data = {}
+    for name in sets:
+        rows = [json.loads(line) for line in (DUMP_DIR / f"{name}.jsonl").read_text().splitlines()]
+        data[name] = (rows, load_set(name).qrels)
+
+    def figures(rule: Rule, split: str) -> dict[str, dict[str, float]]:
+        return {name: score(rule, rows, qrels, split) for name, (rows, qrels) in data.items()}
+
+    base = Rule(DEPTH, None)
+    floor = figures(base, "train")
+    ranked = []
+    for rule in grid():
+        train = figures(rule, "train")
+        worse = any(train[n][m] < floor[n][m] for n in train for m in MEASURES)
+        gain = sum(train[n]["mrr@10"] - floor[n]["mrr@10"] for n in train)
+        ranked.append((not worse, round(gain, 4), rule))
+    ranked.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    current = Rule(DEFAULT_CONFIG.rerank_candidates, FITTED_RERANK_BLEND, FITTED_RERANK_BLEND.gate)
+    rows = [("fusion alone", base), ("current default", current)]
+    rows += [
+        (f"#{n} {'admissible' if ok else 'worse somewhere'}, train MRR@10 +{gain}", rule)
+        for n, (ok, gain, rule) in enumerate(ranked[:10], 1)
+    ]
+    return {
+        "sets": list(sets),
+        "grid_points": len(ranked),
+        "rules": [
+            {
+                "what": what,
+                "rule": rule.label(),
+                "train": figures(rule, "train"),
+                "test": figures(rule, "test"),
+            }
+            for what, rule in rows
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.eval.rerank_rules", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("dump").add_argument("--set", choices=SETS, required=True)
+    sub.add_parser("fit").add_argument("--sets", nargs="+", default=list(SETS))
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "dump":
+        dump(args.set)
+        return 0
+    result = {**run_record(["-m", "bench.eval.rerank_rules", *sys.argv[1:]]), **fit(args.sets)}
+    FIT_FILE.write_text(json.dumps(result, indent=1) + "\n")
+    for row in result["rules"]:
+        print(row["what"], "|", row["rule"])
+        for split in ("train", "test"):
+            print(f"  {split:5}", json.dumps(row[split]))
+    print(f"wrote {FIT_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
