@@ -1,0 +1,51 @@
+"""`bench.eval.rerank_rules`: a rule replayed offline orders a kept answer as
+the Retriever would (scored prefix, gate, blend, identifier lead) and is
+scored at document level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.eval.rerank_rules import Rule, score
+from services.retriever.fusion import RerankBlend
+
+pytestmark = pytest.mark.unit
+
+# One kept answer: fused order a, b, c, d (doc, chunk, identifiers held); the
+# cross-encoder read a, b and d (c was in a language it does not read).
+ROW: dict[str, Any] = {
+    "id": "q1",
+    "split": "train",
+    "hits": [["A", "a", 0], ["B", "b", 0], ["C", "c", 0], ["D", "d", 0]],
+    "scores": {"a": 0.0, "b": 1.0, "d": 3.0},
+}
+RERANKER_ONLY = RerankBlend(0.0, 1.0, 1.0)
+
+
+def test_fusion_alone_and_a_closed_gate_keep_the_fused_order() -> None:
+    assert Rule(20, None).order(ROW) == ["A", "B", "C", "D"]
+    gated = Rule(20, RerankBlend(0.0, 1.0, 1.0, gate=5.0), margin=5.0)
+    assert gated.order(ROW) == ["A", "B", "C", "D"]  # best 3.0 - first 0.0 < 5
+
+
+def test_only_the_first_n_candidates_are_reordered_and_unscored_keep_their_place() -> None:
+    assert Rule(4, RERANKER_ONLY).order(ROW) == ["D", "B", "C", "A"]
+    assert Rule(2, RERANKER_ONLY).order(ROW) == ["B", "A", "C", "D"]  # d is beyond the head
+
+
+def test_a_hit_holding_the_identifier_still_leads() -> None:
+    row = {**ROW, "hits": [["A", "a", 0], ["B", "b", 1], ["C", "c", 0], ["D", "d", 0]]}
+    assert Rule(4, RERANKER_ONLY).order(row) == ["B", "D", "C", "A"]
+
+
+def test_scored_at_document_level_on_one_split() -> None:
+    qrels = {"q1": {"D": 1}}
+    assert score(Rule(20, None), [ROW], qrels, "train")["hit@1"] == 0.0
+    assert score(Rule(4, RERANKER_ONLY), [ROW], qrels, "train")["hit@1"] == 1.0
+    assert score(Rule(4, RERANKER_ONLY), [ROW], qrels, "test") == {
+        "hit@1": 0.0,
+        "mrr@10": 0.0,
+        "ndcg@10": 0.0,
+    }
