@@ -36,33 +36,20 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-# The modules that take minutes on 2 loaded cores (CI's --durations): run first,
-# longest first, so that `make test`'s two workers (`--dist loadfile
-# --no-loadscope-reorder`) start them early and the short modules fill in
-# around them. Left to xdist's default order (most tests first) they came last,
-# and one worker ran three of them alone for the final 20 minutes.
-LONG_MODULES = (  # by their minutes in the fresh-clone CI run of c1fd0b6
-    "tests/deploy/test_postgres_deployment.py",
-    "tests/indexer/corpus/test_third_party_docs.py",
-    "tests/stack/test_crash_loop_postgres.py",
-    "tests/indexer/test_fault_injection.py",
-    "tests/stack/test_crash_loop.py",
-    "tests/indexer/test_fault_injection_postgres.py",
-    "tests/indexer/test_crash_recovery.py",
-    "tests/bench/scale/test_corpus.py",
-    "tests/stack/test_locale_order.py",
-    "tests/storage/embedded/test_edge_optimizer.py",
-    "tests/stack/test_process.py",
-    "tests/storage/postgres/test_topk.py",
-    "tests/storage/embedded/test_optimize_due.py",
-    "tests/stack/test_default_model.py",
-    "tests/stack/test_cross_language.py",
-)
-
-
+# Modules that take long (`pytest.mark.long(seconds=…)`: their seconds in the
+# fresh-clone CI run of fd10800, 2026-12-01) run first, longest first, so that
+# `make test`'s two workers (`--dist loadfile --no-loadscope-reorder`) start
+# them early and the short modules fill in around them. Left to xdist's
+# default order (most tests first) they came last, and one worker ran three of
+# them alone for the final 20 minutes. The mark sits in the module it
+# describes, so a module that is split, renamed or moved keeps it.
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {module: position for position, module in enumerate(LONG_MODULES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    items.sort(key=lambda item: -_long_seconds(item))
+
+
+def _long_seconds(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("long")
+    return float(mark.kwargs["seconds"]) if mark is not None else 0.0
 
 
 @pytest.fixture(scope="session")

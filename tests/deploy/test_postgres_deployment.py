@@ -72,7 +72,7 @@ from tests.support.postgres import PostgresServer, running_postgres
 from tests.support.stack import free_port
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800), pytest.mark.long(seconds=55)]
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE_FILES = (DEPLOY / "docker-compose.yml", DEPLOY / "docker-compose.postgres.yml")

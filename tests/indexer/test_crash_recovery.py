@@ -23,7 +23,7 @@ from services.storage.settings import StoreMode, StoreSettings
 from tests.stack.test_process import wait_serving
 from tests.support.stack import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500), pytest.mark.long(seconds=23)]
 
 DOCS = 80
 BATCH = 4

@@ -32,7 +32,7 @@ from tests.support.stack import free_port
 # A hang guard per test, not a bound: the first one's setup builds the base
 # index and runs the faulty stack (257 s in CI on a loaded 2-core machine),
 # then its call restarts the stack; pytest's default of 300 s ran out.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.long(seconds=58)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -28,7 +28,7 @@ from tests.indexer.test_fault_injection import (
 )
 from tests.support.postgres import PostgresServer, running_postgres
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=37)]
 
 # Inside a batch's write (vectors written, lexical not), a metadata-only
 # rewrite, and just before the commit point: the three shapes of a run cut short.

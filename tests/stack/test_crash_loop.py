@@ -19,7 +19,7 @@ import pytest
 
 from tests.stack.crash_loop_cases import TIME_CAP_S, assert_held, crash_loop
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=71)]
 
 
 # The loop's own cap, then the first start and the audit (pytest's default: 300 s).

@@ -12,7 +12,7 @@ from tests.stack.crash_loop_cases import TIME_CAP_S, assert_held, crash_loop
 from tests.support.pgvector_probe import HNSW_BROKEN, hnsw_works
 from tests.support.postgres import PostgresServer, running_postgres
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=75)]
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from services.embedding.embedder import Embedder
 from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=5)]
 
 # Each language has pages the other lacks; both have pages on shared topics,
 # so every question meets pages of its own language that do not answer it.

@@ -21,7 +21,7 @@ from services.embedding.config import MULTILINGUAL_MODEL
 from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=8)]
 
 
 def test_the_default_model_reads_chinese_questions(tmp_path: Path) -> None:

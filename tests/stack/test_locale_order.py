@@ -22,7 +22,7 @@ from services.embedding.embedder import Embedder
 from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=16)]
 
 PAGES_DIR = DATASETS_DIR / "bilingual" / "pages"
 # Every page of the set (41 pages, ~190 chunks), as `bench.eval.bilingual`

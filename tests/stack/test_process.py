@@ -17,7 +17,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.runtime.healthcheck import wait_until_serving
 from tests.support.stack import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=18)]
 
 
 def test_bad_setting_is_refused_at_start_naming_the_value(tmp_path) -> None:

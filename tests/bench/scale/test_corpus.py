@@ -13,7 +13,8 @@ from bench.scale.corpus import CorpusSpec, SyntheticCorpus, sentences, zipf_shar
 from bench.scale.source import SourceCorpus
 from services.indexer.identity import chunk_id
 
-pytestmark = pytest.mark.integration  # the source corpus is embedded by the real model
+# integration: the source corpus is embedded by the real model
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=23)]
 
 
 def _chunks(corpus: SyntheticCorpus) -> list:

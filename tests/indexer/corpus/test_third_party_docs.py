@@ -43,7 +43,7 @@ from tests.support.doc_corpus import (
 )
 from tests.support.stack import BackgroundStack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=79)]
 
 SAMPLE_PAGES = 50  # 100 took ~5 minutes to embed in CI on a loaded 2-core machine
 SAMPLE_MAX_CHUNKS = 5  # per page: the real ingest embeds a few hundred chunks

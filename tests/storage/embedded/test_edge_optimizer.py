@@ -30,7 +30,7 @@ from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from tests.storage.embedded.test_qdrant_edge import clustered_unit_vectors
 from tests.storage.harness import DIM, make_chunk, seeded_vector
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=11)]
 
 # Enough 384-d vectors for the engine to build HNSW (its threshold is ~7k).
 HNSW_DIM, HNSW_COUNT = 384, 7500

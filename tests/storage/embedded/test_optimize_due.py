@@ -28,6 +28,8 @@ THRESHOLD_POINTS = -(-INDEXING_THRESHOLD_KB * 1000 // (DIM * 4))
 # A batch the engine itself indexes.
 BUILT_POINTS = 6_700
 
+pytestmark = pytest.mark.long(seconds=8)
+
 
 @dataclass
 class Counts:

@@ -26,7 +26,7 @@ from services.storage.postgres.sql import stored_chunk
 from tests.storage.harness import make_chunk
 from tests.support.postgres import PostgresServer, running_postgres
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=11)]
 
 # A few very common words, many rare ones, identifiers (phrases and exact
 # forms), and Chinese: the shapes whose cost and scoring differ.
