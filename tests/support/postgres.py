@@ -108,6 +108,15 @@ def _prepare(workdir: Path, user: str | None) -> None:
 
 
 def _run(args: list[str], user: str | None) -> None:
+    """Run a PostgreSQL tool as `user`. Through runuser rather than
+    `subprocess.run(user=…)`: switching users makes Python fork() instead of
+    vfork(), and a fork() while the test process's gRPC threads are busy ran
+    gRPC's fork handlers half-way ("skipping fork() handlers"); initdb's child
+    died with SIGSEGV before it could exec (a fresh-clone CI run, 2026-12-01).
+    vfork() runs no fork handlers."""
+    runuser = shutil.which("runuser")
+    if user is not None and runuser is not None:
+        args, user = [runuser, "-u", user, "--", *args], None
     result = subprocess.run(
         args, user=user, capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False
     )
