@@ -20,9 +20,8 @@ from services.retriever.locale_balance import (
     IndexLocales,
     LocaleBalance,
     fuse_locales,
-    interleaved,
-    interleaved_documents,
 )
+from services.retriever.locale_turns import interleaved, interleaved_documents
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
 from services.retriever.steps import build_retrieval_steps
 from services.retriever.types import Channel
