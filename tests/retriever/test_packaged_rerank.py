@@ -1,7 +1,9 @@
 """Retriever + the real Reranker serving the packaged cross-encoder
 (ms-marco-MiniLM-L-12-v2, English): it puts the answering passage first where
 fusion alone does not, and what it cannot read (a Chinese question, Chinese
-passages) keeps its fused place, the answer saying how many and why."""
+passages) keeps its fused place, the answer saying how many and why. With
+the Retriever's own rule (the fitted blend behind its gate), a first hit the
+model agrees with keeps its place, and the answer says the gate kept it."""
 
 from __future__ import annotations
 
@@ -156,3 +158,41 @@ def test_a_chinese_question_is_not_reordered_by_an_english_model(stack: Backgrou
     assert doc_ids(reply) == doc_ids(fused)
     assert not reply.rerank.used and not reply.rerank.fallback and not reply.degraded
     assert reply.rerank.reason.startswith("not reranked: the question is in zh")
+
+
+@pytest.fixture(scope="module")
+def default_rule_stack(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[BackgroundStack]:
+    """The Retriever's own rerank rule (candidates, blend, gate); only the
+    budget is raised, so a loaded machine cannot turn the test into a timing one."""
+    root: Path = tmp_path_factory.mktemp("packaged-rerank-default")
+    port = free_port()
+    stack = BackgroundStack(
+        root / "data",
+        embedder,
+        reranker_addr=f"127.0.0.1:{port}",
+        retriever={"rerank_budget_ms": 60_000},
+    ).start()
+    settings = RerankerSettings(
+        host="127.0.0.1", reranker_port=port, rerank_cache_dir=root / "cache", log_json=False
+    )
+    stack.start_reranker(settings)
+    stack.upsert(documents())
+    yield stack
+    stack.stop()
+
+
+def test_the_default_rule_keeps_a_first_hit_the_reranker_agrees_with_and_says_so(
+    default_rule_stack: BackgroundStack,
+) -> None:
+    question = "What is the population of Berlin?"
+    fused = doc_ids(default_rule_stack.retrieve(question, top_k=10, disable_rerank=True))
+    reply = default_rule_stack.retrieve(question, top_k=10, timeout=120)
+    assert fused[0] == ANSWER, fused
+    assert doc_ids(reply) == fused  # the gate stayed shut: nothing was reordered
+    assert reply.rerank.used and not reply.degraded
+    assert reply.rerank.reranked == len(fused) - 2  # the two Chinese pages are not read
+    assert reply.rerank.reason.startswith("fused order kept: the reranker's best score beats")
+    scores = {hit.doc_id: hit.rerank_score for hit in reply.hits if hit.reranked}
+    assert max(scores, key=scores.__getitem__) == ANSWER  # the model agrees with fusion
