@@ -96,31 +96,32 @@ def documents() -> list[ipb.Document]:
     ]
 
 
-@pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
-) -> Iterator[BackgroundStack]:
-    root: Path = tmp_path_factory.mktemp("packaged-rerank")
+def reranked_stack(root: Path, embedder: Embedder, retriever: dict[str, object]) -> BackgroundStack:
+    """A stack whose Reranker serves the default model (the packaged
+    cross-encoder), the test corpus indexed; `retriever`: its rerank settings.
+    Every budget here is one no loaded machine exhausts: these tests are about
+    order, not time."""
     port = free_port()
-    # A budget no loaded machine exhausts: these tests are about order, not time.
-    # The reranker's own order (fused weight 0), so they pin what the model reads
-    # and where it is not asked; the default blend is weighed on the evaluation sets.
     stack = BackgroundStack(
-        root / "data",
-        embedder,
-        reranker_addr=f"127.0.0.1:{port}",
-        retriever={
-            "rerank_candidates": 20,
-            "rerank_budget_ms": 60_000,
-            "rerank_fused_weight": 0.0,
-            "rerank_gate_margin": 0.0,
-        },
+        root / "data", embedder, reranker_addr=f"127.0.0.1:{port}", retriever=retriever
     ).start()
     settings = RerankerSettings(
         host="127.0.0.1", reranker_port=port, rerank_cache_dir=root / "cache", log_json=False
     )
-    stack.start_reranker(settings)  # the default model: the packaged cross-encoder
+    stack.start_reranker(settings)
     stack.upsert(documents())
+    return stack
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
+) -> Iterator[BackgroundStack]:
+    # The reranker's own order (fused weight 0, no gate), so these tests pin what
+    # the model reads and where it is not asked; the default rule has its own.
+    rule = {"rerank_fused_weight": 0.0, "rerank_gate_margin": 0.0, "rerank_candidates": 20}
+    root = tmp_path_factory.mktemp("packaged-rerank")
+    stack = reranked_stack(root, embedder, {**rule, "rerank_budget_ms": 60_000})
     yield stack
     stack.stop()
 
@@ -164,21 +165,9 @@ def test_a_chinese_question_is_not_reordered_by_an_english_model(stack: Backgrou
 def default_rule_stack(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> Iterator[BackgroundStack]:
-    """The Retriever's own rerank rule (candidates, blend, gate); only the
-    budget is raised, so a loaded machine cannot turn the test into a timing one."""
-    root: Path = tmp_path_factory.mktemp("packaged-rerank-default")
-    port = free_port()
-    stack = BackgroundStack(
-        root / "data",
-        embedder,
-        reranker_addr=f"127.0.0.1:{port}",
-        retriever={"rerank_budget_ms": 60_000},
-    ).start()
-    settings = RerankerSettings(
-        host="127.0.0.1", reranker_port=port, rerank_cache_dir=root / "cache", log_json=False
-    )
-    stack.start_reranker(settings)
-    stack.upsert(documents())
+    """The Retriever's own rerank rule (candidates, blend, gate)."""
+    root = tmp_path_factory.mktemp("packaged-rerank-default")
+    stack = reranked_stack(root, embedder, {"rerank_budget_ms": 60_000})
     yield stack
     stack.stop()
 
