@@ -200,9 +200,14 @@ class RerankBlend:
     k: float = 1.0
     gate: float = 0.0
 
+    @staticmethod
+    def disagreement(scores: Sequence[float]) -> float:
+        """How far the reranker's best score (given in fused order) beats the first's."""
+        return max(scores) - scores[0]
+
     def opens(self, scores: Sequence[float]) -> bool:
         """Whether these scores (in fused order) may reorder anything."""
-        return len(scores) > 1 and max(scores) - scores[0] >= self.gate
+        return len(scores) > 1 and self.disagreement(scores) >= self.gate
 
     def order(self, scores: Sequence[float]) -> list[int]:
         """Indices of `scores` (given in fused order) in blended order; ties
@@ -220,8 +225,8 @@ class RerankBlend:
 
 RERANK_ONLY = RerankBlend()
 # Fitted by `python -m bench.eval.rerank_rules fit` (2026-12-01; bench/results/
-# rerank-rules-fit.json): every rule of a 648-point grid (candidates 4-20 x fused weight 0-4
-# x k 1-30 x gate none or 0-4) replayed with this module's ordering over the train splits of
+# rerank-rules-fit.json): every rule of a 540-point grid (candidates 4-20 x fused weight 0-4
+# x k 1-30 x gate 0-4, 0 being none) replayed with this module's ordering over the train splits of
 # SciFact (809 questions) and the third-party documentation questions (23), one chunk per
 # document as their evals ask, and of the bilingual set (60, the server's per-document cap),
 # with the packaged ms-marco-MiniLM-L-12-v2's scores of the first 20 fused candidates.

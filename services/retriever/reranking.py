@@ -239,7 +239,7 @@ class RerankStep:
             return ""
         return (
             f"fused order kept: the reranker's best score beats the first candidate's by "
-            f"{max(scores) - scores[0]:.2f}, less than its gate {self.blend.gate:g}"
+            f"{self.blend.disagreement(scores):.2f}, less than its gate {self.blend.gate:g}"
         )
 
     def _unread_note(self, unread: int, candidates: int) -> str:

@@ -26,7 +26,7 @@ RERANKER_ONLY = RerankBlend(0.0, 1.0, 1.0)
 
 def test_fusion_alone_and_a_closed_gate_keep_the_fused_order() -> None:
     assert Rule(20, None).order(ROW) == ["A", "B", "C", "D"]
-    gated = Rule(20, RerankBlend(0.0, 1.0, 1.0, gate=5.0), margin=5.0)
+    gated = Rule(20, RerankBlend(0.0, 1.0, 1.0, gate=5.0))
     assert gated.order(ROW) == ["A", "B", "C", "D"]  # best 3.0 - first 0.0 < 5
 
 

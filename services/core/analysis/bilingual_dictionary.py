@@ -37,8 +37,6 @@ import rjieba
 from services.core.analysis.stopwords import CHINESE_STOPWORDS
 from services.core.files import atomic_write_bytes
 
-# CHINESE_STOPWORDS
-
 MAX_GLOSS_WORDS = 3
 _LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
 _PARENTHESES = re.compile(r"\([^)]*\)|\[[^\]]*\]")
