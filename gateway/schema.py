@@ -205,7 +205,7 @@ class SearchLimits:
         return query
 
 
-ChannelName = Literal["vector", "lexical", "unspecified"]
+ChannelName = Literal["vector", "lexical", "cross_lingual", "unspecified"]
 
 
 class ChannelMatch(BaseModel):

@@ -179,12 +179,8 @@ class EdgeVectorStore(SearchAsBatch):
             try:
                 return qe.EdgeShard.load(str(self._path), config)
             except Exception as exc:  # the library reports a size mismatch this way
-                raise ConfigError(
-                    f"cannot open vector shard {self._path} with dim={self.dim}"
-                    f"{f' and a second vector of {self.second_dim}' if self.second_dim else ''}: "
-                    f"{exc}. A shard built without the second vector (or with another one) "
-                    "needs a re-index into a fresh data directory"
-                ) from exc
+                why = _open_failure(self._path, self.dim, self.second_dim, exc)
+                raise ConfigError(why) from exc
         with store_errors(self.name, "create shard"):
             self._path.mkdir(parents=True, exist_ok=True)
             shard = qe.EdgeShard.create(str(self._path), config)
@@ -401,3 +397,16 @@ class EdgeVectorStore(SearchAsBatch):
                 with store_errors(self.name, "close"):
                     shard.flush()
                     shard.close()
+
+
+def _open_failure(path: Path, dim: int, second_dim: int, exc: Exception) -> str:
+    """Why a shard would not open: another process holding its write-ahead log
+    (the library says WouldBlock) is not a shape to re-index for."""
+    second = f" and a second vector of {second_dim}" if second_dim else ""
+    opening = f"cannot open vector shard {path} with dim={dim}{second}: {exc}"
+    if "WouldBlock" in str(exc):
+        return f"{opening}. Another process holds this shard: stop it, or use another data dir"
+    return (
+        f"{opening}. A shard built without the second vector (or with another one) needs a "
+        "re-index into a fresh data directory"
+    )

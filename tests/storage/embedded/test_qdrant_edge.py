@@ -50,6 +50,18 @@ def test_reopening_with_another_dimension_is_refused(tmp_path: Path) -> None:
     EdgeVectorStore(tmp_path / "vectors", DIM).close()  # the right size still opens
 
 
+def test_a_shard_another_store_holds_is_not_blamed_on_its_shape(tmp_path: Path) -> None:
+    """Two processes on one data directory: the second is told the shard is
+    held, not that it needs a re-index."""
+    holder = EdgeVectorStore(tmp_path / "vectors", DIM)
+    try:
+        with pytest.raises(ConfigError, match="Another process holds this shard") as refused:
+            EdgeVectorStore(tmp_path / "vectors", DIM)
+        assert "re-index" not in str(refused.value)
+    finally:
+        holder.close()
+
+
 def test_non_positive_dimension_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         EdgeVectorStore(tmp_path / "vectors", 0)
