@@ -17,6 +17,13 @@ too, for information only: the figures of record come from
 
     python -m bench.eval.locale_order_fit           # writes bench/results/locale-order-fit.json
     python -m bench.eval.locale_order_fit --reuse   # replay the last collected answers
+
+With `--cross-lingual` the index carries the second vector
+(RAG_CROSS_LINGUAL_MODEL=packaged:muse-v3, the bilingual evaluation's index
+of that variant) and the replay weighs each locale's best cosine in that
+channel against the cross-lingual margins
+(RAG_LOCALE_ORDER_CROSS_LINGUAL_MARGIN); it writes
+bench/results/locale-order-fit-cross-lingual.json.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.common.indexing import sync_documents
@@ -35,12 +43,40 @@ from bench.common.retrieve_loop import run_load
 from bench.eval.bilingual import SCOPE, index_dir
 from bench.eval.bilingual_data import BilingualDataset, Query
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.core.analysis import primary_language
 from services.retriever.locale_order import HeadEvidence, LocaleOrderRule
 
 RESULTS_FILE = "locale-order-fit.json"
 ANSWERS = SCRATCH_DIR / "locale-order-answers.json"  # git-ignored
 DEPTH = 30
 MARGINS = (-0.02, 0.0, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 9.0)
+CROSS_LINGUAL_ENV = {"RAG_CROSS_LINGUAL_MODEL": "packaged:muse-v3"}
+CROSS_LINGUAL_RESULTS_FILE = "locale-order-fit-cross-lingual.json"
+CROSS_LINGUAL_ANSWERS = SCRATCH_DIR / "locale-order-answers-cross-lingual.json"
+CROSS_LINGUAL_MARGINS: tuple[float, ...] = (-0.12, -0.1, -0.08, -0.06, -0.05, -0.04, -0.03)
+CROSS_LINGUAL_MARGINS += (-0.02, -0.01, 0.0, 0.02, 0.05, 2.0)
+
+
+@dataclass(frozen=True)
+class FitShape:
+    """What one fit collects and replays: the default index, or the one
+    with the cross-lingual second vector."""
+
+    env: dict[str, str]
+    answers: Path
+    results_file: str
+    margins: tuple[float, ...]
+    cross_lingual: bool
+
+
+DEFAULT_FIT = FitShape({}, ANSWERS, RESULTS_FILE, MARGINS, False)
+CROSS_LINGUAL_FIT = FitShape(
+    CROSS_LINGUAL_ENV,
+    CROSS_LINGUAL_ANSWERS,
+    CROSS_LINGUAL_RESULTS_FILE,
+    CROSS_LINGUAL_MARGINS,
+    True,
+)
 
 
 @dataclass(frozen=True)
@@ -53,19 +89,22 @@ class Seen:
     cosine: float | None
     lexical: bool  # found by the lexical channel (own words, translation or identifier)
     exact: int  # how many of the question's identifiers it holds
+    cross_lingual: float | None = None  # its cosine in the cross-lingual channel
+    twins: tuple[str, ...] = ()  # the languages its page exists in besides its own
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     record = run_record(["-m", "bench.eval.locale_order_fit", *argv])
+    shape = CROSS_LINGUAL_FIT if "--cross-lingual" in argv else DEFAULT_FIT
     dataset = BilingualDataset(DATASETS_DIR / "bilingual")
     queries = dataset.queries()
-    answers = collected(dataset, queries, reuse="--reuse" in argv)
-    grid = [replay(queries, answers, margin) for margin in MARGINS]
+    answers = collected(dataset, queries, shape, reuse="--reuse" in argv)
+    grid = [replay(queries, answers, margin, shape.cross_lingual) for margin in shape.margins]
     baseline = grid[-1]  # a margin no cosine gap reaches: the question's language first
     chosen = choose(grid, baseline)
-    result = {**record, "depth": DEPTH, "grid": grid, "chosen": chosen}
-    path = RESULTS_DIR / RESULTS_FILE
+    result = {**record, "depth": DEPTH, "env": shape.env, "grid": grid, "chosen": chosen}
+    path = RESULTS_DIR / shape.results_file
     path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     for point in grid:
         print(point["margin"], point["train"]["all"], point["test"]["all"])
@@ -74,23 +113,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def collected(
-    dataset: BilingualDataset, queries: list[Query], reuse: bool
+    dataset: BilingualDataset, queries: list[Query], shape: FitShape, reuse: bool
 ) -> dict[str, list[Seen]]:
     """The answers of the question-first run: collected again, or (`--reuse`)
     read from the last collection, so a new rule replays in seconds."""
-    if reuse and ANSWERS.is_file():
-        saved = json.loads(ANSWERS.read_text())
+    if reuse and shape.answers.is_file():
+        saved = json.loads(shape.answers.read_text())
         return {qid: [Seen(**hit) for hit in hits] for qid, hits in saved.items()}
-    answers = collect(dataset, queries)
-    ANSWERS.parent.mkdir(parents=True, exist_ok=True)
-    ANSWERS.write_text(json.dumps({q: [asdict(h) for h in hits] for q, hits in answers.items()}))
+    answers = collect(dataset, queries, shape.env)
+    shape.answers.parent.mkdir(parents=True, exist_ok=True)
+    dumped = {q: [asdict(h) for h in hits] for q, hits in answers.items()}
+    shape.answers.write_text(json.dumps(dumped))
     return answers
 
 
-def collect(dataset: BilingualDataset, queries: list[Query]) -> dict[str, list[Seen]]:
+def collect(
+    dataset: BilingualDataset, queries: list[Query], variant_env: dict[str, str]
+) -> dict[str, list[Seen]]:
+    """`variant_env`: the bilingual evaluation's variant whose index is used."""
     documents, _ = dataset.documents(SCOPE)
-    env = {"RAG_LOCALE_ORDER": "question_first"}
-    data_dir = index_dir(EVAL_DATA, dataset.name, {})  # the default variant's index
+    env = {**variant_env, "RAG_LOCALE_ORDER": "question_first"}
+    data_dir = index_dir(EVAL_DATA, dataset.name, variant_env)
     stack = Stack.start(data_dir, SCRATCH_DIR / "logs" / "locale-order-fit", env)
     try:
         sync_documents(stack.indexer_addr, documents, SCOPE)
@@ -110,11 +153,21 @@ def collect(dataset: BilingualDataset, queries: list[Query]) -> dict[str, list[S
 def seen(hit: pb.Hit) -> Seen:
     cosine = next((c.score for c in hit.channels if c.channel == pb.CHANNEL_VECTOR), None)
     lexical = any(c.channel == pb.CHANNEL_LEXICAL for c in hit.channels)
-    return Seen(hit.doc_id, hit.locale, hit.text, cosine, lexical, len(hit.exact_identifiers))
+    crossing = (c.score for c in hit.channels if c.channel == pb.CHANNEL_CROSS_LINGUAL)
+    exact = len(hit.exact_identifiers)
+    twins = tuple(sorted({primary_language(t.locale) for t in hit.translations}))
+    crossed = next(crossing, None)
+    return Seen(hit.doc_id, hit.locale, hit.text, cosine, lexical, exact, crossed, twins)
 
 
-def replay(queries: list[Query], answers: dict[str, list[Seen]], margin: float) -> dict[str, Any]:
-    rule = LocaleOrderRule(margin=margin)
+def replay(
+    queries: list[Query], answers: dict[str, list[Seen]], margin: float, cross_lingual: bool
+) -> dict[str, Any]:
+    """`cross_lingual`: `margin` is the cross-lingual channel's."""
+    if cross_lingual:
+        rule = LocaleOrderRule(cross_lingual_margin=margin)
+    else:
+        rule = LocaleOrderRule(margin=margin)
     scored: dict[str, dict[str, list[tuple[bool, bool]]]] = {"train": {}, "test": {}}
     led_by_other = 0
     for query in queries:
@@ -141,13 +194,27 @@ def reordered(rule: LocaleOrderRule, query: Query, hits: list[Seen]) -> tuple[li
         lists.setdefault(hit.locale, []).append(hit)
     language = detect_language(query.text)  # as the Retriever detects it
     heads = {
-        locale: HeadEvidence(locale, found[0].cosine or 0.0, found[0].lexical)
+        locale: HeadEvidence(
+            locale,
+            found[0].cosine or 0.0,
+            found[0].lexical,
+            cross_lingual=_best_crossing(found),
+            twins=frozenset(found[0].twins),
+        )
         for locale, found in lists.items()
     }
     decision = rule.order(heads, language)
     merged = interleaved([lists[locale] for locale in decision.locales])
     merged.sort(key=lambda hit: -hit.exact)  # exact-identifier precedence (stable)
     return merged, decision.other_language_leads
+
+
+def _best_crossing(hits: list[Seen]) -> float | None:
+    """The locale's best cross-lingual cosine among the answer's hits (the
+    Retriever reads it from the channel's own list, which the answer's top
+    30 nearly always holds on this small index)."""
+    found = [hit.cross_lingual for hit in hits if hit.cross_lingual is not None]
+    return max(found) if found else None
 
 
 def hit_at_1(query: Query, hits: Sequence[Seen]) -> bool:

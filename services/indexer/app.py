@@ -26,14 +26,11 @@ from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import PartsConfig, SharedParts
 from services.runtime.service import ServiceIdentity, stop_budget
 from services.storage.base import unrequested_deadline
-from services.storage.manifest import Manifest
+from services.storage.manifest import CROSS_LINGUAL_META, EMBEDDING_META, Manifest
 from services.storage.storage import Storage
 
 log = get_logger(__name__)
 IDENTITY = ServiceIdentity("indexer", SERVICE_NAME, METHOD_ROLES)
-EMBEDDING_META = "embedding"
-# The second (cross-lingual) model's identity; "" recorded: none.
-CROSS_LINGUAL_META = "cross_lingual_embedding"
 
 
 def build_indexing_pipeline(

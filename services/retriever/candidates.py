@@ -24,7 +24,11 @@ class CandidateFusion:
     def __init__(self, config: RetrievalConfig) -> None:
         self.config = config
         self.fuser = fuser_for(config.fusion, config.rrf_k)
-        self.locale_order = LocaleOrderRule(config.locale_order, config.locale_order_margin)
+        self.locale_order = LocaleOrderRule(
+            config.locale_order,
+            config.locale_order_margin,
+            config.locale_order_cross_lingual_margin,
+        )
 
     def fuse(
         self, request: RetrievalRequest, prepared: PreparedQuery, searched: FanOut

@@ -39,6 +39,7 @@ class ChannelOutcome:
     error: str = ""
     component: str = ""  # which part failed ("embedding" inside the vector channel)
     requested: bool = True  # False: the caller left this channel out on purpose
+    by_rule: bool = False  # left out by a documented rule, not by the caller
 
     @property
     def ok(self) -> bool:
@@ -52,7 +53,9 @@ def not_requested(channel: Channel) -> ChannelOutcome:
 def skipped_by_rule(channel: Channel, reason: str) -> ChannelOutcome:
     """Left out by a documented rule (e.g. a language the model does not read):
     a decision, not a failure, so it never counts as degraded."""
-    return ChannelOutcome(channel, ChannelStatus.SKIPPED, error=reason, requested=False)
+    return ChannelOutcome(
+        channel, ChannelStatus.SKIPPED, error=reason, requested=False, by_rule=True
+    )
 
 
 async def run_channel(

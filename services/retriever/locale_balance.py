@@ -215,16 +215,18 @@ def fuse_locales(
     order, by evidence when None): the fused hits and the order's decision,
     for the notes."""
     fused_lists: dict[str, list[FusedHit]] = {}
+    heads: dict[str, HeadEvidence] = {}
     for locale, vector_hits in vector_by_locale.items():
         own = not other_language(query_language, locale)
         lexical_hits = [h for h in lexical if h.chunk.locale == locale and (own or h.exact)]
         if not own and translated:
             lexical_hits = _merged(lexical_hits, translated.get(locale, []))
         ranked = {Channel.VECTOR: vector_hits, Channel.LEXICAL: lexical_hits}
+        crossing = [h for h in cross_lingual if h.chunk.locale == locale]
         if cross_lingual:
-            ranked[Channel.CROSS_LINGUAL] = [h for h in cross_lingual if h.chunk.locale == locale]
+            ranked[Channel.CROSS_LINGUAL] = crossing
         fused_lists[locale] = fuser.fuse(ranked, weights)
-    heads = {locale: HeadEvidence.of(locale, hits) for locale, hits in fused_lists.items()}
+        heads[locale] = HeadEvidence.of(locale, fused_lists[locale], crossing)
     decision = (rule or LocaleOrderRule()).order(heads, query_language)
     return interleaved_documents([fused_lists[locale] for locale in decision.locales]), decision
 

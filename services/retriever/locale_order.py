@@ -21,6 +21,24 @@ other-language head must stand clearly above. It was fitted on the
 bilingual set's train split (bench/eval/locale_order_fit.py, recorded in
 bench/results/locale-order-fit.json); RAG_LOCALE_ORDER_MARGIN overrides it.
 
+With a cross-lingual second vector (RAG_CROSS_LINGUAL_MODEL, e.g. mUSE, a
+model trained on translation pairs), the rule weighs that channel instead:
+each locale's best cosine in it, with its own margin
+(RAG_LOCALE_ORDER_CROSS_LINGUAL_MARGIN). A model trained to put a sentence
+and its translation together scores a page in another language on nearly
+the same scale as one in the question's; multilingual-e5-small scored
+every other-language head 0.02-0.06 below the question's language's, so an
+answer that existed only in the other language almost never led (bilingual
+set: cross-language hit@1 0 of 19 and 1 of 6 on the test split).
+
+Another language leads only with a page the question's language does not
+have: when the leading page lists a translation in the question's language
+(its `metadata["translations"]`, written by the folder loader), the reader's
+own version exists, and the question's language keeps the lead. On the
+bilingual set's train split this kept Chinese questions on Chinese pages
+(hit@1 0.64 -> 0.82) and changed no cross-language answer, whose pages have
+no version in the question's language (bench/eval/locale_order_fit.py).
+
 Locales after the lead keep the rule's order in every round of turns.
 A question with no language (an identifier alone) keeps the former rule:
 the locale whose list has the best fused score leads.
@@ -28,11 +46,13 @@ the locale whose list has the best fused score leads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from services.core.analysis import UNDETERMINED, primary_language
+from services.core.models import ScoredChunk
+from services.core.translation_links import TRANSLATIONS_KEY, decode_translations
 from services.retriever.types import Channel, FusedHit
 
 # What the lexical channel's agreement with the vector channel adds to a
@@ -48,6 +68,11 @@ from services.retriever.types import Channel, FusedHit
 # "Locale order refit under the question weight").
 LEXICAL_AGREEMENT = 0.02
 DEFAULT_MARGIN = 0.04
+# The cross-lingual channel's margin, fitted on the bilingual train split
+# (bench/eval/locale_order_fit.py --cross-lingual): negative, since that
+# model too scores the question's language a little higher for the same
+# relevance.
+DEFAULT_CROSS_LINGUAL_MARGIN = -0.08
 
 
 class LocaleOrder(StrEnum):
@@ -64,16 +89,26 @@ class HeadEvidence:
     lexical: bool  # found by the lexical channel as well
     fused_score: float = 0.0
     vector: bool = True  # found by its locale's vector search (else `cosine` is no reading)
+    # The locale's best cosine in the cross-lingual channel (None: no such
+    # channel, or it found nothing in this locale).
+    cross_lingual: float | None = None
+    # The languages the head's page exists in besides its own (its translations).
+    twins: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, locale: str, hits: list[FusedHit]) -> HeadEvidence:
+    def of(
+        cls, locale: str, hits: list[FusedHit], cross_lingual: Sequence[ScoredChunk] = ()
+    ) -> HeadEvidence:
+        """`cross_lingual`: the locale's hits in the cross-lingual channel, best first."""
+        best = cross_lingual[0].score if cross_lingual else None
         if not hits:
-            return cls(locale, 0.0, False)
+            return cls(locale, 0.0, False, cross_lingual=best)
         head = hits[0]
         vector = head.rank_in(Channel.VECTOR)
         lexical = head.rank_in(Channel.LEXICAL) is not None
         score = vector.score if vector else 0.0
-        return cls(locale, score, lexical, head.fused_score, vector is not None)
+        twins = _twin_languages(head.chunk.metadata.get(TRANSLATIONS_KEY, ""))
+        return cls(locale, score, lexical, head.fused_score, vector is not None, best, twins)
 
     @property
     def evidence(self) -> float:
@@ -82,6 +117,9 @@ class HeadEvidence:
     def describe(self) -> str:
         lexical = " + lexical" if self.lexical else ""
         return f"{self.locale} head cosine {self.cosine:.3f}{lexical}"
+
+    def describe_cross_lingual(self) -> str:
+        return f"{self.locale} best cross-lingual cosine {self.cross_lingual or 0.0:.3f}"
 
 
 @dataclass(frozen=True)
@@ -95,6 +133,7 @@ class OrderDecision:
 class LocaleOrderRule:
     order_by: LocaleOrder = LocaleOrder.EVIDENCE
     margin: float = DEFAULT_MARGIN
+    cross_lingual_margin: float = DEFAULT_CROSS_LINGUAL_MARGIN
 
     def order(self, heads: Mapping[str, HeadEvidence], language: str) -> OrderDecision:
         """The locales in turn order, given each list's head; `language`:
@@ -109,7 +148,26 @@ class LocaleOrderRule:
         if self.order_by is LocaleOrder.QUESTION_FIRST or not own or not other:
             ranked = [*_by_fused(own), *_by_fused(other)]
             return OrderDecision(_names(ranked), f"{ranked[0].locale} leads: question's language")
-        return self._weigh(_by_evidence(own), _by_evidence(other))
+        if all(h.cross_lingual is not None for h in heads.values()):
+            decision = self._weigh_cross_lingual(_by_cross_lingual(own), _by_cross_lingual(other))
+        else:
+            decision = self._weigh(_by_evidence(own), _by_evidence(other))
+        return _kept_for_twin(decision, heads, language, _by_evidence(own))
+
+    def _weigh_cross_lingual(
+        self, own: list[HeadEvidence], other: list[HeadEvidence]
+    ) -> OrderDecision:
+        """As `_weigh`, on the cross-lingual channel's best cosine per locale."""
+        best_own, best_other = own[0], other[0]
+        gap = (best_other.cross_lingual or 0.0) - (best_own.cross_lingual or 0.0)
+        compared = f"{best_other.describe_cross_lingual()} vs {best_own.describe_cross_lingual()}"
+        compared += f", margin {self.cross_lingual_margin:g}"
+        if gap > self.cross_lingual_margin:
+            ranked = [best_other, *_by_cross_lingual([*own, *other[1:]])]
+            reason = f"{best_other.locale} leads (another language) by evidence: {compared}"
+            return OrderDecision(_names(ranked), reason, other_language_leads=True)
+        reason = f"{best_own.locale} leads (question's language): {compared}"
+        return OrderDecision(_names([*own, *other]), reason)
 
     def _weigh(self, own: list[HeadEvidence], other: list[HeadEvidence]) -> OrderDecision:
         best_own, best_other = own[0], other[0]
@@ -134,6 +192,34 @@ class LocaleOrderRule:
 def _by_evidence(heads: list[HeadEvidence]) -> list[HeadEvidence]:
     """Most evidence first; ties by locale name, so the order is stable."""
     return sorted(heads, key=lambda h: (-h.evidence, h.locale))
+
+
+def _kept_for_twin(
+    decision: OrderDecision,
+    heads: Mapping[str, HeadEvidence],
+    language: str,
+    own: list[HeadEvidence],
+) -> OrderDecision:
+    """`decision`, unless another language leads with a page that exists in
+    the question's language too: then the question's language leads."""
+    if not decision.other_language_leads:
+        return decision
+    lead = heads[decision.locales[0]]
+    if language not in lead.twins:
+        return decision
+    rest = [name for name in decision.locales if name not in {h.locale for h in own}]
+    reason = f"{own[0].locale} leads (question's language): {lead.locale} led by evidence, "
+    reason += f"but its page exists in {language} too ({decision.reason})"
+    return OrderDecision((*_names(own), *rest), reason)
+
+
+def _twin_languages(value: str) -> frozenset[str]:
+    return frozenset(primary_language(t.locale) for t in decode_translations(value))
+
+
+def _by_cross_lingual(heads: list[HeadEvidence]) -> list[HeadEvidence]:
+    """Best cross-lingual cosine first; ties by locale name."""
+    return sorted(heads, key=lambda h: (-(h.cross_lingual or 0.0), h.locale))
 
 
 def _by_fused(heads: list[HeadEvidence]) -> list[HeadEvidence]:

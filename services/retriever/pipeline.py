@@ -248,9 +248,9 @@ class RetrievalPipeline:
 
 def _reported(searched: FanOut) -> list[ChannelOutcome]:
     """The channels the answer reports: vector and lexical, and the
-    cross-lingual one when it was asked for."""
+    cross-lingual one when it was asked for or a rule left it out."""
     channels = [searched.vector, searched.lexical]
-    if searched.cross_lingual.requested:
+    if searched.cross_lingual.requested or searched.cross_lingual.by_rule:
         channels.append(searched.cross_lingual)
     return channels
 

@@ -18,7 +18,11 @@ from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
-from services.retriever.locale_order import DEFAULT_MARGIN, LocaleOrder
+from services.retriever.locale_order import (
+    DEFAULT_CROSS_LINGUAL_MARGIN,
+    DEFAULT_MARGIN,
+    LocaleOrder,
+)
 from services.retriever.reranking import RerankOutcome
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
@@ -34,7 +38,7 @@ class RetrievalConfig:
     fusion: FusionMethod = FusionMethod.RRF
     max_chunks_per_document: int = 2
     context_char_budget: int = 6000
-    rerank_candidates: int = 20
+    rerank_candidates: int = 4
     rerank_budget_ms: int = 400
     rerank_languages: str = "en"
     rerank_fused_weight: float = FITTED_RERANK_BLEND.fused_weight
@@ -59,6 +63,7 @@ class RetrievalConfig:
     cross_lingual_weight: float = 1.0
     locale_order: LocaleOrder = LocaleOrder.EVIDENCE
     locale_order_margin: float = DEFAULT_MARGIN
+    locale_order_cross_lingual_margin: float = DEFAULT_CROSS_LINGUAL_MARGIN
 
 
 @dataclass(frozen=True)

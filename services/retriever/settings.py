@@ -10,7 +10,11 @@ from rag_client import ClientSettings, InvalidSettings
 from services.retriever.exact import ExactPrecedence
 from services.retriever.fusion import FITTED_RERANK_BLEND
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
-from services.retriever.locale_order import DEFAULT_MARGIN, LocaleOrder
+from services.retriever.locale_order import (
+    DEFAULT_CROSS_LINGUAL_MARGIN,
+    DEFAULT_MARGIN,
+    LocaleOrder,
+)
 from services.retriever.page_keys import MIN_KEY_CHARS
 from services.retriever.score_fusion import FusionMethod
 from services.runtime.embedding_settings import EmbeddingSettings
@@ -201,15 +205,24 @@ class RetrieverSettings(
         description="how much more evidence another language's locale needs to lead "
         "(cosine scale; fitted on the bilingual train split: bench/eval/locale_order_fit.py)",
     )
+    locale_order_cross_lingual_margin: float = Field(
+        DEFAULT_CROSS_LINGUAL_MARGIN,
+        ge=-1,
+        le=2,
+        description="with a cross-lingual second vector (RAG_CROSS_LINGUAL_MODEL), how much "
+        "higher another language's locale's best cosine in that channel must be for it to "
+        "lead (fitted on the bilingual train split: bench/eval/locale_order_fit.py "
+        "--cross-lingual)",
+    )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)
-    # 20: fitted with the rerank blend on three train splits (services.retriever.fusion,
-    # FITTED_RERANK_BLEND): what reaches further down the fused list is what moves the
-    # answer up. The packaged L-12 costs ~8 ms a pair on an idle 2-core machine and
+    # 4: fitted with the rerank blend on three train splits (services.retriever.fusion,
+    # FITTED_RERANK_BLEND; 20 before the cross-lingual channel joined bilingual scopes'
+    # fused lists). The packaged L-12 costs ~8 ms a pair on an idle 2-core machine and
     # 40-140 ms on a busy one; the sizing (rerank_sizing) sends fewer when fewer fit the
     # budget, and the answer then says partial.
     rerank_candidates: int = Field(
-        20,
+        4,
         ge=1,
         le=200,
         description="how many of the fused candidates the Reranker is asked to score "

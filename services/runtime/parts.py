@@ -10,17 +10,25 @@ must read through the Indexer's open handles.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from services.core.errors import ConfigError
+from services.core.logging import get_logger
 from services.embedding.config import EmbedderConfig, Precision
 from services.embedding.embedder import Embedder
-from services.runtime.embedding_settings import EmbeddingSettings, declared_languages
+from services.runtime.embedding_settings import (
+    AUTO_CROSS_LINGUAL,
+    DEFAULT_CROSS_LINGUAL_MODEL,
+    EmbeddingSettings,
+    declared_languages,
+)
 from services.runtime.settings import GrpcServiceSettings
 from services.storage.base import unrequested_deadline
-from services.storage.factory import Storage, open_storage
+from services.storage.factory import Storage, open_manifest, open_storage
+from services.storage.manifest import CROSS_LINGUAL_META, EMBEDDING_META
 from services.storage.settings import StoreSettings
 from services.storage.visibility import CommittedGeneration, ReleaseVerdict, read_release
 
@@ -33,6 +41,8 @@ EMBEDDING_FIELDS = tuple(
     for name in EmbeddingSettings.model_fields
     if name not in GrpcServiceSettings.model_fields and name not in INDEXER_ONLY_FIELDS
 )
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -110,8 +120,12 @@ def open_parts(
 
 
 def open_cross_lingual(stores: StoreSettings, config: PartsConfig) -> Embedder | None:
-    """The second model's embedder, when RAG_CROSS_LINGUAL_MODEL names one."""
+    """The second model's embedder, when RAG_CROSS_LINGUAL_MODEL names one
+    (`auto`: as `cross_lingual_model_for` decides)."""
     model = config.embedding.cross_lingual_model.strip()
+    if model == AUTO_CROSS_LINGUAL:
+        model = cross_lingual_model_for(stores)
+        log.info("cross_lingual_model_chosen", setting=AUTO_CROSS_LINGUAL, model=model or "none")
     if not model:
         return None
     # Its own prompts (mUSE: none) and languages, never the first model's.
@@ -124,6 +138,26 @@ def open_cross_lingual(stores: StoreSettings, config: PartsConfig) -> Embedder |
         document_precision="fp32",
     )
     return Embedder(source)
+
+
+def cross_lingual_model_for(stores: StoreSettings) -> str:
+    """What RAG_CROSS_LINGUAL_MODEL=auto means for this index: what an index
+    already built recorded (none for one from before second vectors), the
+    packaged mUSE for a new one, none for the Qdrant server store (it carries
+    no second vector). So a new index gets the channel that crosses
+    languages, and an existing one opens as it was built, without a re-index."""
+    if stores.is_server:
+        return ""
+    manifest = open_manifest(stores)
+    try:
+        deadline = unrequested_deadline()
+        recorded = manifest.get_meta(CROSS_LINGUAL_META, deadline)
+        if recorded is not None:
+            return str(json.loads(recorded)["model"]) if recorded else ""
+        built = manifest.get_meta(EMBEDDING_META, deadline) or manifest.count(deadline)
+        return "" if built else DEFAULT_CROSS_LINGUAL_MODEL
+    finally:
+        manifest.close()
 
 
 def check_same_embedding(first: EmbeddingSettings, second: EmbeddingSettings) -> None:

@@ -33,6 +33,11 @@ from typing import Any, Protocol, runtime_checkable
 from services.core.deadline import Deadline
 from services.core.models import StoredChunk
 
+# Index-level records of the models the index was embedded with (JSON of an
+# EmbeddingIdentity); the second (cross-lingual) model's is "" for none.
+EMBEDDING_META = "embedding"
+CROSS_LINGUAL_META = "cross_lingual_embedding"
+
 
 @dataclass(frozen=True)
 class ManifestEntry:

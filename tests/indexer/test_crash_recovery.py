@@ -18,9 +18,10 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
-from services.storage.factory import open_manifest, open_stores
+from services.storage.factory import open_manifest
 from services.storage.settings import StoreMode, StoreSettings
 from tests.stack.test_process import wait_serving
+from tests.support.built_storage import open_built_stores
 from tests.support.stack import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500), pytest.mark.long(seconds=23)]
@@ -127,7 +128,7 @@ def snapshot(data_dir: Path) -> dict[str, object]:
     pending = manifest.open_intents(deadline=unrequested_deadline())
     manifest.close()
     ids = sorted(cid for e in entries.values() for cid in e.chunk_ids)
-    vectors, lexical = open_stores(settings, 384)
+    vectors, lexical = open_built_stores(settings, 384)
     try:
         return {
             "manifest": {k: e.chunk_ids for k, e in sorted(entries.items())},

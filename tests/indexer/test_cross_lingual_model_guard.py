@@ -15,10 +15,11 @@ import pytest
 from services.core.errors import ConfigError
 from services.core.models import ContentType, Document
 from services.embedding.embedder import Embedder, EmbeddingIdentity
-from services.indexer.app import CROSS_LINGUAL_META, build_indexing_pipeline
+from services.indexer.app import build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
 from services.storage.base import unrequested_deadline
 from services.storage.factory import open_storage
+from services.storage.manifest import CROSS_LINGUAL_META
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage
 

@@ -15,10 +15,11 @@ from services.core.errors import ConfigError
 from services.core.models import ContentType, Document
 from services.embedding.config import EmbedderConfig
 from services.embedding.embedder import Embedder, EmbeddingIdentity
-from services.indexer.app import EMBEDDING_META, build_indexing_pipeline
+from services.indexer.app import build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
 from services.storage.base import unrequested_deadline
 from services.storage.factory import open_manifest, open_stores
+from services.storage.manifest import EMBEDDING_META
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage
 

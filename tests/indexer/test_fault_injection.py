@@ -23,10 +23,10 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.models import ScopeFilter
 from services.storage.base import unrequested_deadline
-from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.visibility import committed_generation
 from tests.stack.test_process import wait_serving
+from tests.support.built_storage import open_built_storage
 from tests.support.stack import free_port
 
 # A hang guard per test, not a bound: the first one's setup builds the base
@@ -159,7 +159,7 @@ def uncommitted_rows_visible(data_dir: Path) -> list[str]:
     """Between the crash and the restart: what a search limited to committed
     rows (what the Retriever runs) returns of the faulty run's words."""
     settings = StoreSettings(data_dir=data_dir, store_mode=StoreMode.EMBEDDED)
-    storage = open_storage(settings, 384)
+    storage = open_built_storage(settings, 384)
     try:
         scope = ScopeFilter(
             visible_generation=committed_generation(storage.manifest, unrequested_deadline())

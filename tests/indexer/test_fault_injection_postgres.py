@@ -18,7 +18,6 @@ import pytest
 
 from services.core.models import ScopeFilter
 from services.storage.base import unrequested_deadline
-from services.storage.factory import open_storage
 from services.storage.settings import StoreSettings
 from tests.indexer.test_fault_injection import (
     BASE,
@@ -26,6 +25,7 @@ from tests.indexer.test_fault_injection import (
     assert_only_committed_data,
     run_faulty,
 )
+from tests.support.built_storage import open_built_storage
 from tests.support.postgres import PostgresServer, running_postgres
 
 pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=37)]
@@ -75,7 +75,7 @@ def rows_of_the_killed_run(postgres: PostgresServer, database: str) -> tuple[lis
     """Between the kill and any restart: the run's words in either store,
     searched WITHOUT the visibility rule, and the intents left open."""
     settings = StoreSettings(POSTGRES_URL=postgres.database_url(database), POSTGRES_SCHEMA=SCHEMA)
-    storage = open_storage(settings, 384)
+    storage = open_built_storage(settings, 384)
     try:
         found = [
             hit.chunk.doc_id

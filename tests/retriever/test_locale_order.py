@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from services.core.models import ScoredChunk
+from services.core.translation_links import TRANSLATIONS_KEY
 from services.retriever.fusion import RrfFuser
 from services.retriever.locale_balance import balance_note, fuse_locales
 from services.retriever.locale_order import (
@@ -17,6 +18,7 @@ from services.retriever.locale_order import (
     LocaleOrder,
     LocaleOrderRule,
 )
+from services.retriever.types import Channel
 from tests.retriever.factories import scored
 
 pytestmark = pytest.mark.unit
@@ -99,3 +101,69 @@ def test_fused_locale_lists_are_taken_in_the_decided_order_and_the_notes_say_why
     former = LocaleOrderRule(LocaleOrder.QUESTION_FIRST)
     fused, _ = fuse_locales(RrfFuser(), vector, lexical, "en", None, translated, former)
     assert [h.chunk.chunk_id for h in fused][:2] == ["en-near", "zh-answer"]
+
+
+def test_with_a_cross_lingual_channel_its_best_cosine_per_locale_decides() -> None:
+    """Each locale's best cosine in the cross-lingual channel (a model
+    trained on translations) decides, with its own margin; the first
+    model's cosines are not read then."""
+    rule = LocaleOrderRule(margin=0.04, cross_lingual_margin=-0.05)
+    own = HeadEvidence("zh-CN", cosine=0.89, lexical=True, cross_lingual=0.52)
+    close = HeadEvidence("en", cosine=0.83, lexical=True, cross_lingual=0.48)  # gap -0.04
+    far = replace(close, cross_lingual=0.46)  # gap -0.06
+    led = rule.order({"zh-CN": own, "en": close}, "zh")
+    assert led.locales == ("en", "zh-CN") and led.other_language_leads
+    assert "en best cross-lingual cosine 0.480 vs zh-CN best cross-lingual cosine 0.520" in (
+        led.reason
+    )
+    assert "margin -0.05" in led.reason
+    kept = rule.order({"zh-CN": own, "en": far}, "zh")
+    assert kept.locales == ("zh-CN", "en") and not kept.other_language_leads
+    # A locale without a reading in that channel: the first model's rule decides.
+    mixed = rule.order({"zh-CN": own, "en": replace(close, cross_lingual=None)}, "zh")
+    assert mixed.locales == ("zh-CN", "en") and "head cosine" in mixed.reason
+
+
+def test_fused_lists_read_each_locale_s_best_cross_lingual_hit() -> None:
+    vector = {  # FAKE per-locale vector answers (e5 cosines: the question's language ahead)
+        "zh-CN": [_hit("zh-near", "zh-CN", 0.89)],
+        "en": [_hit("en-answer", "en", 0.84)],
+    }
+    # FAKE cross-lingual answer, one search over every locale, best first.
+    crossing = [_hit("zh-near", "zh-CN", 0.50), _hit("en-answer", "en", 0.49)]
+    rule = LocaleOrderRule(cross_lingual_margin=-0.02)
+    fused, order = fuse_locales(
+        RrfFuser(), vector, [], "zh", None, None, rule, cross_lingual=crossing
+    )
+    assert [h.chunk.chunk_id for h in fused] == ["en-answer", "zh-near"]
+    assert order.other_language_leads and "cross-lingual cosine 0.490" in order.reason
+    without, _ = fuse_locales(RrfFuser(), vector, [], "zh", None, None, rule)
+    assert [h.chunk.chunk_id for h in without] == ["zh-near", "en-answer"]
+
+
+def test_another_language_leads_only_with_a_page_the_question_s_language_lacks() -> None:
+    """The other language's head would lead by evidence, but its page lists
+    a translation in the question's language: the reader's version exists,
+    so the question's language keeps the lead, and the reason says why."""
+    rule = LocaleOrderRule(cross_lingual_margin=-0.05)
+    own = HeadEvidence("zh-CN", cosine=0.89, lexical=True, cross_lingual=0.26)
+    lone = HeadEvidence("en", cosine=0.83, lexical=True, cross_lingual=0.25)
+    twinned = replace(lone, twins=frozenset({"zh"}))
+    assert rule.order({"zh-CN": own, "en": lone}, "zh").locales == ("en", "zh-CN")
+    kept = rule.order({"zh-CN": own, "en": twinned}, "zh")
+    assert kept.locales == ("zh-CN", "en") and not kept.other_language_leads
+    assert kept.reason.startswith(
+        "zh-CN leads (question's language): en led by evidence, but its page exists in zh too"
+    )
+    # A translation into a third language is no reader's version.
+    other_twin = replace(lone, twins=frozenset({"ja"}))
+    assert rule.order({"zh-CN": own, "en": other_twin}, "zh").other_language_leads
+
+
+def test_the_head_s_translations_come_from_its_page_metadata() -> None:
+    fused = RrfFuser().fuse({Channel.VECTOR: [_hit("en-page", "en", 0.8)]}, None)
+    chunk = fused[0].chunk
+    metadata = {TRANSLATIONS_KEY: '[{"locale": "zh-CN", "doc_id": "zh-CN/page.md", "url": "/zh"}]'}
+    fused[0] = replace(fused[0], chunk=replace(chunk, metadata=metadata))
+    assert HeadEvidence.of("en", fused).twins == frozenset({"zh"})
+    assert HeadEvidence.of("en", []).twins == frozenset()

@@ -29,8 +29,8 @@ import grpc
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
-from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
+from tests.support.built_storage import open_built_storage
 from tests.support.crash_clients import token_of
 from tests.support.crash_loop import ROOT, CrashLoop
 
@@ -128,7 +128,7 @@ def rows_by_document(settings: StoreSettings, dim: int) -> dict[str, dict[str, s
     parts: dict[str, dict[str, set[str]]] = {
         name: defaultdict(set) for name in ("manifest", "vectors", "lexical")
     }
-    storage = open_storage(settings, dim)
+    storage = open_built_storage(settings, dim)
     try:
         for entry in storage.manifest.entries():
             parts["manifest"][entry.doc_id].update(entry.chunk_ids)

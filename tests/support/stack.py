@@ -69,6 +69,9 @@ class BackgroundLoop:
         self.thread.join(10)
 
 
+NO_SECOND_VECTOR = {"cross_lingual_model": ""}
+
+
 class BackgroundStack:
     def __init__(
         self,
@@ -87,9 +90,16 @@ class BackgroundStack:
         services' settings must then name it, `cross_lingual_model`)."""
         self.data_dir = data_dir
         self.embedder, self.cross_lingual = embedder, cross_lingual
-        self.indexer_settings = IndexerSettings(host="127.0.0.1", log_json=False, **(indexer or {}))
+        # No second vector unless a test names one (or "auto", the services'
+        # default): loading mUSE in every stack would cost each test ~1 s and
+        # 65 MB, and most tests are about other things. The default itself
+        # runs in the stack processes (crash loops, gateway, deployment, `make
+        # run`) and in tests/stack/test_cross_lingual_default_stack.py.
+        indexer = {**NO_SECOND_VECTOR, **(indexer or {})}
+        retriever = {**NO_SECOND_VECTOR, **(retriever or {})}
+        self.indexer_settings = IndexerSettings(host="127.0.0.1", log_json=False, **indexer)
         self.retriever_settings = RetrieverSettings(
-            host="127.0.0.1", log_json=False, reranker_addr=reranker_addr, **(retriever or {})
+            host="127.0.0.1", log_json=False, reranker_addr=reranker_addr, **retriever
         )
         self.wrap_stores = wrap_stores
         self.telemetry = telemetry or (Telemetry("indexer"), Telemetry("retriever"))
