@@ -184,11 +184,14 @@ class QueryLoad(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
+        # One query a round, to every replica: with a query per call, two
+        # replicas and an even number of queries, each replica only ever got
+        # its half of them (retriever-1 never asked for a document of B).
         turn = 0
         while not self.stopping.is_set():
+            query = self.queries[turn % len(self.queries)]
+            turn += 1
             for name, channel in self.channels.items():
-                query = self.queries[turn % len(self.queries)]
-                turn += 1
                 stub = retriever_pb2_grpc.RetrieverStub(channel)
                 start, sent = self.replicas[name].starts, time.monotonic()
                 self.answers.append(answer_of(name, start, sent, query, stub))
