@@ -152,7 +152,7 @@ class LocaleOrderRule:
             decision = self._weigh_cross_lingual(_by_cross_lingual(own), _by_cross_lingual(other))
         else:
             decision = self._weigh(_by_evidence(own), _by_evidence(other))
-        return _kept_for_twin(decision, heads, language, _by_evidence(own))
+        return _kept_for_twin(decision, heads, language)
 
     def _weigh_cross_lingual(
         self, own: list[HeadEvidence], other: list[HeadEvidence]
@@ -195,22 +195,21 @@ def _by_evidence(heads: list[HeadEvidence]) -> list[HeadEvidence]:
 
 
 def _kept_for_twin(
-    decision: OrderDecision,
-    heads: Mapping[str, HeadEvidence],
-    language: str,
-    own: list[HeadEvidence],
+    decision: OrderDecision, heads: Mapping[str, HeadEvidence], language: str
 ) -> OrderDecision:
     """`decision`, unless another language leads with a page that exists in
-    the question's language too: then the question's language leads."""
+    the question's language too: then the question's language's locales
+    move to the front, each side in the decision's own order."""
     if not decision.other_language_leads:
         return decision
     lead = heads[decision.locales[0]]
     if language not in lead.twins:
         return decision
-    rest = [name for name in decision.locales if name not in {h.locale for h in own}]
-    reason = f"{own[0].locale} leads (question's language): {lead.locale} led by evidence, "
+    own = [name for name in decision.locales if primary_language(name) == language]
+    rest = [name for name in decision.locales if primary_language(name) != language]
+    reason = f"{own[0]} leads (question's language): {lead.locale} led by evidence, "
     reason += f"but its page exists in {language} too ({decision.reason})"
-    return OrderDecision((*_names(own), *rest), reason)
+    return OrderDecision((*own, *rest), reason)
 
 
 def _twin_languages(value: str) -> frozenset[str]:
