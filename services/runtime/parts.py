@@ -153,11 +153,27 @@ def cross_lingual_model_for(stores: StoreSettings) -> str:
         deadline = unrequested_deadline()
         recorded = manifest.get_meta(CROSS_LINGUAL_META, deadline)
         if recorded is not None:
-            return str(json.loads(recorded)["model"]) if recorded else ""
+            return _recorded_model(recorded) if recorded else ""
         built = manifest.get_meta(EMBEDDING_META, deadline) or manifest.count(deadline)
         return "" if built else DEFAULT_CROSS_LINGUAL_MODEL
     finally:
         manifest.close()
+
+
+def _recorded_model(record: str) -> str:
+    """The model an index's second-vector record names; a record that cannot
+    be read is a clear start-up error, not a traceback."""
+    try:
+        model = json.loads(record)["model"]
+    except (ValueError, KeyError, TypeError):
+        model = None
+    if not isinstance(model, str) or not model:
+        raise ConfigError(
+            f"RAG_CROSS_LINGUAL_MODEL=auto: this index's record of its cross-lingual model "
+            f"({CROSS_LINGUAL_META}) is unreadable: {record[:200]!r}. Set "
+            "RAG_CROSS_LINGUAL_MODEL to the model the index was built with (empty for none)"
+        )
+    return model
 
 
 def check_same_embedding(first: EmbeddingSettings, second: EmbeddingSettings) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from services.core.errors import ConfigError
 from services.runtime.embedding_settings import (
     AUTO_CROSS_LINGUAL,
     DEFAULT_CROSS_LINGUAL_MODEL,
@@ -63,3 +64,11 @@ def test_the_qdrant_server_store_gets_none(tmp_path: Path) -> None:
     # No server is asked: the answer comes from the store mode alone.
     urls = {"qdrant_url": "http://127.0.0.1:1", "opensearch_url": "http://127.0.0.1:1"}
     assert cross_lingual_model_for(_stores(tmp_path, StoreMode.SERVER, **urls)) == ""
+
+
+@pytest.mark.parametrize("record", ["not json", "[]", '{"dim": 512}', '{"model": ""}'])
+def test_an_unreadable_record_is_a_clear_start_up_error(tmp_path: Path, record: str) -> None:
+    stores = _stores(tmp_path)
+    _record(stores, CROSS_LINGUAL_META, record)
+    with pytest.raises(ConfigError, match=r"unreadable.*Set RAG_CROSS_LINGUAL_MODEL"):
+        cross_lingual_model_for(stores)
