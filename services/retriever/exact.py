@@ -8,7 +8,8 @@ a documented precedence sits on top of fusion: when the query contains
 identifiers (see `services.core.analysis.identifiers`), hits holding more of
 them come first, and RRF (or the reranker's) order decides within each group.
 A query without identifiers is left exactly as RRF ranked it. The same rule
-holds in the lexical channel itself (`lexical_fields.exact_first`).
+holds in the lexical channel itself (`lexical_fields.exact_first`); both
+read it from `services.core.exact_match`.
 Measured on the bilingual set and on SciFact (docs/benchmarks.md).
 """
 
@@ -19,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 from services.core.analysis import QueryPlan, TextAnalyzer, match_spans
+from services.core.exact_match import lead_holder, matched_identifiers
 from services.retriever.types import FusedHit
-from services.storage.lexical_fields import lead_holder, matched_identifiers
 
 
 def with_exact_matches(

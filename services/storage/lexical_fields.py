@@ -30,13 +30,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Protocol, TypeVar
 
 from services.core.analysis import QueryPlan, TextAnalyzer
-from services.core.analysis.identifiers import held_identifiers
 from services.core.deadline import Deadline
 from services.core.errors import ConfigError
-from services.core.models import ScopeFilter, ScoredChunk, StoredChunk
+from services.core.exact_match import lead_holder, matched_identifiers
+from services.core.models import ScopeFilter, ScoredChunk
 
 FIELD_BOOSTS: dict[str, float] = {"title": 2.0, "heading_path": 1.5, "text": 1.0}
 TERMS_SUFFIX = "_terms"
@@ -61,12 +60,6 @@ def check_field_boosts(boosts: Mapping[str, float]) -> dict[str, float]:
     return dict(boosts)
 
 
-def matched_identifiers(chunk: StoredChunk, identifiers: Sequence[str]) -> tuple[str, ...]:
-    """The query identifiers `chunk` holds in their exact form, in query order."""
-    found = held_identifiers((chunk.title, chunk.heading_path, chunk.text), identifiers)
-    return tuple(identifier for identifier in identifiers if identifier in found)
-
-
 def exact_first(hits: Sequence[ScoredChunk], plan: QueryPlan) -> list[ScoredChunk]:
     """BM25 order (boost removed, ties by chunk_id), with the best chunk holding
     the most query identifiers moved to the top."""
@@ -76,24 +69,6 @@ def exact_first(hits: Sequence[ScoredChunk], plan: QueryPlan) -> list[ScoredChun
         ranked.append(ScoredChunk(hit.chunk, hit.score - EXACT_BOOST * len(exact), exact))
     ranked.sort(key=lambda hit: (-hit.score, hit.chunk.chunk_id))
     return lead_holder(ranked)
-
-
-class HoldsIdentifiers(Protocol):
-    @property
-    def exact(self) -> tuple[str, ...]: ...
-
-
-Held = TypeVar("Held", bound=HoldsIdentifiers)
-
-
-def lead_holder(hits: Sequence[Held]) -> list[Held]:
-    """The first hit holding the most query identifiers moved to the top; the
-    order is kept otherwise (the `lead` rule, in the stores and after fusion)."""
-    most = max((len(hit.exact) for hit in hits), default=0)
-    if not most:
-        return list(hits)
-    leader = next(i for i, hit in enumerate(hits) if len(hit.exact) == most)
-    return [hits[leader], *hits[:leader], *hits[leader + 1 :]]
 
 
 def describe_plan(plan: QueryPlan, boosts: Mapping[str, float]) -> str:
