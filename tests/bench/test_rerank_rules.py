@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.eval.rerank_rules import Rule, score
+from bench.eval.rerank_rules import NOISE, Rule, cheapest_near_best, score
 from services.retriever.fusion import RerankBlend
 
 pytestmark = pytest.mark.unit
@@ -49,3 +49,19 @@ def test_scored_at_document_level_on_one_split() -> None:
         "mrr@10": 0.0,
         "ndcg@10": 0.0,
     }
+
+
+def test_the_fewest_candidates_within_noise_of_the_best_gain_is_chosen() -> None:
+    best, near, cheaper_far = (
+        Rule(15, RerankBlend(2.0, 1.0, 10.0, 8.0)),
+        Rule(8, RerankBlend(2.0, 1.0, 10.0, 8.0)),
+        Rule(4, RerankBlend(1.0, 1.0, 1.0, 4.0)),
+    )
+    ranked = [
+        (False, 0.05, Rule(20, RERANKER_ONLY)),  # gains most, but worse somewhere: never
+        (True, 0.0133, best),
+        (True, 0.0133 - NOISE / 2, near),
+        (True, 0.0133 - 2 * NOISE, cheaper_far),
+    ]
+    assert cheapest_near_best(ranked) is near
+    assert cheapest_near_best([(True, 0.0, best), (False, 0.1, near)]) is None
