@@ -38,7 +38,7 @@ class RetrievalConfig:
     fusion: FusionMethod = FusionMethod.RRF
     max_chunks_per_document: int = 2
     context_char_budget: int = 6000
-    rerank_candidates: int = 8
+    rerank_candidates: int = 4
     rerank_budget_ms: int = 400
     rerank_languages: str = "en"
     rerank_fused_weight: float = FITTED_RERANK_BLEND.fused_weight

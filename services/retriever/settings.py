@@ -216,13 +216,13 @@ class RetrieverSettings(
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)
-    # 8: fitted with the rerank blend on three train splits (services.retriever.fusion,
-    # FITTED_RERANK_BLEND; 20, then 4, in the two fits before). The packaged L-12 costs
-    # ~8 ms a pair on an idle 2-core machine and 40-140 ms on a busy one; the sizing
-    # (rerank_sizing) sends fewer when fewer fit the budget, and the answer then says
-    # partial.
+    # 4: fitted with the rerank blend on three train splits (services.retriever.fusion,
+    # FITTED_RERANK_BLEND; 20 before the cross-lingual channel joined bilingual scopes'
+    # fused lists). The packaged L-12 costs ~8 ms a pair on an idle 2-core machine and
+    # 40-140 ms on a busy one; the sizing (rerank_sizing) sends fewer when fewer fit the
+    # budget, and the answer then says partial.
     rerank_candidates: int = Field(
-        8,
+        4,
         ge=1,
         le=200,
         description="how many of the fused candidates the Reranker is asked to score "

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.eval.rerank_rules import NOISE, Rule, cheapest_near_best, score
+from bench.eval.rerank_rules import NOISE, SERVABLE_CANDIDATES, Rule, cheapest_near_best, score
 from services.retriever.fusion import RerankBlend
 
 pytestmark = pytest.mark.unit
@@ -53,12 +53,13 @@ def test_scored_at_document_level_on_one_split() -> None:
 
 def test_the_fewest_candidates_within_noise_of_the_best_gain_is_chosen() -> None:
     best, near, cheaper_far = (
-        Rule(15, RerankBlend(2.0, 1.0, 10.0, 8.0)),
-        Rule(8, RerankBlend(2.0, 1.0, 10.0, 8.0)),
-        Rule(4, RerankBlend(1.0, 1.0, 1.0, 4.0)),
+        Rule(SERVABLE_CANDIDATES, RerankBlend(2.0, 1.0, 10.0, 8.0)),
+        Rule(SERVABLE_CANDIDATES - 1, RerankBlend(2.0, 1.0, 10.0, 8.0)),
+        Rule(SERVABLE_CANDIDATES - 2, RerankBlend(1.0, 1.0, 1.0, 4.0)),
     )
     ranked = [
-        (False, 0.05, Rule(20, RERANKER_ONLY)),  # gains most, but worse somewhere: never
+        (False, 0.05, Rule(2, RERANKER_ONLY)),  # gains most, but worse somewhere: never
+        (True, 0.04, Rule(SERVABLE_CANDIDATES + 1, RERANKER_ONLY)),  # not servable whole
         (True, 0.0133, best),
         (True, 0.0133 - NOISE / 2, near),
         (True, 0.0133 - 2 * NOISE, cheaper_far),
