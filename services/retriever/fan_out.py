@@ -27,6 +27,7 @@ from services.retriever.channels import (
 from services.retriever.locale_balance import LocaleLists, LocaleSearch
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.stages import StageRecorder
+from services.retriever.tail_reserve import TailReserve
 from services.retriever.types import Channel
 from services.storage.base import SECOND_VECTOR, LexicalStore, VectorQuery, VectorStore
 
@@ -68,22 +69,24 @@ class ChannelFanOut:
         config: RetrievalConfig,
         cross_lingual: Embedder | None = None,
         vectors: VectorStore | None = None,
+        reserve: TailReserve | None = None,
     ) -> None:
         """`cross_lingual`: the model of the chunks' second vector in
-        `vectors` (None: no such channel)."""
+        `vectors` (None: no such channel). `reserve`: the time kept back for
+        the rest of the request when the caller's deadline ends the channels
+        (shared with the rerank step, which learns it; default: the
+        configured safety margin)."""
         self.embedder, self.lexical, self.analyzer = embedder, lexical, analyzer
         self.locale_search, self.executor, self.config = locale_search, executor, config
         self.cross_lingual, self.vectors = cross_lingual, vectors
+        self.reserve = reserve or TailReserve(floor_s=config.safety_margin_ms / 1000)
 
     async def run(
         self, prepared: PreparedQuery, deadline: Deadline, stages: StageRecorder
     ) -> FanOut:
         """The vector, lexical and cross-lingual channels' outcomes, and the
         locales the vector channel ranked apart with their lists."""
-        channel_s, margin_s = (
-            self.config.channel_timeout_ms / 1000,
-            self.config.safety_margin_ms / 1000,
-        )
+        channel_s, margin_s = self.config.channel_timeout_ms / 1000, self.reserve.margin_s()
         # The read of the scope's locales (when due) is bounded as a channel is.
         locales = await self._locales(
             prepared.scope, deadline.shortened(margin_s).capped(channel_s)

@@ -48,7 +48,7 @@ class RetrievalConfig:
     channel_timeout_ms: int = 1000
     boost_read_timeout_ms: int = 500
     diversity_read_timeout_ms: int = 500
-    safety_margin_ms: int = 10
+    safety_margin_ms: int = 50
     max_query_chars: int = 1000
     exact_precedence: ExactPrecedence = ExactPrecedence.LEAD
     unread_language_vector_weight: float = 0.0

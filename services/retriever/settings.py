@@ -286,7 +286,14 @@ class RetrieverSettings(
     default_deadline_ms: int = Field(
         5000, ge=50, le=600_000, description="when the caller sets none"
     )
-    safety_margin_ms: int = Field(10, ge=0, le=1000)
+    safety_margin_ms: int = Field(
+        50,
+        ge=0,
+        le=1000,
+        description="kept back from the caller's deadline for the rest of the request "
+        "when the channels or the rerank call run up to it; the least kept (more is "
+        "learnt under load)",
+    )
     health_check_interval_s: float = Field(5.0, gt=0, le=600)
     worker_threads: int = Field(32, ge=2, le=512, description="threads for store and model calls")
     page_token_key: SecretStr | None = Field(

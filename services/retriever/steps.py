@@ -30,6 +30,7 @@ from services.retriever.rerank_client import RerankClient
 from services.retriever.rerank_languages import ReadableFilter, parse_languages
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankStep
+from services.retriever.tail_reserve import TailReserve
 from services.storage.storage import Storage
 from services.storage.visibility import CommittedGeneration
 
@@ -83,8 +84,17 @@ def build_retrieval_steps(
     second vector, searched as its own channel where the index has one;
     `page_keys`: sign and verify page tokens (None: a random key)."""
     language_rule = LanguageRule(embedder.languages, config.unread_language_vector_weight)
+    # One margin for the rest of the request, kept back by the channels and
+    # the rerank call alike, learnt from what answered requests needed.
+    reserve = TailReserve(floor_s=config.safety_margin_ms / 1000)
     fan_out = _fan_out(
-        embedder, storage, executor, config, language_rule, locales, translator, cross_lingual
+        embedder,
+        storage,
+        executor,
+        config,
+        language_rule,
+        (locales, translator, cross_lingual),
+        reserve,
     )
     return RetrievalSteps(
         config,
@@ -98,7 +108,7 @@ def build_retrieval_steps(
             config.exact_precedence,
             config.boost_read_timeout_ms / 1000,
         ),
-        _rerank_step(config, reranker, reranker_health),
+        _rerank_step(config, reranker, reranker_health, reserve),
         DiversityStep(storage.vectors, executor, config.diversity_read_timeout_ms / 1000),
         HitRows(storage.vectors, storage.lexical, executor),
         EvidenceAssembler(config.context_char_budget),
@@ -119,10 +129,12 @@ def _fan_out(
     executor: Executor,
     config: RetrievalConfig,
     language_rule: LanguageRule,
-    locales: IndexLocales | None,
-    translator: QueryTranslator | None,
-    cross_lingual: Embedder | None,
+    crossing: tuple[IndexLocales | None, QueryTranslator | None, Embedder | None],
+    reserve: TailReserve,
 ) -> ChannelFanOut:
+    """`crossing`: the index's locales, the question's translator and the
+    second vector's model (each None: not available)."""
+    locales, translator, cross_lingual = crossing
     balance = config.vector_locale_balance is LocaleBalance.INTERLEAVE
     multilingual = EVERY_LANGUAGE in language_rule.model_languages
     locale_search = LocaleSearch(
@@ -143,11 +155,15 @@ def _fan_out(
         config,
         cross_lingual,
         storage.vectors,
+        reserve,
     )
 
 
 def _rerank_step(
-    config: RetrievalConfig, reranker: RerankClient | None, health: RerankerHealth | None
+    config: RetrievalConfig,
+    reranker: RerankClient | None,
+    health: RerankerHealth | None,
+    reserve: TailReserve,
 ) -> RerankStep:
     return RerankStep(
         reranker,
@@ -162,4 +178,5 @@ def _rerank_step(
             config.rerank_gate_margin,
         ),
         readable=ReadableFilter(parse_languages(config.rerank_languages)),
+        reserve=reserve,
     )

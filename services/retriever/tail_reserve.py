@@ -1,5 +1,5 @@
-"""How much of a request's time to keep back after its rerank budget ends:
-learnt from the requests themselves.
+"""How much of a request's time to keep back after its channels and its
+rerank call end: learnt from the requests themselves.
 
 The rerank call gets min(budget, time left − margin), and what follows it
 (whole rows, evidence, the reply's serialisation) and the event loop's own
@@ -10,6 +10,10 @@ DEADLINE_EXCEEDED, an error. So the margin is the larger of the configured
 one and a decaying high-water mark of what requests really needed after
 their rerank budget ended, with headroom, capped so one stall cannot shut
 reranking out (the mark decays with every request observed).
+
+The channels keep the same margin back when the caller's deadline, not
+their own timeout, ends them: what follows them is the same rest of the
+request (the rerank step skips itself when no useful time is left).
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ class TailReserve:
         """A request needed `tail_s` after its rerank budget ended (or its
         call returned, if sooner)."""
         self._mark_s = max(max(tail_s, 0.0), self._mark_s * DECAY)
+
+    def forget(self) -> None:
+        """Start afresh from the floor (a test that loaded the machine)."""
+        self._mark_s = 0.0
 
     def margin_s(self) -> float:
         return min(max(self.ceiling_s, self.floor_s), max(self.floor_s, self._mark_s * HEADROOM))

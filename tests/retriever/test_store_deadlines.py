@@ -22,7 +22,7 @@ from services.retriever.boosts import Boosts, RecencyBoost
 from services.retriever.diversity import Diversity
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
 from services.retriever.requests import DEFAULT_CONFIG
-from services.retriever.steps import build_retrieval_steps
+from services.retriever.steps import RetrievalSteps, build_retrieval_steps
 from services.retriever.types import Intent
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
@@ -36,7 +36,7 @@ from tests.storage.harness import make_chunk
 pytestmark = pytest.mark.unit
 
 DIM = 8
-WATCHED = frozenset({"count", "vectors", "get_many", "get_meta"})
+WATCHED = frozenset({"count", "vectors", "get_many", "get_meta", "search_plan"})
 
 
 class DeadlineRecorder:
@@ -79,6 +79,7 @@ class Index:
     lexical: DeadlineRecorder
     manifest: DeadlineRecorder
     retrieve: Callable[[RetrievalRequest, Deadline], Any]
+    steps: RetrievalSteps
 
 
 @pytest.fixture
@@ -109,7 +110,7 @@ def index(tmp_path: Path) -> Iterator[Index]:
         def retrieve(request: RetrievalRequest, deadline: Deadline) -> Any:
             return asyncio.run(pipeline.retrieve(request, deadline))
 
-        yield Index(vectors, lexical, manifest, retrieve)
+        yield Index(vectors, lexical, manifest, retrieve, steps)
     storage.close()
 
 
@@ -163,6 +164,23 @@ def test_the_page_check_counts_within_the_request_deadline_less_the_margin(
     margin_s = RetrievalConfig().safety_margin_ms / 1000
     assert request_deadline.at is not None
     assert within(count, request_deadline).at == pytest.approx(request_deadline.at - margin_s)
+
+
+def test_the_channels_keep_back_the_margin_the_rerank_step_learnt(index: Index) -> None:
+    """Under load the rest of a request takes longer; the channels, when the
+    caller's deadline (not their own timeout) ends them, leave it that time
+    too, or the answer would come after the deadline as DEADLINE_EXCEEDED."""
+    floor_s = RetrievalConfig().safety_margin_ms / 1000
+    request = RetrievalRequest(query="signing keys", rerank=False)
+    first = Deadline.after(0.5)  # under the channel timeout (1 s)
+    index.retrieve(request, first)
+    index.steps.rerank.reserve.observe(0.1)  # a request needed 100 ms after reranking
+    second = Deadline.after(0.5)
+    index.retrieve(request, second)
+    searched = index.lexical.deadlines("search_plan")
+    assert len(searched) == 2 and first.at is not None and second.at is not None
+    assert within(searched[0], first).at == pytest.approx(first.at - floor_s, abs=0.01)
+    assert within(searched[1], second).at == pytest.approx(second.at - 0.15, abs=0.01)
 
 
 def test_a_commit_point_read_with_no_time_left_keeps_the_last_value(index: Index) -> None:

@@ -28,7 +28,6 @@ from services.reranker.settings import RerankerSettings
 from services.retriever.app import RetrieverApp
 from services.retriever.rerank_sizing import CandidateSizer
 from services.retriever.settings import RetrieverSettings
-from services.retriever.tail_reserve import TailReserve
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import SharedParts, open_parts
 from services.runtime.service import thread_stacks
@@ -200,7 +199,7 @@ class BackgroundStack:
         assert self.stack is not None
         step = self.stack.retriever.pipeline.steps.rerank
         step.sizer = CandidateSizer()
-        step.reserve = TailReserve(floor_s=step.reserve.floor_s)
+        step.reserve.forget()
 
     def upsert(self, docs: list[ipb.Document], dry_run: bool = False) -> ipb.UpsertResponse:
         return self.indexer.Upsert(ipb.UpsertRequest(documents=docs, dry_run=dry_run), timeout=120)
