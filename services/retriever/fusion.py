@@ -237,7 +237,10 @@ RERANK_ONLY = RerankBlend()
 # gate 4 (train MRR@10 +0.005): the model reorders only when it is sure. On the test
 # splits it leaves third-party and bilingual answers as fusion ranks them and SciFact
 # nDCG@10 at 0.7001 against 0.7018 (no admissible rule gained on SciFact test);
-# docs/benchmarks.md, "The answer in either language".
+# docs/benchmarks.md, "The answer in either language". Confirmed by the third fit
+# (2026-12-01: 67 third-party train questions, gates to 12, 900 rules, only rules of at
+# most SERVABLE_CANDIDATES = 5 candidates admitted, the most the 400 ms budget scores
+# whole at ~45 ms a pair; bench/results/notes/rerank_rule_third_fit.md).
 FITTED_RERANK_BLEND = RerankBlend(fused_weight=1.0, rerank_weight=1.0, k=1.0, gate=4.0)
 
 
