@@ -86,7 +86,8 @@ class ChannelFanOut:
     ) -> FanOut:
         """The vector, lexical and cross-lingual channels' outcomes, and the
         locales the vector channel ranked apart with their lists."""
-        channel_s, margin_s = self.config.channel_timeout_ms / 1000, self.reserve.margin_s()
+        channel_s = self.config.channel_timeout_ms / 1000
+        margin_s = self.reserve.margin_within(deadline)
         # The read of the scope's locales (when due) is bounded as a channel is.
         locales = await self._locales(
             prepared.scope, deadline.shortened(margin_s).capped(channel_s)

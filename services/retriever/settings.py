@@ -292,7 +292,7 @@ class RetrieverSettings(
         le=1000,
         description="kept back from the caller's deadline for the rest of the request "
         "when the channels or the rerank call run up to it; the least kept (more is "
-        "learnt under load)",
+        "learnt under load); the channels keep back at most a quarter of the time left",
     )
     health_check_interval_s: float = Field(5.0, gt=0, le=600)
     worker_threads: int = Field(32, ge=2, le=512, description="threads for store and model calls")

@@ -14,15 +14,24 @@ reranking out (the mark decays with every request observed).
 The channels keep the same margin back when the caller's deadline, not
 their own timeout, ends them: what follows them is the same rest of the
 request (the rerank step skips itself when no useful time is left).
+
+The channels keep back no more than a quarter of the time a request has
+left, though (`margin_within`): a caller that allows 60 ms would otherwise
+see its channels given 10 of them and come back empty on an idle machine,
+to protect a reply that takes a few. The rerank call, which the answer can
+do without, keeps the whole margin.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.core.deadline import Deadline
+
 CEILING_S = 0.2  # never keep back more than this: reranking would rarely run
 DECAY = 0.9  # per observed request: a stall is forgotten within ~30 requests
 HEADROOM = 1.5  # what was needed, and half again
+MAX_SHARE = 0.25  # of the time a request has left
 
 
 @dataclass
@@ -44,3 +53,8 @@ class TailReserve:
 
     def margin_s(self) -> float:
         return min(max(self.ceiling_s, self.floor_s), max(self.floor_s, self._mark_s * HEADROOM))
+
+    def margin_within(self, deadline: Deadline) -> float:
+        """The margin for a request with `deadline`: `margin_s`, at most a
+        quarter of its time left."""
+        return min(self.margin_s(), MAX_SHARE * max(deadline.remaining_s(), 0.0))

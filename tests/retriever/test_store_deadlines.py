@@ -172,15 +172,27 @@ def test_the_channels_keep_back_the_margin_the_rerank_step_learnt(index: Index) 
     too, or the answer would come after the deadline as DEADLINE_EXCEEDED."""
     floor_s = RetrievalConfig().safety_margin_ms / 1000
     request = RetrievalRequest(query="signing keys", rerank=False)
-    first = Deadline.after(0.5)  # under the channel timeout (1 s)
+    first = Deadline.after(0.9)  # under the channel timeout (1 s)
     index.retrieve(request, first)
     index.steps.rerank.reserve.observe(0.1)  # a request needed 100 ms after reranking
-    second = Deadline.after(0.5)
+    second = Deadline.after(0.9)
     index.retrieve(request, second)
     searched = index.lexical.deadlines("search_plan")
     assert len(searched) == 2 and first.at is not None and second.at is not None
     assert within(searched[0], first).at == pytest.approx(first.at - floor_s, abs=0.01)
     assert within(searched[1], second).at == pytest.approx(second.at - 0.15, abs=0.01)
+
+
+def test_the_channels_keep_back_at_most_a_quarter_of_a_short_deadline(index: Index) -> None:
+    """A caller that allows 60 ms: its channels get at least 45 of them, not
+    10 (what the 50 ms floor would leave), so an idle machine answers it."""
+    request = RetrievalRequest(query="signing keys", rerank=False)
+    short = Deadline.after(0.06)
+    index.retrieve(request, short)
+    [searched] = index.lexical.deadlines("search_plan")
+    assert short.at is not None
+    kept_back = short.at - within(searched, short).at  # a quarter of what was left then
+    assert 0 < kept_back <= 0.015 + 1e-6
 
 
 def test_a_commit_point_read_with_no_time_left_keeps_the_last_value(index: Index) -> None:

@@ -28,6 +28,15 @@ def test_the_floor_holds_until_a_request_needs_more() -> None:
     assert reserve.margin_s() == pytest.approx(0.06)  # 40 ms needed, and half again
 
 
+def test_never_more_than_a_quarter_of_the_time_left() -> None:
+    reserve = TailReserve(floor_s=0.05)
+    now = [0.0]
+    assert reserve.margin_within(Deadline(1.0, lambda: now[0])) == pytest.approx(0.05)
+    assert reserve.margin_within(Deadline(0.06, lambda: now[0])) == pytest.approx(0.015)
+    assert reserve.margin_within(Deadline(-1.0, lambda: now[0])) == 0.0  # already passed
+    assert reserve.margin_within(Deadline.never()) == pytest.approx(0.05)
+
+
 def test_a_stall_is_forgotten_and_capped() -> None:
     reserve = TailReserve(floor_s=0.01)
     reserve.observe(5.0)
@@ -53,11 +62,11 @@ async def test_a_slow_tail_shortens_the_next_calls_budget() -> None:
     now = [100.0]
     client = ClockedClient()
     real: RerankClient = client  # type: ignore[assignment]
-    step = RerankStep(real, candidates=3, budget_ms=300, margin_ms=10, clock=lambda: now[0])
+    step = RerankStep(real, candidates=3, budget_ms=1000, margin_ms=10, clock=lambda: now[0])
     deadline = Deadline(100.2, lambda: now[0])
     _, outcome = await step.run("q", HITS, True, deadline)
     assert client.timeouts == [pytest.approx(0.19)]  # 200 ms left − the 10 ms floor
     now[0] += 0.08  # the rest of that request took 80 ms (a loaded machine)
     step.observe_tail(outcome)
-    await step.run("q", HITS, True, Deadline(now[0] + 0.2, lambda: now[0]))
-    assert client.timeouts[-1] == pytest.approx(0.2 - 0.12)  # 80 ms × 1.5 kept back
+    await step.run("q", HITS, True, Deadline(now[0] + 0.6, lambda: now[0]))
+    assert client.timeouts[-1] == pytest.approx(0.6 - 0.12)  # 80 ms × 1.5 kept back
