@@ -57,6 +57,13 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         help="build from the first N SciFact documents only (smoke runs; 0: all)",
     )
+    p.add_argument(
+        "--recall-ef",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also measure recall@10 at these hnsw_ef (the default is the store's own)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the built indexes in .data/scale/")
     p.add_argument("--out", type=Path, default=RESULTS_FILE, help="result file")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -82,6 +89,16 @@ def measure_size(
         recall = hnsw_recall(
             data_dir / "vectors", source.query_vectors, build.generation, corpus.filter_scope
         )
+        recall_by_ef = {
+            ef: hnsw_recall(
+                data_dir / "vectors",
+                source.query_vectors,
+                build.generation,
+                corpus.filter_scope,
+                search_ef=ef,
+            )
+            for ef in args.recall_ef
+        }
         disk = disk_bytes(data_dir)
     finally:
         if not args.keep:
@@ -100,6 +117,7 @@ def measure_size(
         "writer_peak_parts_mib_by_phase": build.peak_parts_mib,
         "disk_bytes": disk,
         "recall_at_10": recall,
+        "recall_at_10_by_ef": recall_by_ef,
         **serving,
     }
 

@@ -26,7 +26,7 @@ pytestmark = [
 
 def test_scale_bench_runs_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
-    argv = ["--sizes", "1500", "--requests", "10", "--source-docs", "60"]
+    argv = ["--sizes", "1500", "--requests", "10", "--source-docs", "60", "--recall-ef", "512"]
     assert main([*argv, "--no-report", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     (size,) = result["sizes"]
@@ -35,6 +35,7 @@ def test_scale_bench_runs_and_reports(tmp_path: Path) -> None:
     assert set(rows) == {("none", 1), ("none", 16), ("1% scope", 1), ("1% scope", 16)}
     assert all(row["errors"] == {} and row["hits_mean"] > 0 for row in rows.values())
     assert size["recall_at_10"]["none"] == 1.0  # a plain segment searches exactly
+    assert size["recall_at_10_by_ef"]["512"]["none"] == 1.0
     assert size["memory"]["after load"]["peak_rss_mib"] > 0
     assert (tmp_path / "scale.png").is_file()
     assert "| 1,500 | none | 16 |" in scale_section(result)
