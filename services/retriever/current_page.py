@@ -9,6 +9,7 @@ from concurrent.futures import Executor
 from services.core.deadline import Deadline
 from services.core.errors import RagError
 from services.core.models import ScopeFilter
+from services.retriever.tail_reserve import TailReserve
 from services.retriever.types import FusedHit
 from services.storage.base import LexicalStore
 
@@ -18,9 +19,10 @@ NOT_INDEXED = "This page is not indexed, so there is nothing to answer from."
 class PageCheck:
     """Whether a current-page request's page is indexed."""
 
-    def __init__(self, lexical: LexicalStore, executor: Executor, margin_s: float) -> None:
-        """`margin_s`: the time kept for the reply (RAG_SAFETY_MARGIN_MS)."""
-        self.lexical, self.executor, self.margin_s = lexical, executor, margin_s
+    def __init__(self, lexical: LexicalStore, executor: Executor, reserve: TailReserve) -> None:
+        """`reserve`: the time kept for the reply (the request's shared margin,
+        services.retriever.tail_reserve)."""
+        self.lexical, self.executor, self.reserve = lexical, executor, reserve
 
     async def indexed(
         self, hits: list[FusedHit], scope: ScopeFilter, deadline: Deadline
@@ -31,7 +33,7 @@ class PageCheck:
             return True
         loop = asyncio.get_running_loop()
         # The store's count ends with our wait: the margin is kept for the reply.
-        within = deadline.shortened(self.margin_s)
+        within = deadline.shortened(self.reserve.margin_within(deadline))
         try:
             count = await asyncio.wait_for(
                 loop.run_in_executor(self.executor, self.lexical.count, scope, within),

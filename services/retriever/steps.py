@@ -112,7 +112,7 @@ def build_retrieval_steps(
         DiversityStep(storage.vectors, executor, config.diversity_read_timeout_ms / 1000),
         HitRows(storage.vectors, storage.lexical, executor),
         EvidenceAssembler(config.context_char_budget),
-        PageCheck(storage.lexical, executor, config.safety_margin_ms / 1000),
+        PageCheck(storage.lexical, executor, reserve),
         page_keys or PageTokenKeys.random(),
         storage.describe_query,
         reranker,
