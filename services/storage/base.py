@@ -214,10 +214,13 @@ class VectorStore(Protocol):
         order, whatever their generation; within `deadline` as `search`."""
         ...
 
-    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline, using: str = ""
+    ) -> dict[str, list[float]]:
         """The stored (unit-length) vectors of these chunks by id; missing ids
-        are left out. For diversity (MMR) over the final candidates, within
-        `deadline` as `search`."""
+        are left out. For diversity (MMR) over the final candidates (the first
+        vector), and for copying an index whole (`using` SECOND_VECTOR: the
+        second), within `deadline` as `search`."""
         ...
 
     def optimize(self) -> bool:

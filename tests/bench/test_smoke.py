@@ -206,6 +206,9 @@ def test_storage_modes_serve_the_same_rows_with_the_same_quality(storage_results
     result = load(storage_results / "storage-modes-smoke.json")
     embedded, postgres = result["modes"]["embedded"], result["modes"]["postgres"]
     assert result["copy_to_postgres"]["chunks"] > 0
+    # The default index carries the cross-lingual vector; the copy keeps it.
+    assert result["copy_to_postgres"]["second_vector_dim"] == 512
+    assert result["postgres_settings"]["shared_buffers"]
     for config in BASE_CONFIGS:
         # The same rows and vectors: exact search at this size, the same BM25.
         assert postgres["quality"][config]["ndcg@10"] == pytest.approx(

@@ -79,3 +79,14 @@ def test_page_includes_the_section_when_the_result_file_exists(tmp_path: Path) -
     (tmp_path / RESULTS_FILE).write_text(json.dumps(result()))
     write_report(tmp_path, docs)
     assert HEADING in docs.read_text()
+
+
+def test_section_names_the_server_settings_and_the_second_vector() -> None:
+    plain = storage_modes_section(result())
+    assert "its default settings" in plain and "Chunks carry one vector" in plain
+    tuned = result()
+    tuned["postgres_settings"] = {"shared_buffers": "1GB"}
+    tuned["copy_to_postgres"]["second_vector_dim"] = 512
+    section = storage_modes_section(tuned)
+    assert "set with `shared_buffers = 1GB`" in section
+    assert "a second (512-d) vector, copied too" in section

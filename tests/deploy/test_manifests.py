@@ -208,6 +208,9 @@ def test_compose_postgres_profile_runs_pgvector_with_a_volume_and_a_health_check
     assert "postgres-data" in compose["volumes"]
     assert "pg_isready" in " ".join(spec["healthcheck"]["test"])
     assert all(str(port).startswith("127.0.0.1:") for port in spec["ports"])
+    # The image's entrypoint runs `postgres` with these flags; the cache holds
+    # the index's working set, not PostgreSQL's default 128 MB.
+    assert spec["command"][:1] == ["postgres"] and "shared_buffers=1GB" in spec["command"]
 
 
 def test_compose_postgres_mode_switches_only_the_stores(
@@ -501,6 +504,8 @@ def test_the_postgres_statefulset_is_pgvector_with_a_volume_probes_and_hardening
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert {"cpu", "memory"} <= set(container["resources"]["requests"])
+    # Its cache holds the index's working set, not PostgreSQL's default 128 MB.
+    assert "shared_buffers=1GB" in container["args"]
     service = of_kind(postgres_k8s, "Service")["postgres"]
     assert service["spec"]["ports"][0]["port"] == 5432
     assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in container["ports"]}

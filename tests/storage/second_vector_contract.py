@@ -101,6 +101,16 @@ class SecondVectorContract:
             reopened.close()
         store.close = lambda: None  # closed above; the fixture's close is a no-op now
 
+    def test_either_vector_is_read_back_by_name(self, store: Any, chunks: list[Any]) -> None:
+        """What copying an index whole needs (bench.eval.storage_modes)."""
+        a, b = chunks[0].chunk_id, chunks[1].chunk_id
+        first = store.vectors([a, b, "missing"], unrequested_deadline())
+        second = store.vectors([a, b], unrequested_deadline(), using=SECOND_VECTOR)
+        assert sorted(first) == sorted(second) == sorted([a, b])
+        assert first[b] == pytest.approx(_first(0.6, 0.8), abs=1e-6)
+        assert second[a] == pytest.approx(_second(0, 1), abs=1e-6)
+        assert second[b] == pytest.approx(_second(1, 0), abs=1e-6)
+
     def test_a_chunk_without_its_second_vector_is_refused(self, store: Any) -> None:
         chunk = make_chunk("doc-lonely")
         with pytest.raises(StoreError, match="second vectors"):
@@ -126,5 +136,7 @@ class SecondVectorContract:
             probe = VectorQuery(_second(1, 0), 1, ScopeFilter(), using=SECOND_VECTOR)
             with pytest.raises(StoreError, match=SECOND_VECTOR):
                 plain.search_many([probe], deadline=unrequested_deadline())
+            with pytest.raises(StoreError, match=SECOND_VECTOR):
+                plain.vectors(["doc-a"], unrequested_deadline(), using=SECOND_VECTOR)
         finally:
             plain.close()

@@ -20,7 +20,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,15 +124,17 @@ def _run(args: list[str], user: str | None) -> None:
         raise RuntimeError(f"{args[0]} failed ({result.returncode}): {result.stderr.strip()}")
 
 
-def _options(workdir: Path, port: int) -> str:
+def _options(workdir: Path, port: int, settings: Mapping[str, str]) -> str:
     # fsync off: a test server's data is thrown away; durability is not under test.
-    return f"-h 127.0.0.1 -p {port} -k {workdir} -c fsync=off -c max_connections=200"
+    extra = "".join(f" -c {name}={value}" for name, value in settings.items())
+    return f"-h 127.0.0.1 -p {port} -k {workdir} -c fsync=off -c max_connections=200{extra}"
 
 
 @contextmanager
-def running_postgres() -> Iterator[PostgresServer]:
+def running_postgres(settings: Mapping[str, str] | None = None) -> Iterator[PostgresServer]:
     """A started server with the `vector` extension available, stopped and
-    deleted on exit. Its folder is its own, outside pytest's basetemp: a
+    deleted on exit; `settings`: server settings beyond the defaults (a
+    benchmark's `shared_buffers`, say). Its folder is its own, outside pytest's basetemp: a
     pytest session starting anywhere on the machine resets that to mode 0700,
     which would lock the server's user out of a running server's files."""
     bin_dir, user, port = postgres_bin_dir(), _run_as(), _free_port()
@@ -143,7 +145,7 @@ def running_postgres() -> Iterator[PostgresServer]:
         initdb = [str(bin_dir / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres"]
         _run([*initdb, "--encoding=UTF8", "--locale=C", "--no-sync"], user)
         url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-        server = PostgresServer(url, data, port, user, _options(workdir, port))
+        server = PostgresServer(url, data, port, user, _options(workdir, port, settings or {}))
         server.start()
         try:
             yield server

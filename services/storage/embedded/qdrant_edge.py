@@ -296,19 +296,23 @@ class EdgeVectorStore(SearchAsBatch):
             records = shard.retrieve(point_ids, with_payload=True, with_vector=False)
         return [stored_chunk_from_payload(record.payload or {}) for record in records]
 
-    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline, using: str = ""
+    ) -> dict[str, list[float]]:
+        check_using(self.name, self.second_dim, using)
         by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
         if not by_point:
             return {}
         call_budget_s(self.name, deadline, what="a vectors read")
         wanted: list[qe.PointId] = list(by_point)
         with store_errors(self.name, "vectors"), self._reading() as shard:
-            # The first vector only (a plain list, also where a second exists).
-            records = shard.retrieve(wanted, with_payload=False, with_vector=[""])
+            records = shard.retrieve(wanted, with_payload=False, with_vector=[using])
+        # The first vector comes back as a plain list, a named one as {name: list}.
+        found = {by_point[str(r.id)]: r.vector for r in records if str(r.id) in by_point}
         return {
-            by_point[str(record.id)]: list(record.vector)  # type: ignore[arg-type]
-            for record in records
-            if str(record.id) in by_point and record.vector is not None
+            chunk_id: list(vector[using] if isinstance(vector, dict) else vector)  # type: ignore[arg-type]
+            for chunk_id, vector in found.items()
+            if vector is not None
         }
 
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:

@@ -300,14 +300,17 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         with pg_errors(self.name, "get"), self._conn() as conn, within(conn, budget_s):
             return [stored_chunk(row) for row in conn.execute(statement, (wanted,))]
 
-    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline, using: str = ""
+    ) -> dict[str, list[float]]:
         """The stored vectors (unit length: `upsert` normalises, as Qdrant does)."""
+        check_using(self.name, self.second_dim, using)
         wanted = sorted(set(chunk_ids))
         if not wanted:
             return {}
         statement = sql.SQL(
-            "SELECT chunk_id, embedding::float4[] FROM {} WHERE chunk_id = ANY(%s::text[])"
-        ).format(self._table)
+            "SELECT chunk_id, {}::float4[] FROM {} WHERE chunk_id = ANY(%s::text[])"
+        ).format(sql.Identifier(VECTOR_COLUMNS[using]), self._table)
         budget_s = self._budget(deadline, "a vectors read")
         with pg_errors(self.name, "vectors"), self._conn() as conn, within(conn, budget_s):
             rows = conn.execute(statement, (wanted,)).fetchall()

@@ -324,7 +324,10 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
         return found
 
-    def vectors(self, chunk_ids: Sequence[str], deadline: Deadline) -> dict[str, list[float]]:
+    def vectors(
+        self, chunk_ids: Sequence[str], deadline: Deadline, using: str = ""
+    ) -> dict[str, list[float]]:
+        check_using(self.name, self.second_dim, using)
         by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
         found: dict[str, list[float]] = {}
         ids: list[models.ExtendedPointId] = list(by_point)
