@@ -23,7 +23,7 @@ from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
-from services.retriever.steps import build_retrieval_steps
+from services.retriever.steps import LanguageCrossing, build_retrieval_steps
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.observability.tracing import Tracing
 from services.runtime.parts import PartsConfig, SharedParts
@@ -72,10 +72,8 @@ def build_retrieval_pipeline(
         record_query_text=tracing.record_query_text,
         reranker_health=health,
         metrics=metrics,
-        locales=locales,
-        translator=query_translator(settings, embedder),
+        crossing=LanguageCrossing(locales, query_translator(settings, embedder), cross_lingual),
         page_keys=PageTokenKeys.from_settings(settings),
-        cross_lingual=cross_lingual,
     )
     return RetrievalPipeline(steps)
 

@@ -36,6 +36,22 @@ from services.storage.visibility import CommittedGeneration
 
 
 @dataclass(frozen=True)
+class LanguageCrossing:
+    """What lets a Retrieve cross languages, each None where it is not there:
+    the index's locales (to rank each apart, services.retriever.locale_balance;
+    None: one vector list), the question's translator (its words for
+    other-language locales; None: identifiers only there), and the model of the
+    chunks' second vector (searched as its own channel where the index has one)."""
+
+    locales: IndexLocales | None = None
+    translator: QueryTranslator | None = None
+    cross_lingual: Embedder | None = None
+
+
+NO_CROSSING = LanguageCrossing()
+
+
+@dataclass(frozen=True)
 class RetrievalSteps:
     """Retrieve's steps, in the order they run, and what watches them."""
 
@@ -70,32 +86,18 @@ def build_retrieval_steps(
     record_query_text: bool = False,
     reranker_health: RerankerHealth | None = None,
     metrics: RetrievalMetrics | None = None,
-    locales: IndexLocales | None = None,
-    translator: QueryTranslator | None = None,
+    crossing: LanguageCrossing = NO_CROSSING,
     page_keys: PageTokenKeys | None = None,
-    cross_lingual: Embedder | None = None,
 ) -> RetrievalSteps:
     """`committed`: which rows may be served (None: every row; tests of the
     pipeline alone). `reranker_health`: skip the Reranker while it is
-    NOT_SERVING. `locales`: the index's locales, for ranking across
-    languages (services.retriever.locale_balance; None: one vector list);
-    `translator`: the question's words for other-language locales (None:
-    identifiers only there); `cross_lingual`: the model of the chunks'
-    second vector, searched as its own channel where the index has one;
+    NOT_SERVING. `crossing`: what ranks across languages (`LanguageCrossing`);
     `page_keys`: sign and verify page tokens (None: a random key)."""
     language_rule = LanguageRule(embedder.languages, config.unread_language_vector_weight)
     # One margin for the rest of the request, kept back by the channels and
     # the rerank call alike, learnt from what answered requests needed.
     reserve = TailReserve(floor_s=config.safety_margin_ms / 1000)
-    fan_out = _fan_out(
-        embedder,
-        storage,
-        executor,
-        config,
-        language_rule,
-        (locales, translator, cross_lingual),
-        reserve,
-    )
+    fan_out = _fan_out(embedder, storage, executor, config, language_rule, crossing, reserve)
     return RetrievalSteps(
         config,
         QueryPreparer(config, storage.analyzer, language_rule),
@@ -129,21 +131,19 @@ def _fan_out(
     executor: Executor,
     config: RetrievalConfig,
     language_rule: LanguageRule,
-    crossing: tuple[IndexLocales | None, QueryTranslator | None, Embedder | None],
+    crossing: LanguageCrossing,
     reserve: TailReserve,
 ) -> ChannelFanOut:
-    """`crossing`: the index's locales, the question's translator and the
-    second vector's model (each None: not available)."""
-    locales, translator, cross_lingual = crossing
     balance = config.vector_locale_balance is LocaleBalance.INTERLEAVE
     multilingual = EVERY_LANGUAGE in language_rule.model_languages
     locale_search = LocaleSearch(
         storage.vectors,
-        locales,
+        crossing.locales,
         balance and multilingual,
-        translator,
+        crossing.translator,
         max_batched_searches=config.vector_search_batch,
     )
+    cross_lingual = crossing.cross_lingual
     if cross_lingual is not None and not storage.vectors.second_dim:
         cross_lingual = None  # nothing to search it in
     return ChannelFanOut(

@@ -23,7 +23,7 @@ from services.retriever.locale_balance import (
 )
 from services.retriever.locale_turns import interleaved, interleaved_documents
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
-from services.retriever.steps import build_retrieval_steps
+from services.retriever.steps import LanguageCrossing, build_retrieval_steps
 from services.retriever.types import Channel
 from services.storage.base import VectorQuery
 from services.storage.storage import Storage
@@ -215,8 +215,7 @@ def _retrieve(  # type: ignore[no-untyped-def]
             None,
             executor,
             RetrievalConfig(),
-            locales=IndexLocales(lambda *_: locales),
-            translator=translator,
+            crossing=LanguageCrossing(IndexLocales(lambda *_: locales), translator),
         )
         pipeline = RetrievalPipeline(steps)
         query = RetrievalRequest(query=question, rerank=False, **request)  # type: ignore[arg-type]
@@ -288,7 +287,7 @@ def test_balancing_can_be_turned_off() -> None:
             None,
             executor,
             config,
-            locales=IndexLocales(lambda *_: ("en", "zh-CN")),
+            crossing=LanguageCrossing(IndexLocales(lambda *_: ("en", "zh-CN"))),
         )
         pipeline = RetrievalPipeline(steps)
         result = asyncio.run(
@@ -378,8 +377,7 @@ def test_locales_come_from_the_request_s_scope() -> None:
                 None,
                 executor,
                 RetrievalConfig(),
-                locales=IndexLocales(read),
-                translator=translator,
+                crossing=LanguageCrossing(IndexLocales(read), translator),
             )
             pipeline = RetrievalPipeline(steps)
             request = RetrievalRequest(query="怎么申请发票", rerank=False, scope=scope)
@@ -412,7 +410,7 @@ def test_a_locale_read_that_outlasts_its_deadline_ranks_one_list() -> None:
             None,
             executor,
             config,
-            locales=IndexLocales(stuck),
+            crossing=LanguageCrossing(IndexLocales(stuck)),
         )
         pipeline = RetrievalPipeline(steps)
         request = RetrievalRequest(query="怎么申请发票", rerank=False)
