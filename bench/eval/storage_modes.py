@@ -46,6 +46,7 @@ from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, parse_args
 from bench.reports.page import publish
 from bench.reports.storage_modes import RESULTS_FILE
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.embedding.embedder import EmbeddingIdentity
 from services.storage.base import SECOND_VECTOR, unrequested_deadline
 from services.storage.factory import open_manifest, open_storage
 from services.storage.manifest import CROSS_LINGUAL_META
@@ -169,7 +170,7 @@ def _second_dim(settings: StoreSettings) -> int:
         record = manifest.get_meta(CROSS_LINGUAL_META, unrequested_deadline())
     finally:
         manifest.close()
-    return int(json.loads(record)["dim"]) if record else 0
+    return EmbeddingIdentity(**json.loads(record)).dim if record else 0
 
 
 def _fresh_statistics(target: Storage, within_s: float = 10.0) -> bool:
