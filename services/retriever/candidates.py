@@ -5,7 +5,7 @@ the weak vector-only cut and the per-document cap."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from services.core.analysis.query_shape import QueryShape
 from services.retriever.channels import ChannelOutcome
@@ -20,6 +20,15 @@ from services.retriever.score_fusion import fuser_for
 from services.retriever.types import Channel, FusedHit
 
 
+@dataclass(frozen=True)
+class Fused:
+    """Fusion's product, before the precedence, the cuts and the boosts."""
+
+    hits: list[FusedHit]
+    locales: LocaleLists  # the per-locale lists, with the order the locales took turns in
+    weight_note: str  # "" or (debug) the question weight that set the vector channel's
+
+
 class CandidateFusion:
     def __init__(self, config: RetrievalConfig) -> None:
         self.config = config
@@ -30,14 +39,24 @@ class CandidateFusion:
             config.locale_order_cross_lingual_margin,
         )
 
-    def fuse(
-        self, request: RetrievalRequest, prepared: PreparedQuery, searched: FanOut
-    ) -> tuple[list[FusedHit], LocaleLists]:
-        """The fused list, and the per-locale lists with the order the
-        locales took turns in (when they were ranked apart)."""
-        vector, lexical, lists = searched.vector, searched.lexical, searched.locales
+    def fuse(self, request: RetrievalRequest, prepared: PreparedQuery, searched: FanOut) -> Fused:
+        """The fused list, the per-locale lists with the order the locales
+        took turns in (when they were ranked apart), and (debug) what the
+        question weight did."""
         configured = channel_weights(self.config, request.weights, prepared.shape)
         weights = dict(language_weights(configured, prepared.language) or {})
+        note = question_weight_note(self.config, request, prepared.shape) if request.debug else ""
+        hits, lists = self._fused(request, prepared, searched, weights)
+        return Fused(hits, lists, note)
+
+    def _fused(
+        self,
+        request: RetrievalRequest,
+        prepared: PreparedQuery,
+        searched: FanOut,
+        weights: dict[Channel, float],
+    ) -> tuple[list[FusedHit], LocaleLists]:
+        vector, lexical, lists = searched.vector, searched.lexical, searched.locales
         fuser = self._fuser(request)
         cross = searched.cross_lingual.hits if searched.cross_lingual.ok else []
         if not (lists.vector and vector.ok):

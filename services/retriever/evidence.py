@@ -23,9 +23,11 @@ Budget policy (the whole `text`, separators included, never exceeds it):
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
+from services.core.analysis import QueryPlan, TextAnalyzer, match_spans
 from services.core.errors import ConfigError, InvalidArgument
 from services.retriever.types import Citation, Evidence, FusedHit
 
@@ -33,6 +35,16 @@ BLOCK_SEPARATOR = "\n\n"
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _SENTENCE_OR_LINE_END = re.compile(r"(?<=[.!?])\s|\n")
 _WORD_BREAK = re.compile(r"\s")
+
+
+def with_highlights(
+    hits: Sequence[FusedHit], analyzer: TextAnalyzer, plan: QueryPlan
+) -> list[FusedHit]:
+    """The answer's hits with the spans of their text that match the query."""
+    return [
+        dataclasses.replace(hit, highlights=match_spans(analyzer, hit.chunk.text, plan))
+        for hit in hits
+    ]
 
 
 class EvidenceAssembler:

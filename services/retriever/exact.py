@@ -1,4 +1,4 @@
-"""Exact-identifier precedence and match highlights on the query path.
+"""Exact-identifier precedence on the query path.
 
 RRF votes by rank. For `text-embedding-v4` the lexical channel ranks the one
 chunk naming that model first, while the vector channel, which reads
@@ -19,7 +19,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
-from services.core.analysis import QueryPlan, TextAnalyzer, match_spans
 from services.core.exact_match import lead_holder, matched_identifiers
 from services.retriever.types import FusedHit
 
@@ -75,12 +74,3 @@ def precedence_note(
     return (
         f"exact identifier precedence ({rule.value}): {holding} candidate(s) hold {names}; {placed}"
     )
-
-
-def with_highlights(
-    hits: Sequence[FusedHit], analyzer: TextAnalyzer, plan: QueryPlan
-) -> list[FusedHit]:
-    return [
-        dataclasses.replace(hit, highlights=match_spans(analyzer, hit.chunk.text, plan))
-        for hit in hits
-    ]

@@ -41,21 +41,28 @@ NO_LANGUAGE_TO_CROSS = (
 @dataclass(frozen=True)
 class FanOut:
     """What the channels found: each channel's outcome, and the per-locale
-    lists when locales were ranked apart (`locales.locales` empty: one list)."""
+    lists when locales were ranked apart (`locales.locales` empty: one list);
+    with what the later steps read of the outcomes, taken once (`of`)."""
 
     vector: ChannelOutcome
     lexical: ChannelOutcome
     cross_lingual: ChannelOutcome
     locales: LocaleLists
+    answered: tuple[Channel, ...] = ()  # the stores whose channel answered (rows come from)
+    failed: tuple[str, ...] = ()  # the requested channels that did not answer
 
-    def answered(self) -> list[Channel]:
-        """The stores whose channel answered (to complete rows from)."""
-        return [o.channel for o in (self.vector, self.lexical) if o.ok]
-
-    def failed(self) -> list[str]:
-        """The requested channels that did not answer."""
-        outcomes = (self.vector, self.lexical, self.cross_lingual)
-        return [o.channel.value for o in outcomes if o.requested and not o.ok]
+    @classmethod
+    def of(
+        cls,
+        vector: ChannelOutcome,
+        lexical: ChannelOutcome,
+        cross_lingual: ChannelOutcome,
+        locales: LocaleLists,
+    ) -> FanOut:
+        answered = tuple(o.channel for o in (vector, lexical) if o.ok)
+        outcomes = (vector, lexical, cross_lingual)
+        failed = tuple(o.channel.value for o in outcomes if o.requested and not o.ok)
+        return cls(vector, lexical, cross_lingual, locales, answered, failed)
 
 
 class ChannelFanOut:
@@ -101,12 +108,12 @@ class ChannelFanOut:
         # ends there too, instead of holding a worker thread past the channel.
         searches = _Searches(self, prepared, asked, stages, Deadline.after(budget_s))
         (vector, by_locale), (lexical, translated), cross_lingual = await asyncio.gather(
-            self._maybe_run(Channel.VECTOR, prepared.channels, searches.vector, budget_s),
-            self._maybe_run(Channel.LEXICAL, prepared.channels, searches.lexical, budget_s),
+            self._maybe_run(Channel.VECTOR, prepared, searches.vector, budget_s),
+            self._maybe_run(Channel.LEXICAL, prepared, searches.lexical, budget_s),
             self._cross_lingual(prepared, locales, searches.cross_lingual, budget_s),
         )
         found = replace(asked, vector=by_locale, translated=translated)
-        return FanOut(vector, lexical, cross_lingual, found)
+        return FanOut.of(vector, lexical, cross_lingual, found)
 
     async def _locales(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
         """The locales the request's scope holds, to rank apart: cached, or
@@ -125,11 +132,15 @@ class ChannelFanOut:
     async def _maybe_run(
         self,
         channel: Channel,
-        wanted: frozenset[Channel],
+        prepared: PreparedQuery,
         search: Callable[[], tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]],
         budget_s: float,
     ) -> tuple[ChannelOutcome, dict[str, list[ScoredChunk]]]:
-        if channel not in wanted:
+        """`channel` searched, unless not asked for or left out by the
+        language rule (the model does not read the question's language)."""
+        if channel is Channel.VECTOR and prepared.language.skip_vector:
+            return skipped_by_rule(channel, prepared.language.note), NO_LISTS
+        if channel not in prepared.channels:
             return not_requested(channel), NO_LISTS
         return await run_channel_with(channel, self.executor, search, budget_s, NO_LISTS)
 

@@ -42,7 +42,6 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from services.core.errors import FailedPrecondition, InvalidArgument, Unavailable
-from services.retriever.grouping import group_by_document
 from services.retriever.page_keys import TAG_BYTES, PageTokenKeys
 from services.retriever.requests import RetrievalRequest
 from services.retriever.types import FusedHit
@@ -158,10 +157,13 @@ def _digest(text: str) -> bytes:
 
 
 @dataclass(frozen=True)
-class Page:
-    hits: list[FusedHit]
-    hits_before: int  # hits of the ranking shown on earlier pages (ranks follow on)
-    next_offset: int | None  # where the next page starts; None: this is the last
+class Ranking:
+    """What a next page's token keeps of one request's ranking."""
+
+    candidates: Sequence[FusedHit]  # as fused: the token fingerprints them
+    reranked: Sequence[FusedHit]  # the rerank step's order: the token keeps its scored hits
+    origin: datetime  # when recency ages count from
+    generation: int | None  # the index generation it was served from
 
 
 @dataclass(frozen=True)
@@ -188,22 +190,21 @@ class PageCursor:
         return cls(token, fingerprint)
 
     def next_token(
-        self,
-        request: RetrievalRequest,
-        generation: int | None,
-        candidates: Sequence[FusedHit],
-        reranked: tuple[tuple[int, float], ...],
-        offset: int,
-        origin: datetime,
-        keys: PageTokenKeys,
+        self, request: RetrievalRequest, ranking: Ranking, offset: int, keys: PageTokenKeys
     ) -> str:
-        """`next_page_token`, with the fingerprints this request already
-        took: the request's (`of`), and the token's ranking, which `restore`
-        found equal to `candidates`'."""
+        """The signed token that continues `ranking` at `offset`, with the
+        fingerprints this request already took: the request's (`of`), and
+        the token's ranking, which `restore` found equal to the candidates'."""
         fingerprints = (
             self.request or request_fingerprint(request),
-            self.token.ranking if self.token else ranking_fingerprint(candidates),
+            self.token.ranking if self.token else ranking_fingerprint(ranking.candidates),
         )
+        reranked = (
+            self.token.reranked
+            if self.token
+            else reranked_positions(ranking.candidates, ranking.reranked)
+        )
+        generation, origin = ranking.generation, ranking.origin
         return _signed(request, generation, fingerprints, reranked, offset, origin, keys)
 
     @property
@@ -278,17 +279,6 @@ def reranked_positions(
     )
 
 
-def page_of(hits: Sequence[FusedHit], offset: int, size: int, group_size: int = 0) -> Page:
-    """The page starting at `offset` (hits, or documents when `group_size`)."""
-    end = offset + size
-    if not group_size:
-        return Page(list(hits[offset:end]), offset, end if end < len(hits) else None)
-    documents = len({hit.chunk.doc_id for hit in hits})
-    before = len(group_by_document(hits, offset, group_size))
-    page = group_by_document(hits, size, group_size, skip=offset)
-    return Page(page, before, end if end < documents else None)
-
-
 def next_page_token(
     request: RetrievalRequest,
     generation: int | None,
@@ -299,9 +289,9 @@ def next_page_token(
     keys: PageTokenKeys,
 ) -> str:
     """The token that continues this ranking at `offset`, signed (both
-    fingerprints taken here: a cursor with none taken yet)."""
-    cursor = PageCursor()
-    return cursor.next_token(request, generation, candidates, reranked, offset, origin, keys)
+    fingerprints taken here)."""
+    fingerprints = (request_fingerprint(request), ranking_fingerprint(candidates))
+    return _signed(request, generation, fingerprints, reranked, offset, origin, keys)
 
 
 def _signed(

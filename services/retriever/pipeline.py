@@ -15,16 +15,16 @@ from opentelemetry import trace
 
 from services.core.deadline import Deadline
 from services.core.logging import get_logger
-from services.retriever.candidates import question_weight_note
-from services.retriever.channels import ChannelOutcome, skipped_by_rule
+from services.retriever.channels import ChannelOutcome
 from services.retriever.current_page import NOT_INDEXED
 from services.retriever.degradation import degradation
-from services.retriever.exact import exact_precedence, precedence_note, with_highlights
+from services.retriever.evidence import with_highlights
+from services.retriever.exact import exact_precedence, precedence_note
 from services.retriever.fan_out import FanOut
-from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import check_language  # re-exported for its importers
 from services.retriever.locale_balance import balance_note
-from services.retriever.paging import Page, PageCursor, page_of, reranked_positions
+from services.retriever.pages import MAX_GROUP_SIZE, Page, page_of
+from services.retriever.paging import PageCursor, Ranking
 from services.retriever.requests import (
     PreparedQuery,
     RetrievalConfig,
@@ -35,7 +35,7 @@ from services.retriever.reranking import RerankCode, RerankOutcome
 from services.retriever.run_state import Candidates, Ordering, RetrievalRun
 from services.retriever.stages import StageRecorder
 from services.retriever.steps import RetrievalSteps
-from services.retriever.types import Channel, FusedHit, Intent
+from services.retriever.types import FusedHit, Intent
 
 __all__ = [
     "PreparedQuery",
@@ -72,10 +72,12 @@ class RetrievalPipeline:
         stages = StageRecorder(self.steps.tracer)
         started = time.perf_counter()
         run = await self._begin(request, deadline, stages)
-        searched = await self._search(run)
-        candidates = await self._candidates(run, searched)
-        ordering = await self._order(run, searched, candidates)
-        answer = await self._answer(run, searched, candidates, ordering)
+        searched = await self.steps.fan_out.run(run.prepared, deadline, stages)
+        for outcome in _reported(searched):  # vector and lexical timed even when not asked
+            stages.record(outcome.channel.value, outcome.latency_ms)
+        candidates = await self._candidates(run, searched, stages)
+        ordering = await self._order(run, searched, candidates, stages)
+        answer = await self._answer(run, searched, candidates, ordering, stages)
         self.steps.rerank.observe_tail(ordering.rerank)
         stages.record("total", _ms(started))
         result = replace(answer, timings=list(stages.timings))
@@ -96,56 +98,55 @@ class RetrievalPipeline:
         scope = await self.steps.committed.visible(prepared.scope, deadline)
         prepared = replace(prepared, scope=scope)
         cursor.check_generation(scope.visible_generation)
-        return RetrievalRun(request, prepared, cursor, deadline, stages)
+        return RetrievalRun(request, prepared, cursor, deadline)
 
-    async def _search(self, run: RetrievalRun) -> FanOut:
-        """Every channel at once, each timed."""
-        prepared, stages = run.prepared, run.stages
-        searched = await self.steps.fan_out.run(prepared, run.deadline, stages)
-        if prepared.language.skip_vector and Channel.VECTOR in run.request.channels:
-            skipped = skipped_by_rule(Channel.VECTOR, prepared.language.note)
-            searched = replace(searched, vector=skipped)
-        for outcome in _reported(searched):  # vector and lexical timed even when not asked
-            stages.record(outcome.channel.value, outcome.latency_ms)
-        return searched
-
-    async def _candidates(self, run: RetrievalRun, searched: FanOut) -> Candidates:
+    async def _candidates(
+        self, run: RetrievalRun, searched: FanOut, stages: StageRecorder
+    ) -> Candidates:
         """Fusion, the caps and the boosts: the candidates."""
         request, prepared = run.request, run.prepared
         origin = request.boosts.recency_origin() or run.cursor.origin(datetime.now(UTC))
-        with run.stages.stage("fusion") as span:
-            fused, locales = self.steps.fusion.fuse(request, prepared, searched)
+        with stages.stage("fusion") as span:
+            fused = self.steps.fusion.fuse(request, prepared, searched)
+            hits = fused.hits
             if prepared.plan.identifiers:  # a vector-only hit's are read from its text
-                fused = await self._whole_rows(run, searched, fused)
-            fused = self.steps.fusion.place(request, prepared, fused, searched.lexical)
-            boosted, note = await self.steps.boosts.run(fused, request.boosts, origin, run.deadline)
+                hits = await self._whole_rows(run, searched, hits, stages)
+            hits = self.steps.fusion.place(request, prepared, hits, searched.lexical)
+            boosted, note = await self.steps.boosts.run(hits, request.boosts, origin, run.deadline)
             span.set_attribute("rag.candidates", len(boosted))
-        return Candidates(boosted, origin, locales, note)
+        return Candidates(boosted, origin, fused.locales, fused.weight_note, note)
 
-    async def _order(self, run: RetrievalRun, searched: FanOut, candidates: Candidates) -> Ordering:
+    async def _order(
+        self, run: RetrievalRun, searched: FanOut, candidates: Candidates, stages: StageRecorder
+    ) -> Ordering:
         """Rerank (or restore a page token's order), precedence, diversity."""
-        fused, cursor = candidates.fused, run.cursor
-        if cursor.token is None and run.request.rerank and self.steps.reranker is not None:
+        fused, identifiers = candidates.fused, run.prepared.plan.identifiers
+        if run.cursor.token is None and run.request.rerank and self.steps.reranker is not None:
             head = self.config.rerank_candidates  # the text the Reranker reads
-            fused = await self._whole_rows(run, searched, fused[:head]) + fused[head:]
-        with run.stages.stage("rerank") as span:
-            hits, rerank = await self._rank(run, fused, searched.failed())
+            fused = await self._whole_rows(run, searched, fused[:head], stages) + fused[head:]
+        with stages.stage("rerank") as span:
+            reranked, rerank = await self._rank(run, fused, searched.failed)
             _describe_rerank(span, rerank)
-        reranked = cursor.token.reranked if cursor.token else reranked_positions(fused, hits)
-        hits = exact_precedence(hits, self.config.exact_precedence)
+        precedence = precedence_note(fused, identifiers, self.config.exact_precedence)
+        hits = exact_precedence(reranked, self.config.exact_precedence)
         diversity = run.request.diversity
         ordered, note = await self.steps.diversity.run(hits, diversity, run.deadline)
-        return Ordering(fused, ordered, rerank, reranked, note)
+        return Ordering(fused, reranked, ordered, rerank, precedence, note)
 
     async def _answer(
-        self, run: RetrievalRun, searched: FanOut, candidates: Candidates, ordering: Ordering
+        self,
+        run: RetrievalRun,
+        searched: FanOut,
+        candidates: Candidates,
+        ordering: Ordering,
+        stages: StageRecorder,
     ) -> RetrievalResult:
         """This page of the order, its evidence, and what explains it."""
         request, prepared = run.request, run.prepared
-        page = self._page(ordering.ordered, request, prepared, run.cursor.offset)
-        hits = await self._whole_rows(run, searched, page.hits)
+        page = self._page(run, candidates, ordering)
+        hits = await self._whole_rows(run, searched, page.hits, stages)
         hits = with_highlights(hits, self.steps.prepare.analyzer, prepared.plan)
-        with run.stages.stage("evidence"):
+        with stages.stage("evidence"):
             budget = request.context_char_budget or self.config.context_char_budget
             evidence = self.steps.evidence.assemble(hits, char_budget=budget)
         degraded, message = degradation(ordering.rerank, *_reported(searched))
@@ -163,7 +164,7 @@ class RetrievalPipeline:
             message=NOT_INDEXED if indexed is False else message,
             query_language=prepared.language.language,
             notes=self._notes(run, searched, candidates, ordering),
-            next_page_token=self._next_token(run, candidates, ordering, page),
+            next_page_token=page.next_token,
             hits_before=page.hits_before,
         )
 
@@ -180,10 +181,13 @@ class RetrievalPipeline:
         """The answer's notes: the language rule, exact precedence, what the
         boosts and diversity did, and how locales were ranked apart."""
         prepared, debug = run.prepared, run.request.debug
-        rule = self.config.exact_precedence
-        precedence = precedence_note(ordering.candidates, prepared.plan.identifiers, rule)
-        weight = question_weight_note(self.config, run.request, prepared.shape) if debug else ""
-        said = (prepared.language.note, precedence, weight, candidates.note, ordering.note)
+        said = (
+            prepared.language.note,
+            ordering.precedence_note,
+            candidates.weight_note,
+            candidates.note,
+            ordering.note,
+        )
         notes = [note for note in said if note]
         lists = candidates.locales
         if lists.vector and searched.vector.ok:
@@ -194,45 +198,40 @@ class RetrievalPipeline:
             notes.append(lists.embedding_note())
         return notes
 
-    def _next_token(
-        self, run: RetrievalRun, candidates: Candidates, ordering: Ordering, page: Page
-    ) -> str:
-        """The token of the next page ("": this is the last)."""
+    def _page(self, run: RetrievalRun, candidates: Candidates, ordering: Ordering) -> Page:
+        """top_k hits, or top_k documents' groups (services.retriever.pages),
+        from the cursor's offset on, with the next page's token."""
+        request, prepared = run.request, run.prepared
+        size = 0
+        if request.group_by_document:
+            size = request.max_chunks_per_document or self.config.max_chunks_per_document
+        group_size = min(size, MAX_GROUP_SIZE)
+        page = page_of(ordering.ordered, run.cursor.offset, prepared.top_k, group_size)
         if page.next_offset is None:
-            return ""
-        return run.cursor.next_token(
-            run.request,
-            run.prepared.scope.visible_generation,
+            return page
+        ranking = Ranking(
             ordering.candidates,
             ordering.reranked,
-            page.next_offset,
             candidates.origin,
-            self.steps.page_keys,
+            prepared.scope.visible_generation,
         )
+        token = run.cursor.next_token(request, ranking, page.next_offset, self.steps.page_keys)
+        return replace(page, next_token=token)
 
     async def _whole_rows(
-        self, run: RetrievalRun, searched: FanOut, hits: list[FusedHit]
+        self, run: RetrievalRun, searched: FanOut, hits: list[FusedHit], stages: StageRecorder
     ) -> list[FusedHit]:
         """`hits` with whole rows (services.retriever.hit_rows), from a store
         whose channel answered."""
         if not any(hit.chunk.partial for hit in hits):
             return hits
         visible = run.prepared.scope.visible_generation
-        with run.stages.stage("rows"):
-            return await self.steps.rows.complete(hits, run.deadline, visible, searched.answered())
-
-    def _page(
-        self, hits: list[FusedHit], request: RetrievalRequest, prepared: PreparedQuery, offset: int
-    ) -> Page:
-        """top_k hits, or top_k documents' groups (services.retriever.grouping),
-        from `offset` on, and where the next page starts."""
-        size = 0
-        if request.group_by_document:
-            size = request.max_chunks_per_document or self.config.max_chunks_per_document
-        return page_of(hits, offset, prepared.top_k, min(size, MAX_GROUP_SIZE))
+        with stages.stage("rows"):
+            answered = list(searched.answered)
+            return await self.steps.rows.complete(hits, run.deadline, visible, answered)
 
     async def _rank(
-        self, run: RetrievalRun, fused: list[FusedHit], failed: list[str]
+        self, run: RetrievalRun, fused: list[FusedHit], failed: tuple[str, ...]
     ) -> tuple[list[FusedHit], RerankOutcome]:
         """Rerank the first page; a later page restores the first page's order
         (services.retriever.paging) rather than asking the Reranker again."""

@@ -15,7 +15,6 @@ from services.retriever.channels import ChannelOutcome
 from services.retriever.diversity import Diversity, check_diversity
 from services.retriever.exact import ExactPrecedence
 from services.retriever.fusion import FITTED_RERANK_BLEND
-from services.retriever.grouping import MAX_GROUP_SIZE
 from services.retriever.language import LanguageDecision
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.locale_order import (
@@ -23,6 +22,7 @@ from services.retriever.locale_order import (
     DEFAULT_MARGIN,
     LocaleOrder,
 )
+from services.retriever.pages import MAX_GROUP_SIZE
 from services.retriever.reranking import RerankOutcome
 from services.retriever.score_fusion import FusionMethod
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
@@ -82,7 +82,7 @@ class RetrievalRequest:
     channels: frozenset[Channel] = frozenset(Channel)
     intent: Intent | None = None  # None: route by rules
     query_language: str = ""  # "": detect from the script
-    group_by_document: bool = False  # top_k counts documents (services.retriever.grouping)
+    group_by_document: bool = False  # top_k counts documents (services.retriever.pages)
     page_token: str = ""  # "": the first page (services.retriever.paging)
     fusion: FusionMethod | None = None  # None: the configured default
     rrf_k: float = 0.0  # RRF only; 0: the configured k

@@ -11,7 +11,6 @@ from services.retriever.locale_balance import LocaleLists
 from services.retriever.paging import PageCursor
 from services.retriever.requests import PreparedQuery, RetrievalRequest
 from services.retriever.reranking import RerankOutcome
-from services.retriever.stages import StageRecorder
 from services.retriever.types import FusedHit
 
 
@@ -19,13 +18,13 @@ from services.retriever.types import FusedHit
 class RetrievalRun:
     """One Retrieve as its steps read it: what was asked, the request
     prepared (its scope at the committed generation), where its page
-    starts, by when, and where its stages are timed."""
+    starts, and by when. (The stage timer is the pipeline's, held apart:
+    it times the steps from outside.)"""
 
     request: RetrievalRequest
     prepared: PreparedQuery
     cursor: PageCursor
     deadline: Deadline
-    stages: StageRecorder
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,7 @@ class Candidates:
     fused: list[FusedHit]  # the candidates, boosted
     origin: datetime  # when recency ages count from
     locales: LocaleLists  # the locales ranked apart, with the order they took turns in
+    weight_note: str  # "" or (debug) the question weight that set the vector channel's
     note: str  # "" or what the boosts could not do
 
 
@@ -43,7 +43,8 @@ class Ordering:
     """The rerank and diversity steps' product."""
 
     candidates: list[FusedHit]  # as fused, the Reranker's head with whole rows
+    reranked: list[FusedHit]  # the rerank step's order (the page token keeps its scores)
     ordered: list[FusedHit]  # the final order
     rerank: RerankOutcome
-    reranked: tuple[tuple[int, float], ...]  # for the page token
+    precedence_note: str  # "" or what exact-identifier precedence did
     note: str  # "" or what diversity did

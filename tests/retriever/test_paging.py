@@ -24,7 +24,6 @@ from services.retriever.paging import (
     PageCursor,
     PageToken,
     decode_token,
-    page_of,
     ranking_fingerprint,
     request_fingerprint,
     reranked_positions,
@@ -145,25 +144,6 @@ def test_a_different_candidate_list_is_refused_not_paged() -> None:
         cursor.restore(_hits("a1", "c1", "b1"), degraded=[])
     with pytest.raises(Unavailable, match="vector"):
         cursor.restore(_hits("a1", "b1"), degraded=["vector"])
-
-
-@pytest.mark.unit
-def test_pages_of_hits_and_of_documents_follow_on() -> None:
-    ranked = _hits("a1", "b1", "a2", "c1", "b2", "d1")
-    first, last = page_of(ranked, 0, 4), page_of(ranked, 4, 4)
-    assert (first.next_offset, last.next_offset) == (4, None)
-    assert [h.chunk.chunk_id for h in first.hits + last.hits] == [
-        "a1",
-        "b1",
-        "a2",
-        "c1",
-        "b2",
-        "d1",
-    ]
-    grouped = page_of(ranked, 2, 1, group_size=2)  # the third document: c
-    assert [(h.chunk.chunk_id, h.group) for h in grouped.hits] == [("c1", 3)]
-    assert (grouped.hits_before, grouped.next_offset) == (4, 3)
-    assert page_of(ranked, 3, 2, group_size=2).next_offset is None
 
 
 # ---------------------------------------------------------------- real stack

@@ -1,4 +1,7 @@
-"""Hits grouped by document, as OpenSearch's `collapse` and Qdrant's
+"""A page of the final ranking: `top_k` hits from an offset, or `top_k`
+documents' groups.
+
+Hits grouped by document, as OpenSearch's `collapse` and Qdrant's
 `group_by` return them: `top_k` counts documents, each brings up to N of its
 chunks (the per-document cap, `max_chunks_per_document`), and the documents
 are ranked by their best chunk. The chunks of one document stay in rank
@@ -8,7 +11,7 @@ with its best passages under it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from services.retriever.types import FusedHit
 
@@ -32,3 +35,22 @@ def group_by_document(
     return [
         replace(hit, group=rank) for rank, members in enumerate(chosen, skip + 1) for hit in members
     ]
+
+
+@dataclass(frozen=True)
+class Page:
+    hits: list[FusedHit]
+    hits_before: int  # hits of the ranking shown on earlier pages (ranks follow on)
+    next_offset: int | None  # where the next page starts; None: this is the last
+    next_token: str = ""  # the signed token of the next page ("": this is the last)
+
+
+def page_of(hits: Sequence[FusedHit], offset: int, size: int, group_size: int = 0) -> Page:
+    """The page starting at `offset` (hits, or documents when `group_size`)."""
+    end = offset + size
+    if not group_size:
+        return Page(list(hits[offset:end]), offset, end if end < len(hits) else None)
+    documents = len({hit.chunk.doc_id for hit in hits})
+    before = len(group_by_document(hits, offset, group_size))
+    page = group_by_document(hits, size, group_size, skip=offset)
+    return Page(page, before, end if end < documents else None)

@@ -1,5 +1,6 @@
-"""Hits grouped by document: `top_k` counts documents, each with up to N of
-its chunks in rank order, documents ranked by their best chunk. The function
+"""A page of the final ranking (services.retriever.pages): hits from an
+offset, or documents grouped: `top_k` counts documents, each with up to N of
+its chunks in rank order, documents ranked by their best chunk. The functions
 alone, then through a real stack (real model, real stores) on rank."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import grpc
 import pytest
 
 from services.embedding.embedder import Embedder
-from services.retriever.grouping import MAX_GROUP_SIZE, group_by_document
+from services.retriever.pages import MAX_GROUP_SIZE, group_by_document, page_of
 from services.retriever.types import FusedHit
-from tests.retriever.factories import scored
+from tests.retriever.factories import hit, scored
 from tests.support.pages import markdown_pages
 from tests.support.stack import BackgroundStack
 
@@ -57,6 +58,30 @@ SECTIONS = {
         "The billing page lists every invoice as a PDF.",
     ],
 }
+
+
+def _ranked(*ids: str) -> list[FusedHit]:
+    """Hits in rank order; a chunk id's first letter names its document."""
+    return [hit(chunk_id, 1.0 / i, doc_id=chunk_id[0]) for i, chunk_id in enumerate(ids, 1)]
+
+
+@pytest.mark.unit
+def test_pages_of_hits_and_of_documents_follow_on() -> None:
+    ranked = _ranked("a1", "b1", "a2", "c1", "b2", "d1")
+    first, last = page_of(ranked, 0, 4), page_of(ranked, 4, 4)
+    assert (first.next_offset, last.next_offset) == (4, None)
+    assert [h.chunk.chunk_id for h in first.hits + last.hits] == [
+        "a1",
+        "b1",
+        "a2",
+        "c1",
+        "b2",
+        "d1",
+    ]
+    grouped = page_of(ranked, 2, 1, group_size=2)  # the third document: c
+    assert [(h.chunk.chunk_id, h.group) for h in grouped.hits] == [("c1", 3)]
+    assert (grouped.hits_before, grouped.next_offset) == (4, 3)
+    assert page_of(ranked, 3, 2, group_size=2).next_offset is None
 
 
 @pytest.fixture(scope="module")

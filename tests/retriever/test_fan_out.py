@@ -1,0 +1,80 @@
+"""The fan-out (services.retriever.fan_out): what its product tells the later
+steps, and the language rule applied where the channels are run, on real
+embedded stores with a stand-in model (unit)."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.core.deadline import Deadline
+from services.retriever.channels import ChannelOutcome, ChannelStatus, not_requested
+from services.retriever.fan_out import FanOut
+from services.retriever.locale_balance import LocaleLists
+from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
+from services.retriever.steps import build_retrieval_steps
+from services.retriever.types import Channel
+from services.storage.base import unrequested_deadline
+from services.storage.embedded.manifest_sqlite import SqliteManifest
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
+from services.storage.embedded.tantivy_store import TantivyLexicalStore
+from services.storage.storage import Storage
+from tests.storage.harness import make_chunk
+
+pytestmark = pytest.mark.unit
+
+DIM = 8
+
+
+class EnglishUnitEmbedder:
+    """Stands in for an English-only model: every text embeds to one unit vector."""
+
+    dim = DIM
+    languages = frozenset({"en"})
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return np.tile(np.eye(DIM, dtype=np.float32)[0], (len(texts), 1))
+
+
+def test_the_product_names_the_stores_that_answered_and_the_channels_that_failed() -> None:
+    vector = ChannelOutcome(Channel.VECTOR, ChannelStatus.OK)
+    lexical = ChannelOutcome(Channel.LEXICAL, ChannelStatus.TIMEOUT, error="timed out")
+    cross = not_requested(Channel.CROSS_LINGUAL)
+    searched = FanOut.of(vector, lexical, cross, LocaleLists(()))
+    assert searched.answered == (Channel.VECTOR,)
+    assert searched.failed == ("lexical",)  # the cross-lingual one was not asked for
+
+
+def test_a_question_the_model_cannot_read_leaves_the_vector_channel_out_by_rule(
+    tmp_path: Path,
+) -> None:
+    chunk = make_chunk("doc-zh", text="签名密钥 轮换 每 九十 天")
+    vectors = EdgeVectorStore(tmp_path / "vectors", DIM)
+    lexical = TantivyLexicalStore(tmp_path / "lexical")
+    vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)], deadline=unrequested_deadline())
+    lexical.upsert([chunk], deadline=unrequested_deadline())
+    storage = Storage(vectors, lexical, SqliteManifest(tmp_path / "manifest.sqlite3"))
+    with ThreadPoolExecutor(2) as executor:
+        steps = build_retrieval_steps(
+            EnglishUnitEmbedder(),  # type: ignore[arg-type]
+            storage,
+            None,
+            executor,
+            RetrievalConfig(),
+        )
+        request = RetrievalRequest(query="签名密钥多久轮换一次", rerank=False)
+        result = asyncio.run(RetrievalPipeline(steps).retrieve(request, Deadline.after(10.0)))
+    storage.close()
+    vector = next(o for o in result.channels if o.channel is Channel.VECTOR)
+    assert (vector.status, vector.by_rule, vector.requested) == (
+        ChannelStatus.SKIPPED,
+        True,
+        False,
+    )
+    assert "reads en" in vector.error
+    assert not result.degraded  # a rule's decision, not a failure
+    assert [hit.chunk.chunk_id for hit in result.hits] == [chunk.chunk_id]  # lexical found it
