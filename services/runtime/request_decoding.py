@@ -13,7 +13,7 @@ unknown caller learns nothing, not even that its bytes were malformed.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from services.core.logging import get_logger
+from services.runtime.interceptor import HandlerInterceptor
 
 log = get_logger(__name__)
 
@@ -165,16 +166,10 @@ def guard_handler(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethod
     return guarded
 
 
-class RequestDecodingInterceptor(grpc.aio.ServerInterceptor):
+class RequestDecodingInterceptor(HandlerInterceptor):
     """Undecodable request bytes → INVALID_ARGUMENT and one WARNING line."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:  # unknown method: grpc answers UNIMPLEMENTED
-            return handler
-        method = str(getattr(handler_call_details, "method", ""))
-        return guard_handler(handler, method)
+        return guard_handler(handler, str(getattr(details, "method", "")))

@@ -37,6 +37,7 @@ from typing import Any
 
 import grpc
 
+from services.runtime.interceptor import HandlerInterceptor
 from services.runtime.request_decoding import Deserializer, await_result, stream_result
 
 # A request at least this large is followed by a heap trim when its call ends
@@ -139,18 +140,13 @@ def _streaming(behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., As
     return call
 
 
-class ReleaseInterceptor(grpc.aio.ServerInterceptor):
+class ReleaseInterceptor(HandlerInterceptor):
     """Outermost: a call's request is freed when the call ends, aborted or not,
     and a large one is followed by a heap trim."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
         changes: dict[str, Any] = {}
         if handler.request_deserializer is not None:
             changes["request_deserializer"] = noting_size(handler.request_deserializer)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +22,7 @@ import structlog
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from services.runtime.interceptor import HandlerInterceptor
 from services.runtime.observability.propagation import (
     REQUEST_ID_KEY,
     extract_context,
@@ -154,26 +155,21 @@ def _end_span(span: trace.Span, code: grpc.StatusCode) -> None:
     span.end()
 
 
-class RpcObserver(grpc.aio.ServerInterceptor):
+class RpcObserver(HandlerInterceptor):
     """Counts, times and traces every call; binds its request id to the logs."""
 
     def __init__(self, metrics: RpcMetrics, tracer: trace.Tracer | None = None) -> None:
         self.metrics = metrics
         self.tracer = tracer or trace.NoOpTracer()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:  # unknown method: grpc answers UNIMPLEMENTED
-            return handler
         changes: dict[str, Any] = {}
         for attribute, kind in _KINDS.items():
             behaviour = getattr(handler, attribute)
             if behaviour is not None:
-                call = _Call(self, kind, handler_call_details)
+                call = _Call(self, kind, details)
                 wrap = _streaming if attribute.endswith("_stream") else _unary
                 changes[attribute] = wrap(behaviour, call)
         observed: grpc.RpcMethodHandler = handler._replace(**changes)  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from services.core.logging import get_logger
+from services.runtime.interceptor import HandlerInterceptor
 from services.runtime.security.caller_source import CallerSource
 from services.runtime.security.callers import UNRESTRICTED, Caller, Role
 
@@ -101,18 +102,15 @@ def _cert_names(context: grpc.aio.ServicerContext) -> list[str]:
     return [v.decode(errors="replace") for key in _CERT_NAME_KEYS for v in auth.get(key, [])]
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(HandlerInterceptor):
     def __init__(self, authenticator: CallerAuthenticator) -> None:
         self.authenticator = authenticator
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+    def wrap(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or method.startswith(OPEN_PREFIXES):
+        method = details.method
+        if method.startswith(OPEN_PREFIXES):
             return handler
         if handler.unary_unary is not None:
             return handler._replace(unary_unary=self._unary(method, handler.unary_unary))
