@@ -48,8 +48,8 @@ class FanOut:
     lexical: ChannelOutcome
     cross_lingual: ChannelOutcome
     locales: LocaleLists
-    answered: tuple[Channel, ...] = ()  # the stores whose channel answered (rows come from)
-    failed: tuple[str, ...] = ()  # the requested channels that did not answer
+    answered: tuple[Channel, ...]  # the stores whose channel answered (rows come from)
+    failed: tuple[str, ...]  # the requested channels that did not answer
 
     @classmethod
     def of(
