@@ -23,7 +23,6 @@ The mode was chosen by measurement on the bilingual evaluation set
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -34,7 +33,7 @@ import rjieba
 import Stemmer
 
 from services.core.analysis.identifiers import document_identifiers, query_identifiers
-from services.core.analysis.scripts import CJK, Script, run_script
+from services.core.analysis.scripts import CJK, Script, nfkc, run_script
 from services.core.analysis.stopwords import is_stopword
 
 # Bump when the terms for the same text change: an index records the version
@@ -165,7 +164,7 @@ class TextAnalyzer:
 
     def _cjk_tokens(self, run: str, offset: int) -> Iterator[Token]:
         han = run_script(run) is Script.HAN
-        folded = unicodedata.normalize("NFKC", run)
+        folded = nfkc(run)
         if len(folded) != len(run):
             # Half-width kana with voicing marks fold two characters into one:
             # analyse the folded run, and give every token the whole run's span.
@@ -205,7 +204,7 @@ def _word_runs(tokens: list[Token]) -> Iterator[list[Token]]:
 def _fold(text: str) -> str:
     if not text.isascii():
         # NFKC can expand a character into several, never into a term break.
-        text = "".join(unicodedata.normalize("NFKC", text).split())
+        text = "".join(nfkc(text).split())
     return text.lower()
 
 

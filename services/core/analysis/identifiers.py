@@ -47,12 +47,11 @@ query path always agree, whatever Unicode folding did to the text.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from services.core.analysis.scripts import CJK
+from services.core.analysis.scripts import CJK, nfkc
 
 MAX_IDENTIFIER_CHARS = 128
 MAX_QUERY_IDENTIFIERS = 16
@@ -98,7 +97,7 @@ def exact_form(piece: str) -> str:
     lower-cased."""
     if not piece.isascii():
         # NFKC can expand a character into several, never into a term break.
-        piece = "".join(unicodedata.normalize("NFKC", piece).split())
+        piece = "".join(nfkc(piece).split())
     return piece.lower()
 
 
@@ -272,7 +271,7 @@ def _squeezed(text: str) -> str:
 def _folded(text: str) -> str:
     """The text as exact forms see it (NFKC, lower-cased), for substring tests."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
+        text = nfkc(text)
     return text.lower()
 
 

@@ -9,6 +9,7 @@ a statistical detector on a five-word query).
 from __future__ import annotations
 
 import re
+import unicodedata
 from enum import StrEnum
 
 # Han (unified ideographs, extension A, compatibility, extensions B+).
@@ -66,3 +67,13 @@ def primary_language(tag: str) -> str:
     """`zh-CN` → `zh`, `EN_us` → `en`: locales and language tags compare by
     their primary subtag."""
     return re.split(r"[-_]", tag.strip().lower(), maxsplit=1)[0]
+
+
+def nfkc(text: str) -> str:
+    """`unicodedata.normalize("NFKC", text)`, the same string, sooner: most
+    text (Chinese prose included) is already in NFKC, which the quick check
+    tells in a fraction of the time `normalize` takes to rebuild it (0.4
+    against 23 us for an 800-character chunk, measured here)."""
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    return unicodedata.normalize("NFKC", text)
