@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,13 +60,8 @@ def test_a_question_the_model_cannot_read_leaves_the_vector_channel_out_by_rule(
     lexical.upsert([chunk], deadline=unrequested_deadline())
     storage = Storage(vectors, lexical, SqliteManifest(tmp_path / "manifest.sqlite3"))
     with ThreadPoolExecutor(2) as executor:
-        steps = build_retrieval_steps(
-            EnglishUnitEmbedder(),  # type: ignore[arg-type]
-            storage,
-            None,
-            executor,
-            RetrievalConfig(),
-        )
+        model: Any = EnglishUnitEmbedder()
+        steps = build_retrieval_steps(model, storage, None, executor, RetrievalConfig())
         request = RetrievalRequest(query="签名密钥多久轮换一次", rerank=False)
         result = asyncio.run(RetrievalPipeline(steps).retrieve(request, Deadline.after(10.0)))
     storage.close()
