@@ -149,7 +149,8 @@ class RetrievalPipeline:
         with stages.stage("evidence"):
             budget = request.context_char_budget or self.config.context_char_budget
             evidence = self.steps.evidence.assemble(hits, char_budget=budget)
-        degraded, message = degradation(ordering.rerank, *_reported(searched))
+        channels = _reported(searched)
+        degraded, message = degradation(ordering.rerank, *channels)
         indexed = await self._page_indexed(run, hits)
         return RetrievalResult(
             hits,
@@ -157,7 +158,7 @@ class RetrievalPipeline:
             prepared.text,
             ordering.rerank,
             evidence,
-            _reported(searched),
+            channels,
             page_indexed=indexed,
             lexical_query=self.steps.describe_lexical(prepared.text) if request.debug else "",
             degraded=degraded,
