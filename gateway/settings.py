@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from limits import parse_many
@@ -34,6 +35,38 @@ def _comma_list(value: object) -> object:
     if isinstance(value, list):
         return [str(item).strip() for item in value if str(item).strip()]
     return value
+
+
+def _each_item(value: object, parse: Callable[[str], str]) -> object:
+    """A comma list with `parse` applied to every item; anything else is left
+    for pydantic to reject."""
+    value = _comma_list(value)
+    if not isinstance(value, list):
+        return value
+    return [parse(item) for item in value]
+
+
+def _origin(item: str) -> str:
+    return item.rstrip("/").lower()
+
+
+def _public_origin(item: str) -> str:
+    origin = _origin(item)
+    if not _ORIGIN.match(origin):
+        raise ValueError(f"{item!r} is not an origin like https://search.example.com")
+    scheme = origin.split(":", 1)[0]
+    # Browsers leave the scheme's default port out of Origin.
+    return origin.removesuffix(_DEFAULT_PORTS[scheme])
+
+
+def _proxy_network(item: str) -> str:
+    try:
+        return str(ipaddress.ip_network(item, strict=False))
+    except ValueError:
+        raise ValueError(
+            f"{item!r} is not an address or CIDR network (list the proxies; "
+            "'*' is not accepted: it would let every caller choose its address)"
+        ) from None
 
 
 class GatewaySettings(
@@ -175,43 +208,17 @@ class GatewaySettings(
     @field_validator("gateway_allowed_origins", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
-        value = _comma_list(value)
-        if isinstance(value, list):
-            return [item.rstrip("/").lower() for item in value]
-        return value
+        return _each_item(value, _origin)
 
     @field_validator("gateway_public_origins", mode="before")
     @classmethod
     def _parse_public_origins(cls, value: object) -> object:
-        value = _comma_list(value)
-        if not isinstance(value, list):
-            return value
-        origins = []
-        for item in value:
-            origin = item.rstrip("/").lower()
-            if not _ORIGIN.match(origin):
-                raise ValueError(f"{item!r} is not an origin like https://search.example.com")
-            scheme = origin.split(":", 1)[0]
-            # Browsers leave the scheme's default port out of Origin.
-            origins.append(origin.removesuffix(_DEFAULT_PORTS[scheme]))
-        return origins
+        return _each_item(value, _public_origin)
 
     @field_validator("gateway_forwarded_allow_ips", mode="before")
     @classmethod
     def _parse_proxies(cls, value: object) -> object:
-        value = _comma_list(value)
-        if not isinstance(value, list):
-            return value
-        networks = []
-        for item in value:
-            try:
-                networks.append(str(ipaddress.ip_network(item, strict=False)))
-            except ValueError:
-                raise ValueError(
-                    f"{item!r} is not an address or CIDR network (list the proxies; "
-                    "'*' is not accepted: it would let every caller choose its address)"
-                ) from None
-        return networks
+        return _each_item(value, _proxy_network)
 
     @field_validator("gateway_rate_limit")
     @classmethod
