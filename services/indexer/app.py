@@ -24,7 +24,7 @@ from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import PartsConfig, SharedParts
-from services.runtime.service import ServiceIdentity, stop_budget
+from services.runtime.service import GrpcApp, ServiceIdentity
 from services.storage.base import unrequested_deadline
 from services.storage.manifest import CROSS_LINGUAL_META, EMBEDDING_META, Manifest
 from services.storage.storage import Storage
@@ -130,7 +130,7 @@ def indexer_parts(settings: IndexerSettings) -> PartsConfig:
     )
 
 
-class IndexerApp:
+class IndexerApp(GrpcApp[IndexerSettings]):
     """Pipeline + servicer + server for one Indexer on the shared parts."""
 
     def __init__(
@@ -141,9 +141,8 @@ class IndexerApp:
         port: int | None = None,
     ) -> None:
         """`port` None: RAG_INDEXER_PORT (tests pass 0: any free port)."""
-        self.settings, self.parts = settings, parts
-        self.server = IDENTITY.server(settings, port, telemetry)
-        self.telemetry = self.server.telemetry
+        super().__init__(IDENTITY, settings, port, telemetry)
+        self.parts = parts
         # In the app's registry, served by its metrics listener.
         self.metrics = IndexerMetrics(self.telemetry.registry, parts.storage)
         self.pipeline: IndexingPipeline | None = None
@@ -151,10 +150,6 @@ class IndexerApp:
         # A run still in its thread after the grace period: the shared parts
         # must not be closed under it (see services.indexer.worker_threads).
         self.abandoned_work = False
-
-    @property
-    def stop_budget_s(self) -> float:
-        return stop_budget(self.settings)
 
     async def start(self) -> int:
         parts = self.parts

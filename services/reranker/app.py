@@ -21,7 +21,7 @@ from services.reranker.scorer import (
 from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME, RerankerServicer
 from services.reranker.settings import RerankerSettings
 from services.runtime.observability.telemetry import Telemetry
-from services.runtime.service import ServiceIdentity, freeze_start_up_objects, stop_budget
+from services.runtime.service import GrpcApp, ServiceIdentity, freeze_start_up_objects
 
 log = get_logger(__name__)
 IDENTITY = ServiceIdentity("reranker", SERVICE_NAME, METHOD_ROLES)
@@ -46,11 +46,9 @@ def scorer_from_settings(
     )
 
 
-class RerankerApp:
+class RerankerApp(GrpcApp[RerankerSettings]):
     """Server + servicer + scorer for one Reranker process. `start()` opens the
     port and loads the model in the background (`loading`)."""
-
-    abandoned_work = False  # no work outlives its RPC here
 
     def __init__(
         self,
@@ -59,19 +57,13 @@ class RerankerApp:
         port: int | None = None,
     ) -> None:
         """`port` None: RAG_RERANKER_PORT (tests pass 0: any free port)."""
-        self.settings = settings
-        self.server = IDENTITY.server(settings, port, telemetry)
-        self.telemetry = self.server.telemetry
+        super().__init__(IDENTITY, settings, port, telemetry)
         self.metrics = RerankerMetrics(self.telemetry.registry)
         self.scorer = scorer_from_settings(settings, self.metrics)
         limits = InputLimits(settings.rerank_max_passages, settings.rerank_max_passage_chars)
         self.servicer = RerankerServicer(self.scorer, limits, settings.rerank_safety_margin_ms)
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
         self.loading: asyncio.Task[bool] | None = None
-
-    @property
-    def stop_budget_s(self) -> float:
-        return stop_budget(self.settings)
 
     async def start(self) -> int:
         """The port first (health and Info answer at once), then the model."""

@@ -29,7 +29,7 @@ from services.runtime.observability.tracing import Tracing
 from services.runtime.parts import PartsConfig, SharedParts
 from services.runtime.security.client import ClientSecurity
 from services.runtime.server import GrpcServer
-from services.runtime.service import ServiceIdentity, stop_budget
+from services.runtime.service import GrpcApp, ServiceIdentity
 from services.storage.base import LexicalStore, VectorStore
 from services.storage.storage import Storage
 from services.storage.visibility import CommittedGeneration
@@ -167,10 +167,8 @@ def retriever_parts(settings: RetrieverSettings) -> PartsConfig:
     )
 
 
-class RetrieverApp:
+class RetrieverApp(GrpcApp[RetrieverSettings]):
     """Pipeline + servicer + server + store health monitor for one Retriever."""
-
-    abandoned_work = False  # no work outlives its RPC here
 
     def __init__(
         self,
@@ -180,9 +178,8 @@ class RetrieverApp:
         port: int | None = None,
     ) -> None:
         """`port` None: RAG_RETRIEVER_PORT (tests pass 0: any free port)."""
-        self.settings, self.parts = settings, parts
-        self.server = IDENTITY.server(settings, port, telemetry)
-        self.telemetry = self.server.telemetry
+        super().__init__(IDENTITY, settings, port, telemetry)
+        self.parts = parts
         self.metrics = RetrievalMetrics(self.telemetry.registry)
         self.pipeline = build_retrieval_pipeline(
             settings,
@@ -204,10 +201,6 @@ class RetrieverApp:
             parts.storage,
             settings.health_check_interval_s,
         )
-
-    @property
-    def stop_budget_s(self) -> float:
-        return stop_budget(self.settings)
 
     async def start(self) -> int:
         servicer = RetrieverServicer(

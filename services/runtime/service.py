@@ -162,6 +162,32 @@ class ServiceIdentity:
         return GrpcServer(options, [self.grpc_service], self.roles, telemetry)
 
 
+G = TypeVar("G", bound=GrpcServiceSettings)
+
+
+class GrpcApp(Generic[G]):
+    """What every gRPC app starts from: its settings, its server (`port` None:
+    the setting's; tests pass 0: any free port) and the telemetry the server
+    reports to. No I/O: `start()` opens the port."""
+
+    abandoned_work = False  # no work outlives its RPC, unless an app says so
+
+    def __init__(
+        self,
+        identity: ServiceIdentity,
+        settings: G,
+        port: int | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.server = identity.server(settings, port, telemetry)
+        self.telemetry = self.server.telemetry
+
+    @property
+    def stop_budget_s(self) -> float:
+        return stop_budget(self.settings)
+
+
 def freeze_start_up_objects() -> None:
     """Move what start-up made (models, libraries: ~0.5 M objects) out of the
     garbage collector's reach: they live as long as the process, and a full
@@ -257,9 +283,6 @@ def one_app(
         parts=no_parts,
         apps=lambda settings, parts: [make_app(settings)],
     )
-
-
-G = TypeVar("G", bound=GrpcServiceSettings)
 
 
 @dataclass(frozen=True)
