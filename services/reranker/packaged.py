@@ -15,7 +15,6 @@ match its pinned digest is refused, with a message saying which and what to do.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.core.digest import file_sha256
 from services.core.errors import ConfigError
 from services.embedding.packaged_models import ENGLISH, PACKAGED_RERANKERS
 
@@ -111,14 +111,6 @@ def verified_folder(alias: str, cache_dir: Path | None = None) -> Path:
                 f"the one pinned: delete {folder} and fetch again: {FETCH_COMMAND}"
             )
     return folder
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch(cache_dir: Path | None = None) -> list[Path]:
