@@ -173,11 +173,7 @@ class GrpcApp(Generic[G]):
     abandoned_work = False  # no work outlives its RPC, unless an app says so
 
     def __init__(
-        self,
-        identity: ServiceIdentity,
-        settings: G,
-        port: int | None = None,
-        telemetry: Telemetry | None = None,
+        self, identity: ServiceIdentity, settings: G, port: int | None, telemetry: Telemetry | None
     ) -> None:
         self.settings = settings
         self.server = identity.server(settings, port, telemetry)
