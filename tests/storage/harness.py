@@ -15,7 +15,7 @@ import hashlib
 import os
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +24,7 @@ import pytest
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.indexer.identity import chunk_id, content_hash
 from services.storage.base import unrequested_deadline
+from services.storage.payload import payload_of_stored
 
 DIM = 8
 COMMON_WORD = "conformance"  # every corpus text contains it: the lexical "match all" probe
@@ -165,33 +166,11 @@ def reference_match(chunk: Chunk | StoredChunk, scope: ScopeFilter) -> bool:
 
 def stored(chunk: Chunk) -> StoredChunk:
     """How a store must give `chunk` back."""
-    return StoredChunk(
-        chunk_id=chunk.chunk_id,
-        doc_id=chunk.doc_id,
-        position=chunk.position,
-        text=chunk.text,
-        url=chunk.url,
-        title=chunk.title,
-        heading_path=chunk.heading_path,
-        scope_id=chunk.scope_id,
-        locale=chunk.locale,
-        content_hash=chunk.content_hash,
-        metadata=dict(chunk.metadata),
-        generation=chunk.generation,
-    )
+    return StoredChunk(**asdict(chunk))  # every field of a chunk, whole (not partial)
 
 
 def payload_of(chunk: Chunk, **changes: Any) -> ChunkPayload:
-    payload = ChunkPayload(
-        url=chunk.url,
-        title=chunk.title,
-        heading_path=chunk.heading_path,
-        scope_id=chunk.scope_id,
-        locale=chunk.locale,
-        metadata=dict(chunk.metadata),
-        generation=chunk.generation,
-    )
-    return replace(payload, **changes)
+    return replace(payload_of_stored(chunk), **changes)
 
 
 def seeded_vector(key: str) -> list[float]:
