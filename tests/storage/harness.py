@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -251,3 +253,29 @@ class StoreHarness:
 
 def _by_id(row: StoredChunk) -> str:
     return row.chunk_id
+
+
+@contextmanager
+def searches_meanwhile(search: Callable[[], Sequence[Any]], hits: int) -> Iterator[None]:
+    """Three threads search over and over while the body writes, each search
+    asserting `hits` hits; past the body, no search has failed."""
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def search_until_done() -> None:
+        try:
+            while not done.is_set():
+                assert len(search()) == hits
+        except BaseException as exc:
+            errors.append(exc)
+
+    readers = [threading.Thread(target=search_until_done) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    try:
+        yield
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join()
+    assert errors == [], errors
