@@ -28,7 +28,7 @@ from services.storage.visibility import committed_generation
 from tests.storage.harness import make_chunk
 from tests.storage.manifest_contract import entry
 from tests.storage.postgres.test_sql import _stats_drift
-from tests.storage.test_settings_modes import store_variables
+from tests.storage.store_env import assert_refused_naming
 from tests.support.postgres import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.integration
@@ -38,13 +38,6 @@ pytestmark = pytest.mark.integration
 def postgres() -> Iterator[PostgresServer]:
     with running_postgres() as server:
         yield server
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in store_variables():
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
 
 
 def drop(postgres: PostgresServer, schema: str) -> None:
@@ -94,12 +87,7 @@ def test_postgres_url_alone_selects_postgres_mode(env) -> None:
     ],
 )
 def test_contradictions_are_refused_naming_the_settings(env, variables, named) -> None:
-    for name, value in variables.items():
-        env.setenv(name, value)
-    with pytest.raises(ConfigError) as refused:
-        load_settings(StoreSettings)
-    for fragment in named:
-        assert fragment in str(refused.value)
+    assert_refused_naming(env, variables, named)
 
 
 def test_a_blank_postgres_url_counts_as_unset(env) -> None:
