@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from services.core.errors import RagError, StoreError
+from services.core.errors import RagError, StoreError, StoreUnavailable
 
 
 def _is_native_panic(exc: BaseException) -> bool:
@@ -29,3 +29,16 @@ def store_errors(store_name: str, action: str) -> Iterator[None]:
         if not isinstance(exc, Exception) and not _is_native_panic(exc):
             raise
         raise StoreError(f"{store_name}: {action} failed: {exc}") from exc
+
+
+@contextmanager
+def unavailable_on_failure(store_name: str) -> Iterator[None]:
+    """Re-raise any failure of a liveness check as `StoreUnavailable`.
+
+    Only `Exception`s: a native panic is a bug, not an unreachable store."""
+    try:
+        yield
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        raise StoreUnavailable(f"{store_name}: {exc}") from exc

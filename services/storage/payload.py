@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from services.core.models import Chunk, ChunkPayload, StoredChunk
@@ -64,17 +65,7 @@ def payload_fields(payload: ChunkPayload) -> dict[str, Any]:
 def chunk_payload(chunk: Chunk) -> dict[str, Any]:
     """Compact vector payload: identity, filter fields, citation fields and the
     text (so either store can complete a search's partial hits)."""
-    fields = payload_fields(
-        ChunkPayload(
-            url=chunk.url,
-            title=chunk.title,
-            heading_path=chunk.heading_path,
-            scope_id=chunk.scope_id,
-            locale=chunk.locale,
-            metadata=chunk.metadata,
-            generation=chunk.generation,
-        )
-    )
+    fields = payload_fields(payload_of_stored(chunk))
     fields.update(
         chunk_id=chunk.chunk_id,
         doc_id=chunk.doc_id,
@@ -121,8 +112,9 @@ def stored_chunk_from_payload(payload: Mapping[str, Any]) -> StoredChunk:
     )
 
 
-def payload_of_stored(row: StoredChunk) -> ChunkPayload:
-    """A stored row's payload, generation included (what an undo writes back)."""
+def payload_of_stored(row: Chunk | StoredChunk) -> ChunkPayload:
+    """A stored row's payload, generation included (what an undo writes back),
+    or a chunk's (what its store rows hold)."""
     return ChunkPayload(
         url=row.url,
         title=row.title,
@@ -145,11 +137,5 @@ def chunk_with_payload(stored: StoredChunk, payload: ChunkPayload) -> Chunk:
         position=stored.position,
         text=stored.text,
         content_hash=stored.content_hash,
-        url=payload.url,
-        title=payload.title,
-        heading_path=payload.heading_path,
-        scope_id=payload.scope_id,
-        locale=payload.locale,
-        metadata=dict(payload.metadata),
-        generation=payload.generation,
+        **asdict(payload),  # a copy: the chunk's metadata is not the payload's
     )

@@ -10,6 +10,9 @@ module then binds a contract to them, e.g.
         @pytest.fixture
         def factory(self, server_vector_factory):
             return server_vector_factory
+
+`env` gives a test the store settings' environment with none of their
+variables set.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pytest
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from tests.storage.harness import DIM, StoreFactory, factory_params
+from tests.storage.store_env import store_variables
 
 
 def _open_edge(path: Path) -> EdgeVectorStore:
@@ -67,3 +71,11 @@ def server_vector_factory(request: pytest.FixtureRequest) -> StoreFactory:
 )
 def server_lexical_factory(request: pytest.FixtureRequest) -> StoreFactory:
     return request.param
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """A clean slate: none of the store variables set (the CI may set some)."""
+    for name in store_variables():
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch

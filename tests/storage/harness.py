@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +26,7 @@ import pytest
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.indexer.identity import chunk_id, content_hash
 from services.storage.base import unrequested_deadline
+from services.storage.payload import payload_of_stored
 
 DIM = 8
 COMMON_WORD = "conformance"  # every corpus text contains it: the lexical "match all" probe
@@ -165,33 +168,11 @@ def reference_match(chunk: Chunk | StoredChunk, scope: ScopeFilter) -> bool:
 
 def stored(chunk: Chunk) -> StoredChunk:
     """How a store must give `chunk` back."""
-    return StoredChunk(
-        chunk_id=chunk.chunk_id,
-        doc_id=chunk.doc_id,
-        position=chunk.position,
-        text=chunk.text,
-        url=chunk.url,
-        title=chunk.title,
-        heading_path=chunk.heading_path,
-        scope_id=chunk.scope_id,
-        locale=chunk.locale,
-        content_hash=chunk.content_hash,
-        metadata=dict(chunk.metadata),
-        generation=chunk.generation,
-    )
+    return StoredChunk(**asdict(chunk))  # every field of a chunk, whole (not partial)
 
 
 def payload_of(chunk: Chunk, **changes: Any) -> ChunkPayload:
-    payload = ChunkPayload(
-        url=chunk.url,
-        title=chunk.title,
-        heading_path=chunk.heading_path,
-        scope_id=chunk.scope_id,
-        locale=chunk.locale,
-        metadata=dict(chunk.metadata),
-        generation=chunk.generation,
-    )
-    return replace(payload, **changes)
+    return replace(payload_of_stored(chunk), **changes)
 
 
 def seeded_vector(key: str) -> list[float]:
@@ -272,3 +253,29 @@ class StoreHarness:
 
 def _by_id(row: StoredChunk) -> str:
     return row.chunk_id
+
+
+@contextmanager
+def searches_meanwhile(search: Callable[[], Sequence[Any]], hits: int) -> Iterator[None]:
+    """Three threads search over and over while the body writes, each search
+    asserting `hits` hits; past the body, no search has failed."""
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def search_until_done() -> None:
+        try:
+            while not done.is_set():
+                assert len(search()) == hits
+        except BaseException as exc:
+            errors.append(exc)
+
+    readers = [threading.Thread(target=search_until_done) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    try:
+        yield
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join()
+    assert errors == [], errors

@@ -169,7 +169,9 @@ class QdrantCapture:
         return qg.ScrollResponse(result=points, next_page_offset=next_page)
 
 
-class _Collections(collections_service_pb2_grpc.CollectionsServicer):
+class _Recorded:
+    """A servicer whose calls the capture records and answers."""
+
     def __init__(self, capture: QdrantCapture) -> None:
         self.capture = capture
 
@@ -177,6 +179,8 @@ class _Collections(collections_service_pb2_grpc.CollectionsServicer):
         self.capture.record(method, request, context)
         return self.capture.answer(method)
 
+
+class _Collections(_Recorded, collections_service_pb2_grpc.CollectionsServicer):
     def CollectionExists(self, request, context):
         return self._handle("CollectionExists", request, context)
 
@@ -187,14 +191,7 @@ class _Collections(collections_service_pb2_grpc.CollectionsServicer):
         return self._handle("GetCollection", request, context)
 
 
-class _Points(points_service_pb2_grpc.PointsServicer):
-    def __init__(self, capture: QdrantCapture) -> None:
-        self.capture = capture
-
-    def _handle(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
-        self.capture.record(method, request, context)
-        return self.capture.answer(method)
-
+class _Points(_Recorded, points_service_pb2_grpc.PointsServicer):
     def CreateFieldIndex(self, request, context):
         return self._handle("CreateFieldIndex", request, context)
 

@@ -10,25 +10,9 @@ import pytest
 from services.core.errors import ConfigError
 from services.runtime.settings import load_settings
 from services.storage.settings import RefreshPolicy, StoreMode, StoreSettings
+from tests.storage.store_env import assert_refused_naming
 
 pytestmark = pytest.mark.unit
-
-
-def store_variables() -> list[str]:
-    """Every environment variable StoreSettings reads."""
-    names = []
-    for name, info in StoreSettings.model_fields.items():
-        alias = info.validation_alias
-        names.append(alias if isinstance(alias, str) else f"RAG_{name.upper()}")
-    return names
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """A clean slate: none of the store variables set (the CI may set some)."""
-    for name in store_variables():
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
 
 
 def test_no_urls_means_embedded_in_the_data_dir(env, tmp_path: Path) -> None:
@@ -98,12 +82,7 @@ def test_server_variables_are_read_under_their_own_names(env) -> None:
     ],
 )
 def test_contradictions_are_refused_naming_the_variables(env, variables, named) -> None:
-    for name, value in variables.items():
-        env.setenv(name, value)
-    with pytest.raises(ConfigError) as refused:
-        load_settings(StoreSettings)
-    for fragment in named:
-        assert fragment in str(refused.value)
+    assert_refused_naming(env, variables, named)
 
 
 def test_explicit_modes_that_agree_with_the_urls_are_accepted(env) -> None:

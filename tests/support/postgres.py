@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
+
 SERVER_USER = "pgserver"
 START_TIMEOUT_S = 60
 
@@ -60,6 +62,12 @@ class PostgresServer:
         log = self.data_dir.parent / "server.log"
         ctl = [str(postgres_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(log), "-w"]
         _run([*ctl, "-o", self.options, "start"], self.user)
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Drop a test's schema with everything in it (nothing if it is not there)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 def postgres_bin_dir() -> Path:

@@ -124,8 +124,12 @@ class BackgroundStack:
         while `wrap_stores` runs)."""
         return self._parts
 
+    def store_settings(self) -> StoreSettings:
+        """Where the stack keeps its stores: embedded, in `data_dir`."""
+        return StoreSettings(data_dir=self.data_dir, store_mode=StoreMode.EMBEDDED)
+
     async def _start(self) -> None:
-        stores = StoreSettings(data_dir=self.data_dir, store_mode=StoreMode.EMBEDDED)
+        stores = self.store_settings()
         config = stack_parts(self.indexer_settings, self.retriever_settings)
         parts = await asyncio.to_thread(
             open_parts, stores, config, self.embedder, self.cross_lingual

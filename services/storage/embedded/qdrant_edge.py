@@ -57,7 +57,7 @@ from services.storage.embedded.edge_optimizer import (
     swap_back,
     swap_in,
 )
-from services.storage.guards import store_errors
+from services.storage.guards import store_errors, unavailable_on_failure
 from services.storage.payload import (
     GENERATION_FIELD,
     METADATA_TERMS_FIELD,
@@ -383,13 +383,8 @@ class EdgeVectorStore(SearchAsBatch):
                 self._readers_changed.notify_all()
 
     def ping(self) -> None:
-        try:
-            with self._reading() as shard:
-                shard.info()
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            raise StoreUnavailable(f"{self.name}: {exc}") from exc
+        with unavailable_on_failure(self.name), self._reading() as shard:
+            shard.info()
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
         return False  # local files: a failed write is an error, never retried

@@ -37,7 +37,7 @@ from services.core.files import atomic_write_text
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import SCAN_BATCH, call_budget_s, search_budget_s
 from services.storage.embedded.tantivy_query import LexicalQueryBuilder
-from services.storage.guards import store_errors
+from services.storage.guards import store_errors, unavailable_on_failure
 from services.storage.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
@@ -346,12 +346,8 @@ class TantivyLexicalStore(PlannedSearch):
     # -- lifecycle -----------------------------------------------------------
 
     def ping(self) -> None:
-        try:
+        with unavailable_on_failure(self.name):
             self._searcher().num_docs  # noqa: B018 - touching the reader is the check
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            raise StoreUnavailable(f"{self.name}: {exc}") from exc
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
         return False  # local files: a failed write is an error, never retried

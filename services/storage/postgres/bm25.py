@@ -27,7 +27,7 @@ parameters; only field codes, offsets and constants are literals.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import sql
 
@@ -211,15 +211,28 @@ def search_statement(
     phase's (partial) unless the query has identifiers: a hit's `exact` is
     read from its text."""
     t = tables(schema)
-    parts = _parts(plan, boosts, t)
-    where, filter_params = scope_condition(scope, "c")
-    statement = sql.SQL(
+    template = (
         "WITH stats AS (SELECT docs, lens FROM {corpus} WHERE id = 1), "
         "hits AS ({hits}) "
         "SELECT {columns}, h.score FROM (SELECT chunk_id, sum(score) AS score FROM hits "
         "GROUP BY chunk_id) h JOIN {chunks} c ON c.chunk_id = h.chunk_id "
         "WHERE {where} ORDER BY h.score DESC, c.chunk_id LIMIT %s"
-    ).format(
+    )
+    return hits_statement(template, _parts(plan, boosts, t), t, plan, scope, limit)
+
+
+def hits_statement(
+    template: LiteralString,
+    parts: Sequence[Part],
+    t: dict[str, Any],
+    plan: QueryPlan,
+    scope: ScopeFilter,
+    limit: int,
+) -> tuple[sql.Composed, list[Any]]:
+    """`template` filled in: `{hits}` the parts' union, `{columns}` the chunk
+    columns of alias `c`, `{where}` the scope on `c`, `%s` the limit last."""
+    where, filter_params = scope_condition(scope, "c")
+    statement = sql.SQL(template).format(
         hits=sql.SQL(" UNION ALL ").join(part for part, _ in parts),
         columns=chunk_columns("c", search=not plan.identifiers),
         where=where,

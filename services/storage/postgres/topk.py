@@ -47,11 +47,12 @@ from services.core.analysis import QueryPlan
 from services.core.models import ScopeFilter
 from services.storage.postgres.bm25 import (
     FIELD_CODES,
+    hits_statement,
     phrase_and_identifier_parts,
     saturation,
     tables,
 )
-from services.storage.postgres.sql import chunk_columns, limit_statement_time, scope_condition
+from services.storage.postgres.sql import limit_statement_time
 
 
 @dataclass(frozen=True)
@@ -158,22 +159,15 @@ def top_k_statement(
     parts += phrase_and_identifier_parts(plan, boosts, t, stats.df)
     if not parts:
         return None
-    where, filter_params = scope_condition(scope, "c")
-    statement = sql.SQL(
+    template = (
         "WITH stats AS (SELECT docs, lens FROM {corpus} WHERE id = 1), hits AS ({hits}) "
         "SELECT {columns}, h.score FROM (SELECT chunk_id, sum(score) AS score FROM hits "
         "GROUP BY chunk_id ORDER BY score DESC, chunk_id) h "
         # LATERAL: a nested loop in score order, which the LIMIT stops.
         "CROSS JOIN LATERAL (SELECT * FROM {chunks} c WHERE c.chunk_id = h.chunk_id "
         "AND {where}) c ORDER BY h.score DESC, h.chunk_id LIMIT %s"
-    ).format(
-        hits=sql.SQL(" UNION ALL ").join(part for part, _ in parts),
-        columns=chunk_columns("c", search=not plan.identifiers),
-        where=where,
-        **t,
     )
-    params = [value for _, part_params in parts for value in part_params]
-    return statement, [*params, *filter_params, k]
+    return hits_statement(template, parts, t, plan, scope, k)
 
 
 def search_top_k(

@@ -310,19 +310,9 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         return max(1, math.ceil(call_budget_s(self.name, deadline, self._timeout, what)))
 
     def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
-        found: list[StoredChunk] = []
         ids: list[models.ExtendedPointId] = [point_uuid(cid) for cid in dict.fromkeys(chunk_ids)]
-        for batch in batched(ids, self.batch_size):
-            retrieve = partial(
-                self._live().retrieve,
-                self.collection,
-                ids=batch,
-                with_payload=True,
-                timeout=self._search_timeout(deadline),
-            )
-            records = self._calls.read("get", retrieve)
-            found.extend(stored_chunk_from_payload(r.payload or {}) for r in records)
-        return found
+        records = self._retrieve("get", ids, deadline, "a search", with_payload=True)
+        return [stored_chunk_from_payload(r.payload or {}) for r in records]
 
     def vectors(
         self, chunk_ids: Sequence[str], deadline: Deadline, using: str = ""
@@ -331,19 +321,31 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         by_point = {point_uuid(chunk_id): chunk_id for chunk_id in chunk_ids}
         found: dict[str, list[float]] = {}
         ids: list[models.ExtendedPointId] = list(by_point)
+        options = {"with_payload": False, "with_vectors": True}
+        for record in self._retrieve("vectors", ids, deadline, "a vectors read", **options):
+            if isinstance(record.vector, list) and str(record.id) in by_point:
+                found[by_point[str(record.id)]] = [float(v) for v in record.vector]  # type: ignore[arg-type]
+        return found
+
+    def _retrieve(
+        self,
+        action: str,
+        ids: list[models.ExtendedPointId],
+        deadline: Deadline,
+        what: str,
+        **options: bool,
+    ) -> Iterator[models.Record]:
+        """Points by id, a batch a call, each call within what `deadline`
+        leaves (`what`: the call, for its budget's error)."""
         for batch in batched(ids, self.batch_size):
             retrieve = partial(
                 self._live().retrieve,
                 self.collection,
                 ids=batch,
-                with_payload=False,
-                with_vectors=True,
-                timeout=self._call_timeout(deadline, "a vectors read"),
+                timeout=self._call_timeout(deadline, what),
+                **options,
             )
-            for record in self._calls.read("vectors", retrieve):
-                if isinstance(record.vector, list) and str(record.id) in by_point:
-                    found[by_point[str(record.id)]] = [float(v) for v in record.vector]  # type: ignore[arg-type]
-        return found
+            yield from self._calls.read(action, retrieve)
 
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:
         """Every stored chunk, `batch` at a time (scroll pages, point-id order)."""

@@ -33,33 +33,22 @@ def ensure_collection(
 ) -> None:
     """The collection, created if missing, checked, every filter field indexed."""
     if not client.collection_exists(collection):
-        _create_collection(client, collection, dim, shards, replication_factor, timeout)
+        try:
+            client.create_collection(
+                collection,
+                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+                # Fixed at creation: see deploy/README.md on sharding.
+                shard_number=shards,
+                replication_factor=replication_factor,
+                timeout=timeout,
+            )
+        except (UnexpectedResponse, grpc.RpcError):
+            # Another replica may have created it between our check and create.
+            if not client.collection_exists(collection):
+                raise
     info = client.get_collection(collection)
     check_compatible(collection, dim, info.config.params.vectors)
     _create_missing_indexes(client, collection, set(info.payload_schema or {}), timeout)
-
-
-def _create_collection(
-    client: QdrantClient,
-    collection: str,
-    dim: int,
-    shards: int,
-    replication_factor: int,
-    timeout: int,
-) -> None:
-    try:
-        client.create_collection(
-            collection,
-            vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
-            # Fixed at creation: see deploy/README.md on sharding.
-            shard_number=shards,
-            replication_factor=replication_factor,
-            timeout=timeout,
-        )
-    except (UnexpectedResponse, grpc.RpcError):
-        # Another replica may have created it between our check and create.
-        if not client.collection_exists(collection):
-            raise
 
 
 def _create_missing_indexes(

@@ -3,7 +3,6 @@ dimension checks, numpy input and concurrent use."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +10,11 @@ import pytest
 import qdrant_edge as qe
 
 from services.core.errors import ConfigError
-from services.core.models import ScopeFilter
+from services.core.models import ScopeFilter, ScoredChunk
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.point_ids import point_uuid
-from tests.storage.harness import DIM, make_chunk, seeded_vector
+from tests.storage.harness import DIM, make_chunk, searches_meanwhile, seeded_vector
 
 pytestmark = pytest.mark.integration
 
@@ -81,35 +80,16 @@ def test_numpy_vectors_are_accepted(store: EdgeVectorStore) -> None:
 def test_searches_run_while_a_writer_upserts(store: EdgeVectorStore) -> None:
     base = [make_chunk(f"doc-base-{n}") for n in range(50)]
     store.upsert(base, [seeded_vector(c.chunk_id) for c in base], deadline=unrequested_deadline())
-    errors: list[BaseException] = []
-    done = threading.Event()
 
-    def search_until_done() -> None:
-        try:
-            while not done.is_set():
-                assert (
-                    len(
-                        store.search(
-                            seeded_vector("q"), 10, ScopeFilter(), deadline=unrequested_deadline()
-                        )
-                    )
-                    == 10
-                )
-        except BaseException as exc:
-            errors.append(exc)
+    def search() -> list[ScoredChunk]:
+        return store.search(seeded_vector("q"), 10, ScopeFilter(), deadline=unrequested_deadline())
 
-    readers = [threading.Thread(target=search_until_done) for _ in range(3)]
-    for reader in readers:
-        reader.start()
-    for batch in range(20):
-        chunks = [make_chunk(f"doc-w{batch}-{n}") for n in range(10)]
-        store.upsert(
-            chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
-        )
-    done.set()
-    for reader in readers:
-        reader.join()
-    assert errors == []
+    with searches_meanwhile(search, hits=10):
+        for batch in range(20):
+            chunks = [make_chunk(f"doc-w{batch}-{n}") for n in range(10)]
+            store.upsert(
+                chunks, [seeded_vector(c.chunk_id) for c in chunks], deadline=unrequested_deadline()
+            )
     assert store.count(None, unrequested_deadline()) == 50 + 200
 
 

@@ -4,17 +4,16 @@ concurrent use."""
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from services.core.errors import ConfigError
-from services.core.models import ScopeFilter
+from services.core.models import ScopeFilter, ScoredChunk
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
-from tests.storage.harness import COMMON_WORD, make_chunk
+from tests.storage.harness import COMMON_WORD, make_chunk, searches_meanwhile
 
 pytestmark = pytest.mark.integration
 
@@ -32,44 +31,26 @@ def test_a_second_writer_on_the_same_directory_is_refused(tmp_path: Path) -> Non
 def test_searches_run_while_a_writer_commits(tmp_path: Path) -> None:
     store = TantivyLexicalStore(tmp_path / "lexical")
     store.upsert([make_chunk(f"doc-base-{n}") for n in range(20)], deadline=unrequested_deadline())
-    errors: list[BaseException] = []
-    done = threading.Event()
 
-    def search_until_done() -> None:
-        try:
-            while not done.is_set():
-                assert (
-                    len(
-                        store.search(
-                            COMMON_WORD, 10, ScopeFilter(), deadline=unrequested_deadline()
-                        )
-                    )
-                    == 10
-                )
-        except BaseException as exc:
-            errors.append(exc)
+    def search() -> list[ScoredChunk]:
+        return store.search(COMMON_WORD, 10, ScopeFilter(), deadline=unrequested_deadline())
 
-    readers = [threading.Thread(target=search_until_done) for _ in range(3)]
-    for reader in readers:
-        reader.start()
     try:
-        for batch in range(10):
-            store.upsert(
-                [make_chunk(f"doc-w{batch}-{n}") for n in range(5)], deadline=unrequested_deadline()
-            )
-            # Every committed batch is visible to the very next search.
-            assert (
-                store.count(
-                    ScopeFilter(doc_ids=(f"doc-w{batch}-0",)), deadline=unrequested_deadline()
+        with searches_meanwhile(search, hits=10):
+            for batch in range(10):
+                store.upsert(
+                    [make_chunk(f"doc-w{batch}-{n}") for n in range(5)],
+                    deadline=unrequested_deadline(),
                 )
-                == 1
-            )
+                # Every committed batch is visible to the very next search.
+                assert (
+                    store.count(
+                        ScopeFilter(doc_ids=(f"doc-w{batch}-0",)), deadline=unrequested_deadline()
+                    )
+                    == 1
+                )
     finally:
-        done.set()
-        for reader in readers:
-            reader.join()
         store.close()
-    assert errors == []
 
 
 def test_an_index_built_by_an_older_analysis_is_refused_with_the_way_out(tmp_path: Path) -> None:

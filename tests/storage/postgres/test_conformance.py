@@ -13,7 +13,6 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from services.storage.postgres.lexical import PostgresLexicalStore
@@ -24,7 +23,7 @@ from tests.storage.harness import DIM, StoreFactory
 from tests.storage.manifest_contract import ManifestContract
 from tests.storage.query_safety import LexicalQuerySafetyContract
 from tests.storage.second_vector_contract import OpenStore, SecondVectorContract
-from tests.support.postgres import PostgresServer, running_postgres
+from tests.support.postgres import PostgresServer, drop_schema, running_postgres
 
 pytestmark = pytest.mark.integration
 
@@ -39,14 +38,9 @@ def schema_of(path: Path) -> str:
     return "t_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
 
 
-def drop_schema(url: str, path: Path) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema_of(path)} CASCADE")
-
-
 def factories(url: str) -> dict[str, StoreFactory]:
     def drop(path: Path) -> None:
-        drop_schema(url, path)
+        drop_schema(url, schema_of(path))
 
     def vectors(path: Path) -> PostgresVectorStore:
         return PostgresVectorStore(url, schema_of(path), DIM, pool_size=2)
@@ -79,7 +73,7 @@ class TestPostgresSecondVector(SecondVectorContract):
 
         yield open_vectors
         for path in set(opened):
-            drop_schema(postgres.url, path)
+            drop_schema(postgres.url, schema_of(path))
 
 
 class TestPostgresLexicalConformance(LexicalStoreContract):
@@ -105,4 +99,4 @@ class TestPostgresManifestContract(ManifestContract):
 
         yield open_manifest
         for path in set(opened):
-            drop_schema(postgres.url, path)
+            drop_schema(postgres.url, schema_of(path))

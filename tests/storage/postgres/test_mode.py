@@ -28,8 +28,8 @@ from services.storage.visibility import committed_generation
 from tests.storage.harness import make_chunk
 from tests.storage.manifest_contract import entry
 from tests.storage.postgres.test_sql import _stats_drift
-from tests.storage.test_settings_modes import store_variables
-from tests.support.postgres import PostgresServer, running_postgres
+from tests.storage.store_env import assert_refused_naming
+from tests.support.postgres import PostgresServer, drop_schema, running_postgres
 
 pytestmark = pytest.mark.integration
 
@@ -38,18 +38,6 @@ pytestmark = pytest.mark.integration
 def postgres() -> Iterator[PostgresServer]:
     with running_postgres() as server:
         yield server
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in store_variables():
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
-
-
-def drop(postgres: PostgresServer, schema: str) -> None:
-    with psycopg.connect(postgres.url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 # -- settings -----------------------------------------------------------------
@@ -94,12 +82,7 @@ def test_postgres_url_alone_selects_postgres_mode(env) -> None:
     ],
 )
 def test_contradictions_are_refused_naming_the_settings(env, variables, named) -> None:
-    for name, value in variables.items():
-        env.setenv(name, value)
-    with pytest.raises(ConfigError) as refused:
-        load_settings(StoreSettings)
-    for fragment in named:
-        assert fragment in str(refused.value)
+    assert_refused_naming(env, variables, named)
 
 
 def test_a_blank_postgres_url_counts_as_unset(env) -> None:
@@ -126,7 +109,7 @@ def test_the_factory_opens_all_three_parts_in_one_schema(
         assert committed_generation(storage.manifest, unrequested_deadline()) == 3
     finally:
         storage.close()
-        drop(postgres, "t_factory")
+        drop_schema(postgres.url, "t_factory")
     assert not (tmp_path / "unused").exists()  # nothing was written locally
 
 
@@ -198,7 +181,7 @@ def test_concurrent_writers_keep_the_statistics_exact(postgres: PostgresServer) 
     finally:
         for store in stores:
             store.close()
-        drop(postgres, "t_concurrent")
+        drop_schema(postgres.url, "t_concurrent")
 
 
 # -- ranking ------------------------------------------------------------------
@@ -245,7 +228,7 @@ def test_bm25_ranks_like_tantivy(postgres: PostgresServer, tmp_path: Path) -> No
     finally:
         tantivy.close()
         store.close()
-        drop(postgres, "t_parity")
+        drop_schema(postgres.url, "t_parity")
 
 
 # -- outages --------------------------------------------------------------------

@@ -32,7 +32,7 @@ from services.storage.storage import Storage
 from services.storage.visibility import committed_generation
 from tests.storage.harness import make_chunk
 from tests.storage.manifest_contract import entry
-from tests.support.postgres import PostgresServer, postgres_bin_dir, running_postgres
+from tests.support.postgres import PostgresServer, drop_schema, postgres_bin_dir, running_postgres
 
 pytestmark = pytest.mark.integration
 
@@ -60,8 +60,7 @@ def two_views(postgres: PostgresServer) -> Iterator[tuple[Storage, Storage]]:
     finally:
         reader.close()
         writer.close()
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        drop_schema(postgres.url, SCHEMA)
 
 
 def write_run(storage: Storage, generation: int, doc: str) -> None:
@@ -151,8 +150,7 @@ def test_a_lost_server_fails_the_run_as_unavailable(postgres: PostgresServer) ->
         assert seen_by(storage) == (0, 0, 0, 0, 0)
     finally:
         storage.close()
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        drop_schema(postgres.url, SCHEMA)
 
 
 # -- schema versions and migrations -------------------------------------------

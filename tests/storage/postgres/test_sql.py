@@ -34,7 +34,7 @@ from services.storage.postgres.vectors import (
     upsert_statement,
 )
 from tests.storage.harness import make_chunk, payload_of, seeded_vector
-from tests.support.postgres import PostgresServer, running_postgres
+from tests.support.postgres import PostgresServer, drop_schema, running_postgres
 
 pytestmark = pytest.mark.integration
 
@@ -216,8 +216,7 @@ def lexical(postgres: PostgresServer) -> Iterator[PostgresLexicalStore]:
     store = PostgresLexicalStore(postgres.url, "t_trace", pool_size=1)
     yield store
     store.close()
-    with psycopg.connect(postgres.url, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA t_trace CASCADE")
+    drop_schema(postgres.url, "t_trace")
 
 
 def test_a_lexical_write_locks_the_corpus_row_then_replaces_rows_and_counts(
@@ -301,8 +300,7 @@ def test_a_search_under_the_visibility_rule_walks_the_hnsw_index(
         assert len(hits) == 5 and {hit.chunk.scope_id for hit in hits} == {"site-3"}
     finally:
         store.close()
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute("DROP SCHEMA t_plan CASCADE")
+        drop_schema(postgres.url, "t_plan")
 
 
 def _plan(postgres: PostgresServer, scope: ScopeFilter, probe: list[float]) -> str:
@@ -331,8 +329,7 @@ def test_the_schema_records_what_built_it(postgres: PostgresServer, tmp_path: Pa
                 postgres.url, "t_dim", analyzer=TextAnalyzer(CjkMode.BIGRAMS), pool_size=1
             )
     finally:
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute("DROP SCHEMA t_dim CASCADE")
+        drop_schema(postgres.url, "t_dim")
 
 
 def test_a_vector_search_sets_its_scan_then_runs_one_statement(
@@ -364,8 +361,7 @@ def test_a_vector_search_sets_its_scan_then_runs_one_statement(
         assert len(trace.statements) == 4
     finally:
         store.close()
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute("DROP SCHEMA t_trace_v CASCADE")
+        drop_schema(postgres.url, "t_trace_v")
 
 
 def _eventually_true(check: Any, within_s: float = 10.0) -> bool:
@@ -413,8 +409,7 @@ def test_after_a_large_run_statistics_are_fresh_and_searches_take_the_hnsw_index
         assert found == [c.chunk_id for c in exact[500:505]]
     finally:
         store.close()
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute("DROP SCHEMA t_plan CASCADE")
+        drop_schema(postgres.url, "t_plan")
 
 
 def test_a_scope_is_counted_once_for_its_path_until_a_write_or_a_commit(
@@ -452,8 +447,7 @@ def test_a_scope_is_counted_once_for_its_path_until_a_write_or_a_commit(
         assert len(counted) == 3  # this store wrote: counted again
     finally:
         store.close()
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute("DROP SCHEMA t_paths CASCADE")
+        drop_schema(postgres.url, "t_paths")
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

@@ -8,7 +8,6 @@ server) is issue 28's item 3; this is the in-process half of it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,6 @@ import pytest
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.embedding.embedder import Embedder
-from services.indexer.app import IndexerApp
-from services.retriever.app import RetrieverApp
-from services.runtime.parts import open_parts
-from services.stack.embedded import EmbeddedStack, stack_parts
 from services.storage.postgres.lexical import PostgresLexicalStore
 from services.storage.settings import StoreSettings
 from tests.support.corpus import corpus_documents
@@ -49,20 +44,8 @@ class PostgresStack(BackgroundStack):
         super().__init__(*args, **kwargs)
         self.postgres_url = url
 
-    async def _start(self) -> None:
-        stores = StoreSettings(POSTGRES_URL=self.postgres_url, POSTGRES_SCHEMA="rag_stack")
-        config = stack_parts(self.indexer_settings, self.retriever_settings)
-        parts = await asyncio.to_thread(open_parts, stores, config, self.embedder)
-        self._parts = parts
-        indexer_telemetry, retriever_telemetry = self.telemetry
-        self.stack = EmbeddedStack(
-            IndexerApp(self.indexer_settings, parts, indexer_telemetry, port=0),
-            RetrieverApp(self.retriever_settings, parts, retriever_telemetry, port=0),
-            parts,
-        )
-        await self.stack.start()
-        self.indexer_addr = f"127.0.0.1:{self.stack.indexer.server.port}"
-        self.retriever_addr = f"127.0.0.1:{self.stack.retriever.server.port}"
+    def store_settings(self) -> StoreSettings:
+        return StoreSettings(POSTGRES_URL=self.postgres_url, POSTGRES_SCHEMA="rag_stack")
 
 
 @pytest.fixture(scope="module")

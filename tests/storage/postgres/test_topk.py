@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
 from services.core.analysis import TextAnalyzer
@@ -24,7 +23,7 @@ from services.storage.postgres.bm25 import search_statement
 from services.storage.postgres.lexical import PostgresLexicalStore
 from services.storage.postgres.sql import stored_chunk
 from tests.storage.harness import make_chunk
-from tests.support.postgres import PostgresServer, running_postgres
+from tests.support.postgres import PostgresServer, drop_schema, running_postgres
 
 pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=11)]
 
@@ -54,8 +53,7 @@ def store(postgres: PostgresServer) -> Iterator[PostgresLexicalStore]:
         yield opened
     finally:
         opened.close()
-        with psycopg.connect(postgres.url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        drop_schema(postgres.url, SCHEMA)
 
 
 def _words(rng: random.Random, count: int) -> str:

@@ -9,16 +9,9 @@ from services.core.deadline import Deadline
 from services.core.errors import StoreUnavailable
 from services.storage.base import unrequested_deadline
 from services.storage.server.calls import ServerCallPolicy
+from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.unit
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FlakyServer:
