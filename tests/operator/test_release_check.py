@@ -5,6 +5,7 @@ not indexed), and the usage and connection errors that leave no record."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -144,22 +145,30 @@ def runtime_verdict(stack: BackgroundStack) -> tuple[bool, int]:
     return verdict.passed, verdict.generation
 
 
-@pytest.mark.unit
-def test_malformed_golden_file_is_a_usage_error_with_no_record(tmp_path: Path) -> None:
-    golden = tmp_path / "golden.jsonl"
-    golden.write_text('{"query": "ok", "expected_doc_ids": ["a.md"]}\n{"query": "x"}\n')
-    out = tmp_path / "records"
-    done = run_cli(
+def release_check_at_closed_port(
+    source: Path, golden: Path, out: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`release-check` of scope "s" with nothing listening at the Indexer's address."""
+    return run_cli(
         f"127.0.0.1:{free_port()}",
         "release-check",
-        str(tmp_path),
+        str(source),
         "--scope",
         "s",
         "--golden",
         str(golden),
         "--out",
         str(out),
+        *args,
     )
+
+
+@pytest.mark.unit
+def test_malformed_golden_file_is_a_usage_error_with_no_record(tmp_path: Path) -> None:
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text('{"query": "ok", "expected_doc_ids": ["a.md"]}\n{"query": "x"}\n')
+    out = tmp_path / "records"
+    done = release_check_at_closed_port(tmp_path, golden, out)
     assert done.returncode == 2
     assert f"{golden}:2: expected_doc_ids: is required" in done.stderr
     assert not out.exists()
@@ -169,18 +178,9 @@ def test_malformed_golden_file_is_a_usage_error_with_no_record(tmp_path: Path) -
 def test_unreachable_services_are_a_connection_error_with_no_record(tmp_path: Path) -> None:
     golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
     out = tmp_path / "records"
-    done = run_cli(
-        f"127.0.0.1:{free_port()}",
-        "release-check",
-        str(copy_corpus(tmp_path / "site")),
-        "--scope",
-        "s",
-        "--golden",
-        str(golden),
-        "--out",
-        str(out),
-        "--retriever-addr",
-        f"127.0.0.1:{free_port()}",
+    source = copy_corpus(tmp_path / "site")
+    done = release_check_at_closed_port(
+        source, golden, out, "--retriever-addr", f"127.0.0.1:{free_port()}"
     )
     assert done.returncode == 2
     assert "release check error: UNAVAILABLE" in done.stderr
