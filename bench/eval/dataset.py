@@ -86,6 +86,13 @@ def indexed_texts(corpus: Path, *, title_as_heading: bool) -> dict[str, list[str
     }
 
 
+def smoke_subset(source: BeirDataset, out_dir: Path) -> BeirDataset:
+    """What a smoke run measures: `source`'s first 20 judged queries and 40
+    other documents, written under `out_dir`."""
+    target = out_dir / f"{source.name}-smoke"
+    return BeirDataset(write_subset(source, target, queries=20, filler_docs=40), source.split)
+
+
 def write_subset(source: BeirDataset, target: Path, *, queries: int, filler_docs: int) -> Path:
     """A small BEIR folder: the first `queries` judged queries, every document
     judged for them, and `filler_docs` other documents so the search has

@@ -58,7 +58,7 @@ from bench.common.paths import (
 from bench.common.processes import Stack, free_ports
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
-from bench.eval.dataset import BeirDataset, write_subset
+from bench.eval.dataset import BeirDataset, smoke_subset
 from bench.eval.scifact_options import SCOPE
 from bench.reports.observability import RESULTS_FILE
 from bench.reports.page import write_report
@@ -122,9 +122,7 @@ def parse_args(argv: list[str]) -> Options:
     dataset.check()
     out_dir = args.out_dir or (SCRATCH_DIR / "smoke" if args.smoke else RESULTS_DIR)
     if args.smoke:
-        dataset = BeirDataset(
-            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40)
-        )
+        dataset = smoke_subset(dataset, out_dir)
     return Options(
         dataset=dataset,
         # The index bench.eval.scifact and bench.load.speed use (same corpus, scope, options).

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common.paths import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
-from bench.eval.dataset import BeirDataset, write_subset
+from bench.eval.dataset import BeirDataset, smoke_subset
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,7 @@ def parse_args(
     dataset.check()
     out_dir = args.out or (SCRATCH_DIR / "smoke" if args.smoke else RESULTS_DIR)
     if args.smoke:
-        dataset = BeirDataset(
-            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40)
-        )
+        dataset = smoke_subset(dataset, out_dir)
     return BenchOptions(
         dataset=dataset,
         out_dir=out_dir,
