@@ -15,6 +15,7 @@ import pytest
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.runtime.healthcheck import wait_until_serving
+from tests.stack.support import start_stack
 from tests.support.stack import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=18)]
@@ -43,12 +44,7 @@ def test_stack_process_serves_then_shuts_down_gracefully_on_sigterm(tmp_path) ->
         "RAG_DATA_DIR": str(tmp_path),
         "RAG_RERANKER_ADDR": "",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.stack"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    proc = start_stack(env)
     try:
         assert wait_serving(ports["RAG_RETRIEVER_PORT"], 120)
         proc.send_signal(signal.SIGTERM)
