@@ -74,6 +74,17 @@ def embedded_stack(
 
 
 @pytest.fixture
+def empty_stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
+    """An empty Indexer + Retriever of the test's own, for tests that write to
+    the index; the reranker address points at a closed port, as above."""
+    stack = BackgroundStack(
+        tmp_path / "data", embedder, reranker_addr=f"127.0.0.1:{free_port()}"
+    ).start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 

@@ -4,6 +4,7 @@ is a one-line change and every command agrees on it."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +36,16 @@ def add_output_arguments(parser: argparse.ArgumentParser, results_file: str) -> 
         help="page to regenerate (default: docs/benchmarks.md when --out is the default, "
         "else benchmarks.md next to --out, so a trial run leaves the real page alone)",
     )
+
+
+def parse_with_outputs(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, results_file: str
+) -> argparse.Namespace:
+    """`argv` parsed by `parser` with `--out` and `--docs` added, the page resolved."""
+    add_output_arguments(parser, results_file)
+    opts = parser.parse_args(argv)
+    resolve_page(opts, results_file)
+    return opts
 
 
 def resolve_page(opts: argparse.Namespace, results_file: str) -> None:

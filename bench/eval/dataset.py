@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.common.paths import RESULTS_DIR, SCRATCH_DIR
+
 Qrels = dict[str, dict[str, int]]
 
 
@@ -84,6 +86,23 @@ def indexed_texts(corpus: Path, *, title_as_heading: bool) -> dict[str, list[str
         for doc in loaded
         if isinstance(doc, Document)
     }
+
+
+def dataset_and_out_dir(root: Path, out_dir: Path | None, smoke: bool) -> tuple[BeirDataset, Path]:
+    """The test split at `root` (checked) and the results folder (default: the
+    committed results, or a scratch one for a smoke run, which measures its
+    `smoke_subset` written there)."""
+    dataset = BeirDataset(root)
+    dataset.check()
+    out_dir = out_dir or (SCRATCH_DIR / "smoke" if smoke else RESULTS_DIR)
+    return (smoke_subset(dataset, out_dir) if smoke else dataset), out_dir
+
+
+def smoke_subset(source: BeirDataset, out_dir: Path) -> BeirDataset:
+    """What a smoke run measures: `source`'s first 20 judged queries and 40
+    other documents, written under `out_dir`."""
+    target = out_dir / f"{source.name}-smoke"
+    return BeirDataset(write_subset(source, target, queries=20, filler_docs=40), source.split)
 
 
 def write_subset(source: BeirDataset, target: Path, *, queries: int, filler_docs: int) -> Path:

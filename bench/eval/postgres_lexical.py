@@ -38,8 +38,7 @@ from bench.common.paths import (
     RESULTS_DIR,
     ROOT,
     SHARED_DATASETS,
-    add_output_arguments,
-    resolve_page,
+    parse_with_outputs,
 )
 from bench.common.record import latency_summary, run_record
 from bench.eval.dataset import BeirDataset
@@ -93,11 +92,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=0, help="first N test queries (0: all)")
     parser.add_argument("--limit", type=int, default=50, help="depth timed (a Retrieve's)")
     parser.add_argument("--depth", type=int, default=300, help="depth scored for nDCG@10")
-    add_output_arguments(parser, RESULTS_FILE)
-    args = parser.parse_args(argv)
+    args = parse_with_outputs(parser, argv, RESULTS_FILE)
     if not args.dataset.is_dir():
         args.dataset = Path("/work/shared/datasets/scifact")
-    resolve_page(args, RESULTS_FILE)
     return args
 
 

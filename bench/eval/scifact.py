@@ -196,30 +196,36 @@ def evaluate_configs(
     qrels = opts.dataset.qrels()
     configs: dict[str, Any] = {}
     not_measured: dict[str, str] = {}
-    warm_up = queries[:1]
     vector_weight, lexical_weight = opts.weights or (0.0, 0.0)
+    weights = pb.ChannelWeights(vector=vector_weight, lexical=lexical_weight)
     for name, shape in CONFIGS.items():
         if name not in opts.configs:
             continue
         if name == "hybrid+rerank" and reranker is not None and not reranker.loaded:
             not_measured[name] = f"no cross-encoder loadable ({reranker.model}): {reranker.reason}"
             continue
-
-        def make_request(text: str, shape: dict[str, Any] = shape) -> pb.RetrieveRequest:
-            return pb.RetrieveRequest(
-                query=text,
-                top_k=opts.top_k,
-                max_chunks_per_document=1,
-                candidates_per_channel=opts.depth,
-                filter=pb.ScopeFilter(scope_id=SCOPE),
-                weights=pb.ChannelWeights(vector=vector_weight, lexical=lexical_weight),
-                **shape,
-            )
-
-        run_load(addr, warm_up, make_request)
-        load = run_load(addr, queries, make_request, timeout_s=300)
-        configs[name] = score_config(load.answers, qrels, load.errors)
+        configs[name] = measure_config(opts, addr, queries, qrels, **shape, weights=weights)
     return configs, not_measured
+
+
+def measure_config(
+    opts: EvalOptions, addr: str, queries: list[tuple[str, str]], qrels: Qrels, **shape: Any
+) -> dict[str, Any]:
+    """One request shape over `queries`, after one of them as a warm-up, scored."""
+
+    def make_request(text: str) -> pb.RetrieveRequest:
+        return pb.RetrieveRequest(
+            query=text,
+            top_k=opts.top_k,
+            max_chunks_per_document=1,
+            candidates_per_channel=opts.depth,
+            filter=pb.ScopeFilter(scope_id=SCOPE),
+            **shape,
+        )
+
+    run_load(addr, queries[:1], make_request)
+    load = run_load(addr, queries, make_request, timeout_s=300)
+    return score_config(load.answers, qrels, load.errors)
 
 
 def score_config(answers: list[Answer], qrels: Qrels, errors: dict[str, int]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.common.paths import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
 from bench.eval import finetune
-from bench.eval.dataset import BeirDataset, write_subset
+from bench.eval.dataset import BeirDataset, smoke_subset
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.reranker.settings import DEFAULT_MODEL
 
@@ -150,10 +150,7 @@ def _options(args: argparse.Namespace) -> EvalOptions:
     where = "smoke" if args.smoke else args.split
     out_dir = args.out or (SCRATCH_DIR / where if scratch else RESULTS_DIR)
     if args.smoke:
-        dataset = BeirDataset(
-            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40),
-            args.split,
-        )
+        dataset = smoke_subset(dataset, out_dir)
     default_data = (out_dir / "data") if args.smoke else EVAL_DATA
     env = {
         "RAG_MAX_TOP_K": str(args.top_k),

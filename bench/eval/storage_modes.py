@@ -41,7 +41,7 @@ from bench.common.paths import SCRATCH_DIR
 from bench.common.processes import Stack
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
-from bench.eval.scifact import score_config
+from bench.eval.scifact import measure_config
 from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, parse_args
 from bench.reports.page import publish
 from bench.reports.storage_modes import RESULTS_FILE
@@ -224,20 +224,7 @@ def measure_quality(opts: EvalOptions, addr: str) -> dict[str, Any]:
     qrels = opts.dataset.qrels()
     measured = {}
     for name in QUALITY_CONFIGS:
-
-        def request(text: str, shape: dict[str, Any] = CONFIGS[name]) -> pb.RetrieveRequest:
-            return pb.RetrieveRequest(
-                query=text,
-                top_k=opts.top_k,
-                max_chunks_per_document=1,
-                candidates_per_channel=opts.depth,
-                filter=pb.ScopeFilter(scope_id=SCOPE),
-                **shape,
-            )
-
-        run_load(addr, queries[:1], request)  # warm-up
-        load = run_load(addr, queries, request, timeout_s=300)
-        measured[name] = score_config(load.answers, qrels, load.errors)
+        measured[name] = measure_config(opts, addr, queries, qrels, **CONFIGS[name])
     return measured
 
 

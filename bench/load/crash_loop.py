@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common.paths import SCRATCH_DIR, add_output_arguments, resolve_page
+from bench.common.paths import SCRATCH_DIR, parse_with_outputs
 from bench.common.record import run_record
 from bench.reports.crash_loop import RESULTS_FILE
 from bench.reports.page import publish
@@ -95,10 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uptime-min", type=float, default=5.0)
     parser.add_argument("--uptime-max", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=37)
-    add_output_arguments(parser, RESULTS_FILE)
-    opts = parser.parse_args(argv)
+    opts = parse_with_outputs(parser, argv, RESULTS_FILE)
     opts.argv = list(sys.argv[1:] if argv is None else argv)
-    resolve_page(opts, RESULTS_FILE)
     result = json.loads(opts.out.read_text()) if opts.out.is_file() else {"runs": {}}
     failed = False
     for mode in MODES if opts.mode == "both" else (opts.mode,):

@@ -39,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # 1.55× fp32, 20 ms a chunk instead of 12.6).
 prefer_passive_waits()
 
-from bench.common.paths import SHARED_DATASETS, add_output_arguments, resolve_page  # noqa: E402
+from bench.common.paths import SHARED_DATASETS, parse_with_outputs  # noqa: E402
 from bench.common.record import run_record  # noqa: E402
 from bench.eval.dataset import indexed_texts  # noqa: E402
 from bench.reports.document_encoder import (  # noqa: E402
@@ -163,10 +163,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=SHARED_DATASETS / "scifact",
         help="BEIR-layout folder (corpus.jsonl)",
     )
-    add_output_arguments(parser, RESULTS_FILE)
-    opts = parser.parse_args(argv)
-    resolve_page(opts, RESULTS_FILE)
-    return opts
+    return parse_with_outputs(parser, argv, RESULTS_FILE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

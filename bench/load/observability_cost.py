@@ -50,7 +50,6 @@ from bench.common.indexing import index_stats, ingest_beir
 from bench.common.paths import (
     BENCHMARKS_MD,
     EVAL_DATA,
-    RESULTS_DIR,
     ROOT,
     SCRATCH_DIR,
     SHARED_DATASETS,
@@ -58,7 +57,7 @@ from bench.common.paths import (
 from bench.common.processes import Stack, free_ports
 from bench.common.record import latency_summary, run_record
 from bench.common.retrieve_loop import run_load
-from bench.eval.dataset import BeirDataset, write_subset
+from bench.eval.dataset import BeirDataset, dataset_and_out_dir
 from bench.eval.scifact_options import SCOPE
 from bench.reports.observability import RESULTS_FILE
 from bench.reports.page import write_report
@@ -118,13 +117,7 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument("--out", "--out-dir", dest="out_dir", type=Path, help="default bench/results")
     p.add_argument("--docs", "--docs-path", dest="docs_path", type=Path)
     args = p.parse_args(argv)
-    dataset = BeirDataset(args.dataset)
-    dataset.check()
-    out_dir = args.out_dir or (SCRATCH_DIR / "smoke" if args.smoke else RESULTS_DIR)
-    if args.smoke:
-        dataset = BeirDataset(
-            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40)
-        )
+    dataset, out_dir = dataset_and_out_dir(args.dataset, args.out_dir, args.smoke)
     return Options(
         dataset=dataset,
         # The index bench.eval.scifact and bench.load.speed use (same corpus, scope, options).

@@ -37,7 +37,7 @@ from services.runtime.cpu import prefer_passive_waits
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 prefer_passive_waits()  # as `python -m services.reranker` runs torch
 
-from bench.common.paths import add_output_arguments, resolve_page  # noqa: E402
+from bench.common.paths import parse_with_outputs  # noqa: E402
 from bench.common.record import latency_summary, run_record  # noqa: E402
 from bench.reports.page import publish  # noqa: E402
 from bench.reports.reranker import RESULTS_FILE, reranker_section  # noqa: E402
@@ -247,10 +247,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "(default: %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    add_output_arguments(parser, RESULTS_FILE)
-    opts = parser.parse_args(argv)
-    resolve_page(opts, RESULTS_FILE)
-    return opts
+    return parse_with_outputs(parser, argv, RESULTS_FILE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

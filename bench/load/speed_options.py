@@ -7,8 +7,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common.paths import BENCHMARKS_MD, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR, SHARED_DATASETS
-from bench.eval.dataset import BeirDataset, write_subset
+from bench.common.paths import BENCHMARKS_MD, EVAL_DATA, SCRATCH_DIR, SHARED_DATASETS
+from bench.eval.dataset import BeirDataset, dataset_and_out_dir
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,7 @@ def parse_args(
     )
     p.add_argument("--idle-seconds", type=float, default=60, help="Retrieve before that ingest")
     args = p.parse_args(argv)
-    dataset = BeirDataset(args.dataset)
-    dataset.check()
-    out_dir = args.out or (SCRATCH_DIR / "smoke" if args.smoke else RESULTS_DIR)
-    if args.smoke:
-        dataset = BeirDataset(
-            write_subset(dataset, out_dir / f"{dataset.name}-smoke", queries=20, filler_docs=40)
-        )
+    dataset, out_dir = dataset_and_out_dir(args.dataset, args.out, args.smoke)
     return BenchOptions(
         dataset=dataset,
         out_dir=out_dir,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,51 +87,43 @@ def write_report(results_dir: Path, docs_path: Path) -> Path:
     ]
     parts = [INTRO]
     parts += [quality_section(r) for r in evals]
-    if (fusion := _load(results_dir / FUSION_FILE)) is not None:
-        parts.append(fusion_section(fusion, _load(results_dir / FUSION_TEST_FILE)))
-    if (channel_weights := _load(results_dir / CHANNEL_WEIGHTS_FILE)) is not None:
-        parts.append(channel_weight_fit_section(channel_weights))
-    if (known_items := _load(results_dir / KNOWN_ITEM_FILE)) is not None:
-        parts.append(known_item_section(known_items))
-    if (diversity := _load(results_dir / DIVERSITY_FILE)) is not None:
-        parts.append(diversity_section(diversity))
-    if (storage_modes := _load(results_dir / STORAGE_MODES_FILE)) is not None:
-        parts.append(storage_modes_section(storage_modes))
-    if (postgres_lexical := _load(results_dir / POSTGRES_LEXICAL_FILE)) is not None:
-        parts.append(postgres_lexical_section(postgres_lexical))
-    if (bilingual := _load(results_dir / BILINGUAL_FILE)) is not None:
-        parts.append(bilingual_section(bilingual))
-    if (locale_order_fit := _load(results_dir / LOCALE_ORDER_FIT_FILE)) is not None:
-        parts.append(locale_order_fit_section(locale_order_fit))
-    if (third_party := _load(results_dir / THIRD_PARTY_FILE)) is not None:
-        parts.append(third_party_section(third_party))
-    if (bench := _load(results_dir / "bench.json")) is not None:
-        parts.append(speed_section(bench, results_dir, docs_path))
-    if (scope_speed := _load(results_dir / SCOPE_SPEED_FILE)) is not None:
-        parts.append(scope_speed_section(scope_speed))
-    if (model_speed := _load(results_dir / MODEL_SPEED_FILE)) is not None:
-        parts.append(model_speed_section(model_speed))
-    if (gateway := _load(results_dir / "gateway_load.json")) is not None:
-        parts.append(gateway_section(gateway))
-    if (reranker := _load(results_dir / RERANKER_FILE)) is not None:
-        parts.append(reranker_section(reranker))
-    if fits := [_load(path) for path in sorted(results_dir.glob("rerank_fit-*.json"))]:
-        latency = _load(results_dir / PACKAGED_LATENCY_FILE)
-        parts.append(packaged_rerank_section([f for f in fits if f], latency))
-    if (visibility := _load(results_dir / VISIBILITY_FILE)) is not None:
-        parts.append(visibility_section(visibility))
-    if (observability := _load(results_dir / OBSERVABILITY_FILE)) is not None:
-        parts.append(observability_section(observability))
-    if (document_encoder := _load(results_dir / DOCUMENT_ENCODER_FILE)) is not None:
-        parts.append(document_encoder_section(document_encoder))
-    if (scale := _load(results_dir / SCALE_FILE)) is not None:
-        parts.append(scale_section(scale))
-    if (crash_loop := _load(results_dir / CRASH_LOOP_FILE)) is not None:
-        parts.append(crash_loop_section(crash_loop))
+    parts += [section for section in _file_sections(results_dir, docs_path) if section is not None]
     parts += _notes(results_dir / NOTES_DIR)
     docs_path.parent.mkdir(parents=True, exist_ok=True)
     docs_path.write_text("\n".join(parts).rstrip() + "\n")
     return docs_path
+
+
+def _file_sections(results_dir: Path, docs_path: Path) -> Iterator[str | None]:
+    """The sections rendered from result files, in page order; None where a
+    section's file is not there."""
+
+    def render(name: str, section: Callable[[dict[str, Any]], str]) -> str | None:
+        result = _load(results_dir / name)
+        return None if result is None else section(result)
+
+    yield render(FUSION_FILE, lambda r: fusion_section(r, _load(results_dir / FUSION_TEST_FILE)))
+    yield render(CHANNEL_WEIGHTS_FILE, channel_weight_fit_section)
+    yield render(KNOWN_ITEM_FILE, known_item_section)
+    yield render(DIVERSITY_FILE, diversity_section)
+    yield render(STORAGE_MODES_FILE, storage_modes_section)
+    yield render(POSTGRES_LEXICAL_FILE, postgres_lexical_section)
+    yield render(BILINGUAL_FILE, bilingual_section)
+    yield render(LOCALE_ORDER_FIT_FILE, locale_order_fit_section)
+    yield render(THIRD_PARTY_FILE, third_party_section)
+    yield render("bench.json", lambda r: speed_section(r, results_dir, docs_path))
+    yield render(SCOPE_SPEED_FILE, scope_speed_section)
+    yield render(MODEL_SPEED_FILE, model_speed_section)
+    yield render("gateway_load.json", gateway_section)
+    yield render(RERANKER_FILE, reranker_section)
+    if fits := [_load(path) for path in sorted(results_dir.glob("rerank_fit-*.json"))]:
+        latency = _load(results_dir / PACKAGED_LATENCY_FILE)
+        yield packaged_rerank_section([f for f in fits if f], latency)
+    yield render(VISIBILITY_FILE, visibility_section)
+    yield render(OBSERVABILITY_FILE, observability_section)
+    yield render(DOCUMENT_ENCODER_FILE, document_encoder_section)
+    yield render(SCALE_FILE, scale_section)
+    yield render(CRASH_LOOP_FILE, crash_loop_section)
 
 
 def _notes(folder: Path) -> list[str]:

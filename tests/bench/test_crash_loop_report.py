@@ -16,6 +16,15 @@ pytestmark = pytest.mark.unit
 
 UNCHANGED, ADDED = ipb.DOCUMENT_STATE_UNCHANGED, ipb.DOCUMENT_STATE_ADDED
 IDS = frozenset({"c1", "c2"})
+MACHINE = {
+    "cpu": "cpu",
+    "logical_cpus": 2,
+    "memory_gib": 8,
+    "python": "3.11",
+    "torch": "2",
+    "torch_threads": 2,
+    "load_average_1m": 3.5,
+}
 
 
 def test_every_document_has_its_own_token_in_its_text() -> None:
@@ -49,15 +58,6 @@ def test_a_document_is_whole_absent_or_half_visible(
 
 
 def test_the_section_shows_each_modes_figures() -> None:
-    machine = {
-        "cpu": "cpu",
-        "logical_cpus": 2,
-        "memory_gib": 8,
-        "python": "3.11",
-        "torch": "2",
-        "torch_threads": 2,
-        "load_average_1m": 3.5,
-    }
     figures = {
         "loop_s": 500.0,
         "kills": 31,
@@ -73,7 +73,7 @@ def test_the_section_shows_each_modes_figures() -> None:
     }
     run = {"command": "python -m bench.load.crash_loop", "date": "d", "git_revision": "r"}
     result = {
-        "runs": {"postgres": {**run, "mode": "postgres", "machine": machine, "figures": figures}}
+        "runs": {"postgres": {**run, "mode": "postgres", "machine": MACHINE, "figures": figures}}
     }
     section = crash_loop_section(result)
     assert (
@@ -84,16 +84,7 @@ def test_the_section_shows_each_modes_figures() -> None:
 
 
 def test_a_mode_that_could_not_run_says_why_and_has_no_row() -> None:
-    machine = {
-        "cpu": "cpu",
-        "logical_cpus": 2,
-        "memory_gib": 8,
-        "python": "3.11",
-        "torch": "2",
-        "torch_threads": 2,
-        "load_average_1m": 3.5,
-    }
-    run = {"command": "c", "date": "d", "git_revision": "r", "machine": machine}
+    run = {"command": "c", "date": "d", "git_revision": "r", "machine": MACHINE}
     result = {"runs": {"postgres": {**run, "mode": "postgres", "not_run": "pgvector SIGILL"}}}
     section = crash_loop_section(result)
     assert "PostgreSQL: not run. pgvector SIGILL." in section

@@ -13,23 +13,15 @@ from bench.eval.scifact import assess
 from bench.load.document_encoder import drift, speed_summary
 from bench.reports.document_encoder import SPEEDUP_TARGET, document_encoder_section
 from bench.reports.scifact import INT8_DOCUMENTS, quality_section
+from tests.bench.records import TEST_MACHINE
 
 pytestmark = pytest.mark.unit
 
-MACHINE = {
-    "cpu": "Test CPU",
-    "logical_cpus": 2,
-    "memory_gib": 8.0,
-    "python": "3.11.7",
-    "torch": "2.13.0+cpu",
-    "torch_threads": 2,
-    "load_average_1m": 0.5,
-}
 RECORD = {
     "command": "python -m bench.load.document_encoder --chunks 4",
     "date": "2026-11-24T00:00:00+00:00",
     "git_revision": "abc123",
-    "machine": MACHINE,
+    "machine": TEST_MACHINE,
 }
 
 

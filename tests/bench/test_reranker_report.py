@@ -3,14 +3,13 @@ like bench/results/reranker.json, and placed on the page when that file exists."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.reports.page import write_report
 from bench.reports.reranker import RESULTS_FILE, reranker_section
+from tests.bench.records import TEST_MACHINE, page_before_and_after
 
 pytestmark = pytest.mark.unit
 
@@ -36,15 +35,7 @@ def result() -> dict[str, Any]:
         "command": "python -m bench.load.reranker --rounds 3",
         "date": "2026-11-24T00:00:00+00:00",
         "git_revision": "abc123",
-        "machine": {
-            "cpu": "Test CPU",
-            "logical_cpus": 2,
-            "memory_gib": 8.0,
-            "python": "3.11.7",
-            "torch": "2.13.0+cpu",
-            "torch_threads": 2,
-            "load_average_1m": 0.5,
-        },
+        "machine": TEST_MACHINE,
         "load_average_1m_after": 0.7,
         "config": {
             "architecture": "BERT 384 hidden, 6 layers, 12 heads, 1536 intermediate (MiniLM-L6)",
@@ -138,12 +129,7 @@ def test_section_renders_an_older_result_without_the_newer_fields() -> None:
 
 
 def test_page_includes_the_section_when_the_result_file_exists(tmp_path: Path) -> None:
-    docs = tmp_path / "benchmarks.md"
-    write_report(tmp_path, docs)
-    assert HEADING not in docs.read_text()
-
-    (tmp_path / RESULTS_FILE).write_text(json.dumps(result()))
-    write_report(tmp_path, docs)
-    page = docs.read_text()
+    before, page = page_before_and_after(tmp_path, RESULTS_FILE, result())
+    assert HEADING not in before
     assert page.count(HEADING) == 1
     assert "| ONNX int8 | 0.00708 | 0.00204 | 0.864 | no |" in page

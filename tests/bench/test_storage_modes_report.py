@@ -3,14 +3,13 @@ shaped like bench/results/storage-modes.json, and on the page when it exists."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.reports.page import write_report
 from bench.reports.storage_modes import RESULTS_FILE, storage_modes_section
+from tests.bench.records import TEST_MACHINE, page_before_and_after
 
 pytestmark = pytest.mark.unit
 
@@ -36,15 +35,7 @@ def result() -> dict[str, Any]:
         "command": "python -m bench.eval.storage_modes",
         "date": "2026-11-26T00:00:00+00:00",
         "git_revision": "abc123",
-        "machine": {
-            "cpu": "Test CPU",
-            "logical_cpus": 2,
-            "memory_gib": 8.0,
-            "python": "3.11.7",
-            "torch": "2.13.0+cpu",
-            "torch_threads": 2,
-            "load_average_1m": 0.5,
-        },
+        "machine": TEST_MACHINE,
         "dataset": "scifact",
         "split": "test",
         "queries": 300,
@@ -73,12 +64,9 @@ def test_section_puts_both_modes_side_by_side() -> None:
 
 
 def test_page_includes_the_section_when_the_result_file_exists(tmp_path: Path) -> None:
-    docs = tmp_path / "benchmarks.md"
-    write_report(tmp_path, docs)
-    assert HEADING not in docs.read_text()
-    (tmp_path / RESULTS_FILE).write_text(json.dumps(result()))
-    write_report(tmp_path, docs)
-    assert HEADING in docs.read_text()
+    before, after = page_before_and_after(tmp_path, RESULTS_FILE, result())
+    assert HEADING not in before
+    assert HEADING in after
 
 
 def test_section_names_the_server_settings_and_the_second_vector() -> None:

@@ -14,12 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.embedding.embedder import Embedder
 from services.reranker.app import RerankerApp
-from services.reranker.settings import RerankerSettings
 from services.runtime.observability.telemetry import Telemetry
 from tests.deploy.metrics_contract import CONTRACT, EXPORTED_BY, exposed_names
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
-from tests.support.corpus import corpus_documents
-from tests.support.stack import BackgroundStack, free_port
+from tests.reranker.stack import start_reranked_stack
+from tests.support.stack import BackgroundStack
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
 
 pytestmark = pytest.mark.integration
@@ -37,22 +36,13 @@ class Running:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[Running]:
     root = tmp_path_factory.mktemp("live-metrics")
-    port = free_port()
-    stack = BackgroundStack(
-        root / "data",
+    stack, reranker = start_reranked_stack(
+        root,
         embedder,
-        reranker_addr=f"127.0.0.1:{port}",
+        str(build_tiny_cross_encoder(root / "model")),
         telemetry=(Telemetry("indexer", metrics_port=0), Telemetry("retriever", metrics_port=0)),
-    ).start()
-    settings = RerankerSettings(
-        host="127.0.0.1",
-        reranker_port=port,
-        rerank_model=str(build_tiny_cross_encoder(root / "model")),
-        rerank_cache_dir=root / "cache",
+        reranker_telemetry=Telemetry("reranker", metrics_port=0),
     )
-
-    reranker = stack.start_reranker(settings, Telemetry("reranker", metrics_port=0))
-    stack.upsert(corpus_documents())
     yield Running(stack, reranker)
     stack.stop()
 

@@ -7,7 +7,6 @@ observed through the encoder's calls, never through time."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 from services.embedding.config import EmbedderConfig
 from services.embedding.embedder import Embedder
+from tests.embedding.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -41,26 +41,9 @@ class GatedEncoder:
         return self.inner.encode(texts)
 
 
-def wait_until(condition: Callable[[], bool]) -> None:
-    event = threading.Event()
-    for _ in range(TIMEOUT_S * 100):
-        if condition():
-            return
-        event.wait(0.01)
-    raise AssertionError("condition not reached")
-
-
-def test_rows_come_back_in_input_order_with_their_own_vectors(embedder: Embedder) -> None:
-    texts = ["short", "a " * 700, "a medium sized text about rate limits " * 5, "b " * 450, "x"]
-    batch = embedder.embed_documents(texts)
-    alone = np.stack([embedder.embed_documents([text])[0] for text in texts])
-    np.testing.assert_allclose(batch, alone, atol=1e-5)
-    assert embedder.embed_documents([]).shape == (0, embedder.dim)
-
-
-def test_a_query_runs_between_two_passes_of_a_document_batch(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def gates(monkeypatch: pytest.MonkeyPatch) -> list[GatedEncoder]:
+    """The encoders of the Embedders the test builds, each gated, in the order built."""
     from services.embedding import st_runtime
 
     gates: list[GatedEncoder] = []
@@ -71,6 +54,18 @@ def test_a_query_runs_between_two_passes_of_a_document_batch(
         return gates[-1]
 
     monkeypatch.setattr(st_runtime, "_encoder_for", gated)
+    return gates
+
+
+def test_rows_come_back_in_input_order_with_their_own_vectors(embedder: Embedder) -> None:
+    texts = ["short", "a " * 700, "a medium sized text about rate limits " * 5, "b " * 450, "x"]
+    batch = embedder.embed_documents(texts)
+    alone = np.stack([embedder.embed_documents([text])[0] for text in texts])
+    np.testing.assert_allclose(batch, alone, atol=1e-5)
+    assert embedder.embed_documents([]).shape == (0, embedder.dim)
+
+
+def test_a_query_runs_between_two_passes_of_a_document_batch(gates: list[GatedEncoder]) -> None:
     model = Embedder(EmbedderConfig(backend="torch", query_cache_size=0))
     gate = gates[0]
     documents = [f"document {n}: " + "word " * 200 for n in range(3)]  # one pass each
@@ -87,18 +82,8 @@ def test_a_query_runs_between_two_passes_of_a_document_batch(
 
 
 def test_on_onnx_a_query_runs_while_a_document_pass_runs(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    gates: list[GatedEncoder], tmp_path: Path
 ) -> None:
-    from services.embedding import st_runtime
-
-    gates: list[GatedEncoder] = []
-    real = st_runtime._encoder_for
-
-    def gated(config: EmbedderConfig, model: Any) -> GatedEncoder:
-        gates.append(GatedEncoder(real(config, model)))
-        return gates[-1]
-
-    monkeypatch.setattr(st_runtime, "_encoder_for", gated)
     config = EmbedderConfig(backend="onnx", onnx_cache_dir=tmp_path, query_cache_size=0)
     model = Embedder(config)
     assert model.document_scheduling == "alongside queries"

@@ -5,7 +5,7 @@ alone, and all hear of an error in their pass."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -14,6 +14,7 @@ import pytest
 from services.embedding.config import EmbedderConfig
 from services.embedding.embedder import Embedder
 from services.embedding.query_batching import QueryBatcher
+from tests.embedding.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -51,15 +52,6 @@ def submit_while_busy(
     lock.release()
     pool.shutdown(wait=True)
     return futures
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    event = threading.Event()
-    for _ in range(TIMEOUT_S * 100):
-        if condition():
-            return
-        event.wait(0.01)
-    raise AssertionError("condition not reached")
 
 
 def test_waiting_queries_share_one_pass_and_get_their_own_vectors(

@@ -14,6 +14,7 @@ import pytest
 
 from services.embedding.embedder import document_passes
 from services.embedding.query_batching import QueryBatcher
+from tests.embedding.support import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -46,15 +47,6 @@ class RecordingModel:
         return run
 
 
-def wait_until(condition: Callable[[], bool]) -> None:
-    event = threading.Event()
-    for _ in range(TIMEOUT_S * 100):
-        if condition():
-            return
-        event.wait(0.01)
-    raise AssertionError("condition not reached")
-
-
 def start(target: Callable[[], object]) -> threading.Thread:
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
@@ -75,11 +67,11 @@ def busy_model(max_passes_ahead: int = 4) -> tuple[RecordingModel, QueryBatcher,
 def test_a_waiting_query_goes_before_a_document_pass_that_waited_longer(round_: int) -> None:
     model, batcher, first = busy_model()
     documents = [start(lambda: batcher.run_document_pass(model.document("d1")))]
-    wait_until(lambda: batcher.stats().documents_waiting == 1)
+    wait_until(lambda: batcher.stats().documents_waiting == 1, TIMEOUT_S)
     query = start(lambda: batcher.embed("late query"))
-    wait_until(lambda: batcher.stats().waiting == 1)
+    wait_until(lambda: batcher.stats().waiting == 1, TIMEOUT_S)
     documents.append(start(lambda: batcher.run_document_pass(model.document("d2"))))
-    wait_until(lambda: batcher.stats().documents_waiting == 2)
+    wait_until(lambda: batcher.stats().documents_waiting == 2, TIMEOUT_S)
     model.release_first_pass.set()
     for thread in (first, query, *documents):
         thread.join(TIMEOUT_S)
@@ -108,15 +100,15 @@ def test_a_stream_of_queries_lets_a_document_pass_in_after_max_passes_ahead() ->
     def queue_next_query(_: int) -> None:
         if (name := next(names, None)) is not None:
             threads.append(start(lambda: batcher.embed(name)))
-            wait_until(lambda: batcher.stats().waiting >= 1)
+            wait_until(lambda: batcher.stats().waiting >= 1, TIMEOUT_S)
 
     model.on_query_pass = queue_next_query
     document = start(lambda: batcher.run_document_pass(model.document("d1")))
-    wait_until(lambda: batcher.stats().documents_waiting == 1)
+    wait_until(lambda: batcher.stats().documents_waiting == 1, TIMEOUT_S)
     model.release_first_pass.set()
     document.join(TIMEOUT_S)
     first.join(TIMEOUT_S)
-    wait_until(lambda: len(threads) == 5)
+    wait_until(lambda: len(threads) == 5, TIMEOUT_S)
     for thread in threads:
         thread.join(TIMEOUT_S)
     # "first" and "q1" ran while the document waited; then the document.
@@ -188,7 +180,7 @@ def test_alongside_document_passes_still_run_one_at_a_time() -> None:
         return "d2"
 
     one = start(lambda: batcher.run_document_pass(blocking))
-    wait_until(lambda: events == ["d1 start"])
+    wait_until(lambda: events == ["d1 start"], TIMEOUT_S)
     two = start(lambda: batcher.run_document_pass(second))
     # Without the one-at-a-time rule d2 starts at once; with it, never while
     # d1 runs (this wait only gives a broken rule the chance to show).

@@ -37,11 +37,6 @@ def corpus_texts() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("onnx-cache")
-
-
-@pytest.fixture(scope="module")
 def onnx_embedder(onnx_cache: Path) -> Embedder:
     return Embedder(EmbedderConfig(backend="onnx", onnx_cache_dir=onnx_cache, query_cache_size=0))
 

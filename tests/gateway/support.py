@@ -30,6 +30,7 @@ from tests.support.ports import free_port
 
 ALLOWED_ORIGIN = "http://allowed.example"
 FOREIGN_ORIGIN = "http://evil.example"
+SEARCH = {"query": "which port does the gateway listen on"}
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,12 @@ def injected_error(code: grpc.StatusCode) -> CallError:
     return error_for(code, "injected", method="Retriever/Retrieve")
 
 
-async def _call(breaker: RetrieverBreaker, error: BaseException | None = None) -> str:
+async def _call(
+    breaker: RetrieverBreaker, error: BaseException | None = None, client: str = ""
+) -> str:
+    """The code a call through the breaker ends with, "ok" when it succeeds."""
     try:
-        async with breaker.guard():
+        async with breaker.guard(client):
             if error is not None:
                 raise error
         return "ok"
@@ -116,15 +119,7 @@ def test_each_code_is_blamed_on_the_request_the_upstream_or_first_the_client(
 
 
 async def _from(breaker: RetrieverBreaker, client: str, error: BaseException | None = None) -> str:
-    try:
-        async with breaker.guard(client):
-            if error is not None:
-                raise error
-        return "ok"
-    except ApiError as exc:
-        return exc.code.value
-    except CallError as exc:
-        return exc.code.name
+    return await _call(breaker, error, client)
 
 
 async def test_one_clients_internal_errors_pause_that_client_not_everyone() -> None:

@@ -15,6 +15,7 @@ import re
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -93,6 +94,20 @@ def browser_stack(
     stack.stop()
 
 
+async def search(page: Any, query: str) -> None:
+    """Type `query` into the page's search box and press Search."""
+    await page.get_by_role("searchbox", name="Search query").fill(query)
+    await page.get_by_role("button", name="Search", exact=True).click()
+
+
+async def searched_page(browser: Any, url: str, query: str) -> Any:
+    """A new page on the gateway at `url`, with `query` searched."""
+    page = await browser.new_page()
+    await page.goto(f"{url}/")
+    await search(page, query)
+    return page
+
+
 @pytest.fixture
 def retriever_addr(browser_stack: BackgroundStack) -> str:
     """The real Retriever (embedded stack with the test corpus indexed)."""
@@ -129,8 +144,7 @@ async def test_page_searches_cites_and_shows_debug(browser: object, retriever_ad
         # 30 s default on a loaded 2-core CI machine: a hang guard, not a bound.
         page.set_default_timeout(120_000)
         await page.goto(f"{gw.url}/")
-        await page.get_by_role("searchbox", name="Search query").fill(QUERY)
-        await page.get_by_role("button", name="Search", exact=True).click()
+        await search(page, QUERY)
         first = page.locator(".hit").first
         await first.wait_for()
 
@@ -168,8 +182,7 @@ async def test_this_page_mode_searches_only_the_given_page(
         await page.goto(f"{gw.url}/")
         await page.get_by_role("radio", name="This page").check()
         await page.get_by_role("textbox", name="Page URL").fill(PAGE_URL)
-        await page.get_by_role("searchbox", name="Search query").fill("daily budget")
-        await page.get_by_role("button", name="Search", exact=True).click()
+        await search(page, "daily budget")
         await page.locator(".hit").first.wait_for()
         sources = await page.locator(".hit .source").all_inner_texts()
     assert sources and all(text.endswith("docs.example/rate-limits") for text in sources)
@@ -340,10 +353,7 @@ async def test_the_widget_marks_code_point_spans_as_text(
     retriever.servicer.reply_with = pb.RetrieveResponse(hits=[hit], query_language="zh")
     settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
     async with serve_gateway(settings) as gw:
-        page = await browser.new_page()  # type: ignore[attr-defined]
-        await page.goto(f"{gw.url}/")
-        await page.get_by_role("searchbox", name="Search query").fill("分词 X7Q-4291")
-        await page.get_by_role("button", name="Search", exact=True).click()
+        page = await searched_page(browser, gw.url, "分词 X7Q-4291")
         snippet = page.locator(".hit .snippet").first
         await snippet.wait_for()
         text = await snippet.inner_text()
@@ -379,10 +389,7 @@ async def test_a_hit_offers_its_translations_as_safe_links(
     retriever.servicer.reply_with = pb.RetrieveResponse(hits=[hit, bare], query_language="en")
     settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
     async with serve_gateway(settings) as gw:
-        page = await browser.new_page()  # type: ignore[attr-defined]
-        await page.goto(f"{gw.url}/")
-        await page.get_by_role("searchbox", name="Search query").fill("install")
-        await page.get_by_role("button", name="Search", exact=True).click()
+        page = await searched_page(browser, gw.url, "install")
         offered = page.locator(".hit .translations")
         await offered.first.wait_for()
         text = await offered.first.inner_text()
@@ -404,10 +411,7 @@ async def test_a_hit_offers_its_translations_as_safe_links(
 async def test_more_results_continue_the_ranking(browser: object, retriever_addr: str) -> None:
     settings = gateway_settings(retriever_addr, gateway_allowed_origins=[])
     async with serve_gateway(settings) as gw:
-        page = await browser.new_page()  # type: ignore[attr-defined]
-        await page.goto(f"{gw.url}/")
-        await page.get_by_role("searchbox", name="Search query").fill("how do backups work")
-        await page.get_by_role("button", name="Search", exact=True).click()
+        page = await searched_page(browser, gw.url, "how do backups work")
         await page.locator(".hit").first.wait_for()
         first = await page.locator(".hit").count()
         more = page.get_by_role("button", name="More results")
@@ -443,8 +447,7 @@ async def test_page_says_public_search_is_closed_by_the_release_gate(browser: ob
                 ".querySelector('.status').textContent === t",
                 arg=closed,
             )
-            await page.get_by_role("searchbox", name="Search query").fill(QUERY)
-            await page.get_by_role("button", name="Search", exact=True).click()
+            await search(page, QUERY)
             await page.wait_for_timeout(500)
             assert await status.inner_text() == closed
             assert retriever.servicer.calls == 0

@@ -13,9 +13,13 @@ import pytest
 import structlog
 
 from gateway.clientip import client_address, parse_address
-from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
-
-SEARCH = {"query": "which port does the gateway listen on"}
+from tests.gateway.support import (
+    ALLOWED_ORIGIN,
+    SEARCH,
+    RetrieverServer,
+    gateway_settings,
+    serve_gateway,
+)
 
 
 async def _rotate(

@@ -15,6 +15,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from tests.gateway.support import (
     ALLOWED_ORIGIN,
     FOREIGN_ORIGIN,
+    SEARCH,
     RetrieverServer,
     gateway_settings,
     serve_gateway,
@@ -22,7 +23,6 @@ from tests.gateway.support import (
 
 pytestmark = pytest.mark.integration
 
-SEARCH = {"query": "which port does the gateway listen on"}
 # Long enough that a loaded machine still makes the call that must find the
 # breaker open before it half-opens (0.5 s was not, on a 2-core CI run).
 BREAKER_RESET_S = 3.0

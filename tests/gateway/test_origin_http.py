@@ -9,11 +9,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.gateway.support import RetrieverServer, gateway_settings, serve_gateway
+from tests.gateway.support import SEARCH, RetrieverServer, gateway_settings, serve_gateway
 
 pytestmark = pytest.mark.integration
 
-SEARCH = {"query": "which port does the gateway listen on"}
 PUBLIC_ORIGIN = "https://search.example.com"
 
 

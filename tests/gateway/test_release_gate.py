@@ -9,7 +9,6 @@ Retriever), then end to end: the real embedded stack, the real
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,10 +17,9 @@ import pytest
 from gateway.release_gate import STATUS_TTL_S
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.embedding.embedder import Embedder
 from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
 from tests.support.release_check import GOLDEN, copy_corpus, ingest, release_check, write_golden
-from tests.support.stack import BackgroundStack, free_port
+from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
 
@@ -123,15 +121,6 @@ async def test_not_required_never_asks(retriever: RetrieverServer) -> None:
     assert retriever.servicer.status_calls == 0
 
 
-@pytest.fixture
-def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
-    stack = BackgroundStack(
-        tmp_path / "data", embedder, reranker_addr=f"127.0.0.1:{free_port()}"
-    ).start()
-    yield stack
-    stack.stop()
-
-
 def _generation(stack: BackgroundStack) -> int:
     return int(stack.indexer.Stats(ipb.StatsRequest(), timeout=30).committed_generation)
 
@@ -146,18 +135,18 @@ async def _closed_with(client: httpx.AsyncClient, url: str, reason: str) -> None
 
 
 async def test_real_stack_gate_opens_for_a_passing_check_and_closes_on_a_new_generation(
-    stack: BackgroundStack, tmp_path: Path
+    empty_stack: BackgroundStack, tmp_path: Path
 ) -> None:
     source = copy_corpus(tmp_path / "site")
-    await asyncio.to_thread(ingest, stack, source, "handbook")
-    first = _generation(stack)
+    await asyncio.to_thread(ingest, empty_stack, source, "handbook")
+    first = _generation(empty_stack)
     golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
-    settings = gateway_settings(stack.retriever_addr, gateway_require_release=True)
+    settings = gateway_settings(empty_stack.retriever_addr, gateway_require_release=True)
     async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
         await _closed_with(client, gw.url, f"no passing release check for index generation {first}")
 
         done = await asyncio.to_thread(
-            release_check, stack, source, "handbook", golden, tmp_path / "out"
+            release_check, empty_stack, source, "handbook", golden, tmp_path / "out"
         )
         assert done.returncode == 0, done.stdout + done.stderr
         await asyncio.sleep(STATUS_TTL_S + 0.2)
@@ -169,8 +158,8 @@ async def test_real_stack_gate_opens_for_a_passing_check_and_closes_on_a_new_gen
 
         with (source / "billing.md").open("a", encoding="utf-8") as page:
             page.write("\n## Refunds\n\nRefunds are booked against the next invoice.\n")
-        await asyncio.to_thread(ingest, stack, source, "handbook")
-        second = _generation(stack)
+        await asyncio.to_thread(ingest, empty_stack, source, "handbook")
+        second = _generation(empty_stack)
         assert second > first, "the new ingest did not advance the committed generation"
         await asyncio.sleep(STATUS_TTL_S + 0.2)
         await _closed_with(

@@ -9,6 +9,7 @@ import pytest
 from tests.gateway.support import (
     ALLOWED_ORIGIN,
     FOREIGN_ORIGIN,
+    SEARCH,
     RetrieverServer,
     gateway_settings,
     serve_gateway,
@@ -16,7 +17,6 @@ from tests.gateway.support import (
 
 pytestmark = pytest.mark.integration
 
-SEARCH = {"query": "which port does the gateway listen on"}
 REQUESTS = [
     pytest.param("POST", "/v1/search", ALLOWED_ORIGIN, SEARCH, 200, id="search"),
     pytest.param("POST", "/v1/search", ALLOWED_ORIGIN, {"query": ""}, 422, id="invalid"),

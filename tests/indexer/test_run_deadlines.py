@@ -31,6 +31,7 @@ from services.core.errors import Cancelled, DeadlineExceeded, StoreError
 from services.core.models import Chunk, Document, ScopeFilter
 from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.app import build_indexing_pipeline
+from services.indexer.audit import AuditReport
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.run_control import COMMIT_MARGIN_S, RunControl
@@ -196,6 +197,15 @@ class FaultyIndex:
         entries = sorted(self.manifest.entries(), key=lambda e: (e.doc_id, e.locale))
         return (entries, *rows, committed_generation(self.manifest, unrequested_deadline()))
 
+    def verify(self) -> AuditReport:
+        """The audit the Indexer's Verify runs, without repair."""
+        verifier = IndexVerifier(
+            self.embedder,  # type: ignore[arg-type]
+            Storage(self.vectors, self.lexical, self.manifest),  # type: ignore[arg-type]
+            self.pipeline.recover,
+        )
+        return verifier.verify()
+
 
 @pytest.fixture
 def faulty(tmp_path: Path) -> Iterator[FaultyIndex]:
@@ -273,12 +283,7 @@ def test_a_store_failure_mid_run_is_undone_in_process(faulty: FaultyIndex) -> No
         DocState.METADATA_ONLY,
     ]
     assert committed_generation(faulty.manifest, unrequested_deadline()) == 2
-    verifier = IndexVerifier(
-        faulty.embedder,  # type: ignore[arg-type]
-        Storage(faulty.vectors, faulty.lexical, faulty.manifest),  # type: ignore[arg-type]
-        faulty.pipeline.recover,
-    )
-    audit = verifier.verify()
+    audit = faulty.verify()
     assert audit.clean and audit.findings == []
 
 
@@ -330,12 +335,7 @@ def test_a_run_whose_deadline_passes_between_writes_is_stopped_by_the_store(
         # Undone although the deadline had passed: the undo does not run under it.
         assert index.state() == before
         assert index.manifest.open_intents(deadline=unrequested_deadline()) == []
-        verifier = IndexVerifier(
-            index.embedder,  # type: ignore[arg-type]
-            Storage(index.vectors, index.lexical, index.manifest),  # type: ignore[arg-type]
-            index.pipeline.recover,
-        )
-        audit = verifier.verify()
+        audit = index.verify()
         assert audit.clean and audit.findings == []
     finally:
         opened.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -36,6 +35,7 @@ from services.storage.manifest import Manifest
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage, chunk_from_stored, embedding_text
 from services.storage.visibility import committed_generation
+from tests.support.release_check import run_cli
 from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
@@ -378,13 +378,7 @@ def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
 
 
 def cli(stack: BackgroundStack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.operator.cli", "--addr", stack.indexer_addr, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(stack.indexer_addr, *args)
 
 
 def verify_rpc(stack: BackgroundStack, repair: bool = False) -> tuple[list[str], ipb.VerifyReport]:

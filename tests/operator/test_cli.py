@@ -5,34 +5,19 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from services.embedding.embedder import Embedder
 from tests.support.corpus import CORPUS_DIR
+from tests.support.release_check import run_cli
 from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
-    stack = BackgroundStack(tmp_path / "data", embedder).start()
-    yield stack
-    stack.stop()
-
-
 def cli(stack: BackgroundStack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.operator.cli", "--addr", stack.indexer_addr, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(stack.indexer_addr, *args)
 
 
 def counts(output: str) -> dict[str, int]:

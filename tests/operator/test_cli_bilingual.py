@@ -4,12 +4,10 @@ its own locale through dry run, ingest and sync; links need --follow-symlinks.""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from services.embedding.embedder import Embedder
 from tests.operator.test_cli import cli, counts
 from tests.support.stack import BackgroundStack
 
@@ -20,13 +18,6 @@ PAGES = {
     "zh-CN/guide/setup.md": "# 安装\n\n安装服务，并为接口开放 8443 端口。\n",
     "notes/chinese.md": "# 说明\n\n这个目录里的页面没有语言文件夹，按文字判断语言。\n",
 }
-
-
-@pytest.fixture
-def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
-    stack = BackgroundStack(tmp_path / "data", embedder).start()
-    yield stack
-    stack.stop()
 
 
 def test_bilingual_folder_in_one_ingest(stack: BackgroundStack, tmp_path: Path) -> None:

@@ -5,13 +5,12 @@ not indexed), and the usage and connection errors that leave no record."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.embedding.embedder import Embedder
 from services.storage.base import unrequested_deadline
 from services.storage.visibility import read_release
 from tests.support.corpus import CORPUS_DIR
@@ -29,33 +28,25 @@ from tests.support.stack import BackgroundStack, free_port
 pytestmark = pytest.mark.integration
 
 N_DOCS = len(list(CORPUS_DIR.glob("*.md")))
-
-
-@pytest.fixture
-def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
-    """A stack per test: documents are keyed by (doc_id, locale), so two
-    scopes holding the same corpus would move documents between them."""
-    stack = BackgroundStack(
-        tmp_path / "data", embedder, reranker_addr=f"127.0.0.1:{free_port()}"
-    ).start()
-    yield stack
-    stack.stop()
+# Each test takes a stack of its own (`empty_stack`): documents are keyed by
+# (doc_id, locale), so two scopes holding the same corpus would move documents
+# between them.
 
 
 def latest(out: Path) -> dict[str, Any]:
     return dict(json.loads((out / "latest.json").read_text(encoding="utf-8")))
 
 
-def test_passing_record(stack: BackgroundStack, tmp_path: Path) -> None:
+def test_passing_record(empty_stack: BackgroundStack, tmp_path: Path) -> None:
     source = copy_corpus(tmp_path / "site")
-    ingest(stack, source, "site-a")
+    ingest(empty_stack, source, "site-a")
     golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
     env = {
         "RAG_GATEWAY_REQUIRE_RELEASE": "true",
         "RAG_GATEWAY_REDIS_URL": "redis://ops:s3cret@redis.internal:6379/0",
     }
     out = tmp_path / "records"
-    done = release_check(stack, source, "site-a", golden, out, env=env)
+    done = release_check(empty_stack, source, "site-a", golden, out, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# Release check PASSED" in done.stdout
 
@@ -87,20 +78,20 @@ def test_passing_record(stack: BackgroundStack, tmp_path: Path) -> None:
 
     gate = record["gate_config"]
     assert gate["golden_sha256"] and gate["thresholds"]["min_pass_rate"] == 1.0
-    assert gate["retriever_addr"] == stack.retriever_addr
+    assert gate["retriever_addr"] == empty_stack.retriever_addr
     assert gate["gateway_env"]["RAG_GATEWAY_REQUIRE_RELEASE"] == "true"
     assert gate["gateway_env"]["RAG_GATEWAY_REDIS_URL"] == "redis://***@redis.internal:6379/0"
 
     # Written twice (timestamped and latest), each with its summary, and stored with the index.
     assert len(list(out.glob("release-*.json"))) == 1 and (out / "latest.md").is_file()
-    assert runtime_verdict(stack) == (True, gen["at_start"])
+    assert runtime_verdict(empty_stack) == (True, gen["at_start"])
 
 
 def test_failing_record_names_the_diff_and_the_golden_query(
-    stack: BackgroundStack, tmp_path: Path
+    empty_stack: BackgroundStack, tmp_path: Path
 ) -> None:
     source = copy_corpus(tmp_path / "site")
-    ingest(stack, source, "site-b")
+    ingest(empty_stack, source, "site-b")
     with (source / "billing.md").open("a", encoding="utf-8") as page:
         page.write("\n## Refunds\n\nRefunds are booked against the next invoice.\n")
     lost: dict[str, object] = {
@@ -111,7 +102,7 @@ def test_failing_record_names_the_diff_and_the_golden_query(
     golden = write_golden(tmp_path / "golden.jsonl", [GOLDEN[0], lost])
     out = tmp_path / "records"
 
-    done = release_check(stack, source, "site-b", golden, out)
+    done = release_check(empty_stack, source, "site-b", golden, out)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "# Release check FAILED" in done.stdout
     record = latest(out)
@@ -126,10 +117,10 @@ def test_failing_record_names_the_diff_and_the_golden_query(
     assert any(f.startswith(lost_line) for f in record["failures"]), record["failures"]
     outcomes = {o["label"]: o for o in record["golden"]["outcomes"]}
     assert outcomes["status-429"]["passed"] and not outcomes["lost"]["passed"]
-    assert runtime_verdict(stack)[0] is False
+    assert runtime_verdict(empty_stack)[0] is False
     # The dry run wrote nothing: the index still holds the old page.
     replan = run_cli(
-        stack.indexer_addr,
+        empty_stack.indexer_addr,
         "ingest",
         str(source),
         "--scope",
@@ -142,7 +133,7 @@ def test_failing_record_names_the_diff_and_the_golden_query(
     assert "changed=1" in replan.stdout
 
     # A source that is not there is a usage error: exit 2 and no new record.
-    missing = release_check(stack, tmp_path / "nowhere", "site-b", golden, out)
+    missing = release_check(empty_stack, tmp_path / "nowhere", "site-b", golden, out)
     assert missing.returncode == 2 and "release check error" in missing.stderr
     assert len(list(out.glob("release-*.json"))) == 1
 
@@ -154,22 +145,30 @@ def runtime_verdict(stack: BackgroundStack) -> tuple[bool, int]:
     return verdict.passed, verdict.generation
 
 
-@pytest.mark.unit
-def test_malformed_golden_file_is_a_usage_error_with_no_record(tmp_path: Path) -> None:
-    golden = tmp_path / "golden.jsonl"
-    golden.write_text('{"query": "ok", "expected_doc_ids": ["a.md"]}\n{"query": "x"}\n')
-    out = tmp_path / "records"
-    done = run_cli(
+def release_check_at_closed_port(
+    source: Path, golden: Path, out: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`release-check` of scope "s" with nothing listening at the Indexer's address."""
+    return run_cli(
         f"127.0.0.1:{free_port()}",
         "release-check",
-        str(tmp_path),
+        str(source),
         "--scope",
         "s",
         "--golden",
         str(golden),
         "--out",
         str(out),
+        *args,
     )
+
+
+@pytest.mark.unit
+def test_malformed_golden_file_is_a_usage_error_with_no_record(tmp_path: Path) -> None:
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text('{"query": "ok", "expected_doc_ids": ["a.md"]}\n{"query": "x"}\n')
+    out = tmp_path / "records"
+    done = release_check_at_closed_port(tmp_path, golden, out)
     assert done.returncode == 2
     assert f"{golden}:2: expected_doc_ids: is required" in done.stderr
     assert not out.exists()
@@ -179,18 +178,9 @@ def test_malformed_golden_file_is_a_usage_error_with_no_record(tmp_path: Path) -
 def test_unreachable_services_are_a_connection_error_with_no_record(tmp_path: Path) -> None:
     golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
     out = tmp_path / "records"
-    done = run_cli(
-        f"127.0.0.1:{free_port()}",
-        "release-check",
-        str(copy_corpus(tmp_path / "site")),
-        "--scope",
-        "s",
-        "--golden",
-        str(golden),
-        "--out",
-        str(out),
-        "--retriever-addr",
-        f"127.0.0.1:{free_port()}",
+    source = copy_corpus(tmp_path / "site")
+    done = release_check_at_closed_port(
+        source, golden, out, "--retriever-addr", f"127.0.0.1:{free_port()}"
     )
     assert done.returncode == 2
     assert "release check error: UNAVAILABLE" in done.stderr

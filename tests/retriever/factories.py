@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.models import ScoredChunk, StoredChunk
+from services.retriever.reranking import RerankOutcome
 from services.retriever.types import Channel, ChannelRank, FusedHit
 
 
@@ -58,3 +60,14 @@ def hit(
         channels.append(ChannelRank(Channel.LEXICAL, *lexical))
     stored = chunk(chunk_id, doc_id, text=text, url=url, title=title, heading_path=heading_path)
     return FusedHit(stored, fused_score, channels)
+
+
+def outcome_proto(outcome: RerankOutcome) -> rpb.RerankOutcome:
+    """The fields of a rerank outcome the gateway reads its reason code from."""
+    return rpb.RerankOutcome(
+        used=outcome.used,
+        fallback=outcome.fallback,
+        reason=outcome.reason,
+        reranked=outcome.reranked,
+        candidates=outcome.candidates,
+    )

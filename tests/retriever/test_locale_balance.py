@@ -19,6 +19,7 @@ from services.retriever.fusion import RrfFuser, cap_per_document
 from services.retriever.locale_balance import (
     IndexLocales,
     LocaleBalance,
+    LocaleRead,
     fuse_locales,
 )
 from services.retriever.locale_turns import interleaved, interleaved_documents
@@ -198,26 +199,43 @@ def _storage(vectors: _Vectors, lexical: _Lexical | None = None) -> Storage:
     return Storage(vectors, lexical or _Lexical(), None)  # type: ignore[arg-type]
 
 
+def _pipeline(
+    executor: ThreadPoolExecutor,
+    embedder: _Embedder,
+    vectors: _Vectors,
+    read: LocaleRead,
+    translator: QueryTranslator | None = None,
+    lexical: _Lexical | None = None,
+    config: RetrievalConfig | None = None,
+) -> RetrievalPipeline:
+    steps = build_retrieval_steps(
+        embedder,  # type: ignore[arg-type]
+        _storage(vectors, lexical),
+        None,
+        executor,
+        config or RetrievalConfig(),
+        crossing=LanguageCrossing(IndexLocales(read), translator),
+    )
+    return RetrievalPipeline(steps)
+
+
 def _retrieve(  # type: ignore[no-untyped-def]
     languages: frozenset[str],
-    locales: tuple[str, ...],
+    locales: tuple[str, ...] | LocaleRead,
     translator: QueryTranslator | None = None,
     lexical: _Lexical | None = None,
     question: str = "怎么申请发票",
     embedder: _Embedder | None = None,
+    config: RetrievalConfig | None = None,
     **request: object,
 ):
+    """`locales`: the locales the index holds, or the read that answers them."""
+    read = locales if callable(locales) else lambda *_: locales
     vectors = _Vectors()
     with ThreadPoolExecutor(2) as executor:
-        steps = build_retrieval_steps(
-            embedder or _Embedder(languages),  # type: ignore[arg-type]
-            _storage(vectors, lexical),
-            None,
-            executor,
-            RetrievalConfig(),
-            crossing=LanguageCrossing(IndexLocales(lambda *_: locales), translator),
+        pipeline = _pipeline(
+            executor, embedder or _Embedder(languages), vectors, read, translator, lexical, config
         )
-        pipeline = RetrievalPipeline(steps)
         query = RetrievalRequest(query=question, rerank=False, **request)  # type: ignore[arg-type]
         result = asyncio.run(pipeline.retrieve(query, Deadline.within(10)))
     return result, vectors
@@ -278,21 +296,8 @@ def test_one_list_where_balancing_cannot_matter() -> None:
 
 
 def test_balancing_can_be_turned_off() -> None:
-    vectors = _Vectors()
     config = replace(RetrievalConfig(), vector_locale_balance=LocaleBalance.OFF)
-    with ThreadPoolExecutor(2) as executor:
-        steps = build_retrieval_steps(
-            _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
-            _storage(vectors),
-            None,
-            executor,
-            config,
-            crossing=LanguageCrossing(IndexLocales(lambda *_: ("en", "zh-CN"))),
-        )
-        pipeline = RetrievalPipeline(steps)
-        result = asyncio.run(
-            pipeline.retrieve(RetrievalRequest(query="发票", rerank=False), Deadline.within(10))
-        )
+    result, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"), question="发票", config=config)
     assert [s.locale for s in vectors.scopes] == [""]
     assert [h.chunk.chunk_id for h in result.hits] == ["zh-1", "zh-2"]
 
@@ -369,19 +374,9 @@ def test_locales_come_from_the_request_s_scope() -> None:
         (ScopeFilter(scope_id="api"), [""]),
         (ScopeFilter(scope_id="site"), ["en", "en", "zh-CN"]),
     ):
-        vectors = _Vectors()
-        with ThreadPoolExecutor(2) as executor:
-            steps = build_retrieval_steps(
-                embedder,  # type: ignore[arg-type]
-                _storage(vectors),
-                None,
-                executor,
-                RetrievalConfig(),
-                crossing=LanguageCrossing(IndexLocales(read), translator),
-            )
-            pipeline = RetrievalPipeline(steps)
-            request = RetrievalRequest(query="怎么申请发票", rerank=False, scope=scope)
-            result = asyncio.run(pipeline.retrieve(request, Deadline.within(10)))
+        result, vectors = _retrieve(
+            frozenset({"*"}), read, translator, embedder=embedder, scope=scope
+        )
         assert [s.locale for s in vectors.scopes] == searched
         assert [s.scope_id for s in vectors.scopes] == [scope.scope_id] * len(searched)
         balanced = any("ranked each locale apart" in note for note in result.notes)
@@ -404,15 +399,7 @@ def test_a_locale_read_that_outlasts_its_deadline_ranks_one_list() -> None:
     vectors = _Vectors()
     config = replace(RetrievalConfig(), channel_timeout_ms=200)
     with ThreadPoolExecutor(4) as executor:
-        steps = build_retrieval_steps(
-            _Embedder(frozenset({"*"})),  # type: ignore[arg-type]
-            _storage(vectors),
-            None,
-            executor,
-            config,
-            crossing=LanguageCrossing(IndexLocales(stuck)),
-        )
-        pipeline = RetrievalPipeline(steps)
+        pipeline = _pipeline(executor, _Embedder(frozenset({"*"})), vectors, stuck, config=config)
         request = RetrievalRequest(query="怎么申请发票", rerank=False)
         result = asyncio.run(pipeline.retrieve(request, Deadline.within(30)))
         released.set()

@@ -16,13 +16,13 @@ from prometheus_client import CollectorRegistry
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.embedding.embedder import Embedder
-from services.reranker.settings import RerankerSettings
 from services.retriever.channels import ChannelOutcome, ChannelStatus
 from services.retriever.metrics import RetrievalMetrics, degradation_codes, rerank_outcome
 from services.retriever.reranking import RerankCode, RerankOutcome
 from services.retriever.types import Channel
 from services.runtime.observability.telemetry import Telemetry
 from tests.deploy.metrics_contract import CONTRACT, EXPORTED_BY, exposed_names
+from tests.reranker.stack import start_reranked_stack
 from tests.support.corpus import corpus_documents
 from tests.support.faults import OK, RAISE, FaultySearch
 from tests.support.faulty_stack import Faults
@@ -210,25 +210,14 @@ def reranked(
 ) -> Iterator[BackgroundStack]:
     root = tmp_path_factory.mktemp("metrics-rerank")
     model = build_tiny_cross_encoder(root / "model")
-    port = free_port()
-    stack = BackgroundStack(
-        root / "data",
+    stack, _ = start_reranked_stack(
+        root,
         # A pass-through wrapper (no fault set), so this second Retriever does
         # not take over the shared embedder's query observer from the first.
         FaultySearch(embedder, []),  # type: ignore[arg-type]
-        reranker_addr=f"127.0.0.1:{port}",
+        str(model),
         telemetry=with_metrics(),
-    ).start()
-    settings = RerankerSettings(
-        host="127.0.0.1",
-        reranker_port=port,
-        rerank_model=str(model),
-        rerank_cache_dir=root / "cache",
-        log_json=False,
     )
-
-    stack.start_reranker(settings)
-    stack.upsert(corpus_documents())
     yield stack
     stack.stop()
 

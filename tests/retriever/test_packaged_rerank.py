@@ -14,9 +14,9 @@ import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.embedding.embedder import Embedder
-from services.reranker.settings import RerankerSettings
 from services.retriever.settings import RetrieverSettings
-from tests.support.stack import BackgroundStack, free_port
+from tests.reranker.stack import start_reranked_stack
+from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
 
@@ -102,15 +102,7 @@ def reranked_stack(root: Path, embedder: Embedder, retriever: dict[str, object])
     cross-encoder), the test corpus indexed; `retriever`: its rerank settings.
     Every budget here is one no loaded machine exhausts: these tests are about
     order, not time."""
-    port = free_port()
-    stack = BackgroundStack(
-        root / "data", embedder, reranker_addr=f"127.0.0.1:{port}", retriever=retriever
-    ).start()
-    settings = RerankerSettings(
-        host="127.0.0.1", reranker_port=port, rerank_cache_dir=root / "cache", log_json=False
-    )
-    stack.start_reranker(settings)
-    stack.upsert(documents())
+    stack, _ = start_reranked_stack(root, embedder, retriever=retriever, documents=documents())
     return stack
 
 

@@ -12,9 +12,8 @@ import pytest
 
 from services.embedding.embedder import Embedder
 from services.reranker.app import RerankerApp
-from services.reranker.settings import RerankerSettings
-from tests.support.corpus import corpus_documents
-from tests.support.stack import BackgroundStack, free_port
+from tests.reranker.stack import start_reranked_stack
+from tests.support.stack import BackgroundStack
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
 
 pytestmark = pytest.mark.integration
@@ -25,26 +24,10 @@ QUERY = "what should clients do after status 429"
 def start_with_reranker(
     root: Path, embedder: Embedder, model: str
 ) -> tuple[BackgroundStack, RerankerApp]:
-    port = free_port()
     # The reranker's order alone (no blend with the fused rank, no gate): these tests
     # check that its scores order the hits, with a model that knows nothing.
-    stack = BackgroundStack(
-        root / "data",
-        embedder,
-        reranker_addr=f"127.0.0.1:{port}",
-        retriever={"rerank_candidates": 20, "rerank_fused_weight": 0.0, "rerank_gate_margin": 0.0},
-    ).start()
-    settings = RerankerSettings(
-        host="127.0.0.1",
-        reranker_port=port,
-        rerank_model=model,
-        rerank_cache_dir=root / "cache",
-        log_json=False,
-    )
-
-    app = stack.start_reranker(settings)
-    stack.upsert(corpus_documents())
-    return stack, app
+    rule = {"rerank_candidates": 20, "rerank_fused_weight": 0.0, "rerank_gate_margin": 0.0}
+    return start_reranked_stack(root, embedder, model, retriever=rule)
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,13 @@ from collections.abc import Sequence
 import pytest
 
 from gateway.reasons import ReasonCode, rerank_code
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded
 from services.retriever.rerank_client import RerankClient, RerankReply
 from services.retriever.rerank_sizing import MIN_CANDIDATES, CandidateSizer
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
 from services.retriever.types import FusedHit
-from tests.retriever.factories import hit
+from tests.retriever.factories import hit, outcome_proto
 
 pytestmark = pytest.mark.unit
 
@@ -185,12 +184,6 @@ async def test_fewer_hits_than_configured_is_not_a_shrink() -> None:
 async def test_the_gateway_reads_the_same_code_from_a_sized_outcome(times_out: bool) -> None:
     reranker = SimulatedReranker(FakeClock(), ms_per_passage=20.0, times_out=times_out)
     _, outcome = await rerank(step(reranker, CandidateSizer(prior_ms=20.0)), left_ms=100.0)
-    proto = rpb.RerankOutcome(
-        used=outcome.used,
-        fallback=outcome.fallback,
-        reason=outcome.reason,
-        reranked=outcome.reranked,
-        candidates=outcome.candidates,
-    )
+    proto = outcome_proto(outcome)
     expected = ReasonCode.RERANKER_TIMEOUT if times_out else ReasonCode.RERANKER_PARTIAL
     assert rerank_code(proto) == expected == outcome.code

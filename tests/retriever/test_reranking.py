@@ -19,7 +19,7 @@ from services.retriever.fusion import RerankBlend
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
-from tests.retriever.factories import hit
+from tests.retriever.factories import hit, outcome_proto
 
 pytestmark = pytest.mark.unit
 
@@ -218,16 +218,6 @@ def test_codes_are_gateway_reason_codes() -> None:
     assert {c.value for c in RerankCode} <= {c.value for c in ReasonCode}
 
 
-def _as_proto(outcome: RerankOutcome) -> rpb.RerankOutcome:
-    return rpb.RerankOutcome(
-        used=outcome.used,
-        fallback=outcome.fallback,
-        reason=outcome.reason,
-        reranked=outcome.reranked,
-        candidates=outcome.candidates,
-    )
-
-
 @pytest.mark.parametrize(
     "client",
     [
@@ -241,7 +231,7 @@ def _as_proto(outcome: RerankOutcome) -> rpb.RerankOutcome:
 )
 async def test_the_gateway_reads_the_same_code_from_the_reason(client: FakeRerankClient) -> None:
     outcome = await run(step(client))
-    assert rerank_code(_as_proto(outcome)) == outcome.code
+    assert rerank_code(outcome_proto(outcome)) == outcome.code
 
 
 # A Reranker with no model (FAILED_PRECONDITION) and one skipped while it is
@@ -257,4 +247,4 @@ async def test_the_gateway_reads_unavailable_for_a_reranker_without_a_model(phra
             outcome = await run(s)  # skipped: marked down
     finally:
         await health.stop()
-    assert rerank_code(_as_proto(outcome)) == outcome.code
+    assert rerank_code(outcome_proto(outcome)) == outcome.code

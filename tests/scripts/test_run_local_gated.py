@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,22 +21,12 @@ import pytest
 
 from gateway.release_gate import STATUS_TTL_S
 from scripts import run_local
-from services.embedding.embedder import Embedder
 from services.operator.golden import load_golden
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
 from tests.support.release_check import BASE_URL, GOLDEN, copy_corpus, write_golden
 from tests.support.stack import BackgroundStack, free_port
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
-    stack = BackgroundStack(
-        tmp_path / "data", embedder, reranker_addr=f"127.0.0.1:{free_port()}"
-    ).start()
-    yield stack
-    stack.stop()
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -58,7 +47,7 @@ def test_a_gateway_that_is_not_up_is_neither_ready_nor_gated() -> None:
 
 
 async def test_gated_start_is_up_and_the_printed_release_check_opens_it(
-    stack: BackgroundStack, tmp_path: Path
+    empty_stack: BackgroundStack, tmp_path: Path
 ) -> None:
     source = run_local.DemoSource(
         path=copy_corpus(tmp_path / "site"),
@@ -66,7 +55,7 @@ async def test_gated_start_is_up_and_the_printed_release_check_opens_it(
         base_url=BASE_URL,
         golden=write_golden(tmp_path / "golden.jsonl", GOLDEN),
     )
-    settings = gateway_settings(stack.retriever_addr, gateway_require_release=True)
+    settings = gateway_settings(empty_stack.retriever_addr, gateway_require_release=True)
     async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=30) as client:
         alive_checks: list[None] = []
         state = await asyncio.to_thread(
@@ -75,13 +64,18 @@ async def test_gated_start_is_up_and_the_printed_release_check_opens_it(
         assert state == run_local.GATED  # up, not "did not become ready"
         assert alive_checks  # the children were watched while waiting
 
-        ingest = await asyncio.to_thread(_run, run_local.index_command(stack.indexer_addr, source))
+        ingest = await asyncio.to_thread(
+            _run, run_local.index_command(empty_stack.indexer_addr, source)
+        )
         assert ingest.returncode == 0, ingest.stdout + ingest.stderr
         gated = await _search(client, gw.url)
         assert (gated.status_code, gated.json()["error"]["code"]) == (503, "release_not_current")
 
         command = run_local.release_check_command(
-            tmp_path / "release-checks", stack.indexer_addr, stack.retriever_addr, source
+            tmp_path / "release-checks",
+            empty_stack.indexer_addr,
+            empty_stack.retriever_addr,
+            source,
         )
         check = await asyncio.to_thread(_run, command)
         assert check.returncode == 0, check.stdout + check.stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +26,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.embedding.embedder import Embedder
 from services.runtime.healthcheck import wait_until_serving
+from tests.stack.support import start_stack
 from tests.support.stack import BackgroundStack, free_port
 
 pytestmark = pytest.mark.integration
@@ -121,12 +121,7 @@ def test_sigterm_during_a_long_run_stops_the_stack_and_the_next_start_recovers(
 
 
 def _start_stack(env: dict[str, str], addr: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.stack"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    proc = start_stack(env)
     if not wait_until_serving(addr, timeout_s=120):
         proc.kill()
         raise AssertionError("the stack did not start")

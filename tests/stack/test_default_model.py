@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -19,6 +17,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.embedding.config import MULTILINGUAL_MODEL
 from services.runtime.healthcheck import wait_until_serving
+from tests.stack.support import start_stack
 from tests.support.stack import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=8)]
@@ -29,12 +28,7 @@ def test_the_default_model_reads_chinese_questions(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "RAG_EMBEDDING_MODEL"}
     env.update({k: str(v) for k, v in ports.items()})
     env.update({"RAG_DATA_DIR": str(tmp_path), "RAG_RERANKER_ADDR": ""})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.stack"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_stack(env, quiet=True)
     try:
         assert wait_until_serving(f"127.0.0.1:{ports['RAG_RETRIEVER_PORT']}", timeout_s=300)
         with (

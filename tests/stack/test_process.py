@@ -15,6 +15,7 @@ import pytest
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.runtime.healthcheck import wait_until_serving
+from tests.stack.support import start_stack
 from tests.support.stack import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=18)]
@@ -22,14 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.long(seconds=18)]
 
 def test_bad_setting_is_refused_at_start_naming_the_value(tmp_path) -> None:
     env = {**os.environ, "RAG_RETRIEVER_PORT": "not-a-port", "RAG_DATA_DIR": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, "-m", "services.stack"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_stack_to_exit(env, timeout_s=120)
     assert result.returncode == 2
     assert "RAG_RETRIEVER_PORT='not-a-port'" in result.stderr
 
@@ -37,14 +31,7 @@ def test_bad_setting_is_refused_at_start_naming_the_value(tmp_path) -> None:
 def test_contradictory_store_settings_are_refused(tmp_path) -> None:
     env = {**os.environ, "QDRANT_URL": "http://qdrant:6333", "RAG_DATA_DIR": str(tmp_path)}
     env.pop("OPENSEARCH_URL", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "services.stack"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_stack_to_exit(env, timeout_s=120)
     assert result.returncode == 2
     assert "QDRANT_URL" in result.stderr and "OPENSEARCH_URL" in result.stderr
 
@@ -57,12 +44,7 @@ def test_stack_process_serves_then_shuts_down_gracefully_on_sigterm(tmp_path) ->
         "RAG_DATA_DIR": str(tmp_path),
         "RAG_RERANKER_ADDR": "",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.stack"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    proc = start_stack(env)
     try:
         assert wait_serving(ports["RAG_RETRIEVER_PORT"], 120)
         proc.send_signal(signal.SIGTERM)
@@ -73,6 +55,17 @@ def test_stack_process_serves_then_shuts_down_gracefully_on_sigterm(tmp_path) ->
     output = proc.stdout.read().decode() if proc.stdout else ""
     assert "shutdown_requested" in output
     assert "server_stopped" in output
+
+
+def run_stack_to_exit(env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.stack"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 def wait_serving(port: int, timeout_s: float) -> bool:
@@ -122,14 +115,7 @@ def test_a_taken_metrics_port_is_refused_naming_the_setting(tmp_path) -> None:
             "RAG_DATA_DIR": str(tmp_path),
             "RAG_RERANKER_ADDR": "",
         }
-        result = subprocess.run(
-            [sys.executable, "-m", "services.stack"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        result = run_stack_to_exit(env, timeout_s=180)
     assert result.returncode == 2
     assert "RAG_RETRIEVER_METRICS_PORT" in result.stderr
 

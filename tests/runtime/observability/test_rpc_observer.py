@@ -81,6 +81,14 @@ def handled(scrape: Scrape, method: str, code: str) -> float:
     return scrape.exact(HANDLED, grpc_code=code, grpc_method=method, **CALL)
 
 
+def rerank_method(channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
+    return channel.unary_unary(
+        RERANK,
+        request_serializer=pb.RerankRequest.SerializeToString,
+        response_deserializer=pb.RerankResponse.FromString,
+    )
+
+
 async def scrape(telemetry: Telemetry) -> Scrape:
     return await Scrape.fetch_async(telemetry.metrics_url)
 
@@ -93,11 +101,7 @@ async def test_every_call_is_counted_under_the_status_the_client_saw(
     assert handled(before, "Info", "OK") == 0.0  # declared before any call
     assert handled(before, "Rerank", "OK") == 0.0
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-        rerank = channel.unary_unary(
-            RERANK,
-            request_serializer=pb.RerankRequest.SerializeToString,
-            response_deserializer=pb.RerankResponse.FromString,
-        )
+        rerank = rerank_method(channel)
         await rerank(pb.RerankRequest(query="fine", passages=["x"]), timeout=5)
         await rerank(pb.RerankRequest(query="fine", passages=["x"]), timeout=5)
         for query, code in (("bad", "INVALID_ARGUMENT"), ("crash", "UNKNOWN")):
@@ -130,11 +134,7 @@ async def test_an_unknown_caller_is_counted_as_unauthenticated() -> None:
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            rerank = channel.unary_unary(
-                RERANK,
-                request_serializer=pb.RerankRequest.SerializeToString,
-                response_deserializer=pb.RerankResponse.FromString,
-            )
+            rerank = rerank_method(channel)
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await rerank(pb.RerankRequest(query="fine"), timeout=5)
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -148,11 +148,7 @@ async def test_a_passed_deadline_and_a_client_gone_are_told_apart(
 ) -> None:
     server, telemetry = served
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-        rerank = channel.unary_unary(
-            RERANK,
-            request_serializer=pb.RerankRequest.SerializeToString,
-            response_deserializer=pb.RerankResponse.FromString,
-        )
+        rerank = rerank_method(channel)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await rerank(pb.RerankRequest(query="slow"), timeout=0.2)
         assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED

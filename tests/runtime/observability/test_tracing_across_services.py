@@ -20,10 +20,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.logging import add_trace_context
 from services.embedding.embedder import Embedder
-from services.reranker.settings import RerankerSettings
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.observability.tracing import Tracing
 from tests.gateway.support import ALLOWED_ORIGIN, gateway_settings, serve_gateway
+from tests.reranker.stack import start_reranked_stack
 from tests.support.corpus import corpus_documents
 from tests.support.stack import BackgroundStack, free_port
 from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
@@ -71,25 +71,17 @@ def traced(
 ) -> Iterator[TracedServices]:
     root = tmp_path_factory.mktemp("traced")
     exporter = SpanSink()
-    port = free_port()
     telemetry = (
         Telemetry("indexer", tracing=exporter.tracing("rag-indexer")),
         Telemetry("retriever", tracing=exporter.tracing("rag-retriever")),
     )
-    stack = BackgroundStack(
-        root / "data", embedder, reranker_addr=f"127.0.0.1:{port}", telemetry=telemetry
-    ).start()
-    settings = RerankerSettings(
-        host="127.0.0.1",
-        reranker_port=port,
-        rerank_model=str(build_tiny_cross_encoder(root / "model")),
-        rerank_cache_dir=root / "cache",
-        log_json=False,
+    stack, _ = start_reranked_stack(
+        root,
+        embedder,
+        str(build_tiny_cross_encoder(root / "model")),
+        telemetry=telemetry,
+        reranker_telemetry=Telemetry("reranker", tracing=exporter.tracing("rag-reranker")),
     )
-    reranker_telemetry = Telemetry("reranker", tracing=exporter.tracing("rag-reranker"))
-
-    stack.start_reranker(settings, reranker_telemetry)
-    stack.upsert(corpus_documents())
     yield TracedServices(stack, exporter)
     stack.stop()
 
