@@ -7,18 +7,9 @@ import math
 import pytest
 
 from services.core.deadline import Deadline
+from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.unit
-
-
-class ManualClock:
-    """A clock the test moves by hand (no sleeps)."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Context:

@@ -29,6 +29,7 @@ from services.runtime.observability.telemetry import Telemetry
 from services.storage.base import unrequested_deadline
 from services.storage.server.calls import ServerCallPolicy
 from services.storage.storage import Storage
+from tests.support.clock import ManualClock
 from tests.support.corpus import corpus_documents
 from tests.support.metrics import Scrape
 from tests.support.stack import BackgroundStack
@@ -172,21 +173,13 @@ def test_scopes_beyond_the_cap_are_summed_as_other() -> None:
     assert OTHER_SCOPES not in capped_scope_sizes(FakeScopeCounts(FAKE_SIZES), max_scopes=4)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def gauge(collector: IndexSizeCollector, name: str) -> dict[str, float]:
     family = next(f for f in collector.collect() if f.name == name)
     return {s.labels["scope_id"]: s.value for s in family.samples}
 
 
 def test_sizes_are_counted_at_most_once_per_interval() -> None:
-    counts, clock = FakeScopeCounts(FAKE_SIZES), FakeClock()
+    counts, clock = FakeScopeCounts(FAKE_SIZES), ManualClock(0.0)
     inline: Callable[[Callable[[], None]], None] = lambda refresh: refresh()  # noqa: E731
     collector = IndexSizeCollector(counts, refresh_s=30, max_scopes=3, clock=clock, spawn=inline)
     assert gauge(collector, "rag_index_chunks") == {"big": 100, "mid": 50, "small": 20, "_other": 3}
@@ -200,7 +193,7 @@ def test_sizes_are_counted_at_most_once_per_interval() -> None:
 
 
 def test_a_slow_refresh_leaves_the_scrape_with_the_last_snapshot() -> None:
-    counts, clock = FakeScopeCounts(FAKE_SIZES), FakeClock()
+    counts, clock = FakeScopeCounts(FAKE_SIZES), ManualClock(0.0)
     pending: list[Callable[[], None]] = []
     collector = IndexSizeCollector(
         counts, refresh_s=30, scrape_wait_s=0.0, clock=clock, spawn=pending.append
@@ -214,7 +207,7 @@ def test_a_slow_refresh_leaves_the_scrape_with_the_last_snapshot() -> None:
 
 
 def test_a_failing_count_keeps_the_last_snapshot() -> None:
-    counts, clock = FakeScopeCounts(FAKE_SIZES), FakeClock()
+    counts, clock = FakeScopeCounts(FAKE_SIZES), ManualClock(0.0)
     collector = IndexSizeCollector(counts, refresh_s=1, clock=clock, spawn=lambda f: f())
     assert gauge(collector, "rag_index_documents")["big"] == 10
 
@@ -239,7 +232,7 @@ class FakeManifest:
 
 
 def test_pending_records_are_cached_for_the_ttl() -> None:
-    manifest, clock = FakeManifest(), FakeClock()
+    manifest, clock = FakeManifest(), ManualClock(0.0)
     collector = PendingRecordsCollector(manifest, ttl_s=5, clock=clock)  # type: ignore[arg-type]
     assert [s.value for f in collector.collect() for s in f.samples] == [2]
     clock.now = 4

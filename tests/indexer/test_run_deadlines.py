@@ -44,22 +44,15 @@ from services.storage.manifest import Manifest
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage, embedding_text
 from services.storage.visibility import committed_generation
+from tests.support.clock import ManualClock
 from tests.support.stack import BackgroundStack
 
 # --- RunControl on a fake clock ------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.unit
 def test_check_raises_deadline_exceeded_only_within_the_margin() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     control = RunControl(Deadline(1010.0, clock))
     control.check()
     control.check_commit()
@@ -77,7 +70,7 @@ def test_check_raises_deadline_exceeded_only_within_the_margin() -> None:
 
 @pytest.mark.unit
 def test_check_raises_cancelled_after_cancel() -> None:
-    control = RunControl(Deadline(2000.0, FakeClock()))
+    control = RunControl(Deadline(2000.0, ManualClock(1000.0)))
     control.check()
     control.cancel()
     with pytest.raises(Cancelled, match="undone"):
@@ -85,7 +78,7 @@ def test_check_raises_cancelled_after_cancel() -> None:
     with pytest.raises(Cancelled):
         control.check_commit()
     # From another thread (the RPC's done-callback runs on the event loop).
-    other = RunControl(Deadline.never(FakeClock()))
+    other = RunControl(Deadline.never(ManualClock(1000.0)))
     worker = threading.Thread(target=other.cancel)
     worker.start()
     worker.join()
@@ -95,7 +88,7 @@ def test_check_raises_cancelled_after_cancel() -> None:
 
 @pytest.mark.unit
 def test_no_deadline_never_raises() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     control = RunControl(Deadline.never(clock))
     for now in (0.0, 1e6, 1e12):
         clock.now = now
@@ -295,7 +288,7 @@ class SlowEmbedder(HashEmbedder):
     embedding pass takes `pass_s` of that clock, after the run's check at
     its start (`between`), as a pass that starts in time and ends late does."""
 
-    def __init__(self, clock: FakeClock, slow_pass: int, pass_s: float) -> None:
+    def __init__(self, clock: ManualClock, slow_pass: int, pass_s: float) -> None:
         super().__init__()
         self.clock, self.slow_pass, self.pass_s = clock, slow_pass, pass_s
         self.armed = False
@@ -316,7 +309,7 @@ class SlowEmbedder(HashEmbedder):
 def test_a_run_whose_deadline_passes_between_writes_is_stopped_by_the_store(
     tmp_path: Path,
 ) -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     embedder = SlowEmbedder(clock, slow_pass=2, pass_s=60.0)
     opened = open_faulty(tmp_path, embedder)
     index = next(opened)

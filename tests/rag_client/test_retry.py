@@ -26,6 +26,7 @@ from rag_client import (
 )
 from rag_client.retry import CallSpec, next_pause
 from tests.rag_client.fault_server import Faults, fail, start_fake
+from tests.support.clock import ManualClock
 from tests.support.stack import free_port
 
 pytestmark = pytest.mark.unit
@@ -36,14 +37,6 @@ STEADY = RetryPolicy(max_attempts=4, initial_backoff=0.1, multiplier=2.0, jitter
 
 def client(target: str, **fields: object) -> RetrieverClient:
     return RetrieverClient(ClientSettings(target, **fields))  # type: ignore[arg-type]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_backoff_grows_exponentially_up_to_its_cap_and_jitter_only_shortens_it() -> None:
@@ -57,7 +50,7 @@ def test_backoff_grows_exponentially_up_to_its_cap_and_jitter_only_shortens_it()
 
 
 def test_a_deadline_is_a_value_whose_remaining_time_shrinks() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     deadline = Deadline.after(2.0, clock)
     clock.now += 0.5
     assert deadline.remaining() == pytest.approx(1.5) and not deadline.expired
@@ -69,7 +62,7 @@ def test_a_deadline_is_a_value_whose_remaining_time_shrinks() -> None:
 
 
 def test_no_retry_starts_when_its_backoff_would_outlive_the_deadline() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     spec = CallSpec("R/M", Deadline.after(0.25, clock), STEADY, idempotent=True)
     error = Unavailable(UNAVAILABLE, "down")
     assert next_pause(spec, error, 1) == pytest.approx(0.1)
@@ -158,7 +151,7 @@ def test_the_deadline_always_reaches_the_server_default_or_per_call(
 
 
 def test_an_expired_deadline_makes_no_call(faults: Faults, target: str) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     gone = Deadline.after(1.0, clock)
     clock.now += 2
     with client(target) as c, pytest.raises(DeadlineExceeded) as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.reranker.batch_cost import BatchCostModel, BatchPlanner, TokenEstimator
+from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.unit
 
@@ -90,16 +91,6 @@ def test_relax_leans_back_towards_the_warm_up_cost_never_below() -> None:
     assert cost.ms_per_token == pytest.approx(0.75)  # relaxing never raises it
 
 
-class FakeClock:
-    """A FAKE clock, moved by hand."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_warm_up_is_on_trial_until_a_real_batch_confirms_it() -> None:
     """Warmed up on a busy machine, the cost is 5x too high; the first real
     batch replaces it instead of nudging it down by `fall`."""
@@ -115,7 +106,7 @@ def test_a_warm_up_is_on_trial_until_a_real_batch_confirms_it() -> None:
 
 
 def test_refusing_calls_for_a_while_puts_the_cost_on_trial_again() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     cost = BatchCostModel(rise=1.0, headroom=1.0, retrial_after_s=2.0, clock=clock)
     cost.calibrate(overhead_ms=0.0, tokens=100, elapsed_ms=100.0)
     cost.observe(tokens=100, elapsed_ms=100.0)

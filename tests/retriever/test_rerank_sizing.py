@@ -17,6 +17,7 @@ from services.retriever.rerank_sizing import MIN_CANDIDATES, CandidateSizer
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
 from services.retriever.types import FusedHit
 from tests.retriever.factories import hit, outcome_proto
+from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.unit
 
@@ -24,14 +25,6 @@ QUERY = "restore from snapshots"
 CONFIGURED = 20
 HITS = [hit(f"c{i}", text=f"passage {i}") for i in range(30)]
 BUDGET_MS, MARGIN_MS = 300, 10
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class SimulatedReranker:
@@ -42,7 +35,11 @@ class SimulatedReranker:
     higher, so reranking visibly reverses what it scored."""
 
     def __init__(
-        self, clock: FakeClock, ms_per_passage: float, wait_ms: float = 0.0, times_out: bool = False
+        self,
+        clock: ManualClock,
+        ms_per_passage: float,
+        wait_ms: float = 0.0,
+        times_out: bool = False,
     ) -> None:
         self.clock = clock
         self.ms_per_passage, self.wait_ms, self.times_out = ms_per_passage, wait_ms, times_out
@@ -116,7 +113,7 @@ class TestCandidateSizer:
 
 
 async def test_a_fast_reranker_keeps_every_candidate() -> None:
-    reranker = SimulatedReranker(FakeClock(), ms_per_passage=2.0, wait_ms=5.0)
+    reranker = SimulatedReranker(ManualClock(50.0), ms_per_passage=2.0, wait_ms=5.0)
     s = step(reranker)
     outcomes = [(await rerank(s))[1] for _ in range(5)]
     assert reranker.sent == [CONFIGURED] * 5
@@ -128,7 +125,7 @@ async def test_a_slow_reranker_is_sent_what_fits_and_one_more() -> None:
     """40 ms a passage after 60 ms of waiting, 300 ms to spend: the first call
     (prior cost) sends all 20 and gets 6 back; the step then learns to send
     what fits and one more, which the Reranker leaves unscored."""
-    reranker = SimulatedReranker(FakeClock(), ms_per_passage=40.0, wait_ms=60.0)
+    reranker = SimulatedReranker(ManualClock(50.0), ms_per_passage=40.0, wait_ms=60.0)
     s = step(reranker)
     outcomes = [(await rerank(s))[1] for _ in range(12)]
     fits = (BUDGET_MS - 60) // 40  # 6
@@ -141,7 +138,7 @@ async def test_a_slow_reranker_is_sent_what_fits_and_one_more() -> None:
 
 
 async def test_less_time_left_sends_fewer_and_the_reason_says_so() -> None:
-    reranker = SimulatedReranker(FakeClock(), ms_per_passage=20.0)
+    reranker = SimulatedReranker(ManualClock(50.0), ms_per_passage=20.0)
     s = step(reranker, CandidateSizer(prior_ms=20.0))
     _, outcome = await rerank(s, left_ms=80.0)  # 70 ms budget: floor(70 / 20) + 1 = 4
     assert reranker.sent == [4]
@@ -154,7 +151,7 @@ async def test_less_time_left_sends_fewer_and_the_reason_says_so() -> None:
 
 
 async def test_sent_candidates_are_reranked_ahead_of_the_unsent_in_fused_order() -> None:
-    reranker = SimulatedReranker(FakeClock(), ms_per_passage=20.0)
+    reranker = SimulatedReranker(ManualClock(50.0), ms_per_passage=20.0)
     s = step(reranker, CandidateSizer(prior_ms=20.0))
     ranked, _ = await rerank(s, left_ms=100.0)  # 90 ms: sends c0..c4, c0..c3 are scored
     assert ranked[:4] == ["c3", "c2", "c1", "c0"]  # reranked: the simulation likes later ones
@@ -164,7 +161,7 @@ async def test_sent_candidates_are_reranked_ahead_of_the_unsent_in_fused_order()
 
 async def test_timeouts_shrink_the_next_calls_to_the_minimum() -> None:
     """Each timeout about halves the next call, down to the minimum."""
-    reranker = SimulatedReranker(FakeClock(), ms_per_passage=20.0, times_out=True)
+    reranker = SimulatedReranker(ManualClock(50.0), ms_per_passage=20.0, times_out=True)
     s = step(reranker)
     outcomes = [(await rerank(s))[1] for _ in range(8)]
     assert reranker.sent == [CONFIGURED, 18, 12, 8, 6, 4, MIN_CANDIDATES, MIN_CANDIDATES]
@@ -175,14 +172,14 @@ async def test_timeouts_shrink_the_next_calls_to_the_minimum() -> None:
 
 
 async def test_fewer_hits_than_configured_is_not_a_shrink() -> None:
-    reranker = SimulatedReranker(FakeClock(), ms_per_passage=1.0)
+    reranker = SimulatedReranker(ManualClock(50.0), ms_per_passage=1.0)
     _, outcome = await rerank(step(reranker), hits=HITS[:5])
     assert outcome.code == RerankCode.RERANKED and outcome.candidates == 5
 
 
 @pytest.mark.parametrize("times_out", [False, True])
 async def test_the_gateway_reads_the_same_code_from_a_sized_outcome(times_out: bool) -> None:
-    reranker = SimulatedReranker(FakeClock(), ms_per_passage=20.0, times_out=times_out)
+    reranker = SimulatedReranker(ManualClock(50.0), ms_per_passage=20.0, times_out=times_out)
     _, outcome = await rerank(step(reranker, CandidateSizer(prior_ms=20.0)), left_ms=100.0)
     proto = outcome_proto(outcome)
     expected = ReasonCode.RERANKER_TIMEOUT if times_out else ReasonCode.RERANKER_PARTIAL
