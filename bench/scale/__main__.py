@@ -32,6 +32,7 @@ from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
 from bench.scale.measure import SCALE_MODEL, hnsw_recall, measure_serving
 from bench.scale.source import SourceCorpus, load_source
+from services.storage.base import SearchEf
 
 SIZES = (10_000, 100_000, 1_000_000)
 RESULTS_FILE = RESULTS_DIR / "scale.json"
@@ -95,7 +96,7 @@ def measure_size(
                 source.query_vectors,
                 build.generation,
                 corpus.filter_scope,
-                search_ef=ef,
+                search_ef=SearchEf(ef, growth=0),
             )
             for ef in args.recall_ef
         }

@@ -19,7 +19,7 @@ from bench.common.retrieve_loop import LoadResult, run_load
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.models import ScopeFilter
 from services.embedding.config import MULTILINGUAL_MODEL
-from services.storage.base import DEFAULT_SEARCH_EF, hnsw_ef
+from services.storage.base import DEFAULT_VECTOR_SEARCH, SearchEf
 from services.storage.embedded.qdrant_edge import edge_filter
 
 CONCURRENCY = (1, 16)
@@ -108,7 +108,7 @@ def hnsw_recall(
     query_vectors: np.ndarray,
     generation: int,
     filter_scope: str,
-    search_ef: int = DEFAULT_SEARCH_EF,
+    search_ef: SearchEf = DEFAULT_VECTOR_SEARCH,
 ) -> dict[str, float]:
     """Recall@10 of the vector channel's search (limit and `hnsw_ef` as the
     Retriever's vector store asks) against exact search, with the visibility
@@ -129,10 +129,11 @@ def hnsw_recall(
 
 
 def _recall(
-    shard: qe.EdgeShard, query_vectors: np.ndarray, scope: ScopeFilter, search_ef: int
+    shard: qe.EdgeShard, query_vectors: np.ndarray, scope: ScopeFilter, search_ef: SearchEf
 ) -> float:
     found = []
-    approximate = qe.SearchParams(hnsw_ef=hnsw_ef(search_ef, CANDIDATES))
+    ef = search_ef.candidates(CANDIDATES, shard.info().points_count)
+    approximate = qe.SearchParams(hnsw_ef=ef)
     for vector in query_vectors:
         hnsw = _top_ids(shard, vector, scope, CANDIDATES, approximate)[:RECALL_AT]
         exact = _top_ids(shard, vector, scope, RECALL_AT, qe.SearchParams(exact=True))

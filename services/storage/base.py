@@ -25,6 +25,7 @@ deadline (a write's): the store's own timeout alone. Audits (`scan`, `ping`,
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -81,9 +82,53 @@ def search_budget_s(store: str, deadline: Deadline, cap_s: float = math.inf) -> 
     return call_budget_s(store, deadline, cap_s, "a search")
 
 
-def hnsw_ef(configured: int, limit: int) -> int:
-    """The `hnsw_ef` one search asks for: the configured floor, or 2 x limit."""
-    return max(configured, 2 * limit)
+# HNSW's recall at a fixed `hnsw_ef` falls as its graph grows: with
+# multilingual-e5-small's vectors, recall@10 against exact search at ef 256 was
+# 0.996 at 10k points, 0.980 at 100k, 0.959 at 300k and 0.933 at 1M
+# (bench/results/notes/scale_multilingual.md). So the candidates a search asks
+# for grow with the points above EF_GROWS_ABOVE, as (points / EF_GROWS_ABOVE)
+# ** growth; smaller indexes keep the configured floor.
+EF_GROWS_ABOVE = 100_000
+DEFAULT_EF_GROWTH = 0.6
+MAX_SEARCH_EF = 4096
+
+
+@dataclass(frozen=True)
+class SearchEf:
+    """How many HNSW candidates a vector search asks for (Qdrant's `hnsw_ef`,
+    pgvector's `ef_search`): `floor` (RAG_VECTOR_SEARCH_EF) up to `grows_above`
+    points, grown by `growth` (RAG_VECTOR_SEARCH_EF_GROWTH; 0: fixed) above,
+    never under 2 x the search's limit, at most MAX_SEARCH_EF."""
+
+    floor: int = DEFAULT_SEARCH_EF
+    growth: float = DEFAULT_EF_GROWTH
+    grows_above: int = EF_GROWS_ABOVE
+
+    def candidates(self, limit: int, points: int = 0) -> int:
+        """The ef of one search of `limit` hits over a store of `points`."""
+        grown = self.floor * max(1.0, points / self.grows_above) ** self.growth
+        return min(max(math.ceil(grown), 2 * limit), MAX_SEARCH_EF)
+
+
+DEFAULT_VECTOR_SEARCH = SearchEf()
+
+
+class PointCount:
+    """A store's number of points, read again at most every `ttl_s`: a search
+    sizes its candidates by it (`SearchEf`), and reading it on every search
+    would cost more than the answer needs (Qdrant Edge: ~0.1 ms). A count that
+    is a few seconds old moves the ef by a fraction of a percent."""
+
+    def __init__(self, ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl_s, self._clock = ttl_s, clock
+        self._points, self._read_at = 0, -math.inf
+
+    def get(self, read: Callable[[], int]) -> int:
+        """The kept count, or `read()` once the kept one is older than the TTL."""
+        now = self._clock()
+        if now - self._read_at >= self._ttl_s:
+            self._points, self._read_at = max(read(), 0), now
+        return self._points
 
 
 # The name of a chunk's second vector (the cross-lingual model's,

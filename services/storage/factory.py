@@ -49,7 +49,7 @@ def open_stores(
             settings.data_dir,
             dim,
             settings.lexical_field_boosts,
-            vector_search_ef=settings.vector_search_ef,
+            search_ef=settings.vector_search,
             analyzer=TextAnalyzer(settings.lexical_cjk),
             optimize_apart=settings.vector_optimize_apart,
             second_dim=second_dim,

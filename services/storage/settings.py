@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from services.core.analysis import CjkMode
 from services.core.environment import ENV_PREFIX, default_data_dir
 from services.core.errors import ConfigError
-from services.storage.base import DEFAULT_SEARCH_EF
+from services.storage.base import DEFAULT_EF_GROWTH, DEFAULT_SEARCH_EF, SearchEf
 
 
 class StoreMode(StrEnum):
@@ -142,8 +142,18 @@ class StoreSettings(BaseSettings):
         DEFAULT_SEARCH_EF,
         ge=16,
         le=4096,
-        description="HNSW candidates per vector search (Qdrant Edge and server), at least "
-        "2 x the limit (higher: closer to exact search, slower)",
+        description="HNSW candidates per vector search (Qdrant Edge and server, pgvector) "
+        "in an index of up to 100,000 chunks, at least 2 x the limit (higher: closer to exact "
+        "search, slower); larger embedded and PostgreSQL indexes ask for more "
+        "(RAG_VECTOR_SEARCH_EF_GROWTH)",
+    )
+    vector_search_ef_growth: float = Field(
+        DEFAULT_EF_GROWTH,
+        ge=0,
+        le=1,
+        description="How RAG_VECTOR_SEARCH_EF grows with an index above 100,000 chunks: "
+        "x (chunks / 100,000) ** growth, at most 4096 (0: fixed). HNSW's recall at a fixed ef "
+        "falls as the graph grows (docs/retrieval.md)",
     )
     lexical_title_boost: float = Field(
         2.0, gt=0, le=100, description="BM25 weight of a chunk's title (query time)"
@@ -161,6 +171,10 @@ class StoreSettings(BaseSettings):
         "| bigrams (overlapping character pairs). Japanese and Korean are always bigrams. "
         "Recorded in the index; changing it needs a re-index",
     )
+
+    @property
+    def vector_search(self) -> SearchEf:
+        return SearchEf(self.vector_search_ef, self.vector_search_ef_growth)
 
     @property
     def lexical_field_boosts(self) -> dict[str, float]:

@@ -36,15 +36,16 @@ from services.core.deadline import Deadline
 from services.core.errors import ConfigError, StoreError, StoreUnavailable
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import (
-    DEFAULT_SEARCH_EF,
+    DEFAULT_VECTOR_SEARCH,
     SCAN_BATCH,
     SECOND_VECTOR,
+    PointCount,
     SearchAsBatch,
+    SearchEf,
     VectorQuery,
     call_budget_s,
     check_using,
     check_vector_counts,
-    hnsw_ef,
     ranked,
     search_budget_s,
 )
@@ -144,7 +145,7 @@ class EdgeVectorStore(SearchAsBatch):
         dim: int,
         *,
         name: str = "qdrant-edge",
-        search_ef: int = DEFAULT_SEARCH_EF,
+        search_ef: SearchEf = DEFAULT_VECTOR_SEARCH,
         optimize_apart: bool = True,
         second_dim: int = 0,
     ) -> None:
@@ -156,6 +157,7 @@ class EdgeVectorStore(SearchAsBatch):
         self.name = name
         self.dim, self.second_dim = dim, second_dim
         self.search_ef = search_ef
+        self._points = PointCount()
         self._path = Path(path)
         self.optimize_apart = optimize_apart
         self._write_lock = threading.Lock()
@@ -264,8 +266,9 @@ class EdgeVectorStore(SearchAsBatch):
         results: list[list[ScoredChunk]] = [[] for _ in queries]
         if not wanted:
             return results
-        batch = qe.QueryBatchRequest([self._request(queries[i]) for i in wanted])
         with store_errors(self.name, "search"), self._reading() as shard:
+            size = self._points.get(lambda: shard.info().points_count)
+            batch = qe.QueryBatchRequest([self._request(queries[i], size) for i in wanted])
             answers = shard.query_batch(batch)  # one pass over the segments
         for i, points in zip(wanted, answers, strict=True):
             results[i] = ranked(
@@ -273,7 +276,7 @@ class EdgeVectorStore(SearchAsBatch):
             )
         return results
 
-    def _request(self, query: VectorQuery) -> qe.QueryRequest:
+    def _request(self, query: VectorQuery, size: int) -> qe.QueryRequest:
         check_using(self.name, self.second_dim, query.using)
         return qe.QueryRequest(
             limit=query.limit,
@@ -284,7 +287,7 @@ class EdgeVectorStore(SearchAsBatch):
             # a second phase would add a lookup per request.
             with_payload=True,
             # HNSW candidates: ignored by plain segments, which search exactly.
-            params=qe.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
+            params=qe.SearchParams(hnsw_ef=self.search_ef.candidates(query.limit, size)),
         )
 
     def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:

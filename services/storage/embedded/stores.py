@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from services.core.analysis import TextAnalyzer
-from services.storage.base import DEFAULT_SEARCH_EF
+from services.storage.base import DEFAULT_VECTOR_SEARCH, SearchEf
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from services.storage.lexical_fields import FIELD_BOOSTS
@@ -20,7 +20,7 @@ def open_embedded_stores(
     dim: int,
     field_boosts: Mapping[str, float] = FIELD_BOOSTS,
     *,
-    vector_search_ef: int = DEFAULT_SEARCH_EF,
+    search_ef: SearchEf = DEFAULT_VECTOR_SEARCH,
     analyzer: TextAnalyzer | None = None,
     optimize_apart: bool = True,
     second_dim: int = 0,
@@ -30,7 +30,7 @@ def open_embedded_stores(
     vectors = EdgeVectorStore(
         Path(data_dir) / VECTOR_SUBDIR,
         dim,
-        search_ef=vector_search_ef,
+        search_ef=search_ef,
         optimize_apart=optimize_apart,
         second_dim=second_dim,
     )

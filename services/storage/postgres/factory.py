@@ -42,7 +42,7 @@ def open_postgres_stores(
         url,
         settings.postgres_schema,
         dim,
-        search_ef=settings.vector_search_ef,
+        search_ef=settings.vector_search,
         pool_size=settings.postgres_pool_size,
         timeout_s=settings.postgres_timeout_s,
         run=run,

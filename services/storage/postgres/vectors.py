@@ -10,7 +10,8 @@ Search: the filter is a WHERE clause on the same statement, and pgvector's
 iterative index scan (`hnsw.iterative_scan = strict_order`, pgvector 0.8)
 keeps walking the graph until `limit` rows pass it, so a narrow scope still
 fills its page (without it HNSW returns `ef_search` candidates and the
-filter then drops most of them). `hnsw.ef_search` follows `base.hnsw_ef`.
+filter then drops most of them). `hnsw.ef_search` follows `base.SearchEf`,
+sized by the table's row estimate (`pg_class.reltuples`, kept by ANALYZE).
 The index orders by distance alone; an outer query orders equal scores by
 chunk_id, like the other stores.
 
@@ -35,14 +36,15 @@ from services.core.deadline import Deadline
 from services.core.errors import StoreError
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import (
-    DEFAULT_SEARCH_EF,
+    DEFAULT_VECTOR_SEARCH,
     SCAN_BATCH,
     SECOND_VECTOR,
+    PointCount,
     SearchAsBatch,
+    SearchEf,
     VectorQuery,
     check_using,
     check_vector_counts,
-    hnsw_ef,
     search_budget_s,
 )
 from services.storage.payload import metadata_terms
@@ -106,7 +108,7 @@ def upsert_statement(table: sql.Identifier, second: bool = False) -> sql.Compose
 
 
 _VECTOR = sql.SQL("%s::float4[]::vector")
-MAX_EF_SEARCH = 1000  # pgvector's upper bound
+PGVECTOR_MAX_EF = 1000  # pgvector's upper bound
 # Transaction-local (set_config(..., true)), in one round trip: the HNSW
 # candidate list, iterative scans, and whether the planner may scan and sort
 # (on: an exact search; off: through the index, see EXACT_BELOW).
@@ -130,6 +132,10 @@ ROWS_IN_SCOPE = "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {where} LIMIT
 # return the scope's nearest rows. A commit moves the scope's
 # visible_generation, which is part of the key, so it is counted again then.
 PATH_TTL_S = 5.0
+ROW_ESTIMATE = (
+    "SELECT c.reltuples::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relname = 'vectors'"
+)
 PATH_CACHE_SIZE = 1024
 # Tables whose statistics a run left stale: more than a tenth of the rows (at
 # least 1,000) changed since the last ANALYZE (autovacuum's rule, sooner).
@@ -163,7 +169,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
     name = "postgres-vectors"
 
     def __init__(
-        self, url: str, schema: str, dim: int, *, search_ef: int = DEFAULT_SEARCH_EF,
+        self, url: str, schema: str, dim: int, *, search_ef: SearchEf = DEFAULT_VECTOR_SEARCH,
         pool_size: int = 8, timeout_s: float = 5.0, run: RunConnection | None = None,
         second_dim: int = 0,
     ) -> None:  # fmt: skip
@@ -174,6 +180,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         self.dim, self.second_dim = dim, second_dim
         self.schema = schema
         self.search_ef = search_ef
+        self._rows = PointCount()
         self._table = sql.Identifier(schema, "vectors")
         self._paths: dict[ScopeFilter, tuple[bool, float]] = {}  # scope -> (exact, when)
         super().__init__(url, pool_size, timeout_s, run, self._set_up)
@@ -261,11 +268,17 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         check_using(self.name, self.second_dim, query.using)
         statement, params = search_statement(self._table, query.scope, query.using)
         probe = [float(x) for x in query.vector]
-        ef = min(hnsw_ef(self.search_ef, query.limit), MAX_EF_SEARCH)
+        points = self._rows.get(lambda: self._row_estimate(conn))
+        ef = min(self.search_ef.candidates(query.limit, points), PGVECTOR_MAX_EF)
         planner = "on" if self._few_rows_in(conn, query.scope) else "off"
         conn.execute(SEARCH_SETTINGS, (str(ef), planner, planner))
         rows = conn.execute(statement, [probe, *params, probe, query.limit]).fetchall()
         return [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
+
+    def _row_estimate(self, conn: psycopg.Connection[Any]) -> int:
+        """The planner's row count of the table (-1 before its first ANALYZE)."""
+        row = conn.execute(ROW_ESTIMATE, (self.schema,)).fetchone()
+        return int(row[0]) if row is not None else 0
 
     def _few_rows_in(self, conn: psycopg.Connection[Any], scope: ScopeFilter) -> bool:
         """Fewer than EXACT_BELOW rows in `scope`: counted at most once per

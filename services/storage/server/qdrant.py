@@ -31,13 +31,13 @@ from services.core.deadline import Deadline
 from services.core.errors import StoreError, StoreUnavailable
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import (
-    DEFAULT_SEARCH_EF,
+    DEFAULT_VECTOR_SEARCH,
     SCAN_BATCH,
+    SearchEf,
     VectorQuery,
     call_budget_s,
     check_using,
     check_vector_counts,
-    hnsw_ef,
     ranked,
     unrequested_deadline,
 )
@@ -139,9 +139,11 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         write_attempts: int = 4,
         shards: int = 1,
         replication_factor: int = 1,
-        search_ef: int = DEFAULT_SEARCH_EF,
+        search_ef: SearchEf = DEFAULT_VECTOR_SEARCH,
     ) -> None:
         self.client = client
+        # The floor only: the collection's size is a round trip away, and a
+        # cluster's operator sizes `hnsw_ef` for it (RAG_VECTOR_SEARCH_EF).
         self.search_ef = search_ef
         self._closed = False
         self.collection = collection
@@ -172,7 +174,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             timeout_s=settings.qdrant_timeout_s,
             shards=settings.qdrant_shards,
             replication_factor=settings.qdrant_replication_factor,
-            search_ef=settings.vector_search_ef,
+            search_ef=settings.vector_search,
         )
 
     # -- writes ---------------------------------------------------------------
@@ -268,7 +270,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             query=np.asarray(vector, dtype=np.float32).tolist(),
             query_filter=scope_to_filter(scope),
             limit=limit,
-            search_params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, limit)),
+            search_params=models.SearchParams(hnsw_ef=self.search_ef.candidates(limit)),
             with_payload=list(SEARCH_FIELDS),
             timeout=self._search_timeout(deadline),
         )
@@ -298,7 +300,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             query=np.asarray(query.vector, dtype=np.float32).tolist(),
             filter=scope_to_filter(query.scope),
             limit=query.limit,
-            params=models.SearchParams(hnsw_ef=hnsw_ef(self.search_ef, query.limit)),
+            params=models.SearchParams(hnsw_ef=self.search_ef.candidates(query.limit)),
             with_payload=list(SEARCH_FIELDS),
         )
 

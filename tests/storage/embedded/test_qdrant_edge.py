@@ -11,7 +11,7 @@ import qdrant_edge as qe
 
 from services.core.errors import ConfigError
 from services.core.models import ScopeFilter, ScoredChunk
-from services.storage.base import unrequested_deadline
+from services.storage.base import SearchEf, unrequested_deadline
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.point_ids import point_uuid
 from tests.storage.harness import DIM, make_chunk, searches_meanwhile, seeded_vector
@@ -170,3 +170,29 @@ def test_filterable_hnsw_links_are_built_for_the_scope_only(tmp_path: Path) -> N
         **dict.fromkeys(("chunk_id", "doc_id", "url", "locale", "meta", "generation"), False),
     }
     assert schema["scope_id"].params.is_tenant is True
+
+
+def test_a_search_asks_for_candidates_by_the_shard_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shard's point count sizes `hnsw_ef` (SearchEf). A spy, not a fake:
+    it records the parameters the store builds and passes them on."""
+    asked: list[int] = []
+    search_params = qe.SearchParams
+
+    def recorded(**kwargs: int) -> qe.SearchParams:
+        asked.append(kwargs["hnsw_ef"])
+        return search_params(**kwargs)
+
+    search_ef = SearchEf(floor=16, growth=1.0, grows_above=2)
+    store = EdgeVectorStore(tmp_path / "vectors", DIM, search_ef=search_ef)
+    try:
+        chunks = [make_chunk(f"doc-{i}") for i in range(6)]
+        vectors = [seeded_vector(chunk.doc_id) for chunk in chunks]
+        store.upsert(chunks, vectors, deadline=unrequested_deadline())
+        monkeypatch.setattr(qe, "SearchParams", recorded)
+        hits = store.search(vectors[3], 5, ScopeFilter(), unrequested_deadline())
+        assert hits[0].chunk.doc_id == "doc-3"
+        assert asked == [48]  # 16 x (6 points / 2) ** 1.0
+    finally:
+        store.close()

@@ -23,11 +23,12 @@ from psycopg import sql
 
 from services.core.analysis import QueryPlan, TextAnalyzer
 from services.core.models import ScopeFilter
-from services.storage.base import unrequested_deadline
+from services.storage.base import SearchEf, unrequested_deadline
 from services.storage.postgres.bm25 import search_statement as bm25_statement
 from services.storage.postgres.lexical import PostgresLexicalStore
 from services.storage.postgres.vectors import (
     EXACT_BELOW,
+    ROW_ESTIMATE,
     SEARCH_SETTINGS,
     PostgresVectorStore,
     search_statement,
@@ -347,21 +348,50 @@ def test_a_vector_search_sets_its_scan_then_runs_one_statement(
         # The statement time: the store's own 5 s (no deadline given), in ms.
         assert trace.statements[0] == "SELECT set_config('statement_timeout', %s, true)"
         assert trace.params[0] == ("5000",)
+        # The table's size, which sizes the candidates (read once per 10 s).
+        assert trace.statements[1] == " ".join(ROW_ESTIMATE.split())
+        assert trace.params[1] == ("t_trace_v",)
         # One row in scope: searched exactly, as the planner plans it.
-        assert trace.statements[1].startswith("SELECT count(*) FROM (SELECT 1 FROM")
-        assert trace.statements[1].endswith("LIMIT 2000) AS few")
-        assert trace.statements[2] == (
+        assert trace.statements[2].startswith("SELECT count(*) FROM (SELECT 1 FROM")
+        assert trace.statements[2].endswith("LIMIT 2000) AS few")
+        assert trace.statements[3] == (
             "SELECT set_config('hnsw.ef_search', %s, true), "
             "set_config('hnsw.iterative_scan', 'strict_order', true), "
             "set_config('enable_seqscan', %s, true), set_config('enable_sort', %s, true)"
         )
         # ef 2 x 600, capped at pgvector's 1000; the planner free (exact).
-        assert trace.params[2] == ("1000", "on", "on")
-        assert trace.statements[3].startswith("SELECT * FROM (SELECT")
-        assert len(trace.statements) == 4
+        assert trace.params[3] == ("1000", "on", "on")
+        assert trace.statements[4].startswith("SELECT * FROM (SELECT")
+        assert len(trace.statements) == 5
     finally:
         store.close()
         drop_schema(postgres.url, "t_trace_v")
+
+
+def test_a_table_the_planner_counts_large_is_searched_with_more_candidates(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    search_ef = SearchEf(floor=64, growth=0.6, grows_above=100_000)
+    store = PostgresVectorStore(postgres.url, "t_ef_v", 8, pool_size=1, search_ef=search_ef)
+    try:
+        store.upsert(
+            [make_chunk("doc-1")], [seeded_vector("doc-1")], deadline=unrequested_deadline()
+        )
+        # The planner's estimate, as ANALYZE would leave it for a million rows.
+        with psycopg.connect(postgres.url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE pg_class SET reltuples = 1000000 WHERE oid = 't_ef_v.vectors'::regclass"
+            )
+        trace = Trace(monkeypatch)
+        hits = store.search(seeded_vector("doc-1"), 10, ScopeFilter(), unrequested_deadline())
+        assert [hit.chunk.doc_id for hit in hits] == ["doc-1"]
+        ef_setting = trace.statements.index(
+            next(s for s in trace.statements if "hnsw.ef_search" in s)
+        )
+        assert trace.params[ef_setting][0] == "255"  # 64 x 10 ** 0.6, rounded up
+    finally:
+        store.close()
+        drop_schema(postgres.url, "t_ef_v")
 
 
 def _eventually_true(check: Any, within_s: float = 10.0) -> bool:
