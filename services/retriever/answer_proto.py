@@ -7,6 +7,7 @@ from services.core.translation_links import TRANSLATIONS_KEY, decode_translation
 from services.retriever.channels import ChannelStatus
 from services.retriever.request_proto import CHANNELS_TO_PROTO, INTENTS_TO_PROTO
 from services.retriever.requests import RetrievalResult
+from services.retriever.reranking import RerankOutcome
 from services.retriever.types import FusedHit
 from services.storage.visibility import ReleaseVerdict
 
@@ -16,6 +17,18 @@ _STATUSES = {
     ChannelStatus.TIMEOUT: pb.CHANNEL_STATUS_TIMEOUT,
     ChannelStatus.SKIPPED: pb.CHANNEL_STATUS_SKIPPED,
 }
+
+
+def rerank_outcome_to_proto(r: RerankOutcome) -> pb.RerankOutcome:
+    return pb.RerankOutcome(
+        used=r.used,
+        fallback=r.fallback,
+        reason=r.reason,
+        candidates=r.candidates,
+        reranked=r.reranked,
+        model=r.model,
+        latency_ms=r.latency_ms,
+    )
 
 
 def hit_to_proto(hit: FusedHit, rank: int) -> pb.Hit:
@@ -78,15 +91,7 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
         hits=[hit_to_proto(h, i) for i, h in enumerate(result.hits, start=result.hits_before + 1)],
         intent=INTENTS_TO_PROTO[result.intent],
         page_status=page_status,
-        rerank=pb.RerankOutcome(
-            used=r.used,
-            fallback=r.fallback,
-            reason=r.reason,
-            candidates=r.candidates,
-            reranked=r.reranked,
-            model=r.model,
-            latency_ms=r.latency_ms,
-        ),
+        rerank=rerank_outcome_to_proto(r),
         degraded=[pb.Degradation(component=c, reason=why) for c, why in result.degraded],
         message=result.message,
         timings=[pb.StageTiming(stage=s, ms=ms) for s, ms in result.timings],

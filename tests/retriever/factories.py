@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.models import ScoredChunk, StoredChunk
+from services.retriever.answer_proto import rerank_outcome_to_proto
 from services.retriever.reranking import RerankOutcome
 from services.retriever.types import Channel, ChannelRank, FusedHit
 
@@ -63,11 +64,5 @@ def hit(
 
 
 def outcome_proto(outcome: RerankOutcome) -> rpb.RerankOutcome:
-    """The fields of a rerank outcome the gateway reads its reason code from."""
-    return rpb.RerankOutcome(
-        used=outcome.used,
-        fallback=outcome.fallback,
-        reason=outcome.reason,
-        reranked=outcome.reranked,
-        candidates=outcome.candidates,
-    )
+    """A rerank outcome as the Retriever answers it (the gateway reads its reason code)."""
+    return rerank_outcome_to_proto(outcome)
