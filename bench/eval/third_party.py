@@ -18,8 +18,14 @@ hybrid + rerank. Scored at document level (top 10, one chunk per document):
 hit@1, top 3, MRR@10, nDCG@10, per split; the test split is the figure of
 record (the train split is for fitting rules and weights).
 
+`--renderings text` indexes the same pages, but each that has a plain-text
+source beside its HTML (the Python reference's reST, git's AsciiDoc) as that
+source, under the HTML page's id so the judgments hold: the questions over
+documentation as its sources are written.
+
     python -m bench.eval.third_party
     python -m bench.eval.third_party --no-rerank --env RAG_FUSION=dbsf --out /tmp/x
+    python -m bench.eval.third_party --renderings text --no-rerank --out /tmp/text
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +60,7 @@ from bench.eval.third_party_data import (
     qrels,
     read_queries,
     staged_subset,
+    text_source,
 )
 from bench.reports.page import write_report
 from bench.reports.targets import THIRD_PARTY_HIT1
@@ -89,6 +96,7 @@ class Options:
     data_dir: Path
     stage_dir: Path
     log_dir: Path
+    renderings: str = "as-found"  # or "text": plain-text sources in place of their HTML
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         # RAG_* variables of the calling shell reach the stack too: recorded, not hidden.
         "inherited_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("RAG_")},
         "selection": selection,
+        "renderings": opts.renderings,
         "index": index,
         "request": {"top_k": TOP_K, "max_chunks_per_document": 1, "scope_id": SCOPE},
         "queries": {split: sum(q.split == split for q in queries) for split in SPLITS},
@@ -131,6 +140,12 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument("--rerank-model", default=DEFAULT_RERANK_MODEL)
     p.add_argument("--no-rerank", action="store_true", help="measure without a Reranker")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--renderings",
+        choices=("as-found", "text"),
+        default="as-found",
+        help="text: index reST / AsciiDoc sources in place of their HTML (same doc ids)",
+    )
     p.add_argument("--out", type=Path, help="results folder (default bench/results)")
     p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
     p.add_argument(
@@ -141,6 +156,7 @@ def parse_args(argv: list[str]) -> Options:
     args = p.parse_args(argv)
     env = parse_env(args.env, p)
     out_dir = args.out or RESULTS_DIR
+    text = "-text" if args.renderings == "text" else ""
     return Options(
         queries_path=args.queries,
         pages=args.pages,
@@ -149,9 +165,10 @@ def parse_args(argv: list[str]) -> Options:
         out_dir=out_dir,
         docs_path=args.docs
         or (BENCHMARKS_MD if out_dir == RESULTS_DIR else out_dir / "benchmarks.md"),
-        data_dir=args.data_dir or index_dir(EVAL_DATA, f"third-party-{args.pages}", env),
-        stage_dir=SCRATCH_DIR / "third-party-pages",
+        data_dir=args.data_dir or index_dir(EVAL_DATA, f"third-party-{args.pages}{text}", env),
+        stage_dir=SCRATCH_DIR / f"third-party-pages{text}",
         log_dir=SCRATCH_DIR / "logs" / "third-party",
+        renderings=args.renderings,
     )
 
 
@@ -168,16 +185,25 @@ def load_selection(opts: Options, queries: list[DocQuery]) -> tuple[list[Documen
         raise SystemExit(f"judged pages not in the staged corpus: {', '.join(missing)}")
     count = max(opts.pages - len(judged), 0)
     others = distractors(root, candidates, set(judged), count, MAX_DISTRACTOR_BYTES)
-    stage = staged_subset(root, [*judged, *others], opts.stage_dir)
+    chosen = [*judged, *others]
+    # --renderings text: each page's text source, loaded as such, keeps the page's id.
+    texts = [(p, text_source(root, p)) for p in chosen] if opts.renderings == "text" else []
+    source_of = {page: source for page, source in texts if source is not None}
+    page_of = {source: page for page, source in source_of.items()}
+    stage = staged_subset(root, [source_of.get(p, p) for p in chosen], opts.stage_dir)
     documents, unreadable = [], []
     for item in load_directory(stage, scope_id=SCOPE, base_url=BASE_URL):
         if isinstance(item, LoadError):
             unreadable.append(f"{item.source}: {item.reason}")
+        elif item.doc_id in page_of:
+            page = page_of[item.doc_id]
+            documents.append(replace(item, doc_id=page, url=BASE_URL + page))
         else:
             documents.append(item)
     selection = {
         "corpus": "scripts/fetch_doc_corpus.py (pages staged outside the clone)",
         "judged_pages": len(judged),
+        "text_sources": len(source_of),
         "distractor_pages": len(others),
         "max_distractor_bytes": MAX_DISTRACTOR_BYTES,
         "pages_by_source": _by_source(doc.doc_id for doc in documents),

@@ -98,6 +98,19 @@ def one_rendering(relpaths: Iterable[str]) -> list[str]:
     return sorted(kept)
 
 
+def text_source(pages_root: Path, doc_id: str) -> str | None:
+    """The page's plain-text source beside its HTML, if the corpus has one:
+    the Python reference's reST (`_sources/<page>.rst.txt`), git's AsciiDoc
+    (`<page>.txt`)."""
+    if doc_id.startswith("python3-doc/") and doc_id.endswith(".html"):
+        source = "python3-doc/_sources/" + doc_id.removeprefix("python3-doc/")[:-5] + ".rst.txt"
+    elif doc_id.startswith("git-doc/") and doc_id.endswith(".html"):
+        source = doc_id[:-5] + ".txt"
+    else:
+        return None
+    return source if (pages_root / source).is_file() else None
+
+
 def distractors(
     pages_root: Path, candidates: Sequence[str], judged: set[str], count: int, max_bytes: int
 ) -> list[str]:

@@ -10,6 +10,7 @@ reduced to what a reader sees (`markup.markdown_text`) when the Indexer's
 from __future__ import annotations
 
 from services.core.models import ContentType, Document
+from services.indexer.heading_syntax import TextSyntax
 from services.indexer.markup.html_markdown import html_to_markdown
 from services.indexer.markup.markdown_text import clean_markdown
 
@@ -24,3 +25,8 @@ def normalize_body(doc: Document, *, clean: bool = True) -> str:
         return html_to_markdown(doc.text)[1]
     text = normalize_newlines(doc.text)
     return clean_markdown(text) if clean and doc.content_type is ContentType.MARKDOWN else text
+
+
+def body_syntax(doc: Document) -> TextSyntax:
+    """How the normalised body marks its titles: HTML arrives as Markdown."""
+    return TextSyntax.PLAIN if doc.content_type is ContentType.TEXT else TextSyntax.MARKDOWN

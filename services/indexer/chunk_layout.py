@@ -11,6 +11,8 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
+from services.indexer.heading_syntax import SpannedTitles, TextSyntax
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -47,11 +49,14 @@ class Layout:
     """Headings, paragraphs, fences and tables of one text, with the lookups
     the chunker's rules ask for."""
 
-    def __init__(self, text: str, max_chars: int) -> None:
+    def __init__(self, text: str, max_chars: int, syntax: TextSyntax = TextSyntax.MARKDOWN) -> None:
         self.text = text
+        self._titles = SpannedTitles(syntax)
         self.content_end = len(text.rstrip())
         self.line_starts: list[int] = []
         self.headings: list[Heading] = []
+        # Where every line of a heading starts (an underlined title has two or three).
+        self.heading_lines: set[int] = set()
         self.paragraph_starts: list[int] = []
         self.blocks: list[Block] = []
         # For each heading: where the first line after it that is not a
@@ -76,9 +81,15 @@ class Layout:
         offset, table_start, after_blank = 0, -1, False
         fence: tuple[str, int] | None = None  # (opening marker, block start)
         pending_headings = 0  # headings still waiting for their content
-        for line in self.text.split("\n"):
+        title_lines_left = 0  # lines of an underlined title still to pass
+        lines = self.text.split("\n")
+        for index, line in enumerate(lines):
             start, offset = offset, offset + len(line) + 1
             self.line_starts.append(start)
+            if title_lines_left:
+                title_lines_left -= 1
+                self.heading_lines.add(start)
+                continue
             if fence is not None:
                 if line.strip():
                     self.last_content_end = start + len(line.rstrip())
@@ -95,11 +106,13 @@ class Layout:
                 continue
             if after_blank:
                 self.paragraph_starts.append(start)
+            starts_block = after_blank or index == 0 or pending_headings > 0
             after_blank = False
-            heading = None if is_row else _ATX_HEADING.match(line)
-            if heading is not None and not _FENCE_OPEN.match(line):
-                title = (heading.group(2) or "").strip()
-                self.headings.append(Heading(start, len(heading.group(1)), title))
+            heading = self._heading_at(lines, index, start, starts_block and not is_row)
+            if heading is not None:
+                self.headings.append(heading[0])
+                self.heading_lines.add(start)
+                title_lines_left = heading[1] - 1
                 pending_headings += 1
                 continue
             self.heading_content.extend([start] * pending_headings)
@@ -115,6 +128,23 @@ class Layout:
             self._add_block(fence[1], len(self.text))
         elif table_start >= 0:
             self._add_table(table_start, len(self.text))
+
+    def _heading_at(
+        self, lines: list[str], index: int, start: int, may_span: bool
+    ) -> tuple[Heading, int] | None:
+        """The heading starting at line `index` and how many lines it takes:
+        an ATX heading anywhere outside code and tables; an underlined title
+        (`heading_syntax`) only where a block starts (`may_span`)."""
+        line = lines[index]
+        if _FENCE_OPEN.match(line) or line.lstrip().startswith("|"):
+            return None
+        atx = _ATX_HEADING.match(line)
+        if atx is not None:
+            return Heading(start, len(atx.group(1)), (atx.group(2) or "").strip()), 1
+        spanned = self._titles.at(lines, index) if may_span else None
+        if spanned is None:
+            return None
+        return Heading(start, spanned.level, spanned.title), spanned.lines
 
     def _add_block(self, start: int, end: int) -> None:
         # A block at the very end stops where the text's content does: the

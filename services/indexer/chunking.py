@@ -25,8 +25,10 @@ third-party documentation by tests/indexer/corpus):
   for a repeated table header), without surrounding whitespace.
 
 Decisions worth knowing:
-- Only ATX headings (``# Title``) are recognised; ``#`` lines inside code
-  fences are code. Setext headings (underlined) are treated as paragraphs.
+- Headings are ATX (``# Title``) in every body, and titles written over two
+  or three lines by the body's syntax (`heading_syntax`): Markdown's setext
+  headings; reST and AsciiDoc titles in plain text. ``#`` lines inside code
+  fences are code.
 - No overlap is carried across a heading: a chunk that reaches a heading is
   followed by one that starts at it. Overlap is shortened (or dropped) when a
   fitting block begins just after the cut, so the next chunk can hold the
@@ -45,14 +47,19 @@ from dataclasses import asdict, dataclass
 
 from services.core.errors import ConfigError
 from services.indexer.chunk_layout import Heading, Layout, in_range
+from services.indexer.heading_syntax import TextSyntax
 from services.indexer.work_budget import WorkMeter
 
-__all__ = ["Chunker", "ChunkingParams", "Heading", "TextSpan", "iter_headings"]
+__all__ = ["Chunker", "ChunkingParams", "Heading", "TextSpan", "TextSyntax", "iter_headings"]
 
 # struct-v2: ends always move forward (struct-v1 could loop forever on a text
 # ending with a block between target and maximum), headings travel with their
 # content, a split table repeats its header.
-CHUNKER_VERSION = "struct-v2"
+# struct-v3: underlined titles are headings (setext in Markdown; reST and
+# AsciiDoc in plain text). The version is part of every document's content
+# hash, so the next run re-plans each document; only chunks whose text or
+# heading path changed are embedded again.
+CHUNKER_VERSION = "struct-v3"
 
 
 @dataclass(frozen=True)
@@ -106,9 +113,10 @@ class TextSpan:
     header: str = ""  # a split table's header rows, repeated; else ""
 
 
-def iter_headings(text: str) -> Iterator[Heading]:
-    """The ATX headings of a Markdown text, skipping `#` lines inside code fences."""
-    yield from Layout(text, max_chars=len(text)).headings
+def iter_headings(text: str, syntax: TextSyntax = TextSyntax.MARKDOWN) -> Iterator[Heading]:
+    """The headings of a text as `syntax` writes them, skipping `#` lines
+    inside code fences."""
+    yield from Layout(text, len(text), syntax).headings
 
 
 class Chunker:
@@ -121,9 +129,12 @@ class Chunker:
     def params(self) -> ChunkingParams:
         return self._params
 
-    def split(self, text: str, meter: WorkMeter | None = None) -> list[TextSpan]:
-        """The chunks of `text`; `meter` is ticked once per cut (see work_budget)."""
-        layout = Layout(text, self._params.max_chars)
+    def split(
+        self, text: str, meter: WorkMeter | None = None, syntax: TextSyntax = TextSyntax.MARKDOWN
+    ) -> list[TextSpan]:
+        """The chunks of `text`, its titles read as `syntax` writes them;
+        `meter` is ticked once per cut (see work_budget)."""
+        layout = Layout(text, self._params.max_chars, syntax)
         meter = meter if meter is not None else WorkMeter()
         spans: list[TextSpan] = []
         start, prev_end = 0, 0

@@ -25,8 +25,8 @@ from enum import StrEnum
 from services.core.deadline import Deadline
 from services.core.errors import InvalidArgument
 from services.core.models import Chunk, ChunkPayload, Document
-from services.indexer.body import normalize_body
-from services.indexer.chunking import Chunker, TextSpan
+from services.indexer.body import body_syntax, normalize_body
+from services.indexer.chunking import Chunker, TextSpan, TextSyntax
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
 from services.indexer.validation import DocumentLimits, validate_document
 from services.indexer.work_budget import WorkMeter
@@ -243,7 +243,7 @@ class Planner:
         if old and old.content_hash == doc_hash:
             if old.metadata_hash == meta_hash:
                 return DocumentPlan(doc.doc_id, doc.locale, DocState.UNCHANGED, entry=old)
-            spans = indexable_spans(self.chunker, body, meter)
+            spans = indexable_spans(self.chunker, body, meter, body_syntax(doc))
             # Unequal counts: the stored chunks were cut before markup-only
             # spans were dropped, so the document is re-chunked instead.
             if len(spans) == len(old.chunk_ids):
@@ -308,10 +308,16 @@ class Planner:
         )
 
 
-def indexable_spans(chunker: Chunker, body: str, meter: WorkMeter | None = None) -> list[TextSpan]:
+def indexable_spans(
+    chunker: Chunker,
+    body: str,
+    meter: WorkMeter | None = None,
+    syntax: TextSyntax = TextSyntax.MARKDOWN,
+) -> list[TextSpan]:
     """The chunker's spans that hold at least one letter or digit (any script:
     `str.isalnum`); a heading-only span keeps its words and stays."""
-    return [span for span in chunker.split(body, meter) if any(c.isalnum() for c in span.text)]
+    spans = chunker.split(body, meter, syntax)
+    return [span for span in spans if any(c.isalnum() for c in span.text)]
 
 
 def document_chunks(
@@ -326,7 +332,7 @@ def document_chunks(
     when the caller has it already; `clean`: as the Indexer's
     RAG_CLEAN_MARKDOWN, used when it has not; `meter`: see work_budget)."""
     text = normalize_body(doc, clean=clean) if body is None else body
-    spans = indexable_spans(chunker, text, meter)
+    spans = indexable_spans(chunker, text, meter, body_syntax(doc))
     return [
         Chunk(
             chunk_id=chunk_id(doc.locale, doc.doc_id, index),

@@ -29,7 +29,7 @@ from services.core.errors import NotFound
 from services.core.field_rules import without_hidden_characters
 from services.core.models import ContentType, Document
 from services.core.translation_links import encode_translations
-from services.indexer.chunking import iter_headings
+from services.indexer.chunking import TextSyntax, iter_headings
 from services.indexer.markup.front_matter import FrontMatter, read_front_matter
 from services.indexer.markup.html_markdown import html_to_markdown
 from services.indexer.markup.markdown_text import clean_markdown
@@ -158,7 +158,8 @@ def _body(page: _Page) -> _Body:
         # The H1 as a reader sees it: not a `#` line of the YAML, no comment in it.
         prose = clean_markdown(read_front_matter(page.text)[1])
         return _Body(page.front.title or _first_h1(prose), page.text, page.content_type, prose)
-    return _Body("", page.text, page.content_type, page.text)
+    # Plain text: reST and AsciiDoc sources name themselves in a top title.
+    return _Body(_first_h1(page.text, TextSyntax.PLAIN), page.text, page.content_type, page.text)
 
 
 def _read_page(file: SiteFile) -> _Page:
@@ -283,8 +284,8 @@ class _SiteLoad:
         return self.head_locale(page) or script_locale(prose) or self.default_locale
 
 
-def _first_h1(markdown: str) -> str:
-    return next((h.title for h in iter_headings(markdown) if h.level == 1 and h.title), "")
+def _first_h1(text: str, syntax: TextSyntax = TextSyntax.MARKDOWN) -> str:
+    return next((h.title for h in iter_headings(text, syntax) if h.level == 1 and h.title), "")
 
 
 def _one_line(title: str) -> str:

@@ -17,6 +17,11 @@ _SUFFIX_TYPES = {
     ".html": ContentType.HTML,
     ".htm": ContentType.HTML,
     ".txt": ContentType.TEXT,
+    # reStructuredText and AsciiDoc sources are read as plain text, whose
+    # titles the chunker reads in both (services.indexer.heading_syntax).
+    ".rst": ContentType.TEXT,
+    ".adoc": ContentType.TEXT,
+    ".asciidoc": ContentType.TEXT,
 }
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),

@@ -16,6 +16,7 @@ from bench.eval.third_party_data import (
     parse_query,
     read_queries,
     staged_subset,
+    text_source,
 )
 
 pytestmark = pytest.mark.unit
@@ -52,6 +53,18 @@ def test_queries_are_read_strictly() -> None:
         parse_query(record, "line 1")
     with pytest.raises(ValueError, match="no page judged relevant"):
         parse_query({**record, "split": "test", "relevant": {"git-doc/a.html": 0}}, "line 1")
+
+
+def test_text_source_is_the_rest_or_asciidoc_beside_the_html(tmp_path: Path) -> None:
+    for relpath in ("python3-doc/_sources/library/os.rst.txt", "git-doc/git-log.txt"):
+        (tmp_path / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relpath).write_text("Title\n=====\n")
+    assert text_source(tmp_path, "python3-doc/library/os.html") == (
+        "python3-doc/_sources/library/os.rst.txt"
+    )
+    assert text_source(tmp_path, "git-doc/git-log.html") == "git-doc/git-log.txt"
+    assert text_source(tmp_path, "git-doc/git-stash.html") is None  # no source staged
+    assert text_source(tmp_path, "npm-docs/docs/content/commands/npm-ci.md") is None
 
 
 def test_one_rendering_per_page_keeps_the_html_or_markdown_form() -> None:

@@ -42,9 +42,10 @@ _code_line = st.one_of(
     st.text(alphabet=_LETTERS + " =()[]{}:;.,#\t", max_size=120),
 )
 # Free text may hold any character except those that would open fences,
-# tables or headings, so the generator knows exactly where those are.
+# tables or headings (ATX or setext), so the generator knows exactly where
+# those are.
 _free_text = st.text(
-    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="`~|#"),
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="`~|#=-"),
     max_size=400,
 )
 _long_token = st.text(alphabet="abcdefXYZ0123456789", min_size=1, max_size=3000)
@@ -55,12 +56,13 @@ def _blocks(draw: st.DrawFn) -> tuple[str, str, int]:
     """One Markdown block as (kind, text, heading level or 0)."""
     kind = draw(st.sampled_from(["heading", "para", "para", "fence", "table", "long", "free"]))
     if kind == "heading":
+        title = " ".join(draw(st.lists(_word, min_size=1, max_size=4)))
+        if draw(st.booleans()):  # setext: a title over a line of = (level 1) or - (level 2)
+            level = draw(st.integers(1, 2))
+            underline = ("=" if level == 1 else "-") * draw(st.integers(2, 12))
+            return kind, title + "\n" + underline, level
         level = draw(st.integers(1, 6))
-        return (
-            kind,
-            "#" * level + " " + " ".join(draw(st.lists(_word, min_size=1, max_size=4))),
-            level,
-        )
+        return kind, "#" * level + " " + title, level
     if kind == "fence":
         marker = draw(st.sampled_from(["```", "~~~", "````"]))
         lines = draw(st.lists(_code_line, max_size=40))
@@ -81,6 +83,7 @@ class _Doc:
     text: str = ""
     atomic: list[tuple[int, int]] = field(default_factory=list)  # fences and tables
     headings: list[tuple[int, int, str]] = field(default_factory=list)  # offset, level, title
+    heading_ends: set[int] = field(default_factory=set)  # where each heading's lines end
 
 
 def _sized_block(kind: str, size: int) -> str:
@@ -121,7 +124,8 @@ def markdown_docs(draw: st.DrawFn) -> _Doc:
         if kind in ("fence", "table"):
             doc.atomic.append((offset, offset + len(text)))
         if kind == "heading":
-            doc.headings.append((offset, level, text.lstrip("#").strip()))
+            doc.headings.append((offset, level, text.split("\n")[0].lstrip("#").strip()))
+            doc.heading_ends.add(offset + len(text))
         parts.append(text)
         offset += len(text) + 2
     doc.text = "\n\n".join(parts) + draw(st.sampled_from(["", "\n", "\n\n", "  \n"]))
@@ -136,14 +140,12 @@ def _after_heading(doc: _Doc, start: int, end: int, params: ChunkingParams) -> b
     may be cut: the headings travel with its first lines instead. The run is
     every heading separated from the next only by blank lines, as the chunker
     keeps a heading with the heading that follows it."""
-    before = doc.text[:start].rstrip()
-    last_line = before[before.rfind("\n") + 1 :]
-    if not last_line.lstrip().startswith("#"):
+    if len(doc.text[:start].rstrip()) not in doc.heading_ends:
         return False
     run_start = start
     for offset, _, _ in reversed([h for h in doc.headings if h[0] < start]):
-        line_end = doc.text.find("\n", offset)
-        if doc.text[line_end if line_end >= 0 else offset : run_start].strip():
+        heading_end = min(end for end in doc.heading_ends if end > offset)
+        if doc.text[heading_end:run_start].strip():
             break
         run_start = offset
     return end - run_start > params.max_chars
@@ -172,6 +174,7 @@ _HEADING_RUN_BEFORE_FENCE = _Doc(
     text=_RUN_TEXT,
     atomic=[(0, 400), (444, 523)],
     headings=[(402, 6, "0"), (412, 6, "000000 0000000 00000000")],
+    heading_ends={410, 442},
 )
 
 
@@ -363,7 +366,7 @@ def test_params_describe_themselves() -> None:
         "target_chars": 500,
         "overlap_chars": 100,
         "max_slack_chars": 50,
-        "version": "struct-v2",
+        "version": "struct-v3",
         "max_chars": 550,
     }
 

@@ -10,7 +10,8 @@ import pytest
 
 from services.core.errors import InvalidArgument, NotFound
 from services.core.models import ContentType, Document
-from services.indexer.chunking import Chunker
+from services.indexer.chunking import Chunker, ChunkingParams
+from services.indexer.planning import document_chunks
 from services.sources.loaders import (
     LoadError,
     content_type_for_filename,
@@ -112,6 +113,9 @@ def test_normalize_body_by_content_type() -> None:
         ("dir/a.html", ContentType.HTML),
         ("a.htm", ContentType.HTML),
         ("a.txt", ContentType.TEXT),
+        ("guide.rst", ContentType.TEXT),
+        ("manual.adoc", ContentType.TEXT),
+        ("manual.asciidoc", ContentType.TEXT),
     ],
 )
 def test_content_type_from_suffix(name: str, expected: ContentType) -> None:
@@ -125,6 +129,21 @@ def test_unsupported_suffix_is_rejected(name: str) -> None:
 
 
 # ------------------------------------------------------------------ directories
+
+
+def test_rest_and_asciidoc_files_are_titled_and_chunked_by_their_sections(tmp_path: Path) -> None:
+    prose = "Words of prose that fill a section of the page. " * 6
+    (tmp_path / "install.rst").write_text(
+        f"==========\nInstalling\n==========\n\n{prose}\n\nFrom source\n-----------\n\n{prose}\n"
+    )
+    (tmp_path / "git-stash.adoc").write_text(f"git-stash(1)\n============\n\nNAME\n----\n{prose}\n")
+    docs = {d.doc_id: d for d in load_directory(tmp_path, scope_id="s") if isinstance(d, Document)}
+    assert docs["install.rst"].title == "Installing"
+    assert docs["git-stash.adoc"].title == "git-stash(1)"
+    chunks = document_chunks(
+        Chunker(ChunkingParams(target_chars=200, overlap_chars=50)), docs["install.rst"]
+    )
+    assert chunks[-1].heading_path == "Installing > From source"
 
 
 @pytest.fixture

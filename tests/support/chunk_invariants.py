@@ -8,7 +8,7 @@ import itertools
 import math
 
 from services.indexer.chunk_layout import Layout
-from services.indexer.chunking import ChunkingParams, TextSpan
+from services.indexer.chunking import ChunkingParams, TextSpan, TextSyntax
 
 
 def step_bound(text: str, params: ChunkingParams) -> int:
@@ -20,9 +20,15 @@ def step_bound(text: str, params: ChunkingParams) -> int:
     return 2 + math.ceil(len(text) / advance)
 
 
-def assert_chunk_invariants(text: str, spans: list[TextSpan], params: ChunkingParams) -> None:
-    """Raise AssertionError naming the first broken guarantee."""
-    layout = Layout(text, params.max_chars)
+def assert_chunk_invariants(
+    text: str,
+    spans: list[TextSpan],
+    params: ChunkingParams,
+    syntax: TextSyntax = TextSyntax.MARKDOWN,
+) -> None:
+    """Raise AssertionError naming the first broken guarantee (`syntax`: the
+    one `spans` were cut with)."""
+    layout = Layout(text, params.max_chars, syntax)
     covered = bytearray(len(text))
     for span in spans:
         _assert_span_shape(text, span, params)
@@ -79,7 +85,7 @@ def _assert_table_header_repeated(layout: Layout, span: TextSpan, params: Chunki
 
 
 def _only_headings(layout: Layout, span: TextSpan) -> bool:
-    heading_lines = set(layout.heading_starts)
+    heading_lines = layout.heading_lines  # an underlined title's lines all count
     offset = span.start
     for line in layout.text[span.start : span.end].split("\n"):
         line_start = layout.text.rfind("\n", 0, offset + 1) + 1 if offset else 0

@@ -26,6 +26,7 @@ from scripts.fetch_doc_corpus import (
     pages_dir,
 )
 from services.core.models import Document
+from services.indexer.body import body_syntax
 from services.indexer.chunking import Chunker
 from services.indexer.work_budget import WorkMeter
 from services.sources.loaders import LoadError, load_directory, normalize_body
@@ -96,8 +97,9 @@ def check_document(chunker: Chunker, doc: Document) -> DocumentCheck:
     # page by name instead of hanging the suite.
     meter = WorkMeter(limit=bound, what=doc.doc_id)
     try:
-        spans = chunker.split(body, meter)
-        assert_chunk_invariants(body, spans, chunker.params)
+        syntax = body_syntax(doc)
+        spans = chunker.split(body, meter, syntax)
+        assert_chunk_invariants(body, spans, chunker.params, syntax)
         assert meter.steps <= bound, f"{meter.steps} chunking steps, bound {bound}"
     except Exception as exc:  # a crash is reported like a broken guarantee
         return DocumentCheck(doc.doc_id, len(body), 0, meter.steps, bound, _describe(exc))
