@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from gateway import mapping
@@ -192,11 +192,16 @@ async def read_bounded_body(request: Request, max_bytes: int) -> bytes:
         raise too_large
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise too_large
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The client hung up before its body was whole: a bad request (no
+        # one reads the answer), not an internal error with a traceback.
+        raise ApiError(ErrorCode.INVALID_JSON, "the body ended before it was complete") from None
     return b"".join(chunks)
 
 

@@ -63,5 +63,7 @@ def _check_record_json(record_json: str) -> None:
         raise InvalidArgument(
             f"record_json: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
+    except RecursionError:  # `[[[…` deeper than the decoder recurses, once INTERNAL
+        raise InvalidArgument("record_json: nests arrays and objects too deeply") from None
     if not isinstance(value, dict):
         raise InvalidArgument(f"record_json: must be a JSON object, not {type(value).__name__}")

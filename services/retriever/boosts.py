@@ -31,10 +31,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from services.core.errors import InvalidArgument
+from services.core.field_rules import parse_rfc3339
 from services.retriever.types import FusedHit
 
 MAX_BOOST_WEIGHT = 10.0
@@ -153,10 +154,16 @@ def _boosted(
 def _age_days(stamp: str, origin: datetime) -> float | None:
     if not stamp:
         return None
-    try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    # Every form the Indexer accepts (services.core.field_rules): a full-date,
+    # a leap second, a lower-case "t"/"z" once got no recency boost at all.
+    when = parse_rfc3339(stamp, date_only=True)
+    if when is not None and when.tzinfo is None:  # a full-date: its midnight, UTC
+        when = when.replace(tzinfo=UTC)
+    elif when is None:  # stored before that rule: read as it was then
+        try:
+            when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            return None
     if when.tzinfo is None or origin.tzinfo is None:
         return None
     return max(0.0, (origin - when).total_seconds() / _SECONDS_PER_DAY)

@@ -3,6 +3,7 @@ length and top_k each get a 4xx JSON error, and the Retriever sees nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -217,3 +218,32 @@ def _json(body: dict[str, Any]) -> bytes:
 
 # Once 200 with ten arbitrary hits: no letter, digit or symbol.
 NO_TERM = ["\u0301\u0302", "\u2800", "...", "?!"]
+
+
+async def test_a_client_hanging_up_mid_body_is_not_an_internal_error(
+    retriever: RetrieverServer,
+) -> None:
+    """A body cut short by the client (Content-Length 1000, 10 bytes sent,
+    connection closed) was an unhandled ClientDisconnect: an ERROR traceback
+    and outcome `internal`, which the RagGatewayUpstreamErrors alert counts."""
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw:
+        host, port = gw.url.removeprefix("http://").split(":")
+        for _ in range(3):
+            _, writer = await asyncio.open_connection(host, int(port))
+            writer.write(
+                b"POST /v1/search HTTP/1.1\r\nHost: x\r\nOrigin: "
+                + ALLOWED_ORIGIN.encode()
+                + b'\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"query":'
+            )
+            await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+        async with httpx.AsyncClient() as client:
+            for _ in range(100):  # the app sees the hang-up a moment later
+                metrics = (await client.get(gw.metrics_url)).text
+                if 'gateway_search_requests_total{outcome="invalid"} 3.0' in metrics:
+                    break
+                await asyncio.sleep(0.02)
+    assert 'gateway_search_requests_total{outcome="invalid"} 3.0' in metrics
+    assert 'gateway_search_requests_total{outcome="internal"} 0.0' in metrics
+    assert retriever.servicer.calls == 0

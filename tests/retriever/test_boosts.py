@@ -70,6 +70,28 @@ def test_boosts_multiply_the_fused_score_and_reorder() -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    ("stamp", "days"),
+    [
+        ("2026-11-25", 1.0),  # a full-date, as the Indexer accepts it: its midnight, UTC
+        ("2026-11-25t00:00:00z", 1.0),  # RFC 3339 allows lower case
+        ("2026-11-24T23:59:60Z", 1.0),  # a leap second reads as :59
+        ("2026-11-25T00:00:00+01:00", 1 + 1 / 24),
+    ],
+)
+def test_every_updated_at_the_indexer_accepts_gets_its_recency_boost(
+    stamp: str, days: float
+) -> None:
+    """These once got no recency boost at all, as if the page were undated."""
+    recency = RecencyBoost(weight=1, scale_days=30)
+    (boosted,) = apply_boosts(
+        [hit("a", 0.03, doc_id="a")], Boosts(recency), {("a", "en"): stamp}, NOW
+    )
+    assert boosted.boost == pytest.approx(1 + recency.factor(days), abs=1e-4)
+    assert f"updated {stamp}" in boosted.boost_reasons[0]
+
+
+@pytest.mark.unit
 def test_metadata_boosts_add_for_each_match_and_nothing_from_nothing() -> None:
     api = hit("api", 0.010, doc_id="api")
     api.chunk.metadata.update(product="api", tier="pro")

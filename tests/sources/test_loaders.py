@@ -380,3 +380,12 @@ def test_bad_front_matter_is_ignored_and_never_fails_the_load(
     doc = _load_one(tmp_path / "docs", "bad.md", front_matter + "# Heading\n\nBody.\n")
     assert (doc.title, doc.metadata) == ("Heading", {"path": "bad.md"})
     assert normalize_body(doc) == "# Heading\n\nBody.\n"
+
+
+def test_a_page_nested_600_deep_is_read(tmp_path: Path) -> None:
+    """Valid HTML with 600 `<p>` left open (the parser nests them) once
+    stopped `ingest` with a RecursionError."""
+    page = "<html><body>" + "".join(f"<p>para{i} " for i in range(600))
+    (tmp_path / "deep.html").write_text(page, encoding="utf-8")
+    (doc,) = list(load_directory(tmp_path, scope_id="site"))
+    assert isinstance(doc, Document) and "para599" in doc.text

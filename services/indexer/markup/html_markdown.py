@@ -31,6 +31,11 @@ _BLOCKS = frozenset({
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
 _LOOKS_STRUCTURAL = re.compile(r"#{1,6}(?:\s|$)|\||```|~~~")
+# Deepest element rendered as structure; deeper ones are rendered as their
+# text. The renderer recurses (two frames a level), and the standard-library
+# parser nests what HTML leaves unclosed: valid HTML such as 600 `<p>`s
+# without `</p>` is 600 levels deep, past Python's recursion limit.
+MAX_RENDERED_DEPTH = 200
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
@@ -39,7 +44,21 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     title = _collapse(soup.title.get_text()) if soup.title else ""
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())
+    _flatten_below(soup, MAX_RENDERED_DEPTH)
     return title, "\n\n".join(_render_children(soup))
+
+
+def _flatten_below(soup: BeautifulSoup, depth: int) -> None:
+    """Each element `depth` levels down becomes its text (dropped ones go),
+    without recursion, so that rendering never nests deeper than that."""
+    level: list[Tag] = [soup]
+    for _ in range(depth):
+        level = [child for node in level for child in node.children if isinstance(child, Tag)]
+    for tag in level:
+        if tag.name in _DROPPED:
+            tag.extract()
+        else:
+            tag.replace_with(NavigableString(tag.get_text()))
 
 
 def _render_children(node: Tag) -> list[str]:
