@@ -1,12 +1,15 @@
 """HTML → Markdown-ish text, so the chunker sees one structural syntax.
 
-Boilerplate (scripts, styles, navigation, headers/footers, asides, forms) is
-dropped; headings become `#` lines, paragraphs are separated by blank lines,
-list items become `- ` lines, `pre` blocks become fenced code and tables
-become `|` rows. Inline markup is flattened to its text (inline `code` keeps
-its backticks); text that would read as Markdown markup (`<details>`,
-`[a](b)`) is escaped with a backslash, so that the Markdown cleaning keeps it.
-Uses beautifulsoup4 with the standard-library parser.
+Boilerplate (scripts, styles, navigation, headers/footers, asides, forms, and
+elements whose ARIA role says they are such chrome) is dropped, as are
+permalink anchors (`<a href="#id">¶</a>`); a <header> inside an article, a
+section or the main content is that section's, and is kept. Headings become
+`#` lines, paragraphs are separated by blank lines, list items become `- `
+lines, `pre` blocks become fenced code and tables become `|` rows. Inline
+markup is flattened to its text (inline `code` keeps its backticks); text
+that would read as Markdown markup (`<details>`, `[a](b)`) is escaped with a
+backslash, so that the Markdown cleaning keeps it. Uses beautifulsoup4 with
+the standard-library parser.
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ _DROPPED = frozenset({
     "script", "style", "noscript", "nav", "header", "footer", "aside", "form",
     "template", "iframe", "svg", "canvas", "button", "select", "textarea", "head",
 })  # fmt: skip
+# ARIA landmarks that say what those elements say: Sphinx marks its sidebar
+# and its "related" bars with role="navigation" on a <div>.
+_DROPPED_ROLES = frozenset({"navigation", "banner", "contentinfo", "search", "complementary"})
+# A <header> inside these is its section's header (often holding the page's
+# <h1>: Docusaurus, MkDocs Material), not the site's banner: it is kept.
+_SECTIONING = frozenset({"article", "main", "section"})
 _HEADING_LEVELS = {f"h{level}": level for level in range(1, 7)}
 _BLOCKS = frozenset({
     "p", "div", "section", "article", "main", "body", "html", "blockquote", "pre",
     "ul", "ol", "li", "table", "figure", "figcaption", "details", "summary", "dl", "dt",
-    "dd", "address", "center", "hr", *_HEADING_LEVELS,
+    "dd", "address", "center", "hr", "header", *_HEADING_LEVELS,
 })  # fmt: skip
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
@@ -44,8 +53,35 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     title = _collapse(soup.title.get_text()) if soup.title else ""
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())
+    _drop_chrome(soup)
     _flatten_below(soup, MAX_RENDERED_DEPTH)
     return title, "\n\n".join(_render_children(soup))
+
+
+def _drop_chrome(soup: BeautifulSoup) -> None:
+    """Page chrome the element names do not show: landmarks by role, and
+    permalink anchors (`<a href="#id">¶</a>` after a heading or a definition
+    in Sphinx and MkDocs, `#` or an icon elsewhere) that would end every
+    heading path with their sign."""
+    for tag in soup.find_all(True, attrs={"role": True}):
+        if not tag.decomposed and str(tag.get("role", "")).strip() in _DROPPED_ROLES:
+            tag.decompose()
+    for link in soup.find_all("a", href=True):
+        if link.decomposed:
+            continue
+        own = str(link.get("href", "")).startswith("#")
+        if own and not any(ch.isalnum() for ch in link.get_text()):
+            link.decompose()
+
+
+def _dropped(tag: Tag) -> bool:
+    if tag.name == "header" and tag.find_parent(_is_sectioning) is not None:
+        return False
+    return tag.name in _DROPPED
+
+
+def _is_sectioning(tag: Tag) -> bool:
+    return tag.name in _SECTIONING or tag.get("role") == "main"
 
 
 def _flatten_below(soup: BeautifulSoup, depth: int) -> None:
@@ -55,7 +91,7 @@ def _flatten_below(soup: BeautifulSoup, depth: int) -> None:
     for _ in range(depth):
         level = [child for node in level for child in node.children if isinstance(child, Tag)]
     for tag in level:
-        if tag.name in _DROPPED:
+        if _dropped(tag):
             tag.extract()
         else:
             tag.replace_with(NavigableString(tag.get_text()))
@@ -66,6 +102,8 @@ def _render_children(node: Tag) -> list[str]:
     blocks: list[str] = []
     inline: list[str] = []
     for child in node.children:
+        if isinstance(child, Tag) and _dropped(child):
+            continue
         if isinstance(child, Tag) and child.name in _BLOCKS:
             blocks.extend(_paragraphs("".join(inline)))
             inline.clear()
@@ -105,7 +143,7 @@ def _inline_text(node: PageElement) -> str:
         # Page text that reads as Markdown markup ("the <details> element")
         # is escaped, so that cleaning the Markdown keeps it as text.
         return escape_markup(_SPACES.sub(" ", str(node)))
-    if not isinstance(node, Tag) or node.name in _DROPPED:
+    if not isinstance(node, Tag) or _dropped(node):
         return ""
     if node.name == "br":
         return "\n"

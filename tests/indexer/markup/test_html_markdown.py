@@ -1,4 +1,5 @@
-"""Unit tests for HTML → Markdown on pages nested deeper than the renderer recurses."""
+"""Unit tests for HTML → Markdown: pages nested deeper than the renderer
+recurses, and page chrome that element names do not show."""
 
 from __future__ import annotations
 
@@ -53,3 +54,39 @@ def test_a_deep_html_document_is_planned_not_refused(tmp_path: Path) -> None:
     (plan,) = planner.plan_upserts([doc], deadline=unrequested_deadline())
     manifest.close()
     assert plan.state is DocState.ADDED
+
+
+# ---------------------------------------------------------------- page chrome
+
+SPHINX_PAGE = """<html><head><title>difflib — Python docs</title></head><body>
+<div class="related" role="navigation"><h3>Navigation</h3><ul><li>index</li></ul></div>
+<div class="body" role="main"><section id="difflib">
+<h1><code>difflib</code> — Helpers for computing deltas<a class="headerlink" href="#difflib">¶</a>
+</h1>
+<dl><dt id="difflib.Differ">class difflib.Differ<a class="headerlink" href="#difflib.Differ">¶</a>
+</dt>
+<dd><p>Compares sequences of lines of text. See <a href="#difflib.ndiff">ndiff</a>.</p></dd></dl>
+</section></div>
+<div class="sphinxsidebar" role="navigation"><h3>Table of Contents</h3><p>Previous topic</p></div>
+<div role="search"><form><input name="q"></form><p>Quick search</p></div>
+</body></html>"""
+
+
+def test_sphinx_chrome_and_permalinks_are_left_out() -> None:
+    _, markdown = html_to_markdown(SPHINX_PAGE)
+    assert markdown.startswith("# `difflib` — Helpers for computing deltas\n")
+    assert "¶" not in markdown
+    assert "class difflib.Differ\n" in markdown + "\n"
+    assert "See ndiff." in markdown  # a link to an anchor with words stays
+    for chrome in ("Navigation", "Table of Contents", "Previous topic", "Quick search"):
+        assert chrome not in markdown
+
+
+def test_a_sections_header_is_kept_and_the_sites_is_not() -> None:
+    page = (
+        "<body><header><p>Site banner</p></header>"
+        '<article><header><h1>Intro<a class="hash-link" href="#intro">\u200b</a></h1></header>'
+        "<p>Body text.</p><footer>Edit this page</footer></article></body>"
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown == "# Intro\n\nBody text."
