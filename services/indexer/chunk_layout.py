@@ -11,7 +11,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from services.indexer.heading_syntax import SpannedTitles, TextSyntax
+from services.indexer.heading_syntax import ATX_HEADING, SpannedTitles, TextSyntax
 
 
 @dataclass(frozen=True)
@@ -23,15 +23,15 @@ class Heading:
 
 @dataclass(frozen=True)
 class Block:
-    """A fenced code block or a table: `[start, end)` covers whole lines,
-    except that a block at the end of the text ends where its content does."""
+    """A fenced code block or a table: `[start, end)` from its first line's
+    text (after its indentation) to its last line's content (without that
+    line's break)."""
 
     start: int
     end: int
     header_end: int = -1  # tables: end of the header row (and its delimiter row)
 
 
-_ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?$")
 _TABLE_DELIMITER = re.compile(r"\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*\r?$")
@@ -115,13 +115,17 @@ class Layout:
                 title_lines_left = heading[1] - 1
                 pending_headings += 1
                 continue
-            self.heading_content.extend([start] * pending_headings)
+            # Content (and a block) starts at its first line's text:
+            # indentation is not part of a block's size (an indented table
+            # of max_chars fits), and a cut inside it still cuts a heading off.
+            indent = len(line) - len(line.lstrip(" \t"))
+            self.heading_content.extend([start + indent] * pending_headings)
             pending_headings = 0
             self.last_content_end = start + len(line.rstrip())
             if opening := _FENCE_OPEN.match(line):
-                fence = (opening.group(1), start)
+                fence = (opening.group(1), start + indent)
             elif is_row:
-                table_start = start if table_start < 0 else table_start
+                table_start = start + indent if table_start < 0 else table_start
         self.heading_content.extend([self.content_end] * pending_headings)
         # An unclosed fence runs to the end of the text, as in CommonMark.
         if fence is not None:
@@ -138,19 +142,27 @@ class Layout:
         line = lines[index]
         if _FENCE_OPEN.match(line) or line.lstrip().startswith("|"):
             return None
-        atx = _ATX_HEADING.match(line)
-        if atx is not None:
-            return Heading(start, len(atx.group(1)), (atx.group(2) or "").strip()), 1
         spanned = self._titles.at(lines, index) if may_span else None
-        if spanned is None:
+        if spanned is not None:
+            return Heading(start, spanned.level, spanned.title), spanned.lines
+        atx = ATX_HEADING.match(line)
+        if atx is None:
             return None
-        return Heading(start, spanned.level, spanned.title), spanned.lines
+        return Heading(start, len(atx.group(1)), (atx.group(2) or "").strip()), 1
 
     def _add_block(self, start: int, end: int) -> None:
-        # A block at the very end stops where the text's content does: the
-        # chunker never cuts past content_end, so a block reaching beyond it
-        # would look as if every cut "inside" it split it.
-        self.blocks.append(Block(start, min(end, self.content_end)))
+        self.blocks.append(Block(start, self._content_end_in(start, end)))
+
+    def _content_end_in(self, start: int, end: int) -> int:
+        """Where the block's content ends: before its last line's break and
+        trailing blanks, so that its size is its text's (a table of exactly
+        `max_chars` fits) and a block at the very end of the text stops where
+        the text's content does (the chunker never cuts past content_end, so
+        a block reaching beyond it would look as if every cut split it)."""
+        end = min(end, self.content_end)
+        while end > start and self.text[end - 1] in " \t\n":
+            end -= 1
+        return end
 
     def _add_table(self, start: int, end: int) -> None:
         first_end = self.text.find("\n", start, end)
@@ -159,7 +171,8 @@ class Layout:
         second = self.text[header_end : end if second_end < 0 else second_end]
         if header_end < end and _TABLE_DELIMITER.fullmatch(second):
             header_end = end if second_end < 0 else second_end + 1
-        self.blocks.append(Block(start, min(end, self.content_end), min(header_end, end)))
+        content_end = self._content_end_in(start, end)
+        self.blocks.append(Block(start, content_end, min(header_end, content_end)))
 
     # ------------------------------------------------------------ lookups
 

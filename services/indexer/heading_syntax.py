@@ -48,6 +48,7 @@ class SpannedTitle:
     lines: int  # lines the title takes, its own included (1-3)
 
 
+ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
 _SETEXT_UNDERLINE = re.compile(r" {0,3}(=+|-{2,})[ \t]*")
 # Not a title line in Markdown: a list item, a quote, a table row, a fence, code.
 _MARKDOWN_NOT_TITLE = re.compile(
@@ -56,6 +57,9 @@ _MARKDOWN_NOT_TITLE = re.compile(
 # One punctuation character repeated: a reST / AsciiDoc adornment line.
 _ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}[ \t]*")
 _ASCIIDOC_TITLE = re.compile(r"(={1,6})[ \t]+(\S.*?)(?:[ \t]+=+)?[ \t]*")
+# A reST role (":mod:`difflib`", ":py:func:`x`"): in a title, its text is what
+# a reader sees, and what a heading path and a page title should show.
+_REST_ROLE = re.compile(r":[A-Za-z][\w.+-]*(?::[A-Za-z][\w.+-]*)*:`([^`]+)`")
 MAX_LEVEL = 6
 # AsciiDoc lets an underline be up to two columns shorter than its title.
 UNDERLINE_SLACK = 2
@@ -78,7 +82,9 @@ class SpannedTitles:
 
     def at(self, lines: Sequence[str], index: int) -> SpannedTitle | None:
         """The title starting at `lines[index]` (a line that starts a block,
-        outside code, not an ATX heading), or None."""
+        outside code), or None. Checked before ATX: in plain text `#####`
+        over a title is a reST overline; in Markdown an ATX line is never a
+        setext title."""
         if self.syntax is TextSyntax.MARKDOWN:
             return _setext(lines, index)
         return self._plain(lines, index)
@@ -102,12 +108,14 @@ class SpannedTitles:
 
     def _styled(self, char: str, overlined: bool, title: str, lines: int) -> SpannedTitle:
         level = self._levels.setdefault((char, overlined), len(self._levels) + 1)
-        return SpannedTitle(min(level, MAX_LEVEL), title, lines)
+        return SpannedTitle(min(level, MAX_LEVEL), _REST_ROLE.sub(r"\1", title), lines)
 
 
 def _setext(lines: Sequence[str], index: int) -> SpannedTitle | None:
     line, under = lines[index], _SETEXT_UNDERLINE.fullmatch(_line(lines, index + 1))
     if under is None or _MARKDOWN_NOT_TITLE.match(line) or _SETEXT_UNDERLINE.fullmatch(line):
+        return None
+    if ATX_HEADING.match(line):  # "# Title" over "===" is an ATX heading and a paragraph
         return None
     return SpannedTitle(1 if under.group(1)[0] == "=" else 2, line.strip(), 2)
 

@@ -178,9 +178,25 @@ _HEADING_RUN_BEFORE_FENCE = _Doc(
 )
 
 
+# Found by a random run: an indented table whose text is just under the
+# maximum, last in the page. The block was measured with its indentation and
+# its last line break (121 > 120), so it did not fit and was cut.
+_INDENTED_TABLE_TEXT = (
+    "# 0\n\n   | 0 |\n   | 0 | 000 |\n   | 0 | 000000000000 |\n   | 000000 |\n"
+    "   | 000000000000 |\n   | 00 | 00 | 0000000 | 000000000000 |\n\n# 0"
+)
+_INDENTED_TABLE_AT_MAX = _Doc(
+    text=_INDENTED_TABLE_TEXT,
+    atomic=[(5, 5 + _INDENTED_TABLE_TEXT[5:].index("\n\n"))],
+    headings=[(0, 1, "0"), (len(_INDENTED_TABLE_TEXT) - 3, 1, "0")],
+    heading_ends={3, len(_INDENTED_TABLE_TEXT)},
+)
+
+
 @settings(max_examples=200, deadline=None)
 @given(doc=markdown_docs(), params=st.sampled_from(PARAM_SETS))
 @example(doc=_HEADING_RUN_BEFORE_FENCE, params=_SMALL_WINDOW)
+@example(doc=_INDENTED_TABLE_AT_MAX, params=_SMALL_WINDOW)
 def test_generated_markdown_keeps_every_invariant(doc: _Doc, params: ChunkingParams) -> None:
     meter = WorkMeter()
     spans = Chunker(params).split(doc.text, meter)

@@ -104,6 +104,11 @@ def test_rest_levels_follow_the_order_styles_first_appear() -> None:
     ]
 
 
+def test_rest_roles_in_a_title_read_as_their_text() -> None:
+    text = ":mod:`difflib` --- Helpers for computing deltas\n" + "=" * 48 + "\n\nText.\n"
+    assert titles(text, PLAIN) == [(1, "difflib --- Helpers for computing deltas")]
+
+
 def test_asciidoc_one_line_titles() -> None:
     text = "= Manual\n\n== Setup ==\n\nText.\n\n=== Details\n\nMore.\n"
     assert titles(text, PLAIN) == [(1, "Manual"), (2, "Setup"), (3, "Details")]
