@@ -1,12 +1,13 @@
 """HTML → Markdown-ish text, so the chunker sees one structural syntax.
 
 Boilerplate (scripts, styles, navigation, headers/footers, asides, forms) is
-dropped, as are permalink anchors (`<a href="#id">¶</a>`); a <header> inside
-an article, a section or the main content is that section's, and is kept.
-Elements are judged by their names only: dropping Sphinx's `role="navigation"`
-sidebar as well (its local table of contents, its previous / next topics) was
-measured and lost third-party questions (vector test hit@1 0.522 -> 0.478; the
-sidebar's list of a page's sections reads like a summary of it). Headings become
+dropped; a <header> inside an article, a section or the main content is that
+section's (often holding the page's <h1>: Docusaurus, MkDocs Material), and is
+kept. Two more cuts were measured on the third-party questions and left out
+(bench/results/notes/underlined_titles.md): Sphinx's `role="navigation"`
+sidebar (its local table of contents reads like a summary of the page) and
+the permalink signs (`<a href="#id">¶</a>`) after headings and definitions;
+both lowered vector test hit@1. Headings become
 `#` lines, paragraphs are separated by blank lines, list items become `- `
 lines, `pre` blocks become fenced code and tables become `|` rows. Inline
 markup is flattened to its text (inline `code` keeps its backticks); text
@@ -53,21 +54,8 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     title = _collapse(soup.title.get_text()) if soup.title else ""
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())
-    _drop_permalinks(soup)
     _flatten_below(soup, MAX_RENDERED_DEPTH)
     return title, "\n\n".join(_render_children(soup))
-
-
-def _drop_permalinks(soup: BeautifulSoup) -> None:
-    """Permalink anchors (`<a href="#id">¶</a>` after a heading or a
-    definition in Sphinx and MkDocs, `#` or an icon elsewhere): they would end
-    every heading path, and every signature, with their sign."""
-    for link in soup.find_all("a", href=True):
-        if link.decomposed:
-            continue
-        own = str(link.get("href", "")).startswith("#")
-        if own and not any(ch.isalnum() for ch in link.get_text()):
-            link.decompose()
 
 
 def _dropped(tag: Tag) -> bool:
