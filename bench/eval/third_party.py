@@ -156,6 +156,8 @@ def parse_args(argv: list[str]) -> Options:
     args = p.parse_args(argv)
     env = parse_env(args.env, p)
     out_dir = args.out or RESULTS_DIR
+    # "third-party-text-300-…": the rerank and channel-weight fits find the
+    # as-found index by its "third-party-300-" prefix.
     text = "-text" if args.renderings == "text" else ""
     return Options(
         queries_path=args.queries,
@@ -165,7 +167,7 @@ def parse_args(argv: list[str]) -> Options:
         out_dir=out_dir,
         docs_path=args.docs
         or (BENCHMARKS_MD if out_dir == RESULTS_DIR else out_dir / "benchmarks.md"),
-        data_dir=args.data_dir or index_dir(EVAL_DATA, f"third-party-{args.pages}{text}", env),
+        data_dir=args.data_dir or index_dir(EVAL_DATA, f"third-party{text}-{args.pages}", env),
         stage_dir=SCRATCH_DIR / f"third-party-pages{text}",
         log_dir=SCRATCH_DIR / "logs" / "third-party",
         renderings=args.renderings,
