@@ -108,7 +108,7 @@ class Layout:
                 self.paragraph_starts.append(start)
             starts_block = after_blank or index == 0 or pending_headings > 0
             after_blank = False
-            heading = self._heading_at(lines, index, start, starts_block and not is_row)
+            heading = None if is_row else self._heading_at(lines, index, start, starts_block)
             if heading is not None:
                 self.headings.append(heading[0])
                 self.heading_lines.add(start)
@@ -137,10 +137,11 @@ class Layout:
         self, lines: list[str], index: int, start: int, may_span: bool
     ) -> tuple[Heading, int] | None:
         """The heading starting at line `index` and how many lines it takes:
-        an ATX heading anywhere outside code and tables; an underlined title
-        (`heading_syntax`) only where a block starts (`may_span`)."""
+        an ATX heading anywhere outside code (the caller skips table rows);
+        an underlined title (`heading_syntax`) only where a block starts
+        (`may_span`)."""
         line = lines[index]
-        if _FENCE_OPEN.match(line) or line.lstrip().startswith("|"):
+        if _FENCE_OPEN.match(line):
             return None
         spanned = self._titles.at(lines, index) if may_span else None
         if spanned is not None:

@@ -11,7 +11,8 @@ from services.core.models import ContentType, Document
 from services.indexer.chunk_layout import Layout
 from services.indexer.chunking import Chunker, ChunkingParams, TextSyntax
 from services.indexer.planning import document_chunks
-from tests.support.chunk_invariants import assert_chunk_invariants
+from services.indexer.work_budget import WorkMeter
+from tests.support.chunk_invariants import assert_chunk_invariants, step_bound
 
 pytestmark = pytest.mark.unit
 
@@ -173,6 +174,8 @@ def rest_docs(draw: st.DrawFn) -> tuple[str, list[tuple[int, str]]]:
 def test_generated_rest_titles_and_invariants(doc: tuple[str, list[tuple[int, str]]]) -> None:
     text, expected = doc
     assert titles(text, PLAIN) == expected
-    spans = Chunker(SMALL).split(text, None, PLAIN)
+    meter = WorkMeter()
+    spans = Chunker(SMALL).split(text, meter, PLAIN)
     assert_chunk_invariants(text, spans, SMALL, PLAIN)
+    assert meter.steps <= step_bound(text, SMALL)
     assert spans[0].heading_path.startswith(expected[0][1])
