@@ -118,7 +118,9 @@ class OriginMiddleware:
         started = time.perf_counter()
         headers = Headers(scope=scope)
         origin = headers.get("origin")
-        if not self.policy.allows(origin, local_port(scope)):
+        # A browser sends at most one Origin (RFC 6454 §7.3); with two, which
+        # one a proxy or the app would read differs, so neither is trusted.
+        if len(headers.getlist("origin")) > 1 or not self.policy.allows(origin, local_port(scope)):
             await self._reject(scope, receive, send, started)
             return
         if origin and _is_preflight(scope, headers):

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+import regex
+
 from services.core.errors import InvalidArgument
 from services.core.field_rules import hidden_character_problem, language_tag_problem
 from services.core.models import Document
@@ -21,6 +23,9 @@ _SCOPE_ID = re.compile(r"[A-Za-z0-9._:/-]+")
 # line and paragraph separators: they never belong in an id, a URL or a key.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _PREVIEW_CHARS = 40
+# A body with something to index: a character that is neither white space nor
+# an invisible format character (a zero-width space alone is an empty page).
+_VISIBLE = regex.compile(r"[^\s\p{Cf}]")
 
 
 @dataclass(frozen=True)
@@ -73,11 +78,13 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
     if isinstance(doc, UnreadableDocument):
         raise InvalidArgument(doc.problem)
     check_doc_id("doc_id", doc.doc_id, limits)
-    if _CONTROL.search(doc.doc_id):
-        raise InvalidArgument("doc_id: must not contain control characters (NUL, newline, ...)")
+    check_new_doc_id("doc_id", doc.doc_id)
     check_scope_id("scope_id", doc.scope_id, limits)
-    if not doc.text.strip():
-        raise InvalidArgument(f"text: document {doc.doc_id!r} has an empty body")
+    if not _VISIBLE.search(doc.text):
+        raise InvalidArgument(
+            f"text: document {doc.doc_id!r} has an empty body (white space and "
+            "invisible format characters only)"
+        )
     if len(doc.text) > limits.max_document_chars:
         raise InvalidArgument(
             f"text: {len(doc.text)} characters, limit is {limits.max_document_chars}"
@@ -112,6 +119,18 @@ def check_doc_id(field: str, doc_id: str, limits: DocumentLimits) -> None:
     if not doc_id.strip():
         raise InvalidArgument(f"{field}: must not be empty")
     _check_length(field, doc_id, limits.max_doc_id_chars)
+
+
+def check_new_doc_id(field: str, doc_id: str) -> None:
+    """An id a new document may take: one-line text (no control, bidi or
+    zero-width character: an id is shown in citations and compared byte for
+    byte, and "a\u202eb" or "a\u200bb" read as other ids) and no white space
+    at either end (" guide" and "guide" look alike and are two documents).
+    Delete and Sync check only the length (`check_doc_id`): ids indexed
+    before this rule stay deletable."""
+    check_one_line(field, doc_id)
+    if doc_id != doc_id.strip():
+        raise InvalidArgument(f"{field}: {preview(doc_id)} begins or ends with white space")
 
 
 def check_scope_id(field: str, scope_id: str, limits: DocumentLimits) -> None:

@@ -155,6 +155,13 @@ def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
     for key, value in f.metadata.items():
         _check_chars("filter.metadata key", key, limits.max_filter_metadata_key_chars)
         _check_one_line(f"filter.metadata key {key[:40]!r}", key)
+        # The Indexer refuses such keys, so a filter on one could only match
+        # nothing: a caller's mistake (an unset variable, a "k=v" pasted whole).
+        if not key.strip() or "=" in key:
+            raise InvalidArgument(
+                f"filter.metadata key {key[:40]!r}: must be non-empty and contain no '=' "
+                "(no document can hold such a key)"
+            )
         _check_chars(f"filter.metadata[{key!r}]", value, limits.max_filter_value_chars)
         _check_one_line(f"filter.metadata[{key!r}]", value, line_breaks=True)
 

@@ -79,3 +79,20 @@ async def test_configured_public_origins_replace_the_loopback_default(
     assert public == 200  # ":443" is what the browser leaves out
     assert loopback == 403
     assert not_same == 403
+
+
+async def test_two_origin_headers_are_refused_whichever_comes_first(
+    retriever: RetrieverServer,
+) -> None:
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw:
+        own = f"http://127.0.0.1:{_port(gw.url)}"
+        statuses = []
+        async with httpx.AsyncClient(timeout=10) as client:
+            for pair in ((own, "http://evil.example"), ("http://evil.example", own), (own, own)):
+                headers = [("Origin", origin) for origin in pair]
+                response = await client.post(f"{gw.url}/v1/search", json=SEARCH, headers=headers)
+                statuses.append(response.status_code)
+            single = await _status(gw.url, own)
+    assert statuses == [403, 403, 403]
+    assert single == 200
+    assert retriever.servicer.calls == 1

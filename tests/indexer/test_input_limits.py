@@ -77,10 +77,16 @@ def test_unknown_content_type_rejects_that_document_only(stack: BackgroundStack)
         (doc(metadata={"k" * 129: "v"}), "has 129 characters, limit is 128"),
         (doc(metadata={"a\nb": "v"}), "no control characters"),
         (doc(metadata={"a=b": "v"}), "contain no '='"),
-        (doc("a\x00b"), "doc_id: must not contain control characters"),
-        (doc("line\nbreak"), "doc_id: must not contain control characters"),
-        (doc("c1\x85"), "doc_id: must not contain control characters"),
+        (doc("a\x00b"), "doc_id: contains the control character U+0000"),
+        (doc("line\nbreak"), "doc_id: contains the control character U+000A"),
+        (doc("c1\x85"), "doc_id: contains the control character U+0085"),
+        (doc("abc\u202etxt.md"), "doc_id: contains the format character U+202E"),
+        (doc("guide\u200b.md"), "doc_id: contains the format character U+200B"),
+        (doc(" guide.md"), "doc_id: ' guide.md' begins or ends with white space"),
+        (doc("guide.md\u3000"), "begins or ends with white space"),
         (doc("x" * 513), "doc_id: 513 characters, limit is 512"),
+        (doc(text=" \n\t "), "text: document 'page.md' has an empty body"),
+        (doc(text="\u200b\u2060\ufeff \n"), "text: document 'page.md' has an empty body"),
         (doc(scope_id=""), "scope_id: must not be empty"),
         (doc(scope_id="s" * 129), "scope_id: 129 characters, limit is 128"),
         (doc(scope_id="my site"), "scope_id: 'my site' may hold only letters, digits"),
@@ -197,6 +203,26 @@ def test_a_huge_field_is_not_echoed_back(stack: BackgroundStack) -> None:
 def test_identifier_characters_that_are_allowed(stack: BackgroundStack) -> None:
     document = doc("docs/Ünïcode page (1).md", scope_id="tenant-1:site_a/v2.0", title="T" * 1000)
     assert outcome_of(stack, document).state == ipb.DOCUMENT_STATE_ADDED
+
+
+def test_a_one_character_body_and_a_body_with_invisible_characters_are_indexed(
+    stack: BackgroundStack,
+) -> None:
+    for text in ("x", "\u200bword\u200b", "\u4e2d"):
+        assert outcome_of(stack, doc(text=text)).state == ipb.DOCUMENT_STATE_ADDED
+
+
+def test_an_id_refused_for_new_documents_can_still_be_deleted(stack: BackgroundStack) -> None:
+    """Ids that predate the id rule (leading space, bidi control) stay deletable:
+    Delete checks only their length, and answers for each as usual."""
+    reply = stack.indexer.Delete(
+        ipb.DeleteRequest(doc_ids=[" old.md", "a\u202eb.md"], dry_run=True), timeout=60
+    )
+    assert [(o.doc_id, o.state) for o in reply.outcomes] == [
+        (" old.md", REJECTED),
+        ("a\u202eb.md", REJECTED),
+    ]
+    assert all(o.error_code == "NOT_FOUND" for o in reply.outcomes)
 
 
 def test_too_many_documents_in_one_request(stack: BackgroundStack) -> None:

@@ -200,6 +200,16 @@ def recency(**fields: Any) -> rpb.Boosts:
             "filter.metadata key 'k\\x00': contains the control character U+0000",
         ),
         (
+            {"filter": rpb.ScopeFilter(metadata={"": "v"})},
+            "filter.metadata key '': must be non-empty and contain no '=' "
+            "(no document can hold such a key)",
+        ),
+        (
+            {"filter": rpb.ScopeFilter(metadata={"lang=en": ""})},
+            "filter.metadata key 'lang=en': must be non-empty and contain no '=' "
+            "(no document can hold such a key)",
+        ),
+        (
             {"filter": rpb.ScopeFilter(scope_id="docs\u202e")},
             "filter.scope_id: contains the format character U+202E (RIGHT-TO-LEFT OVERRIDE)",
         ),
