@@ -41,6 +41,7 @@ from services.runtime.cpu import prefer_passive_waits
 
 prefer_passive_waits()  # as the services, before anything imports torch
 
+from bench.common.checkout import Checkout  # noqa: E402
 from bench.common.indexing import index_stats, ingest_beir, sync_documents  # noqa: E402
 from bench.common.paths import (  # noqa: E402
     DATASETS_DIR,
@@ -54,7 +55,6 @@ from bench.common.retrieve_loop import run_load  # noqa: E402
 from bench.eval.bilingual_data import BilingualDataset  # noqa: E402
 from bench.eval.dataset import BeirDataset, write_subset  # noqa: E402
 from bench.load.model_bound import load_embedder, query_embedding  # noqa: E402
-from bench.load.observability_cost import Checkout  # noqa: E402
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
 from services.runtime.parts import ONNX_CACHE_SUBDIR  # noqa: E402
 from services.storage.settings import StoreSettings  # noqa: E402
