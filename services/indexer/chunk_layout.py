@@ -11,7 +11,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from services.indexer.heading_syntax import ATX_HEADING, SpannedTitles, TextSyntax
+from services.indexer.heading_syntax import SpannedTitles, TextSyntax, atx_heading
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,10 @@ class Block:
 
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?$")
-_TABLE_DELIMITER = re.compile(r"\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*\r?$")
+# A table's delimiter row (`| --- | :-: |`) is read cell by cell, not by one
+# pattern: blanks on either side of optional pipes backtrack quadratically
+# (a 20 KB row took 7 s, holding the interpreter lock).
+_DELIMITER_CELL = re.compile(r":?-+:?")
 # A sentence ends at ./!/? (plus closing quotes/brackets) followed by space and
 # something that is not a lower-case letter ("e.g. the" is not an end), or at
 # CJK full stops, which need no space. The regex finds candidates cheaply;
@@ -146,10 +149,10 @@ class Layout:
         spanned = self._titles.at(lines, index) if may_span else None
         if spanned is not None:
             return Heading(start, spanned.level, spanned.title), spanned.lines
-        atx = ATX_HEADING.match(line)
+        atx = atx_heading(line)
         if atx is None:
             return None
-        return Heading(start, len(atx.group(1)), (atx.group(2) or "").strip()), 1
+        return Heading(start, atx[0], atx[1].strip()), 1
 
     def _add_block(self, start: int, end: int) -> None:
         self.blocks.append(Block(start, self._content_end_in(start, end)))
@@ -170,7 +173,7 @@ class Layout:
         header_end = end if first_end < 0 else first_end + 1
         second_end = self.text.find("\n", header_end, end)
         second = self.text[header_end : end if second_end < 0 else second_end]
-        if header_end < end and _TABLE_DELIMITER.fullmatch(second):
+        if header_end < end and is_table_delimiter(second):
             header_end = end if second_end < 0 else second_end + 1
         content_end = self._content_end_in(start, end)
         self.blocks.append(Block(start, content_end, min(header_end, content_end)))
@@ -289,3 +292,12 @@ def _heading_paths(headings: list[Heading]) -> list[str]:
         stack = [h for h in stack if h.level < heading.level] + [heading]
         paths.append(" > ".join(h.title for h in stack if h.title))
     return paths
+
+
+def is_table_delimiter(line: str) -> bool:
+    """`line` is a table's delimiter row: cells of `-` (`:` at either end for
+    alignment) between pipes, outer pipes optional. Linear in its length."""
+    row = line.strip()
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") else row
+    return all(_DELIMITER_CELL.fullmatch(cell.strip()) for cell in row.split("|"))

@@ -48,7 +48,13 @@ class SpannedTitle:
     lines: int  # lines the title takes, its own included (1-3)
 
 
-ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*\r?$")
+# Where a title's opening run ends (`#{1,6}` or `={1,6}`, then a space or tab, or
+# for ATX the line's end). The rest of the line is read by `_closed_title`, not
+# by a pattern: a lazy title before an optional closing run and trailing blanks
+# backtracks quadratically over a long run of blanks (a 20 KB line took 11 s,
+# holding the interpreter lock, so every service of an embedded stack stalled).
+_ATX_OPEN = re.compile(r" {0,3}(#{1,6})(?=[ \t]|\r?$)")
+_ASCIIDOC_OPEN = re.compile(r"(={1,6})[ \t]+(?=\S)")
 _SETEXT_UNDERLINE = re.compile(r" {0,3}(=+|-{2,})[ \t]*")
 # Not a title line in Markdown: a list item, a quote, a table row, a fence, code.
 _MARKDOWN_NOT_TITLE = re.compile(
@@ -56,10 +62,11 @@ _MARKDOWN_NOT_TITLE = re.compile(
 )
 # One punctuation character repeated: a reST / AsciiDoc adornment line.
 _ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}[ \t]*")
-_ASCIIDOC_TITLE = re.compile(r"(={1,6})[ \t]+(\S.*?)(?:[ \t]+=+)?[ \t]*")
 # A reST role (":mod:`difflib`", ":py:func:`x`"): in a title, its text is what
-# a reader sees, and what a heading path and a page title should show.
-_REST_ROLE = re.compile(r":[A-Za-z][\w.+-]*(?::[A-Za-z][\w.+-]*)*:`([^`]+)`")
+# a reader sees, and what a heading path and a page title should show. Names
+# are bounded (real ones are a word or two) so that a failed match is never
+# retried along a long `:a:a:a...` chain from each of its colons.
+_REST_ROLE = re.compile(r":[A-Za-z][\w.+-]{0,40}(?::[A-Za-z][\w.+-]{0,40}){0,3}:`([^`]+)`")
 MAX_LEVEL = 6
 # AsciiDoc lets an underline be up to two columns shorter than its title.
 UNDERLINE_SLACK = 2
@@ -70,6 +77,36 @@ UNDERLINE_SLACK = 2
 # its lines (reST's own rule): a line fenced by `----` is never a title.
 TITLE_LEAST = 3
 OVERLINE_LEAST = 5
+
+
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """An ATX heading's level and title (`## Title ##` -> (2, "Title")), or
+    None: up to three spaces, one to six `#`, then a blank or the line's end;
+    a closing run of `#` after a blank is not part of the title."""
+    opened = _ATX_OPEN.match(line)
+    if opened is None or "\n" in line[:-1]:  # one line (its own break aside)
+        return None
+    return len(opened.group(1)), _closed_title(line[opened.end() :].lstrip(" \t"), "#")
+
+
+def _asciidoc_title(line: str) -> tuple[int, str] | None:
+    """An AsciiDoc one-line title (`== Title`, optionally `== Title ==`)."""
+    opened = _ASCIIDOC_OPEN.match(line)
+    if opened is None or "\n" in line:
+        return None
+    return len(opened.group(1)), _closed_title(line[opened.end() :], "=")
+
+
+def _closed_title(rest: str, mark: str) -> str:
+    """`rest` (a title line after its opening run and blanks) without its
+    trailing blanks and closing run of `mark` (only after a blank, and never
+    the whole title: `# #` is titled "#"). Linear in the line's length."""
+    end = rest[:-1] if rest.endswith("\n") else rest
+    end = (end[:-1] if end.endswith("\r") else end).rstrip(" \t")
+    unclosed = end.rstrip(mark)
+    if unclosed != end and unclosed[-1:] in (" ", "\t") and unclosed.strip(" \t"):
+        return unclosed.rstrip(" \t")
+    return end
 
 
 class SpannedTitles:
@@ -91,9 +128,9 @@ class SpannedTitles:
 
     def _plain(self, lines: Sequence[str], index: int) -> SpannedTitle | None:
         line = lines[index]
-        one_line = _ASCIIDOC_TITLE.fullmatch(line)
+        one_line = _asciidoc_title(line)
         if one_line is not None:
-            return SpannedTitle(len(one_line.group(1)), one_line.group(2).strip(), 1)
+            return SpannedTitle(one_line[0], one_line[1].strip(), 1)
         over = _ADORNMENT.fullmatch(line)
         if over is not None:  # reST: overline, title, underline of the same character
             title, under = _line(lines, index + 1), _line(lines, index + 2)
@@ -115,7 +152,7 @@ def _setext(lines: Sequence[str], index: int) -> SpannedTitle | None:
     line, under = lines[index], _SETEXT_UNDERLINE.fullmatch(_line(lines, index + 1))
     if under is None or _MARKDOWN_NOT_TITLE.match(line) or _SETEXT_UNDERLINE.fullmatch(line):
         return None
-    if ATX_HEADING.match(line):  # "# Title" over "===" is an ATX heading and a paragraph
+    if atx_heading(line) is not None:  # "# Title" over "===" is an ATX heading and a paragraph
         return None
     return SpannedTitle(1 if under.group(1)[0] == "=" else 2, line.strip(), 2)
 

@@ -9,6 +9,7 @@ services.operator.cli.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from tqdm import tqdm
 from rag_client import IndexerClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.models import ContentType, Document
+from services.indexer.validation import DocumentLimits
 from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
 from services.sources.locale_detection import normalize_tag
 
@@ -30,6 +32,7 @@ _CONTENT = {
     ContentType.TEXT: pb.CONTENT_TYPE_TEXT,
 }
 _COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def document_to_proto(doc: Document) -> pb.Document:
@@ -68,6 +71,21 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
         )
 
 
+def unsendable(doc: Document, max_chars: int) -> str | None:
+    """Why `doc` cannot go to the Indexer as read, or None: a body over the
+    limit, or a field holding a lone surrogate (a `\\ud800` escape in JSON or
+    YAML front matter decodes to one; UTF-8 cannot carry it)."""
+    if len(doc.text) > max_chars:
+        return f"text: {len(doc.text)} characters, limit is {max_chars} (--max-document-chars)"
+    fields = {"doc_id": doc.doc_id, "title": doc.title, "url": doc.url, "text": doc.text}
+    fields |= {"locale": doc.locale, "updated_at": doc.updated_at}
+    fields |= {f"metadata[{k!r}]": f"{k}={v}" for k, v in doc.metadata.items()}
+    for name, value in fields.items():
+        if (found := _SURROGATE.search(value)) is not None:
+            return f"{name}: holds a lone surrogate (U+{ord(found.group()):04X}), not text"
+    return None
+
+
 def batches(items: Iterable[Document], size: int, max_chars: int) -> Iterator[list[Document]]:
     """Bounded batches (count and characters) so memory and message size stay small."""
     batch: list[Document] = []
@@ -87,6 +105,8 @@ class Ingest:
         self.client, self.args = client, args
         self.totals = dict.fromkeys(_COUNT_FIELDS, 0)
         self.rejected: list[str] = []
+        self.unread = 0  # sources that could not be read (files, folders)
+        self.sync_skipped = ""
         self.kept: list[pb.DocumentKey] = []
         # (doc_id, state) of every document the run (or plan) changes.
         self.differing: list[tuple[str, str]] = []
@@ -104,18 +124,42 @@ class Ingest:
         for batch in batches(docs, self.args.batch, self.args.batch_chars):
             self._send(batch, bar)
         bar.close()
-        if self.args.sync:
+        if self.args.sync and self.unread:
+            # As rsync skips deletion after an I/O error: a file that exists
+            # but could not be read this time (mid-save, a permission, a
+            # folder that cannot be listed) is absent from the keep list, and
+            # the Sync would remove its indexed pages.
+            self.sync_skipped = (
+                f"sync skipped: {self.unread} source(s) could not be read, so what is gone "
+                "cannot be told from what was unreadable; nothing was removed"
+            )
+        elif self.args.sync:
             reply = self.client.sync(
                 self.args.scope, self.kept, dry_run=self.args.dry_run, deadline=SYNC_TIMEOUT_S
             )
             self._add(reply)
 
     def _valid_documents(self, items: Iterable[Document | LoadError]) -> Iterator[Document]:
+        """Documents that can be sent; the rest rejected here, each with its
+        reason, so that one file never stops the load."""
         for item in items:
             if isinstance(item, LoadError):
                 self.rejected.append(f"{item.source}: {item.reason}")
+                self.unread += 1
                 continue
-            yield item
+            problem = unsendable(item, self.args.max_document_chars)
+            if problem is None:
+                yield item
+                continue
+            # Rejected here rather than by the Indexer (a lone surrogate is no
+            # protobuf string, an over-long body can exceed the message limit
+            # and fail its whole batch). As for a document the Indexer
+            # rejects, its indexed version stays: kept, when its key can be sent.
+            self.rejected.append(f"{_SURROGATE.sub('?', item.doc_id)}: {problem}")
+            if _SURROGATE.search(item.doc_id + item.locale):
+                self.unread += 1
+            else:
+                self.kept.append(pb.DocumentKey(doc_id=item.doc_id, locale=item.locale))
 
     def _send(self, batch: list[Document], bar: tqdm) -> None:
         documents = [document_to_proto(d) for d in batch]
@@ -146,6 +190,8 @@ class Ingest:
             print(f"rejected {line}", file=sys.stderr)
         if len(self.rejected) > 20:
             print(f"... and {len(self.rejected) - 20} more rejected", file=sys.stderr)
+        if self.sync_skipped:
+            print(self.sync_skipped, file=sys.stderr)
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
@@ -176,6 +222,13 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch", type=int, default=64, help="documents per request")
     p.add_argument("--batch-chars", type=int, default=4_000_000)
+    p.add_argument(
+        "--max-document-chars",
+        type=int,
+        default=DocumentLimits().max_document_chars,
+        help="longest body sent; a longer one is rejected here "
+        "(the Indexer's RAG_MAX_DOCUMENT_CHARS, default %(default)s)",
+    )
 
 
 def _locale_tag(value: str) -> str:

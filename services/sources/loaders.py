@@ -155,6 +155,9 @@ def _iter_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any] | LoadE
             except json.JSONDecodeError as exc:
                 yield source, LoadError(source, f"not valid JSON: {exc}")
                 continue
+            except RecursionError:
+                yield source, LoadError(source, "not valid JSON: nested too deeply")
+                continue
             if not isinstance(record, dict):
                 yield source, LoadError(source, "not a JSON object")
                 continue

@@ -108,7 +108,7 @@ def load_directory(
             continue
         try:
             yield site.document(_read_page(item))
-        except (OSError, UnicodeDecodeError, LookupError) as exc:
+        except (OSError, UnicodeError, LookupError) as exc:
             yield LoadError(item.relpath, describe_error(exc))
 
 

@@ -28,6 +28,19 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+# The Encoding Standard's encodings that Python decodes (WHATWG, "Encodings"),
+# by Python's codec name.
+_WEB_ENCODINGS = frozenset(
+    codecs.lookup(label).name
+    for label in (
+        "utf-8", "utf-16-le", "utf-16-be", "utf-16", "ascii", "latin-1", "ibm866",
+        *(f"iso-8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)),
+        "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874",
+        *(f"cp{n}" for n in range(1250, 1259)),
+        "gbk", "gb2312", "gb18030", "big5", "big5hkscs", "euc-jp", "iso-2022-jp",
+        "shift_jis", "cp932", "euc-kr", "cp949",
+    )
+)  # fmt: skip
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_\-]+)""", re.I)
 
 
@@ -50,8 +63,20 @@ def decode_text(raw: bytes, content_type: ContentType) -> str:
         if raw.startswith(bom):
             return raw.decode(encoding)
     if content_type is ContentType.HTML and (declared := _META_CHARSET.search(raw[:4096])):
-        return raw.decode(declared.group(1).decode("ascii"))
+        return raw.decode(web_encoding(declared.group(1).decode("ascii")))
     return raw.decode("utf-8")
+
+
+def web_encoding(label: str) -> str:
+    """The codec of a page's declared charset, if it is one of the Encoding
+    Standard's text encodings (what a browser would decode the page with);
+    else LookupError. Python's other codecs are not page encodings, and some
+    fail or cost quadratic time on crafted bytes (`undefined`, `punycode`,
+    `unicode_escape`, ...)."""
+    name = codecs.lookup(label).name  # LookupError for an unknown label
+    if name not in _WEB_ENCODINGS:
+        raise LookupError(f"{label!r} is not a web page encoding")
+    return name
 
 
 def describe_error(exc: Exception) -> str:
@@ -60,4 +85,6 @@ def describe_error(exc: Exception) -> str:
         return f"cannot decode as {exc.encoding} at byte {exc.start}: {exc.reason}"
     if isinstance(exc, LookupError):
         return f"unknown declared charset: {exc}"
+    if isinstance(exc, UnicodeError):
+        return f"cannot decode: {exc}"
     return f"cannot read: {exc}"

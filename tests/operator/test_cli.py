@@ -55,3 +55,52 @@ def test_ingest_dry_run_sync_delete_and_stats(stack: BackgroundStack, tmp_path: 
     assert stats["chunking"]["target_chars"] == 800
     assert stats["chunking"]["overlap_chars"] == 200
     assert int(stats["last_run"]["removed"]) == 1
+
+
+def test_sync_after_a_read_error_removes_nothing(stack: BackgroundStack, tmp_path: Path) -> None:
+    """A page indexed before and unreadable now (an editor's half-written
+    save) is not taken for a page that is gone: the Sync step is skipped, as
+    rsync skips deletion after an I/O error, and says so."""
+    source = tmp_path / "site"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\nSnapshots are taken hourly.\n")
+    (source / "b.md").write_text("# B\n\nRestores take ten minutes.\n")
+    assert cli(stack, "ingest", str(source), "--scope", "site").returncode == 0
+    (source / "b.md").write_bytes("# B\n\nRestores take ten minutes \u2014".encode()[:-1])
+
+    synced = cli(stack, "ingest", str(source), "--scope", "site", "--sync")
+    assert synced.returncode == 1
+    assert "b.md: cannot decode" in synced.stderr
+    assert "sync skipped: 1 source(s) could not be read" in synced.stderr
+    assert counts(synced.stdout)["removed"] == 0
+    assert int(json.loads(cli(stack, "stats").stdout)["documents"]) == 2
+
+    (source / "b.md").unlink()  # gone now, and nothing unreadable: the Sync runs
+    synced = cli(stack, "ingest", str(source), "--scope", "site", "--sync")
+    assert synced.returncode == 0, synced.stderr
+    assert counts(synced.stdout)["removed"] == 1
+
+
+def test_files_the_indexer_could_not_take_are_rejected_one_by_one(
+    stack: BackgroundStack, tmp_path: Path
+) -> None:
+    """Each is reported with its reason and the rest of the folder is indexed:
+    a charset no browser decodes, a lone surrogate from a front-matter escape,
+    a body over the document limit (sent, it would exceed the message limit
+    and fail its whole batch)."""
+    source = tmp_path / "site"
+    source.mkdir()
+    (source / "good.md").write_text("# Good\n\nSnapshots are taken hourly.\n")
+    for charset in ("undefined", "punycode", "rot13"):
+        page = f'<html><head><meta charset="{charset}"></head><body><p>x</p></body></html>'
+        (source / f"{charset}.html").write_text(page)
+    (source / "surrogate.md").write_text('---\ntitle: "Bad \\ud800"\n---\n\n# T\n\nBody.\n')
+    (source / "huge.md").write_text("# Huge\n\n" + "word " * 1000)
+
+    done = cli(stack, "ingest", str(source), "--scope", "site", "--max-document-chars", "4000")
+    assert done.returncode == 1
+    assert counts(done.stdout)["added"] == 1
+    for charset in ("undefined", "punycode", "rot13"):
+        assert f"{charset}.html: unknown declared charset" in done.stderr
+    assert "surrogate.md: title: holds a lone surrogate (U+D800), not text" in done.stderr
+    assert "huge.md: text: 5008 characters, limit is 4000 (--max-document-chars)" in done.stderr

@@ -209,6 +209,20 @@ def test_undecodable_file_is_reported_and_the_rest_still_loads(docs_root: Path) 
     assert sum(isinstance(i, Document) for i in items) == 5
 
 
+@pytest.mark.parametrize("charset", ["undefined", "punycode", "rot13", "unicode_escape", "bogus"])
+def test_a_charset_no_browser_decodes_rejects_that_page(tmp_path: Path, charset: str) -> None:
+    page = f'<html><head><meta charset="{charset}"></head><body><p>Text</p></body></html>'
+    (tmp_path / "page.html").write_text(page)
+    (tmp_path / "ok.html").write_text('<meta charset="Windows-1252"><p>Caf\xe9</p>', "cp1252")
+    items = list(load_directory(tmp_path, scope_id="s"))
+    assert [(type(i).__name__, getattr(i, "doc_id", "")) for i in items] == [
+        ("Document", "ok.html"),
+        ("LoadError", ""),
+    ]
+    assert items[0].text == "Café"  # type: ignore[union-attr]
+    assert "unknown declared charset" in items[1].reason  # type: ignore[union-attr]
+
+
 def test_directory_loader_builds_urls_from_base(docs_root: Path) -> None:
     urls = {
         i.doc_id: i.url
@@ -238,6 +252,7 @@ def test_beir_loader_streams_documents_and_reports_bad_lines(tmp_path: Path) -> 
         json.dumps({"_id": 7, "text": "Seven", "metadata": {"year": 2020, "k": "v"}}).encode(),
         b'{"_id": "8", "text": "bad \xff byte"}',
         json.dumps({"_id": "9", "text": "Nine", "title": None}).encode(),
+        b"[" * 100_000,
     ]
     path.write_bytes(b"\n".join(lines) + b"\n")
     items = list(load_beir_jsonl(path, scope_id="scifact"))
@@ -250,11 +265,13 @@ def test_beir_loader_streams_documents_and_reports_bad_lines(tmp_path: Path) -> 
     assert docs[1].metadata == {"year": "2020", "k": "v"}
     assert [e.source for e in errors] == [
         "corpus.jsonl:3", "corpus.jsonl:4", "corpus.jsonl:5", "corpus.jsonl:7",
+        "corpus.jsonl:9",
     ]  # fmt: skip
     assert "not valid JSON" in errors[0].reason
     assert "'_id' is required" in errors[1].reason
     assert "not a JSON object" in errors[2].reason
     assert "cannot decode" in errors[3].reason
+    assert errors[4].reason == "not valid JSON: nested too deeply"
 
 
 def test_beir_title_as_heading_puts_the_title_into_the_content(tmp_path: Path) -> None:

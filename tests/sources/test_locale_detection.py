@@ -11,7 +11,12 @@ from services.core.models import Document
 from services.indexer.validation import check_locale_tag
 from services.sources.html_head import Alternate, read_html_head
 from services.sources.loaders import load_directory
-from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
+from services.sources.locale_detection import (
+    PathLocales,
+    _without_fenced_code,
+    normalize_tag,
+    script_locale,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -80,6 +85,20 @@ def test_locale_folders_are_read_conservatively() -> None:
 )  # fmt: skip
 def test_script_names_the_language(text: str, expected: str | None) -> None:
     assert script_locale(text) == expected
+
+
+def test_fenced_code_is_left_out_only_where_it_closes() -> None:
+    code = "```\n" + "print('hello world, this is code')\n" * 20 + "```\n"
+    assert script_locale(CHINESE + code) == "zh"
+    assert script_locale(CHINESE[:20] + "\n```\n" + ENGLISH * 5) == "en"  # never closed: prose
+    assert script_locale("~~~~\n" + ENGLISH + "\n~~~\n~~~~\n" + CHINESE) == "zh"
+
+
+@pytest.mark.timeout(120)  # the hang guard (a pattern searched to the end from each: hours)
+def test_many_unclosed_fences_are_read_in_linear_time() -> None:
+    text = "```x\n" * 200_000
+    assert _without_fenced_code(text) == text
+    assert _without_fenced_code(text + "```\n") == " \n"
 
 
 def test_html_head_gives_lang_and_alternates() -> None:
