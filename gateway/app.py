@@ -142,6 +142,9 @@ def create_app(
     )
     app.state.metrics = metrics
     app.state.settings = settings
+    # No redirect from `/v1/search/` to `/v1/search`: Starlette would build
+    # the Location from the caller's Host header (any host it names).
+    app.router.redirect_slashes = False
     _add_routes(app, settings)
     _add_error_handlers(app)
     policy = OriginPolicy(
@@ -266,11 +269,11 @@ def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
         body["release"] = release.as_json()
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    @app.get("/", include_in_schema=False)
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
 
-    @app.get("/widget.js", include_in_schema=False)
+    @app.api_route("/widget.js", methods=["GET", "HEAD"], include_in_schema=False)
     async def widget() -> FileResponse:
         return FileResponse(
             STATIC_DIR / "widget.js",

@@ -25,6 +25,9 @@ REQUESTS = [
     pytest.param("OPTIONS", "/v1/search", ALLOWED_ORIGIN, None, 204, id="preflight"),
     pytest.param("GET", "/v1/search", ALLOWED_ORIGIN, None, 405, id="wrong-method"),
     pytest.param("GET", "/nope", None, None, 404, id="not-found"),
+    # Not redirected: Starlette would build the Location from the Host header.
+    pytest.param("POST", "/v1/search/", ALLOWED_ORIGIN, SEARCH, 404, id="trailing-slash"),
+    pytest.param("HEAD", "/", None, None, 200, id="page-head"),
     pytest.param("GET", "/healthz", None, None, 200, id="healthz"),
     pytest.param("GET", "/readyz", None, None, 200, id="readyz"),
     pytest.param("GET", "/openapi.json", None, None, 200, id="openapi"),
