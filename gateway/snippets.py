@@ -33,9 +33,13 @@ _M = _SENTINEL_CLASS + "*"  # lets the line patterns see through sentinels
 # they remove (before a heading's `#`, inside a list number), so a marked text
 # cleans exactly like the bare one; those sentinels are then lost with the markup.
 _HEADING_LINE = re.compile(rf"^{_M}\s{{0,3}}#{{1,6}}\s.*$", re.MULTILINE)
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+# Link text holds no bracket (as in CommonMark: `[a [b](u)` links only "b"),
+# so a run of `[` is not rescanned to its end from each one.
+_LINK = re.compile(r"!?\[([^\][]*)\]\([^)]*\)")
 _INLINE_MARKUP = re.compile(r"\*\*|__|`+")
-_LINE_MARKUP = re.compile(rf"^\s*{_M}(?:[>*+-]|#{{1,6}}|(?:\d{_M})+\.)\s+|\|", re.MULTILINE)
+# `[ \t]*`, not `\s*`: from each line start, `\s*` ran across every blank line
+# below it before failing (quadratic in a run of blank lines).
+_LINE_MARKUP = re.compile(rf"^[ \t]*{_M}(?:[>*+-]|#{{1,6}}|(?:\d{_M})+\.)\s+|\|", re.MULTILINE)
 _ALONE = re.compile(rf"(?:(?<= )|^)({_SENTINEL_CLASS}+) ")
 _LAST_ALONE = re.compile(rf" ({_SENTINEL_CLASS}+)$")
 

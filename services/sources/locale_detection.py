@@ -171,7 +171,7 @@ _KANA_SHARE = 0.10
 # 5-9 s of a folder's load).
 _FENCE_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
-_URL = re.compile(r"\S+://\S+")
+_URL = re.compile(r"(?<!\S)\S+://\S+")  # tried from word starts only: linear
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 
 

@@ -41,7 +41,8 @@ _WEB_ENCODINGS = frozenset(
         "shift_jis", "cp932", "euc-kr", "cp949",
     )
 )  # fmt: skip
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_\-]+)""", re.I)
+# `[^<>]`: a run of `<meta` is not rescanned to its end from each one.
+_META_CHARSET = re.compile(rb"""<meta[^<>]+charset\s*=\s*["']?([A-Za-z0-9_\-]+)""", re.I)
 
 
 def content_type_for_filename(name: str) -> ContentType:

@@ -12,6 +12,7 @@ from gateway.snippets import (
     Snippet,
     Span,
     highlighted_snippet,
+    plain_text,
     snippet,
     valid_spans,
 )
@@ -198,3 +199,14 @@ def test_every_word_maps_exactly_or_is_dropped(limit: int) -> None:
             assert len(result.text) <= limit + 1
     # Dropped: heading lines, the link target, list numbers.
     assert kept == KEPT
+
+
+def test_link_text_holds_no_bracket_as_in_commonmark() -> None:
+    assert plain_text("see [a [b](https://x.test) c") == "see [a b c"
+    assert plain_text("[x![i](p.png)] and [y](u)") == "[xi] and y"
+
+
+@pytest.mark.timeout(120)  # the hang guard: quadratic patterns took hours on these
+@pytest.mark.parametrize("text", ["\n" * 200_000, " \n" * 100_000, "[" * 200_000])
+def test_runs_of_blank_lines_and_brackets_clean_in_linear_time(text: str) -> None:
+    assert plain_text(text).strip("\n [") == ""

@@ -13,6 +13,7 @@ from services.sources.html_head import Alternate, read_html_head
 from services.sources.loaders import load_directory
 from services.sources.locale_detection import (
     PathLocales,
+    _prose,
     _without_fenced_code,
     normalize_tag,
     script_locale,
@@ -99,6 +100,12 @@ def test_many_unclosed_fences_are_read_in_linear_time() -> None:
     text = "```x\n" * 200_000
     assert _without_fenced_code(text) == text
     assert _without_fenced_code(text + "```\n") == " \n"
+
+
+@pytest.mark.timeout(120)  # the hang guard: `\S+://` tried from every character took minutes
+def test_a_long_word_without_an_address_is_read_in_linear_time() -> None:
+    word = "ab" * 200_000
+    assert _prose(f"{word} see https://x.test/a") == f"{word} see  "
 
 
 def test_html_head_gives_lang_and_alternates() -> None:
