@@ -74,6 +74,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     for status, description in {
         400: "invalid_json, json_too_deep, upstream_rejected or invalid_page_token",
         403: "origin_not_allowed",
+        408: "body_timeout",
         413: "body_too_large",
         415: "unsupported_media_type",
         422: "invalid_request, query_too_long or top_k_out_of_range",

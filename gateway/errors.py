@@ -25,6 +25,7 @@ class ErrorCode(StrEnum):
     BREAKER_OPEN = "breaker_open"
     LIMITER_UNAVAILABLE = "limiter_unavailable"
     BODY_TOO_LARGE = "body_too_large"
+    BODY_TIMEOUT = "body_timeout"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     INVALID_JSON = "invalid_json"
     JSON_TOO_DEEP = "json_too_deep"
@@ -51,6 +52,7 @@ STATUS: dict[ErrorCode, int] = {
     ErrorCode.BREAKER_OPEN: 503,
     ErrorCode.LIMITER_UNAVAILABLE: 503,
     ErrorCode.BODY_TOO_LARGE: 413,
+    ErrorCode.BODY_TIMEOUT: 408,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
     ErrorCode.INVALID_JSON: 400,
     ErrorCode.JSON_TOO_DEEP: 400,
@@ -72,6 +74,7 @@ STATUS: dict[ErrorCode, int] = {
 OUTCOME: dict[ErrorCode, str] = {
     ErrorCode.ORIGIN_NOT_ALLOWED: "origin_rejected",
     ErrorCode.BODY_TOO_LARGE: "invalid",
+    ErrorCode.BODY_TIMEOUT: "invalid",
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: "invalid",
     ErrorCode.INVALID_JSON: "invalid",
     ErrorCode.JSON_TOO_DEEP: "invalid",

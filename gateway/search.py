@@ -18,6 +18,7 @@ Nothing before step 6 searches, so a refusal costs no search.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass
@@ -143,7 +144,9 @@ class SearchGateway:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media_type != "application/json":
             raise ApiError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
-        raw = await read_bounded_body(request, self.settings.gateway_max_body_bytes)
+        raw = await read_bounded_body(
+            request, self.settings.gateway_max_body_bytes, self.settings.gateway_body_timeout_s
+        )
         data = parse_json_object(raw, self.settings.gateway_max_json_depth)
         try:
             return SearchRequest.model_validate(data)
@@ -183,9 +186,11 @@ def _log_reasons(reply: pb.RetrieveResponse, body: SearchResponse, request_id: s
     )
 
 
-async def read_bounded_body(request: Request, max_bytes: int) -> bytes:
+async def read_bounded_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed `max_bytes`
-    (by Content-Length, or while streaming one sent without it)."""
+    (by Content-Length, or while streaming one sent without it), and with 408
+    if it is not whole within `timeout_s` (a body that stops mid-way, or a
+    chunked one that never ends, would otherwise hold its request open)."""
     too_large = ApiError(ErrorCode.BODY_TOO_LARGE, f"the body exceeds {max_bytes} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
@@ -193,11 +198,15 @@ async def read_bounded_body(request: Request, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise too_large
-            chunks.append(chunk)
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise too_large
+                chunks.append(chunk)
+    except TimeoutError:
+        message = f"the body did not arrive whole within {timeout_s:g} s"
+        raise ApiError(ErrorCode.BODY_TIMEOUT, message) from None
     except ClientDisconnect:
         # The client hung up before its body was whole: a bad request (no
         # one reads the answer), not an internal error with a traceback.

@@ -134,6 +134,13 @@ class GatewaySettings(
     gateway_max_body_bytes: int = Field(
         16 * KiB, ge=256, le=1024 * KiB, description="Largest request body accepted (413 above)"
     )
+    gateway_body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="Longest wait for a request body to arrive whole (408 after): a client "
+        "that stops sending mid-body does not hold its request open",
+    )
     gateway_max_json_depth: int = Field(
         32,
         ge=3,  # a search request itself nests three deep (body, scope, a scope list)

@@ -247,3 +247,33 @@ async def test_a_client_hanging_up_mid_body_is_not_an_internal_error(
     assert 'gateway_search_requests_total{outcome="invalid"} 3.0' in metrics
     assert 'gateway_search_requests_total{outcome="internal"} 0.0' in metrics
     assert retriever.servicer.calls == 0
+
+
+async def test_a_body_that_stops_mid_way_is_answered_408_within_the_body_timeout(
+    retriever: RetrieverServer,
+) -> None:
+    """A client that sends part of its body and then nothing (or a chunked
+    body that never ends) held its request open for as long as it liked."""
+    settings = gateway_settings(retriever.addr, gateway_body_timeout_s=0.5)
+    head = (
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nOrigin: " + ALLOWED_ORIGIN.encode()
+        + b"\r\nContent-Type: application/json\r\n"
+    )  # fmt: skip
+    stalls = [
+        head + b'Content-Length: 1000\r\n\r\n{"query":',
+        head + b'Transfer-Encoding: chunked\r\n\r\n9\r\n{"query":\r\n',
+    ]
+    async with serve_gateway(settings) as gw:
+        host, port = gw.url.removeprefix("http://").split(":")
+        for stall in stalls:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(stall)
+            await writer.drain()
+            async with asyncio.timeout(30):  # the test's own guard; the gateway answers at 0.5 s
+                status_line = await reader.readline()
+                answer = await reader.read(4096)
+            writer.close()
+            assert status_line.startswith(b"HTTP/1.1 408"), status_line
+            assert b'"code":"body_timeout"' in answer
+            assert b"within 0.5 s" in answer
+    assert retriever.servicer.calls == 0
