@@ -8,6 +8,10 @@
 - `NaN` and `Infinity` are not JSON; Python's parser accepts them unless told.
 - A lone surrogate escape (`"\\ud800"`) decodes to a str that cannot be encoded
   again, so it would fail later, in the proto or a log line.
+- A name twice in one object (RFC 8259 §4: names SHOULD be unique) is refused:
+  parsers differ on which value wins (this one takes the last, others the
+  first or fail), so a filter in front of the gateway could check one value
+  while the search used the other.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def parse_json_object(raw: bytes, max_depth: int) -> dict[str, Any]:
             f"the body nests arrays and objects deeper than {max_depth} levels",
         )
     try:
-        data = json.loads(text, parse_constant=_refuse_constant)
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_names)
     except _NotJson as exc:
         raise ApiError(ErrorCode.INVALID_JSON, str(exc)) from None
     except ValueError:  # JSONDecodeError, or an integer past Python's digit limit
@@ -66,6 +70,15 @@ def nests_deeper_than(text: str, limit: int) -> bool:
         if depth > limit:
             return True
     return False
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in obj:
+            raise _NotJson(f"the body names {name[:40]!r} twice in one object")
+        obj[name] = value
+    return obj
 
 
 def _refuse_constant(name: str) -> Any:

@@ -103,6 +103,8 @@ MALFORMED = [
     pytest.param(b"", id="empty"),
     pytest.param(b'{"query": "ports"} {}', id="trailing-data"),
     pytest.param(b'{"query": "ports', id="unterminated-string"),
+    pytest.param(b'{"query": "ports", "query": "x"}', id="duplicate-name"),
+    pytest.param(b'{"query": "ports", "scope": {"locale": "en", "locale": "zh"}}', id="nested-dup"),
 ]
 
 
@@ -142,6 +144,11 @@ def test_depth_scan(text: str, deeper_than_2: bool) -> None:
 
 
 @pytest.mark.unit
+def test_a_name_twice_is_refused_naming_it() -> None:
+    with pytest.raises(ApiError, match="the body names 'top_k' twice in one object"):
+        parse_json_object(b'{"query": "a", "top_k": 1, "top_k": 20}', 32)
+
+
 def test_parse_returns_the_object() -> None:
     assert parse_json_object(b'{"query": "ports", "top_k": 3}', 8) == {"query": "ports", "top_k": 3}
     with pytest.raises(ApiError) as caught:
