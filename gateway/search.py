@@ -142,7 +142,8 @@ class SearchGateway:
 
     async def _read_request(self, request: Request) -> SearchRequest:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if media_type != "application/json":
+        # One Content-Type: with two, a proxy and the app could each read another.
+        if media_type != "application/json" or len(request.headers.getlist("content-type")) > 1:
             raise ApiError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
         raw = await read_bounded_body(
             request, self.settings.gateway_max_body_bytes, self.settings.gateway_body_timeout_s

@@ -277,3 +277,17 @@ async def test_a_body_that_stops_mid_way_is_answered_408_within_the_body_timeout
             assert b'"code":"body_timeout"' in answer
             assert b"within 0.5 s" in answer
     assert retriever.servicer.calls == 0
+
+
+async def test_two_content_type_headers_are_refused(retriever: RetrieverServer) -> None:
+    headers = [
+        ("Origin", ALLOWED_ORIGIN),
+        ("Content-Type", "application/json"),
+        ("Content-Type", "text/plain"),
+    ]
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        response = await client.post(
+            f"{gw.url}/v1/search", content=b'{"query": "x"}', headers=headers
+        )
+    assert (response.status_code, _error_code(response)) == (415, "unsupported_media_type")
+    assert retriever.servicer.calls == 0
