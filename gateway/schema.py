@@ -35,17 +35,19 @@ from services.core.field_rules import (
     MAX_LANGUAGE_TAG_CHARS,
     hidden_character_problem,
     language_tag_problem,
+    metadata_key_problem,
     parse_rfc3339,
 )
 from services.core.query_text import query_problem
 from services.core.web_url import url_identity_problem
 
 
-def _rule(problem_of: Callable[[str], str | None]) -> AfterValidator:
-    """A pydantic validator from a services rule (None: fine, else the problem)."""
+def _rule(problem_of: Callable[[str], str | None], empty_too: bool = False) -> AfterValidator:
+    """A pydantic validator from a services rule (None: fine, else the problem);
+    an empty value is left to the field's own rule unless `empty_too`."""
 
     def check(value: str) -> str:
-        problem = problem_of(value) if value else None
+        problem = problem_of(value) if value or empty_too else None
         if problem is not None:
             raise ValueError(problem)
         return value
@@ -64,7 +66,8 @@ def _rfc3339_problem(value: str) -> str | None:
 FiniteFloat = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 ShortText = Annotated[StrictStr, Field(max_length=2048)]
 # One-line text: no control or format characters (services.core.field_rules).
-Key = Annotated[StrictStr, Field(max_length=128), _rule(hidden_character_problem)]
+# A metadata key, as a document's must be (not blank, no `=`).
+Key = Annotated[StrictStr, Field(max_length=128), _rule(metadata_key_problem, empty_too=True)]
 OneLine = Annotated[ShortText, _rule(hidden_character_problem)]
 # A metadata value (and what is compared with one) may break lines.
 MetadataValue = Annotated[ShortText, _rule(lambda v: hidden_character_problem(v, line_breaks=True))]

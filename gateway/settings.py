@@ -139,7 +139,8 @@ class GatewaySettings(
         gt=0,
         le=300,
         description="Longest wait for a request body to arrive whole (408 after): a client "
-        "that stops sending mid-body does not hold its request open",
+        "that stops sending mid-body does not hold its request open. Raise it with "
+        "RAG_GATEWAY_MAX_BODY_BYTES for slow links",
     )
     gateway_max_json_depth: int = Field(
         32,

@@ -37,9 +37,9 @@ _HEADING_LINE = re.compile(rf"^{_M}\s{{0,3}}#{{1,6}}\s.*$", re.MULTILINE)
 # so a run of `[` is not rescanned to its end from each one.
 _LINK = re.compile(r"!?\[([^\][]*)\]\([^)]*\)")
 _INLINE_MARKUP = re.compile(r"\*\*|__|`+")
-# `[ \t]*`, not `\s*`: from each line start, `\s*` ran across every blank line
-# below it before failing (quadratic in a run of blank lines).
-_LINE_MARKUP = re.compile(rf"^[ \t]*{_M}(?:[>*+-]|#{{1,6}}|(?:\d{_M})+\.)\s+|\|", re.MULTILINE)
+# `[^\S\n]*` (blanks of one line), not `\s*`: from each line start, `\s*` ran
+# across every blank line below it before failing (quadratic in a run of them).
+_LINE_MARKUP = re.compile(rf"^[^\S\n]*{_M}(?:[>*+-]|#{{1,6}}|(?:\d{_M})+\.)\s+|\|", re.MULTILINE)
 _ALONE = re.compile(rf"(?:(?<= )|^)({_SENTINEL_CLASS}+) ")
 _LAST_ALONE = re.compile(rf" ({_SENTINEL_CLASS}+)$")
 

@@ -68,6 +68,15 @@ _DATE_TIME = re.compile(
 )
 
 
+def metadata_key_problem(key: str) -> str | None:
+    """None when `key` can be a document's metadata key (one-line text, not
+    blank, no `=`: keys are stored as `key=value` terms), else why not. A
+    filter or boost on any other key could only match nothing."""
+    if not key.strip() or "=" in key:
+        return "must be non-empty and contain no '=' (no document can hold such a key)"
+    return hidden_character_problem(key)
+
+
 def hidden_character_problem(value: str, *, line_breaks: bool = False) -> str | None:
     """None when `value` is one-line text by the rule above (with
     `line_breaks`: a metadata value's), else which character it holds (by

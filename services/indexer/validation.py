@@ -25,7 +25,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _PREVIEW_CHARS = 40
 # A body with something to index: a character that is neither white space nor
 # an invisible format character (a zero-width space alone is an empty page).
-_VISIBLE = regex.compile(r"[^\s\p{Cf}]")
+_VISIBLE = regex.compile(r"[^\s\x1c-\x1f\p{Cf}]")  # as str.isspace, and Cf
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ services.operator.cli.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -77,7 +78,8 @@ def unsendable(doc: Document, max_chars: int) -> str | None:
     YAML front matter decodes to one; UTF-8 cannot carry it)."""
     if len(doc.text) > max_chars:
         return f"text: {len(doc.text)} characters, limit is {max_chars} (--max-document-chars)"
-    fields = {"doc_id": doc.doc_id, "title": doc.title, "url": doc.url, "text": doc.text}
+    fields = {"doc_id": doc.doc_id, "scope_id": doc.scope_id, "title": doc.title, "url": doc.url}
+    fields |= {"text": doc.text}
     fields |= {"locale": doc.locale, "updated_at": doc.updated_at}
     fields |= {f"metadata[{k!r}]": f"{k}={v}" for k, v in doc.metadata.items()}
     for name, value in fields.items():
@@ -145,7 +147,7 @@ class Ingest:
         for item in items:
             if isinstance(item, LoadError):
                 self.rejected.append(f"{item.source}: {item.reason}")
-                self.unread += 1
+                self.unread += 0 if item.skipped else 1
                 continue
             problem = unsendable(item, self.args.max_document_chars)
             if problem is None:
@@ -224,11 +226,19 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-chars", type=int, default=4_000_000)
     p.add_argument(
         "--max-document-chars",
-        type=int,
-        default=DocumentLimits().max_document_chars,
-        help="longest body sent; a longer one is rejected here "
-        "(the Indexer's RAG_MAX_DOCUMENT_CHARS, default %(default)s)",
+        type=_positive_int,
+        default=os.environ.get("RAG_MAX_DOCUMENT_CHARS", DocumentLimits().max_document_chars),
+        help="longest body sent; a longer one is rejected here. Default: "
+        "RAG_MAX_DOCUMENT_CHARS from the environment, as the Indexer reads it, else "
+        f"{DocumentLimits().max_document_chars}",
     )
+
+
+def _positive_int(value: str | int) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number")
+    return number
 
 
 def _locale_tag(value: str) -> str:

@@ -215,6 +215,7 @@ class ReleaseCheck:
             differing=[{"doc_id": d, "state": s} for d, s in ingest.differing[:MAX_LISTED]],
             rejected=ingest.rejected[:MAX_LISTED],
             in_sync=bool(ingest.kept) and all(counts[n] == 0 for n in STATE_FIELDS[1:]),
+            sync_skipped=ingest.sync_skipped,
         )
 
     def _verify(self) -> _VerifyOutcome:

@@ -49,6 +49,9 @@ class DryRunSection:
     differing: list[dict[str, str]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     in_sync: bool = False
+    # Why the plan holds no removals although it was asked for them (a source
+    # could not be read: services.operator.ingest); "" when it does.
+    sync_skipped: str = ""
 
 
 @dataclass
@@ -199,6 +202,7 @@ def _dry_run_lines(dry_run: DryRunSection) -> list[str]:
     lines = [f"- {dry_run.documents} documents in the source: {counts}"]
     lines += [f"- {d['state']}: {d['doc_id']}" for d in dry_run.differing[:20]]
     lines += [f"- rejected: {r}" for r in dry_run.rejected[:20]]
+    lines += [f"- {dry_run.sync_skipped}"] if dry_run.sync_skipped else []
     return lines
 
 

@@ -14,6 +14,7 @@ from services.core.field_rules import (
     MAX_LANGUAGE_TAG_CHARS,
     hidden_character_problem,
     language_tag_problem,
+    metadata_key_problem,
 )
 from services.core.models import ScopeFilter
 from services.core.web_url import url_identity_problem
@@ -154,14 +155,11 @@ def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
         )
     for key, value in f.metadata.items():
         _check_chars("filter.metadata key", key, limits.max_filter_metadata_key_chars)
-        _check_one_line(f"filter.metadata key {key[:40]!r}", key)
-        # The Indexer refuses such keys, so a filter on one could only match
-        # nothing: a caller's mistake (an unset variable, a "k=v" pasted whole).
-        if not key.strip() or "=" in key:
-            raise InvalidArgument(
-                f"filter.metadata key {key[:40]!r}: must be non-empty and contain no '=' "
-                "(no document can hold such a key)"
-            )
+        # The Indexer refuses keys that are blank or hold `=`, so a filter on
+        # one could only match nothing: a caller's mistake (an unset variable,
+        # a "k=v" pasted whole).
+        if (problem := metadata_key_problem(key)) is not None:
+            raise InvalidArgument(f"filter.metadata key {key[:40]!r}: {problem}")
         _check_chars(f"filter.metadata[{key!r}]", value, limits.max_filter_value_chars)
         _check_one_line(f"filter.metadata[{key!r}]", value, line_breaks=True)
 

@@ -223,12 +223,13 @@ def _prose(text: str) -> str:
 
 def _without_fenced_code(text: str) -> str:
     """`text` without its closed fenced code blocks (each becomes a blank
-    line); a fence never closed stays, as it is not a block."""
+    line; as in CommonMark, a block closes at a line of its fence's character
+    at least as long as its opening run); a fence never closed stays."""
     kept: list[str] = []
     block: list[str] = []  # the open block's lines, its opening line first
     fence = ""
     for line in text.split("\n"):
-        if fence and line.strip(" \t") == fence:
+        if fence and _closes(line.strip(" \t"), fence):
             kept.append(" ")
             block, fence = [], ""
         elif fence:
@@ -238,3 +239,7 @@ def _without_fenced_code(text: str) -> str:
         else:
             kept.append(line)
     return "\n".join(kept + block)
+
+
+def _closes(line: str, fence: str) -> bool:
+    return len(line) >= len(fence) and line == fence[0] * len(line)

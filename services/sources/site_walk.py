@@ -30,10 +30,15 @@ FOLLOW_HINT = "pass --follow-symlinks to follow links that stay inside the folde
 
 @dataclass(frozen=True)
 class LoadError:
-    """One source that could not be loaded; `source` is a path or `path:line`."""
+    """One source that could not be loaded; `source` is a path or `path:line`.
+    `skipped`: left out by rule (a link not followed, a FIFO), the same way on
+    every run, so it never held an indexed page; else a read failure (a
+    permission, a decoding error, a folder that cannot be listed), which may
+    hide one (`ingest --sync` then removes nothing)."""
 
     source: str
     reason: str
+    skipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,23 +107,23 @@ class _Walk:
         if stat.S_ISREG(mode):
             self.found.append(SiteFile(relpath, path))
         else:
-            self._refuse(relpath, "not a regular file (a FIFO, socket or device), skipped")
+            self._skip(relpath, "not a regular file (a FIFO, socket or device), skipped")
 
     def _link(self, link: Path, relpath: str, folder: _Folder) -> None:
         if not self.follow:
             if link.is_dir():
-                self._refuse(relpath, f"symbolic link to a folder, skipped: {FOLLOW_HINT}")
+                self._skip(relpath, f"symbolic link to a folder, skipped: {FOLLOW_HINT}")
             elif self.wanted(link.name):
-                self._refuse(relpath, f"symbolic link, skipped: {FOLLOW_HINT}")
+                self._skip(relpath, f"symbolic link, skipped: {FOLLOW_HINT}")
             return
         target = self._resolve(link, relpath)
         if target is None or not (target.is_dir() or self.wanted(link.name)):
             return  # nothing the loader would read, as for a file
         if not target.is_relative_to(self.root):
-            self._refuse(relpath, f"symbolic link to {target}, outside the folder, refused")
+            self._skip(relpath, f"symbolic link to {target}, outside the folder, refused")
         elif _is_hidden(target.relative_to(self.root)):
             # Hidden stays hidden, whatever name a link gives it (`env.md -> .env`).
-            self._refuse(relpath, "symbolic link to a hidden file or folder, refused")
+            self._skip(relpath, "symbolic link to a hidden file or folder, refused")
         elif target.is_dir():
             self._enter(target, relpath, folder)
         else:
@@ -129,23 +134,26 @@ class _Walk:
         try:
             return link.resolve(strict=True)
         except RuntimeError:  # Python < 3.13 reports a loop so
-            self._refuse(relpath, "symbolic link loop, refused")
+            self._skip(relpath, "symbolic link loop, refused")
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                self._refuse(relpath, "symbolic link loop, refused")
+                self._skip(relpath, "symbolic link loop, refused")
             elif self.wanted(link.name):
-                self._refuse(relpath, f"broken symbolic link: {exc.strerror}")
+                self._skip(relpath, f"broken symbolic link: {exc.strerror}")
         return None
 
     def _enter(self, target: Path, relpath: str, folder: _Folder) -> None:
         if target in folder.chain:
             shown = target.relative_to(self.root).as_posix() or "."
-            self._refuse(relpath, f"symbolic link loop: leads back to {shown}, refused")
+            self._skip(relpath, f"symbolic link loop: leads back to {shown}, refused")
             return
         self.pending.append(_Folder(target, relpath + "/", (*folder.chain, target)))
 
     def _refuse(self, relpath: str, reason: str) -> None:
         self.found.append(LoadError(relpath, reason))
+
+    def _skip(self, relpath: str, reason: str) -> None:
+        self.found.append(LoadError(relpath, reason, skipped=True))
 
 
 def _is_hidden(relative: Path) -> bool:

@@ -34,7 +34,10 @@ _WEB_ENCODINGS = frozenset(
     codecs.lookup(label).name
     for label in (
         "utf-8", "utf-16-le", "utf-16-be", "utf-16", "ascii", "latin-1", "ibm866",
-        *(f"iso-8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)),
+        # 9 and 11 are labels of windows-1254 and windows-874 there (so is
+        # tis-620); their own codecs differ from those only in C1 controls.
+        *(f"iso-8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16)),
+        "tis-620",
         "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874",
         *(f"cp{n}" for n in range(1250, 1259)),
         "gbk", "gb2312", "gb18030", "big5", "big5hkscs", "euc-jp", "iso-2022-jp",

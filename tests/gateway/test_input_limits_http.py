@@ -86,6 +86,20 @@ BAD_REQUESTS = [
         "invalid_request",
         id="query-language-type",
     ),
+    pytest.param(
+        b'{"query": "x", "scope": {"metadata": {"": "v"}}}',
+        "application/json",
+        422,
+        "invalid_request",
+        id="empty-metadata-key",
+    ),
+    pytest.param(
+        b'{"query": "x", "scope": {"metadata": {"lang=en": "v"}}}',
+        "application/json",
+        422,
+        "invalid_request",
+        id="metadata-key-with-equals",
+    ),
 ]
 
 

@@ -75,9 +75,11 @@ def test_sync_after_a_read_error_removes_nothing(stack: BackgroundStack, tmp_pat
     assert counts(synced.stdout)["removed"] == 0
     assert int(json.loads(cli(stack, "stats").stdout)["documents"]) == 2
 
-    (source / "b.md").unlink()  # gone now, and nothing unreadable: the Sync runs
+    (source / "b.md").unlink()  # gone now, and nothing unreadable: the Sync runs,
+    (source / "linked.md").symlink_to(source / "a.md")  # a link skipped by rule or not
     synced = cli(stack, "ingest", str(source), "--scope", "site", "--sync")
-    assert synced.returncode == 0, synced.stderr
+    assert "linked.md: symbolic link, skipped" in synced.stderr
+    assert "sync skipped" not in synced.stderr
     assert counts(synced.stdout)["removed"] == 1
 
 

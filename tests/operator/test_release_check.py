@@ -61,7 +61,7 @@ def test_passing_record(empty_stack: BackgroundStack, tmp_path: Path) -> None:
         "removed": 0,
         "rejected": 0,
     }
-    assert record["dry_run"]["in_sync"] is True
+    assert record["dry_run"]["in_sync"] is True and record["dry_run"]["sync_skipped"] == ""
     assert record["verify"]["available"] and record["verify"]["clean"]
     scores = record["golden"]["scores"]
     assert (scores["queries"], scores["passed"], scores["ranked_queries"]) == (5, 5, 4)
@@ -132,10 +132,19 @@ def test_failing_record_names_the_diff_and_the_golden_query(
     )
     assert "changed=1" in replan.stdout
 
+    # A file that cannot be read makes the plan's removals unknowable: the record says so.
+    (source / "half-saved.md").write_bytes(b"# Half\n\n\xe2\x80")
+    unread = release_check(empty_stack, source, "site-b", golden, out)
+    assert unread.returncode == 1
+    skipped = latest(out)["dry_run"]["sync_skipped"]
+    assert skipped.startswith("sync skipped: 1 source(s) could not be read")
+    assert f"- {skipped}" in unread.stdout
+    (source / "half-saved.md").unlink()
+
     # A source that is not there is a usage error: exit 2 and no new record.
     missing = release_check(empty_stack, tmp_path / "nowhere", "site-b", golden, out)
     assert missing.returncode == 2 and "release check error" in missing.stderr
-    assert len(list(out.glob("release-*.json"))) == 1
+    assert len(list(out.glob("release-*.json"))) == 2
 
 
 def runtime_verdict(stack: BackgroundStack) -> tuple[bool, int]:

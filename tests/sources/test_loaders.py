@@ -223,6 +223,21 @@ def test_a_charset_no_browser_decodes_rejects_that_page(tmp_path: Path, charset:
     assert "unknown declared charset" in items[1].reason  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    ("charset", "encoding", "word"),
+    [
+        ("iso-8859-9", "cp1254", "Çağ"),
+        ("tis-620", "cp874", "ภาษา"),
+        ("Shift_JIS", "shift_jis", "日本"),
+    ],
+)
+def test_web_charsets_decode(tmp_path: Path, charset: str, encoding: str, word: str) -> None:
+    page = f'<html><head><meta charset="{charset}"></head><body><p>{word}</p></body></html>'
+    (tmp_path / "page.html").write_bytes(page.encode(encoding))
+    (item,) = load_directory(tmp_path, scope_id="s")
+    assert isinstance(item, Document) and item.text == word
+
+
 def test_directory_loader_builds_urls_from_base(docs_root: Path) -> None:
     urls = {
         i.doc_id: i.url

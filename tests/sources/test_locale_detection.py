@@ -92,7 +92,8 @@ def test_fenced_code_is_left_out_only_where_it_closes() -> None:
     code = "```\n" + "print('hello world, this is code')\n" * 20 + "```\n"
     assert script_locale(CHINESE + code) == "zh"
     assert script_locale(CHINESE[:20] + "\n```\n" + ENGLISH * 5) == "en"  # never closed: prose
-    assert script_locale("~~~~\n" + ENGLISH + "\n~~~\n~~~~\n" + CHINESE) == "zh"
+    assert script_locale("~~~~\n" + ENGLISH + "\n~~~\n~~~~~\n" + CHINESE) == "zh"
+    assert _without_fenced_code("````\ncode\n```\nprose") == "````\ncode\n```\nprose"
 
 
 @pytest.mark.timeout(120)  # the hang guard (a pattern searched to the end from each: hours)
