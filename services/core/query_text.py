@@ -42,9 +42,14 @@ EMPTY_QUERY = (
 )
 
 
-def is_empty_query(text: str) -> bool:
-    """True when `text` holds no character but invisible ones (see above)."""
+def shows_nothing(text: str) -> bool:
+    """True when `text` holds no character but invisible ones (see above): an
+    empty query, and an empty document body (services.indexer.validation)."""
     return _VISIBLE.search(text) is None
+
+
+def is_empty_query(text: str) -> bool:
+    return shows_nothing(text)
 
 
 NO_TERM_QUERY = (

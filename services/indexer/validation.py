@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-import regex
-
 from services.core.errors import InvalidArgument
 from services.core.field_rules import hidden_character_problem, language_tag_problem
 from services.core.models import Document
+from services.core.query_text import shows_nothing
 from services.indexer.document_fields import check_timestamp, check_web_url
 
 # A tenant, site or collection name: letters, digits and `._-:/`.
@@ -23,9 +22,6 @@ _SCOPE_ID = re.compile(r"[A-Za-z0-9._:/-]+")
 # line and paragraph separators: they never belong in an id, a URL or a key.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _PREVIEW_CHARS = 40
-# A body with something to index: a character that is neither white space nor
-# an invisible format character (a zero-width space alone is an empty page).
-_VISIBLE = regex.compile(r"[^\s\x1c-\x1f\p{Cf}]")  # as str.isspace, and Cf
 
 
 @dataclass(frozen=True)
@@ -80,7 +76,7 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
     check_doc_id("doc_id", doc.doc_id, limits)
     check_new_doc_id("doc_id", doc.doc_id)
     check_scope_id("scope_id", doc.scope_id, limits)
-    if not _VISIBLE.search(doc.text):
+    if shows_nothing(doc.text):  # a zero-width space alone is an empty page
         raise InvalidArgument(
             f"text: document {doc.doc_id!r} has an empty body (white space and "
             "invisible format characters only)"
