@@ -11,10 +11,12 @@ What a failed call counts as (`blame`):
   FAILED_PRECONDITION, OUT_OF_RANGE, PERMISSION_DENIED, a cancelled call —
   every answer that maps to a 4xx): nothing against the Retriever; it
   answered, so it counts as a success;
-- the Retriever down or slow (UNAVAILABLE, DEADLINE_EXCEEDED): a failure for
-  everyone;
-- anything unexpected (INTERNAL, UNKNOWN, ...): the one request may have
-  caused it, so it counts against the client first (`ClientStrikes`): after
+- the Retriever down (UNAVAILABLE): a failure for everyone;
+- a timeout (DEADLINE_EXCEEDED) or anything unexpected (INTERNAL, UNKNOWN,
+  ...): the one request may have caused it (a question that costs the
+  Retriever more than its deadline allows; probe 3 opened the circuit for
+  every user with one client's long Chinese questions, inside its rate
+  limit), so it counts against the client first (`ClientStrikes`): after
   `fail_max` of them in `reset_s` that client alone is refused (503) until the
   window ends; only a client's first in its window counts for everyone. One
   caller cannot open the circuit for all; a Retriever that fails every
@@ -51,8 +53,8 @@ REDIS_TIMEOUT_S = 0.5
 
 class Blame(Enum):
     CALLER = "caller"  # the request's own doing: never counts
-    UPSTREAM = "upstream"  # the Retriever is down or slow: counts for everyone
-    UNEXPECTED = "unexpected"  # counts against the client first
+    UPSTREAM = "upstream"  # the Retriever is down: counts for everyone
+    UNEXPECTED = "unexpected"  # a timeout or an unexpected error: against the client first
 
 
 # gRPC codes that describe the caller's request, not the Retriever's health
@@ -68,7 +70,7 @@ _CALLER_CODES = frozenset(
         grpc.StatusCode.CANCELLED,
     }
 )
-_UPSTREAM_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+_UPSTREAM_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
 
 
 def blame(exc: BaseException) -> Blame:

@@ -32,6 +32,8 @@ from pydantic import (
 from gateway.errors import ApiError, ErrorCode
 from gateway.reasons import ReasonCode
 from services.core.field_rules import (
+    MAX_BOOST_DAYS,
+    MAX_BOOST_WEIGHT,
     MAX_LANGUAGE_TAG_CHARS,
     hidden_character_problem,
     language_tag_problem,
@@ -77,6 +79,10 @@ LanguageTag = Annotated[
 Url = Annotated[ShortText, _rule(url_identity_problem)]
 
 
+# What the Retriever accepts (checked here too, so the caller hears 422 at once).
+BoostWeight = Annotated[FiniteFloat, Field(gt=0, le=MAX_BOOST_WEIGHT, description="In (0, 10]")]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -106,14 +112,14 @@ class Fusion(Strict):
 
 
 class RecencyBoost(Strict):
-    """Decay on the page's updated_at (the Retriever's RecencyBoost; bounds checked there)."""
+    """Decay on the page's updated_at (the Retriever's RecencyBoost, with its bounds)."""
 
-    weight: FiniteFloat = Field(description="In (0, 10]")
-    scale_days: FiniteFloat = Field(
+    weight: BoostWeight
+    scale_days: Annotated[FiniteFloat, Field(gt=0, le=MAX_BOOST_DAYS)] = Field(
         description="Days past the offset at which the factor is `decay`"
     )
-    offset_days: FiniteFloat = 0.0
-    decay: FiniteFloat = Field(0.5, description="In (0, 1)")
+    offset_days: Annotated[FiniteFloat, Field(ge=0, le=MAX_BOOST_DAYS)] = 0.0
+    decay: Annotated[FiniteFloat, Field(gt=0, lt=1)] = Field(0.5, description="In (0, 1)")
     function: Literal["exp", "gauss", "linear"] = "exp"
     origin: Annotated[StrictStr, Field(max_length=64), _rule(_rfc3339_problem)] = Field(
         "", description="RFC 3339 date-time with a zone offset; empty: now"
@@ -123,7 +129,7 @@ class RecencyBoost(Strict):
 class MetadataBoost(Strict):
     key: Key
     value: MetadataValue
-    weight: FiniteFloat = Field(description="In (0, 10]")
+    weight: BoostWeight
 
 
 class Boosts(Strict):

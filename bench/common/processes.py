@@ -23,6 +23,7 @@ import psutil
 from bench.common.paths import ROOT
 from rag_client import CallError, RerankerClient
 from rag_client.settings import ClientSettings, RetryPolicy
+from services.reranker.scorer import LOADING
 from services.runtime.healthcheck import wait_until_serving
 
 
@@ -223,7 +224,7 @@ class Reranker:
                     info = client.info(deadline=2)
                 except CallError:
                     continue
-                if info.reason:
+                if info.reason and info.reason != LOADING:  # still loading: wait on
                     return cls(process, addr, False, info.reason, model)
         return cls(process, addr, False, f"not SERVING after {timeout_s:.0f} s", model)
 
@@ -231,12 +232,14 @@ class Reranker:
         self.process.stop()
 
 
-def start_reranker(model: str, log_dir: Path) -> tuple[Reranker | None, str]:
+def start_reranker(
+    model: str, log_dir: Path, env: Mapping[str, str] | None = None
+) -> tuple[Reranker | None, str]:
     """A serving Reranker of `model`, or None and why not ("" model: not
-    asked for). The Reranker's own settings come from the calling shell."""
+    asked for). Its settings come from the calling shell, then `env`."""
     if not model:
         return None, "--no-rerank"
-    reranker = Reranker.start(model, log_dir)
+    reranker = Reranker.start(model, log_dir, env)
     if reranker.loaded:
         return reranker, ""
     reranker.stop()

@@ -24,8 +24,12 @@ largest gain in train MRR@10 summed over the sets tie, and the one that scores
 the fewest candidates wins (each is a forward pass on every request). The test rows use
 the chosen constants.
 
-    python -m bench.eval.rerank_rules dump --set third_party
-    python -m bench.eval.rerank_rules fit
+    python -m bench.eval.rerank_rules dump --set third_party [--model packaged:…]
+    python -m bench.eval.rerank_rules fit [--model packaged:…]
+
+`--model` (default: the Reranker's default) names the reranking model whose
+scores are dumped and fitted; each model's dumps and fit file are its own,
+and the gates of its grid are in its own score units (GATES).
 """
 
 from __future__ import annotations
@@ -46,12 +50,21 @@ from bench.common.retrieve_loop import run_load
 from bench.eval.dataset import BeirDataset, Qrels
 from bench.eval.metrics import evaluate
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
+from services.reranker.packaged import COLBERT
 from services.reranker.settings import DEFAULT_MODEL
-from services.retriever.fusion import FITTED_RERANK_BLEND, RerankBlend, reranked_order
-from services.retriever.requests import DEFAULT_CONFIG
+from services.retriever.fusion import FITTED_RERANK, RerankBlend, reranked_order
 
 DUMP_DIR = SCRATCH_DIR / "rerank-rules"
-FIT_FILE = RESULTS_DIR / "rerank-rules-fit.json"
+# The gates each model's grid tries, in its score units. The cross-encoder's
+# scores are logits (4: about 55 to 1 in odds). ColBERT's are sums of cosines
+# over the question's tokens: candidates of one question lie within a few
+# tenths to a few units of each other (bench/results/notes/late_interaction.md).
+GATES = {
+    DEFAULT_MODEL: (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0),
+    COLBERT.alias: (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0),
+}
+# Candidate counts tried; ColBERT's reach down to what its cost serves whole.
+CANDIDATES = {DEFAULT_MODEL: (4, 6, 8, 10, 15, 20), COLBERT.alias: (2, 3, 4, 6, 8, 10, 15, 20)}
 DEPTH = 20
 SETS = ("scifact", "third_party", "bilingual")
 MEASURES = ("hit@1", "mrr@10", "ndcg@10")
@@ -65,6 +78,12 @@ NOISE = 0.005
 # (~45 ms a pair, 2026-12-01). 8 candidates left the `make run` demo answer
 # partial that day (5 of 8 scored).
 SERVABLE_CANDIDATES = 5
+# ColBERT reads a passage at 256 tokens (128 halved its gain) and
+# costs ~2.3x a cross-encoder pair at 128 (interleaved in one process,
+# 2026-12-02): the default budget holds 2 of its pairs whole, too few to gain
+# anything. It is a choice an operator makes with a larger budget
+# (RAG_RERANK_BUDGET_MS), so its rule is fitted without the cap.
+SERVABLE = {DEFAULT_MODEL: SERVABLE_CANDIDATES, COLBERT.alias: DEPTH}
 
 
 @dataclass(frozen=True)
@@ -122,16 +141,31 @@ def _only(parent: Path, pattern: str) -> Path:
     return found[0]
 
 
-def dump(name: str) -> Path:
+def model_files(model: str) -> tuple[Path, Path]:
+    """Where `model`'s dumps go and its fit is written (the default model's
+    keep the names they always had)."""
+    if model == DEFAULT_MODEL:
+        return DUMP_DIR, RESULTS_DIR / "rerank-rules-fit.json"
+    slug = model.removeprefix("packaged:")
+    return DUMP_DIR / slug, RESULTS_DIR / f"rerank-rules-fit-{slug}.json"
+
+
+def dump(name: str, model: str = DEFAULT_MODEL, depth: int = DEPTH) -> Path:
+    """Every query's fused top DEPTH, and the model's scores of its first
+    `depth` (fewer saves a slow model's time; the fit then tries no rule that
+    reads deeper)."""
     evalset = load_set(name)
-    log_dir = DUMP_DIR / "logs" / name
-    reranker, why_not = start_reranker(DEFAULT_MODEL, log_dir)
+    dump_dir = model_files(model)[0]
+    log_dir = dump_dir / "logs" / name
+    # Every candidate scored, however slow the model: no cap on the call.
+    reranker, why_not = start_reranker(model, log_dir, {"RAG_RERANK_DEFAULT_DEADLINE_MS": "600000"})
     if reranker is None:
         raise SystemExit(why_not)
     env = {
         **evalset.env,
         "RAG_RERANKER_ADDR": reranker.addr,
-        "RAG_RERANK_CANDIDATES": str(DEPTH),
+        "RAG_RERANK_MODEL": model,  # the Retriever reads it too: the model's languages
+        "RAG_RERANK_CANDIDATES": str(depth),
         "RAG_RERANK_BUDGET_MS": "60000",
         "RAG_DEFAULT_DEADLINE_MS": "120000",
     }
@@ -143,13 +177,14 @@ def dump(name: str) -> Path:
     finally:
         stack.stop()
         reranker.stop()
-    path = DUMP_DIR / f"{name}.jsonl"
+    path = dump_dir / f"{name}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         for qid, _, split in evalset.queries:
             scores = {h.chunk_id: h.rerank_score for h in scored[qid].hits if h.reranked}
             hits = [[h.doc_id, h.chunk_id, len(h.exact_identifiers)] for h in fused[qid].hits]
-            out.write(json.dumps({"id": qid, "split": split, "hits": hits, "scores": scores}))
+            row = {"id": qid, "split": split, "hits": hits, "scores": scores, "scored": depth}
+            out.write(json.dumps(row))
             out.write("\n")
     print(f"{len(evalset.queries)} queries -> {path}")
     return path
@@ -226,28 +261,28 @@ def _distinct(docs: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(docs))
 
 
-def grid() -> Iterator[Rule]:
-    """Gate 0 is no gate: the best score always reaches the first's. Gates
-    above 4 were added when the 67-question third-party train split chose
-    the grid's edge (4)."""
+def grid(model: str = DEFAULT_MODEL) -> Iterator[Rule]:
+    """Gate 0 is no gate: the best score always reaches the first's. The
+    cross-encoder's gates above 4 were added when the 67-question third-party
+    train split chose the grid's edge (4)."""
     for n, fused_weight, k, gate in itertools.product(
-        (4, 6, 8, 10, 15, 20),
+        CANDIDATES[model],
         (0.0, 0.5, 1.0, 2.0, 3.0, 4.0),
         (1.0, 10.0, 30.0),
-        (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0),
+        GATES[model],
     ):
         yield Rule(n, RerankBlend(fused_weight, 1.0, k, gate))
 
 
-def cheapest_near_best(ranked: list[tuple[bool, float, Rule]]) -> Rule | None:
-    """Among admissible rules that score at most SERVABLE_CANDIDATES and whose
+def cheapest_near_best(
+    ranked: list[tuple[bool, float, Rule]], servable: int = SERVABLE_CANDIDATES
+) -> Rule | None:
+    """Among admissible rules that score at most `servable` candidates and whose
     train gain is within NOISE of the best of those, the one that scores the
     fewest candidates (each costs a forward pass on every request); then the
     larger gain. None: no rule is admissible."""
     admissible = [
-        (gain, rule)
-        for ok, gain, rule in ranked
-        if ok and gain > 0 and rule.candidates <= SERVABLE_CANDIDATES
+        (gain, rule) for ok, gain, rule in ranked if ok and gain > 0 and rule.candidates <= servable
     ]
     if not admissible:
         return None
@@ -256,12 +291,14 @@ def cheapest_near_best(ranked: list[tuple[bool, float, Rule]]) -> Rule | None:
     return min(near, key=lambda pair: (pair[1].candidates, -pair[0]))[1]
 
 
-def fit(sets: Sequence[str]) -> dict[str, Any]:
+def fit(sets: Sequence[str], model: str = DEFAULT_MODEL) -> dict[str, Any]:
     """The grid replayed on every set's train split; the chosen rule, the
-    runners-up, fusion alone and the Retriever's current rule on both splits."""
+    runners-up, fusion alone and the Retriever's current rule for `model` on
+    both splits."""
     data = {}
+    dump_dir = model_files(model)[0]
     for name in sets:
-        rows = [json.loads(line) for line in (DUMP_DIR / f"{name}.jsonl").read_text().splitlines()]
+        rows = [json.loads(line) for line in (dump_dir / f"{name}.jsonl").read_text().splitlines()]
         data[name] = (rows, load_set(name).qrels)
 
     def figures(rule: Rule, split: str) -> dict[str, dict[str, float]]:
@@ -270,15 +307,17 @@ def fit(sets: Sequence[str]) -> dict[str, Any]:
     base = Rule(DEPTH, None)
     floor = figures(base, "train")
     ranked = []
-    for rule in grid():
+    depth = min(row.get("scored", DEPTH) for rows, _ in data.values() for row in rows)
+    for rule in (rule for rule in grid(model) if rule.candidates <= depth):
         train = figures(rule, "train")
         worse = any(train[n][m] < floor[n][m] for n in train for m in MEASURES)
         gain = sum(train[n]["mrr@10"] - floor[n]["mrr@10"] for n in train)
         ranked.append((not worse, round(gain, 4), rule))
     ranked.sort(key=lambda r: (r[0], r[1]), reverse=True)
-    current = Rule(DEFAULT_CONFIG.rerank_candidates, FITTED_RERANK_BLEND)
+    fitted = FITTED_RERANK.get(model, FITTED_RERANK[DEFAULT_MODEL])
+    current = Rule(fitted.candidates, fitted.blend)
     rows = [("fusion alone", base), ("current default", current)]
-    chosen = cheapest_near_best(ranked)
+    chosen = cheapest_near_best(ranked, SERVABLE[model])
     if chosen is not None:
         rows.append((f"chosen: servable, the fewest candidates within {NOISE} of the best", chosen))
     rows += [
@@ -286,6 +325,7 @@ def fit(sets: Sequence[str]) -> dict[str, Any]:
         for n, (ok, gain, rule) in enumerate(ranked[:10], 1)
     ]
     return {
+        "model": model,
         "sets": list(sets),
         "grid_points": len(ranked),
         "rules": [
@@ -303,19 +343,25 @@ def fit(sets: Sequence[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.eval.rerank_rules", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("dump").add_argument("--set", choices=SETS, required=True)
-    sub.add_parser("fit").add_argument("--sets", nargs="+", default=list(SETS))
+    dump_args, fit_args = sub.add_parser("dump"), sub.add_parser("fit")
+    dump_args.add_argument("--set", choices=SETS, required=True)
+    dump_args.add_argument("--scored", type=int, default=DEPTH, help="candidates scored")
+    fit_args.add_argument("--sets", nargs="+", default=list(SETS))
+    for each in (dump_args, fit_args):
+        each.add_argument("--model", choices=sorted(GATES), default=DEFAULT_MODEL)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "dump":
-        dump(args.set)
+        dump(args.set, args.model, args.scored)
         return 0
-    result = {**run_record(["-m", "bench.eval.rerank_rules", *sys.argv[1:]]), **fit(args.sets)}
-    FIT_FILE.write_text(json.dumps(result, indent=1) + "\n")
+    record = run_record(["-m", "bench.eval.rerank_rules", *sys.argv[1:]])
+    result = {**record, **fit(args.sets, args.model)}
+    fit_file = model_files(args.model)[1]
+    fit_file.write_text(json.dumps(result, indent=1) + "\n")
     for row in result["rules"]:
         print(row["what"], "|", row["rule"])
         for split in ("train", "test"):
             print(f"  {split:5}", json.dumps(row[split]))
-    print(f"wrote {FIT_FILE}")
+    print(f"wrote {fit_file}")
     return 0
 
 

@@ -13,6 +13,12 @@ after the caller's deadline. Writes bench/results/rerank_retrieve.json.
 
     python -m bench.load.rerank_retrieve
     python -m bench.load.rerank_retrieve --candidates 20 4 --deadline-ms 1000
+    python -m bench.load.rerank_retrieve --model packaged:answerai-colbert-small-v1 \
+        --candidates 10 --budget-ms 1500 --deadline-ms 3000
+
+`--model` names the model both the Reranker and the Retriever are told of
+(RAG_RERANK_MODEL), so the Retriever applies that model's fitted rule; its
+results go to rerank_retrieve_<model>.json.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     questions = [(q.id, q.text) for q in read_queries(QUERIES)]
     runs = [level for candidates in args.candidates for level in measure(args, candidates)]
     result = {**record, "index": str(args.index), "questions": len(questions), "runs": runs}
-    path = args.out / RESULTS_FILE
+    slug = "" if args.model == DEFAULT_MODEL else "_" + args.model.removeprefix("packaged:")
+    path = args.out / RESULTS_FILE.replace(".json", f"{slug}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
     for run in runs:
@@ -65,21 +72,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--deadline-ms", type=float, default=1000.0, help="every call's deadline")
     p.add_argument("--rounds", type=int, default=2, help="passes over the questions per level")
     p.add_argument("--out", type=Path, default=RESULTS_DIR)
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the reranking model (RAG_RERANK_MODEL)")
+    p.add_argument("--budget-ms", type=int, default=0, help="RAG_RERANK_BUDGET_MS (0: default)")
     return p.parse_args(argv)
 
 
 def measure(args: argparse.Namespace, candidates: int) -> list[dict[str, Any]]:
     """Every concurrency level with one candidate count, on a fresh stack."""
     logs = SCRATCH_DIR / "logs" / "rerank-retrieve"
-    reranker = Reranker.start(DEFAULT_MODEL, logs, {"RAG_METRICS_ENABLED": "false"})
+    reranker = Reranker.start(args.model, logs, {"RAG_METRICS_ENABLED": "false"})
     if not reranker.loaded:
         reranker.stop()
-        raise SystemExit(f"the Reranker did not load {DEFAULT_MODEL}: {reranker.reason}")
+        raise SystemExit(f"the Reranker did not load {args.model}: {reranker.reason}")
     env = {
         "RAG_RERANKER_ADDR": reranker.addr,
+        "RAG_RERANK_MODEL": args.model,
         "RAG_RERANK_CANDIDATES": str(candidates),
         "RAG_METRICS_ENABLED": "false",
     }
+    if args.budget_ms:
+        env["RAG_RERANK_BUDGET_MS"] = str(args.budget_ms)
     stack = Stack.start(args.index, logs, env)
     try:
         questions = [(q.id, q.text) for q in read_queries(QUERIES)] * args.rounds

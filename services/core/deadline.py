@@ -95,6 +95,11 @@ class Deadline:
         budget = self.budget(cap_s)
         return self if math.isinf(budget) else Deadline(self.clock() + budget, self.clock)
 
+    def on_monotonic_clock(self) -> float | None:
+        """The same point as a time.monotonic() value (whatever this deadline's
+        clock), for code that waits on the real clock; None without a deadline."""
+        return None if self.at is None else time.monotonic() + self.remaining_s()
+
     def timeout_or_none(self, margin_s: float = 0.0) -> float | None:
         """A timeout for an API that takes None as "no timeout"."""
         return None if self.at is None else self.budget(margin_s=margin_s)

@@ -174,26 +174,28 @@ class Embedder:
     def query_observer(self, observer: QueryEmbeddingObserver | None) -> None:
         self._queries.observer = observer
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self, text: str, deadline: float | None = None) -> np.ndarray:
+        """`deadline` (time.monotonic()): DeadlineExceeded rather than waiting
+        for the model past it (services.embedding.query_batching)."""
         cached = self._cache.get(text)
         observer = self._queries.observer
         if observer is not None and self._cache.size > 0:  # no cache, no look-ups to count
             observer.observe_query_cache(cached is not None)
         if cached is not None:
             return cached
-        vector = self._queries.embed(text)
+        vector = self._queries.embed(text, deadline)
         self._cache.put(text, vector)
         return vector
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_queries(self, texts: Sequence[str], deadline: float | None = None) -> np.ndarray:
         """One row per query text, the uncached ones in one forward pass (a
         question and its translations: services.retriever.locale_balance)."""
         if len(texts) == 1:
-            return self.embed_query(texts[0])[None, :]
+            return self.embed_query(texts[0], deadline)[None, :]
         rows = [self._cache.get(text) for text in texts]
         missing = [i for i, row in enumerate(rows) if row is None]
         if missing:
-            encoded = self._queries.embed_many([texts[i] for i in missing])
+            encoded = self._queries.embed_many([texts[i] for i in missing], deadline)
             for i, vector in zip(missing, encoded, strict=True):
                 rows[i] = vector
                 self._cache.put(texts[i], vector)

@@ -100,7 +100,11 @@ def model_languages(model: str) -> frozenset[str]:
 # Reranking models from the package index (services.reranker.packaged fetches
 # and pins their files), with the languages each reads: the Retriever keeps
 # the fused order for pairs in any other language.
-PACKAGED_RERANKERS: dict[str, frozenset[str]] = {"packaged:ms-marco-MiniLM-L-12-v2": ENGLISH}
+DEFAULT_RERANKER = "packaged:ms-marco-MiniLM-L-12-v2"  # RAG_RERANK_MODEL's default
+PACKAGED_RERANKERS: dict[str, frozenset[str]] = {
+    "packaged:ms-marco-MiniLM-L-12-v2": ENGLISH,
+    "packaged:answerai-colbert-small-v1": ENGLISH,
+}
 
 
 def reranker_languages(model: str) -> frozenset[str]:

@@ -15,6 +15,15 @@ busy wait and then share one pass:
 The leader keeps leading until its own query is done, then hands over, so a
 queue longer than `max_batch` is served in arrival order.
 
+A caller may give a deadline (time.monotonic()). Queries still queued when
+it passes are withdrawn and never encoded, and the caller gets
+DeadlineExceeded at once instead of blocking its thread until a pass it no
+longer needs: a caller whose channel has given up must not hold a worker
+thread, nor spend the model on an answer nobody reads (a few long questions
+abandoned by their callers once held every worker of the Retriever for
+seconds, issue "Hold under faults", probe 3). A query already in a running
+pass is waited for: one pass is bounded.
+
 Document passes (an ingest, in the embedded stack where one model serves
 both) go through `run_document_pass`, one at a time, in one of two ways:
 
@@ -37,6 +46,7 @@ both) go through `run_document_pass`, one at a time, in one of two ways:
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -44,6 +54,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import numpy as np
+
+from services.core.errors import DeadlineExceeded
 
 EncodeFn = Callable[[list[str]], np.ndarray]
 T = TypeVar("T")
@@ -82,13 +94,21 @@ class QueryBatchStats:
 
 
 class _PendingQuery:
-    __slots__ = ("done", "error", "text", "vector")
+    __slots__ = ("deadline", "done", "error", "text", "vector")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, deadline: float | None = None) -> None:
         self.text = text
+        self.deadline = deadline  # time.monotonic(); None: none
         self.vector: np.ndarray | None = None
         self.error: BaseException | None = None
         self.done = False
+
+    def expired(self, now: float) -> bool:
+        return self.deadline is not None and now >= self.deadline
+
+    def withdraw(self) -> None:
+        self.error = DeadlineExceeded("query embedding withdrawn: its caller's deadline passed")
+        self.done = True
 
     def outcome(self) -> np.ndarray:
         if self.error is not None:
@@ -135,18 +155,23 @@ class QueryBatcher:
         self._document_passes = 0
         self.observer: QueryEmbeddingObserver | None = None  # told each pass's size
 
-    def embed(self, text: str) -> np.ndarray:
-        return self.embed_many([text])[0]
+    def embed(self, text: str, deadline: float | None = None) -> np.ndarray:
+        return self.embed_many([text], deadline)[0]
 
-    def embed_many(self, texts: list[str]) -> list[np.ndarray]:
+    def embed_many(self, texts: list[str], deadline: float | None = None) -> list[np.ndarray]:
         """Several queries of one caller (a question and its translations),
-        queued together so that they share a pass when they fit in one."""
-        queries = [_PendingQuery(text) for text in texts]
+        queued together so that they share a pass when they fit in one;
+        DeadlineExceeded when `deadline` (time.monotonic()) passes while they
+        are still queued."""
+        queries = [_PendingQuery(text, deadline) for text in texts]
         last = queries[-1]  # served oldest first: the last done means all done
         with self._changed:
             self._waiting.extend(queries)
             while self._model_taken_for_queries() and not last.done:
-                self._changed.wait()
+                if deadline is None:
+                    self._changed.wait()
+                elif not self._changed.wait(max(deadline - time.monotonic(), 0.0)):
+                    self._withdraw_queued(queries)  # none in a pass: the loop ends
             leader = not last.done
             if leader:
                 self._leading = True
@@ -214,16 +239,38 @@ class QueryBatcher:
         try:
             while not own.done:  # only this thread completes queries now
                 with self._model_lock:
-                    self._run_pass(self._take_batch())
+                    batch = self._take_batch()
+                    if batch:  # else every one was withdrawn, its own among them
+                        self._run_pass(batch)
         finally:
             with self._changed:
                 self._leading = False
                 self._changed.notify_all()
 
+    def _withdraw_queued(self, queries: list[_PendingQuery]) -> None:
+        """Take back those of `queries` no pass has taken yet. Caller holds
+        self._changed."""
+        queued = [query for query in queries if query in self._waiting]
+        for query in queued:
+            self._waiting.remove(query)
+            query.withdraw()
+        if queued:
+            self._changed.notify_all()
+
     def _take_batch(self) -> list[_PendingQuery]:
+        """The oldest waiting queries, up to `max_batch`; those whose caller's
+        deadline has passed are withdrawn on the way (never encoded)."""
         with self._changed:
-            count = min(len(self._waiting), self.max_batch)
-            return [self._waiting.popleft() for _ in range(count)]
+            now = time.monotonic()
+            batch: list[_PendingQuery] = []
+            while self._waiting and len(batch) < self.max_batch:
+                query = self._waiting.popleft()
+                if query.expired(now):
+                    query.withdraw()
+                else:
+                    batch.append(query)
+            self._changed.notify_all()  # withdrawn callers wake and leave
+            return batch
 
     def _run_pass(self, batch: list[_PendingQuery]) -> None:
         texts = list(dict.fromkeys(query.text for query in batch))  # a repeated query runs once

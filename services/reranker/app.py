@@ -61,7 +61,12 @@ class RerankerApp(GrpcApp[RerankerSettings]):
         self.metrics = RerankerMetrics(self.telemetry.registry)
         self.scorer = scorer_from_settings(settings, self.metrics)
         limits = InputLimits(settings.rerank_max_passages, settings.rerank_max_passage_chars)
-        self.servicer = RerankerServicer(self.scorer, limits, settings.rerank_safety_margin_ms)
+        self.servicer = RerankerServicer(
+            self.scorer,
+            limits,
+            settings.rerank_safety_margin_ms,
+            settings.rerank_default_deadline_ms,
+        )
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
         self.loading: asyncio.Task[bool] | None = None
 

@@ -49,6 +49,12 @@ class PackagedReranker:
     folder: str
     files: dict[str, str]
     languages: frozenset[str]
+    # How it scores a pair: "cross-encoder" reads question and passage together,
+    # "late-interaction" encodes them apart (services.reranker.colbert_backend).
+    kind: str = "cross-encoder"
+    # Tokens read per pair (cross-encoder) or per passage (late interaction)
+    # when RAG_RERANK_MAX_LENGTH is not set: what its measurement chose.
+    max_length: int = 128
 
 
 CROSS_ENCODER = PackagedReranker(
@@ -68,9 +74,13 @@ COLBERT = PackagedReranker(
         **_TOKENIZER_FILES,
     },
     ENGLISH,
+    kind="late-interaction",
+    # 128 tokens halved its gain on the third-party train questions (MRR@10 +0.044, not +0.083)
+    # (docs/benchmarks.md, "Late interaction as the reranker").
+    max_length=256,
 )
 MODELS = {model.alias: model for model in (CROSS_ENCODER, COLBERT)}
-assert set(PACKAGED_RERANKERS) == {CROSS_ENCODER.alias}  # the core list names the servable one
+assert {m.alias: m.languages for m in MODELS.values()} == PACKAGED_RERANKERS  # one list
 
 
 def default_cache_dir() -> Path:

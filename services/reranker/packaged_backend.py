@@ -30,7 +30,7 @@ class PackagedCrossEncoderBackend:
     def __init__(self, folder: Path, max_length: int, threads: int = 0, spin: bool = False):
         self.folder = folder
         self.max_length = max_length
-        self.positions = _max_positions(folder)
+        self.positions = max_positions(folder)
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length, strategy="longest_first")
         pad_id = self._tokenizer.token_to_id("[PAD]") or 0
@@ -53,7 +53,7 @@ class PackagedCrossEncoderBackend:
         return run_by_deadline(self._session, self._output, feeds, deadline)
 
 
-def _max_positions(folder: Path) -> int:
+def max_positions(folder: Path) -> int:
     """The position table's size, from the tokenizer's config (512 for BERT)."""
     config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     return int(config.get("model_max_length", 512))

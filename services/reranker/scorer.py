@@ -41,9 +41,10 @@ from services.reranker.batching import (
     SchedulerStats,
     ScoringObserver,
 )
+from services.reranker.colbert_backend import PackagedColbertBackend
 from services.reranker.jobs import ScoreResult
 from services.reranker.onnx_backend import OnnxBackend
-from services.reranker.packaged import verified_folder
+from services.reranker.packaged import packaged_reranker, verified_folder
 from services.reranker.packaged_backend import PackagedCrossEncoderBackend
 from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
 
@@ -51,6 +52,8 @@ if TYPE_CHECKING:  # imported when a sentence-transformers model is loaded: the
     # packaged ONNX model serves without torch (seconds of start-up)
     from sentence_transformers import CrossEncoder
 
+# Info's reason while the model loads: not a failure, the answer to wait for.
+LOADING = "loading"
 log = get_logger(__name__)
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -155,7 +158,7 @@ class CrossEncoderScorer:
 
     def load(self) -> None:
         """Load the model and prepare the backend; ModelLoadError says why not."""
-        self._reason = "loading"
+        self._reason = LOADING
         started = time.perf_counter()
         try:
             if self.model.startswith(PREFIX):
@@ -190,7 +193,9 @@ class CrossEncoderScorer:
             raise ModelLoadError(
                 f"{self.model} ships as an int8 ONNX graph: use RAG_RERANK_BACKEND=onnx-int8"
             )
-        backend = PackagedCrossEncoderBackend(
+        late = packaged_reranker(self.model).kind == "late-interaction"
+        backend_type = PackagedColbertBackend if late else PackagedCrossEncoderBackend
+        backend: PackagedColbertBackend | PackagedCrossEncoderBackend = backend_type(
             verified_folder(self.model, self.model_cache),
             self.max_length,
             self.threads,

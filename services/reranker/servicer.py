@@ -31,10 +31,14 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
         scorer: CrossEncoderScorer,
         limits: InputLimits,
         safety_margin_ms: float = 15.0,
+        default_deadline_ms: float = 10_000,
     ) -> None:
+        """`default_deadline_ms`: a call's deadline when its caller sets none,
+        and the longest any call may take."""
         self.scorer = scorer
         self.limits = limits
         self.safety_margin_ms = safety_margin_ms
+        self.default_deadline_s = default_deadline_ms / 1000
 
     @unary
     async def Rerank(
@@ -42,7 +46,8 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServicer):
     ) -> reranker_pb2.RerankResponse:
         query, passages = self.limits.clean(request.query, list(request.passages))
         # The caller's deadline, less the time the reply needs to travel back.
-        deadline = Deadline.from_grpc(context).shortened(self.safety_margin_ms / 1000)
+        deadline = Deadline.from_grpc(context, self.default_deadline_s)
+        deadline = deadline.shortened(self.safety_margin_ms / 1000)
         budget_ms = round(deadline.remaining_s() * 1000, 1) if deadline.bounded else None
         result = await self.scorer.score_async(query, passages, deadline.at)
         # DEBUG only: one line per call would flood the logs at serving rates;

@@ -11,8 +11,8 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.core.environment import default_data_dir
-from services.embedding.packaged_models import PREFIX
-from services.reranker.packaged import default_cache_dir
+from services.embedding.packaged_models import DEFAULT_RERANKER, PREFIX
+from services.reranker.packaged import MODELS, default_cache_dir
 from services.runtime.settings import GrpcServiceSettings
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
@@ -20,7 +20,7 @@ Activation = Literal["none", "sigmoid"]
 
 # Installed by `make install` from a pinned wheel (services.reranker.packaged);
 # input length and candidate count chosen by measurement (docs/benchmarks.md).
-DEFAULT_MODEL = "packaged:ms-marco-MiniLM-L-12-v2"
+DEFAULT_MODEL = DEFAULT_RERANKER
 PACKAGED_BACKEND: Backend = "onnx-int8"
 
 
@@ -35,7 +35,8 @@ class RerankerSettings(GrpcServiceSettings):
     rerank_model: str = Field(
         DEFAULT_MODEL,
         min_length=1,
-        description="a packaged model (packaged:ms-marco-MiniLM-L-12-v2) or a "
+        description="a packaged model (packaged:ms-marco-MiniLM-L-12-v2, "
+        "packaged:answerai-colbert-small-v1) or a "
         "sentence-transformers CrossEncoder: local directory or hub name",
     )
     rerank_backend: Backend = Field(
@@ -46,7 +47,9 @@ class RerankerSettings(GrpcServiceSettings):
         128,
         ge=16,
         le=8192,
-        description="tokens per (query, passage); 128: half the cost of 256 (docs/benchmarks.md)",
+        description="tokens per (query, passage), or per passage for a late-interaction model; "
+        "a packaged model's own default when unset (128 for the cross-encoder: half the cost "
+        "of 256; 256 for ColBERT; docs/benchmarks.md)",
     )
     rerank_batch_size: int = Field(8, ge=1, le=512)
     rerank_device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
@@ -54,6 +57,16 @@ class RerankerSettings(GrpcServiceSettings):
     rerank_max_passages: int = Field(64, ge=1, le=10_000, description="per request")
     rerank_max_passage_chars: int = Field(
         2000, ge=16, le=1_000_000, description="longer passages (and queries) are truncated"
+    )
+    # A call with no deadline had none at all: forty of 64 long passages held the
+    # model for four minutes while calls with deadlines timed out in the queue
+    # (probe 3). The Retriever caps its own calls the same way (RAG_DEFAULT_DEADLINE_MS).
+    rerank_default_deadline_ms: int = Field(
+        10_000,
+        ge=50,
+        le=3_600_000,
+        description="a call's deadline when its caller sets none, and the longest any call "
+        "may take: past it the scores so far are returned, marked partial",
     )
     rerank_safety_margin_ms: float = Field(
         15.0, ge=0, le=10_000, description="kept free before the RPC deadline for the reply"
@@ -94,6 +107,9 @@ class RerankerSettings(GrpcServiceSettings):
                 f"RAG_RERANK_MODEL={model} ships as an int8 ONNX graph: "
                 f"use RAG_RERANK_BACKEND={PACKAGED_BACKEND}"
             )
+        known = MODELS.get(model)
+        if known is not None:  # its measured length unless RAG_RERANK_MAX_LENGTH says otherwise
+            data.setdefault("rerank_max_length", known.max_length)
         return data
 
     @field_validator("rerank_device")

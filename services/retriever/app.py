@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.analysis.bilingual_dictionary import load_cedict
@@ -53,6 +53,7 @@ def build_retrieval_pipeline(
     metrics: RetrievalMetrics | None = None,
     locales: IndexLocales | None = None,
     cross_lingual: Embedder | None = None,
+    channel_executor: Executor | None = None,
 ) -> RetrievalPipeline:
     """`tracing`: spans per stage when on; `metrics`: counts every answer, and
     shows the Reranker's health when one is configured (None: nothing counted);
@@ -74,6 +75,7 @@ def build_retrieval_pipeline(
         metrics=metrics,
         crossing=LanguageCrossing(locales, query_translator(settings, embedder), cross_lingual),
         page_keys=PageTokenKeys.from_settings(settings),
+        channel_executor=channel_executor,
     )
     return RetrievalPipeline(steps)
 
@@ -181,6 +183,13 @@ class RetrieverApp(GrpcApp[RetrieverSettings]):
         super().__init__(IDENTITY, settings, port, telemetry)
         self.parts = parts
         self.metrics = RetrievalMetrics(self.telemetry.registry)
+        # The channels' searches get threads of their own: when slow ones pile
+        # up (long questions whose callers gave up), the short reads every
+        # request needs (the commit point first) still find a thread in the
+        # shared pool (issue "Hold under faults", probe 3).
+        self.channel_executor = ThreadPoolExecutor(
+            max_workers=settings.worker_threads, thread_name_prefix="rag-channels"
+        )
         self.pipeline = build_retrieval_pipeline(
             settings,
             parts.embedder,
@@ -191,6 +200,7 @@ class RetrieverApp(GrpcApp[RetrieverSettings]):
             self.metrics,
             IndexLocales.of(parts.storage.manifest),
             parts.cross_lingual,
+            self.channel_executor,
         )
         # The embedder may be shared with an Indexer (embedded stack); only the
         # Retriever embeds queries, so its query passes are the Retriever's.
@@ -220,5 +230,6 @@ class RetrieverApp(GrpcApp[RetrieverSettings]):
         await self.monitor.stop()
         await self.server.stop()
         await self.pipeline.close()
+        self.channel_executor.shutdown(wait=False, cancel_futures=True)
         if self.parts.embedder.query_observer is self.metrics:  # the embedder may outlive us
             self.parts.embedder.query_observer = None

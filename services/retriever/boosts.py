@@ -35,12 +35,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from services.core.errors import InvalidArgument
-from services.core.field_rules import parse_rfc3339
+from services.core.field_rules import MAX_BOOST_DAYS, MAX_BOOST_WEIGHT, parse_rfc3339
 from services.retriever.types import FusedHit
 
-MAX_BOOST_WEIGHT = 10.0
 MAX_METADATA_BOOSTS = 16
-MAX_DAYS = 36_500.0  # a century: beyond it a scale or offset is a mistake
+MAX_DAYS = MAX_BOOST_DAYS
 _SECONDS_PER_DAY = 86_400.0
 
 

@@ -77,14 +77,18 @@ class ChannelFanOut:
         cross_lingual: Embedder | None = None,
         vectors: VectorStore | None = None,
         reserve: TailReserve | None = None,
+        reads: Executor | None = None,
     ) -> None:
-        """`cross_lingual`: the model of the chunks' second vector in
-        `vectors` (None: no such channel). `reserve`: the time kept back for
-        the rest of the request when the caller's deadline ends the channels
-        (shared with the rerank step, which learns it; default: the
-        configured safety margin)."""
+        """`executor` runs the channels' searches (their embeddings included);
+        `reads` the short read of a scope's locales (default: `executor`), kept
+        apart so that slow searches cannot keep it waiting. `cross_lingual`:
+        the model of the chunks' second vector in `vectors` (None: no such
+        channel). `reserve`: the time kept back for the rest of the request
+        when the caller's deadline ends the channels (shared with the rerank
+        step, which learns it; default: the configured safety margin)."""
         self.embedder, self.lexical, self.analyzer = embedder, lexical, analyzer
         self.locale_search, self.executor, self.config = locale_search, executor, config
+        self.reads = reads or executor
         self.cross_lingual, self.vectors = cross_lingual, vectors
         self.reserve = reserve or TailReserve(floor_s=config.safety_margin_ms / 1000)
 
@@ -123,7 +127,7 @@ class ChannelFanOut:
         if cached is not None:
             return cached
         loop = asyncio.get_running_loop()
-        read = loop.run_in_executor(self.executor, self.locale_search.read_locales, scope, deadline)
+        read = loop.run_in_executor(self.reads, self.locale_search.read_locales, scope, deadline)
         try:
             return await asyncio.wait_for(read, deadline.timeout_or_none())
         except TimeoutError:
@@ -185,7 +189,10 @@ class _Searches:
         prepared, asked, fan_out = self.prepared, self.asked, self.fan_out
         texts = [prepared.text, *(t.text for t in asked.translations.values())]
         with self.stages.stage("embedding"):
-            vectors = call_as("embedding", fan_out.embedder.embed_queries, texts)
+            # The searches' end: past it the channel has given up, and a query
+            # still queued for the model is withdrawn rather than holding this thread.
+            end = self.searches_end.on_monotonic_clock()
+            vectors = call_as("embedding", fan_out.embedder.embed_queries, texts, end)
         with self.stages.stage("vector_search", timed=False) as span:
             hits, by_locale = fan_out.locale_search.vector(
                 vectors.tolist(), prepared.depth, prepared.scope, asked, self.searches_end
@@ -215,7 +222,8 @@ class _Searches:
         fan_out, prepared = self.fan_out, self.prepared
         assert fan_out.cross_lingual is not None and fan_out.vectors is not None
         embed = fan_out.cross_lingual.embed_query
-        vector = call_as("cross_lingual_embedding", embed, prepared.text).tolist()
+        end = self.searches_end.on_monotonic_clock()
+        vector = call_as("cross_lingual_embedding", embed, prepared.text, end).tolist()
         scopes = [replace(prepared.scope, locale=locale) for locale in self.asked.locales]
         searches = [
             VectorQuery(vector, prepared.depth, scope, using=SECOND_VECTOR)

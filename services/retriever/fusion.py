@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk, StoredChunk
+from services.embedding.packaged_models import DEFAULT_RERANKER
 from services.retriever.types import Channel, ChannelRank, FusedHit
 
 DEFAULT_RRF_K = 60.0
@@ -242,6 +243,33 @@ RERANK_ONLY = RerankBlend()
 # most SERVABLE_CANDIDATES = 5 candidates admitted, the most the 400 ms budget scores
 # whole at ~45 ms a pair; bench/results/notes/rerank_rule_third_fit.md).
 FITTED_RERANK_BLEND = RerankBlend(fused_weight=1.0, rerank_weight=1.0, k=1.0, gate=4.0)
+
+
+@dataclass(frozen=True)
+class FittedRerank:
+    """A reranking model's fitted rule: how many fused candidates it scores,
+    and how its scores are blended with the fused order."""
+
+    candidates: int
+    blend: RerankBlend
+
+
+# Each packaged reranking model's rule, fitted on its own scores by `python -m
+# bench.eval.rerank_rules fit --model …`: the scores of two models are not on one
+# scale (logits against sums of cosines), so neither can borrow the other's gate.
+# ColBERT (2026-12-02, bench/results/rerank-rules-fit-answerai-colbert-small-v1.json): its
+# scores of the first 10 fused candidates of every train question of the three sets, a grid of
+# 1,080 rules (candidates 2-10, fused weight 0-4, k 1-30, gates 0-3 in its units), the one
+# scoring the fewest candidates within 0.005 of the best summed train MRR@10 gain (+0.073,
+# 10 candidates) with no set's train figure below fusion alone: 6 candidates, its own order
+# behind a gate of 0.3. Test splits: SciFact nDCG@10 0.7018 -> 0.7159, third-party and
+# bilingual as fusion ranks them (docs/benchmarks.md, "Late interaction as the reranker").
+FITTED_RERANK = {
+    DEFAULT_RERANKER: FittedRerank(4, FITTED_RERANK_BLEND),
+    "packaged:answerai-colbert-small-v1": FittedRerank(
+        6, RerankBlend(fused_weight=0.0, rerank_weight=1.0, k=1.0, gate=0.3)
+    ),
+}
 
 
 def merge_rerank(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from rag_client import ClientSettings, InvalidSettings
+from services.embedding.packaged_models import DEFAULT_RERANKER, reranker_languages
 from services.retriever.exact import ExactPrecedence
-from services.retriever.fusion import FITTED_RERANK_BLEND
+from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.locale_order import (
     DEFAULT_CROSS_LINGUAL_MARGIN,
@@ -216,11 +218,21 @@ class RetrieverSettings(
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)
-    # 4: fitted with the rerank blend on three train splits (services.retriever.fusion,
-    # FITTED_RERANK_BLEND; 20 before the cross-lingual channel joined bilingual scopes'
-    # fused lists). The packaged L-12 costs ~8 ms a pair on an idle 2-core machine and
-    # 40-140 ms on a busy one; the sizing (rerank_sizing) sends fewer when fewer fit the
-    # budget, and the answer then says partial.
+    # The same variable the Reranker reads, so one setting keeps both in step: the
+    # rerank_* values below default to the rule fitted for this model
+    # (services.retriever.fusion.FITTED_RERANK) and to the languages it reads.
+    rerank_model: str = Field(
+        DEFAULT_RERANKER,
+        min_length=1,
+        description="the model the Reranker serves (RAG_RERANK_MODEL, read by both services): "
+        "a packaged model's fitted candidates, blend and gate, and its languages, are the "
+        "defaults of the RAG_RERANK_* settings below; any other model gets the cross-encoder's",
+    )
+    # 4 for the cross-encoder: fitted with the rerank blend on three train splits
+    # (services.retriever.fusion, FITTED_RERANK; 20 before the cross-lingual channel joined
+    # bilingual scopes' fused lists). The packaged L-12 costs ~8 ms a pair on an idle 2-core
+    # machine and 40-140 ms on a busy one; the sizing (rerank_sizing) sends fewer when fewer
+    # fit the budget, and the answer then says partial.
     rerank_candidates: int = Field(
         4,
         ge=1,
@@ -265,8 +277,9 @@ class RetrieverSettings(
         FITTED_RERANK_BLEND.gate,
         ge=0,
         le=100,
-        description="how much the reranker's best score (a logit) must beat the first scored "
-        "candidate's before its order is used at all (0: always)",
+        description="how much the reranker's best score must beat the first scored "
+        "candidate's before its order is used at all (0: always), in the model's units: "
+        "logits for a cross-encoder, sums of cosines for ColBERT",
     )
     channel_timeout_ms: int = Field(1000, ge=5, le=60_000)
     boost_read_timeout_ms: int = Field(
@@ -315,6 +328,22 @@ class RetrieverSettings(
         "RAG_PAGE_TOKEN_PREVIOUS_KEY retires; required with it. A time rather than a duration, "
         "so replicas started at different times agree",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fitted_for_model(cls, data: Any) -> Any:
+        """The reranking model's fitted rule and languages, where not set."""
+        if not isinstance(data, dict):
+            return data
+        model = str(data.get("rerank_model", DEFAULT_RERANKER))
+        fitted = FITTED_RERANK.get(model, FITTED_RERANK[DEFAULT_RERANKER])
+        data.setdefault("rerank_candidates", fitted.candidates)
+        data.setdefault("rerank_fused_weight", fitted.blend.fused_weight)
+        data.setdefault("rerank_score_weight", fitted.blend.rerank_weight)
+        data.setdefault("rerank_blend_k", fitted.blend.k)
+        data.setdefault("rerank_gate_margin", fitted.blend.gate)
+        data.setdefault("rerank_languages", ",".join(sorted(reranker_languages(model))))
+        return data
 
     @model_validator(mode="after")
     def _recheck_bounds(self) -> RetrieverSettings:

@@ -88,16 +88,23 @@ def build_retrieval_steps(
     metrics: RetrievalMetrics | None = None,
     crossing: LanguageCrossing = NO_CROSSING,
     page_keys: PageTokenKeys | None = None,
+    channel_executor: Executor | None = None,
 ) -> RetrievalSteps:
     """`committed`: which rows may be served (None: every row; tests of the
     pipeline alone). `reranker_health`: skip the Reranker while it is
     NOT_SERVING. `crossing`: what ranks across languages (`LanguageCrossing`);
-    `page_keys`: sign and verify page tokens (None: a random key)."""
+    `page_keys`: sign and verify page tokens (None: a random key).
+    `channel_executor`: the threads of the channels' searches (None:
+    `executor`); apart from the short reads of every request (commit point,
+    locales, boosts, rows), which a flood of slow searches must not starve."""
     language_rule = LanguageRule(embedder.languages, config.unread_language_vector_weight)
     # One margin for the rest of the request, kept back by the channels and
     # the rerank call alike, learnt from what answered requests needed.
     reserve = TailReserve(floor_s=config.safety_margin_ms / 1000)
-    fan_out = _fan_out(embedder, storage, executor, config, language_rule, crossing, reserve)
+    searches = channel_executor or executor
+    fan_out = _fan_out(
+        embedder, storage, (searches, executor), config, language_rule, crossing, reserve
+    )
     return RetrievalSteps(
         config,
         QueryPreparer(config, storage.analyzer, language_rule),
@@ -128,12 +135,14 @@ def build_retrieval_steps(
 def _fan_out(
     embedder: Embedder,
     storage: Storage,
-    executor: Executor,
+    executors: tuple[Executor, Executor],
     config: RetrievalConfig,
     language_rule: LanguageRule,
     crossing: LanguageCrossing,
     reserve: TailReserve,
 ) -> ChannelFanOut:
+    """`executors`: the searches' threads, then the short reads' (the locale read)."""
+    searches, reads = executors
     balance = config.vector_locale_balance is LocaleBalance.INTERLEAVE
     multilingual = EVERY_LANGUAGE in language_rule.model_languages
     locale_search = LocaleSearch(
@@ -151,11 +160,12 @@ def _fan_out(
         storage.lexical,
         storage.analyzer,
         locale_search,
-        executor,
+        searches,
         config,
         cross_lingual,
         storage.vectors,
         reserve,
+        reads,
     )
 
 

@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 
-from bench.eval.rerank_rules import NOISE, SERVABLE_CANDIDATES, Rule, cheapest_near_best, score
+from bench.eval.rerank_rules import (
+    GATES,
+    NOISE,
+    SERVABLE_CANDIDATES,
+    Rule,
+    cheapest_near_best,
+    grid,
+    model_files,
+    score,
+)
+from services.reranker.packaged import COLBERT
+from services.reranker.settings import DEFAULT_MODEL
 from services.retriever.fusion import RerankBlend
 
 pytestmark = pytest.mark.unit
@@ -66,3 +77,17 @@ def test_the_fewest_candidates_within_noise_of_the_best_gain_is_chosen() -> None
     ]
     assert cheapest_near_best(ranked) is near
     assert cheapest_near_best([(True, 0.0, best), (False, 0.1, near)]) is None
+
+
+def test_each_model_has_its_own_dumps_fit_file_and_gates() -> None:
+    """The default model's files keep their names; ColBERT's gates are in its
+    own units (sums of cosines), far below the cross-encoder's logits."""
+    default_dumps, default_fit = model_files(DEFAULT_MODEL)
+    colbert_dumps, colbert_fit = model_files(COLBERT.alias)
+    assert default_fit.name == "rerank-rules-fit.json"
+    assert colbert_fit.name == "rerank-rules-fit-answerai-colbert-small-v1.json"
+    assert colbert_dumps.parent == default_dumps
+    assert max(GATES[COLBERT.alias]) < max(GATES[DEFAULT_MODEL])
+    assert {rule.blend.gate for rule in grid(COLBERT.alias) if rule.blend} == set(
+        GATES[COLBERT.alias]
+    )

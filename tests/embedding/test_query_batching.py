@@ -5,12 +5,14 @@ alone, and all hear of an error in their pass."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+from services.core.errors import DeadlineExceeded
 from services.embedding.config import EmbedderConfig
 from services.embedding.embedder import Embedder
 from services.embedding.query_batching import QueryBatcher
@@ -140,3 +142,51 @@ def test_one_caller_s_queries_share_a_pass_and_come_back_in_order(
     again = embedder.embed_queries(texts)  # cached rows, no pass
     np.testing.assert_allclose(again, alone, atol=1e-6)
     assert embedder.query_stats().forward_passes == passes + 1
+
+
+def test_a_query_queued_past_its_deadline_is_withdrawn_and_never_encoded(
+    embedder: Embedder, held_model: threading.Lock
+) -> None:
+    """A caller whose channel gave up must get its thread back at its
+    deadline, not after a pass it no longer needs (probe 3: abandoned long
+    questions once held every worker thread of the Retriever)."""
+    encoded: list[str] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        encoded.extend(texts)
+        return embedder.embed_documents(texts)
+
+    batcher = QueryBatcher(encode, 32, held_model)
+    pool = ThreadPoolExecutor(max_workers=2)
+    leader = pool.submit(batcher.embed, QUERIES[0])  # waits for the held model
+    wait_until(lambda: batcher.stats().waiting == 1)
+    late = pool.submit(batcher.embed_many, [QUERIES[1], QUERIES[2]], time.monotonic() + 0.2)
+    with pytest.raises(DeadlineExceeded, match="deadline passed"):
+        late.result(timeout=TIMEOUT_S)  # while the model is still held
+    assert batcher.stats().waiting == 1  # only the leader's query is left
+    held_model.release()
+    assert leader.result(timeout=TIMEOUT_S).shape == (embedder.dim,)
+    pool.shutdown(wait=True)
+    assert encoded == [QUERIES[0]]
+
+
+def test_a_leader_whose_deadline_passed_before_the_model_freed_leaves_without_a_pass(
+    embedder: Embedder, held_model: threading.Lock
+) -> None:
+    encoded: list[str] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        encoded.extend(texts)
+        return embedder.embed_documents(texts)
+
+    batcher = QueryBatcher(encode, 32, held_model)
+    pool = ThreadPoolExecutor(max_workers=2)
+    leader = pool.submit(batcher.embed, QUERIES[0], time.monotonic() + 0.2)
+    wait_until(lambda: batcher.stats().waiting == 1)
+    time.sleep(0.3)
+    held_model.release()
+    with pytest.raises(DeadlineExceeded):
+        leader.result(timeout=TIMEOUT_S)
+    assert batcher.embed(QUERIES[1]).shape == (embedder.dim,)  # the next caller leads
+    pool.shutdown(wait=True)
+    assert encoded == [QUERIES[1]]

@@ -63,7 +63,7 @@ async def test_a_success_resets_the_failure_count() -> None:
 
 async def test_half_open_lets_one_probe_through_at_a_time() -> None:
     breaker = RetrieverBreaker(fail_max=1, reset_s=0.05)
-    await _call(breaker, injected_error(grpc.StatusCode.DEADLINE_EXCEEDED))
+    await _call(breaker, injected_error(grpc.StatusCode.UNAVAILABLE))
     await asyncio.sleep(0.1)
     release = asyncio.Event()
 
@@ -106,7 +106,7 @@ def test_only_retriever_failures_count(error: BaseException, is_caller: bool) ->
         (grpc.StatusCode.NOT_FOUND, Blame.CALLER),
         (grpc.StatusCode.OUT_OF_RANGE, Blame.CALLER),
         (grpc.StatusCode.UNAVAILABLE, Blame.UPSTREAM),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, Blame.UPSTREAM),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, Blame.UNEXPECTED),
         (grpc.StatusCode.INTERNAL, Blame.UNEXPECTED),
         (grpc.StatusCode.UNKNOWN, Blame.UNEXPECTED),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, Blame.UNEXPECTED),
@@ -167,4 +167,25 @@ async def test_a_repeated_unexpected_error_neither_counts_nor_resets_the_count()
     await _from(breaker, "b", internal)  # b's second: nothing
     assert breaker.state == "closed"
     await _from(breaker, "c", unavailable)  # 3
+    assert breaker.state == "open"
+
+
+async def test_one_clients_timeouts_pause_that_client_not_everyone() -> None:
+    """Questions that cost the Retriever more than their deadline (probe 3:
+    long Chinese ones, sent inside the rate limit) time out for the client
+    that sends them; the circuit stays closed for the others."""
+    breaker = RetrieverBreaker(fail_max=3, reset_s=60)
+    timeout = injected_error(grpc.StatusCode.DEADLINE_EXCEEDED)
+    hostile = [await _from(breaker, "203.0.113.9", timeout) for _ in range(20)]
+    assert hostile[:3] == ["DEADLINE_EXCEEDED"] * 3
+    assert set(hostile[3:]) == {"breaker_open"}
+    assert breaker.state == "closed"
+    assert [await _from(breaker, f"198.51.100.{i}") for i in range(5)] == ["ok"] * 5
+
+
+async def test_timeouts_met_by_enough_clients_open_the_breaker_for_all() -> None:
+    breaker = RetrieverBreaker(fail_max=3, reset_s=60)
+    timeout = injected_error(grpc.StatusCode.DEADLINE_EXCEEDED)
+    for client in ("a", "b", "c"):
+        assert await _from(breaker, client, timeout) == "DEADLINE_EXCEEDED"
     assert breaker.state == "open"

@@ -29,9 +29,32 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
         "RFC 3339",
     ),
     (
-        {"boosts": {"recency": {"weight": 0, "scale_days": "NaN"}}},
+        {"boosts": {"recency": {"weight": 1, "scale_days": "NaN"}}},
         "boosts.recency.scale_days",
         "valid number",
+    ),
+    # Bounds the Retriever applies: refused here with 422 before any call (probe 3).
+    (
+        {"boosts": {"metadata": [{"key": "k", "value": "v", "weight": 1e308}]}},
+        "boosts.metadata.0.weight",
+        "less than or equal to 10",
+    ),
+    (
+        {"boosts": {"metadata": [{"key": "k", "value": "v", "weight": -1}]}},
+        "boosts.metadata.0.weight",
+        "greater than 0",
+    ),
+    ({"boosts": {"recency": {**RECENCY, "weight": 11}}}, "boosts.recency.weight", "10"),
+    ({"boosts": {"recency": {**RECENCY, "decay": 1}}}, "boosts.recency.decay", "less than 1"),
+    (
+        {"boosts": {"recency": {**RECENCY, "scale_days": 0}}},
+        "boosts.recency.scale_days",
+        "greater than 0",
+    ),
+    (
+        {"boosts": {"recency": {**RECENCY, "offset_days": 1e6}}},
+        "boosts.recency.offset_days",
+        "36500",
     ),
     ({"query_language": "en\n"}, "query_language", "BCP 47"),
     ({"scope": {"locale": "en\n"}}, "scope.locale", "BCP 47"),

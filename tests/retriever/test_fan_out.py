@@ -5,6 +5,7 @@ embedded stores with a stand-in model (unit)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ class EnglishUnitEmbedder:
     dim = DIM
     languages = frozenset({"en"})
 
-    def embed_queries(self, texts: list[str]) -> np.ndarray:
+    def embed_queries(self, texts: list[str], deadline: float | None = None) -> np.ndarray:
         return np.tile(np.eye(DIM, dtype=np.float32)[0], (len(texts), 1))
 
 
@@ -74,3 +75,33 @@ def test_a_question_the_model_cannot_read_leaves_the_vector_channel_out_by_rule(
     assert "reads en" in vector.error
     assert not result.degraded  # a rule's decision, not a failure
     assert [hit.chunk.chunk_id for hit in result.hits] == [chunk.chunk_id]  # lexical found it
+
+
+def test_searches_run_on_their_own_threads_and_short_reads_do_not_wait_for_them(
+    tmp_path: Path,
+) -> None:
+    """Every thread of the searches' pool held (slow searches piled up):
+    the request's short reads run on the shared pool, and it is answered by
+    its deadline, degraded, not starved of its commit-point read."""
+    chunk = make_chunk("doc-en", text="rotate the signing key every ninety days")
+    vectors = EdgeVectorStore(tmp_path / "vectors", DIM)
+    lexical = TantivyLexicalStore(tmp_path / "lexical")
+    vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)], deadline=unrequested_deadline())
+    lexical.upsert([chunk], deadline=unrequested_deadline())
+    storage = Storage(vectors, lexical, SqliteManifest(tmp_path / "manifest.sqlite3"))
+    release = threading.Event()
+    with ThreadPoolExecutor(2) as shared, ThreadPoolExecutor(1) as searches:
+        searches.submit(release.wait, 30)  # the searches' one thread is taken
+        model: Any = EnglishUnitEmbedder()
+        config = RetrievalConfig(channel_timeout_ms=300)
+        steps = build_retrieval_steps(
+            model, storage, None, shared, config, channel_executor=searches
+        )
+        request = RetrievalRequest(query="signing key rotation", rerank=False)
+        try:
+            result = asyncio.run(RetrievalPipeline(steps).retrieve(request, Deadline.after(5.0)))
+        finally:
+            release.set()
+    storage.close()
+    assert result.degraded  # both channels timed out waiting for a thread
+    assert {o.status for o in result.channels if o.requested} == {ChannelStatus.TIMEOUT}

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from services.embedding.packaged_models import DEFAULT_RERANKER
+from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND
 from services.retriever.settings import RetrieverSettings
+
+COLBERT = "packaged:answerai-colbert-small-v1"
 
 pytestmark = pytest.mark.unit
 
@@ -20,3 +24,38 @@ def test_a_malformed_reranker_address_is_refused_naming_the_variable(addr: str) 
 @pytest.mark.parametrize("addr", ["", "reranker:50053", "dns:///reranker.rag:50053"])
 def test_an_address_the_client_takes_or_none_is_accepted(addr: str) -> None:
     assert RetrieverSettings(reranker_addr=addr).reranker_addr == addr
+
+
+def test_the_rerank_rule_and_languages_follow_the_served_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RAG_RERANK_MODEL, read by the Reranker too, brings that model's fitted
+    rule: ColBERT's scores are not logits, so the cross-encoder's gate would
+    be meaningless for it."""
+    for name in RetrieverSettings.model_fields:
+        monkeypatch.delenv(f"RAG_{name.upper()}", raising=False)
+    default = RetrieverSettings()
+    assert default.rerank_model == DEFAULT_RERANKER
+    assert (default.rerank_candidates, default.rerank_gate_margin) == (
+        FITTED_RERANK[DEFAULT_RERANKER].candidates,
+        FITTED_RERANK_BLEND.gate,
+    )
+    monkeypatch.setenv("RAG_RERANK_MODEL", COLBERT)
+    colbert = RetrieverSettings()
+    fitted = FITTED_RERANK[COLBERT]
+    assert colbert.rerank_candidates == fitted.candidates
+    assert (colbert.rerank_fused_weight, colbert.rerank_blend_k, colbert.rerank_gate_margin) == (
+        fitted.blend.fused_weight,
+        fitted.blend.k,
+        fitted.blend.gate,
+    )
+    assert colbert.rerank_languages == "en"
+    monkeypatch.setenv("RAG_RERANK_GATE_MARGIN", "0.75")  # a setting still wins
+    assert RetrieverSettings().rerank_gate_margin == 0.75
+
+
+def test_a_model_without_a_fitted_rule_gets_the_cross_encoders() -> None:
+    settings = RetrieverSettings(rerank_model="/models/my-cross-encoder")
+    assert settings.rerank_candidates == FITTED_RERANK[DEFAULT_RERANKER].candidates
+    assert settings.rerank_gate_margin == FITTED_RERANK_BLEND.gate
+    assert settings.rerank_languages == "en"

@@ -214,8 +214,25 @@ def _stem(stemmer: Stemmer.Stemmer, word: str) -> str:
     return stemmed
 
 
-@lru_cache(maxsize=65536)
+# Runs up to this length are cached: a question's phrases recur, a page's
+# sentences rarely do. Caching every run let distinct long questions fill
+# the cache at ~180 KB each (65,536 entries: ~12 GB; probe 3); short runs
+# cost at most a few KB each.
+CACHED_RUN_CHARS = 32
+
+
 def _segment(run: str) -> tuple[tuple[str, int, int], ...]:
+    if len(run) <= CACHED_RUN_CHARS:
+        return _segment_cached(run)
+    return _segment_run(run)
+
+
+@lru_cache(maxsize=65536)
+def _segment_cached(run: str) -> tuple[tuple[str, int, int], ...]:
+    return _segment_run(run)
+
+
+def _segment_run(run: str) -> tuple[tuple[str, int, int], ...]:
     # hmm=False: the HMM guesses unknown words from context, so the same
     # characters could split differently in a query than in a page.
     return tuple(rjieba.tokenize(run, mode="search", hmm=False))

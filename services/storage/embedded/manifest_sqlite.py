@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from services.core.deadline import Deadline
+from services.core.errors import ConfigError
 from services.storage.base import call_budget_s
 from services.storage.manifest import ManifestEntry, RunIntent, RunState
 
@@ -52,9 +53,15 @@ class SqliteManifest:
         self.path = path
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except (
+            sqlite3.DatabaseError
+        ) as exc:  # a damaged or foreign file: say which, as the stores do
+            self._db.close()
+            raise ConfigError(f"cannot open manifest {path}: {exc}") from exc
 
     def get(self, doc_id: str, locale: str, deadline: Deadline) -> ManifestEntry | None:
         return self.get_many([(doc_id, locale)], deadline).get((doc_id, locale))

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.core.analysis import CjkMode, TextAnalyzer
+from services.core.analysis.analyzer import CACHED_RUN_CHARS, _segment_cached
 
 pytestmark = pytest.mark.unit
 
@@ -104,3 +105,15 @@ def test_terms_are_single_tokens_and_spans_are_exact(text: str) -> None:
         assert token.term and not any(ch.isspace() for ch in token.term)
         assert 0 <= token.start < token.end <= len(text)
     assert WORDS.terms(text).split() == [t.term for t in WORDS.tokens(text)]
+
+
+def test_only_short_chinese_runs_are_cached_and_long_ones_segment_the_same() -> None:
+    """A distinct long question must not leave its segmentation behind
+    (probe 3: ~180 KB each, up to a 12 GB cache)."""
+    long_run = "签名密钥每九十天轮换一次" * 20  # one run of 240 characters
+    assert len(long_run) > CACHED_RUN_CHARS
+    _segment_cached.cache_clear()  # a cache only: clearing it changes no result
+    segmented = terms(WORDS, long_run)
+    assert _segment_cached.cache_info().currsize == 0
+    assert segmented == terms(WORDS, "签名密钥每九十天轮换一次") * 20
+    assert _segment_cached.cache_info().currsize == 1  # a question's short run is cached
