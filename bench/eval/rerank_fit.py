@@ -108,11 +108,7 @@ MODELS = {
 
 
 def make_scorer(name: str, max_length: int) -> Scorer:
-    if name == "colbert":
-        from bench.eval.late_interaction import ColbertScorer
-
-        return ColbertScorer(max_length)
-    return PairScorer(max_length)
+    return PairScorer(max_length, MODELS[name])
 
 
 class Scorer(Protocol):
@@ -124,15 +120,18 @@ class Scorer(Protocol):
 
 
 class PairScorer:
-    """The Reranker's packaged backend, in process, batches of 8."""
+    """The Reranker's packaged backend of `model` (the cross-encoder, or
+    ColBERT's MaxSim), in process, batches of 8."""
 
-    def __init__(self, max_length: int) -> None:
-        from services.reranker.packaged import CROSS_ENCODER, verified_folder
+    def __init__(self, max_length: int, model: str = MODELS["cross-encoder"]) -> None:
+        from services.reranker.colbert_backend import PackagedColbertBackend
+        from services.reranker.packaged import packaged_reranker, verified_folder
         from services.reranker.packaged_backend import PackagedCrossEncoderBackend
 
-        folder = verified_folder(CROSS_ENCODER.alias)
+        late = packaged_reranker(model).kind == "late-interaction"
+        backend_type = PackagedColbertBackend if late else PackagedCrossEncoderBackend
         self.max_length = max_length
-        self.backend = PackagedCrossEncoderBackend(folder, max_length, threads=2)
+        self.backend = backend_type(verified_folder(model), max_length, threads=2)
         self.pairs = 0
         self.seconds = 0.0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -144,6 +144,16 @@ def test_one_caller_s_queries_share_a_pass_and_come_back_in_order(
     assert embedder.query_stats().forward_passes == passes + 1
 
 
+def recording(embedder: Embedder, encoded: list[str]) -> Callable[[list[str]], np.ndarray]:
+    """The model's encode, noting every text it was given."""
+
+    def encode(texts: list[str]) -> np.ndarray:
+        encoded.extend(texts)
+        return embedder.embed_documents(texts)
+
+    return encode
+
+
 def test_a_query_queued_past_its_deadline_is_withdrawn_and_never_encoded(
     embedder: Embedder, held_model: threading.Lock
 ) -> None:
@@ -151,12 +161,7 @@ def test_a_query_queued_past_its_deadline_is_withdrawn_and_never_encoded(
     deadline, not after a pass it no longer needs (probe 3: abandoned long
     questions once held every worker thread of the Retriever)."""
     encoded: list[str] = []
-
-    def encode(texts: list[str]) -> np.ndarray:
-        encoded.extend(texts)
-        return embedder.embed_documents(texts)
-
-    batcher = QueryBatcher(encode, 32, held_model)
+    batcher = QueryBatcher(recording(embedder, encoded), 32, held_model)
     pool = ThreadPoolExecutor(max_workers=2)
     leader = pool.submit(batcher.embed, QUERIES[0])  # waits for the held model
     wait_until(lambda: batcher.stats().waiting == 1)
@@ -174,12 +179,7 @@ def test_a_leader_whose_deadline_passed_before_the_model_freed_leaves_without_a_
     embedder: Embedder, held_model: threading.Lock
 ) -> None:
     encoded: list[str] = []
-
-    def encode(texts: list[str]) -> np.ndarray:
-        encoded.extend(texts)
-        return embedder.embed_documents(texts)
-
-    batcher = QueryBatcher(encode, 32, held_model)
+    batcher = QueryBatcher(recording(embedder, encoded), 32, held_model)
     pool = ThreadPoolExecutor(max_workers=2)
     leader = pool.submit(batcher.embed, QUERIES[0], time.monotonic() + 0.2)
     wait_until(lambda: batcher.stats().waiting == 1)

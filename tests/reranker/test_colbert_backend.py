@@ -14,15 +14,10 @@ from services.reranker.packaged import COLBERT, verified_folder
 from services.reranker.scorer import CrossEncoderScorer
 from services.reranker.settings import RerankerSettings
 from services.runtime.settings import load_settings
+from tests.reranker.test_packaged_model import IRRELEVANT, QUERY, RELEVANT
 
 pytestmark = pytest.mark.unit
 
-QUERY = "How many people live in Berlin?"
-RELEVANT = (
-    "Berlin had a population of about 3.7 million registered inhabitants in 2023, "
-    "making it the most populous city of the European Union."
-)
-IRRELEVANT = "The Metropolitan Museum of Art in New York holds over two million works of art."
 OTHER_QUERY = "Which museum in New York holds the most works of art?"
 
 

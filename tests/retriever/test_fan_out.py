@@ -42,6 +42,15 @@ class EnglishUnitEmbedder:
         return np.tile(np.eye(DIM, dtype=np.float32)[0], (len(texts), 1))
 
 
+def one_chunk_storage(root: Path, chunk: Any) -> Storage:
+    """Real embedded stores holding `chunk`, its vector the model's one unit vector."""
+    vectors = EdgeVectorStore(root / "vectors", DIM)
+    lexical = TantivyLexicalStore(root / "lexical")
+    vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)], deadline=unrequested_deadline())
+    lexical.upsert([chunk], deadline=unrequested_deadline())
+    return Storage(vectors, lexical, SqliteManifest(root / "manifest.sqlite3"))
+
+
 def test_the_product_names_the_stores_that_answered_and_the_channels_that_failed() -> None:
     vector = ChannelOutcome(Channel.VECTOR, ChannelStatus.OK)
     lexical = ChannelOutcome(Channel.LEXICAL, ChannelStatus.TIMEOUT, error="timed out")
@@ -55,11 +64,7 @@ def test_a_question_the_model_cannot_read_leaves_the_vector_channel_out_by_rule(
     tmp_path: Path,
 ) -> None:
     chunk = make_chunk("doc-zh", text="签名密钥 轮换 每 九十 天")
-    vectors = EdgeVectorStore(tmp_path / "vectors", DIM)
-    lexical = TantivyLexicalStore(tmp_path / "lexical")
-    vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)], deadline=unrequested_deadline())
-    lexical.upsert([chunk], deadline=unrequested_deadline())
-    storage = Storage(vectors, lexical, SqliteManifest(tmp_path / "manifest.sqlite3"))
+    storage = one_chunk_storage(tmp_path, chunk)
     with ThreadPoolExecutor(2) as executor:
         model: Any = EnglishUnitEmbedder()
         steps = build_retrieval_steps(model, storage, None, executor, RetrievalConfig())
@@ -83,12 +88,7 @@ def test_searches_run_on_their_own_threads_and_short_reads_do_not_wait_for_them(
     """Every thread of the searches' pool held (slow searches piled up):
     the request's short reads run on the shared pool, and it is answered by
     its deadline, degraded, not starved of its commit-point read."""
-    chunk = make_chunk("doc-en", text="rotate the signing key every ninety days")
-    vectors = EdgeVectorStore(tmp_path / "vectors", DIM)
-    lexical = TantivyLexicalStore(tmp_path / "lexical")
-    vectors.upsert([chunk], [[1.0] + [0.0] * (DIM - 1)], deadline=unrequested_deadline())
-    lexical.upsert([chunk], deadline=unrequested_deadline())
-    storage = Storage(vectors, lexical, SqliteManifest(tmp_path / "manifest.sqlite3"))
+    storage = one_chunk_storage(tmp_path, make_chunk("doc-en", text="rotate the key yearly"))
     release = threading.Event()
     with ThreadPoolExecutor(2) as shared, ThreadPoolExecutor(1) as searches:
         searches.submit(release.wait, 30)  # the searches' one thread is taken
