@@ -95,6 +95,10 @@ def run_release_check(args: argparse.Namespace) -> int:
     except g.GoldenFileError as exc:
         print(f"golden file error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():  # found before the check runs, not after
+        print(f"--out: {out} is not a directory (the records are files inside it)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         indexer = indexer_client(args.addr, args.timeout)
         retriever = retriever_client(args.retriever_addr, args.timeout)

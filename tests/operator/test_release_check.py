@@ -194,3 +194,14 @@ def test_unreachable_services_are_a_connection_error_with_no_record(tmp_path: Pa
     assert done.returncode == 2
     assert "release check error: UNAVAILABLE" in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.unit
+def test_an_out_path_that_is_a_file_is_a_usage_error_before_the_check(tmp_path: Path) -> None:
+    golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
+    out = tmp_path / "records"
+    out.write_text("not a directory\n")
+    done = release_check_at_closed_port(tmp_path, golden, out)
+    assert done.returncode == 2
+    assert f"--out: {out} is not a directory" in done.stderr
+    assert "release check error" not in done.stderr  # refused before any service was asked
