@@ -167,11 +167,16 @@ class QueryBatcher:
         last = queries[-1]  # served oldest first: the last done means all done
         with self._changed:
             self._waiting.extend(queries)
+            patience = deadline  # None once there is nothing left to withdraw
             while self._model_taken_for_queries() and not last.done:
-                if deadline is None:
+                if patience is None:
                     self._changed.wait()
-                elif not self._changed.wait(max(deadline - time.monotonic(), 0.0)):
-                    self._withdraw_queued(queries)  # none in a pass: the loop ends
+                elif not self._changed.wait(max(patience - time.monotonic(), 0.0)):
+                    # Withdraw what is still queued (then the loop ends); what a pass
+                    # has taken is waited for without a timeout: one pass is bounded,
+                    # and a zero timeout would spin until it ends.
+                    self._withdraw_queued(queries)
+                    patience = None
             leader = not last.done
             if leader:
                 self._leading = True
@@ -263,13 +268,16 @@ class QueryBatcher:
         with self._changed:
             now = time.monotonic()
             batch: list[_PendingQuery] = []
+            withdrawn = False
             while self._waiting and len(batch) < self.max_batch:
                 query = self._waiting.popleft()
                 if query.expired(now):
                     query.withdraw()
+                    withdrawn = True
                 else:
                     batch.append(query)
-            self._changed.notify_all()  # withdrawn callers wake and leave
+            if withdrawn:
+                self._changed.notify_all()  # their callers wake and leave
             return batch
 
     def _run_pass(self, batch: list[_PendingQuery]) -> None:
