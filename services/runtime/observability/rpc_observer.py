@@ -122,6 +122,12 @@ class _Call:
         )
 
 
+# The server's deadline starts when the call's header arrives, a moment after the
+# client's: a client whose own deadline fired cancels while the server still sees
+# a few milliseconds left. A cancellation that close to the deadline is its expiry.
+DEADLINE_SLACK_S = 0.1
+
+
 def _status_of(context: grpc.aio.ServicerContext, exc: BaseException | None) -> grpc.StatusCode:
     """OK, an abort's (or set_code's) code, DEADLINE_EXCEEDED for a call
     cancelled because its deadline passed, CANCELLED for one whose client went
@@ -132,7 +138,7 @@ def _status_of(context: grpc.aio.ServicerContext, exc: BaseException | None) -> 
         return _code_of(context) or grpc.StatusCode.UNKNOWN
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):
         remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
+        if remaining is not None and remaining <= DEADLINE_SLACK_S:
             return grpc.StatusCode.DEADLINE_EXCEEDED
         return grpc.StatusCode.CANCELLED
     return grpc.StatusCode.UNKNOWN
