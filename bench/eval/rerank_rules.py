@@ -50,7 +50,7 @@ from bench.common.retrieve_loop import run_load
 from bench.eval.dataset import BeirDataset, Qrels
 from bench.eval.metrics import evaluate
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
-from services.reranker.packaged import COLBERT
+from services.embedding.packaged_files import COLBERT
 from services.reranker.settings import DEFAULT_MODEL
 from services.retriever.fusion import FITTED_RERANK, RerankBlend, reranked_order
 

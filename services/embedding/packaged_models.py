@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from services.core.errors import ConfigError
+from services.embedding.packaged_files import MODELS as PACKAGED_RERANKING_FILES
 
 if TYPE_CHECKING:
     from services.embedding.config import EmbedderConfig
@@ -59,6 +60,12 @@ def _muse_runtime(config: EmbedderConfig) -> ModelRuntime:
     return load_packaged_muse(config)
 
 
+def _bge_runtime(config: EmbedderConfig) -> ModelRuntime:
+    from services.embedding.bge_runtime import load_packaged_bge
+
+    return load_packaged_bge(config)
+
+
 PACKAGED: dict[str, PackagedModel] = {
     model.name: model
     for model in (
@@ -66,6 +73,8 @@ PACKAGED: dict[str, PackagedModel] = {
         PackagedModel(PREFIX + "multilingual-e5-small", EVERY_LANGUAGE, runtime=_e5_runtime),
         # The cross-lingual second model (RAG_CROSS_LINGUAL_MODEL; services.embedding.muse_runtime).
         PackagedModel(PREFIX + "muse-v3", MUSE_LANGUAGES, runtime=_muse_runtime),
+        # A second English voice (RAG_CROSS_LINGUAL_MODEL; services.embedding.bge_runtime).
+        PackagedModel(PREFIX + "bge-small-en", ENGLISH, runtime=_bge_runtime),
     )
 }
 # Names that meant the packaged MiniLM before aliases had a prefix.
@@ -97,13 +106,12 @@ def model_languages(model: str) -> frozenset[str]:
     return found.languages if found is not None else ENGLISH
 
 
-# Reranking models from the package index (services.reranker.packaged fetches
+# Reranking models from the package index (services.embedding.packaged_files fetches
 # and pins their files), with the languages each reads: the Retriever keeps
 # the fused order for pairs in any other language.
 DEFAULT_RERANKER = "packaged:ms-marco-MiniLM-L-12-v2"  # RAG_RERANK_MODEL's default
 PACKAGED_RERANKERS: dict[str, frozenset[str]] = {
-    "packaged:ms-marco-MiniLM-L-12-v2": ENGLISH,
-    "packaged:answerai-colbert-small-v1": ENGLISH,
+    model.alias: model.languages for model in PACKAGED_RERANKING_FILES.values()
 }
 
 

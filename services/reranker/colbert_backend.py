@@ -1,5 +1,5 @@
 """Late interaction (ColBERT MaxSim) as a reranking backend, on the packaged
-answerai-colbert-small-v1 encoder (services.reranker.packaged.COLBERT).
+answerai-colbert-small-v1 encoder (services.embedding.packaged_files.COLBERT).
 
 A cross-encoder reads the question and the passage together; ColBERT encodes
 them apart, one vector per token, and scores a pair by the sum over the

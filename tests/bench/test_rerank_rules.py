@@ -18,7 +18,7 @@ from bench.eval.rerank_rules import (
     model_files,
     score,
 )
-from services.reranker.packaged import COLBERT
+from services.embedding.packaged_files import COLBERT
 from services.reranker.settings import DEFAULT_MODEL
 from services.retriever.fusion import RerankBlend
 

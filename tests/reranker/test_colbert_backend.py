@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from services.embedding.packaged_files import COLBERT, verified_folder
 from services.reranker.colbert_backend import PackagedColbertBackend
-from services.reranker.packaged import COLBERT, verified_folder
 from services.reranker.scorer import CrossEncoderScorer
 from services.reranker.settings import RerankerSettings
 from services.runtime.settings import load_settings

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.core.errors import ConfigError
-from services.reranker.packaged import CROSS_ENCODER, model_folder, verified_folder
+from services.embedding.packaged_files import CROSS_ENCODER, model_folder, verified_folder
 from services.reranker.scorer import CrossEncoderScorer, ModelLoadError
 from services.reranker.settings import DEFAULT_MODEL
 

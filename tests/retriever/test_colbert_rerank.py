@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from services.embedding.embedder import Embedder
-from services.reranker.packaged import COLBERT
+from services.embedding.packaged_files import COLBERT
 from tests.reranker.stack import start_reranked_stack
 from tests.retriever.test_packaged_rerank import QUESTION, doc_ids, documents
 from tests.support.stack import BackgroundStack

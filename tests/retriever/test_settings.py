@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from services.embedding.packaged_models import DEFAULT_RERANKER
-from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND
+from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND, FITTED_SECOND_WEIGHT
 from services.retriever.settings import RetrieverSettings
 
 COLBERT = "packaged:answerai-colbert-small-v1"
@@ -59,3 +59,20 @@ def test_a_model_without_a_fitted_rule_gets_the_cross_encoders() -> None:
     assert settings.rerank_candidates == FITTED_RERANK[DEFAULT_RERANKER].candidates
     assert settings.rerank_gate_margin == FITTED_RERANK_BLEND.gate
     assert settings.rerank_languages == "en"
+
+
+def test_the_second_model_brings_its_fitted_weight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RAG_CROSS_LINGUAL_MODEL, read by the Indexer too, brings that model's
+    fitted RRF weight; mUSE, auto and any other model keep 1; a setting wins."""
+    for name in RetrieverSettings.model_fields:
+        monkeypatch.delenv(f"RAG_{name.upper()}", raising=False)
+    assert RetrieverSettings().cross_lingual_weight == 1.0  # auto
+    assert RetrieverSettings(cross_lingual_model="packaged:muse-v3").cross_lingual_weight == 1.0
+    monkeypatch.setenv("RAG_CROSS_LINGUAL_MODEL", "packaged:bge-small-en")
+    assert (
+        RetrieverSettings().cross_lingual_weight
+        == FITTED_SECOND_WEIGHT["packaged:bge-small-en"]
+        == 4.0
+    )
+    monkeypatch.setenv("RAG_CROSS_LINGUAL_WEIGHT", "2.5")
+    assert RetrieverSettings().cross_lingual_weight == 2.5
