@@ -72,6 +72,9 @@ class _Walk:
         self.root, self.wanted, self.follow = root, wanted, follow
         self.found: list[SiteFile | LoadError] = []
         self.pending = [_Folder(root, "", (root,))]
+        # Each folder is entered through links once: links that fan out to shared folders
+        # (a/x -> b, a/y -> b, b/x -> c, b/y -> c, ...) would otherwise read 2^depth copies.
+        self.linked: dict[Path, str] = {}  # real folder -> the first link's relative path
 
     def run(self) -> None:
         # An explicit stack, not recursion: a deep tree cannot hit the recursion limit.
@@ -147,6 +150,10 @@ class _Walk:
             shown = target.relative_to(self.root).as_posix() or "."
             self._skip(relpath, f"symbolic link loop: leads back to {shown}, refused")
             return
+        if (first := self.linked.get(target)) is not None:
+            self._skip(relpath, f"symbolic link to a folder already read through {first}, skipped")
+            return
+        self.linked[target] = relpath
         self.pending.append(_Folder(target, relpath + "/", (*folder.chain, target)))
 
     def _refuse(self, relpath: str, reason: str) -> None:

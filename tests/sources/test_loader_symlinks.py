@@ -6,6 +6,7 @@ file searchable. Every case uses real links in a temporary folder.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -118,3 +119,23 @@ def test_a_root_that_is_itself_a_link_is_read(root: Path, tmp_path: Path) -> Non
     (tmp_path / "current").symlink_to(root, target_is_directory=True)
     docs, errors = load(tmp_path / "current")
     assert set(docs) == {"index.md", "guide/setup.md"} and errors == {}
+
+
+def test_links_that_fan_out_read_each_folder_once_through_links(root: Path) -> None:
+    """Two links per level to the next level's folder, ten levels deep: every
+    path through them would be 2^10 copies of the last page. Each folder is read
+    once through links (the first link, in walk order); the others say so."""
+    levels = [root / f"level{n}" for n in range(11)]
+    for level in levels:
+        level.mkdir()
+    (levels[-1] / "leaf.md").write_text("# Leaf\n\nThe last page.\n", encoding="utf-8")
+    for here, below in itertools.pairwise(levels):
+        for name in ("x", "y"):
+            (here / name).symlink_to(Path("..", below.name), target_is_directory=True)
+    docs, errors = load(root, follow=True)
+    leaves = [doc_id for doc_id in docs if doc_id.endswith("leaf.md")]
+    assert "level10/leaf.md" in leaves
+    assert len(leaves) == 2  # the folder itself, and once through a link
+    assert len(docs) == 4  # index.md and guide/setup.md besides
+    repeated = [source for source, reason in errors.items() if "already read through" in reason]
+    assert len(repeated) >= 10
