@@ -25,14 +25,15 @@ import numpy as np
 
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
 from services.embedding.onnx_files import open_session
-from services.embedding.text_encoders import similar_length_groups
+from services.embedding.packaged_files import BGE_SMALL_EN, verified_folder
+from services.embedding.text_encoders import similar_length_groups, unit_vectors
 
 if TYPE_CHECKING:
     from services.embedding.config import EmbedderConfig
 
-ALIAS = "packaged:bge-small-en"
+ALIAS = BGE_SMALL_EN.alias
 DIM = 384
-MAX_TOKENS = 512  # the model's position table
+MAX_TOKENS = BGE_SMALL_EN.max_length  # the model's position table
 # A question's pass runs beside the first model's (the Retriever's channels run at
 # once): on one thread it does not take the first model's cores (as mUSE's,
 # services.embedding.muse_runtime). Documents come in batches, where threads pay.
@@ -70,20 +71,13 @@ class ClsOnnxEncoder:
                 mask[slot, : lengths[row]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             (states,) = self._session.run([_STATES], feeds)
-            vectors[rows] = _unit_rows(states[:, 0])
+            vectors[rows] = unit_vectors(states[:, 0])
         return vectors
-
-
-def _unit_rows(rows: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 def load_packaged_bge(config: EmbedderConfig) -> ModelRuntime:
     """The pinned files, checked; the one graph (int8) for queries and
     documents, in a session of its own for each (their thread counts differ)."""
-    from services.embedding.packaged_files import BGE_SMALL_EN, verified_folder
-
     folder = verified_folder(ALIAS)
     threads = config.threads or usable_cpus()
     return ModelRuntime(

