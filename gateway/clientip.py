@@ -66,3 +66,9 @@ def parse_address(text: str) -> IpAddress | None:
 
 def _is_trusted(address: IpAddress, trusted: Sequence[IpNetwork]) -> bool:
     return any(address.version == net.version and address in net for net in trusted)
+
+
+def is_trusted_peer(peer: str, trusted: Sequence[IpNetwork]) -> bool:
+    """Whether the direct peer `peer` is one of the trusted proxies."""
+    address = parse_address(peer)
+    return address is not None and _is_trusted(address, trusted)

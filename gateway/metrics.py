@@ -38,6 +38,8 @@ OUTCOMES = (
 
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BREAKER_STATES = ("closed", "open", "half-open")
+# Why a connection was cut before its request reached the app (gateway/connections.py).
+CONNECTION_REFUSALS = ("too_many_connections", "too_many_client_connections", "head_timeout")
 
 
 class GatewayMetrics:
@@ -68,9 +70,18 @@ class GatewayMetrics:
             ["state"],
             registry=self.registry,
         )
+        self.connections_refused = Counter(
+            "gateway_connections_refused",
+            "Connections answered 503 (too many open) or 408 (request head too slow) and "
+            "closed, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
         for outcome in OUTCOMES:
             self.requests.labels(outcome=outcome)
             self.latency.labels(outcome=outcome)
+        for reason in CONNECTION_REFUSALS:
+            self.connections_refused.labels(reason=reason)
         self.set_breaker_state("closed")
 
     def observe(self, outcome: str, seconds: float) -> None:
@@ -80,3 +91,6 @@ class GatewayMetrics:
     def set_breaker_state(self, state: str) -> None:
         for name in BREAKER_STATES:
             self.breaker_state.labels(state=name).set(1.0 if name == state else 0.0)
+
+    def connection_refused(self, reason: str) -> None:
+        self.connections_refused.labels(reason=reason).inc()

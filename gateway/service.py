@@ -22,6 +22,13 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from gateway.app import create_app
+from gateway.connections import (
+    ConnectionLedger,
+    ConnectionLimits,
+    RefusalObserver,
+    ensure_descriptors,
+    guarded_protocol,
+)
 from gateway.settings import GatewaySettings
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
@@ -45,15 +52,26 @@ class HttpServer:
     is not run here (`GatewayApp` runs it, so that its errors propagate)."""
 
     def __init__(
-        self, app: ASGIApp, host: str, port: int, grace_s: float, settings_hint: str
+        self,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        grace_s: float,
+        settings_hint: str,
+        limits: ConnectionLimits,
+        on_refused: RefusalObserver | None = None,
     ) -> None:
         """`port` 0: any free port (tests); `settings_hint`: what a bind
-        failure tells the operator to change."""
+        failure tells the operator to change; `limits`: per connection
+        (gateway/connections.py), `on_refused` told of each refusal."""
         self.host, self.requested_port, self.settings_hint = host, port, settings_hint
+        self.limits = limits
+        self.ledger = ConnectionLedger(limits, on_refused)
         config = uvicorn.Config(
             app,
             host=host,
             port=port,
+            http=guarded_protocol(self.ledger),
             lifespan="off",
             # uvicorn would trust X-Forwarded-For from loopback by default; the app
             # reads it itself, from RAG_GATEWAY_FORWARDED_ALLOW_IPS only (gateway/clientip.py).
@@ -69,6 +87,7 @@ class HttpServer:
         self._stopped = False
 
     async def start(self) -> int:
+        ensure_descriptors(self.limits.max_connections)
         sockets = self._bind()
         self.port = sockets[0].getsockname()[1]
         self._serving = asyncio.create_task(self.uvicorn.serve(sockets=sockets))
@@ -136,6 +155,13 @@ class GatewayApp:
             settings.gateway_port if port is None else port,
             settings.shutdown_grace_s,
             "set RAG_GATEWAY_PORT or RAG_HOST",
+            ConnectionLimits(
+                head_timeout_s=settings.gateway_header_timeout_s,
+                max_connections=settings.gateway_max_connections,
+                max_per_client=settings.gateway_max_connections_per_client,
+                trusted_proxies=settings.trusted_proxies,
+            ),
+            on_refused=self.app.state.metrics.connection_refused,
         )
         self._running: AsyncExitStack | None = None
 

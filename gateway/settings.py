@@ -142,6 +142,30 @@ class GatewaySettings(
         "that stops sending mid-body does not hold its request open. Raise it with "
         "RAG_GATEWAY_MAX_BODY_BYTES for slow links",
     )
+    gateway_header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description="Longest wait for a request's head (request line and headers) to arrive "
+        "whole, from the connection's start or the previous response: 408 and the connection "
+        "closed after (a silent close if nothing came), so a client that sends a head slowly, "
+        "or never finishes it, does not hold a connection (gateway/connections.py)",
+    )
+    gateway_max_connections: int = Field(
+        1024,
+        ge=1,
+        le=65536,
+        description="Open client connections the gateway keeps; one more is answered 503 and "
+        "closed at once. The process's open-file limit is raised to fit it at start-up (an "
+        "error if the hard limit is lower)",
+    )
+    gateway_max_connections_per_client: int = Field(
+        64,
+        ge=1,
+        le=65536,
+        description="Open connections one peer address may hold (503 above); trusted proxies "
+        "(RAG_GATEWAY_FORWARDED_ALLOW_IPS) are exempt. At most RAG_GATEWAY_MAX_CONNECTIONS",
+    )
     gateway_max_json_depth: int = Field(
         32,
         ge=3,  # a search request itself nests three deep (body, scope, a scope list)
@@ -245,6 +269,15 @@ class GatewaySettings(
         max_top_k = info.data.get("gateway_max_top_k")
         if max_top_k is not None and value > max_top_k:
             raise ValueError(f"exceeds RAG_GATEWAY_MAX_TOP_K={max_top_k}")
+        return value
+
+    @field_validator("gateway_max_connections_per_client")
+    @classmethod
+    def _per_client_within_max(cls, value: int, info: ValidationInfo) -> int:
+        # Declared after gateway_max_connections, so that field is already validated here.
+        most = info.data.get("gateway_max_connections")
+        if most is not None and value > most:
+            raise ValueError(f"exceeds RAG_GATEWAY_MAX_CONNECTIONS={most}")
         return value
 
     @property

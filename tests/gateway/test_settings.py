@@ -85,6 +85,9 @@ def test_reads_public_origins_and_trusted_proxies(monkeypatch: pytest.MonkeyPatc
         ("RAG_GATEWAY_MAX_JSON_DEPTH", "2"),
         ("RAG_GATEWAY_MAX_JSON_DEPTH", "5000"),
         ("RAG_GATEWAY_METRICS_PORT", "70000"),
+        ("RAG_GATEWAY_HEADER_TIMEOUT_S", "0"),
+        ("RAG_GATEWAY_MAX_CONNECTIONS", "0"),
+        ("RAG_GATEWAY_MAX_CONNECTIONS_PER_CLIENT", "2000"),  # above the total (1024)
     ],
 )
 def test_bad_values_fail_at_start_up_naming_the_variable(

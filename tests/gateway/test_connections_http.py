@@ -1,0 +1,143 @@
+"""Connection limits through the gateway's own server (`GatewayApp`, real
+uvicorn on a free port): a request head that does not arrive in time is cut
+(408, or a silent close when nothing came), and connections beyond the bounds
+are answered 503 at once, overall and per client, trusted proxies exempt
+from the per-client bound. Before these limits one client holding partial
+heads took every file descriptor of the gateway (gateway/connections.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.service import GatewayApp
+from tests.gateway.support import RetrieverServer, gateway_settings
+
+pytestmark = pytest.mark.integration
+
+PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: gateway\r\n"
+WHOLE_HEAD = b"GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n"
+
+
+@asynccontextmanager
+async def running_gateway(
+    retriever: RetrieverServer, **overrides: Any
+) -> AsyncIterator[GatewayApp]:
+    gateway = GatewayApp(gateway_settings(retriever.addr, **overrides), port=0)
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop()
+
+
+async def _connect(gateway: GatewayApp) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", gateway.server.port)
+
+
+async def _read_until_closed(reader: asyncio.StreamReader, within_s: float = 5.0) -> bytes:
+    return await asyncio.wait_for(reader.read(), timeout=within_s)
+
+
+def _refusals(gateway: GatewayApp, reason: str) -> float:
+    value = gateway.app.state.metrics.registry.get_sample_value(
+        "gateway_connections_refused_total", {"reason": reason}
+    )
+    return float(value or 0.0)
+
+
+async def _healthz(gateway: GatewayApp) -> int:
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"http://127.0.0.1:{gateway.server.port}/healthz")
+        return response.status_code
+
+
+async def test_a_head_that_stops_arriving_is_answered_408_and_closed(
+    retriever: RetrieverServer,
+) -> None:
+    async with running_gateway(retriever, gateway_header_timeout_s=0.5) as gateway:
+        reader, writer = await _connect(gateway)
+        writer.write(PARTIAL_HEAD)
+        await writer.drain()
+        answer = await _read_until_closed(reader)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+        assert answer.endswith(b"head_timeout\n")
+        assert _refusals(gateway, "head_timeout") == 1.0
+        assert await _healthz(gateway) == 200  # a whole head in time is served as before
+
+
+async def test_a_connection_that_sends_nothing_is_closed_without_an_answer(
+    retriever: RetrieverServer,
+) -> None:
+    async with running_gateway(retriever, gateway_header_timeout_s=0.5) as gateway:
+        reader, writer = await _connect(gateway)
+        assert await _read_until_closed(reader) == b""
+        writer.close()
+        assert _refusals(gateway, "head_timeout") == 0.0
+
+
+async def test_the_next_head_on_a_kept_alive_connection_has_the_same_deadline(
+    retriever: RetrieverServer,
+) -> None:
+    # uvicorn's keep-alive timer stops at the first byte of the next request;
+    # without the head deadline a partial second head was held for ever.
+    async with running_gateway(retriever, gateway_header_timeout_s=0.5) as gateway:
+        reader, writer = await _connect(gateway)
+        writer.write(WHOLE_HEAD)
+        first = await asyncio.wait_for(reader.readuntil(b'{"status":"ok"}'), timeout=5)
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+        writer.write(PARTIAL_HEAD)
+        answer = await _read_until_closed(reader)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+
+async def test_one_client_holds_at_most_its_share_of_connections(
+    retriever: RetrieverServer,
+) -> None:
+    settings = {"gateway_max_connections": 10, "gateway_max_connections_per_client": 3}
+    async with running_gateway(retriever, **settings) as gateway:
+        held = [await _connect(gateway) for _ in range(3)]
+        for _, writer in held:
+            writer.write(PARTIAL_HEAD)
+        reader, writer = await _connect(gateway)
+        answer = await _read_until_closed(reader)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+        assert b"retry-after: 1\r\n" in answer
+        assert answer.endswith(b"too_many_client_connections\n")
+        assert _refusals(gateway, "too_many_client_connections") == 1.0
+        held.pop()[1].close()  # one of its connections ends: the client may open another
+        await asyncio.sleep(0.1)
+        assert await _healthz(gateway) == 200
+        for _, held_writer in held:
+            held_writer.close()
+
+
+async def test_a_trusted_proxy_is_bounded_only_by_the_total(retriever: RetrieverServer) -> None:
+    settings = {
+        "gateway_max_connections": 3,
+        "gateway_max_connections_per_client": 1,
+        "gateway_forwarded_allow_ips": "127.0.0.1",
+    }
+    async with running_gateway(retriever, **settings) as gateway:
+        held = [await _connect(gateway) for _ in range(3)]
+        for _, writer in held:
+            writer.write(PARTIAL_HEAD)
+            await writer.drain()
+        await asyncio.sleep(0.1)
+        for held_reader, _ in held:
+            assert not held_reader.at_eof()  # all three admitted past the per-client bound
+        reader, writer = await _connect(gateway)
+        answer = await _read_until_closed(reader)
+        writer.close()
+        assert answer.endswith(b"too_many_connections\n")
+        assert _refusals(gateway, "too_many_connections") == 1.0
+        for _, held_writer in held:
+            held_writer.close()
