@@ -25,7 +25,6 @@ So, per connection (`GuardedH11Protocol`):
 from __future__ import annotations
 
 import asyncio
-import resource
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,11 +34,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from gateway.clientip import is_trusted_peer
 from gateway.settings import IpNetwork
-from services.core.errors import ConfigError
 
-# Descriptors the process needs besides client connections: listeners, the
-# Retriever channel, Redis, log files, the metrics listener.
-RESERVED_DESCRIPTORS = 64
 _REFUSAL = (
     b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"content-length: %d\r\nconnection: close\r\n%s\r\n%s"
@@ -168,20 +163,3 @@ class GuardedH11Protocol(H11Protocol):
         body = f"{reason}\n".encode("ascii")
         self.transport.write(_REFUSAL % (status, phrase, len(body), extra, body))
         self.transport.close()
-
-
-def ensure_descriptors(max_connections: int) -> None:
-    """Raise this process's soft limit on open files so that `max_connections`
-    fit with room to spare; a ConfigError if the hard limit does not allow it."""
-    needed = max_connections + RESERVED_DESCRIPTORS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft >= needed:
-        return
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        raise ConfigError(
-            f"RAG_GATEWAY_MAX_CONNECTIONS={max_connections} needs {needed} open files, "
-            f"and this process may open at most {hard} (ulimit -Hn): lower the setting "
-            "or raise the limit"
-        )
-    if soft != resource.RLIM_INFINITY:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))

@@ -26,13 +26,13 @@ from gateway.connections import (
     ConnectionLedger,
     ConnectionLimits,
     RefusalObserver,
-    ensure_descriptors,
     guarded_protocol,
 )
 from gateway.settings import GatewaySettings
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
 from services.runtime.observability.tracing import Tracing
+from services.runtime.open_files import release_connections, reserve_connections
 from services.runtime.service import stop_budget
 
 log = get_logger(__name__)
@@ -87,8 +87,13 @@ class HttpServer:
         self._stopped = False
 
     async def start(self) -> int:
-        ensure_descriptors(self.limits.max_connections)
-        sockets = self._bind()
+        most = self.limits.max_connections
+        reserve_connections(most, f"RAG_GATEWAY_MAX_CONNECTIONS={most}")
+        try:
+            sockets = self._bind()
+        except BaseException:
+            release_connections(most)
+            raise
         self.port = sockets[0].getsockname()[1]
         self._serving = asyncio.create_task(self.uvicorn.serve(sockets=sockets))
         while not self.uvicorn.started:
@@ -131,6 +136,7 @@ class HttpServer:
         await self._serving
         if not self._stopped:
             self._stopped = True
+            release_connections(self.limits.max_connections)
             log.info("server_stopped", port=self.port, protocol="http")
 
 

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
 from services.runtime.observability.telemetry import Telemetry
+from services.runtime.open_files import release_connections, reserve_connections
 from services.runtime.request_decoding import RequestDecodingInterceptor
 from services.runtime.request_memory import ReleaseInterceptor
 from services.runtime.security.callers import Role
@@ -45,6 +46,9 @@ class ServerOptions:
     max_message_bytes: int = 16 * 1024 * 1024
     shutdown_grace_s: float = 5.0
     security: ServerSecurity = field(default_factory=ServerSecurity)
+    # Connections accepted at once; more are closed by gRPC on arrival, so peers
+    # cannot take the descriptors the stores need (services/runtime/open_files.py).
+    max_connections: int = 1024
 
     @classmethod
     def from_settings(cls, settings: Any, port: int) -> ServerOptions:
@@ -55,6 +59,7 @@ class ServerOptions:
             max_message_bytes=settings.max_message_bytes,
             shutdown_grace_s=settings.shutdown_grace_s,
             security=ServerSecurity.from_settings(settings),
+            max_connections=settings.grpc_max_connections,
         )
 
 
@@ -90,7 +95,10 @@ class GrpcServer:
         self.telemetry = telemetry or Telemetry(service="grpc")
         security = options.security
         self.server = grpc.aio.server(
-            options=channel_options(options.max_message_bytes),
+            options=[
+                *channel_options(options.max_message_bytes),
+                ("grpc.max_allowed_incoming_connections", options.max_connections),
+            ],
             # Every call is observed (refusals too); callers are identified
             # before anything else is said about their request; whatever
             # ends a call, its request is freed with it (request_memory).
@@ -104,6 +112,7 @@ class GrpcServer:
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = 0
+        self._reserved = 0  # connections counted against the process's open files
         self._stopped = asyncio.Event()
 
     async def start(self) -> int:
@@ -112,7 +121,14 @@ class GrpcServer:
             names = [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
             reflection.enable_server_reflection(names, self.server)
         address = f"{self.options.host}:{self.options.port}"
-        self.port = self._bind(address)
+        most = self.options.max_connections
+        reserve_connections(most, f"RAG_GRPC_MAX_CONNECTIONS={most}")
+        try:
+            self.port = self._bind(address)
+        except BaseException:
+            release_connections(most)
+            raise
+        self._reserved = most
         await self.set_serving(False)
         await self.health.set(LIVENESS_SERVICE, SERVING)
         declare_methods(self.telemetry, self.service_names)
@@ -158,6 +174,8 @@ class GrpcServer:
         await self.set_serving(False)
         await self.server.stop(self.options.shutdown_grace_s)
         await self.telemetry.stop()
+        release_connections(self._reserved)
+        self._reserved = 0
         self._stopped.set()
         log.info("server_stopped", port=self.port)
 

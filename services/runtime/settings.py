@@ -65,6 +65,15 @@ class GrpcServiceSettings(BaseServiceSettings):
         "secured otherwise, e.g. a service mesh)",
     )
     grpc_reflection: bool = Field(True, description="Serve gRPC server reflection (for grpcurl)")
+    grpc_max_connections: int = Field(
+        1024,
+        ge=16,
+        le=65536,
+        description="Connections each gRPC server accepts at once; more are closed on arrival. "
+        "The process's open-file limit is raised to fit its servers' bounds plus 1,024 for its "
+        "own files (an error if the hard limit is lower), so idle connections cannot take the "
+        "descriptors the stores need",
+    )
     metrics_enabled: bool = Field(
         True,
         description="Serve Prometheus metrics on a listener of their own (the service's "

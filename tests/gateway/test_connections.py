@@ -1,20 +1,13 @@
-"""The connection ledger's bounds and the open-file limit check, without a
-server (the server's behaviour: test_connections_http.py)."""
+"""The connection ledger's bounds, without a server (the server's behaviour:
+test_connections_http.py)."""
 
 from __future__ import annotations
 
 import ipaddress
-import resource
 
 import pytest
 
-from gateway.connections import (
-    RESERVED_DESCRIPTORS,
-    ConnectionLedger,
-    ConnectionLimits,
-    ensure_descriptors,
-)
-from services.core.errors import ConfigError
+from gateway.connections import ConnectionLedger, ConnectionLimits
 
 pytestmark = pytest.mark.unit
 
@@ -54,18 +47,3 @@ def test_refusals_reach_the_observer() -> None:
     ledger, refused = _ledger()
     ledger.refused("head_timeout")
     assert refused == ["head_timeout"]
-
-
-def test_the_open_file_limit_is_raised_to_fit_or_the_setting_is_refused() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY:
-        pytest.skip("no hard limit on open files here")
-    try:
-        fits = hard - RESERVED_DESCRIPTORS
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 1024), hard))
-        ensure_descriptors(fits)
-        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard
-        with pytest.raises(ConfigError, match=f"RAG_GATEWAY_MAX_CONNECTIONS={fits + 1} needs"):
-            ensure_descriptors(fits + 1)
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -16,7 +16,8 @@ because its terms would no longer match the queries' terms.
 
 Concurrency: one `IndexWriter` owned by this object behind a lock (tantivy
 allows one writer per directory). Each write batch is committed and the
-reader reloaded before the call returns, so the next search sees it.
+reader reloaded before the call returns, so the next search sees it. A batch
+that fails is dropped with its writer, and the next write opens a new one.
 Searches take no lock: each grabs the current searcher snapshot, and tantivy
 releases the GIL while searching.
 """
@@ -175,9 +176,8 @@ class TantivyLexicalStore(PlannedSearch):
             self._index.register_tokenizer(
                 _TERMS_TOKENIZER, tv.TextAnalyzerBuilder(tv.Tokenizer.whitespace()).build()
             )
-            self._writer: tv.IndexWriter | None = self._index.writer(
-                heap_size=_WRITER_HEAP_BYTES, num_threads=_WRITER_THREADS
-            )
+            self._writer: tv.IndexWriter | None = None
+            self._open_writer()  # takes the directory's lock now: a second writer fails here
         except ValueError as exc:  # schema mismatch, or another writer holds the lock
             raise ConfigError(f"cannot open lexical index {self._path}: {exc}") from exc
 
@@ -328,10 +328,8 @@ class TantivyLexicalStore(PlannedSearch):
         before it, so re-running the same batch leaves exactly one copy."""
         if not changes:
             return
-        writer = self._writer
-        if writer is None or self._index is None:
-            raise StoreUnavailable(f"{self.name}: store is closed")
         with store_errors(self.name, action):
+            index, writer = self._open_writer()
             try:
                 for chunk_id, doc in changes:
                     writer.delete_documents_by_term("chunk_id", chunk_id)
@@ -339,9 +337,24 @@ class TantivyLexicalStore(PlannedSearch):
                         writer.add_document(doc)
                 writer.commit()
             except BaseException:
-                writer.rollback()  # leave no half-applied batch for the next commit
+                self._writer = None  # see _open_writer
+                del writer  # its uncommitted batch goes with it, and its lock
                 raise
-            self._index.reload()
+            index.reload()
+
+    def _open_writer(self) -> tuple[tv.Index, tv.IndexWriter]:
+        """The writer, opened again after a failed write. A writer whose commit
+        failed can be dead for good: after one "Too many open files" in a
+        commit, tantivy's writer threads had panicked and every later write
+        failed ("does not have any lock") until the process restarted. A
+        fresh writer is cheap next to that, and dropping the old one is what
+        discards its half-applied batch."""
+        index = self._index
+        if index is None:
+            raise StoreUnavailable(f"{self.name}: store is closed")
+        if self._writer is None:
+            self._writer = index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=_WRITER_THREADS)
+        return index, self._writer
 
     # -- lifecycle -----------------------------------------------------------
 
