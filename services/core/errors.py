@@ -17,6 +17,8 @@ them to status codes in exactly one place (`services.runtime.grpc_errors`).
 
 from __future__ import annotations
 
+import errno
+
 
 class RagError(Exception):
     """Base of every error this project raises on purpose."""
@@ -66,3 +68,41 @@ class StoreError(RagError):
 
 class ConfigError(RagError):
     pass
+
+
+# What a failure says when the machine, not the request or our code, is short
+# of something. The native stores put it only in their message (tantivy:
+# "TooManyOpenFiles"; SQLite: "database or disk is full"), so both forms are read.
+_SHORTAGES: tuple[tuple[frozenset[int], tuple[str, ...], str], ...] = (
+    (
+        frozenset({errno.EMFILE, errno.ENFILE}),
+        ("too many open files", "toomanyopenfiles"),
+        "out of open file descriptors",
+    ),
+    (
+        frozenset({errno.ENOSPC, errno.EDQUOT}),
+        ("no space left on device", "storagefull", "or disk is full", "disk quota exceeded"),
+        "out of disk space",
+    ),
+    (
+        frozenset({errno.EROFS}),
+        ("read-only file system", "readonlyfilesystem", "readonly database"),
+        "on a read-only file system",
+    ),
+)
+
+
+def machine_shortage(exc: BaseException) -> str | None:
+    """ "out of disk space" (and the like) when `exc`, or an exception it was
+    raised from, says the machine ran short of a resource; None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = current.errno if isinstance(current, OSError) else None
+        text = str(current).lower()
+        for codes, phrases, shortage in _SHORTAGES:
+            if code in codes or any(phrase in text for phrase in phrases):
+                return shortage
+        current = current.__cause__ or current.__context__
+    return None

@@ -39,6 +39,16 @@ R = TypeVar("R")
 
 async def _abort(context: grpc.aio.ServicerContext, method: str, exc: Exception) -> None:
     code = status_for(exc)
+    shortage = errors.machine_shortage(exc) if code == grpc.StatusCode.INTERNAL else None
+    if shortage is not None:
+        # Not a bug of ours nor the caller's: the same call succeeds once an
+        # operator frees the resource, so UNAVAILABLE (callers may retry), and
+        # logged as an error so the operator hears of it.
+        log.error("rpc_failed_machine_short", method=method, shortage=shortage, error=str(exc))
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE,
+            f"the server is {shortage}: send the call again once an operator has freed it",
+        )
     if code == grpc.StatusCode.INTERNAL:
         log.exception("rpc_failed", method=method)
         # The class and message stay in the log: they describe our code, not the request.

@@ -20,7 +20,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
-from gateway.metrics import BREAKER_STATES, OUTCOMES
+from gateway.metrics import BREAKER_STATES, CONNECTION_REFUSALS, OUTCOMES
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2
 from services.contract.genproto.rag.reranker.v1 import reranker_pb2
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2
@@ -139,6 +139,9 @@ CONTRACT: dict[str, Metric] = {
     "gateway_search_duration_seconds": Metric("histogram", {"outcome": frozenset(OUTCOMES)}),
     "gateway_retriever_calls_total": Metric("counter", {"code": frozenset(GRPC_CODES)}),
     "gateway_breaker_state": Metric("gauge", {"state": frozenset(BREAKER_STATES)}),
+    "gateway_connections_refused_total": Metric(
+        "counter", {"reason": frozenset(CONNECTION_REFUSALS)}
+    ),
 }
 
 # Made by Prometheus itself for every target, not by the services.
