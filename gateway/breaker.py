@@ -192,6 +192,18 @@ class RetrieverBreaker:
     def state(self) -> str:
         return self.breaker.current_state
 
+    async def check(self, client: str = "") -> None:
+        """The refusals `guard` would give now (this client paused, or the
+        circuit open with no probe due), without admitting a probe: a request
+        the breaker will refuse is refused before it spends the daily budget.
+        Without this, a Retriever outage turned every retry into budget spent
+        on nothing (10,000 refused searches used up the day's 10,000)."""
+        await self.clients.check(client)
+        if self.state != pybreaker.STATE_CLOSED and (
+            self._probe_in_flight or self._seconds_until_probe() > 0
+        ):
+            raise self._open_error()
+
     @contextlib.asynccontextmanager
     async def guard(self, client: str = "") -> AsyncIterator[None]:
         await self.clients.check(client)

@@ -10,9 +10,11 @@ Order (the origin gate runs earlier, in `OriginMiddleware`):
                         client a trusted proxy names (gateway/clientip.py)
 3. body and input     — size, media type, JSON (UTF-8, nesting depth), schema,
                         query length, top_k
-4. daily budget       — spent only by requests that will go downstream
-5. circuit breaker    — open: 503 at once
-6. Retrieve           — with the time left of the request's deadline
+4. circuit breaker    — open (or this client paused): 503 at once, before
+                        anything is spent
+5. daily budget       — spent only by requests that will go downstream
+6. Retrieve           — with the time left of the request's deadline, under
+                        the breaker (which counts how it went)
 Nothing before step 6 searches, so a refusal costs no search.
 """
 
@@ -121,6 +123,7 @@ class SearchGateway:
         search = await self._read_request(request)
         query = self.gates.limits.check(search)
         fields.update(self.log_policy.query_fields(query))
+        await self.gates.breaker.check(client)  # refused now: nothing spent
         await self.gates.budget.spend()
         debug = search.debug and self.settings.gateway_allow_debug
         top_k = search.top_k or self.settings.gateway_default_top_k

@@ -5,6 +5,7 @@ of one query, so one client's requests fail while another's succeed)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -90,3 +91,28 @@ async def test_a_non_finite_number_from_the_retriever_is_never_sent_as_json(
     assert {r.status_code for r in refused} == {502}
     assert {r.json()["error"]["code"] for r in refused} == {"upstream_unavailable"}
     assert after.status_code == 200
+
+
+async def test_searches_the_open_breaker_refuses_spend_no_daily_budget(
+    retriever: RetrieverServer,
+) -> None:
+    # The probe's finding: with the Retriever down, 10,000 refused searches
+    # spent the day's 10,000 and search stayed off after it came back.
+    retriever.servicer.fail_with = grpc.StatusCode.UNAVAILABLE
+    settings = _settings(
+        retriever.addr,
+        gateway_breaker_fail_max=2,
+        gateway_breaker_reset_s=2.0,
+        gateway_daily_budget=5,
+    )
+    async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
+        failed = [await _search(client, gw.url, f"192.0.2.{i}", QUERY) for i in (1, 2)]
+        refused = [await _search(client, gw.url, f"192.0.2.{i}", QUERY) for i in range(3, 23)]
+        retriever.servicer.fail_with = None
+        await asyncio.sleep(2.1)  # the circuit's reset: the next search is its probe
+        recovered = [await _search(client, gw.url, LEGIT, QUERY) for _ in range(3)]
+        spent = await _search(client, gw.url, LEGIT, QUERY)
+    assert [r.status_code for r in failed] == [502, 502]
+    assert {r.json()["error"]["code"] for r in refused} == {"breaker_open"}
+    assert [r.status_code for r in recovered] == [200, 200, 200]  # 2 + 3 of the budget's 5
+    assert (spent.status_code, spent.json()["error"]["code"]) == (429, "budget_exhausted")
