@@ -37,6 +37,7 @@ from gateway.metrics import GatewayMetrics, MetricsListener
 from gateway.origin import OriginMiddleware, OriginPolicy
 from gateway.querylog import QueryLogPolicy
 from gateway.quotas import ClientRateLimiter, DailyBudget, build_storage
+from gateway.readiness import Readiness
 from gateway.release_gate import ReleaseGate
 from gateway.retriever_client import RetrieverClient, RetrieverClientFactory
 from gateway.schema import SearchLimits, SearchRequest, SearchResponse
@@ -94,6 +95,7 @@ class Runtime:
     retriever: RetrieverClient
     search: SearchGateway
     release: ReleaseGate
+    readiness: Readiness
     redis_pool: ConnectionPool | None  # the limits storage's connections
     breaker_redis: redis.Redis | None  # pybreaker's (synchronous) client
 
@@ -213,8 +215,19 @@ def _start_runtime(
         QueryLogPolicy(settings.gateway_query_log_retention),
         GatewayTracing(tracing, settings.gateway_trust_traceparent),
     )
+    readiness = Readiness(
+        retriever,
+        storage if settings.uses_redis else None,
+        settings.gateway_readiness_timeout_s,
+    )
     return Runtime(
-        storage, retriever, search, release, redis_pool=pool, breaker_redis=breaker_client
+        storage,
+        retriever,
+        search,
+        release,
+        readiness,
+        redis_pool=pool,
+        breaker_redis=breaker_client,
     )
 
 
@@ -254,9 +267,7 @@ def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
     )
     async def readyz(request: Request) -> JSONResponse:
         runtime: Runtime = request.app.state.runtime
-        ready, reason = await runtime.retriever.is_serving(settings.gateway_readiness_timeout_s)
-        if ready and settings.uses_redis and not await _storage_ok(runtime.storage):
-            ready, reason = False, "redis does not answer"
+        ready, reason = await runtime.readiness.state()
         release = await runtime.release.state()
         status = "ready" if ready else "not_ready"
         if ready and not release.open:
@@ -283,13 +294,6 @@ def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
         )
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-
-
-async def _storage_ok(storage: Storage) -> bool:
-    try:
-        return bool(await storage.check())
-    except Exception:  # any failure to answer means not ready
-        return False
 
 
 def _add_error_handlers(app: FastAPI) -> None:

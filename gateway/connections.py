@@ -1,5 +1,6 @@
-"""Connection limits uvicorn does not have: a deadline for the request head,
-and bounds on open connections, overall and per client.
+"""Connection limits uvicorn does not have: deadlines for the request head
+and for a client that stops reading, and bounds on open connections, overall
+and per client; and a few HTTP/1.1 framing rules it leaves to the app.
 
 uvicorn waits for a request's head (request line and headers) as long as the
 client keeps the socket open, and its keep-alive timer stops at the first byte
@@ -20,6 +21,17 @@ So, per connection (`GuardedH11Protocol`):
   descriptors in use stay bounded and a refused client learns why. A trusted
   proxy (RAG_GATEWAY_FORWARDED_ALLOW_IPS) is exempt from the per-client
   bound: it carries many clients, and guarding its own connections is its job.
+  One client is a peer address, IPv6 addresses grouped by /64 as the rate
+  limits group them;
+- a client that stops reading (the send buffer full, or a closing
+  connection's last bytes unsent) is cut after `send_timeout_s`: before, a
+  client that pipelined requests and never read held its connections with no
+  limit, and 16 addresses of 64 such connections kept everyone else out;
+- a request with both Content-Length and Transfer-Encoding is answered and
+  the connection closed (RFC 9112 §6.1), so bytes after its body are never
+  read as a request a proxy did not see; a malformed request on a connection
+  that must close is closed without uvicorn's traceback; an `Upgrade` header
+  (h2c, ...) is served as plain HTTP/1.1 without two warnings per request.
 """
 
 from __future__ import annotations
@@ -30,9 +42,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from gateway.clientip import is_trusted_peer
+from gateway.clientip import is_trusted_peer, parse_address
+from gateway.quotas import client_key
 from gateway.settings import IpNetwork
 
 _REFUSAL = (
@@ -49,6 +63,7 @@ class ConnectionLimits:
     max_connections: int
     max_per_client: int
     trusted_proxies: Sequence[IpNetwork] = ()
+    send_timeout_s: float = 30.0
 
 
 class ConnectionLedger:
@@ -60,23 +75,27 @@ class ConnectionLedger:
         self.total = 0
         self.by_peer: Counter[str] = Counter()
 
-    def admit(self, peer: str) -> str | None:
-        """Count a new connection from `peer`, or say why it is refused
-        (`too_many_connections`, `too_many_client_connections`)."""
+    def admit(self, peer: str) -> tuple[str, str | None]:
+        """Count a new connection from `peer`: (the key it is counted under,
+        None), or (the key, why it is refused: `too_many_connections`,
+        `too_many_client_connections`). The key is the rate limits' client
+        key, so the IPv6 addresses of one /64 share one bound."""
+        address = parse_address(peer)
+        key = client_key(str(address) if address is not None else peer)
         if self.total >= self.limits.max_connections:
-            return "too_many_connections"
+            return key, "too_many_connections"
         exempt = is_trusted_peer(peer, self.limits.trusted_proxies)
-        if not exempt and self.by_peer[peer] >= self.limits.max_per_client:
-            return "too_many_client_connections"
+        if not exempt and self.by_peer[key] >= self.limits.max_per_client:
+            return key, "too_many_client_connections"
         self.total += 1
-        self.by_peer[peer] += 1
-        return None
+        self.by_peer[key] += 1
+        return key, None
 
-    def release(self, peer: str) -> None:
+    def release(self, key: str) -> None:
         self.total -= 1
-        self.by_peer[peer] -= 1
-        if self.by_peer[peer] <= 0:
-            del self.by_peer[peer]
+        self.by_peer[key] -= 1
+        if self.by_peer[key] <= 0:
+            del self.by_peer[key]
 
     def refused(self, reason: str) -> None:
         if self.on_refused is not None:
@@ -95,22 +114,23 @@ class GuardedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0  # bytes of the head being waited for
-        self._peer: str | None = None  # set once admitted
+        self._peer: str | None = None  # its ledger key, once admitted
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        peer = self.client[0] if self.client else ""
-        reason = self.ledger.admit(peer)
+        key, reason = self.ledger.admit(self.client[0] if self.client else "")
         if reason is not None:
             self.ledger.refused(reason)
             self._refuse(503, b"Service Unavailable", reason, b"retry-after: 1\r\n")
             return
-        self._peer = peer
+        self._peer = key
         self._wait_for_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
+        self._stop_send_timer()
         if self._peer is not None:
             self.ledger.release(self._peer)
             self._peer = None
@@ -124,14 +144,73 @@ class GuardedH11Protocol(H11Protocol):
     def handle_events(self) -> None:
         cycle = self.cycle
         super().handle_events()
-        if self.cycle is not cycle:  # a request's head arrived whole
+        if self.cycle is not cycle and self.cycle is not None:  # a head arrived whole
             self._stop_head_timer()
+            names = {name for name, _ in self.headers}
+            if b"content-length" in names and b"transfer-encoding" in names:
+                # RFC 9112 §6.1: the body is read as chunked, and the server
+                # must close after answering. Kept open, the bytes after the
+                # chunked body were read as the next request, one that a proxy
+                # framing by Content-Length never saw (request smuggling).
+                self.cycle.keep_alive = False
+
+    def send_400_response(self, msg: str) -> None:
+        try:
+            super().send_400_response(msg)
+        except h11.LocalProtocolError:
+            # A malformed request after an answered one on a connection that
+            # must close (h11's MUST_CLOSE): uvicorn's 400 cannot be framed
+            # and its error became a traceback in the log per request.
+            self.transport.close()
+        self._bound_closing()
+
+    def _unsupported_upgrade_warning(self) -> None:
+        # uvicorn logs two warnings per request naming an Upgrade (h2c, ...):
+        # 20,000 pipelined requests wrote 4 MB of log. Served as plain HTTP/1.1.
+        pass
+
+    def pause_writing(self) -> None:
+        """The client stopped reading: it has `send_timeout_s` to start again."""
+        super().pause_writing()
+        self._arm_send_timer()
+
+    def resume_writing(self) -> None:
+        self._stop_send_timer()
+        super().resume_writing()
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._bound_closing()
+
+    def _bound_closing(self) -> None:
+        """A transport closed with unsent bytes waits to send them for as long
+        as the client does not read: it gets `send_timeout_s`, then is cut."""
+        transport = self.transport
+        if transport.is_closing() and transport.get_write_buffer_size() > 0:
+            self._arm_send_timer()
+
+    def _arm_send_timer(self) -> None:
+        if self._send_timer is None:
+            self._send_timer = self.loop.call_later(
+                self.ledger.limits.send_timeout_s, self._send_too_slow
+            )
+
+    def _stop_send_timer(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _send_too_slow(self) -> None:
+        self._send_timer = None
+        self.ledger.refused("send_timeout")
+        self.transport.abort()  # what is unsent is dropped: nobody reads it
 
     def on_response_complete(self) -> None:
         # Armed first: the call below may start a pipelined request at once,
         # whose arrival stops the timer again.
         self._wait_for_head()
         super().on_response_complete()
+        self._bound_closing()  # a response that ended the connection
 
     def _wait_for_head(self) -> None:
         self._stop_head_timer()
@@ -153,6 +232,7 @@ class GuardedH11Protocol(H11Protocol):
             return
         if self._head_bytes == 0:
             self.transport.close()  # an idle connection: nothing to answer
+            self._bound_closing()
             return
         self.ledger.refused("head_timeout")
         self._refuse(408, b"Request Timeout", "head_timeout", b"")
@@ -163,3 +243,4 @@ class GuardedH11Protocol(H11Protocol):
         body = f"{reason}\n".encode("ascii")
         self.transport.write(_REFUSAL % (status, phrase, len(body), extra, body))
         self.transport.close()
+        self._bound_closing()

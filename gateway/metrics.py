@@ -39,7 +39,12 @@ OUTCOMES = (
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BREAKER_STATES = ("closed", "open", "half-open")
 # Why a connection was cut before its request reached the app (gateway/connections.py).
-CONNECTION_REFUSALS = ("too_many_connections", "too_many_client_connections", "head_timeout")
+CONNECTION_REFUSALS = (
+    "too_many_connections",
+    "too_many_client_connections",
+    "head_timeout",
+    "send_timeout",
+)
 
 
 class GatewayMetrics:
@@ -73,7 +78,7 @@ class GatewayMetrics:
         self.connections_refused = Counter(
             "gateway_connections_refused",
             "Connections answered 503 (too many open) or 408 (request head too slow) and "
-            "closed, by reason",
+            "closed, or cut because the client stopped reading (send_timeout), by reason",
             ["reason"],
             registry=self.registry,
         )

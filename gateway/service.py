@@ -166,6 +166,7 @@ class GatewayApp:
                 max_connections=settings.gateway_max_connections,
                 max_per_client=settings.gateway_max_connections_per_client,
                 trusted_proxies=settings.trusted_proxies,
+                send_timeout_s=settings.gateway_send_timeout_s,
             ),
             on_refused=self.app.state.metrics.connection_refused,
         )

@@ -151,6 +151,14 @@ class GatewaySettings(
         "closed after (a silent close if nothing came), so a client that sends a head slowly, "
         "or never finishes it, does not hold a connection (gateway/connections.py)",
     )
+    gateway_send_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="Longest a client may stop reading an answer (the server's send buffer "
+        "full, or a closed connection's last bytes unsent) before the connection is cut, so "
+        "a client that never reads does not hold a connection (gateway/connections.py)",
+    )
     gateway_max_connections: int = Field(
         1024,
         ge=1,

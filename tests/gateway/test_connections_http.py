@@ -8,6 +8,8 @@ heads took every file descriptor of the gateway (gateway/connections.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -141,3 +143,69 @@ async def test_a_trusted_proxy_is_bounded_only_by_the_total(retriever: Retriever
         assert _refusals(gateway, "too_many_connections") == 1.0
         for _, held_writer in held:
             held_writer.close()
+
+
+async def test_a_client_that_stops_reading_is_cut_after_the_send_timeout(
+    retriever: RetrieverServer,
+) -> None:
+    # The probe's finding: pipelined requests whose answers are never read
+    # held each connection with no limit (the head deadline had stopped).
+    settings = {"gateway_send_timeout_s": 1.0, "gateway_header_timeout_s": 60.0}
+    async with running_gateway(retriever, **settings) as gateway:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", gateway.server.port))
+        sock.sendall(b"GET /widget.js HTTP/1.1\r\nHost: gateway\r\n\r\n" * 200)
+        await asyncio.sleep(3.0)  # never reading
+        assert _refusals(gateway, "send_timeout") == 1.0
+        assert gateway.server.ledger.total == 0  # the connection is gone
+        sock.close()
+        assert await _healthz(gateway) == 200
+
+
+async def test_content_length_beside_chunked_closes_after_the_answer(
+    retriever: RetrieverServer,
+) -> None:
+    # RFC 9112 §6.1. Kept open, the bytes after the chunked body were served as
+    # a second request that a proxy framing by Content-Length never saw.
+    async with running_gateway(retriever) as gateway:
+        reader, writer = await _connect(gateway)
+        writer.write(
+            b"POST /healthz HTTP/1.1\r\nHost: gateway\r\nContent-Length: 40\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            b"GET /widget.js HTTP/1.1\r\nHost: gateway\r\n\r\n"
+        )
+        answer = await _read_until_closed(reader)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 405 ")  # then closed: read to its end
+        assert answer.count(b"HTTP/1.1 ") == 1  # the smuggled request went unanswered
+
+
+async def test_protocol_misuse_leaves_no_traceback_and_no_warning_per_request(
+    retriever: RetrieverServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_gateway(retriever) as gateway:
+        # A request answered without its chunked body read, then a bad chunk
+        # line: uvicorn's 400 could not be framed and logged a traceback.
+        reader, writer = await _connect(gateway)
+        writer.write(
+            b"POST /healthz HTTP/1.1\r\nHost: gateway\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+        writer.write(b"zz\r\n")
+        await _read_until_closed(reader)
+        writer.close()
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        caplog.clear()
+        # An Upgrade this server does not speak: answered as plain HTTP/1.1,
+        # without uvicorn's two warnings per request.
+        reader, writer = await _connect(gateway)
+        writer.write(
+            b"GET /healthz HTTP/1.1\r\nHost: gateway\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n"
+        )
+        first = await asyncio.wait_for(reader.readuntil(b'{"status":"ok"}'), timeout=5)
+        writer.close()
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [(r.name, r.getMessage()[:80]) for r in errors] == []
+    assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert [(r.name, r.getMessage()[:80]) for r in warnings] == []

@@ -11,6 +11,7 @@ import grpc
 import httpx
 import pytest
 
+from gateway.readiness import READINESS_TTL_S
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from tests.gateway.support import (
     ALLOWED_ORIGIN,
@@ -312,6 +313,7 @@ async def test_health_readiness_and_openapi(retriever: RetrieverServer) -> None:
         ready = await client.get(f"{gw.url}/readyz")
         await retriever.server.set_serving(False)
         try:
+            await asyncio.sleep(READINESS_TTL_S + 0.1)  # /readyz asks once per TTL
             not_serving = await client.get(f"{gw.url}/readyz")
         finally:
             await retriever.server.set_serving(True)

@@ -52,3 +52,27 @@ def test_a_taken_metrics_port_stops_start_up_naming_the_setting() -> None:
             MetricsListener.start(
                 GatewayMetrics().registry, "127.0.0.1", port, "set RAG_GATEWAY_METRICS_PORT"
             )
+
+
+@pytest.mark.integration
+async def test_a_connection_that_sends_half_a_request_is_closed_and_scrapes_go_on(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # Each idle connection held one of the listener's threads for ever.
+    listener = MetricsListener.start(GatewayMetrics().registry, "127.0.0.1", 0, read_timeout_s=0.5)
+    try:
+        idle = [socket.create_connection(("127.0.0.1", listener.port)) for _ in range(20)]
+        for sock in idle:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+        closed = []
+        for sock in idle:
+            sock.settimeout(10)
+            closed.append(sock.recv(1024) == b"")
+            sock.close()
+        async with httpx.AsyncClient() as client:
+            scrape = await client.get(listener.url)
+    finally:
+        await listener.close()
+    assert all(closed)
+    assert scrape.status_code == 200
+    assert "Traceback" not in capfd.readouterr().err  # closed quietly, not one trace each
