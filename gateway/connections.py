@@ -25,8 +25,7 @@ So, per connection (`GuardedH11Protocol`):
   limits group them;
 - a client that stops reading (the send buffer full, or a closing
   connection's last bytes unsent) is cut after `send_timeout_s`: before, a
-  client that pipelined requests and never read held its connections with no
-  limit, and 16 addresses of 64 such connections kept everyone else out;
+  connection whose answers were never read was held with no limit;
 - a request with both Content-Length and Transfer-Encoding is answered and
   the connection closed (RFC 9112 §6.1), so bytes after its body are never
   read as a request a proxy did not see; a malformed request on a connection
@@ -63,7 +62,7 @@ class ConnectionLimits:
     max_connections: int
     max_per_client: int
     trusted_proxies: Sequence[IpNetwork] = ()
-    send_timeout_s: float = 30.0
+    send_timeout_s: float = 10.0
 
 
 class ConnectionLedger:

@@ -152,7 +152,7 @@ class GatewaySettings(
         "or never finishes it, does not hold a connection (gateway/connections.py)",
     )
     gateway_send_timeout_s: float = Field(
-        30.0,
+        10.0,
         gt=0,
         le=600,
         description="Longest a client may stop reading an answer (the server's send buffer "
