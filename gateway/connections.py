@@ -101,6 +101,32 @@ class ConnectionLedger:
             self.on_refused(reason)
 
 
+class _Timer:
+    """At most one pending call of `callback`, `seconds` after `start()`."""
+
+    def __init__(self, seconds: float, callback: Callable[[], None]) -> None:
+        self.seconds, self.callback = seconds, callback
+        self._handle: asyncio.TimerHandle | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._handle is not None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start, unless it runs already."""
+        if self._handle is None:
+            self._handle = loop.call_later(self.seconds, self._fire)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _fire(self) -> None:
+        self._handle = None
+        self.callback()
+
+
 def guarded_protocol(ledger: ConnectionLedger) -> type[H11Protocol]:
     """uvicorn's h11 protocol bound to `ledger` (uvicorn builds one protocol
     object per connection from the class it is given)."""
@@ -112,8 +138,9 @@ class GuardedH11Protocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._send_timer: asyncio.TimerHandle | None = None
+        limits = self.ledger.limits
+        self._head_timer = _Timer(limits.head_timeout_s, self._head_too_slow)
+        self._send_timer = _Timer(limits.send_timeout_s, self._send_too_slow)
         self._head_bytes = 0  # bytes of the head being waited for
         self._peer: str | None = None  # its ledger key, once admitted
 
@@ -128,15 +155,15 @@ class GuardedH11Protocol(H11Protocol):
         self._wait_for_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_timer()
-        self._stop_send_timer()
+        self._head_timer.stop()
+        self._send_timer.stop()
         if self._peer is not None:
             self.ledger.release(self._peer)
             self._peer = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._head_timer is not None:
+        if self._head_timer.running:
             self._head_bytes += len(data)
         super().data_received(data)
 
@@ -144,7 +171,7 @@ class GuardedH11Protocol(H11Protocol):
         cycle = self.cycle
         super().handle_events()
         if self.cycle is not cycle and self.cycle is not None:  # a head arrived whole
-            self._stop_head_timer()
+            self._head_timer.stop()
             names = {name for name, _ in self.headers}
             if b"content-length" in names and b"transfer-encoding" in names:
                 # RFC 9112 §6.1: the body is read as chunked, and the server
@@ -171,10 +198,10 @@ class GuardedH11Protocol(H11Protocol):
     def pause_writing(self) -> None:
         """The client stopped reading: it has `send_timeout_s` to start again."""
         super().pause_writing()
-        self._arm_send_timer()
+        self._send_timer.start(self.loop)
 
     def resume_writing(self) -> None:
-        self._stop_send_timer()
+        self._send_timer.stop()
         super().resume_writing()
 
     def timeout_keep_alive_handler(self) -> None:
@@ -186,21 +213,9 @@ class GuardedH11Protocol(H11Protocol):
         as the client does not read: it gets `send_timeout_s`, then is cut."""
         transport = self.transport
         if transport.is_closing() and transport.get_write_buffer_size() > 0:
-            self._arm_send_timer()
-
-    def _arm_send_timer(self) -> None:
-        if self._send_timer is None:
-            self._send_timer = self.loop.call_later(
-                self.ledger.limits.send_timeout_s, self._send_too_slow
-            )
-
-    def _stop_send_timer(self) -> None:
-        if self._send_timer is not None:
-            self._send_timer.cancel()
-            self._send_timer = None
+            self._send_timer.start(self.loop)
 
     def _send_too_slow(self) -> None:
-        self._send_timer = None
         self.ledger.refused("send_timeout")
         self.transport.abort()  # what is unsent is dropped: nobody reads it
 
@@ -212,21 +227,13 @@ class GuardedH11Protocol(H11Protocol):
         self._bound_closing()  # a response that ended the connection
 
     def _wait_for_head(self) -> None:
-        self._stop_head_timer()
+        self._head_timer.stop()
         if self.transport.is_closing():
             return
         self._head_bytes = 0
-        self._head_timer = self.loop.call_later(
-            self.ledger.limits.head_timeout_s, self._head_too_slow
-        )
-
-    def _stop_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._head_timer.start(self.loop)
 
     def _head_too_slow(self) -> None:
-        self._head_timer = None
         if self.transport.is_closing():
             return
         if self._head_bytes == 0:

@@ -273,20 +273,12 @@ class GatewaySettings(
     @field_validator("gateway_default_top_k")
     @classmethod
     def _default_top_k_within_max(cls, value: int, info: ValidationInfo) -> int:
-        # Declared after gateway_max_top_k, so that field is already validated here.
-        max_top_k = info.data.get("gateway_max_top_k")
-        if max_top_k is not None and value > max_top_k:
-            raise ValueError(f"exceeds RAG_GATEWAY_MAX_TOP_K={max_top_k}")
-        return value
+        return _at_most(value, info, "gateway_max_top_k")
 
     @field_validator("gateway_max_connections_per_client")
     @classmethod
     def _per_client_within_max(cls, value: int, info: ValidationInfo) -> int:
-        # Declared after gateway_max_connections, so that field is already validated here.
-        most = info.data.get("gateway_max_connections")
-        if most is not None and value > most:
-            raise ValueError(f"exceeds RAG_GATEWAY_MAX_CONNECTIONS={most}")
-        return value
+        return _at_most(value, info, "gateway_max_connections")
 
     @property
     def uses_redis(self) -> bool:
@@ -295,3 +287,12 @@ class GatewaySettings(
     @property
     def trusted_proxies(self) -> tuple[IpNetwork, ...]:
         return tuple(ipaddress.ip_network(item) for item in self.gateway_forwarded_allow_ips)
+
+
+def _at_most(value: int, info: ValidationInfo, bound: str) -> int:
+    """`value`, unless it exceeds the field `bound` (declared before it, so
+    already validated when this runs)."""
+    most = info.data.get(bound)
+    if most is not None and value > most:
+        raise ValueError(f"exceeds RAG_{bound.upper()}={most}")
+    return value
