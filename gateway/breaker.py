@@ -205,8 +205,11 @@ class RetrieverBreaker:
             raise self._open_error()
 
     @contextlib.asynccontextmanager
-    async def guard(self, client: str = "") -> AsyncIterator[None]:
-        await self.clients.check(client)
+    async def guard(self, client: str = "", checked: bool = False) -> AsyncIterator[None]:
+        """`checked`: `check(client)` already ran for this request, so its
+        strike count (a Redis round trip when shared) is not read again."""
+        if not checked:
+            await self.clients.check(client)
         probing = self._admit()
         try:
             yield

@@ -10,12 +10,12 @@ A balancer probing every few seconds sees the same answers as before.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 
 from limits.aio.storage import Storage
 
+from gateway.cached import CachedAnswer
 from gateway.retriever_client import RetrieverClient
 
 READINESS_TTL_S = 1.0
@@ -31,19 +31,12 @@ class Readiness:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`storage`: the shared limits storage to check (None: not shared)."""
-        self.retriever, self.storage = retriever, storage
-        self.timeout_s, self.ttl_s, self.clock = timeout_s, ttl_s, clock
-        self._lock = asyncio.Lock()
-        self._state: tuple[bool, str] | None = None
-        self._asked_at = 0.0
+        self.retriever, self.storage, self.timeout_s = retriever, storage, timeout_s
+        self._state = CachedAnswer(self._ask, ttl_s, clock)
 
     async def state(self) -> tuple[bool, str]:
         """(ready?, why not)."""
-        async with self._lock:  # one question per expiry, however many requests wait
-            if self._state is None or self.clock() - self._asked_at >= self.ttl_s:
-                self._state = await self._ask()
-                self._asked_at = self.clock()
-            return self._state
+        return await self._state.get()
 
     async def _ask(self) -> tuple[bool, str]:
         ready, reason = await self.retriever.is_serving(self.timeout_s)

@@ -12,12 +12,12 @@ deadline; an answer that does not come counts as closed (fail closed).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.cached import CachedAnswer
 from gateway.errors import ApiError, ErrorCode
 from gateway.retriever_client import RetrieverClient
 from rag_client import CallError
@@ -69,19 +69,13 @@ class ReleaseGate:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.retriever, self.required = retriever, required
-        self.timeout_s, self.ttl_s, self.clock = timeout_s, ttl_s, clock
-        self._lock = asyncio.Lock()
-        self._state: ReleaseState | None = None
-        self._asked_at = 0.0
+        self.timeout_s = timeout_s
+        self._state = CachedAnswer(self._ask, ttl_s, clock)
 
     async def state(self) -> ReleaseState:
         if not self.required:
             return ReleaseState(False, True)
-        async with self._lock:  # one call per expiry, however many requests wait
-            if self._state is None or self.clock() - self._asked_at >= self.ttl_s:
-                self._state = await self._ask()
-                self._asked_at = self.clock()
-            return self._state
+        return await self._state.get()
 
     async def check(self) -> None:
         """Raise the 503 a search gets while the gate is closed."""

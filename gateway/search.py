@@ -163,7 +163,7 @@ class SearchGateway:
         if deadline.expired(MIN_DOWNSTREAM_S):
             raise ApiError(ErrorCode.UPSTREAM_TIMEOUT, "the request ran out of time")
         try:
-            async with self.gates.breaker.guard(client):
+            async with self.gates.breaker.guard(client, checked=True):
                 reply = await self.retriever.retrieve(request, timeout_s=deadline.budget())
         except CallError as exc:
             self.metrics.retriever_calls.labels(code=exc.code.name).inc()
