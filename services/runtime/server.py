@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -216,14 +217,28 @@ class AppServer(Protocol):
         ...
 
 
-async def run_until_signal(servers: Sequence[AppServer]) -> None:
-    """Block until SIGTERM/SIGINT, then stop every server gracefully, all at
-    once (in-flight calls get the grace period; gRPC health flips to
-    NOT_SERVING first)."""
+def stop_requested() -> asyncio.Event:
+    """An event set by SIGTERM/SIGINT. Installed before anything starts
+    serving: a signal that arrives once a port answers but before the
+    process is ready (a health probe passes, then the orchestrator stops the
+    pod) must stop it gracefully, not kill it with the default action.
+    Off the main thread (a loop a test runs in a thread) no signal reaches
+    the loop: the event is only set by whoever holds it."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return stop
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def run_until_signal(servers: Sequence[AppServer], stop: asyncio.Event | None = None) -> None:
+    """Block until SIGTERM/SIGINT (`stop`, from `stop_requested()`, when the
+    caller listened earlier), then stop every server gracefully, all at once
+    (in-flight calls get the grace period; gRPC health flips to NOT_SERVING
+    first)."""
+    stop = stop if stop is not None else stop_requested()
     await stop.wait()
     log.info("shutdown_requested")
     await asyncio.gather(*(s.stop() for s in servers))

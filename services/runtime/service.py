@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from services.core.logging import configure_logging, get_logger
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.security.callers import Role
-from services.runtime.server import AppServer, GrpcServer, ServerOptions, run_until_signal
+from services.runtime.server import (
+    AppServer,
+    GrpcServer,
+    ServerOptions,
+    run_until_signal,
+    stop_requested,
+)
 from services.runtime.settings import BaseServiceSettings, GrpcServiceSettings, load_settings
 
 if TYPE_CHECKING:  # the parts pull in the stores and the embedding model
@@ -199,15 +205,20 @@ async def run_apps(
     """Start `apps` in order, serve until SIGTERM/SIGINT, stop them in reverse
     order, then `close()` what they shared. An app that fails to start stops
     the ones already started (in reverse order) and its error propagates
-    (a ConfigError: exit status 2, under `run_main`)."""
+    (a ConfigError: exit status 2, under `run_main`). A signal during the
+    start lets the app being started finish starting, starts no more, and
+    stops what started."""
+    stop = stop_requested()
     started: list[ServiceApp] = []
     try:
         for app in apps:
+            if stop.is_set():
+                break
             await app.start()
             started.append(app)
         freeze_start_up_objects()
-        log.info("services_ready", ports=[app.server.port for app in apps], **context)
-        await run_until_signal([app.server for app in apps])
+        log.info("services_ready", ports=[app.server.port for app in started], **context)
+        await run_until_signal([app.server for app in started], stop)
     finally:
         overran = [app for app in reversed(started) if not await stop_within_budget(app)]
         if overran or any(app.abandoned_work for app in started):

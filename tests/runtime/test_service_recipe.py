@@ -46,6 +46,7 @@ class FakeApp:
     fail: Exception | None = None
     abandoned_work: bool = False
     stop_budget_s: float = 5.0
+    signals_on_start: bool = False  # a SIGTERM while this app starts
     hangs_on_stop: bool = False  # fault injection: a stop that never ends
     ignores_cancel: bool = False  # … and that swallows its cancellation
     release: asyncio.Event = field(default_factory=asyncio.Event)  # ends a hung stop
@@ -60,6 +61,9 @@ class FakeApp:
             raise self.fail
         self.server.port = self.port
         self.journal.append(f"{self.name}.start")
+        if self.signals_on_start:
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.sleep(0.05)  # the loop runs the handler meanwhile
         return self.port
 
     async def stop(self) -> None:
@@ -150,10 +154,11 @@ async def test_apps_start_in_order_and_stop_in_reverse_on_sigterm(
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     serving = asyncio.create_task(serve(fake_recipe(journal)))
     try:
-        # The signal only once `run_apps` handles it (the loop's handler is in).
-        while signal.getsignal(signal.SIGTERM) is before[signal.SIGTERM]:
+        # The signal once both apps serve (the loop's handler is in before).
+        while "second.start" not in journal:
             assert not serving.done(), serving
             await asyncio.sleep(0.01)
+        assert signal.getsignal(signal.SIGTERM) is not before[signal.SIGTERM]
         assert journal == ["settings", "parts", "apps", "first.start", "second.start"]
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.wait_for(serving, 10)
@@ -171,6 +176,27 @@ async def test_apps_start_in_order_and_stop_in_reverse_on_sigterm(
         "first.stop",
         "parts.close",  # and what they shared is closed last
     ]
+
+
+async def test_a_sigterm_while_starting_starts_no_more_and_stops_gracefully() -> None:
+    """A signal after the first port answers but before the process is ready
+    (a health probe passed, then the pod is stopped) stops what started; it
+    must not kill the process with the signal's default action."""
+    journal: list[str] = []
+    loop = asyncio.get_running_loop()
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    apps = [
+        FakeApp("first", journal, 1001, signals_on_start=True),
+        FakeApp("second", journal, 1002),
+    ]
+    try:
+        await asyncio.wait_for(service.run_apps(apps, FakeParts(journal).close), 10)
+    finally:
+        for sig, handler in before.items():
+            loop.remove_signal_handler(sig)
+            if handler is not None:
+                signal.signal(sig, handler)
+    assert journal == ["first.start", "first.server.stop", "first.stop", "parts.close"]
 
 
 async def test_a_bad_setting_exits_2_with_its_message_before_anything_opens(
@@ -227,10 +253,11 @@ async def test_a_stop_that_overruns_its_budget_exits_without_closing_the_parts(
     )
     apps = [stuck, FakeApp("other", journal, 1002)]
 
-    async def no_signal(servers: object) -> None:
+    async def no_signal(servers: object, stop: object = None) -> None:
         return None
 
     monkeypatch.setattr(service, "run_until_signal", no_signal)
+    monkeypatch.setattr(service, "stop_requested", asyncio.Event)  # no handlers left behind
     monkeypatch.setattr(service, "freeze_start_up_objects", lambda: None)
     try:
         await asyncio.wait_for(service.run_apps(apps, FakeParts(journal).close), 10)
