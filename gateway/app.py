@@ -257,7 +257,13 @@ def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
         runtime: Runtime = request.app.state.runtime
         return await runtime.search.handle(request)
 
+    # HEAD as well as GET on the probes: a monitor that checks a status
+    # without a body (curl -I, many uptime checkers) must not see 405. The
+    # route that serves is the GET+HEAD one, registered first (the lower
+    # decorator) so a 405's `Allow` names both; the GET above it only gives
+    # the schema one operation per probe (FastAPI would list HEAD twice).
     @app.get("/healthz", summary="Liveness: the process answers")
+    @app.api_route("/healthz", methods=["GET", "HEAD"], include_in_schema=False)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
@@ -265,6 +271,7 @@ def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
         "/readyz",
         summary="Readiness: the Retriever (and Redis, if used) answer; the release gate is open",
     )
+    @app.api_route("/readyz", methods=["GET", "HEAD"], include_in_schema=False)
     async def readyz(request: Request) -> JSONResponse:
         runtime: Runtime = request.app.state.runtime
         ready, reason = await runtime.readiness.state()
@@ -303,7 +310,11 @@ def _add_error_handlers(app: FastAPI) -> None:
         status = getattr(exc, "status_code", 500)
         code = codes.get(status, ErrorCode.INVALID_REQUEST if status < 500 else ErrorCode.INTERNAL)
         error = ApiError(code, str(getattr(exc, "detail", "")) or code.value)
-        return error_response(error, getattr(request.state, "request_id", ""))
+        # Routing's 405 names the methods the path takes (RFC 9110 requires
+        # `Allow` on a 405); other HTTP errors carry no headers of their own.
+        raised = getattr(exc, "headers", None) or {}
+        allow = {"Allow": raised["Allow"]} if status == 405 and "Allow" in raised else None
+        return error_response(error, getattr(request.state, "request_id", ""), allow)
 
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, http_error)

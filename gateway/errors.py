@@ -10,6 +10,7 @@ never rename or repurpose one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -123,18 +124,22 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-def error_response(error: ApiError, request_id: str = "") -> JSONResponse:
+def error_response(
+    error: ApiError, request_id: str = "", headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """The API's JSON error; `headers` adds what the status requires (a 405's
+    `Allow`)."""
     detail = ErrorDetail(
         code=error.code,
         message=error.message,
         request_id=request_id,
         retry_after_s=error.retry_after_s,
     )
-    headers = {"Cache-Control": "no-store"}
+    sent = {**(headers or {}), "Cache-Control": "no-store"}
     if error.retry_after_s is not None:
-        headers["Retry-After"] = str(error.retry_after_s)
+        sent["Retry-After"] = str(error.retry_after_s)
     return JSONResponse(
         ErrorBody(error=detail).model_dump(mode="json", exclude_none=True),
         status_code=error.status,
-        headers=headers,
+        headers=sent,
     )

@@ -30,6 +30,8 @@ REQUESTS = [
     pytest.param("HEAD", "/", None, None, 200, id="page-head"),
     pytest.param("GET", "/healthz", None, None, 200, id="healthz"),
     pytest.param("GET", "/readyz", None, None, 200, id="readyz"),
+    pytest.param("HEAD", "/healthz", None, None, 200, id="healthz-head"),
+    pytest.param("HEAD", "/readyz", None, None, 200, id="readyz-head"),
     pytest.param("GET", "/openapi.json", None, None, 200, id="openapi"),
     pytest.param("GET", "/", None, None, 200, id="page"),
     pytest.param("GET", "/widget.js", None, None, 200, id="widget"),
@@ -53,3 +55,37 @@ async def test_every_response_says_nosniff_once(
         response = await client.request(method, f"{gw.url}{path}", json=body, headers=headers)
     assert response.status_code == status
     assert response.headers.get_list("x-content-type-options") == ["nosniff"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        pytest.param("GET", "/v1/search", "POST", id="search"),
+        pytest.param("POST", "/healthz", "GET, HEAD", id="healthz"),
+        pytest.param("DELETE", "/", "GET, HEAD", id="page"),
+    ],
+)
+async def test_a_wrong_method_is_a_json_405_that_names_the_allowed_ones(
+    retriever: RetrieverServer, method: str, path: str, allowed: str
+) -> None:
+    """RFC 9110: a 405 carries `Allow`; a client (or a person with curl) can
+    tell what the path takes without reading the docs."""
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        response = await client.request(
+            method, f"{gw.url}{path}", headers={"Origin": ALLOWED_ORIGIN}
+        )
+    assert response.status_code == 405
+    assert sorted(response.headers["allow"].split(", ")) == sorted(allowed.split(", "))
+    assert response.json()["error"]["code"] == "method_not_allowed"
+    assert response.headers["cache-control"] == "no-store"
+
+
+async def test_the_schema_lists_each_probe_once_as_get(retriever: RetrieverServer) -> None:
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        paths = (await client.get(f"{gw.url}/openapi.json")).json()["paths"]
+        head = await client.head(f"{gw.url}/readyz")
+    assert {path: sorted(paths[path]) for path in ("/healthz", "/readyz")} == {
+        "/healthz": ["get"],
+        "/readyz": ["get"],
+    }
+    assert head.status_code == 200 and head.content == b""
