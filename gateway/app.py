@@ -161,6 +161,7 @@ def create_app(
     # headers) and support can trace it (X-Request-Id). Starlette's own
     # catch-all handler runs outside every user middleware and would drop both.
     app.add_middleware(InternalErrorMiddleware)
+    app.add_middleware(HeadSizeMiddleware, max_bytes=settings.gateway_max_head_bytes)
     app.add_middleware(
         OriginMiddleware, policy=policy, on_reject=lambda s: metrics.observe("origin_rejected", s)
     )
@@ -356,6 +357,38 @@ class InternalErrorMiddleware(_HttpMiddleware):
             request_id = scope.get("state", {}).get("request_id", "")
             error = ApiError(ErrorCode.INTERNAL, "internal error")
             await error_response(error, request_id)(scope, receive, send)
+
+
+def head_bytes(scope: Scope) -> int:
+    """The size of a request's head as it came (request line and header
+    lines, their separators counted)."""
+    query = scope.get("query_string") or b""
+    target = len(scope.get("raw_path") or b"") + (len(query) + 1 if query else 0)
+    line = len(scope["method"]) + 1 + target + 11  # " HTTP/1.1\r\n"
+    return line + sum(len(name) + len(value) + 4 for name, value in scope.get("headers", []))
+
+
+class HeadSizeMiddleware(_HttpMiddleware):
+    """431 `headers_too_large` for a head over `max_bytes`. uvicorn's h11
+    bounds only a head still arriving (the same figure): one that came whole
+    in a single read, ~100 KB and more, was served."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        super().__init__(app)
+        self.max_bytes = max_bytes
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        size = head_bytes(scope)
+        if size <= self.max_bytes:
+            await self.app(scope, receive, send)
+            return
+        message = (
+            f"request head of {size} bytes exceeds the limit of {self.max_bytes} "
+            "(request line and headers: RAG_GATEWAY_MAX_HEAD_BYTES)"
+        )
+        request_id = scope.get("state", {}).get("request_id", "")
+        error = ApiError(ErrorCode.HEADERS_TOO_LARGE, message)
+        await error_response(error, request_id)(scope, receive, send)
 
 
 class RequestIdMiddleware(_HttpMiddleware):

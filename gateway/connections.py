@@ -63,6 +63,7 @@ class ConnectionLimits:
     max_per_client: int
     trusted_proxies: Sequence[IpNetwork] = ()
     send_timeout_s: float = 10.0
+    max_head_bytes: int = 16 * 1024  # h11's bound on a head still arriving
 
 
 class ConnectionLedger:

@@ -27,6 +27,7 @@ class ErrorCode(StrEnum):
     LIMITER_UNAVAILABLE = "limiter_unavailable"
     BODY_TOO_LARGE = "body_too_large"
     BODY_TIMEOUT = "body_timeout"
+    HEADERS_TOO_LARGE = "headers_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     INVALID_JSON = "invalid_json"
     JSON_TOO_DEEP = "json_too_deep"
@@ -54,6 +55,7 @@ STATUS: dict[ErrorCode, int] = {
     ErrorCode.LIMITER_UNAVAILABLE: 503,
     ErrorCode.BODY_TOO_LARGE: 413,
     ErrorCode.BODY_TIMEOUT: 408,
+    ErrorCode.HEADERS_TOO_LARGE: 431,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
     ErrorCode.INVALID_JSON: 400,
     ErrorCode.JSON_TOO_DEEP: 400,
@@ -76,6 +78,7 @@ OUTCOME: dict[ErrorCode, str] = {
     ErrorCode.ORIGIN_NOT_ALLOWED: "origin_rejected",
     ErrorCode.BODY_TOO_LARGE: "invalid",
     ErrorCode.BODY_TIMEOUT: "invalid",
+    ErrorCode.HEADERS_TOO_LARGE: "invalid",
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: "invalid",
     ErrorCode.INVALID_JSON: "invalid",
     ErrorCode.JSON_TOO_DEEP: "invalid",

@@ -80,6 +80,9 @@ class HttpServer:
             access_log=False,  # one structured line per search is logged by the app
             log_config=None,
             server_header=False,
+            # A head still arriving is bounded here; one that came whole in a
+            # single read, by the app (HeadSizeMiddleware), at the same figure.
+            h11_max_incomplete_event_size=limits.max_head_bytes,
         )
         self.uvicorn = _InLoopServer(config)
         self.port = 0
@@ -167,6 +170,7 @@ class GatewayApp:
                 max_per_client=settings.gateway_max_connections_per_client,
                 trusted_proxies=settings.trusted_proxies,
                 send_timeout_s=settings.gateway_send_timeout_s,
+                max_head_bytes=settings.gateway_max_head_bytes,
             ),
             on_refused=self.app.state.metrics.connection_refused,
         )

@@ -142,6 +142,14 @@ class GatewaySettings(
         "that stops sending mid-body does not hold its request open. Raise it with "
         "RAG_GATEWAY_MAX_BODY_BYTES for slow links",
     )
+    gateway_max_head_bytes: int = Field(
+        16 * KiB,
+        ge=4 * KiB,
+        le=256 * KiB,
+        description="Largest request head (request line and headers) accepted: 431 "
+        "`headers_too_large` above, whether the head arrives in one read or in many "
+        "(uvicorn's h11 buffer bound is set to the same figure)",
+    )
     gateway_header_timeout_s: float = Field(
         10.0,
         gt=0,

@@ -209,3 +209,29 @@ async def test_protocol_misuse_leaves_no_traceback_and_no_warning_per_request(
     assert [(r.name, r.getMessage()[:80]) for r in errors] == []
     assert first.startswith(b"HTTP/1.1 200 OK\r\n")
     assert [(r.name, r.getMessage()[:80]) for r in warnings] == []
+
+
+async def test_a_head_over_the_limit_is_refused_whether_it_comes_whole_or_in_pieces(
+    retriever: RetrieverServer,
+) -> None:
+    """One figure, RAG_GATEWAY_MAX_HEAD_BYTES, for both paths: the app's 431
+    for a head that came whole, the parser's 400 (and a close) for one still
+    arriving past it."""
+    header = b"X-Note: " + b"a" * 9000 + b"\r\n"
+    async with running_gateway(retriever, gateway_max_head_bytes=8192) as gateway:
+        reader, writer = await _connect(gateway)
+        writer.write(PARTIAL_HEAD + header + b"Connection: close\r\n\r\n")
+        await writer.drain()
+        whole = await _read_until_closed(reader)
+        writer.close()
+        reader, writer = await _connect(gateway)
+        for piece in (PARTIAL_HEAD, header[:5000], header[5000:]):
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.05)  # separate reads
+        pieces = await _read_until_closed(reader)
+        writer.close()
+        assert await _healthz(gateway) == 200
+    assert whole.startswith(b"HTTP/1.1 431 ")
+    assert b'"headers_too_large"' in whole
+    assert pieces.startswith(b"HTTP/1.1 400 ")

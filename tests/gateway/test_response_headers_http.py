@@ -89,3 +89,21 @@ async def test_the_schema_lists_each_probe_once_as_get(retriever: RetrieverServe
         "/readyz": ["get"],
     }
     assert head.status_code == 200 and head.content == b""
+
+
+async def test_a_head_over_the_limit_is_a_json_431_that_names_it(
+    retriever: RetrieverServer,
+) -> None:
+    """A head that arrives whole in one read is bounded like one still
+    arriving (h11's bound): before, ~100 KB of headers were served."""
+    settings = gateway_settings(retriever.addr, gateway_max_head_bytes=8192)
+    async with serve_gateway(settings) as gw, httpx.AsyncClient() as client:
+        small = await client.get(f"{gw.url}/healthz", headers={"X-Note": "a" * 6000})
+        large = await client.get(f"{gw.url}/healthz", headers={"X-Note": "a" * 9000})
+    assert small.status_code == 200
+    assert large.status_code == 431
+    error = large.json()["error"]
+    assert error["code"] == "headers_too_large"
+    assert "exceeds the limit of 8192" in error["message"]
+    assert large.headers.get_list("x-content-type-options") == ["nosniff"]
+    assert large.headers["x-request-id"] == error["request_id"]
