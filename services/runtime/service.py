@@ -216,8 +216,9 @@ async def run_apps(
                 break
             await app.start()
             started.append(app)
-        freeze_start_up_objects()
-        log.info("services_ready", ports=[app.server.port for app in started], **context)
+        if not stop.is_set():  # ready only if no signal came while starting
+            freeze_start_up_objects()
+            log.info("services_ready", ports=[app.server.port for app in started], **context)
         await run_until_signal([app.server for app in started], stop)
     finally:
         overran = [app for app in reversed(started) if not await stop_within_budget(app)]

@@ -178,11 +178,15 @@ async def test_apps_start_in_order_and_stop_in_reverse_on_sigterm(
     ]
 
 
-async def test_a_sigterm_while_starting_starts_no_more_and_stops_gracefully() -> None:
+async def test_a_sigterm_while_starting_starts_no_more_and_stops_gracefully(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A signal after the first port answers but before the process is ready
     (a health probe passed, then the pod is stopped) stops what started; it
     must not kill the process with the signal's default action."""
     journal: list[str] = []
+    logged: list[str] = []
+    monkeypatch.setattr(service.log, "info", lambda event, **kw: logged.append(event))
     loop = asyncio.get_running_loop()
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     apps = [
@@ -197,6 +201,7 @@ async def test_a_sigterm_while_starting_starts_no_more_and_stops_gracefully() ->
             if handler is not None:
                 signal.signal(sig, handler)
     assert journal == ["first.start", "first.server.stop", "first.stop", "parts.close"]
+    assert "services_ready" not in logged  # never said ready: it was stopping
 
 
 async def test_a_bad_setting_exits_2_with_its_message_before_anything_opens(
