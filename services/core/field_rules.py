@@ -110,6 +110,33 @@ def language_tag_problem(tag: str) -> str | None:
     return None
 
 
+def canonical_language_tag(tag: str) -> str:
+    """A well-formed tag in canonical case (`pt-br` → `pt-BR`), else `tag` as
+    it came, for validation to refuse. Case after the language subtag is
+    free on input, but tags are stored and compared as strings: `zh-cn`
+    beside `zh-CN` was a second locale, a Sync sending one removed the
+    other, and a filter on one missed the other. Every service reads a tag
+    through this first."""
+    return canonical_tag_case(tag) if language_tag_problem(tag) is None else tag
+
+
+def canonical_tag_case(tag: str) -> str:
+    """`tag` in the case BCP 47 recommends: `zh-cn` → `zh-CN`, `zh-hans` →
+    `zh-Hans`, `EN` → `en`; after a singleton (an extension or private use)
+    everything in lower case."""
+    primary, *rest = tag.split("-")
+    parts, in_extension = [primary.lower()], False
+    for subtag in rest:
+        in_extension = in_extension or len(subtag) == 1
+        if not in_extension and len(subtag) == 4 and subtag.isalpha():
+            parts.append(subtag.title())  # script: Hans, Latn
+        elif not in_extension and len(subtag) == 2 and subtag.isalpha():
+            parts.append(subtag.upper())  # region: CN, US
+        else:
+            parts.append(subtag.lower())  # extlang, numeric region (419), variants
+    return "-".join(parts)
+
+
 def parse_rfc3339(value: str, *, date_only: bool = False) -> datetime | None:
     """The instant `value` names (RFC 3339 date-time with an offset; with
     `date_only`, a full-date too, as a naive midnight), or None when it is not

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 
 from services.core.deadline import Deadline
+from services.core.field_rules import language_tag_problem
 from services.core.logging import get_logger
 from services.core.models import Document
 from services.embedding.embedder import Embedder
@@ -158,8 +159,13 @@ class IndexingPipeline:
         control = control or RunControl()
         deadline = control.deadline
         present = {(d.doc_id, d.locale) for d in docs} | set(keep)
+        # A page sent with a locale that is no tag names no version: all of its
+        # committed versions stay (it is rejected, and a caller's mistake must
+        # not delete the page it meant to update).
+        unsure = {d.doc_id for d in docs if language_tag_problem(d.locale) is not None}
         with self.tracer.start_as_current_span("plan", attributes={"rag.documents": len(docs)}):
-            gone = [k for k in self.manifest.keys_in_scope(scope_id, deadline) if k not in present]
+            committed = self.manifest.keys_in_scope(scope_id, deadline)
+            gone = [k for k in committed if k not in present and k[0] not in unsure]
             upserts = self.planner.plan_upserts(docs, control.check, deadline=deadline)
             plans = upserts + self.planner.plan_removals(gone, deadline=deadline)
         return self._run("sync", plans, generation, dry_run, progress, control)

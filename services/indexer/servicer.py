@@ -12,6 +12,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.core.deadline import Deadline
 from services.core.errors import InvalidArgument
+from services.core.field_rules import canonical_language_tag
 from services.core.models import ContentType, Document
 from services.indexer.audit import AuditProgress, AuditReport
 from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
@@ -76,7 +77,7 @@ def document_from_proto(msg: pb.Document, default_locale: str = "en") -> Documen
         "text": msg.text,
         "url": msg.url,
         "title": msg.title,
-        "locale": msg.locale or default_locale,
+        "locale": canonical_language_tag(msg.locale or default_locale),
         "scope_id": msg.scope_id,
         "metadata": dict(msg.metadata),
         "updated_at": msg.updated_at,
@@ -94,7 +95,7 @@ def keep_from_proto(
 ) -> list[tuple[str, str]]:
     """A Sync's `keep` list as (doc_id, locale) keys, bounded and checked."""
     check_count("keep", len(keys), limits.max_sync_keep, "document keys")
-    keep = [(k.doc_id, k.locale or "en") for k in keys]
+    keep = [(k.doc_id, canonical_language_tag(k.locale or "en")) for k in keys]
     check_keep(keep, limits)
     return keep
 
@@ -276,12 +277,13 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
     async def Delete(
         self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteResponse:
-        doc_ids = delete_ids(request.doc_ids, request.locale, self.pipeline.planner.limits)
+        locale = canonical_language_tag(request.locale)
+        doc_ids = delete_ids(request.doc_ids, locale, self.pipeline.planner.limits)
         report = await self._run(
             context,
             self.pipeline.delete,
             doc_ids,
-            request.locale,
+            locale,
             dry_run=request.dry_run,
             scopes=current_caller().scopes,
         )

@@ -11,7 +11,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from services.core.errors import InvalidArgument
-from services.core.field_rules import hidden_character_problem, language_tag_problem
+from services.core.field_rules import (
+    canonical_language_tag,
+    hidden_character_problem,
+    language_tag_problem,
+)
 from services.core.models import Document
 from services.core.query_text import shows_nothing
 from services.indexer.document_fields import check_timestamp, check_web_url
@@ -49,7 +53,9 @@ class DocumentLimits:
             f.name: getattr(settings, f.name) for f in fields(cls) if hasattr(settings, f.name)
         }
         values["allowed_locales"] = frozenset(
-            x.strip() for x in str(settings.allowed_locales).split(",") if x.strip()
+            canonical_language_tag(x.strip())
+            for x in str(settings.allowed_locales).split(",")
+            if x.strip()
         )
         return cls(**values)
 

@@ -12,6 +12,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.errors import InvalidArgument
 from services.core.field_rules import (
     MAX_LANGUAGE_TAG_CHARS,
+    canonical_language_tag,
     hidden_character_problem,
     language_tag_problem,
     metadata_key_problem,
@@ -85,7 +86,7 @@ def request_from_proto(
     asked = ScopeFilter(
         scope_id=f.scope_id,
         scope_ids=tuple(f.scope_ids),
-        locale=f.locale,
+        locale=canonical_language_tag(f.locale),
         doc_ids=tuple(f.doc_ids),
         urls=tuple(f.urls),
         metadata=tuple(sorted(f.metadata.items())),
@@ -105,7 +106,7 @@ def request_from_proto(
         candidates_per_channel=msg.candidates_per_channel,
         channels=channels,
         intent=intent,
-        query_language=msg.query_language,
+        query_language=canonical_language_tag(msg.query_language),
         group_by_document=msg.group_by_document,
         page_token=msg.page_token,
         fusion=fusion,

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from services.core.analysis.scripts import HAN_CHAR, HANGUL_CHAR, KANA_CHAR, OTHER_WORD
+from services.core.field_rules import canonical_tag_case
 
 # A tag as people write it: primary language, then subtags joined by "-" or "_".
 _TAG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
@@ -48,16 +49,8 @@ def normalize_tag(tag: str) -> str | None:
     for subtag in rest:
         if len(subtag) == 1 or len(subtags) == _MAX_SUBTAGS:
             break
-        subtags.append(_subtag_case(subtag))
-    return "-".join([primary.lower(), *subtags])
-
-
-def _subtag_case(subtag: str) -> str:
-    if len(subtag) == 4 and subtag.isalpha():
-        return subtag.title()  # script: Hans, Latn
-    if len(subtag) == 2 and subtag.isalpha():
-        return subtag.upper()  # region: CN, US
-    return subtag.lower()  # numeric region (419), variants
+        subtags.append(subtag)
+    return canonical_tag_case("-".join([primary, *subtags]))
 
 
 # ------------------------------------------------------------------ folders

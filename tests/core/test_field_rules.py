@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from services.core.field_rules import (
+    canonical_language_tag,
     hidden_character_problem,
     language_tag_problem,
     parse_rfc3339,
@@ -149,3 +150,24 @@ def test_other_times_are_refused(value: str) -> None:
 def test_a_full_date_where_a_date_is_enough() -> None:
     assert parse_rfc3339("2024-05-01", date_only=True) == datetime(2024, 5, 1)
     assert parse_rfc3339("2024-02-30", date_only=True) is None
+
+
+@pytest.mark.parametrize(
+    ("tag", "canonical"),
+    [
+        ("zh-cn", "zh-CN"),
+        ("zh-hant-tw", "zh-Hant-TW"),
+        ("pt-br", "pt-BR"),
+        ("es-419", "es-419"),
+        ("de-ch-1996", "de-CH-1996"),
+        ("en-us-u-CA-gregory", "en-US-u-ca-gregory"),  # after a singleton: lower case
+        ("en-US-x-TWAIN", "en-US-x-twain"),
+        ("zh-YUE-hk", "zh-yue-HK"),
+        ("en", "en"),
+        ("", ""),  # no tag: left for validation
+        ("EN", "EN"),  # malformed (language subtag in upper case): left for validation
+        ("bad locale", "bad locale"),
+    ],
+)
+def test_a_language_tag_is_read_in_canonical_case(tag: str, canonical: str) -> None:
+    assert canonical_language_tag(tag) == canonical

@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.embedding.embedder import Embedder
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
@@ -335,3 +336,63 @@ def test_limits_come_from_settings_of_the_same_names() -> None:
     assert limits.allowed_locales == frozenset({"en", "de"})
     defaults = DocumentLimits.from_settings(IndexerSettings())
     assert defaults == DocumentLimits()
+
+
+def _committed(stack: BackgroundStack, scope_id: str) -> set[tuple[str, str]]:
+    """The (doc_id, locale) pairs a Retrieve over `scope_id` serves."""
+    reply = stack.retrieve(
+        "walrus tusks",
+        top_k=50,
+        disable_rerank=True,
+        filter=rpb.ScopeFilter(scope_id=scope_id),
+    )
+    return {(hit.doc_id, hit.locale) for hit in reply.hits}
+
+
+WALRUS = "# Walrus\n\nThe walrus uses its tusks to haul itself onto the ice."
+
+
+@pytest.mark.parametrize("bad_locale", ["EN", "BAD LOCALE", "en\n"])
+def test_a_sync_never_removes_a_page_whose_new_version_it_rejected_for_its_locale(
+    stack: BackgroundStack, bad_locale: str
+) -> None:
+    """Found by a probe: a page sent with a locale that is no tag was REJECTED
+    and REMOVED in the same Sync, its committed version gone."""
+    scope = f"sync-locale-{len(bad_locale)}"
+    page_id = f"walrus-{scope}.md"  # an id belongs to one scope
+    page = doc(page_id, scope_id=scope, text=WALRUS)
+    assert stack.upsert([page]).counts.added == 1
+    bad = doc(page_id, scope_id=scope, text=WALRUS + " Updated.", locale=bad_locale)
+    reply = stack.indexer.Sync(ipb.SyncRequest(scope_id=scope, documents=[bad]), timeout=120)
+    assert [(o.doc_id, o.state) for o in reply.outcomes] == [(page_id, REJECTED)]
+    assert "locale" in reply.outcomes[0].error
+    assert reply.counts.removed == 0
+    assert _committed(stack, scope) == {(page_id, "en")}
+
+
+def test_a_locale_in_another_case_is_the_same_locale(stack: BackgroundStack) -> None:
+    """`zh-cn` is `zh-CN` (BCP 47 tags are case-insensitive): stored, kept,
+    filtered and deleted as the canonical tag. Before, a Sync sending `zh-cn`
+    added a second document and removed the committed `zh-CN` one."""
+    scope = "sync-case"
+    assert stack.upsert([doc("walrus.md", scope_id=scope, text=WALRUS, locale="zh-CN")])
+    resent = doc("walrus.md", scope_id=scope, text=WALRUS, locale="zh-cn")
+    reply = stack.indexer.Sync(ipb.SyncRequest(scope_id=scope, documents=[resent]), timeout=120)
+    assert [(o.doc_id, o.state) for o in reply.outcomes] == [
+        ("walrus.md", ipb.DOCUMENT_STATE_UNCHANGED)
+    ]
+    assert reply.counts.removed == 0
+    kept = ipb.SyncRequest(
+        scope_id=scope, keep=[ipb.DocumentKey(doc_id="walrus.md", locale="zh-cn")]
+    )
+    assert stack.indexer.Sync(kept, timeout=120).counts.removed == 0
+    assert _committed(stack, scope) == {("walrus.md", "zh-CN")}
+    filtered = stack.retrieve(
+        "walrus tusks", disable_rerank=True, filter=rpb.ScopeFilter(scope_id=scope, locale="zh-cn")
+    )
+    assert [hit.locale for hit in filtered.hits] == ["zh-CN"]
+    gone = stack.indexer.Delete(
+        ipb.DeleteRequest(doc_ids=["walrus.md"], locale="zh-cn"), timeout=120
+    )
+    assert gone.counts.removed == 1
+    assert _committed(stack, scope) == set()
