@@ -36,6 +36,7 @@ def configure_logging(level: str = "INFO", json: bool = True) -> None:
     # (A handler's filter: a logger's own would not see its children's records.)
     for handler in logging.getLogger().handlers:
         handler.addFilter(OncePerInterval("opentelemetry", NOISY_LIBRARY_INTERVAL_S))
+        handler.addFilter(EndedCallReply())
 
 
 NOISY_LIBRARY_INTERVAL_S = 60.0
@@ -59,6 +60,22 @@ class OncePerInterval(logging.Filter):
         if last is not None and record.created - last < self.interval_s:
             return False
         self._last[key] = record.created
+        return True
+
+
+class EndedCallReply(logging.Filter):
+    """gRPC logs a reply to a call its core had already ended (the caller's
+    deadline passed, or it cancelled, as the handler finished) as an ERROR
+    with a traceback of gRPC's own frames: one line says it, at WARNING."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if record.name.startswith("grpc") and type(error).__name__ == "ExecuteBatchError":
+            method = record.getMessage().split(" [", 1)[-1].rstrip("]")  # before msg changes
+            record.msg = "%s: reply not sent, the call had ended (deadline passed or cancelled)"
+            record.args = (method,)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 

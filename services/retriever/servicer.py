@@ -11,6 +11,7 @@ import grpc
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
 from services.core.deadline import Deadline
+from services.core.errors import DeadlineExceeded
 from services.retriever.answer_proto import index_status_to_proto, result_to_proto
 from services.retriever.pipeline import RetrievalPipeline
 from services.retriever.request_proto import RequestLimits, request_from_proto
@@ -48,7 +49,9 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
         deadline = Deadline.from_grpc(context, self.default_deadline_s)
         retrieval = request_from_proto(request, self.limits, current_caller())
         result = await self.pipeline.retrieve(retrieval, deadline)
-        return result_to_proto(result, request.debug)
+        reply = result_to_proto(result, request.debug)
+        raise_if_past_callers_deadline(context)
+        return reply
 
     @grpc_errors.unary
     async def IndexStatus(
@@ -58,3 +61,17 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServicer):
             return index_status_to_proto(0, None)
         generation, verdict = await asyncio.to_thread(self.index_status)  # reads the manifest
         return index_status_to_proto(generation, verdict)
+
+
+def raise_if_past_callers_deadline(context: grpc.aio.ServicerContext) -> None:
+    """An answer ready after the caller's deadline is not sent as one. The
+    steps keep a margin for what follows them, but under load, or with a
+    deadline of a few milliseconds, the reply can still be ready late; gRPC
+    core may not have ended the call yet (its timer fires a moment after),
+    and a late OK would reach a client that does not enforce its own
+    deadline. DEADLINE_EXCEEDED says what happened."""
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        raise DeadlineExceeded(
+            f"the answer was ready {max(0.0, -remaining) * 1000:.0f} ms after the caller's deadline"
+        )
