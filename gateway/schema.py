@@ -35,6 +35,7 @@ from services.core.field_rules import (
     MAX_BOOST_DAYS,
     MAX_BOOST_WEIGHT,
     MAX_LANGUAGE_TAG_CHARS,
+    MAX_METADATA_VALUE_CHARS,
     hidden_character_problem,
     language_tag_problem,
     metadata_key_problem,
@@ -72,7 +73,11 @@ ShortText = Annotated[StrictStr, Field(max_length=2048)]
 Key = Annotated[StrictStr, Field(max_length=128), _rule(metadata_key_problem, empty_too=True)]
 OneLine = Annotated[ShortText, _rule(hidden_character_problem)]
 # A metadata value (and what is compared with one) may break lines.
-MetadataValue = Annotated[ShortText, _rule(lambda v: hidden_character_problem(v, line_breaks=True))]
+MetadataValue = Annotated[
+    StrictStr,
+    Field(max_length=MAX_METADATA_VALUE_CHARS),
+    _rule(lambda v: hidden_character_problem(v, line_breaks=True)),
+]
 LanguageTag = Annotated[
     StrictStr, Field(max_length=MAX_LANGUAGE_TAG_CHARS), _rule(language_tag_problem)
 ]

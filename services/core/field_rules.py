@@ -39,6 +39,9 @@ from datetime import datetime
 import regex
 
 MAX_LANGUAGE_TAG_CHARS = 35  # RFC 5646 §4.4.1 asks implementations for 35
+# A document's metadata value (the Indexer) and so what a filter or boost
+# compares with one (the Retriever, the Gateway): a longer one matches nothing.
+MAX_METADATA_VALUE_CHARS = 1024
 # A boost's weight lies in (0, MAX_BOOST_WEIGHT]: the Retriever and the Gateway both check it.
 MAX_BOOST_WEIGHT = 10.0
 MAX_BOOST_DAYS = 36_500.0  # a recency scale or offset: beyond a century it is a mistake

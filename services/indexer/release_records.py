@@ -50,6 +50,12 @@ def record_release(
     return pb.RecordReleaseResponse(committed_generation=committed)
 
 
+def _not_json(name: str) -> object:
+    """Python's json reads NaN and ±Infinity; RFC 8259 has no such values and
+    other readers of the record (jq, a browser) refuse them."""
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
+
+
 def _check_record_json(record_json: str) -> None:
     if not record_json.strip():
         raise InvalidArgument("record_json: is empty; send the release record as JSON")
@@ -58,7 +64,7 @@ def _check_record_json(record_json: str) -> None:
             f"record_json: {len(record_json)} characters exceed the limit of {MAX_RECORD_CHARS}"
         )
     try:
-        value = json.loads(record_json)
+        value = json.loads(record_json, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(
             f"record_json: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"

@@ -12,6 +12,7 @@ from typing import Any
 
 from services.core.errors import InvalidArgument
 from services.core.field_rules import (
+    MAX_METADATA_VALUE_CHARS,
     canonical_language_tag,
     hidden_character_problem,
     language_tag_problem,
@@ -34,7 +35,7 @@ class DocumentLimits:
     max_document_chars: int = 2_000_000
     max_chunks_per_document: int = 10_000  # chunking steps (services.indexer.work_budget)
     max_metadata_entries: int = 64
-    max_metadata_value_chars: int = 1024
+    max_metadata_value_chars: int = MAX_METADATA_VALUE_CHARS
     max_metadata_key_chars: int = 128
     max_title_chars: int = 1000
     max_url_chars: int = 2048

@@ -11,10 +11,14 @@ from datetime import datetime
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.errors import InvalidArgument
-from services.core.field_rules import hidden_character_problem, parse_rfc3339
+from services.core.field_rules import (
+    MAX_METADATA_VALUE_CHARS,
+    hidden_character_problem,
+    parse_rfc3339,
+)
 from services.retriever.boosts import Boosts, DecayFunction, MetadataBoost, RecencyBoost
 
-MAX_KEY_CHARS, MAX_VALUE_CHARS = 128, 2048
+MAX_KEY_CHARS, MAX_VALUE_CHARS = 128, MAX_METADATA_VALUE_CHARS
 _FUNCTIONS = {
     pb.DECAY_FUNCTION_UNSPECIFIED: DecayFunction.EXP,
     pb.DECAY_FUNCTION_EXP: DecayFunction.EXP,

@@ -12,6 +12,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.errors import InvalidArgument
 from services.core.field_rules import (
     MAX_LANGUAGE_TAG_CHARS,
+    MAX_METADATA_VALUE_CHARS,
     canonical_language_tag,
     hidden_character_problem,
     language_tag_problem,
@@ -161,7 +162,9 @@ def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
         # a "k=v" pasted whole).
         if (problem := metadata_key_problem(key)) is not None:
             raise InvalidArgument(f"filter.metadata key {key[:40]!r}: {problem}")
-        _check_chars(f"filter.metadata[{key!r}]", value, limits.max_filter_value_chars)
+        # A document's value holds at most MAX_METADATA_VALUE_CHARS: a longer
+        # one could only match nothing.
+        _check_chars(f"filter.metadata[{key!r}]", value, MAX_METADATA_VALUE_CHARS)
         _check_one_line(f"filter.metadata[{key!r}]", value, line_breaks=True)
 
 

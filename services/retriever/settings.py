@@ -93,7 +93,8 @@ class RetrieverSettings(
         2048,
         ge=64,
         le=100_000,
-        description="longest value of a Retrieve filter's doc_ids, urls and metadata",
+        description="longest value of a Retrieve filter's doc_ids and urls (a metadata value, "
+        "as a document's, holds at most 1,024)",
     )
     max_filter_metadata_entries: int = Field(
         64, ge=1, le=10_000, description="most entries in a Retrieve filter's metadata"

@@ -44,6 +44,8 @@ def request(
         ("", 3, "record_json: is empty"),
         ("{broken", 3, "record_json: not valid JSON"),
         ("[1]", 3, "record_json: must be a JSON object"),
+        ('{"a": NaN}', 3, r"record_json: not valid JSON \(NaN is not a JSON value"),
+        ('{"a": [-Infinity]}', 3, "record_json: not valid JSON \\(-Infinity is not"),
         ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", 3, "record_json: nests"),
         ('{"a": 1}', 4, "generation: 4 is above the committed generation 3"),
         ('{"a": 1}', -1, "generation: must not be negative"),

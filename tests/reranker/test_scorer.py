@@ -194,6 +194,8 @@ class TestInputLimits:
             ("\u200c\u2061\ufe0f\U0001d173\x00\u3000", ["p"], "query is empty"),
             ("q", [], "passages: empty"),
             ("q", ["p"] * 4, "passages: 4 given; at most 3"),
+            ("q", ["p", ""], r"passages\[1\]: shows nothing"),
+            ("q", [" \n\u200b", "p"], r"passages\[0\]: shows nothing"),
         ],
     )
     def test_bad_requests_are_invalid(self, query: str, texts: list[str], message: str) -> None:

@@ -74,8 +74,8 @@ def rejection(stack: BackgroundStack, **fields: Any) -> str:
             "filter.metadata key: 129 characters, limit is 128",
         ),
         (
-            {"filter": rpb.ScopeFilter(metadata={"k": "v" * 2049})},
-            "filter.metadata['k']: 2049 characters, limit is 2048",
+            {"filter": rpb.ScopeFilter(metadata={"k": "v" * 1025})},
+            "filter.metadata['k']: 1025 characters, limit is 1024",
         ),
         (
             {"filter": rpb.ScopeFilter(scope_id="s" * 129)},
@@ -216,6 +216,14 @@ def recency(**fields: Any) -> rpb.Boosts:
         (
             {"boosts": rpb.Boosts(metadata=[rpb.MetadataBoost(key="k\x00", value="v", weight=1)])},
             "boosts.metadata[0].key: contains the control character U+0000",
+        ),
+        (
+            {
+                "boosts": rpb.Boosts(
+                    metadata=[rpb.MetadataBoost(key="k", value="v" * 1025, weight=1)]
+                )
+            },
+            "boosts.metadata[0].value: 1025 characters, limit is 1024",
         ),
         (
             {"boosts": rpb.Boosts(metadata=[rpb.MetadataBoost(key="k", value="v\x1bv", weight=1)])},
