@@ -216,7 +216,7 @@ async def run_apps(
                 break
             await app.start()
             started.append(app)
-        if not stop.is_set():  # ready only if no signal came while starting
+        if len(started) == len(apps):  # ready: a signal stopped none from starting
             freeze_start_up_objects()
             log.info("services_ready", ports=[app.server.port for app in started], **context)
         await run_until_signal([app.server for app in started], stop)

@@ -193,7 +193,7 @@ class ScopeFilter(_message.Message):
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Equality on each key: at most 64 entries, keys of at most 128 and values
-        of at most 2,048 characters, without control or format characters (as a
+        of at most 1,024 characters, without control or format characters (as a
         document's metadata; values may break lines).
         """
 
@@ -504,7 +504,7 @@ class MetadataBoost(_message.Message):
     key: _builtins.str
     """at most 128 characters, one line (as a metadata key)"""
     value: _builtins.str
-    """at most 2,048 characters (as a metadata value)"""
+    """at most 1,024 characters (as a metadata value)"""
     weight: _builtins.float
     def __init__(
         self,
