@@ -30,6 +30,10 @@ class RunControl:
 
     deadline: Deadline = field(default_factory=Deadline.never)
     _cancelled: threading.Event = field(default_factory=threading.Event)
+    _created_at: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._created_at = self.deadline.clock()
 
     @classmethod
     def within(cls, seconds: float | None, clock: Clock = time.monotonic) -> RunControl:
@@ -47,6 +51,20 @@ class RunControl:
             raise DeadlineExceeded(
                 "the caller's deadline passed before the run committed; it was undone "
                 "and nothing was committed (send fewer documents per call, or allow more time)"
+            )
+
+    def check_start(self) -> None:
+        """Before a run starts (it waited for the write lock): one left with
+        less than the commit's margin could write nothing in time. Said as
+        what happened, not as a store's deadline."""
+        if self._cancelled.is_set():
+            raise Cancelled("the caller went away while the run waited; nothing was written")
+        if self.deadline.expired(COMMIT_MARGIN_S):
+            waited = self.deadline.clock() - self._created_at
+            raise DeadlineExceeded(
+                f"the run waited {waited * 1000:.0f} ms behind earlier runs (writes are "
+                "serialised) and had no time left to write; nothing was written (allow more "
+                "time, or send fewer concurrent writes)"
             )
 
     def check_commit(self) -> None:

@@ -210,6 +210,13 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         RPC returns at once (its run is told to stop and undoes itself at its
         next check); the lock is released when the thread ends."""
         await self._write_lock.acquire()
+        control = kwargs.get("control")
+        if isinstance(control, RunControl):
+            try:
+                control.check_start()
+            except BaseException:
+                self._write_lock.release()
+                raise
         work = asyncio.ensure_future(self.workers.run(fn, *args, **kwargs))
         work.add_done_callback(self._release_after)
         try:

@@ -35,6 +35,7 @@ from services.indexer.audit import AuditReport
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.run_control import COMMIT_MARGIN_S, RunControl
+from services.indexer.servicer import IndexerServicer
 from services.indexer.settings import IndexerSettings
 from services.indexer.verify import IndexVerifier
 from services.runtime.grpc_errors import status_for
@@ -84,6 +85,42 @@ def test_check_raises_cancelled_after_cancel() -> None:
     worker.join()
     with pytest.raises(Cancelled):
         other.check()
+
+
+@pytest.mark.unit
+def test_a_run_that_waited_out_its_time_behind_others_says_so() -> None:
+    """Writes are serialised: a run whose turn comes with less than the
+    commit's margin left is refused before it writes, saying it waited (a
+    probe's 40 concurrent one-page Upserts with 0.5 s deadlines were told
+    "sqlite manifest: no time left in the deadline for recording a run's
+    intents")."""
+    clock = ManualClock(1000.0)
+    control = RunControl(Deadline(1000.5, clock))
+    control.check_start()
+    clock.now = 1000.5 - COMMIT_MARGIN_S / 2  # its turn, 380 ms later
+    with pytest.raises(DeadlineExceeded, match="waited 375 ms behind earlier runs"):
+        control.check_start()
+    control.cancel()
+    with pytest.raises(Cancelled, match="while the run waited; nothing was written"):
+        control.check_start()
+
+
+@pytest.mark.unit
+async def test_a_refused_turn_hands_the_write_lock_on(faulty: FaultyIndex) -> None:
+    """The servicer (on real embedded stores) refuses the run that waited
+    too long before it writes, and releases the lock: the run behind it
+    still gets its turn."""
+    servicer = IndexerServicer(faulty.pipeline)
+    clock = ManualClock(1000.0)
+    late = RunControl(Deadline(1000.1, clock))
+    clock.now = 1000.2  # its turn came after its deadline
+    ran: list[str] = []
+    with pytest.raises(DeadlineExceeded, match="behind earlier runs"):
+        await servicer._locked(lambda control: ran.append("late"), control=late)
+    in_time = RunControl(Deadline(1010.0, clock))
+    await servicer._locked(lambda control: ran.append("in time"), control=in_time)
+    assert ran == ["in time"]
+    assert not servicer._write_lock.locked()
 
 
 @pytest.mark.unit
