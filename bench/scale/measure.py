@@ -20,7 +20,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.core.models import ScopeFilter
 from services.embedding.config import MULTILINGUAL_MODEL
 from services.storage.base import DEFAULT_VECTOR_SEARCH, SearchEf
-from services.storage.embedded.qdrant_edge import edge_filter
+from services.storage.embedded.edge_filter import edge_filter
 
 CONCURRENCY = (1, 16)
 # What the Retriever asks each channel for by default (RAG_CANDIDATES_PER_CHANNEL).

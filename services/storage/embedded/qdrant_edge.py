@@ -49,6 +49,7 @@ from services.storage.base import (
     ranked,
     search_budget_s,
 )
+from services.storage.embedded.edge_filter import edge_filter, field_indexes
 from services.storage.embedded.edge_optimizer import (
     INDEXING_THRESHOLD_KB,
     OptimizeDue,
@@ -60,67 +61,13 @@ from services.storage.embedded.edge_optimizer import (
 )
 from services.storage.guards import store_errors, unavailable_on_failure
 from services.storage.payload import (
-    GENERATION_FIELD,
-    METADATA_TERMS_FIELD,
     chunk_payload,
-    metadata_term,
     payload_fields,
     stored_chunk_from_payload,
 )
 from services.storage.point_ids import point_uuid
 
-# Keyword indexes let filtered searches skip non-matching points instead of
-# scanning payloads.
-_KEYWORD_INDEXED_FIELDS = ("chunk_id", "doc_id", "url", "locale", METADATA_TERMS_FIELD)
-_SCOPE_FIELD = "scope_id"
 _CONFIG_FILE = "edge_config.json"
-
-
-def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
-    """ScopeFilter as a Qdrant filter: every set field must match."""
-    if scope is None or scope.is_empty():
-        return None
-    must: list[qe.FieldCondition] = []
-    if scope.scope_id:
-        must.append(qe.FieldCondition("scope_id", match=qe.MatchValue(scope.scope_id)))
-    if scope.scope_ids:
-        must.append(qe.FieldCondition("scope_id", match=qe.MatchAny(list(scope.scope_ids))))
-    if scope.locale:
-        must.append(qe.FieldCondition("locale", match=qe.MatchValue(scope.locale)))
-    if scope.doc_ids:
-        must.append(qe.FieldCondition("doc_id", match=qe.MatchAny(list(scope.doc_ids))))
-    if scope.urls:
-        must.append(qe.FieldCondition("url", match=qe.MatchAny(list(scope.urls))))
-    for key, value in scope.metadata:
-        term = metadata_term(key, value)
-        must.append(qe.FieldCondition(METADATA_TERMS_FIELD, match=qe.MatchValue(term)))
-    must_not: list[qe.FieldCondition] = []
-    if scope.visible_generation is not None:
-        # must_not(> G) rather than must(<= G): rows from before generations
-        # existed have no such field and stay visible.
-        later = qe.RangeFloat(gt=float(scope.visible_generation))
-        must_not.append(qe.FieldCondition(GENERATION_FIELD, range=later))
-    return qe.Filter(must=list(must), must_not=list(must_not))
-
-
-def _field_indexes() -> dict[str, qe.KeywordIndexParams | qe.IntegerIndexParams]:
-    """Payload indexes, with filterable-HNSW sub-graphs for the scope only.
-
-    The engine builds extra graph links for every indexed value holding more
-    than `full_scan_threshold` worth of vectors, so a filter that selects a
-    small part of a large index still walks a graph. Only a scope filter does
-    that here: ids and urls select too few rows to need a graph (the engine
-    scans them), the visibility filter (`generation`) keeps nearly every row,
-    and locales are few and large. Leaving them out cut the HNSW build of a
-    100k-chunk bench.scale index from 75 to 60 s with recall@10 unchanged
-    (0.998 / 0.993, 1% scope 1.0 both). Shards created before keep theirs.
-    """
-    no_graph = qe.KeywordIndexParams(enable_hnsw=False)
-    return {
-        **{field: no_graph for field in _KEYWORD_INDEXED_FIELDS},
-        _SCOPE_FIELD: qe.KeywordIndexParams(is_tenant=True),
-        GENERATION_FIELD: qe.IntegerIndexParams(lookup=True, range=True, enable_hnsw=False),
-    }
 
 
 def _as_floats(vector: Sequence[float]) -> list[float]:
@@ -186,7 +133,7 @@ class EdgeVectorStore(SearchAsBatch):
         with store_errors(self.name, "create shard"):
             self._path.mkdir(parents=True, exist_ok=True)
             shard = qe.EdgeShard.create(str(self._path), config)
-            for field, schema in _field_indexes().items():
+            for field, schema in field_indexes().items():
                 shard.update(qe.UpdateOperation.create_field_index(field, schema))
         return shard
 
