@@ -201,6 +201,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         fn: Callable[..., Any],
         *args: Any,
         on_cancel: Callable[[], None] | None = None,
+        admit: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run `fn` in a worker thread under the write lock, and keep the lock
@@ -210,10 +211,9 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         RPC returns at once (its run is told to stop and undoes itself at its
         next check); the lock is released when the thread ends."""
         await self._write_lock.acquire()
-        control = kwargs.get("control")
-        if isinstance(control, RunControl):
+        if admit is not None:  # its turn came: may it still start?
             try:
-                control.check_start()
+                admit()
             except BaseException:
                 self._write_lock.release()
                 raise
@@ -242,7 +242,14 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         """A write run bound to its caller: it stops and is undone when the
         caller's deadline is about to pass or the caller goes away."""
         control = run_control_for(context)
-        return await self._locked(fn, *args, control=control, on_cancel=control.cancel, **kwargs)
+        return await self._locked(
+            fn,
+            *args,
+            control=control,
+            on_cancel=control.cancel,
+            admit=control.check_start,
+            **kwargs,
+        )
 
     @grpc_errors.unary
     async def Upsert(

@@ -116,9 +116,13 @@ async def test_a_refused_turn_hands_the_write_lock_on(faulty: FaultyIndex) -> No
     clock.now = 1000.2  # its turn came after its deadline
     ran: list[str] = []
     with pytest.raises(DeadlineExceeded, match="behind earlier runs"):
-        await servicer._locked(lambda control: ran.append("late"), control=late)
+        await servicer._locked(
+            lambda control: ran.append("late"), control=late, admit=late.check_start
+        )
     in_time = RunControl(Deadline(1010.0, clock))
-    await servicer._locked(lambda control: ran.append("in time"), control=in_time)
+    await servicer._locked(
+        lambda control: ran.append("in time"), control=in_time, admit=in_time.check_start
+    )
     assert ran == ["in time"]
     assert not servicer._write_lock.locked()
 
