@@ -164,7 +164,7 @@ def _body(page: _Page) -> _Body:
 
 def _read_page(file: SiteFile) -> _Page:
     content_type = content_type_for_filename(file.relpath)
-    raw, modified = read_regular_file(file.path)
+    raw, modified = read_regular_file(file.path, file.identity)
     text = normalize_newlines(decode_text(raw, content_type))
     is_markdown, is_html = content_type is ContentType.MARKDOWN, content_type is ContentType.HTML
     front = read_front_matter(text)[0] if is_markdown else FrontMatter()

@@ -9,7 +9,11 @@ absolute path, is refused. A link that leads back to a folder on its own way
 down (`docs/a/loop -> ..`) is a loop and is refused too, so a walk always
 ends. A link into a hidden file or folder is refused as well: hidden stays
 hidden. Only regular files are read: a FIFO named `page.md` would block a read
-forever.
+forever. A file is read only if it is still the file the walk listed (same
+device and inode): a folder on its path swapped for a link to `/etc` between
+the walk and the read would otherwise be followed by the kernel, whatever
+O_NOFOLLOW says about the last name. Files over `MAX_FILE_BYTES` are refused
+before their bytes are read.
 
 Every refusal is a `LoadError` for that path, never an exception: the rest of
 the folder loads. Hidden files and folders (".name") are skipped silently, as
@@ -25,6 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+MAX_FILE_BYTES = 64 * 1024 * 1024
+# Far above what an Indexer takes (2,000,000 characters by default, a few MB of text even
+# as HTML markup); the point is that a 2 GB log named `notes.md` is not read into memory.
 FOLLOW_HINT = "pass --follow-symlinks to follow links that stay inside the folder"
 
 
@@ -44,10 +51,12 @@ class LoadError:
 @dataclass(frozen=True)
 class SiteFile:
     """A file to load: `relpath` as listed under the root (a followed link
-    keeps its own name), `path` the real file to read."""
+    keeps its own name), `path` the real file to read, `identity` its
+    (device, inode) when listed, which the read checks."""
 
     relpath: str
     path: Path
+    identity: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,12 +112,12 @@ class _Walk:
     def _file(self, path: Path, relpath: str) -> None:
         """`path` is real (no link in it), so its own mode is the file's."""
         try:
-            mode = path.stat(follow_symlinks=False).st_mode
+            status = path.stat(follow_symlinks=False)
         except OSError as exc:
             self._refuse(relpath, f"cannot read: {exc.strerror}")
             return
-        if stat.S_ISREG(mode):
-            self.found.append(SiteFile(relpath, path))
+        if stat.S_ISREG(status.st_mode):
+            self.found.append(SiteFile(relpath, path, (status.st_dev, status.st_ino)))
         else:
             self._skip(relpath, "not a regular file (a FIFO, socket or device), skipped")
 
@@ -167,14 +176,26 @@ def _is_hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
-def read_regular_file(path: Path) -> tuple[bytes, float]:
+def read_regular_file(
+    path: Path, identity: tuple[int, int] | None = None, max_bytes: int | None = None
+) -> tuple[bytes, float]:
     """(the bytes, the modification time) of a regular file, read without
     following a link that replaced it since the walk and without blocking on
-    a FIFO that did; either raises OSError."""
+    a FIFO that did; either raises OSError. With `identity`, the opened file
+    must be the one listed: O_NOFOLLOW guards only the last name, and a folder
+    on the path replaced by a link would lead the open outside the root."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(file.fileno())
         if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        return file.read(), status.st_mtime
+        if identity is not None and (status.st_dev, status.st_ino) != identity:
+            raise OSError(errno.ESTALE, "changed since the folder was listed, not read; run again")
+        max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
+        if status.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"{status.st_size} bytes, limit is {max_bytes}")
+        data = file.read(max_bytes + 1)  # bounded even where st_size is not the truth
+        if len(data) > max_bytes:
+            raise OSError(errno.EFBIG, f"over {max_bytes} bytes, the limit")
+        return data, status.st_mtime

@@ -67,7 +67,10 @@ def decode_text(raw: bytes, content_type: ContentType) -> str:
         if raw.startswith(bom):
             return raw.decode(encoding)
     if content_type is ContentType.HTML and (declared := _META_CHARSET.search(raw[:4096])):
-        return raw.decode(web_encoding(declared.group(1).decode("ascii")))
+        encoding = web_encoding(declared.group(1).decode("ascii"))
+        # As the HTML standard's prescan says: a `<meta>` read as ASCII bytes
+        # cannot be UTF-16 text, so a UTF-16 label there means UTF-8.
+        return raw.decode("utf-8" if encoding.startswith("utf-16") else encoding)
     return raw.decode("utf-8")
 
 
@@ -91,4 +94,6 @@ def describe_error(exc: Exception) -> str:
         return f"unknown declared charset: {exc}"
     if isinstance(exc, UnicodeError):
         return f"cannot decode: {exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot read: {exc.strerror}"  # the path is the error's source already
     return f"cannot read: {exc}"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.core.models import Document
+from services.sources import site_loader, site_walk
 from services.sources.loaders import LoadError, load_directory
 
 pytestmark = pytest.mark.unit
@@ -139,3 +140,36 @@ def test_links_that_fan_out_read_each_folder_once_through_links(root: Path) -> N
     assert len(docs) == 4  # index.md and guide/setup.md besides
     repeated = [source for source, reason in errors.items() if "already read through" in reason]
     assert len(repeated) >= 10
+
+
+def test_a_folder_swapped_for_a_link_after_the_walk_is_not_followed(
+    root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection (a labelled fake): the walk is real, then `guide/` is
+    replaced by a link to an outside folder holding a `setup.md` before the
+    pages are read, the race an attacker with write access to the docs
+    folder would run. O_NOFOLLOW guards only the last name; the read must
+    see that the file is not the one listed."""
+    (outside / "setup.md").write_text(SECRET, encoding="utf-8")
+    real_walk = site_loader.walk_site
+
+    def walk_then_swap(*args: object, **kwargs: object) -> list[object]:
+        listing = real_walk(*args, **kwargs)  # type: ignore[arg-type]
+        (root / "guide").rename(root.parent / "guide-moved")
+        (root / "guide").symlink_to(outside, target_is_directory=True)
+        return listing  # type: ignore[return-value]
+
+    monkeypatch.setattr(site_loader, "walk_site", walk_then_swap)
+    docs, errors = load(root)  # asserts the secret is in no document
+    assert set(docs) == {"index.md"}
+    assert "changed since the folder was listed" in errors["guide/setup.md"]
+
+
+def test_a_file_over_the_byte_limit_is_refused_before_it_is_read(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "huge.md").write_bytes(b"# Huge\n\n" + b"x" * 5000)
+    monkeypatch.setattr(site_walk, "MAX_FILE_BYTES", 4096)
+    docs, errors = load(root)
+    assert set(docs) == {"index.md", "guide/setup.md"}
+    assert "5008 bytes, limit is 4096" in errors["huge.md"]

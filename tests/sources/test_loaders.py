@@ -238,6 +238,16 @@ def test_web_charsets_decode(tmp_path: Path, charset: str, encoding: str, word: 
     assert isinstance(item, Document) and item.text == word
 
 
+@pytest.mark.parametrize("charset", ["utf-16", "UTF-16LE", "utf-16be"])
+def test_a_utf16_meta_in_ascii_bytes_means_utf8(tmp_path: Path, charset: str) -> None:
+    """The HTML standard's prescan: a `<meta>` readable as ASCII is no UTF-16
+    text, whatever it says (decoded as UTF-16 it was one line of CJK noise)."""
+    page = f'<html><head><meta charset="{charset}"></head><body><p>Café 429</p></body></html>'
+    (tmp_path / "page.html").write_bytes(page.encode("utf-8"))
+    (item,) = load_directory(tmp_path, scope_id="s")
+    assert isinstance(item, Document) and item.text == "Café 429"
+
+
 def test_directory_loader_builds_urls_from_base(docs_root: Path) -> None:
     urls = {
         i.doc_id: i.url

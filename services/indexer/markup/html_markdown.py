@@ -182,7 +182,13 @@ def _language(pre: Tag) -> str:
 
 def _list_lines(listing: Tag, depth: int) -> list[str]:
     lines: list[str] = []
-    for item in listing.find_all("li", recursive=False):
+    for item in listing.children:
+        if type(item) is NavigableString and (loose := _collapse(str(item))):  # not a comment
+            # An item flattened to its text at MAX_RENDERED_DEPTH (or text
+            # outside any <li>): kept as an item rather than lost.
+            lines.append("  " * depth + "- " + loose)
+        if not isinstance(item, Tag) or item.name != "li":
+            continue
         nested = [c for c in item.children if isinstance(c, Tag) and c.name in ("ul", "ol")]
         text = _collapse("".join(_inline_text(c) for c in item.children if c not in nested))
         if text:

@@ -42,6 +42,16 @@ def test_structure_within_the_depth_is_rendered_as_before() -> None:
     assert html_to_markdown(nested)[1] == "## Deep\n\n- one"
 
 
+def test_a_list_nested_past_the_depth_keeps_every_item() -> None:
+    """Items below MAX_RENDERED_DEPTH become text; they stay list items, with
+    their words, instead of vanishing with the <li> that held them."""
+    levels = MAX_RENDERED_DEPTH // 2 + 20
+    html = "<ul>" + "".join(f"<li>item{i}<ul>" for i in range(levels)) + "<li>deepest</li>"
+    text = html_to_markdown(html + "</ul></li>" * levels + "</ul><!-- note -->")[1]
+    assert all(f"item{i}" in text for i in range(levels)) and "deepest" in text
+    assert "note" not in text  # a comment is no item
+
+
 def test_a_deep_html_document_is_planned_not_refused(tmp_path: Path) -> None:
     manifest = SqliteManifest(tmp_path / "manifest.sqlite")
     planner = Planner(Chunker(ChunkingParams()), manifest, DocumentLimits())
