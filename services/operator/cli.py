@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from rag_client import CallError, IndexerClient, RagClientError
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
-from services.core.errors import ConfigError
+from services.core.errors import ConfigError, RagError
 from services.operator.cli_clients import indexer_client
 from services.operator.ingest import Ingest, add_source_options
 from services.operator.release import add_release_check_parser, run_release_check
@@ -139,8 +139,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+INTERRUPTED = (
+    "interrupted: each request of --batch documents is one all-or-nothing run, so every "
+    "document is either in its new version or its old one; run the same command again "
+    "to finish (what is already in is unchanged and costs nothing)"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    try:
+        return _command(args)
+    except RagError as exc:  # the source named on the command line, before any run
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\n{INTERRUPTED}", file=sys.stderr)
+        return 130  # as a shell reports SIGINT
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "release-check":
         return run_release_check(args)
     try:

@@ -22,15 +22,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.core.errors import InvalidArgument
+from services.indexer.validation import DocumentLimits, check_scope_id
+from services.sources.locale_detection import normalize_tag
 
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 100
+MAX_GOLDEN_BYTES = 16 * 1024 * 1024
+_SURROGATE = re.compile("[\ud800-\udfff]")
 INTENTS = {"site_search": rpb.INTENT_SITE_SEARCH, "current_page": rpb.INTENT_CURRENT_PAGE}
 PAGE_STATUSES = {
     "unspecified": rpb.PAGE_STATUS_UNSPECIFIED,
@@ -101,17 +109,16 @@ class GoldenFile:
 
 def load_golden(path: Path) -> GoldenFile:
     """Parse and validate the whole file before anything is asked of a service."""
+    raw = _read_golden_bytes(path)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise GoldenFileError(path, 0, "file", f"cannot be read ({exc.strerror})") from None
-    try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # an editor's BOM is not part of the first line
     except UnicodeDecodeError:
         raise GoldenFileError(path, 0, "file", "is not UTF-8") from None
+    # "\n" only: str.splitlines also breaks at \x0c, \x1c and U+2028, which JSON
+    # strings may hold, and would split one line into two broken ones.
     queries = [
         _parse_line(path, number, line)
-        for number, line in enumerate(text.splitlines(), start=1)
+        for number, line in enumerate(text.split("\n"), start=1)
         if line.strip()
     ]
     if not queries:
@@ -119,14 +126,42 @@ def load_golden(path: Path) -> GoldenFile:
     return GoldenFile(path, hashlib.sha256(raw).hexdigest(), tuple(queries))
 
 
+def _read_golden_bytes(path: Path) -> bytes:
+    """The file's bytes: a regular file (a FIFO would block the check forever)
+    of at most MAX_GOLDEN_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise GoldenFileError(path, 0, "file", "is not a regular file")
+            raw = file.read(MAX_GOLDEN_BYTES + 1)
+    except OSError as exc:
+        raise GoldenFileError(path, 0, "file", f"cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_GOLDEN_BYTES:
+        raise GoldenFileError(path, 0, "file", f"is over {MAX_GOLDEN_BYTES} bytes, the limit")
+    return raw
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) < len(keys):
+        twice = next(key for key in keys if keys.count(key) > 1)
+        raise ValueError(f"field {twice!r} appears twice")
+    return dict(pairs)
+
+
 def _parse_line(path: Path, number: int, line: str) -> GoldenQuery:
     def fail(name: str, message: str) -> GoldenFileError:
         return GoldenFileError(path, number, name, message)
 
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise fail("line", f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise fail("line", "nested too deeply to be a golden query") from None
+    except ValueError as exc:  # from _unique_keys: the last value would win silently
+        raise fail("line", str(exc)) from None
     if not isinstance(obj, dict):
         raise fail("line", f"must be a JSON object, not {type(obj).__name__}")
     unknown = sorted(set(obj) - _FIELDS)
@@ -151,8 +186,8 @@ def _parse_line(path: Path, number: int, line: str) -> GoldenQuery:
         expected_intent=intent,
         expected_page_status=status,
         top_k=_top_k(obj, fail),
-        locale=_string(obj, "locale", fail),
-        scope_id=_string(obj, "scope_id", fail) if "scope_id" in obj else None,
+        locale=_locale(obj, fail),
+        scope_id=_scope(obj, fail),
         id=_string(obj, "id", fail),
     )
 
@@ -167,8 +202,34 @@ def _string(
     value = obj[name]
     if not isinstance(value, str):
         raise fail(name, f"must be a string, not {type(value).__name__}")
+    _check_text(value, name, fail)
     if non_empty and not value:
         raise fail(name, "must not be empty (leave the field out instead)")
+    return value
+
+
+def _check_text(value: str, name: str, fail: _Fail) -> None:
+    """A `\\ud800` escape decodes to a lone surrogate, which no request can carry."""
+    if (found := _SURROGATE.search(value)) is not None:
+        raise fail(name, f"holds a lone surrogate (U+{ord(found.group()):04X}), not text")
+
+
+def _locale(obj: dict[str, Any], fail: _Fail) -> str:
+    value = _string(obj, "locale", fail)
+    if value and normalize_tag(value) is None:
+        raise fail("locale", f"{value!r} is not a language tag like 'en' or 'zh-CN'")
+    return value
+
+
+def _scope(obj: dict[str, Any], fail: _Fail) -> str | None:
+    if "scope_id" not in obj:
+        return None
+    value = _string(obj, "scope_id", fail)
+    if value:  # "" searches every scope
+        try:
+            check_scope_id("scope_id", value, DocumentLimits())
+        except InvalidArgument as exc:
+            raise fail("scope_id", str(exc).removeprefix("scope_id: ")) from None
     return value
 
 
@@ -187,6 +248,8 @@ def _doc_ids(obj: dict[str, Any], fail: _Fail, *, page_checks: bool) -> tuple[st
         raise fail("expected_doc_ids", "is required unless the line only checks a page")
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise fail("expected_doc_ids", "must be a list of non-empty strings")
+    for doc_id in value:
+        _check_text(doc_id, "expected_doc_ids", fail)
     if not value and not page_checks:
         raise fail("expected_doc_ids", "must name at least one document")
     return tuple(value)

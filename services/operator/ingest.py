@@ -19,10 +19,12 @@ from tqdm import tqdm
 
 from rag_client import IndexerClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
+from services.core.errors import InvalidArgument, NotFound
 from services.core.models import ContentType, Document
-from services.indexer.validation import DocumentLimits
+from services.indexer.validation import DocumentLimits, check_scope_id
 from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
 from services.sources.locale_detection import normalize_tag
+from services.sources.text_files import is_supported_name
 
 DEFAULT_LOCALE = "en"
 SYNC_TIMEOUT_S = 600.0  # a Sync plans and removes a whole scope's leftovers
@@ -34,6 +36,13 @@ _CONTENT = {
 }
 _COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters as escapes: a file named `a\x1b[2Jb.md`
+    must not clear the operator's terminal, nor a newline forge a report line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def document_to_proto(doc: Document) -> pb.Document:
@@ -52,9 +61,7 @@ def document_to_proto(doc: Document) -> pb.Document:
 
 def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
     path = Path(args.path)
-    fmt = args.format
-    if fmt == "auto":
-        fmt = "dir" if path.is_dir() else "beir"
+    fmt = source_format(path, args.format)
     if fmt == "dir":
         yield from load_directory(
             path,
@@ -70,6 +77,22 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
             locale=args.locale or DEFAULT_LOCALE,
             title_as_heading=args.title_as_heading,
         )
+
+
+def source_format(path: Path, fmt: str) -> str:
+    """ "dir" or "beir" for `path` (NotFound, InvalidArgument when it is neither),
+    checked before any service is asked."""
+    if not path.exists():
+        raise NotFound(f"PATH {str(path)!r} does not exist (a folder or a BEIR JSON-lines file)")
+    if fmt == "auto" and path.is_file() and is_supported_name(path.name):
+        # A page read as JSON lines would be one rejected line per line of it.
+        raise InvalidArgument(
+            f"PATH {str(path)!r} is a single page: give the folder that holds it "
+            "(or --format beir if it is a JSON-lines file)"
+        )
+    if fmt == "auto":
+        return "dir" if path.is_dir() else "beir"
+    return fmt
 
 
 def unsendable(doc: Document, max_chars: int) -> str | None:
@@ -107,6 +130,7 @@ class Ingest:
         self.client, self.args = client, args
         self.totals = dict.fromkeys(_COUNT_FIELDS, 0)
         self.rejected: list[str] = []
+        self.skipped: list[str] = []  # left out by rule (a link, a FIFO): reported, not failures
         self.unread = 0  # sources that could not be read (files, folders)
         self.sync_skipped = ""
         self.kept: list[pb.DocumentKey] = []
@@ -145,9 +169,12 @@ class Ingest:
         """Documents that can be sent; the rest rejected here, each with its
         reason, so that one file never stops the load."""
         for item in items:
+            if isinstance(item, LoadError) and item.skipped:
+                self.skipped.append(f"{item.source}: {item.reason}")
+                continue
             if isinstance(item, LoadError):
                 self.rejected.append(f"{item.source}: {item.reason}")
-                self.unread += 0 if item.skipped else 1
+                self.unread += 1
                 continue
             problem = unsendable(item, self.args.max_document_chars)
             if problem is None:
@@ -188,10 +215,11 @@ class Ingest:
     def _report(self) -> None:
         prefix = "plan (dry run)" if self.args.dry_run else "done"
         print(f"{prefix}: " + ", ".join(f"{k}={v}" for k, v in self.totals.items()))
-        for line in self.rejected[:20]:
-            print(f"rejected {line}", file=sys.stderr)
-        if len(self.rejected) > 20:
-            print(f"... and {len(self.rejected) - 20} more rejected", file=sys.stderr)
+        for verb, lines in (("skipped", self.skipped), ("rejected", self.rejected)):
+            for line in lines[:20]:
+                print(f"{verb} {printable(line)}", file=sys.stderr)
+            if len(lines) > 20:
+                print(f"... and {len(lines) - 20} more {verb}", file=sys.stderr)
         if self.sync_skipped:
             print(self.sync_skipped, file=sys.stderr)
 
@@ -199,7 +227,7 @@ class Ingest:
 def add_source_options(p: argparse.ArgumentParser) -> None:
     """What `ingest` and `release-check` read: the same source, the same way."""
     p.add_argument("path")
-    p.add_argument("--scope", required=True, help="scope_id of every document")
+    p.add_argument("--scope", required=True, type=_scope_id, help="scope_id of every document")
     p.add_argument(
         "--locale",
         type=_locale_tag,
@@ -222,8 +250,15 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="BEIR: also put the title into the body as a Markdown H1, so it is embedded",
     )
-    p.add_argument("--batch", type=int, default=64, help="documents per request")
-    p.add_argument("--batch-chars", type=int, default=4_000_000)
+    p.add_argument(
+        "--batch",
+        type=_positive_int,
+        default=64,
+        help="documents per request; each request is one all-or-nothing run",
+    )
+    p.add_argument(
+        "--batch-chars", type=_positive_int, default=4_000_000, help="characters per request"
+    )
     p.add_argument(
         "--max-document-chars",
         type=_positive_int,
@@ -239,6 +274,15 @@ def _positive_int(value: str | int) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a positive number")
     return number
+
+
+def _scope_id(value: str) -> str:
+    """`--scope` checked as the Indexer checks it, before anything is read or sent."""
+    try:
+        check_scope_id("--scope", value, DocumentLimits())
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def _locale_tag(value: str) -> str:

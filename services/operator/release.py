@@ -29,11 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import grpc
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import Message
 
 from rag_client import CallError, IndexerClient, RagClientError, RetrieverClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
@@ -46,7 +44,6 @@ from services.operator.release_report import (
     Check,
     DryRunSection,
     GateConfig,
-    GenerationSection,
     GoldenSection,
     ReleaseRecord,
     StatsSection,
@@ -54,9 +51,19 @@ from services.operator.release_report import (
     VerifySection,
     write_record,
 )
+from services.operator.release_verdicts import (
+    MAX_LISTED,
+    check_scope_was_ingested,
+    dry_run_check,
+    failure_lines,
+    generation_check,
+    generation_section,
+    golden_check,
+    verify_check,
+    verify_section,
+)
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-MAX_LISTED = 50  # differing documents / findings kept in the record
 _PLAN_FIELDS = [f.name for f in ipb.PlanCounts.DESCRIPTOR.fields if f.name not in STATE_FIELDS]
 _CREDENTIALS = re.compile(r"(://)[^/@\s]+@")
 
@@ -79,6 +86,24 @@ def add_release_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentPa
     p.add_argument("--min-mrr", type=_fraction, default=0.0, help="lowest acceptable MRR")
 
 
+def _out_inside_source(out: Path, source: Path) -> str | None:
+    """Why `--out` cannot be where it is, or None: records (Markdown) written
+    inside the source folder would be indexed by the next ingest. A hidden
+    folder there is fine: the walk skips it."""
+    if not source.is_dir():
+        return None
+    real_out, real_source = out.resolve(), source.resolve()
+    if not real_out.is_relative_to(real_source):
+        return None
+    if any(part.startswith(".") for part in real_out.relative_to(real_source).parts):
+        return None
+    return (
+        f"--out: {out} is inside the source folder {source}, so its records would be "
+        "indexed by the next ingest; give a folder outside it (or a hidden one, like "
+        f"{source / '.release-checks'})"
+    )
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -98,6 +123,9 @@ def run_release_check(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():  # found before the check runs, not after
         print(f"--out: {out} is not a directory (the records are files inside it)", file=sys.stderr)
+        return EXIT_USAGE
+    if (problem := _out_inside_source(out, Path(args.path))) is not None:
+        print(problem, file=sys.stderr)
         return EXIT_USAGE
     try:
         indexer = indexer_client(args.addr, args.timeout)
@@ -171,10 +199,11 @@ class ReleaseCheck:
         before = self._stats()
         dry_run = self._dry_run()
         verify = self._verify()
+        check_scope_was_ingested(verify.section, self.args.scope)
         outcomes = [self._ask(q) for q in self.golden_file.queries]
         served = self._served_generation()
         after = self._stats()
-        generation = _generation(
+        generation = generation_section(
             before.committed_generation,
             after.committed_generation,
             verify.section.committed_generation if verify.section.available else None,
@@ -184,15 +213,15 @@ class ReleaseCheck:
             str(self.golden_file.path), self.golden_file.sha256, g.score(outcomes), outcomes
         )
         checks = [
-            _dry_run_check(dry_run),
+            dry_run_check(dry_run),
             verify.check,
-            _golden_check(golden, self.thresholds),
-            _generation_check(generation),
+            golden_check(golden, self.thresholds),
+            generation_check(generation),
         ]
         return ReleaseRecord(
             checked_at=checked_at,
             passed=all(c.passed for c in checks),
-            failures=_failures(checks, golden),
+            failures=failure_lines(checks, golden),
             checks=checks,
             source=self._source(),
             generation=generation,
@@ -211,13 +240,15 @@ class ReleaseCheck:
         ingest = Ingest(self.indexer, ingest_args)
         ingest.collect()
         counts = {name: ingest.totals[name] for name in STATE_FIELDS}
-        counts["rejected"] = len(ingest.rejected)  # unreadable files count too
+        # Unreadable files count too; files left out by rule (links, FIFOs) do not.
+        counts["rejected"] = len(ingest.rejected)
         return DryRunSection(
             documents=len(ingest.kept),
             counts=counts,
             plan={name: ingest.totals[name] for name in _PLAN_FIELDS},
             differing=[{"doc_id": d, "state": s} for d, s in ingest.differing[:MAX_LISTED]],
             rejected=ingest.rejected[:MAX_LISTED],
+            skipped=ingest.skipped[:MAX_LISTED],
             in_sync=bool(ingest.kept) and all(counts[n] == 0 for n in STATE_FIELDS[1:]),
             sync_skipped=ingest.sync_skipped,
         )
@@ -242,7 +273,7 @@ class ReleaseCheck:
             return _VerifyOutcome(
                 section, Check("verify", False, "unavailable (the stream ended without a report)")
             )
-        return _VerifyOutcome(_verify_section(report), _verify_check(report))
+        return _VerifyOutcome(verify_section(report), verify_check(report))
 
     def _ask(self, query: g.GoldenQuery) -> g.QueryOutcome:
         request = g.retrieve_request(query, self.args.scope)
@@ -310,79 +341,3 @@ def gateway_environment(environ: Mapping[str, str]) -> dict[str, str]:
         for key, value in sorted(environ.items())
         if key.startswith("RAG_GATEWAY_")
     }
-
-
-def _verify_section(report: ipb.VerifyReport) -> VerifySection:
-    def as_dict(message: Message) -> dict[str, Any]:
-        return MessageToDict(message, preserving_proto_field_name=True)
-
-    return VerifySection(
-        available=True,
-        clean=report.clean,
-        documents=report.documents,
-        committed_generation=report.committed_generation,
-        findings_total=report.findings_total,
-        counts=[as_dict(c) for c in report.counts],
-        findings=[as_dict(f) for f in report.findings[:MAX_LISTED]],
-    )
-
-
-def _verify_check(report: ipb.VerifyReport) -> Check:
-    if report.clean:
-        return Check("verify", True, f"clean ({report.documents} documents)")
-    first = report.findings[0] if report.findings else None
-    example = f"; first: {first.kind} in {first.store}, {first.doc_id}" if first else ""
-    return Check("verify", False, f"{report.findings_total} findings{example}")
-
-
-def _dry_run_check(section: DryRunSection) -> Check:
-    if section.in_sync:
-        return Check("dry_run", True, f"the index holds the source ({section.documents} unchanged)")
-    if not section.documents and not section.counts["rejected"]:
-        return Check("dry_run", False, "the source holds no documents")
-    diff = ", ".join(f"{n}={section.counts[n]}" for n in STATE_FIELDS[1:] if section.counts[n])
-    return Check("dry_run", False, f"the index does not hold what the source says: {diff}")
-
-
-def _golden_check(golden: GoldenSection, thresholds: Thresholds) -> Check:
-    s = golden.scores
-    ok = s.pass_rate >= thresholds.min_pass_rate and s.mrr >= thresholds.min_mrr
-    detail = (
-        f"{s.passed}/{s.queries} passed (needs pass rate >= {thresholds.min_pass_rate}), "
-        f"hit@1 {s.hit_at_1}, MRR {s.mrr} (needs >= {thresholds.min_mrr})"
-    )
-    return Check("golden", ok, detail)
-
-
-def _generation(
-    start: int, end: int, verified: int | None, served: int | None
-) -> GenerationSection:
-    seen = {start, end} | ({verified} if verified is not None else set())
-    stable = len(seen) == 1 and (served is None or served == start)
-    return GenerationSection(start, end, verified, served, stable)
-
-
-def _generation_check(gen: GenerationSection) -> Check:
-    if gen.stable:
-        return Check("generation", True, f"generation {gen.at_start} throughout")
-    if gen.served is not None and {gen.at_start, gen.at_end} == {gen.served}:
-        detail = f"the Retriever serves generation {gen.served}, the check saw {gen.at_start}"
-        return Check("generation", False, detail)
-    verified = f", {gen.verified} when verified" if gen.verified is not None else ""
-    detail = (
-        f"the index moved under the check: generation {gen.at_start} at start, "
-        f"{gen.at_end} at end{verified}, {gen.served} served"
-    )
-    return Check("generation", False, detail)
-
-
-def _failures(checks: list[Check], golden: GoldenSection) -> list[str]:
-    """One line per failed check; the golden queries that made it fail follow it."""
-    failures = [f"{c.name}: {c.detail}" for c in checks if not c.passed]
-    if any(c.name == "golden" and not c.passed for c in checks):
-        failures += [
-            f"golden {o.label} ({o.query!r}): {'; '.join(o.problems)}"
-            for o in golden.outcomes
-            if not o.passed
-        ]
-    return failures

@@ -48,6 +48,7 @@ class DryRunSection:
     plan: dict[str, int]
     differing: list[dict[str, str]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # by rule: a link, a FIFO; not a failure
     in_sync: bool = False
     # Why the plan holds no removals although it was asked for them (a source
     # could not be read: services.operator.ingest); "" when it does.
@@ -202,6 +203,7 @@ def _dry_run_lines(dry_run: DryRunSection) -> list[str]:
     lines = [f"- {dry_run.documents} documents in the source: {counts}"]
     lines += [f"- {d['state']}: {d['doc_id']}" for d in dry_run.differing[:20]]
     lines += [f"- rejected: {r}" for r in dry_run.rejected[:20]]
+    lines += [f"- skipped: {r}" for r in dry_run.skipped[:20]]
     lines += [f"- {dry_run.sync_skipped}"] if dry_run.sync_skipped else []
     return lines
 

@@ -4,11 +4,13 @@ field; answers are judged by rank, evidence text and page expectations."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.operator import golden as golden_module
 from services.operator.golden import (
     GoldenFileError,
     GoldenQuery,
@@ -57,6 +59,12 @@ def write_lines(tmp_path: Path, *lines: object) -> Path:
             "expected_page_status",
             "not one of",
         ),
+        ("[" * 100_000 + "]" * 100_000, "line", "nested too deeply"),
+        ('{"query": "a", "query": "b", "expected_doc_ids": ["a"]}', "line", "appears twice"),
+        ('{"query": "q\\ud800", "expected_doc_ids": ["a"]}', "query", "lone surrogate"),
+        ('{"query": "q", "expected_doc_ids": ["\\udfff"]}', "expected_doc_ids", "surrogate"),
+        ({**GOOD, "locale": "english please"}, "locale", "not a language tag"),
+        ({**GOOD, "scope_id": "hand book"}, "scope_id", "only letters, digits"),
     ],
 )
 def test_malformed_line_names_its_line_and_field(
@@ -80,6 +88,25 @@ def test_empty_unreadable_and_non_utf8_files(tmp_path: Path) -> None:
     raw.write_bytes(b'{"query": "caf\xe9", "expected_doc_ids": ["a"]}\n')
     with pytest.raises(GoldenFileError, match="not UTF-8"):
         load_golden(raw)
+
+
+def test_a_fifo_an_oversized_file_a_bom_and_odd_line_breaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = tmp_path / "golden.fifo"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    with pytest.raises(GoldenFileError, match="not a regular file"):
+        load_golden(fifo)
+    monkeypatch.setattr(golden_module, "MAX_GOLDEN_BYTES", 64)
+    with pytest.raises(GoldenFileError, match="over 64 bytes"):
+        load_golden(write_lines(tmp_path, GOOD, GOOD))
+    monkeypatch.undo()
+    # An editor's BOM, and a form feed and U+2028 inside a string: one line each.
+    text = json.dumps({**GOOD, "must_contain": "a\x0cb\u2028c"}, ensure_ascii=False)
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode() + b"\n")
+    (query,) = load_golden(path).queries
+    assert query.must_contain == "a\x0cb\u2028c"
 
 
 def test_valid_file_parses_with_defaults_and_page_only_lines(tmp_path: Path) -> None:

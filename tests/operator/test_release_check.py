@@ -39,6 +39,7 @@ def latest(out: Path) -> dict[str, Any]:
 
 def test_passing_record(empty_stack: BackgroundStack, tmp_path: Path) -> None:
     source = copy_corpus(tmp_path / "site")
+    (source / "alias.md").symlink_to(source / "billing.md")  # skipped by rule: no failure
     ingest(empty_stack, source, "site-a")
     golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
     env = {
@@ -62,6 +63,10 @@ def test_passing_record(empty_stack: BackgroundStack, tmp_path: Path) -> None:
         "rejected": 0,
     }
     assert record["dry_run"]["in_sync"] is True and record["dry_run"]["sync_skipped"] == ""
+    assert record["dry_run"]["skipped"] == [
+        "alias.md: symbolic link, skipped: pass --follow-symlinks to follow links that stay "
+        "inside the folder"
+    ]
     assert record["verify"]["available"] and record["verify"]["clean"]
     scores = record["golden"]["scores"]
     assert (scores["queries"], scores["passed"], scores["ranked_queries"]) == (5, 5, 4)
@@ -141,6 +146,12 @@ def test_failing_record_names_the_diff_and_the_golden_query(
     assert f"- {skipped}" in unread.stdout
     (source / "half-saved.md").unlink()
 
+    # A misspelt scope holds none of the source: a usage error, and the verdict stays.
+    typo = release_check(empty_stack, source, "site-bb", golden, out)
+    assert typo.returncode == 2
+    assert "--scope 'site-bb' holds no documents in the index" in typo.stderr
+    assert len(list(out.glob("release-*.json"))) == 2
+
     # A source that is not there is a usage error: exit 2 and no new record.
     missing = release_check(empty_stack, tmp_path / "nowhere", "site-b", golden, out)
     assert missing.returncode == 2 and "release check error" in missing.stderr
@@ -205,3 +216,17 @@ def test_an_out_path_that_is_a_file_is_a_usage_error_before_the_check(tmp_path: 
     assert done.returncode == 2
     assert f"--out: {out} is not a directory" in done.stderr
     assert "release check error" not in done.stderr  # refused before any service was asked
+
+
+@pytest.mark.unit
+def test_an_out_folder_inside_the_source_is_refused_unless_hidden(tmp_path: Path) -> None:
+    """Its Markdown records would be indexed by the next ingest of the source."""
+    golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
+    source = copy_corpus(tmp_path / "site")
+    done = release_check_at_closed_port(source, golden, source / "records")
+    assert done.returncode == 2
+    assert f"--out: {source / 'records'} is inside the source folder" in done.stderr
+    assert "release check error" not in done.stderr  # refused before any service was asked
+    hidden = release_check_at_closed_port(source, golden, source / ".release-checks")
+    assert "inside the source folder" not in hidden.stderr
+    assert "release check error: UNAVAILABLE" in hidden.stderr  # it went on to ask

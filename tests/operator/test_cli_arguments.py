@@ -1,0 +1,108 @@
+"""The command line refuses what it can tell is wrong before any service is
+asked, with exit 2 and a message naming the argument; an interrupt ends with
+130 and says what state the index is in."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.operator import cli
+
+pytestmark = pytest.mark.unit
+
+CLOSED = "127.0.0.1:9"  # nothing is asked of it: every case fails before a call
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    try:
+        code = cli.main(["--addr", CLOSED, *argv])
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_a_missing_path_is_a_clear_error_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err = run(capsys, "ingest", str(tmp_path / "nowhere"), "--scope", "s")
+    assert code == 2
+    assert f"error: PATH {str(tmp_path / 'nowhere')!r} does not exist" in err
+    assert "Traceback" not in err
+
+
+def test_a_single_page_is_not_read_as_json_lines(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    page = tmp_path / "guide.md"
+    page.write_text("# Guide\n\nText.\n", encoding="utf-8")
+    code, err = run(capsys, "ingest", str(page), "--scope", "s")
+    assert code == 2 and "is a single page: give the folder that holds it" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--batch", "0"], "argument --batch: '0' is not a positive number"),
+        (["--batch", "-5"], "argument --batch: '-5' is not a positive number"),
+        (["--batch-chars", "-1"], "argument --batch-chars: '-1' is not a positive number"),
+    ],
+)
+def test_batch_sizes_must_be_positive(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], words: str
+) -> None:
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", *argv)
+    assert code == 2 and words in err
+
+
+def test_a_scope_the_indexer_would_refuse_is_refused_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "hand book")
+    assert code == 2
+    assert "argument --scope: --scope: 'hand book' may hold only letters" in err
+
+
+class _InterruptedClient:
+    """A labelled fake, to inject the fault: the operator presses Ctrl-C
+    while the first batch is in flight."""
+
+    def upsert_stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        raise KeyboardInterrupt
+
+    def close(self) -> None:
+        pass
+
+
+def test_ctrl_c_mid_ingest_exits_130_and_says_where_the_index_stands(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nText.\n", encoding="utf-8")
+
+    def fake_client(addr: str, timeout: float) -> _InterruptedClient:
+        return _InterruptedClient()
+
+    monkeypatch.setattr(cli, "indexer_client", fake_client)
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", "--quiet")
+    assert code == 130
+    assert "interrupted: each request of --batch documents is one all-or-nothing run" in err
+    assert "Traceback" not in err
+
+
+def test_control_characters_in_a_reported_name_are_escaped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A file name holding an escape sequence must not reach the terminal raw."""
+    from services.operator.ingest import Ingest
+
+    ingest = Ingest(None, argparse.Namespace(dry_run=True))  # type: ignore[arg-type]
+    ingest.rejected.append("a\x1b[2Jb.md: cannot decode")
+    ingest.skipped.append("c\nrejected forged.md: symbolic link, skipped")
+    ingest._report()
+    err = capsys.readouterr().err
+    assert "rejected a\\x1b[2Jb.md: cannot decode" in err
+    assert "skipped c\\nrejected forged.md" in err and "\x1b" not in err
