@@ -25,6 +25,7 @@ from services.indexer.validation import DocumentLimits
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import PartsConfig, SharedParts
 from services.runtime.service import GrpcApp, ServiceIdentity
+from services.runtime.store_health import StoreHealthMonitor
 from services.storage.base import unrequested_deadline
 from services.storage.manifest import CROSS_LINGUAL_META, EMBEDDING_META, Manifest
 from services.storage.storage import Storage
@@ -147,6 +148,7 @@ class IndexerApp(GrpcApp[IndexerSettings]):
         self.metrics = IndexerMetrics(self.telemetry.registry, parts.storage)
         self.pipeline: IndexingPipeline | None = None
         self.servicer: IndexerServicer | None = None
+        self.monitor: StoreHealthMonitor | None = None
         # A run still in its thread after the grace period: the shared parts
         # must not be closed under it (see services.indexer.worker_threads).
         self.abandoned_work = False
@@ -170,13 +172,23 @@ class IndexerApp(GrpcApp[IndexerSettings]):
         self.servicer = IndexerServicer(pipeline)
         indexer_pb2_grpc.add_IndexerServicer_to_server(self.servicer, self.server.server)
         port = await self.server.start()
-        await self.server.set_serving(True)
+        self.monitor = StoreHealthMonitor(
+            self.server,
+            SERVICE_NAME,
+            (self.parts.storage.vectors, self.parts.storage.lexical),
+            self.settings.health_check_interval_s,
+            need_all=True,  # a run writes to both
+        )
+        await self.monitor.check_once()
+        self.monitor.start()
         return port
 
     async def stop(self) -> None:
         """In-flight calls get the grace period, and so do runs still in their
         threads after it; a run that outlives both is abandoned, to be undone
         by the recovery at the next start."""
+        if self.monitor is not None:
+            await self.monitor.stop()
         await self.server.stop()
         if self.servicer is None:
             return

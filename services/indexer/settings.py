@@ -18,6 +18,13 @@ class IndexerSettings(EmbeddingSettings):
         le=65535,
         description="Prometheus metrics port of the Indexer (0: any free port)",
     )
+    health_check_interval_s: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="seconds between pings of the stores; the Indexer is NOT_SERVING "
+        "while either store (or its schema) does not answer",
+    )
     embedding_batch_size: int = Field(64, ge=1, le=1024)
     chunk_target_chars: int = Field(800, ge=100, le=20000)
     chunk_overlap_chars: int = Field(200, ge=0, le=10000)

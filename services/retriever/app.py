@@ -4,8 +4,6 @@ behind its gRPC server, with the store health monitor
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from concurrent.futures import Executor, ThreadPoolExecutor
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2_grpc
@@ -28,9 +26,8 @@ from services.runtime.observability.telemetry import Telemetry
 from services.runtime.observability.tracing import Tracing
 from services.runtime.parts import PartsConfig, SharedParts
 from services.runtime.security.client import ClientSecurity
-from services.runtime.server import GrpcServer
 from services.runtime.service import GrpcApp, ServiceIdentity
-from services.storage.base import LexicalStore, VectorStore
+from services.runtime.store_health import StoreHealthMonitor
 from services.storage.storage import Storage
 from services.storage.visibility import CommittedGeneration
 
@@ -113,50 +110,6 @@ def reranker_from_settings(
     return client, health
 
 
-class StoreHealthMonitor:
-    """Retriever health: SERVING while at least one store answers (Retrieve
-    degrades to the other), NOT_SERVING when neither does."""
-
-    def __init__(
-        self,
-        server: GrpcServer,
-        service: str,
-        storage: Storage,
-        interval_s: float,
-    ) -> None:
-        self.server, self.service = server, service
-        self.stores: tuple[VectorStore | LexicalStore, ...] = (storage.vectors, storage.lexical)
-        self.interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
-
-    async def check_once(self) -> bool:
-        healthy = []
-        for store in self.stores:
-            try:
-                await asyncio.wait_for(asyncio.to_thread(store.ping), self.interval_s)
-                healthy.append(store.name)
-            except Exception as exc:
-                log.warning("store_unreachable", store=store.name, error=str(exc))
-        serving = bool(healthy)
-        await self.server.set_serving(serving, self.service)
-        await self.server.set_serving(serving, "")
-        return serving
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        while True:
-            await self.check_once()
-            await asyncio.sleep(self.interval_s)
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-
 def retriever_parts(settings: RetrieverSettings) -> PartsConfig:
     """The parts a Retriever alone opens."""
     return PartsConfig(
@@ -205,11 +158,13 @@ class RetrieverApp(GrpcApp[RetrieverSettings]):
         # The embedder may be shared with an Indexer (embedded stack); only the
         # Retriever embeds queries, so its query passes are the Retriever's.
         parts.embedder.query_observer = self.metrics
+        # SERVING while either store answers: Retrieve degrades to the other.
         self.monitor = StoreHealthMonitor(
             self.server,
             SERVICE_NAME,
-            parts.storage,
+            (parts.storage.vectors, parts.storage.lexical),
             settings.health_check_interval_s,
+            need_all=False,
         )
 
     async def start(self) -> int:

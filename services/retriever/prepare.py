@@ -77,10 +77,16 @@ class CommittedScope:
             return scope
         generation = self.committed.cached()
         if generation is None:
+            # With a value to fall back on, a re-read (a locked or slow store)
+            # may take half the time left, not all of it: the search still
+            # has to run and answer within the deadline.
+            read_by = deadline
+            if self.committed.last() is not None:
+                read_by = deadline.capped(deadline.remaining_s() / 2)
             loop = asyncio.get_running_loop()
-            read = loop.run_in_executor(self.executor, self.committed.current, deadline)
+            read = loop.run_in_executor(self.executor, self.committed.current, read_by)
             try:
-                generation = await asyncio.wait_for(read, deadline.timeout_or_none())
+                generation = await asyncio.wait_for(read, read_by.timeout_or_none())
             except TimeoutError as exc:
                 # As a failed re-read: the last value read only hides newer rows.
                 generation = self.committed.last()

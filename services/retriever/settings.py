@@ -310,7 +310,13 @@ class RetrieverSettings(
         "when the channels or the rerank call run up to it; the least kept (more is "
         "learnt under load); the channels keep back at most a quarter of the time left",
     )
-    health_check_interval_s: float = Field(5.0, gt=0, le=600)
+    health_check_interval_s: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="seconds between pings of the stores; the Retriever is NOT_SERVING "
+        "while neither store (nor its schema) answers",
+    )
     worker_threads: int = Field(32, ge=2, le=512, description="threads for store and model calls")
     page_token_key: SecretStr | None = Field(
         None,

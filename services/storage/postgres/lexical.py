@@ -173,7 +173,11 @@ class PostgresLexicalStore(PostgresPart, PlannedSearch):
         unique = last_wins(list(chunks), lambda chunk: chunk.chunk_id)
         if unique:
             budget_s = self._budget(deadline, "an upsert")
-            with pg_errors(self.name, "upsert"), self._write_conn() as conn, within(conn, budget_s):
+            with (
+                pg_errors(self.name, "upsert", deadline),
+                self._write_conn() as conn,
+                within(conn, budget_s),
+            ):
                 self._replace(conn, unique)
 
     def update_payload(
@@ -198,7 +202,11 @@ class PostgresLexicalStore(PostgresPart, PlannedSearch):
     def delete(self, chunk_ids: Sequence[str], deadline: Deadline) -> None:
         if chunk_ids:
             budget_s = self._budget(deadline, "a delete")
-            with pg_errors(self.name, "delete"), self._write_conn() as conn, within(conn, budget_s):
+            with (
+                pg_errors(self.name, "delete", deadline),
+                self._write_conn() as conn,
+                within(conn, budget_s),
+            ):
                 conn.execute(self._sql(LOCK))
                 self._remove(conn, list(set(chunk_ids)))
 
@@ -231,7 +239,11 @@ class PostgresLexicalStore(PostgresPart, PlannedSearch):
         if limit <= 0 or plan.is_empty():
             return []
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
-        with pg_errors(self.name, "search"), self._conn() as conn, one_snapshot(conn, budget_s):
+        with (
+            pg_errors(self.name, "search", deadline),
+            self._conn(deadline) as conn,
+            one_snapshot(conn, budget_s),
+        ):
             rows = search_top_k(conn, self.schema, plan, self.field_boosts, scope, limit)
         hits = [ScoredChunk(stored_chunk(row), float(row[-1])) for row in rows]
         return exact_first(hits, plan)
@@ -240,7 +252,11 @@ class PostgresLexicalStore(PostgresPart, PlannedSearch):
         if not chunk_ids:
             return []
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
-        with pg_errors(self.name, "get"), self._conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, "get", deadline),
+            self._conn(deadline) as conn,
+            within(conn, budget_s),
+        ):
             return self._get(conn, chunk_ids)
 
     def _get(self, conn: psycopg.Connection[Any], chunk_ids: Sequence[str]) -> list[StoredChunk]:

@@ -227,17 +227,25 @@ class PostgresManifest(PostgresPart):
         deadline: Deadline,
     ) -> list[Any]:
         if not deadline.bounded:  # an audit's: the connection's own statement_timeout
-            with pg_errors(self.name, action), self._conn() as conn:
+            with pg_errors(self.name, action, deadline), self._conn(deadline) as conn:
                 return conn.execute(statement, params).fetchall()
         budget_s = self._budget(deadline, f"the {action}")
-        with pg_errors(self.name, action), self._conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, action, deadline),
+            self._conn(deadline) as conn,
+            within(conn, budget_s),
+        ):
             return conn.execute(statement, params).fetchall()
 
     def _transaction(
         self, action: str, steps: list[tuple[str, list[Any]]], deadline: Deadline
     ) -> None:
         budget_s = self._budget(deadline, f"the {action}")
-        with pg_errors(self.name, action), self._write_conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, action, deadline),
+            self._write_conn() as conn,
+            within(conn, budget_s),
+        ):
             cursor = conn.cursor()
             for template, rows in steps:
                 if rows:

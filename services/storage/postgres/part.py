@@ -32,6 +32,7 @@ class PostgresPart:
     its recorded settings) fails, so a refused part holds no connection."""
 
     name: str
+    schema: str
 
     def __init__(
         self,
@@ -53,8 +54,11 @@ class PostgresPart:
             raise
 
     def ping(self) -> None:
+        """The server answers and the part's schema is there: `SELECT 1` alone
+        would call a store whose schema was dropped healthy."""
+        info = sql.Identifier(self.schema, "store_info")
         with pg_errors(self.name, "ping"), self._conn() as conn:
-            conn.execute("SELECT 1")
+            conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(info))
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:
         return False  # a failed transaction is an error; the run journal redoes the run
@@ -64,10 +68,14 @@ class PostgresPart:
             self._closed = True
             self._pool.close()
 
-    def _conn(self) -> Any:
+    def _conn(self, deadline: Deadline | None = None) -> Any:
+        """A pool connection; the wait for one ends by `deadline` too, not only
+        by POSTGRES_TIMEOUT_S (a full pool must not outlast the caller)."""
         if self._closed:
             raise StoreUnavailable(f"{self.name}: store is closed")
-        return self._pool.connection()
+        if deadline is None or not deadline.bounded:
+            return self._pool.connection()
+        return self._pool.connection(timeout=deadline.budget(self.timeout_s))
 
     def _write_conn(self) -> Any:
         """Writes join the run in flight, if one is open (`postgres_run`)."""
@@ -103,6 +111,10 @@ class PostgresPart:
         where, params = scope_condition(scope)
         statement = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table, where)
         budget_s = self._budget(deadline, "a count")
-        with pg_errors(self.name, "count"), self._conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, "count", deadline),
+            self._conn(deadline) as conn,
+            within(conn, budget_s),
+        ):
             row = conn.execute(statement, params).fetchone()
         return int(row[0]) if row else 0

@@ -69,6 +69,9 @@ CHUNK_COLUMNS_DDL = """
     generation bigint NOT NULL DEFAULT 0"""
 
 
+POOL_MAX_IDLE_S = 60.0
+
+
 def open_pool(url: str, size: int, timeout_s: float, name: str) -> ConnectionPool:
     """A pool of autocommit connections, open and checked (StoreUnavailable if not)."""
     pool = ConnectionPool(
@@ -84,6 +87,11 @@ def open_pool(url: str, size: int, timeout_s: float, name: str) -> ConnectionPoo
             "options": f"-c statement_timeout={statement_timeout_ms(timeout_s)}",
         },
         timeout=timeout_s,
+        # Idle connections above min_size close after a minute, not psycopg's
+        # ten: three pools a process (vector, lexical, manifest) holding idle
+        # connections for ten minutes can use up max_connections and starve
+        # each other, and the pool of another process, after a burst.
+        max_idle=POOL_MAX_IDLE_S,
         name=name,
         open=False,
         # A connection is checked as it is handed out: after a server restart
@@ -142,21 +150,64 @@ def within(conn: psycopg.Connection[Any], seconds: float | None) -> Iterator[Non
         yield
 
 
+# The schema (or part of it) is gone or not this release's: an operator dropped
+# it, or a restore brought an older one. No caller's mistake and nothing a
+# retry of the same call mends: UNAVAILABLE, with what to do.
+_SCHEMA_MISSING = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedColumn,
+    psycopg.errors.InvalidSchemaName,
+    psycopg.errors.UndefinedFunction,
+    psycopg.errors.UndefinedObject,
+)
+# A cancel with more than this left of the caller's deadline was the store's
+# own statement_timeout (POSTGRES_TIMEOUT_S), not the caller's deadline.
+_DEADLINE_SLACK_S = 0.05
+
+
+def pg_message(exc: psycopg.Error) -> str:
+    """The server's one-line message: str(exc) adds the statement's text
+    (LINE 1: SELECT ...), which would reach callers in degradation notes."""
+    primary = exc.diag.message_primary if isinstance(exc, psycopg.Error) else None
+    return primary or (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 @contextmanager
-def pg_errors(store: str, action: str) -> Iterator[None]:
-    """PostgreSQL failures as the project's errors: connection trouble is
-    StoreUnavailable (callers may retry elsewhere), the rest StoreError."""
+def pg_errors(store: str, action: str, deadline: Deadline | None = None) -> Iterator[None]:
+    """PostgreSQL failures as the project's errors: connection trouble, a
+    missing schema and the store's own statement timeout are StoreUnavailable
+    (callers may retry elsewhere), the caller's deadline DeadlineExceeded
+    (with `deadline`, the one the statement's time came from, the two are
+    told apart), the rest StoreError."""
     try:
         yield
     except RagError:
         raise
     except psycopg.errors.QueryCanceled as exc:
-        # statement_timeout: the caller's deadline (or POSTGRES_TIMEOUT_S) passed.
-        raise DeadlineExceeded(f"{store} {action} stopped at its deadline: {exc}") from exc
-    except (psycopg.OperationalError, PoolTimeout) as exc:
+        if deadline is not None and (
+            not deadline.bounded or deadline.remaining_s() > _DEADLINE_SLACK_S
+        ):
+            raise StoreUnavailable(
+                f"{store} {action}: the statement timed out at the store's own limit "
+                "(POSTGRES_TIMEOUT_S) with time left in the deadline: the database is "
+                "slow or a lock is held"
+            ) from exc
+        raise DeadlineExceeded(
+            f"{store} {action} stopped at its deadline: {pg_message(exc)}"
+        ) from exc
+    except _SCHEMA_MISSING as exc:
+        raise StoreUnavailable(
+            f"{store} {action}: the PostgreSQL schema is missing or not this release's "
+            f"({pg_message(exc)}); restart the service to recreate it, or restore it"
+        ) from exc
+    except PoolTimeout as exc:
+        if deadline is not None and deadline.expired(_DEADLINE_SLACK_S):
+            raise DeadlineExceeded(f"{store} {action}: no free connection by the deadline") from exc
+        raise StoreUnavailable(f"{store} {action} failed: {exc}") from exc
+    except psycopg.OperationalError as exc:
         raise StoreUnavailable(f"{store} {action} failed: {exc}") from exc
     except psycopg.Error as exc:
-        raise StoreError(f"{store} {action} failed: {exc}") from exc
+        raise StoreError(f"{store} {action} failed: {pg_message(exc)}") from exc
 
 
 def ensure_schema(conn: psycopg.Connection[Any], schema: str, ddl: sql.Composed) -> None:

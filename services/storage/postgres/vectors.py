@@ -220,7 +220,11 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         ]
         statement = upsert_statement(self._table, bool(self.second_dim))
         budget_s = self._budget(deadline, "an upsert")
-        with pg_errors(self.name, "upsert"), self._write_conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, "upsert", deadline),
+            self._write_conn() as conn,
+            within(conn, budget_s),
+        ):
             conn.cursor().executemany(statement, values)
         self._paths.clear()  # this process's writes: count the scopes again
 
@@ -247,7 +251,11 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
             return
         statement = sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s::text[])").format(self._table)
         budget_s = self._budget(deadline, "a delete")
-        with pg_errors(self.name, "delete"), self._write_conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, "delete", deadline),
+            self._write_conn() as conn,
+            within(conn, budget_s),
+        ):
             conn.execute(statement, (list(chunk_ids),))
         self._paths.clear()
 
@@ -261,7 +269,11 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         budget_s = search_budget_s(self.name, deadline, self.timeout_s)
         if all(query.limit <= 0 for query in queries):
             return [[] for _ in queries]
-        with pg_errors(self.name, "search"), self._conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, "search", deadline),
+            self._conn(deadline) as conn,
+            within(conn, budget_s),
+        ):
             return [self._search(conn, query) if query.limit > 0 else [] for query in queries]
 
     def _search(self, conn: psycopg.Connection[Any], query: VectorQuery) -> list[ScoredChunk]:
@@ -310,7 +322,11 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         statement = sql.SQL("SELECT {} FROM {} WHERE chunk_id = ANY(%s::text[])").format(
             chunk_columns(), self._table
         )
-        with pg_errors(self.name, "get"), self._conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, "get", deadline),
+            self._conn(deadline) as conn,
+            within(conn, budget_s),
+        ):
             return [stored_chunk(row) for row in conn.execute(statement, (wanted,))]
 
     def vectors(
@@ -325,7 +341,11 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
             "SELECT chunk_id, {}::float4[] FROM {} WHERE chunk_id = ANY(%s::text[])"
         ).format(sql.Identifier(VECTOR_COLUMNS[using]), self._table)
         budget_s = self._budget(deadline, "a vectors read")
-        with pg_errors(self.name, "vectors"), self._conn() as conn, within(conn, budget_s):
+        with (
+            pg_errors(self.name, "vectors", deadline),
+            self._conn(deadline) as conn,
+            within(conn, budget_s),
+        ):
             rows = conn.execute(statement, (wanted,)).fetchall()
         return {row[0]: [float(x) for x in row[1]] for row in rows}
 
