@@ -128,6 +128,7 @@ def batches(items: Iterable[Document], size: int, max_chars: int) -> Iterator[li
 class Ingest:
     def __init__(self, client: IndexerClient, args: argparse.Namespace) -> None:
         self.client, self.args = client, args
+        self.max_document_chars = args.max_document_chars or max_document_chars_from_env()
         self.totals = dict.fromkeys(_COUNT_FIELDS, 0)
         self.rejected: list[str] = []
         self.skipped: list[str] = []  # left out by rule (a link, a FIFO): reported, not failures
@@ -176,7 +177,7 @@ class Ingest:
                 self.rejected.append(f"{item.source}: {item.reason}")
                 self.unread += 1
                 continue
-            problem = unsendable(item, self.args.max_document_chars)
+            problem = unsendable(item, self.max_document_chars)
             if problem is None:
                 yield item
                 continue
@@ -224,6 +225,9 @@ class Ingest:
             print(self.sync_skipped, file=sys.stderr)
 
 
+_DOCUMENT_CHARS_ENV = "RAG_MAX_DOCUMENT_CHARS"
+
+
 def add_source_options(p: argparse.ArgumentParser) -> None:
     """What `ingest` and `release-check` read: the same source, the same way."""
     p.add_argument("path")
@@ -262,7 +266,7 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-document-chars",
         type=_positive_int,
-        default=os.environ.get("RAG_MAX_DOCUMENT_CHARS", DocumentLimits().max_document_chars),
+        default=None,
         help="longest body sent; a longer one is rejected here. Default: "
         "RAG_MAX_DOCUMENT_CHARS from the environment, as the Indexer reads it, else "
         f"{DocumentLimits().max_document_chars}",
@@ -270,10 +274,25 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
 
 
 def _positive_int(value: str | int) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
     if number < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a positive number")
     return number
+
+
+def max_document_chars_from_env() -> int:
+    """RAG_MAX_DOCUMENT_CHARS as the Indexer reads it, else its default; a bad
+    value is named as the variable it is, not as an argument never typed."""
+    value = os.environ.get(_DOCUMENT_CHARS_ENV)
+    if value is None:
+        return DocumentLimits().max_document_chars
+    try:
+        return _positive_int(value)
+    except argparse.ArgumentTypeError as exc:
+        raise InvalidArgument(f"{_DOCUMENT_CHARS_ENV} in the environment: {exc}") from None
 
 
 def _scope_id(value: str) -> str:

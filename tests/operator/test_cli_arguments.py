@@ -50,6 +50,8 @@ def test_a_single_page_is_not_read_as_json_lines(
         (["--batch", "0"], "argument --batch: '0' is not a positive number"),
         (["--batch", "-5"], "argument --batch: '-5' is not a positive number"),
         (["--batch-chars", "-1"], "argument --batch-chars: '-1' is not a positive number"),
+        (["--batch", "many"], "argument --batch: 'many' is not a positive number"),
+        (["--max-document-chars", "0"], "argument --max-document-chars: '0' is not a positive"),
     ],
 )
 def test_batch_sizes_must_be_positive(
@@ -57,6 +59,30 @@ def test_batch_sizes_must_be_positive(
 ) -> None:
     code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", *argv)
     assert code == 2 and words in err
+
+
+def test_a_bad_document_limit_in_the_environment_is_named_as_the_variable(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default comes from RAG_MAX_DOCUMENT_CHARS: a bad value there is no
+    mistake in an argument the operator never typed."""
+    monkeypatch.setenv("RAG_MAX_DOCUMENT_CHARS", "2M")
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", "--quiet")
+    assert code == 2
+    assert "error: RAG_MAX_DOCUMENT_CHARS in the environment: '2M' is not a positive" in err
+    assert "--max-document-chars" not in err
+
+
+def test_the_document_limit_comes_from_the_environment_unless_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from services.operator.ingest import Ingest
+
+    monkeypatch.setenv("RAG_MAX_DOCUMENT_CHARS", "1234")
+    args = cli.parser().parse_args(["ingest", "x", "--scope", "s"])
+    assert Ingest(None, args).max_document_chars == 1234  # type: ignore[arg-type]
+    args = cli.parser().parse_args(["ingest", "x", "--scope", "s", "--max-document-chars", "99"])
+    assert Ingest(None, args).max_document_chars == 99  # type: ignore[arg-type]
 
 
 def test_a_scope_the_indexer_would_refuse_is_refused_first(
@@ -99,7 +125,7 @@ def test_control_characters_in_a_reported_name_are_escaped(
     """A file name holding an escape sequence must not reach the terminal raw."""
     from services.operator.ingest import Ingest
 
-    ingest = Ingest(None, argparse.Namespace(dry_run=True))  # type: ignore[arg-type]
+    ingest = Ingest(None, argparse.Namespace(dry_run=True, max_document_chars=10))  # type: ignore[arg-type]
     ingest.rejected.append("a\x1b[2Jb.md: cannot decode")
     ingest.skipped.append("c\nrejected forged.md: symbolic link, skipped")
     ingest._report()
