@@ -154,16 +154,7 @@ def _parse_line(path: Path, number: int, line: str) -> GoldenQuery:
     def fail(name: str, message: str) -> GoldenFileError:
         return GoldenFileError(path, number, name, message)
 
-    try:
-        obj = json.loads(line, object_pairs_hook=_unique_keys)
-    except json.JSONDecodeError as exc:
-        raise fail("line", f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:
-        raise fail("line", "nested too deeply to be a golden query") from None
-    except ValueError as exc:  # from _unique_keys: the last value would win silently
-        raise fail("line", str(exc)) from None
-    if not isinstance(obj, dict):
-        raise fail("line", f"must be a JSON object, not {type(obj).__name__}")
+    obj = _json_object(line, fail)
     unknown = sorted(set(obj) - _FIELDS)
     if unknown:
         raise fail(unknown[0], f"unknown field (known: {', '.join(sorted(_FIELDS))})")
@@ -190,6 +181,21 @@ def _parse_line(path: Path, number: int, line: str) -> GoldenQuery:
         scope_id=_scope(obj, fail),
         id=_string(obj, "id", fail),
     )
+
+
+def _json_object(line: str, fail: Callable[[str, str], GoldenFileError]) -> dict[str, Any]:
+    """The line as one JSON object, or the reason it is not one."""
+    try:
+        obj = json.loads(line, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as exc:
+        raise fail("line", f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise fail("line", "nested too deeply to be a golden query") from None
+    except ValueError as exc:  # from _unique_keys: the last value would win silently
+        raise fail("line", str(exc)) from None
+    if not isinstance(obj, dict):
+        raise fail("line", f"must be a JSON object, not {type(obj).__name__}")
+    return obj
 
 
 def _string(
