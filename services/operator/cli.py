@@ -144,6 +144,10 @@ INTERRUPTED = (
     "document is either in its new version or its old one; run the same command again "
     "to finish (what is already in is unchanged and costs nothing)"
 )
+INTERRUPTED_OTHER = (
+    "interrupted: a write the Indexer started is one all-or-nothing run, and a release "
+    "record is written whole or not at all; run the same command again"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"\n{INTERRUPTED}", file=sys.stderr)
+        print(
+            f"\n{INTERRUPTED if args.command == 'ingest' else INTERRUPTED_OTHER}", file=sys.stderr
+        )
         return 130  # as a shell reports SIGINT
 
 
