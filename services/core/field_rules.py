@@ -46,6 +46,10 @@ MAX_METADATA_VALUE_CHARS = 1024
 MAX_BOOST_WEIGHT = 10.0
 MAX_BOOST_DAYS = 36_500.0  # a recency scale or offset: beyond a century it is a mistake
 
+# C0 and C1 controls and the Unicode line and paragraph separators: what a
+# one-line value (an id, a URL, a metadata key) must not hold, and what a
+# report printed to a terminal escapes.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # Cc, the separators, and Cf less the characters real words need (above).
 _HIDDEN = regex.compile(
     r"[[\p{Cc}\p{Cf}\u2028\u2029]--[\u200c-\u200f\u061c\p{Prepended_Concatenation_Mark}]]",

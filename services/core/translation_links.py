@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from services.core.field_rules import CONTROL_CHARACTERS
 from services.core.web_url import web_url_problem
 
 TRANSLATIONS_KEY = "translations"
@@ -37,7 +38,6 @@ _MAX_URL_CHARS = 2048
 _MAX_DOC_ID_CHARS = 4096
 
 _LOCALE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class Translation(NamedTuple):
@@ -117,6 +117,6 @@ def _translation(item: object) -> Translation | None:
         return None
     if len(url) > _MAX_URL_CHARS or not is_web_url(url):
         return None
-    if len(doc_id) > _MAX_DOC_ID_CHARS or _CONTROL.search(doc_id):
+    if len(doc_id) > _MAX_DOC_ID_CHARS or CONTROL_CHARACTERS.search(doc_id):
         return None
     return Translation(locale, doc_id, url)

@@ -20,11 +20,12 @@ from urllib.parse import urlsplit
 
 import regex
 
+from services.core.field_rules import CONTROL_CHARACTERS
+
 # RFC 3986 scheme, then ":". A relative path whose first segment holds a
 # colon reads as a scheme too (RFC 3986 §4.2), and is refused as one.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _WEB_SCHEMES = frozenset({"http", "https"})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 # Scripts whose letters pass for each other (а/a, ο/o, р/p, ...).
 _CONFUSABLE_SCRIPTS = {
@@ -66,7 +67,7 @@ def _absolute_problem(url: str, scheme: str) -> str | None:
 def url_identity_problem(url: str) -> str | None:
     """None when `url` names where it leads plainly (no control characters,
     no credentials, no host label mixing confusable scripts), else why not."""
-    if _CONTROL.search(url):
+    if CONTROL_CHARACTERS.search(url):
         return "contains control characters"
     # The authority: after "//" (with or without a scheme) up to the path.
     authority = url.partition("//")[2] if _authority_follows(url) else ""

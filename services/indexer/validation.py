@@ -12,6 +12,7 @@ from typing import Any
 
 from services.core.errors import InvalidArgument
 from services.core.field_rules import (
+    CONTROL_CHARACTERS,
     MAX_METADATA_VALUE_CHARS,
     canonical_language_tag,
     hidden_character_problem,
@@ -25,7 +26,6 @@ from services.indexer.document_fields import check_timestamp, check_web_url
 _SCOPE_ID = re.compile(r"[A-Za-z0-9._:/-]+")
 # Control characters (C0, DEL, C1: NUL, newline, escape, ...) and the Unicode
 # line and paragraph separators: they never belong in an id, a URL or a key.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _PREVIEW_CHARS = 40
 
 
@@ -104,7 +104,7 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
     # another ("abc\u202etxt.exe" shows as "abcexe.txt").
     check_one_line("title", doc.title)
     _check_length("url", doc.url, limits.max_url_chars)
-    if _CONTROL.search(doc.url):
+    if CONTROL_CHARACTERS.search(doc.url):
         raise InvalidArgument("url: must not contain control characters (NUL, newline, ...)")
     check_web_url("url", doc.url)
     check_timestamp("updated_at", doc.updated_at)
@@ -218,7 +218,7 @@ def _validate_metadata(metadata: dict[str, str], limits: DocumentLimits) -> None
                 f"metadata: key {preview(key)} has {len(key)} characters, "
                 f"limit is {limits.max_metadata_key_chars}"
             )
-        if not key.strip() or "=" in key or _CONTROL.search(key):
+        if not key.strip() or "=" in key or CONTROL_CHARACTERS.search(key):
             raise InvalidArgument(
                 f"metadata: key {key!r} must be non-empty and contain no '=' "
                 "and no control characters"

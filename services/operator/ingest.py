@@ -20,6 +20,7 @@ from tqdm import tqdm
 from rag_client import IndexerClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import InvalidArgument, NotFound
+from services.core.field_rules import CONTROL_CHARACTERS
 from services.core.models import ContentType, Document
 from services.indexer.validation import DocumentLimits, check_scope_id
 from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
@@ -36,13 +37,12 @@ _CONTENT = {
 }
 _COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def printable(text: str) -> str:
     """`text` with control characters as escapes: a file named `a\x1b[2Jb.md`
     must not clear the operator's terminal, nor a newline forge a report line."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    return CONTROL_CHARACTERS.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def document_to_proto(doc: Document) -> pb.Document:

@@ -100,6 +100,9 @@ class _InterruptedClient:
     def upsert_stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
         raise KeyboardInterrupt
 
+    def stats(self, *args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
     def close(self) -> None:
         pass
 
@@ -117,6 +120,19 @@ def test_ctrl_c_mid_ingest_exits_130_and_says_where_the_index_stands(
     assert code == 130
     assert "interrupted: each request of --batch documents is one all-or-nothing run" in err
     assert "Traceback" not in err
+
+
+def test_ctrl_c_outside_ingest_does_not_talk_of_batches(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fake_client(addr: str, timeout: float) -> _InterruptedClient:
+        return _InterruptedClient()
+
+    monkeypatch.setattr(cli, "indexer_client", fake_client)
+    code, err = run(capsys, "stats")
+    assert code == 130
+    assert "interrupted: a write the Indexer started is one all-or-nothing run" in err
+    assert "--batch" not in err and "Traceback" not in err
 
 
 def test_control_characters_in_a_reported_name_are_escaped(
