@@ -20,11 +20,10 @@ One object per line (blank lines are skipped):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
-import os
 import re
-import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.errors import InvalidArgument
 from services.indexer.validation import DocumentLimits, check_scope_id
 from services.sources.locale_detection import normalize_tag
+from services.sources.site_walk import read_regular_file
 
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 100
@@ -127,18 +127,19 @@ def load_golden(path: Path) -> GoldenFile:
 
 
 def _read_golden_bytes(path: Path) -> bytes:
-    """The file's bytes: a regular file (a FIFO would block the check forever)
-    of at most MAX_GOLDEN_BYTES."""
+    """The file's bytes, read as the folder loader reads a page: a regular
+    file (a FIFO would block the check forever) of at most MAX_GOLDEN_BYTES.
+    A link is followed first: the operator named the file."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise GoldenFileError(path, 0, "file", "is not a regular file")
-            raw = file.read(MAX_GOLDEN_BYTES + 1)
+        raw, _ = read_regular_file(path.resolve(), max_bytes=MAX_GOLDEN_BYTES)
     except OSError as exc:
-        raise GoldenFileError(path, 0, "file", f"cannot be read ({exc.strerror})") from None
-    if len(raw) > MAX_GOLDEN_BYTES:
-        raise GoldenFileError(path, 0, "file", f"is over {MAX_GOLDEN_BYTES} bytes, the limit")
+        if exc.errno == errno.EFBIG:
+            reason = f"is over {MAX_GOLDEN_BYTES} bytes, the limit"
+        elif exc.errno == errno.EINVAL:
+            reason = "is not a regular file"
+        else:
+            reason = f"cannot be read ({exc.strerror})"
+        raise GoldenFileError(path, 0, "file", reason) from None
     return raw
 
 
