@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,12 @@ def _options(args: argparse.Namespace) -> EvalOptions:
     if fit is not None:
         boosts = [f"{fit['chosen']['lexical_boosts'][field]:g}" for field in BOOST_FIELDS]
     env.update(zip(BOOST_VARIABLES, boosts, strict=False))
+    int8_documents = not scratch if args.int8_documents is None else args.int8_documents
+    if int8_documents:
+        # The `hybrid` row is the fp32 reference the int8 row is compared with,
+        # whatever RAG_EMBEDDING_DOCUMENT_PRECISION=auto picks on this CPU.
+        precision = os.environ.get("RAG_EMBEDDING_DOCUMENT_PRECISION", "fp32")
+        env.setdefault("RAG_EMBEDDING_DOCUMENT_PRECISION", precision)
     return EvalOptions(
         dataset=dataset,
         out_dir=out_dir,
@@ -186,7 +193,7 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         configs=tuple(args.configs.split(",")) if args.configs else tuple(CONFIGS),
         fit=fit,
         finetuned=_finetuned_model(args, dataset.name, scratch),
-        int8_documents=not scratch if args.int8_documents is None else args.int8_documents,
+        int8_documents=int8_documents,
         compare_models=not scratch if args.compare_models is None else args.compare_models,
     )
 

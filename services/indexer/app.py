@@ -23,7 +23,7 @@ from services.indexer.servicer import METHOD_ROLES, SERVICE_NAME, IndexerService
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
 from services.runtime.observability.telemetry import Telemetry
-from services.runtime.parts import PartsConfig, SharedParts
+from services.runtime.parts import PartsConfig, SharedParts, document_precision
 from services.runtime.service import GrpcApp, ServiceIdentity
 from services.runtime.store_health import StoreHealthMonitor
 from services.storage.base import unrequested_deadline
@@ -127,7 +127,7 @@ def indexer_parts(settings: IndexerSettings) -> PartsConfig:
     return PartsConfig(
         embedding=settings,
         embedding_batch_size=settings.embedding_batch_size,
-        document_precision=settings.embedding_document_precision,
+        document_precision=document_precision(settings),
     )
 
 

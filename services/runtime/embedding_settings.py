@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from services.embedding.config import INT8_ON_TORCH, MULTILINGUAL_MODEL, EmbeddingBackend, Precision
+from services.embedding.config import INT8_ON_TORCH, MULTILINGUAL_MODEL, EmbeddingBackend
+from services.embedding.document_precision import DocumentPrecisionSetting
 from services.embedding.prompts import PromptSource
 from services.runtime.settings import GrpcServiceSettings
 
@@ -34,14 +35,16 @@ class EmbeddingSettings(GrpcServiceSettings):
         "model (vectors match torch to cosine ≥ 0.9999, so an index needs no rebuild; "
         "mean-pooled models only); auto: onnx when the model allows it, else torch (logged)",
     )
-    embedding_document_precision: Precision = Field(
-        "fp32",
-        description="fp32 | int8: how the Indexer encodes documents; queries are always encoded "
-        "in fp32. int8: a dynamic int8 quantization of the model's ONNX export (python -m "
-        "bench.load.document_encoder, 2 cores): 1.21x the fp32 chunks/s for "
-        "multilingual-e5-small on a CPU without VNNI (1.68x for all-MiniLM-L6-v2), its vectors "
-        "at cosine ≥ 0.993 (mean 0.997) to fp32 ones; SciFact hybrid nDCG@10 0.699 vs 0.702 "
-        "with fp32 (make eval's 'hybrid, int8 document encoder' row). Needs "
+    embedding_document_precision: DocumentPrecisionSetting = Field(
+        "auto",
+        description="auto | fp32 | int8: how the Indexer encodes documents; queries are always "
+        "encoded in fp32. int8: a dynamic int8 quantization of the model's ONNX export (python "
+        "-m bench.load.document_encoder, 2 cores, multilingual-e5-small): 1.66x the fp32 "
+        "chunks/s on a CPU with int8 dot-product instructions (VNNI, AMX), 1.21x without; its "
+        "vectors at cosine >= 0.993 (mean 0.997) to fp32 ones, SciFact hybrid nDCG@10 within "
+        "0.005 of fp32 (docs/benchmarks.md). auto (the default): int8 for the packaged models "
+        "on a CPU with those instructions (/proc/cpuinfo: amx_int8, avx512_vnni, avx_vnni, "
+        "asimddp), else fp32; the choice is logged (document_precision_chosen). int8 needs "
         "RAG_EMBEDDING_BACKEND onnx or auto (else start-up fails). The index records its "
         "document encoders (Stats document_encoders); switching is allowed (same weights) and "
         "logged (document_encoder_changed)",

@@ -18,6 +18,7 @@ from pathlib import Path
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
 from services.embedding.config import EmbedderConfig, Precision
+from services.embedding.document_precision import choose_document_precision, int8_dot_product
 from services.embedding.embedder import Embedder
 from services.runtime.embedding_settings import (
     AUTO_CROSS_LINGUAL,
@@ -100,6 +101,24 @@ class SharedParts:
     def close(self) -> None:
         self.storage.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def document_precision(settings: EmbeddingSettings) -> Precision:
+    """What the Indexer encodes documents in (RAG_EMBEDDING_DOCUMENT_PRECISION,
+    `auto` resolved for this model, backend and CPU), logged with the reason."""
+    choice = choose_document_precision(
+        settings.embedding_document_precision,
+        settings.embedding_model,
+        settings.embedding_backend,
+        int8_dot_product(),
+    )
+    log.info(
+        "document_precision_chosen",
+        setting=settings.embedding_document_precision,
+        precision=choice.precision,
+        reason=choice.reason,
+    )
+    return choice.precision
 
 
 def open_parts(

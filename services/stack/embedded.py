@@ -17,7 +17,12 @@ from services.indexer.app import IndexerApp
 from services.indexer.settings import IndexerSettings
 from services.retriever.app import RetrieverApp, retriever_parts
 from services.retriever.settings import RetrieverSettings
-from services.runtime.parts import PartsConfig, SharedParts, check_same_embedding
+from services.runtime.parts import (
+    PartsConfig,
+    SharedParts,
+    check_same_embedding,
+    document_precision,
+)
 from services.runtime.service import stop_within_budget
 from services.storage.settings import StoreSettings
 
@@ -38,7 +43,7 @@ def stack_parts(indexer: IndexerSettings, retriever: RetrieverSettings) -> Parts
     return replace(
         retriever_parts(retriever),
         embedding_batch_size=indexer.embedding_batch_size,
-        document_precision=indexer.embedding_document_precision,
+        document_precision=document_precision(indexer),
     )
 
 

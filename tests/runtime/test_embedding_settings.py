@@ -96,7 +96,7 @@ def test_document_precision_reaches_the_indexer_embedder_only(
     from services.retriever.app import retriever_parts
     from services.stack.embedded import stack_parts
 
-    assert load_settings(IndexerSettings).embedding_document_precision == "fp32"
+    assert load_settings(IndexerSettings).embedding_document_precision == "auto"
     monkeypatch.setenv("RAG_EMBEDDING_DOCUMENT_PRECISION", "int8")
     indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
     assert indexer_parts(indexer).embedder_config(tmp_path).document_precision == "int8"
@@ -120,3 +120,27 @@ def test_an_unknown_packaged_alias_names_the_known_ones() -> None:
 
     with pytest.raises(ConfigError, match="packaged:multilingual-e5-small"):
         model_path("packaged:e5-large")
+
+
+@pytest.mark.parametrize(("cpu_flag", "precision"), [("avx512_vnni", "int8"), ("", "fp32")])
+def test_auto_document_precision_follows_the_cpu_in_the_indexer_and_the_stack(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cpu_flag: str, precision: str
+) -> None:
+    """`auto` is resolved once, where the Indexer's parts are configured, and
+    says why. The CPU reading is replaced (a fake: this machine has one CPU)."""
+    import structlog
+
+    from services.indexer.app import indexer_parts
+    from services.runtime import parts
+    from services.stack.embedded import stack_parts
+
+    monkeypatch.setattr(parts, "int8_dot_product", lambda: cpu_flag)
+    indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
+    with structlog.testing.capture_logs() as logs:
+        assert indexer_parts(indexer).embedder_config(tmp_path).document_precision == precision
+        assert stack_parts(indexer, retriever).embedder_config(tmp_path).document_precision == (
+            precision
+        )
+    [chosen, _] = [line for line in logs if line["event"] == "document_precision_chosen"]
+    assert (chosen["setting"], chosen["precision"]) == ("auto", precision)
+    assert (cpu_flag or "no int8 dot-product") in chosen["reason"]
