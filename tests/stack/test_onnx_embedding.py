@@ -25,9 +25,12 @@ QUESTIONS = ["keep my daemon alive when it dies", "how are rate limits enforced"
 @pytest.fixture(scope="module")
 def onnx_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundStack]:
     data_dir = tmp_path_factory.mktemp("onnx-stack")
-    config = stack_parts(
-        IndexerSettings(embedding_backend="onnx"), RetrieverSettings(embedding_backend="onnx")
-    ).embedder_config(data_dir)
+    # fp32 documents, as the torch stack's: this compares backends, not precisions
+    # (RAG_EMBEDDING_DOCUMENT_PRECISION=auto is int8 on a CPU with VNNI).
+    indexer = IndexerSettings(embedding_backend="onnx", embedding_document_precision="fp32")
+    config = stack_parts(indexer, RetrieverSettings(embedding_backend="onnx")).embedder_config(
+        data_dir
+    )
     stack = BackgroundStack(
         data_dir, Embedder(config), reranker_addr=f"127.0.0.1:{free_port()}"
     ).start()
