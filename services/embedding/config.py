@@ -59,6 +59,10 @@ class EmbedderConfig:
     # The precision of the document encoder; queries are always encoded in
     # fp32. int8 needs the ONNX backend (never a silent fallback to torch).
     document_precision: Precision = "fp32"
+    # The nice value of a document encoder's own compute threads (where it
+    # has its own: an int8 ONNX session), so queries go first on shared
+    # cores (services.core.thread_priority); 0: as the process.
+    document_nice: int = 0
     # Primary language codes the model reads ("*": all); the query path leaves
     # the vector channel out for other languages. Empty: what the model
     # declares (services.embedding.packaged_models), else English.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
+from services.core.thread_priority import built_at_lower_priority
 from services.embedding.e5_build import build_onnx_model
 from services.embedding.e5_packed import DIM, MAX_TOKENS, PASSAGE_PROMPT, QUERY_PROMPT, Precision
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
@@ -49,7 +51,10 @@ def load_packaged_e5(config: EmbedderConfig) -> ModelRuntime:
         queries = E5OnnxEncoder(config.onnx_cache_dir, "fp32", config.batch_size, threads)
         documents = queries
         if config.document_precision == "int8":
-            documents = E5OnnxEncoder(config.onnx_cache_dir, "int8", config.batch_size, threads)
+            documents = built_at_lower_priority(
+                partial(E5OnnxEncoder, config.onnx_cache_dir, "int8", config.batch_size, threads),
+                config.document_nice,
+            )
     except (OSError, RuntimeError, ValueError) as exc:
         raise ConfigError(f"cannot build packaged:multilingual-e5-small: {exc}") from exc
     log.info("embedding_onnx_ready", path=str(queries.model_path), threads=threads)

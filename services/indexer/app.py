@@ -128,6 +128,7 @@ def indexer_parts(settings: IndexerSettings) -> PartsConfig:
         embedding=settings,
         embedding_batch_size=settings.embedding_batch_size,
         document_precision=document_precision(settings),
+        document_nice=settings.index_work_nice,
     )
 
 
@@ -169,7 +170,7 @@ class IndexerApp(GrpcApp[IndexerSettings]):
         # (their rows were never visible; this removes them).
         await asyncio.to_thread(pipeline.recover)
         self.pipeline = pipeline
-        self.servicer = IndexerServicer(pipeline)
+        self.servicer = IndexerServicer(pipeline, self.settings.index_work_nice)
         indexer_pb2_grpc.add_IndexerServicer_to_server(self.servicer, self.server.server)
         port = await self.server.start()
         self.monitor = StoreHealthMonitor(

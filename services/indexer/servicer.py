@@ -189,12 +189,13 @@ def run_control_for(context: grpc.aio.ServicerContext) -> RunControl:
 
 
 class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
-    def __init__(self, pipeline: IndexingPipeline) -> None:
+    def __init__(self, pipeline: IndexingPipeline, run_nice: int = 0) -> None:
+        """`run_nice`: the nice value of each run's thread (RAG_INDEX_WORK_NICE)."""
         self.pipeline = pipeline
         self.verifier = IndexVerifier(pipeline.embedder, pipeline.storage, pipeline.recover)
         # Embedded stores have a single writer: runs are serialised.
         self._write_lock = asyncio.Lock()
-        self.workers = WorkerThreads()
+        self.workers = WorkerThreads(nice=run_nice)
 
     async def _locked(
         self,

@@ -26,6 +26,15 @@ class IndexerSettings(EmbeddingSettings):
         "while either store (or its schema) does not answer",
     )
     embedding_batch_size: int = Field(64, ge=1, le=1024)
+    index_work_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="nice value of the Indexer's run threads and of its document encoder's "
+        "compute threads (Linux; 0: as the process). Queries then get most of a shared core "
+        "while an ingest runs, and an ingest alone still has the whole machine "
+        "(services.core.thread_priority; bench.load.ingest_isolation)",
+    )
     chunk_target_chars: int = Field(800, ge=100, le=20000)
     chunk_overlap_chars: int = Field(200, ge=0, le=10000)
     chunk_max_slack_chars: int = Field(200, ge=0, le=10000)

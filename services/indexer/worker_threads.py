@@ -8,6 +8,8 @@ hung) kept a stopped Indexer alive until SIGKILL. Here each run has a daemon
 thread, and `settle(timeout)` tells the app whether every run ended in time;
 one that did not is abandoned when the process exits, and the journal's
 recovery at the next start undoes whatever it had written (see transactions).
+Each run's thread runs at the nice value given (services.core.thread_priority:
+queries first while an ingest shares the cores).
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from services.core.thread_priority import lower_this_thread
+
 T = TypeVar("T")
 
 
 class WorkerThreads:
     """Runs blocking calls in daemon threads and keeps track of them."""
 
-    def __init__(self, name: str = "index-run") -> None:
+    def __init__(self, name: str = "index-run", nice: int = 0) -> None:
         self._name = name
+        self._nice = nice
         self._running: set[asyncio.Future[Any]] = set()
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -36,6 +41,7 @@ class WorkerThreads:
         context = contextvars.copy_context()
 
         def target() -> None:
+            lower_this_thread(self._nice)
             try:
                 result = context.run(fn, *args, **kwargs)
             except BaseException as exc:  # handed to the awaiting coroutine

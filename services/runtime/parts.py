@@ -60,6 +60,9 @@ class PartsConfig:
     # The Indexer's RAG_EMBEDDING_DOCUMENT_PRECISION; fp32 where no Indexer
     # runs (a Retriever alone embeds queries only: no int8 export to build).
     document_precision: Precision = "fp32"
+    # The Indexer's RAG_INDEX_WORK_NICE, for the document encoder's own
+    # compute threads (0 where no Indexer runs).
+    document_nice: int = 0
 
     def embedder_config(self, data_dir: Path, model: str | None = None) -> EmbedderConfig:
         """The embedding model's configuration (`model`: another model, e.g.
@@ -76,6 +79,7 @@ class PartsConfig:
             onnx_spin=source.embedding_onnx_spin,
             query_max_batch=self.query_max_batch,
             document_precision=self.document_precision,
+            document_nice=self.document_nice,
             languages=declared_languages(source.embedding_languages),
             prompt_source=source.embedding_prompts,
             query_prompt=source.embedding_query_prompt,

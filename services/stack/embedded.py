@@ -44,6 +44,7 @@ def stack_parts(indexer: IndexerSettings, retriever: RetrieverSettings) -> Parts
         retriever_parts(retriever),
         embedding_batch_size=indexer.embedding_batch_size,
         document_precision=document_precision(indexer),
+        document_nice=indexer.index_work_nice,
     )
 
 

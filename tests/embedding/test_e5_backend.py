@@ -90,3 +90,39 @@ def test_the_torch_backend_is_refused_by_name(e5_cache_dir: Path) -> None:
     )
     with pytest.raises(ConfigError, match="RAG_EMBEDDING_BACKEND"):
         Embedder(config)
+
+
+def test_the_int8_document_session_computes_at_the_index_work_priority(
+    e5_cache_dir: Path,
+) -> None:
+    """RAG_INDEX_WORK_NICE reaches ONNX Runtime's compute threads of the
+    document session (created from a lowered thread), not the query session's
+    nor the caller's: queries keep the priority of the process."""
+    import glob
+    import threading
+
+    from services.core.thread_priority import per_thread_nice, thread_nice
+
+    if not per_thread_nice():
+        pytest.skip("per-thread nice values are Linux's")
+
+    def threads() -> set[int]:
+        return {int(path.rsplit("/", 1)[1]) for path in glob.glob("/proc/self/task/*")}
+
+    caller = thread_nice(threading.get_native_id())
+    before = threads()
+    embedder = Embedder(
+        EmbedderConfig(
+            model="packaged:multilingual-e5-small",
+            onnx_cache_dir=e5_cache_dir,
+            document_precision="int8",
+            document_nice=13,
+            threads=2,
+        )
+    )
+    started = {thread_nice(tid) for tid in threads() - before}
+    assert started >= {caller, max(caller, 13)}, started  # query pool, document pool
+    assert thread_nice(threading.get_native_id()) == caller
+    vectors = embedder.embed_documents(SENTENCES)
+    assert vectors.shape == (len(SENTENCES), 384)
+    assert float(vectors[0] @ embedder.embed_query(SENTENCES[0])) > 0.8

@@ -63,3 +63,17 @@ def test_queries_run_on_one_blas_thread_with_the_documents_weights() -> None:
     assert queries._backend.table is documents._backend.table
     assert (queries._backend.threads, documents._backend.threads) == (QUERY_BLAS_THREADS, 2)
     assert QUERY_BLAS_THREADS == 1
+
+
+def test_documents_stay_on_their_own_thread_when_index_work_is_lowered() -> None:
+    """OpenBLAS's worker threads run at the process's priority: index work
+    lowered by RAG_INDEX_WORK_NICE must not hand half of each product to
+    them, so its document encoder keeps to the calling thread."""
+    from services.embedding.config import EmbedderConfig
+
+    lowered = Embedder(EmbedderConfig(model="packaged:muse-v3", threads=2, document_nice=10))
+    as_process = Embedder(EmbedderConfig(model="packaged:muse-v3", threads=2))
+    assert lowered._documents._backend.threads == 1  # type: ignore[attr-defined]
+    assert as_process._documents._backend.threads == 2  # type: ignore[attr-defined]
+    text = ["Which port does the service listen on by default?"]
+    assert float(lowered.embed_documents(text)[0] @ as_process.embed_documents(text)[0]) > 0.99999

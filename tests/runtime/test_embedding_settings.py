@@ -106,6 +106,27 @@ def test_document_precision_reaches_the_indexer_embedder_only(
     assert config.document_precision == "int8"
 
 
+def test_index_work_nice_reaches_the_document_encoder_and_the_run_threads(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """RAG_INDEX_WORK_NICE (default 10) lowers the Indexer's document encoder,
+    alone or in the stack; a Retriever alone encodes no documents."""
+    from services.indexer.app import indexer_parts
+    from services.retriever.app import retriever_parts
+    from services.stack.embedded import stack_parts
+
+    indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
+    assert indexer.index_work_nice == 10
+    assert indexer_parts(indexer).embedder_config(tmp_path).document_nice == 10
+    assert retriever_parts(retriever).embedder_config(tmp_path).document_nice == 0
+    monkeypatch.setenv("RAG_INDEX_WORK_NICE", "0")
+    unlowered = load_settings(IndexerSettings)
+    assert stack_parts(unlowered, retriever).embedder_config(tmp_path).document_nice == 0
+    monkeypatch.setenv("RAG_INDEX_WORK_NICE", "20")
+    with pytest.raises(ConfigError, match="RAG_INDEX_WORK_NICE"):
+        load_settings(IndexerSettings)
+
+
 def test_packaged_models_declare_their_languages() -> None:
     from services.embedding.packaged_models import model_languages
 
