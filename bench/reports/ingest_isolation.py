@@ -52,6 +52,9 @@ def isolation_section_of(bench: dict[str, Any], results_dir: Path) -> str:
     before = _load(results_dir / BETWEEN_FILE)
     if before is not None:
         section += "\n" + scheduling_section(before, consecutive[-1] if consecutive else None)
+    unlowered = _load(results_dir / UNLOWERED_FILE)
+    if unlowered is not None and consecutive and consecutive[0] is not None:
+        section += "\n" + priority_section(unlowered, consecutive[0])
     return section
 
 
@@ -63,6 +66,9 @@ CONSECUTIVE_GLOB = "ingest_isolation_consecutive_*.json"
 # before they ran alongside on ONNX Runtime).
 BETWEEN_FILE = "ingest_isolation_documents_between.json"
 RATIO_TARGET = 3.0
+# The same measurement before index work ran at a lower CPU priority
+# (RAG_INDEX_WORK_NICE; services.core.thread_priority).
+UNLOWERED_FILE = "ingest_isolation_index_work_unlowered.json"
 
 
 def consecutive_section(runs: list[dict[str, Any]]) -> str:
@@ -103,6 +109,29 @@ def scheduling_section(between: dict[str, Any], alongside: dict[str, Any] | None
             "(docs/indexing.md).\n",
             *(f"- {label}: {provenance(run)}" for label, run in runs.items()),
             table(HEADERS, rows),
+        ]
+    )
+
+
+def priority_section(unlowered: dict[str, Any], lowered: dict[str, Any]) -> str:
+    """Index work at the process's priority (before) and lowered (the first consecutive run)."""
+    runs = {
+        "index work at the process's priority (before)": unlowered,
+        "index work at nice 10 (first consecutive run)": lowered,
+    }
+    rows = [row for label, run in runs.items() for row in _rows(label, run)]
+    return "\n".join(
+        [
+            "### Index work at a lower CPU priority vs at the process's\n",
+            "The Indexer's run threads and its document encoder's compute threads run at nice "
+            "10 (RAG_INDEX_WORK_NICE, docs/indexing.md): queries get the cores first while an "
+            "ingest runs.\n",
+            *(f"- {label}: {provenance(run)}" for label, run in runs.items()),
+            table(HEADERS, rows),
+            table(
+                ("code", "ingest chunks/s during the load"),
+                [(label, run["ingest"]["chunks_per_s"]) for label, run in runs.items()],
+            ),
         ]
     )
 

@@ -22,6 +22,7 @@ from bench.reports.ingest_isolation import (
     consecutive_section,
     isolation_section,
     optimize_section,
+    priority_section,
 )
 from tests.bench.records import MACHINE
 
@@ -158,3 +159,30 @@ def test_consecutive_runs_are_judged_each_against_its_own_idle_p99() -> None:
     page = consecutive_section([run(20.0, 50.0), run(10.0, 40.0)])
     assert "| 1 | 20.0 | 50.0 | 2.5 | met | 0 | 5.0 |" in page
     assert "| 2 | 10.0 | 40.0 | 4.0 | missed | 0 | 5.0 |" in page
+
+
+def test_the_priority_section_sets_index_work_before_and_lowered_side_by_side() -> None:
+    def run(during_p99: float, chunks_per_s: float) -> dict[str, Any]:
+        return {
+            **_result(40.0, during_p99, 0),
+            "ingest": {
+                "documents": 9,
+                "chunks": 20,
+                "scope": "s",
+                "seconds": 4.0,
+                "chunks_per_s": chunks_per_s,
+            },
+            "command": "c",
+            "date": "d",
+            "git_revision": "abc",
+            "machine": MACHINE,
+        }
+
+    page = priority_section(run(150.0, 17.0), run(50.0, 15.5))
+    assert (
+        "| index work at the process's priority (before) | during the ingest | 1 | 150.0 |" in page
+    )
+    assert (
+        "| index work at nice 10 (first consecutive run) | during the ingest | 1 | 50.0 |" in page
+    )
+    assert "| index work at nice 10 (first consecutive run) | 15.5 |" in page
