@@ -13,6 +13,7 @@ from opentelemetry import trace
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
+from services.core.thread_priority import per_thread_nice
 from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.document_encoders import record_document_encoder
@@ -171,6 +172,11 @@ class IndexerApp(GrpcApp[IndexerSettings]):
         await asyncio.to_thread(pipeline.recover)
         self.pipeline = pipeline
         self.servicer = IndexerServicer(pipeline, self.settings.index_work_nice)
+        log.info(
+            "index_work_priority",
+            nice=self.settings.index_work_nice,
+            per_thread=per_thread_nice(),  # False: not Linux, the setting has no effect
+        )
         indexer_pb2_grpc.add_IndexerServicer_to_server(self.servicer, self.server.server)
         port = await self.server.start()
         self.monitor = StoreHealthMonitor(

@@ -33,7 +33,8 @@ class IndexerSettings(EmbeddingSettings):
         description="nice value of the Indexer's run threads and of its document encoder's "
         "compute threads (Linux; 0: as the process). Queries then get most of a shared core "
         "while an ingest runs, and an ingest alone still has the whole machine "
-        "(services.core.thread_priority; bench.load.ingest_isolation)",
+        "(services.core.thread_priority; bench.load.ingest_isolation); logged at start "
+        "(index_work_priority)",
     )
     chunk_target_chars: int = Field(800, ge=100, le=20000)
     chunk_overlap_chars: int = Field(200, ge=0, le=10000)
