@@ -139,50 +139,33 @@ def test_the_optimize_section_sets_apart_and_in_process_side_by_side() -> None:
     assert "| inline | 1 | 4.6 | 250.0 |" in page
 
 
-def test_consecutive_runs_are_judged_each_against_its_own_idle_p99() -> None:
-    def run(idle_p99: float, during_p99: float) -> dict[str, Any]:
-        return {
-            **_result(idle_p99, during_p99, 0),
-            "ingest": {
-                "documents": 9,
-                "chunks": 20,
-                "scope": "s",
-                "seconds": 4.0,
-                "chunks_per_s": 5.0,
-            },
-            "command": "c",
-            "date": "d",
-            "git_revision": "abc",
-            "machine": MACHINE,
-        }
+def _recorded_run(idle_p99: float, during_p99: float, chunks_per_s: float) -> dict[str, Any]:
+    """A whole run's record, as `python -m bench.load.ingest_isolation` writes it."""
+    return {
+        **_result(idle_p99, during_p99, 0),
+        "ingest": {
+            "documents": 9,
+            "chunks": 20,
+            "scope": "s",
+            "seconds": 4.0,
+            "chunks_per_s": chunks_per_s,
+        },
+        "command": "c",
+        "date": "d",
+        "git_revision": "abc",
+        "machine": MACHINE,
+    }
 
-    page = consecutive_section([run(20.0, 50.0), run(10.0, 40.0)])
+
+def test_consecutive_runs_are_judged_each_against_its_own_idle_p99() -> None:
+    page = consecutive_section([_recorded_run(20.0, 50.0, 5.0), _recorded_run(10.0, 40.0, 5.0)])
     assert "| 1 | 20.0 | 50.0 | 2.5 | met | 0 | 5.0 |" in page
     assert "| 2 | 10.0 | 40.0 | 4.0 | missed | 0 | 5.0 |" in page
 
 
 def test_the_priority_section_sets_index_work_before_and_lowered_side_by_side() -> None:
-    def run(during_p99: float, chunks_per_s: float) -> dict[str, Any]:
-        return {
-            **_result(40.0, during_p99, 0),
-            "ingest": {
-                "documents": 9,
-                "chunks": 20,
-                "scope": "s",
-                "seconds": 4.0,
-                "chunks_per_s": chunks_per_s,
-            },
-            "command": "c",
-            "date": "d",
-            "git_revision": "abc",
-            "machine": MACHINE,
-        }
-
-    page = priority_section(run(150.0, 17.0), run(50.0, 15.5))
-    assert (
-        "| index work at the process's priority (before) | during the ingest | 1 | 150.0 |" in page
-    )
-    assert (
-        "| index work at nice 10 (first consecutive run) | during the ingest | 1 | 50.0 |" in page
-    )
-    assert "| index work at nice 10 (first consecutive run) | 15.5 |" in page
+    page = priority_section(_recorded_run(40.0, 150.0, 17.0), _recorded_run(40.0, 50.0, 15.5))
+    before, lowered = "index work at the process's priority (before)", "index work at nice 10"
+    assert f"| {before} | during the ingest | 1 | 150.0 |" in page
+    assert f"| {lowered} (first consecutive run) | during the ingest | 1 | 50.0 |" in page
+    assert f"| {lowered} (first consecutive run) | 15.5 |" in page
