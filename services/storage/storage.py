@@ -22,6 +22,7 @@ implementations are chosen by `factory.open_storage`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
@@ -128,11 +129,15 @@ class ChunkWriter:
         them); `between` runs before each embedding pass (a run's deadline
         check: it raises to stop)."""
         texts = [embedding_text(chunk) for chunk in chunks]
-        first = self.encoder.embed_documents(texts, between=between)
         if self.second_encoder is None:
-            return first
-        second = self.second_encoder.embed_documents(texts, between=between)
-        return np.hstack([first, second])
+            return self.encoder.embed_documents(texts, between=between)
+        # The two models side by side: each leaves a core idle part of the
+        # time (tokenizing in Python, mUSE on one thread when index work is
+        # lowered), and the thread started here keeps this one's priority.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="second-vector") as pool:
+            second = pool.submit(self.second_encoder.embed_documents, texts, between)
+            first = self.encoder.embed_documents(texts, between=between)
+            return np.hstack([first, second.result()])
 
     def write(
         self,
