@@ -38,7 +38,8 @@ def per_thread_nice() -> bool:
 
 def lower_this_thread(nice: int) -> int:
     """Raise the calling thread's nice value to `nice` (never lower it: a
-    thread cannot take back priority it gave up); the value it runs at."""
+    thread cannot take back priority it gave up); the value it runs at, or
+    0 when nothing was asked (`nice` 0) or the system has no per-thread nice."""
     if nice <= 0 or not per_thread_nice():
         return 0
     thread_id = threading.get_native_id()

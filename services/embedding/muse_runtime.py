@@ -117,7 +117,8 @@ def load_packaged_muse(config: EmbedderConfig) -> ModelRuntime:
     # Index work at a lower priority (config.document_nice) stays on its own
     # thread: OpenBLAS's worker threads serve the whole process at its
     # priority and spin after each call, beside the queries' model passes.
-    # One thread cost an ingest nothing measurable (ingest_throughput_e5.md).
+    # One thread cost an ingest alone 3.7% on 2 cores, won back by encoding
+    # beside the first model (storage.ChunkWriter.embed; ingest_throughput_e5.md).
     document_threads = 1 if config.document_nice > 0 else threads
     queries, documents = MuseEncoder.pair(files, document_threads)
     return ModelRuntime(
