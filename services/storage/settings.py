@@ -25,6 +25,7 @@ from services.core.analysis import CjkMode
 from services.core.environment import ENV_PREFIX, default_data_dir
 from services.core.errors import ConfigError
 from services.storage.base import DEFAULT_EF_GROWTH, DEFAULT_SEARCH_EF, SearchEf
+from services.storage.lexical_fields import FIELD_BOOSTS
 
 
 class StoreMode(StrEnum):
@@ -155,11 +156,18 @@ class StoreSettings(BaseSettings):
         "x (chunks / 100,000) ** growth, at most 4096 (0: fixed). HNSW's recall at a fixed ef "
         "falls as the graph grows (docs/retrieval.md)",
     )
+    # Fitted on the documentation sets' train splits (services.storage.lexical_fields).
     lexical_title_boost: float = Field(
-        2.0, gt=0, le=100, description="BM25 weight of a chunk's title (query time)"
+        FIELD_BOOSTS["title"],
+        gt=0,
+        le=100,
+        description="BM25 weight of a chunk's title (query time)",
     )
     lexical_heading_boost: float = Field(
-        1.5, gt=0, le=100, description="BM25 weight of a chunk's heading path (query time)"
+        FIELD_BOOSTS["heading_path"],
+        gt=0,
+        le=100,
+        description="BM25 weight of a chunk's heading path (query time)",
     )
     lexical_text_boost: float = Field(
         1.0, gt=0, le=100, description="BM25 weight of a chunk's text (query time)"

@@ -535,12 +535,19 @@ class LexicalStoreContract(StoreContract):
         assert [hit.chunk.chunk_id for hit in hits] == [dense.chunk_id, sparse.chunk_id]
         assert hits[0].score > hits[1].score > 0
 
-    def test_title_match_outranks_body_match(self, harness: StoreHarness) -> None:
-        in_title = make_chunk("doc-title", title="Webhooks", text="how events reach you")
+    def test_a_title_match_adds_to_a_body_match(self, harness: StoreHarness) -> None:
+        # The same body; only one title names the word. (At the default weights
+        # a body match alone outweighs a title match alone: lexical_fields.)
+        in_both = make_chunk("doc-both", title="Webhooks", text="how webhooks reach you")
         in_body = make_chunk("doc-body", title="Events", text="how webhooks reach you")
-        harness.upsert([in_body, in_title])
+        in_title = make_chunk("doc-title", title="Webhooks", text="how events reach you")
+        harness.upsert([in_body, in_title, in_both])
         hits = harness.store.search("webhooks", 10, ScopeFilter(), deadline=unrequested_deadline())
-        assert [hit.chunk.chunk_id for hit in hits] == [in_title.chunk_id, in_body.chunk_id]
+        assert [hit.chunk.chunk_id for hit in hits] == [
+            in_both.chunk_id,
+            in_body.chunk_id,
+            in_title.chunk_id,
+        ]
 
     def test_heading_path_is_searchable(self, harness: StoreHarness) -> None:
         chunk = make_chunk("doc-1", heading_path="Guide > Troubleshooting", text="see below")

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from services.core.errors import ConfigError, StoreUnavailable
-from services.core.models import ScopeFilter
+from services.core.models import ScopeFilter, ScoredChunk
 from services.runtime.settings import load_settings
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
@@ -221,10 +221,10 @@ def test_bm25_ranks_like_tantivy(postgres: PostgresServer, tmp_path: Path) -> No
         for query in QUERIES:
             want = tantivy.search(query, 20, ScopeFilter(), deadline=unrequested_deadline())
             got = store.search(query, 20, ScopeFilter(), deadline=unrequested_deadline())
-            assert [h.chunk.chunk_id for h in got] == [h.chunk.chunk_id for h in want], query
             for mine, theirs in zip(got, want, strict=True):
                 assert mine.score == pytest.approx(theirs.score, rel=0.01), query
                 assert mine.exact == theirs.exact
+            assert _ids_apart_from_near_ties(got, want), query
     finally:
         tantivy.close()
         store.close()
@@ -297,3 +297,16 @@ def test_a_role_without_rights_is_told_what_to_run(postgres: PostgresServer) -> 
     url = postgres.url.replace("postgres@", "rag_reader@", 1)
     with pytest.raises(ConfigError, match="CREATE EXTENSION vector"):
         PostgresVectorStore(url, "t_rights", 8, pool_size=1)
+
+
+def _ids_apart_from_near_ties(got: list[ScoredChunk], want: list[ScoredChunk]) -> bool:
+    """The same chunk at every position whose score stands apart from its
+    neighbours' by more than the quantisation (1%); within a near-tie the two
+    stores may order differently."""
+    scores = [hit.score for hit in want]
+    for pos, (mine, theirs) in enumerate(zip(got, want, strict=True)):
+        neighbours = scores[max(pos - 1, 0) : pos] + scores[pos + 1 : pos + 2]
+        tied = any(abs(s - scores[pos]) <= 0.01 * abs(scores[pos]) for s in neighbours)
+        if not tied and mine.chunk.chunk_id != theirs.chunk.chunk_id:
+            return False
+    return True

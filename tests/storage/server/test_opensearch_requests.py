@@ -28,7 +28,7 @@ from tests.storage.opensearch_capture import (
 pytestmark = pytest.mark.unit
 
 INDEX = "rag-chunks"
-FIELDS = ["title_terms^2", "heading_path_terms^1.5", "text_terms^1"]
+FIELDS = ["title_terms^0.5", "heading_path_terms^0.5", "text_terms^1"]
 ANALYSIS = "2;cjk=words;rows=2"
 GOOD_MAPPING = {
     INDEX: {
@@ -243,8 +243,8 @@ def most_fields(terms: str) -> dict[str, Any]:
 
 def phrases(words: str) -> list[dict[str, Any]]:
     return [
-        {"match_phrase": {"title_terms": {"query": words, "boost": 2.0}}},
-        {"match_phrase": {"heading_path_terms": {"query": words, "boost": 1.5}}},
+        {"match_phrase": {"title_terms": {"query": words, "boost": 0.5}}},
+        {"match_phrase": {"heading_path_terms": {"query": words, "boost": 0.5}}},
         {"match_phrase": {"text_terms": {"query": words, "boost": 1.0}}},
     ]
 
