@@ -44,10 +44,11 @@ def channel_weight_fit_section(fit: dict[str, Any]) -> str:
     chosen = fit.get("chosen")
     verdict = (
         f"Chosen: **vector {chosen['vector_weight']:g}, lexical {chosen['lexical_weight']:g}** "
-        f"(RAG_VECTOR_WEIGHT / RAG_LEXICAL_WEIGHT), the best {fit['objective']} among points "
-        f"that lose no set more than {fit['tolerance']} and keep the identifiers' exact@1 "
-        f"(mean gains within {fit.get('noise', 0)} of the best count as equal; of those, the "
-        "point nearest equal weights: the train splits are small)."
+        f"(RAG_QUESTION_VECTOR_WEIGHT / RAG_LEXICAL_WEIGHT), the best {fit['objective']} "
+        f"among points that lose no set more than {fit['tolerance']} and keep the identifiers' "
+        f"exact@1 (mean gains within {fit.get('noise', 0)} of the best count as equal, the "
+        "train splits being small; of those, the current default if it is one, else the "
+        "point nearest equal weights)."
         if chosen
         else f"Not chosen: sets missing ({', '.join(fit['missing'])})."
     )

@@ -1,5 +1,6 @@
 """The channel-weight fit's choice: the best mean gain over equal weights
-that no set vetoes, equal weights on a tie; and its report section."""
+that no set vetoes; on a tie the current default, else equal weights; and its
+report section."""
 
 from __future__ import annotations
 
@@ -39,20 +40,36 @@ def test_the_best_mean_gain_wins_unless_a_set_loses_more_than_the_tolerance() ->
     assert vetoed["vetoes"] == ["bilingual"]
 
 
-def test_a_lost_identifier_vetoes_and_a_tie_keeps_equal_weights() -> None:
+def test_a_lost_identifier_vetoes_and_a_tie_keeps_equal_weights(monkeypatch) -> None:
+    monkeypatch.setattr(fit, "CURRENT_QUESTION_WEIGHT", 1.5)
     sets = {"scifact": flat(0.7), "bilingual": flat(0.7), "third_party": flat(0.5)}
     sets["scifact"] = sets["scifact"] | {1.5: 0.75}
     chosen = fit.choose(figures(sets, exact={1.5: 0.9}))
     assert chosen["chosen"]["vector_weight"] == 1.0  # 1.5 lost an identifier; the rest tie
 
 
-def test_gains_within_the_noise_of_the_best_go_to_the_point_nearest_equal_weights() -> None:
+def test_gains_within_the_noise_of_the_best_go_to_the_point_nearest_equal_weights(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(fit, "CURRENT_QUESTION_WEIGHT", 0.8)  # not among the near ones
     third = flat(0.50) | {3.0: 0.50 + 3 * 0.027, 6.0: 0.50 + 3 * 0.030}
     sets = {"scifact": flat(0.7), "bilingual": flat(0.7), "third_party": third}
     assert fit.choose(figures(sets))["chosen"]["vector_weight"] == 3.0
 
 
-def test_the_report_names_the_choice_and_every_point() -> None:
+def test_a_tie_that_holds_the_current_default_keeps_it(monkeypatch) -> None:
+    # The near points are 3 and 6; the current default, 6, stays, though 3 is
+    # nearer equal weights: a gain within the noise is no reason to change.
+    monkeypatch.setattr(fit, "CURRENT_QUESTION_WEIGHT", 6.0)
+    third = flat(0.50) | {3.0: 0.50 + 3 * 0.027, 6.0: 0.50 + 3 * 0.030}
+    sets = {"scifact": flat(0.7), "bilingual": flat(0.7), "third_party": third}
+    assert fit.choose(figures(sets))["chosen"]["vector_weight"] == 6.0
+    monkeypatch.setattr(fit, "CURRENT_QUESTION_WEIGHT", 1.0)  # far below the best: no say
+    assert fit.choose(figures(sets))["chosen"]["vector_weight"] == 3.0
+
+
+def test_the_report_names_the_choice_and_every_point(monkeypatch) -> None:
+    monkeypatch.setattr(fit, "CURRENT_QUESTION_WEIGHT", 1.0)
     scores = {"scifact": flat(0.7), "bilingual": flat(0.7), "third_party": flat(0.5)}
     made = figures(scores)
     record = {
