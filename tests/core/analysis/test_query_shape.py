@@ -23,6 +23,10 @@ pytestmark = pytest.mark.unit
         ("429", 0, False),  # an identifier is no word
         ("what does 429 mean for text-embedding-v4", 4, True),
         ("the", 1, False),  # too short
+        # Interrogatives and auxiliaries, which the query stopwords lack.
+        ("do equivalent phrase groups affect semantic ranking", 7, True),
+        ("幂等 key expires after how long", 6, True),
+        ("what does 召回率 mean", 5, True),
     ],
 )
 def test_words_and_whether_the_query_reads_as_a_question(
