@@ -123,11 +123,16 @@ def channel_weights(
     shape: QueryShape | None = None,
 ) -> dict[Channel, float]:
     """The request's channel weights over the configured ones (RAG_*_WEIGHT;
-    RAG_QUESTION_VECTOR_WEIGHT for a query that reads as a question)."""
+    RAG_QUESTION_VECTOR_WEIGHT for a query that reads as a question). The
+    second vector's list counts only for a question: a sentence encoder
+    cannot place a few remembered words, and a second semantic list beside
+    the first outvoted the lexical one on them (known-item set, words-2
+    hit@1 0.33 -> 0.45 without it; bench/results/notes/keyword_locale_order.md)."""
+    question = question_weight(config, shape)
     configured = {
-        Channel.VECTOR: question_weight(config, shape) or config.vector_weight,
+        Channel.VECTOR: question or config.vector_weight,
         Channel.LEXICAL: config.lexical_weight,
-        Channel.CROSS_LINGUAL: config.cross_lingual_weight,
+        Channel.CROSS_LINGUAL: config.cross_lingual_weight if question else 0.0,
     }
     return configured | (requested or {})
 

@@ -198,9 +198,14 @@ def test_fuse_rejects_bad_weights() -> None:
 def test_request_zeros_mean_the_configured_defaults() -> None:
     assert request_weights(pb.ChannelWeights()) is None
     assert request_weights(pb.ChannelWeights(vector=2.5)) == {V: 2.5}
-    config = RetrievalConfig(vector_weight=1.6, lexical_weight=0.8)
-    assert channel_weights(config, None) == {V: 1.6, L: 0.8, Channel.CROSS_LINGUAL: 1.0}
-    assert channel_weights(config, {L: 3.0}) == {V: 1.6, L: 3.0, Channel.CROSS_LINGUAL: 1.0}
+    config = RetrievalConfig(vector_weight=1.6, lexical_weight=0.8, question_vector_weight=3.0)
+    # No shape (or a few words): the second vector's list does not count.
+    assert channel_weights(config, None) == {V: 1.6, L: 0.8, Channel.CROSS_LINGUAL: 0.0}
+    assert channel_weights(config, {L: 3.0}) == {V: 1.6, L: 3.0, Channel.CROSS_LINGUAL: 0.0}
+    question = query_shape("how do I turn a callback function into a promise")
+    assert channel_weights(config, None, question) == {V: 3.0, L: 0.8, Channel.CROSS_LINGUAL: 1.0}
+    asked = {Channel.CROSS_LINGUAL: 2.0}
+    assert channel_weights(config, asked, query_shape("promisify"))[Channel.CROSS_LINGUAL] == 2.0
 
 
 def test_the_weight_settings_reach_the_fusion_config() -> None:
