@@ -53,6 +53,9 @@ class CandidateFusion:
         question weight did."""
         configured = channel_weights(self.config, request.weights, prepared.shape)
         weights = dict(language_weights(configured, prepared.language) or {})
+        weights = without_second_voice_for_keywords(
+            weights, self.config, request.weights, prepared.shape
+        )
         note = question_weight_note(self.config, request, prepared.shape) if request.debug else ""
         hits, lists = self._fused(request, prepared, searched, weights)
         return Fused(hits, lists, note)
@@ -123,18 +126,34 @@ def channel_weights(
     shape: QueryShape | None = None,
 ) -> dict[Channel, float]:
     """The request's channel weights over the configured ones (RAG_*_WEIGHT;
-    RAG_QUESTION_VECTOR_WEIGHT for a query that reads as a question). The
-    second vector's list counts only for a question: a sentence encoder
-    cannot place a few remembered words, and a second semantic list beside
-    the first outvoted the lexical one on them (known-item set, words-2
-    hit@1 0.33 -> 0.45 without it; bench/results/notes/keyword_locale_order.md)."""
-    question = question_weight(config, shape)
+    RAG_QUESTION_VECTOR_WEIGHT for a query that reads as a question)."""
     configured = {
-        Channel.VECTOR: question or config.vector_weight,
+        Channel.VECTOR: question_weight(config, shape) or config.vector_weight,
         Channel.LEXICAL: config.lexical_weight,
-        Channel.CROSS_LINGUAL: config.cross_lingual_weight if question else 0.0,
+        Channel.CROSS_LINGUAL: config.cross_lingual_weight,
     }
     return configured | (requested or {})
+
+
+def without_second_voice_for_keywords(
+    weights: dict[Channel, float],
+    config: RetrievalConfig,
+    requested: dict[Channel, float] | None,
+    shape: QueryShape,
+) -> dict[Channel, float]:
+    """`weights` with the second vector's list left out for a query that does
+    not read as a question, where the first model's list is there too: a
+    sentence encoder cannot place a few remembered words, and a second
+    semantic list beside the first outvoted the lexical one on them
+    (known-item set, words-2 hit@1 0.33 -> 0.45 without it;
+    bench/results/notes/keyword_locale_order.md). Kept when the request weighs
+    it, and when it is the only semantic list (a first model that does not
+    read the query's language)."""
+    if shape.reads_as_question(config.question_min_words):
+        return weights
+    if Channel.CROSS_LINGUAL in (requested or {}) or not weights.get(Channel.VECTOR):
+        return weights
+    return weights | {Channel.CROSS_LINGUAL: 0.0}
 
 
 def question_weight(config: RetrievalConfig, shape: QueryShape | None) -> float | None:

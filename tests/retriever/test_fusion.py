@@ -15,7 +15,7 @@ from services.core.analysis.query_shape import query_shape
 from services.core.errors import ConfigError, InvalidArgument
 from services.core.models import ScoredChunk
 from services.retriever.app import retrieval_config
-from services.retriever.candidates import channel_weights
+from services.retriever.candidates import channel_weights, without_second_voice_for_keywords
 from services.retriever.fusion import (
     RrfFuser,
     cap_per_document,
@@ -198,14 +198,24 @@ def test_fuse_rejects_bad_weights() -> None:
 def test_request_zeros_mean_the_configured_defaults() -> None:
     assert request_weights(pb.ChannelWeights()) is None
     assert request_weights(pb.ChannelWeights(vector=2.5)) == {V: 2.5}
-    config = RetrievalConfig(vector_weight=1.6, lexical_weight=0.8, question_vector_weight=3.0)
-    # No shape (or a few words): the second vector's list does not count.
-    assert channel_weights(config, None) == {V: 1.6, L: 0.8, Channel.CROSS_LINGUAL: 0.0}
-    assert channel_weights(config, {L: 3.0}) == {V: 1.6, L: 3.0, Channel.CROSS_LINGUAL: 0.0}
+    config = RetrievalConfig(vector_weight=1.6, lexical_weight=0.8)
+    assert channel_weights(config, None) == {V: 1.6, L: 0.8, Channel.CROSS_LINGUAL: 1.0}
+    assert channel_weights(config, {L: 3.0}) == {V: 1.6, L: 3.0, Channel.CROSS_LINGUAL: 1.0}
+
+
+def test_the_second_vector_counts_for_questions_only_while_the_first_model_reads() -> None:
+    config = RetrievalConfig()
+    weights = {V: 1.0, L: 1.0, Channel.CROSS_LINGUAL: 1.0}
     question = query_shape("how do I turn a callback function into a promise")
-    assert channel_weights(config, None, question) == {V: 3.0, L: 0.8, Channel.CROSS_LINGUAL: 1.0}
-    asked = {Channel.CROSS_LINGUAL: 2.0}
-    assert channel_weights(config, asked, query_shape("promisify"))[Channel.CROSS_LINGUAL] == 2.0
+    keywords = query_shape("promisify callback")
+    X = Channel.CROSS_LINGUAL
+    assert without_second_voice_for_keywords(weights, config, None, question)[X] == 1.0
+    assert without_second_voice_for_keywords(weights, config, None, keywords)[X] == 0.0
+    asked = {X: 2.0}
+    assert without_second_voice_for_keywords(weights | asked, config, asked, keywords)[X] == 2.0
+    # The first model does not read the query's language: the second list is its only meaning.
+    unread = {V: 0.0, L: 1.0, X: 1.0}
+    assert without_second_voice_for_keywords(unread, config, None, keywords)[X] == 1.0
 
 
 def test_the_weight_settings_reach_the_fusion_config() -> None:
