@@ -78,7 +78,8 @@ def test_the_answer_says_when_a_question_weighed_the_vector_channel_more(
 ) -> None:
     question = embedded_stack.retrieve("how are rate limits enforced", top_k=3, debug=True)
     words = embedded_stack.retrieve("rate limits enforcement", top_k=3, debug=True)
-    said = f"vector weight {QUESTION_WEIGHT:g} for a question (5 words, 1 function words"
+    # "how" and "are": interrogatives count as function words (query_shape).
+    said = f"vector weight {QUESTION_WEIGHT:g} for a question (5 words, 2 function words"
     assert any(note.startswith(said) for note in question.debug.notes), question.debug.notes
     assert not any("for a question" in note for note in words.debug.notes), words.debug.notes
 
