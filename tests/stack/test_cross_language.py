@@ -122,3 +122,17 @@ def test_a_question_at_the_length_limit_is_translated_within_bounds(
     assert not reply.degraded
     (note,) = [n for n in reply.debug.notes if n.startswith("lexical words translated")]
     assert note.count("→") <= 32  # MAX_SOURCE_WORDS
+
+
+def test_a_few_remembered_words_keep_their_language_first_and_say_why(
+    bilingual_stack: BackgroundStack,
+) -> None:
+    """A query that does not read as a question never crosses by evidence
+    (services.retriever.candidates: the margins were fitted on questions)."""
+    reply = bilingual_stack.retrieve(
+        "console key renewed", top_k=3, debug=True, max_chunks_per_document=1
+    )
+    assert reply.hits[0].doc_id == "en/api-keys.md"
+    order = [n for n in reply.debug.notes if "ranked each locale apart" in n]
+    assert order and "en leads: question's language" in order[0], reply.debug.notes
+    assert "(not a question: no crossing by evidence)" in order[0]
