@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ GRID: tuple[tuple[float, float], ...] = (
     (0.05, 0.05),
 )
 OBJECTIVE = "summed train MRR@10 of hybrid, third-party + bilingual"
+SETS = ("third_party", "bilingual")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +72,6 @@ def choose(grid: list[dict[str, Any]]) -> dict[str, Any]:
     )
 
 
-SETS = ("third_party", "bilingual")
-
-
 def evaluate_point(work: Path, title: float, heading: float) -> dict[str, Any]:
     env = [f"RAG_LEXICAL_TITLE_BOOST={title:g}", f"RAG_LEXICAL_HEADING_BOOST={heading:g}"]
     point = work / f"{title:g}-{heading:g}"
@@ -89,7 +88,7 @@ def evaluate_point(work: Path, title: float, heading: float) -> dict[str, Any]:
     }
 
 
-def _mrr(read: Any) -> dict[str, dict[str, float]]:
+def _mrr(read: Callable[[str, str], float]) -> dict[str, dict[str, float]]:
     """MRR@10 per split and configuration; `read(config, split)` finds it."""
     configs = ("lexical", "hybrid")
     return {split: {c: read(c, split) for c in configs} for split in ("train", "test")}

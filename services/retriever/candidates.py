@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from services.core.analysis import UNDETERMINED
 from services.core.analysis.query_shape import QueryShape
 from services.retriever.channels import ChannelOutcome
 from services.retriever.exact import exact_precedence, with_exact_matches
@@ -86,7 +87,7 @@ class CandidateFusion:
             rule=rule,
             cross_lingual=cross,
         )
-        if rule is not self.locale_order and "question's language" in order.reason:
+        if rule is not self.locale_order and prepared.language.language not in ("", UNDETERMINED):
             order = replace(order, reason=f"{order.reason} ({KEYWORDS_NOTE})")
         return fused, replace(lists, order=order)
 
