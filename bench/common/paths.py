@@ -14,6 +14,11 @@ CACHE_DIR = BENCH_DIR / "cache"  # git-ignored: speed-only models, peer embeddin
 DATASETS_DIR = BENCH_DIR / "datasets"  # data sets kept in the repository
 BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
 EVAL_DATA = ROOT / ".data" / "eval"  # the indexes the eval and speed commands share
+# The SciFact index those commands share holds fp32 document vectors, the
+# reference bench.eval.scifact states and checks against the encoders the
+# index records. An Indexer records its encoder as soon as it starts, so every
+# stack opened on that folder sends this, whatever `auto` would pick here.
+SCIFACT_INDEX_ENV = {"RAG_EMBEDDING_DOCUMENT_PRECISION": "fp32"}
 SCRATCH_DIR = RESULTS_DIR / "tmp"  # git-ignored: logs, smoke and train-split runs
 SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
 BENCH_VENV_PYTHON = ROOT / ".venv-bench" / "bin" / "python"

@@ -55,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         splits = [BeirDataset(root, split) for split in args.split]
         data_dir = EVAL_DATA / f"{root.name}-rerank-subset"
     # One model cache for every index: building the ONNX graph takes minutes.
-    models = {"RAG_EMBEDDING_CACHE_DIR": str(EVAL_DATA / "models")}
+    # fp32 documents, as the folder's name says (bench.eval.scifact_options.index_dir).
+    models = {
+        "RAG_EMBEDDING_CACHE_DIR": str(EVAL_DATA / "models"),
+        "RAG_EMBEDDING_DOCUMENT_PRECISION": "fp32",
+    }
     stack = Stack.start(data_dir, CANDIDATES_DIR / "logs", models)
     try:
         ingest_beir(stack.indexer_addr, splits[0].corpus, SCOPE, title_as_heading=False)

@@ -39,7 +39,14 @@ from bench.eval import finetune
 from bench.eval.dataset import Qrels
 from bench.eval.metrics import distinct_documents, evaluate
 from bench.eval.peer import run_peer
-from bench.eval.scifact_options import CONFIGS, SCOPE, EvalOptions, index_dir, parse_args
+from bench.eval.scifact_options import (
+    CONFIGS,
+    SCOPE,
+    EvalOptions,
+    check_document_encoders,
+    index_dir,
+    parse_args,
+)
 from bench.reports.page import write_report
 from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM, INT8_DOCUMENT_NDCG
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
@@ -89,6 +96,7 @@ def measure_project(opts: EvalOptions) -> dict[str, Any]:
             title_as_heading=opts.title_as_heading,
         )
         stats = index_stats(stack.indexer_addr)
+        check_document_encoders(stats, opts)
         configs, not_measured = evaluate_configs(opts, stack.retriever_addr, reranker)
     finally:
         stack.stop()
@@ -135,6 +143,7 @@ def measure_int8_documents(opts: EvalOptions) -> dict[str, Any]:
         opts,
         configs=("hybrid",),
         stack_env={**opts.stack_env, "RAG_EMBEDDING_DOCUMENT_PRECISION": "int8"},
+        document_precision="int8",
         data_dir=index_dir(
             opts.data_dir.parent,
             opts.dataset.name,

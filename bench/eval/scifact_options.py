@@ -56,6 +56,9 @@ class EvalOptions:
     # Also measure hybrid with documents encoded in int8 (own index), queries in fp32.
     int8_documents: bool = False
     compare_models: bool = False
+    # The precision the index's documents are encoded in, by the rows' own
+    # statement: checked against the encoders the index records.
+    document_precision: str = "fp32"
 
 
 def index_dir(
@@ -171,17 +174,21 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         boosts = [f"{fit['chosen']['lexical_boosts'][field]:g}" for field in BOOST_FIELDS]
     env.update(zip(BOOST_VARIABLES, boosts, strict=False))
     int8_documents = not scratch if args.int8_documents is None else args.int8_documents
-    if int8_documents:
-        # The `hybrid` row is the fp32 reference the int8 row is compared with,
-        # whatever RAG_EMBEDDING_DOCUMENT_PRECISION=auto picks on this CPU.
-        precision = os.environ.get("RAG_EMBEDDING_DOCUMENT_PRECISION", "fp32")
-        env.setdefault("RAG_EMBEDDING_DOCUMENT_PRECISION", precision)
+    # The rows run at a stated document precision, fp32 unless the caller's
+    # environment sets one, never at what `auto` picks on this CPU: the index
+    # folder is named by it, and the `hybrid` row is the fp32 reference the
+    # int8 row is compared with, with or without that row.
+    precision = os.environ.get("RAG_EMBEDDING_DOCUMENT_PRECISION", "fp32")
+    env["RAG_EMBEDDING_DOCUMENT_PRECISION"] = precision
+    int8_documents = int8_documents and precision == "fp32"  # else it has no reference
     return EvalOptions(
         dataset=dataset,
         out_dir=out_dir,
         docs_path=args.docs or (out_dir / "benchmarks.md" if scratch else BENCHMARKS_MD),
         data_dir=args.data_dir
-        or index_dir(default_data, dataset.name, args.title_as_heading, args.embedding_model),
+        or index_dir(
+            default_data, dataset.name, args.title_as_heading, args.embedding_model, precision
+        ),
         top_k=args.top_k,
         depth=args.depth,
         title_as_heading=args.title_as_heading,
@@ -195,6 +202,7 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         finetuned=_finetuned_model(args, dataset.name, scratch),
         int8_documents=int8_documents,
         compare_models=not scratch if args.compare_models is None else args.compare_models,
+        document_precision=precision,
     )
 
 
@@ -226,3 +234,21 @@ def _weights(text: str | None) -> tuple[float, float] | None:
         return None
     vector, lexical = (float(part) for part in text.split(","))
     return vector, lexical
+
+
+def check_document_encoders(stats: dict[str, Any], opts: EvalOptions) -> None:
+    """Stop before measuring when the index's recorded document encoders
+    (`Stats.document_encoders`, e.g. `onnx-int8`) are not all of the precision
+    the rows state: a reused index keeps the vectors it was built with, so an
+    fp32 row over an int8-built folder would report int8 figures as fp32."""
+    encoders = list(stats.get("document_encoders") or [])
+    stated = opts.document_precision
+    if stated == "auto" or not encoders:
+        return
+    other = [name for name in encoders if not name.endswith(f"-{stated}")]
+    if other:
+        raise SystemExit(
+            f"{opts.data_dir}: its documents were encoded by {', '.join(encoders)}, but this "
+            f"run states {stated} (RAG_EMBEDDING_DOCUMENT_PRECISION): delete the folder to "
+            "rebuild it, or pass --data-dir"
+        )

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.indexing import ingest_beir
-from bench.common.paths import ROOT
+from bench.common.paths import ROOT, SCIFACT_INDEX_ENV
 from bench.common.processes import Stack
 from bench.common.record import latency_summary, run_record
 from bench.eval.scifact_options import SCOPE
@@ -108,7 +108,7 @@ def open_index_copy(opts: BenchOptions, target: Path, logs: Path) -> Stack:
     """A stack on a copy of the speed index: the index is brought up to date
     first (built when missing, reused when every document is unchanged), then
     copied, so the measured ingest never writes into the index others reuse."""
-    source = Stack.start(opts.data_dir, logs)
+    source = Stack.start(opts.data_dir, logs, SCIFACT_INDEX_ENV)
     try:
         ingest_beir(source.indexer_addr, opts.dataset.corpus, SCOPE, title_as_heading=True)
     finally:

@@ -45,6 +45,7 @@ from bench.common.paths import (
     BENCHMARKS_MD,
     EVAL_DATA,
     ROOT,
+    SCIFACT_INDEX_ENV,
     SCRATCH_DIR,
     SHARED_DATASETS,
 )
@@ -240,7 +241,8 @@ def measure_once(
         cwd, env = checkout.path, checkout.env(env)
     slug = config.name.replace(", ", "-").replace(" ", "-")
     sink.take()  # from here on, what the sink receives is this process's
-    stack = start_stack(opts.data_dir, opts.log_dir / f"round{round_}-{slug}.log", env, cwd)
+    log_path = opts.log_dir / f"round{round_}-{slug}.log"
+    stack = start_stack(opts.data_dir, log_path, {**SCIFACT_INDEX_ENV, **env}, cwd)
     scraper = None
     try:
         run_load(stack.retriever_addr, warm, request)
@@ -419,7 +421,7 @@ def build_index(opts: Options) -> dict[str, Any]:
     """The dataset into `opts.data_dir` through this code's Indexer (reused
     when it already holds exactly this corpus)."""
     logs = opts.log_dir / "index"
-    stack = Stack.start(opts.data_dir, logs, {"RAG_METRICS_ENABLED": "false"})
+    stack = Stack.start(opts.data_dir, logs, {**SCIFACT_INDEX_ENV, "RAG_METRICS_ENABLED": "false"})
     try:
         ingest = ingest_beir(stack.indexer_addr, opts.dataset.corpus, SCOPE, title_as_heading=True)
         stats = index_stats(stack.indexer_addr)

@@ -6,9 +6,9 @@
 2. Indexing: the sample through the Indexer of a fresh stack.
 3. Retrieve at concurrency 1, 4 and 16, without and with reranking, on the
    index `make eval` built (reused; built here if missing), query cache off.
-   The reranker runs a *speed-only* model: no pretrained cross-encoder can be
-   installed here, so it is a MiniLM-L6-sized BERT cross-encoder with random
-   weights (same shape and cost as ms-marco-MiniLM-L6-v2, meaningless scores).
+   The reranker serves its default model, the packaged cross-encoder
+   (ms-marco-MiniLM-L-12-v2, int8 ONNX, `make install`), with the Retriever's
+   fitted candidates and budget; `--smoke` runs a tiny random-weight one.
    Per level with reranking: the shares of answers whose reranking was full,
    partial, a timeout or another fallback (bench.load.rerank_outcomes).
 4. Reranking under tight caller deadlines: does any answer arrive late?
@@ -43,7 +43,7 @@ prefer_passive_waits()
 import psutil  # noqa: E402
 
 from bench.common.indexing import index_stats, ingest_beir  # noqa: E402
-from bench.common.paths import CACHE_DIR  # noqa: E402
+from bench.common.paths import CACHE_DIR, SCIFACT_INDEX_ENV  # noqa: E402
 from bench.common.processes import Reranker, Stack  # noqa: E402
 from bench.common.record import latency_summary, run_record  # noqa: E402
 from bench.common.retrieve_loop import LoadResult, run_load  # noqa: E402
@@ -71,7 +71,8 @@ from bench.reports.targets import (  # noqa: E402
 )
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
 from services.embedding.embedder import Embedder  # noqa: E402
-from tests.support.tiny_cross_encoder import MINILM_L6, TINY, build_random_cross_encoder  # noqa: E402
+from services.reranker.settings import DEFAULT_MODEL as DEFAULT_RERANK_MODEL  # noqa: E402
+from tests.support.tiny_cross_encoder import TINY, build_random_cross_encoder  # noqa: E402
 
 CONCURRENCY = (1, 4, 16)
 MODES = {"no rerank": True, "rerank": False}  # mode -> disable_rerank
@@ -141,26 +142,31 @@ def measure_indexing(
     return {**best, "raw_encoder": best_raw, "share": round(share, 3), "runs": runs}
 
 
-def speed_only_reranker(opts: BenchOptions) -> tuple[Path, str]:
-    shape, name = (TINY, "tiny") if opts.smoke else (MINILM_L6, "minilm-l6")
-    path = CACHE_DIR / f"speed-only-cross-encoder-{name}"
+def reranker_model(opts: BenchOptions) -> tuple[str, str]:
+    """The Reranker's own default model; a tiny random-weight cross-encoder
+    for `--smoke` (seconds to load; its scores are meaningless)."""
+    if not opts.smoke:
+        return DEFAULT_RERANK_MODEL, (
+            f"the served default {DEFAULT_RERANK_MODEL} (int8 ONNX), with the Retriever's "
+            "fitted rerank candidates and budget"
+        )
+    path = CACHE_DIR / "speed-only-cross-encoder-tiny"
     if not (path / "config.json").is_file():
-        build_random_cross_encoder(path, shape, seed=0)
+        build_random_cross_encoder(path, TINY, seed=0)
     description = (
-        f"speed-only model: a BERT cross-encoder of {shape.num_layers} layers x "
-        f"{shape.hidden_size} wide with random weights (the size of ms-marco-MiniLM-L6-v2 "
-        "when 6 x 384), so its latency is real and its scores meaningless"
+        f"speed-only model: a BERT cross-encoder of {TINY.num_layers} layers x "
+        f"{TINY.hidden_size} wide with random weights, so its scores are meaningless"
     )
-    return path, description
+    return str(path), description
 
 
 def measure_retrieve(
     opts: BenchOptions, queries: list[tuple[str, str]], embedder: Embedder
 ) -> dict[str, Any]:
     logs = opts.log_dir / "retrieve"
-    model_path, description = speed_only_reranker(opts)
-    reranker = Reranker.start(str(model_path), logs)
-    env = {"RAG_QUERY_CACHE_SIZE": "0", "RAG_RERANKER_ADDR": reranker.addr}
+    model, description = reranker_model(opts)
+    reranker = Reranker.start(model, logs)
+    env = {**SCIFACT_INDEX_ENV, "RAG_QUERY_CACHE_SIZE": "0", "RAG_RERANKER_ADDR": reranker.addr}
     try:
         stack = Stack.start(opts.data_dir, logs, env)
     except BaseException:
@@ -355,7 +361,7 @@ def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
             f"{c16} requests/s vs {bound} queries/s embedded one at a time by the model alone",
         ),
         INDEXING_SHARE.assess(result["indexing"]["share"], "chunks/s vs raw encoder chunks/s"),
-        RERANK_LATE.assess(late, "late answers + DEADLINE_EXCEEDED, speed-only reranker"),
+        RERANK_LATE.assess(late, "late answers + DEADLINE_EXCEEDED, the served reranker"),
     ]
 
 
