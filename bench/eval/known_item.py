@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "figures": figures,
     }
+    args.out.mkdir(parents=True, exist_ok=True)  # a scratch --out may not exist yet
     path = args.out / RESULTS_FILE
     path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     write_report(args.out, BENCHMARKS_MD if args.out == RESULTS_DIR else args.out / "benchmarks.md")

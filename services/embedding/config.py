@@ -25,12 +25,19 @@ EmbeddingBackend = Literal["auto", "torch", "onnx"]
 # export (per-channel weights, activations quantized per pass).
 Precision = Literal["fp32", "int8"]
 # The variables that select them, for messages that tell an operator what to change.
+QueryPrecision = Literal["fp32", "int8"]  # RAG_EMBEDDING_QUERY_PRECISION
 BACKEND_VARIABLE = "RAG_EMBEDDING_BACKEND"
 DOCUMENT_PRECISION_VARIABLE = "RAG_EMBEDDING_DOCUMENT_PRECISION"
 INT8_ON_TORCH = (
     f"{DOCUMENT_PRECISION_VARIABLE}=int8 needs the ONNX embedding backend, but "
     f"{BACKEND_VARIABLE}=torch: set {BACKEND_VARIABLE} to onnx or auto, or "
     f"{DOCUMENT_PRECISION_VARIABLE} to fp32"
+)
+QUERY_PRECISION_VARIABLE = "RAG_EMBEDDING_QUERY_PRECISION"
+INT8_QUERIES_ON_TORCH = (
+    f"{QUERY_PRECISION_VARIABLE}=int8 needs the ONNX embedding backend, but "
+    f"{BACKEND_VARIABLE}=torch: set {BACKEND_VARIABLE} to onnx or auto, or "
+    f"{QUERY_PRECISION_VARIABLE} to fp32"
 )
 
 
@@ -56,9 +63,11 @@ class EmbedderConfig:
     # one 800-character chunk on 2 cores (the model truncates at 256 tokens).
     # Throughput is about the same from 1 to 64 chunks per pass (measured, ONNX).
     document_pass_chars: int = 1000
-    # The precision of the document encoder; queries are always encoded in
-    # fp32. int8 needs the ONNX backend (never a silent fallback to torch).
+    # The precision of the document encoder, and of the query encoder (fp32
+    # unless RAG_EMBEDDING_QUERY_PRECISION says int8: packaged e5 only). int8
+    # needs the ONNX backend (never a silent fallback to torch).
     document_precision: Precision = "fp32"
+    query_precision: Precision = "fp32"
     # The nice value of a document encoder's own compute threads (where it
     # has its own: an int8 ONNX session), so queries go first on shared
     # cores (services.core.thread_priority); 0: as the process.

@@ -9,9 +9,9 @@ Measured with `python -m bench.load.document_encoder` on 2 cores
 multilingual-e5-small int8 at 1.66x the fp32 chunks/s on an Intel Xeon with
 AVX-512 VNNI and AMX, 1.21x on an AMD EPYC without VNNI, where int8 runs on
 the same AVX2 units as fp32 and its 0.0025 SciFact nDCG@10 would buy little.
-Queries are always encoded in fp32; the index records its document encoder
-and a switch between machines is allowed (same weights: vectors at cosine
-~0.997 to fp32) and logged.
+Queries are encoded in fp32 unless RAG_EMBEDDING_QUERY_PRECISION=int8; the
+index records its document encoder, and a switch between machines is allowed
+(same weights: vectors at cosine ~0.997 to fp32) and logged.
 """
 
 from __future__ import annotations

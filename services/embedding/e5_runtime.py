@@ -48,11 +48,19 @@ def load_packaged_e5(config: EmbedderConfig) -> ModelRuntime:
         raise ConfigError("packaged:multilingual-e5-small needs a model cache directory")
     threads = config.threads or usable_cpus()
     try:
-        queries = E5OnnxEncoder(config.onnx_cache_dir, "fp32", config.batch_size, threads)
+        queries = E5OnnxEncoder(
+            config.onnx_cache_dir, config.query_precision, config.batch_size, threads
+        )
         documents = queries
-        if config.document_precision == "int8":
+        if config.document_precision != config.query_precision:
             documents = built_at_lower_priority(
-                partial(E5OnnxEncoder, config.onnx_cache_dir, "int8", config.batch_size, threads),
+                partial(
+                    E5OnnxEncoder,
+                    config.onnx_cache_dir,
+                    config.document_precision,
+                    config.batch_size,
+                    threads,
+                ),
                 config.document_nice,
             )
     except (OSError, RuntimeError, ValueError) as exc:

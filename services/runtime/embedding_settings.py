@@ -8,7 +8,13 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from services.embedding.config import INT8_ON_TORCH, MULTILINGUAL_MODEL, EmbeddingBackend
+from services.embedding.config import (
+    INT8_ON_TORCH,
+    INT8_QUERIES_ON_TORCH,
+    MULTILINGUAL_MODEL,
+    EmbeddingBackend,
+    QueryPrecision,
+)
 from services.embedding.document_precision import DocumentPrecisionSetting
 from services.embedding.prompts import PromptSource
 from services.runtime.settings import GrpcServiceSettings
@@ -37,17 +43,29 @@ class EmbeddingSettings(GrpcServiceSettings):
     )
     embedding_document_precision: DocumentPrecisionSetting = Field(
         "auto",
-        description="auto | fp32 | int8: how the Indexer encodes documents; queries are always "
-        "encoded in fp32. int8: a dynamic int8 quantization of the model's ONNX export (python "
-        "-m bench.load.document_encoder, 2 cores, multilingual-e5-small): 1.66x the fp32 "
-        "chunks/s on a CPU with int8 dot-product instructions (VNNI, AMX), 1.21x without; its "
-        "vectors at cosine >= 0.993 (mean 0.997) to fp32 ones, SciFact hybrid nDCG@10 within "
-        "0.005 of fp32 (docs/benchmarks.md). auto (the default): int8 for the packaged models "
-        "on a CPU with those instructions (/proc/cpuinfo: amx_int8, avx512_vnni, avx_vnni, "
-        "asimddp), else fp32; the choice is logged (document_precision_chosen). int8 needs "
+        description="auto | fp32 | int8: how the Indexer encodes documents; queries are "
+        "encoded in fp32 (unless RAG_EMBEDDING_QUERY_PRECISION=int8). int8: a dynamic int8 "
+        "quantization of the model's ONNX export (python -m bench.load.document_encoder, 2 "
+        "cores, multilingual-e5-small): 1.66x the fp32 chunks/s on a CPU with int8 "
+        "dot-product instructions (VNNI, AMX), 1.21x without; its vectors at cosine >= 0.993 "
+        "(mean 0.997) to fp32 ones, SciFact hybrid nDCG@10 within 0.005 of fp32 "
+        "(docs/benchmarks.md). auto (the default): int8 for the packaged models on a CPU with "
+        "those instructions (/proc/cpuinfo: amx_int8, avx512_vnni, avx_vnni, asimddp), else "
+        "fp32; the choice is logged (document_precision_chosen). int8 needs "
         "RAG_EMBEDDING_BACKEND onnx or auto (else start-up fails). The index records its "
         "document encoders (Stats document_encoders); switching is allowed (same weights) and "
         "logged (document_encoder_changed)",
+    )
+    # Off by default: measured faster but not free (bench/results/notes/int8_queries.md).
+    embedding_query_precision: QueryPrecision = Field(
+        "fp32",
+        description="fp32 | int8: how the Retriever encodes queries (packaged:"
+        "multilingual-e5-small only; int8 needs RAG_EMBEDDING_BACKEND onnx or auto). int8, "
+        "measured on an Intel Xeon with AMX, 2 cores: the query pass 7.8 -> ~5.3 ms, Retrieve "
+        "c=1 p50 15.3 -> 11.0 ms on SciFact; SciFact hybrid nDCG@10 0.7018 -> 0.6951 (fp32 "
+        "documents), bilingual Chinese questions answered by an English page 0.579 -> 0.474 "
+        "hit@1, third-party questions unchanged (docs/benchmarks.md). The index needs no "
+        "rebuild (same weights)",
     )
     embedding_languages: str = Field(
         "",
@@ -101,8 +119,12 @@ class EmbeddingSettings(GrpcServiceSettings):
     def _int8_needs_onnx(self) -> EmbeddingSettings:
         # Checked when settings load: the torch backend has no int8 path, and
         # running fp32 instead would build the index at another speed than asked.
-        if self.embedding_document_precision == "int8" and self.embedding_backend == "torch":
+        if self.embedding_backend != "torch":
+            return self
+        if self.embedding_document_precision == "int8":
             raise ValueError(INT8_ON_TORCH)
+        if self.embedding_query_precision == "int8":
+            raise ValueError(INT8_QUERIES_ON_TORCH)
         return self
 
 

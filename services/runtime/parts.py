@@ -79,6 +79,7 @@ class PartsConfig:
             onnx_spin=source.embedding_onnx_spin,
             query_max_batch=self.query_max_batch,
             document_precision=self.document_precision,
+            query_precision=source.embedding_query_precision,
             document_nice=self.document_nice,
             languages=declared_languages(source.embedding_languages),
             prompt_source=source.embedding_prompts,
@@ -159,6 +160,7 @@ def open_cross_lingual(stores: StoreSettings, config: PartsConfig) -> Embedder |
         passage_prompt=None,
         languages=frozenset(),
         document_precision="fp32",
+        query_precision="fp32",
     )
     return Embedder(source)
 

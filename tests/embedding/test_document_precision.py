@@ -15,7 +15,7 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
 from services.core.errors import ConfigError
-from services.embedding.config import EmbedderConfig
+from services.embedding.config import MULTILINGUAL_MODEL, EmbedderConfig
 from services.embedding.embedder import Embedder, resolve_model_path
 from tests.support.cpu_features import INT8_TOLERANCE_NEEDS_VNNI
 
@@ -158,3 +158,48 @@ def test_int8_without_onnx_is_refused_before_loading(
     with pytest.raises(ConfigError, match=reason) as refused:
         Embedder(config)
     assert all(name in str(refused.value) for name in VARIABLES)
+
+
+@pytest.fixture(scope="module")
+def int8_queries(e5_cache_dir: Path) -> Embedder:
+    config = EmbedderConfig(
+        model=MULTILINGUAL_MODEL,
+        onnx_cache_dir=e5_cache_dir,
+        query_cache_size=0,
+        query_precision="int8",
+    )
+    return Embedder(config)
+
+
+@INT8_TOLERANCE_NEEDS_VNNI
+def test_int8_queries_rank_like_fp32_and_leave_documents_alone(
+    e5_embedder: Embedder, int8_queries: Embedder
+) -> None:
+    """RAG_EMBEDDING_QUERY_PRECISION=int8 on multilingual-e5-small: the same
+    10 SciFact queries, encoded in int8, over the 40 abstracts in fp32. Each
+    query's top-1 is fp32's unless fp32's own top two lie within NEAR_TIE;
+    every int8 query vector has cosine ≥ 0.98 to its fp32 one; documents are
+    still fp32."""
+    fp32 = e5_embedder
+    queries, passages = scifact_sample()
+    documents = fp32.embed_documents(passages)
+    np.testing.assert_allclose(int8_queries.embed_documents(passages), documents, atol=1e-6)
+    for query in queries:
+        reference, quantized = fp32.embed_query(query), int8_queries.embed_query(query)
+        assert np.abs(quantized - reference).max() > 1e-3  # really another encoder
+        assert float(quantized @ reference) >= 0.98, query
+        expected, found = documents @ reference, documents @ quantized
+        first, second = np.sort(expected)[::-1][:2]
+        if first - second >= NEAR_TIE:
+            assert top(found, 1) == top(expected, 1), query
+
+
+def test_int8_queries_on_a_model_not_measured_for_them_stop_start_up(onnx_cache: Path) -> None:
+    config = EmbedderConfig(
+        model="packaged:all-MiniLM-L6-v2",
+        backend="onnx",
+        onnx_cache_dir=onnx_cache,
+        query_precision="int8",
+    )
+    with pytest.raises(ConfigError, match=r"RAG_EMBEDDING_QUERY_PRECISION=int8.*all-MiniLM"):
+        Embedder(config)

@@ -87,6 +87,20 @@ def test_int8_documents_on_the_torch_backend_stop_start_up(
         assert load_settings(cls).embedding_document_precision == "int8"
 
 
+@pytest.mark.parametrize("cls", [IndexerSettings, RetrieverSettings])
+def test_int8_queries_on_the_torch_backend_stop_start_up(
+    monkeypatch: pytest.MonkeyPatch, cls: type[EmbeddingSettings]
+) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_QUERY_PRECISION", "int8")
+    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "torch")
+    with pytest.raises(ConfigError, match=r"RAG_EMBEDDING_QUERY_PRECISION=int8 .*=torch"):
+        load_settings(cls)
+    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "onnx")
+    assert load_settings(cls).embedding_query_precision == "int8"
+    monkeypatch.delenv("RAG_EMBEDDING_QUERY_PRECISION")
+    assert load_settings(cls).embedding_query_precision == "fp32"  # the default
+
+
 def test_document_precision_reaches_the_indexer_embedder_only(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
