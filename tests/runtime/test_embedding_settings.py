@@ -72,33 +72,30 @@ def test_declared_languages_are_codes_or_a_star(monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize("cls", [IndexerSettings, RetrieverSettings])
-def test_int8_documents_on_the_torch_backend_stop_start_up(
-    monkeypatch: pytest.MonkeyPatch, cls: type[EmbeddingSettings]
+@pytest.mark.parametrize(
+    ("variable", "field"),
+    [
+        ("RAG_EMBEDDING_DOCUMENT_PRECISION", "embedding_document_precision"),
+        ("RAG_EMBEDDING_QUERY_PRECISION", "embedding_query_precision"),
+    ],
+)
+def test_int8_on_the_torch_backend_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, cls: type[EmbeddingSettings], variable: str, field: str
 ) -> None:
-    monkeypatch.setenv("RAG_EMBEDDING_DOCUMENT_PRECISION", "int8")
+    monkeypatch.setenv(variable, "int8")
     monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "torch")
     with pytest.raises(ConfigError) as refused:
         load_settings(cls)
     message = str(refused.value)
-    assert "RAG_EMBEDDING_DOCUMENT_PRECISION=int8" in message
+    assert f"{variable}=int8" in message
     assert "RAG_EMBEDDING_BACKEND=torch" in message
     for backend in ("auto", "onnx"):  # the backends that can run it
         monkeypatch.setenv("RAG_EMBEDDING_BACKEND", backend)
-        assert load_settings(cls).embedding_document_precision == "int8"
+        assert getattr(load_settings(cls), field) == "int8"
 
 
-@pytest.mark.parametrize("cls", [IndexerSettings, RetrieverSettings])
-def test_int8_queries_on_the_torch_backend_stop_start_up(
-    monkeypatch: pytest.MonkeyPatch, cls: type[EmbeddingSettings]
-) -> None:
-    monkeypatch.setenv("RAG_EMBEDDING_QUERY_PRECISION", "int8")
-    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "torch")
-    with pytest.raises(ConfigError, match=r"RAG_EMBEDDING_QUERY_PRECISION=int8 .*=torch"):
-        load_settings(cls)
-    monkeypatch.setenv("RAG_EMBEDDING_BACKEND", "onnx")
-    assert load_settings(cls).embedding_query_precision == "int8"
-    monkeypatch.delenv("RAG_EMBEDDING_QUERY_PRECISION")
-    assert load_settings(cls).embedding_query_precision == "fp32"  # the default
+def test_queries_are_fp32_unless_set() -> None:
+    assert load_settings(RetrieverSettings).embedding_query_precision == "fp32"
 
 
 def test_document_precision_reaches_the_indexer_embedder_only(
