@@ -41,6 +41,7 @@ class CandidateFusion:
             config.locale_order,
             config.locale_order_margin,
             config.locale_order_cross_lingual_margin,
+            config.locale_wait_gap,
         )
         # The evidence rule's margins were fitted on whole questions; for a few
         # words typed from memory a head's cosine says little, and crossing on

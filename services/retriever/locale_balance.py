@@ -228,7 +228,9 @@ def fuse_locales(
         fused_lists[locale] = fuser.fuse(ranked, weights)
         heads[locale] = HeadEvidence.of(locale, fused_lists[locale], crossing)
     decision = (rule or LocaleOrderRule()).order(heads, query_language)
-    return interleaved_documents([fused_lists[locale] for locale in decision.locales]), decision
+    turns = interleaved_documents([fused_lists[locale] for locale in decision.locales])
+    waiting = interleaved_documents([fused_lists[locale] for locale in decision.waiting])
+    return [*turns, *waiting], decision
 
 
 def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChunk]:

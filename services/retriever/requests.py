@@ -20,6 +20,7 @@ from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalanc
 from services.retriever.locale_order import (
     DEFAULT_CROSS_LINGUAL_MARGIN,
     DEFAULT_MARGIN,
+    DEFAULT_WAIT_GAP,
     LocaleOrder,
 )
 from services.retriever.pages import MAX_GROUP_SIZE
@@ -64,6 +65,7 @@ class RetrievalConfig:
     locale_order: LocaleOrder = LocaleOrder.EVIDENCE
     locale_order_margin: float = DEFAULT_MARGIN
     locale_order_cross_lingual_margin: float = DEFAULT_CROSS_LINGUAL_MARGIN
+    locale_wait_gap: float = DEFAULT_WAIT_GAP
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalanc
 from services.retriever.locale_order import (
     DEFAULT_CROSS_LINGUAL_MARGIN,
     DEFAULT_MARGIN,
+    DEFAULT_WAIT_GAP,
     LocaleOrder,
 )
 from services.retriever.page_keys import MIN_KEY_CHARS
@@ -218,6 +219,15 @@ class RetrieverSettings(
         "higher another language's locale's best cosine in that channel must be for it to "
         "lead (fitted on the bilingual train split: bench/eval/locale_order_fit.py "
         "--cross-lingual)",
+    )
+    locale_wait_gap: float = Field(
+        DEFAULT_WAIT_GAP,
+        ge=0,
+        le=2,
+        description="with a cross-lingual second vector, a locale whose best cosine in that "
+        "channel is more than this below the leading locale's takes no turns: its list "
+        "follows the others' (an unrelated minority language no longer takes rank 2); "
+        "2 turns it off (chosen on the train splits: bench/eval/locale_wait_fit.py)",
     )
     max_chunks_per_document: int = Field(2, ge=1, le=100)
     context_char_budget: int = Field(6000, ge=200, le=200_000)

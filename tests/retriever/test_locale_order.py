@@ -187,3 +187,51 @@ def test_only_a_query_that_reads_as_a_question_may_cross_by_evidence() -> None:
     assert CandidateFusion(RetrievalConfig(locale_order=LocaleOrder.QUESTION_FIRST))._order_rule(
         query_shape("how do I keep the two stores in step")
     ).order(heads, "en").locales == ("en", "zh-CN")
+
+
+def test_a_locale_far_below_the_lead_in_the_cross_lingual_channel_waits() -> None:
+    """An English question over English pages and unrelated Chinese ones:
+    the Chinese locale's best cross-lingual cosine is far below English's,
+    so its list follows the English one instead of taking rank 2; within
+    the gap it keeps its turns; gap 2 never waits."""
+    rule = LocaleOrderRule(cross_lingual_margin=-0.08, wait_gap=0.2)
+    lead = HeadEvidence("en", cosine=0.86, lexical=True, cross_lingual=0.53)
+    unrelated = HeadEvidence("zh", cosine=0.82, lexical=True, cross_lingual=0.16)
+    decision = rule.order({"en": lead, "zh": unrelated}, "en")
+    assert decision.locales == ("en",) and decision.waiting == ("zh",)
+    assert "zh after en's list, best cross-lingual cosine more than 0.2 below en's" in (
+        decision.reason
+    )
+    near = replace(unrelated, cross_lingual=0.34)  # 0.19 below: keeps its turns
+    assert rule.order({"en": lead, "zh": near}, "en").waiting == ()
+    never = replace(rule, wait_gap=2.0)
+    assert never.order({"en": lead, "zh": unrelated}, "en").locales == ("en", "zh")
+    # Without a cross-lingual reading (no such channel) nothing waits.
+    bare = {"en": replace(lead, cross_lingual=None), "zh": replace(unrelated, cross_lingual=None)}
+    assert rule.order(bare, "en").waiting == ()
+
+
+def test_a_waiting_locale_s_hits_follow_every_hit_of_the_others() -> None:
+    vector = {  # FAKE per-locale vector answers
+        "en": [_hit("en-1", "en", 0.86), _hit("en-2", "en", 0.84), _hit("en-3", "en", 0.83)],
+        "zh": [_hit("zh-1", "zh", 0.85), _hit("zh-2", "zh", 0.84)],
+    }
+    # FAKE cross-lingual answer: the Chinese pages say nothing near the question.
+    crossing = [_hit("en-1", "en", 0.55), _hit("zh-1", "zh", 0.15)]
+    rule = LocaleOrderRule(wait_gap=0.2)
+    fused, order = fuse_locales(
+        RrfFuser(), vector, [], "en", None, None, rule, cross_lingual=crossing
+    )
+    assert [h.chunk.chunk_id for h in fused] == ["en-1", "en-2", "en-3", "zh-1", "zh-2"]
+    assert order.waiting == ("zh",)
+    turns, _ = fuse_locales(
+        RrfFuser(),
+        vector,
+        [],
+        "en",
+        None,
+        None,
+        replace(rule, wait_gap=0.5),
+        cross_lingual=crossing,
+    )
+    assert [h.chunk.chunk_id for h in turns][:3] == ["en-1", "zh-1", "en-2"]
