@@ -241,8 +241,15 @@ RERANK_ONLY = RerankBlend()
 # docs/benchmarks.md, "The answer in either language". Confirmed by the third fit
 # (2026-12-01: 67 third-party train questions, gates to 12, 900 rules, only rules of at
 # most SERVABLE_CANDIDATES = 5 candidates admitted, the most the 400 ms budget scores
-# whole at ~45 ms a pair; bench/results/notes/rerank_rule_third_fit.md).
-FITTED_RERANK_BLEND = RerankBlend(fused_weight=1.0, rerank_weight=1.0, k=1.0, gate=4.0)
+# whole at ~45 ms a pair; bench/results/notes/rerank_rule_third_fit.md). Refitted
+# (2026-12-04, fourth fit) once an unrelated language's list waits
+# (services.retriever.locale_order, `wait_gap`): the first four candidates of an English
+# question on a mixed site are English pages now, the model reads all four, and the former
+# rule fell below fusion alone on third-party train (MRR@10 0.6614 against 0.6626). Now: 4
+# candidates, fused weight 0, k 1, gate 10: the model's own order, only when its best score
+# beats the fused first's by 10 logits (train MRR@10 +0.0075 on third-party, SciFact and
+# bilingual as fusion ranks them; bench/results/notes/rerank_rule_fourth_fit.md).
+FITTED_RERANK_BLEND = RerankBlend(fused_weight=0.0, rerank_weight=1.0, k=1.0, gate=10.0)
 
 
 @dataclass(frozen=True)
