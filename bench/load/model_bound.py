@@ -13,9 +13,11 @@ from typing import Any
 
 from bench.common.record import latency_summary
 from bench.eval.dataset import indexed_texts
+from services.embedding.config import EmbedderConfig
 from services.embedding.embedder import Embedder
 from services.indexer.app import indexer_parts
 from services.indexer.settings import IndexerSettings
+from services.retriever.settings import RetrieverSettings
 from services.storage.settings import StoreSettings
 
 QUERY_BATCH = 16
@@ -23,11 +25,18 @@ WARM_UP_QUERIES = 20
 
 
 def load_embedder() -> Embedder:
+    return Embedder(bound_config())
+
+
+def bound_config() -> EmbedderConfig:
     """The Indexer's embedder as the services configure it (RAG_EMBEDDING_*),
     so the bounds are those of the backend the stack runs; its query cache
-    off, so every query of a loop runs the model."""
+    off, so every query of a loop runs the model, and the Retriever's
+    micro-batching of queries (the Indexer's own config has none: with it,
+    "batches of 16" ran 16 passes of one and measured no gain)."""
     config = indexer_parts(IndexerSettings()).embedder_config(StoreSettings().data_dir)
-    return Embedder(replace(config, query_cache_size=0))
+    batch = RetrieverSettings().query_max_batch
+    return replace(config, query_cache_size=0, query_max_batch=batch)
 
 
 def query_embedding(embedder: Embedder, queries: Sequence[str]) -> dict[str, Any]:
