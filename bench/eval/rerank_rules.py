@@ -47,6 +47,7 @@ from bench.common.paths import DATASETS_DIR, EVAL_DATA, RESULTS_DIR, SCRATCH_DIR
 from bench.common.processes import Stack, start_reranker
 from bench.common.record import run_record
 from bench.common.retrieve_loop import run_load
+from bench.eval.bilingual import index_dir
 from bench.eval.dataset import BeirDataset, Qrels
 from bench.eval.metrics import evaluate
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
@@ -114,7 +115,7 @@ def load_set(name: str) -> EvalSet:
         found = read_queries(DATASETS_DIR / "third_party" / "queries.jsonl")
         return EvalSet(
             name,
-            _only(EVAL_DATA, "third-party-300-*"),
+            _default_index("third-party-300"),
             "third-party-docs",
             [(q.id, q.text, q.split) for q in found],
             qrels(found),
@@ -125,7 +126,7 @@ def load_set(name: str) -> EvalSet:
     data = BilingualDataset((DATASETS_DIR / "bilingual").resolve()).queries()
     return EvalSet(
         name,
-        _only(EVAL_DATA, "bilingual-*"),
+        _default_index("bilingual"),
         "bilingual",
         [(q.id, q.text, q.split) for q in data],
         {q.id: dict(q.relevant) for q in data},
@@ -134,11 +135,13 @@ def load_set(name: str) -> EvalSet:
     )
 
 
-def _only(parent: Path, pattern: str) -> Path:
-    found = sorted(parent.glob(pattern))
-    if len(found) != 1:
-        raise SystemExit(f"expected one index {parent}/{pattern}, found {found}: run its eval")
-    return found[0]
+def _default_index(name: str) -> Path:
+    """The index the set's evaluation builds with no `--env` (one with `--env`
+    settings is another folder, and may index otherwise)."""
+    path = index_dir(EVAL_DATA, name, {})
+    if not path.is_dir():
+        raise SystemExit(f"no index {path}: run the set's evaluation first")
+    return path
 
 
 def model_files(model: str) -> tuple[Path, Path]:

@@ -156,8 +156,8 @@ def parse_args(argv: list[str]) -> Options:
     args = p.parse_args(argv)
     env = parse_env(args.env, p)
     out_dir = args.out or RESULTS_DIR
-    # "third-party-text-300-…": the rerank and channel-weight fits find the
-    # as-found index by its "third-party-300-" prefix.
+    # "third-party-text-300-…" for the text renderings: the rerank fit reads
+    # the default index, "third-party-300-" and the digest of no --env.
     text = "-text" if args.renderings == "text" else ""
     return Options(
         queries_path=args.queries,
