@@ -25,20 +25,22 @@ EmbeddingBackend = Literal["auto", "torch", "onnx"]
 # export (per-channel weights, activations quantized per pass).
 Precision = Literal["fp32", "int8"]
 # The variables that select them, for messages that tell an operator what to change.
-QueryPrecision = Literal["fp32", "int8"]  # RAG_EMBEDDING_QUERY_PRECISION
 BACKEND_VARIABLE = "RAG_EMBEDDING_BACKEND"
 DOCUMENT_PRECISION_VARIABLE = "RAG_EMBEDDING_DOCUMENT_PRECISION"
-INT8_ON_TORCH = (
-    f"{DOCUMENT_PRECISION_VARIABLE}=int8 needs the ONNX embedding backend, but "
-    f"{BACKEND_VARIABLE}=torch: set {BACKEND_VARIABLE} to onnx or auto, or "
-    f"{DOCUMENT_PRECISION_VARIABLE} to fp32"
-)
 QUERY_PRECISION_VARIABLE = "RAG_EMBEDDING_QUERY_PRECISION"
-INT8_QUERIES_ON_TORCH = (
-    f"{QUERY_PRECISION_VARIABLE}=int8 needs the ONNX embedding backend, but "
-    f"{BACKEND_VARIABLE}=torch: set {BACKEND_VARIABLE} to onnx or auto, or "
-    f"{QUERY_PRECISION_VARIABLE} to fp32"
-)
+
+
+def int8_on_torch(variable: str) -> str:
+    """Why `variable`=int8 is refused with the torch backend, and what to change."""
+    return (
+        f"{variable}=int8 needs the ONNX embedding backend, but "
+        f"{BACKEND_VARIABLE}=torch: set {BACKEND_VARIABLE} to onnx or auto, or "
+        f"{variable} to fp32"
+    )
+
+
+INT8_ON_TORCH = int8_on_torch(DOCUMENT_PRECISION_VARIABLE)
+INT8_QUERIES_ON_TORCH = int8_on_torch(QUERY_PRECISION_VARIABLE)
 
 
 @dataclass(frozen=True)

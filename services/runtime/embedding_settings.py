@@ -13,7 +13,7 @@ from services.embedding.config import (
     INT8_QUERIES_ON_TORCH,
     MULTILINGUAL_MODEL,
     EmbeddingBackend,
-    QueryPrecision,
+    Precision,
 )
 from services.embedding.document_precision import DocumentPrecisionSetting
 from services.embedding.prompts import PromptSource
@@ -57,7 +57,7 @@ class EmbeddingSettings(GrpcServiceSettings):
         "logged (document_encoder_changed)",
     )
     # Off by default: measured faster but not free (bench/results/notes/int8_queries.md).
-    embedding_query_precision: QueryPrecision = Field(
+    embedding_query_precision: Precision = Field(
         "fp32",
         description="fp32 | int8: how the Retriever encodes queries (packaged:"
         "multilingual-e5-small only; int8 needs RAG_EMBEDDING_BACKEND onnx or auto). int8, "
