@@ -3,11 +3,12 @@
 Boilerplate (scripts, styles, navigation, headers/footers, asides, forms) is
 dropped; a <header> inside an article, a section or the main content is that
 section's (often holding the page's <h1>: Docusaurus, MkDocs Material), and is
-kept. Two more cuts were measured on the third-party questions and left out
-(bench/results/notes/underlined_titles.md): Sphinx's `role="navigation"`
-sidebar (its local table of contents reads like a summary of the page) and
-the permalink signs (`<a href="#id">¶</a>`) after headings and definitions;
-both lowered vector test hit@1. Headings become
+kept. A `role="navigation"` block is dropped only when none of its links lead
+into the page (bench/results/notes/site_navigation.md): Sphinx's sidebar holds
+the page's local table of contents, which reads like a summary of the page,
+and dropping it, like dropping the permalink signs (`<a href="#id">¶</a>`)
+after headings and definitions, lowered vector test hit@1
+(bench/results/notes/underlined_titles.md). Headings become
 `#` lines, paragraphs are separated by blank lines, list items become `- `
 lines, `pre` blocks become fenced code and tables become `|` rows. Inline
 markup is flattened to its text (inline `code` keeps its backticks); text
@@ -38,6 +39,7 @@ _BLOCKS = frozenset({
     "ul", "ol", "li", "table", "figure", "figcaption", "details", "summary", "dl", "dt",
     "dd", "address", "center", "hr", "header", *_HEADING_LEVELS,
 })  # fmt: skip
+_IN_PAGE_LINK = re.compile(r"^\s*#")
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
 _LOOKS_STRUCTURAL = re.compile(r"#{1,6}(?:\s|$)|\||```|~~~")
@@ -61,7 +63,20 @@ def html_to_markdown(html: str) -> tuple[str, str]:
 def _dropped(tag: Tag) -> bool:
     if tag.name == "header" and tag.find_parent(_is_sectioning) is not None:
         return False
-    return tag.name in _DROPPED
+    return tag.name in _DROPPED or _is_site_navigation(tag)
+
+
+def _is_site_navigation(tag: Tag) -> bool:
+    """A `role="navigation"` block none of whose links lead into this page.
+
+    Such a block (Sphinx's "related" bar and footer buttons, breadcrumbs) names
+    other pages only, and the same on every page; a navigation block with a
+    link to `#...` holds this page's own table of contents, which reads like a
+    summary of it, and is kept (bench/results/notes/site_navigation.md).
+    """
+    if tag.get("role") != "navigation":
+        return False
+    return tag.find("a", href=_IN_PAGE_LINK) is None
 
 
 def _is_sectioning(tag: Tag) -> bool:

@@ -69,7 +69,9 @@ def test_a_deep_html_document_is_planned_not_refused(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- page chrome
 
 SPHINX_PAGE = """<html><head><title>difflib — Python docs</title></head><body>
-<div class="related" role="navigation"><h3>Navigation</h3><ul><li>index</li></ul></div>
+<div class="related" role="navigation"><h3>Navigation</h3><ul>
+<li><a href="../genindex.html">index</a></li><li><a href="filecmp.html">previous</a> |</li>
+<li><a href="../index.html">Python</a> &#187;</li></ul></div>
 <div class="body" role="main"><section id="difflib">
 <h1><code>difflib</code> — Helpers for computing deltas<a class="headerlink" href="#difflib">¶</a>
 </h1>
@@ -77,7 +79,11 @@ SPHINX_PAGE = """<html><head><title>difflib — Python docs</title></head><body>
 </dt>
 <dd><p>Compares sequences of lines of text. See <a href="#difflib.ndiff">ndiff</a>.</p></dd></dl>
 </section></div>
-<div class="sphinxsidebar" role="navigation"><h3>Table of Contents</h3><p>Previous topic</p></div>
+<div class="sphinxsidebar" role="navigation">
+<h3><a href="../contents.html">Table of Contents</a></h3>
+<ul><li><a href="#">`difflib` — Helpers</a>
+<ul><li><a href="#differ-objects">Differ Objects</a></li></ul></li></ul>
+<h4>Previous topic</h4><p><a href="filecmp.html">filecmp</a></p></div>
 <div role="search"><form><input name="q"></form><p>Quick search</p></div>
 </body></html>"""
 
@@ -88,6 +94,24 @@ def test_sphinx_pages_keep_their_sidebar_and_permalinks() -> None:
     assert "# `difflib` — Helpers for computing deltas¶\n" in markdown
     assert "See ndiff." in markdown
     assert "Table of Contents" in markdown
+
+
+def test_navigation_that_only_names_other_pages_is_dropped() -> None:
+    """Sphinx's "related" bar: the page's first chunk used to start with it and
+    be cited under the heading "Navigation"."""
+    _, markdown = html_to_markdown(SPHINX_PAGE)
+    assert markdown.startswith("# `difflib` — Helpers for computing deltas¶")
+    assert "Navigation" not in markdown
+    assert "Differ Objects" in markdown  # the sidebar links into this page
+
+
+def test_a_sidebar_without_links_into_the_page_is_dropped() -> None:
+    page = (
+        '<body><div role="main"><h1>atexit</h1><p>Exit handlers.</p></div>'
+        '<div role="navigation"><h4>Next topic</h4><p><a href="b.html">b</a></p></div></body>'
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown == "# atexit\n\nExit handlers."
 
 
 def test_a_sections_header_is_kept_and_the_sites_is_not() -> None:
