@@ -39,6 +39,8 @@ _BLOCKS = frozenset({
     "ul", "ol", "li", "table", "figure", "figcaption", "details", "summary", "dl", "dt",
     "dd", "address", "center", "hr", "header", *_HEADING_LEVELS,
 })  # fmt: skip
+# DocBook XSL's previous/up/next tables (PostgreSQL's and Debian's manuals).
+_NAVIGATION_CLASSES = frozenset({"navheader", "navfooter"})
 _IN_PAGE_LINK = re.compile(r"^\s*#")
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
@@ -67,16 +69,19 @@ def _dropped(tag: Tag) -> bool:
 
 
 def _is_site_navigation(tag: Tag) -> bool:
-    """A `role="navigation"` block none of whose links lead into this page.
+    """A navigation block none of whose links lead into this page.
 
-    Such a block (Sphinx's "related" bar and footer buttons, breadcrumbs) names
-    other pages only, and the same on every page; a navigation block with a
-    link to `#...` holds this page's own table of contents, which reads like a
-    summary of it, and is kept (bench/results/notes/site_navigation.md).
+    Navigation is marked `role="navigation"` (Sphinx's "related" bar and
+    footer buttons, breadcrumbs) or, by DocBook XSL, with the classes of its
+    previous/next tables. Such a block names other pages only, and the same on
+    every page; one with a link to `#...` holds this page's own table of
+    contents, which reads like a summary of it, and is kept
+    (bench/results/notes/site_navigation.md).
     """
-    if tag.get("role") != "navigation":
-        return False
-    return tag.find("a", href=_IN_PAGE_LINK) is None
+    marked = tag.get("role") == "navigation" or not _NAVIGATION_CLASSES.isdisjoint(
+        tag.get_attribute_list("class")
+    )
+    return marked and tag.find("a", href=_IN_PAGE_LINK) is None
 
 
 def _is_sectioning(tag: Tag) -> bool:

@@ -114,6 +114,19 @@ def test_a_sidebar_without_links_into_the_page_is_dropped() -> None:
     assert markdown == "# atexit\n\nExit handlers."
 
 
+def test_docbook_previous_and_next_tables_are_dropped() -> None:
+    page = (
+        '<body><div class="navheader"><table summary="Navigation header"><tr>'
+        '<td><a accesskey="p" href="pr01.html">Prev</a></td>'
+        '<td><a accesskey="n" href="ch02.html">Next</a></td></tr></table></div>'
+        '<div class="chapter"><h1>Chapter 1. Tutorial</h1><p>Body.</p></div>'
+        '<div class="navfooter"><table><tr><td>Preface</td>'
+        '<td><a href="index.html">Home</a></td></tr></table></div></body>'
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown == "# Chapter 1. Tutorial\n\nBody."
+
+
 def test_a_sections_header_is_kept_and_the_sites_is_not() -> None:
     page = (
         "<body><header><p>Site banner</p></header>"
