@@ -226,29 +226,18 @@ class RerankBlend:
 
 RERANK_ONLY = RerankBlend()
 # Fitted by `python -m bench.eval.rerank_rules fit` (bench/results/rerank-rules-fit.json):
-# every rule of a 540-point grid (candidates 4-20 x fused weight 0-4 x k 1-30 x gate 0-4, 0
-# being none) replayed with this module's ordering over the train splits of SciFact (809
-# questions), the third-party documentation questions (23) and the bilingual set (60), each
-# as its eval asks, with the packaged ms-marco-MiniLM-L-12-v2's scores of the first 20 fused
-# candidates. Chosen: the most train MRR@10 gained over the three sets with no set's hit@1,
-# MRR@10 or nDCG@10 below fusion alone. Refitted (2026-12-01, second fit) once the
-# cross-lingual channel joined the fused lists of bilingual scopes: the former rule (20
-# candidates, fused weight 3, k 10, gate 2) fell below fusion alone on third-party train
-# (hit@1 0.522 -> 0.478). Now: 4 candidates (RAG_RERANK_CANDIDATES), fused weight 1, k 1,
-# gate 4 (train MRR@10 +0.005): the model reorders only when it is sure. On the test
-# splits it leaves third-party and bilingual answers as fusion ranks them and SciFact
-# nDCG@10 at 0.7001 against 0.7018 (no admissible rule gained on SciFact test);
-# docs/benchmarks.md, "The answer in either language". Confirmed by the third fit
-# (2026-12-01: 67 third-party train questions, gates to 12, 900 rules, only rules of at
-# most SERVABLE_CANDIDATES = 5 candidates admitted, the most the 400 ms budget scores
-# whole at ~45 ms a pair; bench/results/notes/rerank_rule_third_fit.md). Refitted
-# (2026-12-04, fourth fit) once an unrelated language's list waits
-# (services.retriever.locale_order, `wait_gap`): the first four candidates of an English
-# question on a mixed site are English pages now, the model reads all four, and the former
-# rule fell below fusion alone on third-party train (MRR@10 0.6614 against 0.6626). Now: 4
-# candidates, fused weight 0, k 1, gate 10: the model's own order, only when its best score
-# beats the fused first's by 10 logits (train MRR@10 +0.0075 on third-party, SciFact and
-# bilingual as fusion ranks them; bench/results/notes/rerank_rule_fourth_fit.md).
+# rules of a grid (candidates x fused weight x k x gate) replayed with this module's ordering
+# over the train splits of SciFact, the third-party documentation questions and the
+# bilingual set, each as its eval asks, with the packaged ms-marco-MiniLM-L-12-v2's scores of
+# the first 20 fused candidates; only rules of at most 5 candidates (what the rerank budget
+# scores whole: `SERVABLE_CANDIDATES` there) admitted. Chosen: the most train MRR@10 gained
+# over the three sets with no set's hit@1, MRR@10 or nDCG@10 below fusion alone. Refitted
+# whenever what fusion puts first changes; the fourth fit (2026-12-04, after an unrelated
+# language's list began to wait: services.retriever.locale_order) gave 4 candidates
+# (RAG_RERANK_CANDIDATES), fused weight 0, k 1, gate 10: the model's own order, only when its
+# best score beats the fused first's by 10 logits (train MRR@10 +0.0075 on third-party,
+# SciFact and bilingual as fusion ranks them). The fits before it and why each was replaced:
+# bench/results/notes/rerank_rule_fit.md, rerank_rule_third_fit.md, rerank_rule_fourth_fit.md.
 FITTED_RERANK_BLEND = RerankBlend(fused_weight=0.0, rerank_weight=1.0, k=1.0, gate=10.0)
 
 
