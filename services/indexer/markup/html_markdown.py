@@ -69,19 +69,35 @@ def _dropped(tag: Tag) -> bool:
 
 
 def _is_site_navigation(tag: Tag) -> bool:
-    """A navigation block none of whose links lead into this page.
+    """A navigation block, or a `<div>` inside one, none of whose links lead
+    into this page.
 
     Navigation is marked `role="navigation"` (Sphinx's "related" bar and
     footer buttons, breadcrumbs) or, by DocBook XSL, with the classes of its
     previous/next tables. Such a block names other pages only, and the same on
-    every page; one with a link to `#...` holds this page's own table of
-    contents, which reads like a summary of it, and is kept
-    (bench/results/notes/site_navigation.md).
+    every page. One with a link to `#...` holds this page's own table of
+    contents, which reads like a summary of it, and is kept; of its parts,
+    those that lead elsewhere only (Sphinx's "Previous topic", "Next topic",
+    "This Page") go (bench/results/notes/site_navigation.md).
     """
-    marked = tag.get("role") == "navigation" or not _NAVIGATION_CLASSES.isdisjoint(
+    if _marked_navigation(tag):
+        return _leads_elsewhere_only(tag)
+    return (
+        tag.name == "div"
+        and tag.find("a", href=True) is not None
+        and _leads_elsewhere_only(tag)
+        and tag.find_parent(_marked_navigation) is not None
+    )
+
+
+def _marked_navigation(tag: Tag) -> bool:
+    return tag.get("role") == "navigation" or not _NAVIGATION_CLASSES.isdisjoint(
         tag.get_attribute_list("class")
     )
-    return marked and tag.find("a", href=_IN_PAGE_LINK) is None
+
+
+def _leads_elsewhere_only(tag: Tag) -> bool:
+    return tag.find("a", href=_IN_PAGE_LINK) is None
 
 
 def _is_sectioning(tag: Tag) -> bool:

@@ -83,7 +83,8 @@ SPHINX_PAGE = """<html><head><title>difflib — Python docs</title></head><body>
 <h3><a href="../contents.html">Table of Contents</a></h3>
 <ul><li><a href="#">`difflib` — Helpers</a>
 <ul><li><a href="#differ-objects">Differ Objects</a></li></ul></li></ul>
-<h4>Previous topic</h4><p><a href="filecmp.html">filecmp</a></p></div>
+<div><h4>Previous topic</h4><p><a href="filecmp.html">filecmp</a></p></div>
+<div id="sidebarbutton"><span>Collapse</span></div></div>
 <div role="search"><form><input name="q"></form><p>Quick search</p></div>
 </body></html>"""
 
@@ -103,6 +104,8 @@ def test_navigation_that_only_names_other_pages_is_dropped() -> None:
     assert markdown.startswith("# `difflib` — Helpers for computing deltas¶")
     assert "Navigation" not in markdown
     assert "Differ Objects" in markdown  # the sidebar links into this page
+    assert "Previous topic" not in markdown  # its part that leads elsewhere only
+    assert "Collapse" in markdown  # a part without links is not navigation
 
 
 def test_a_sidebar_without_links_into_the_page_is_dropped() -> None:
