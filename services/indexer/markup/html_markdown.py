@@ -3,14 +3,12 @@
 Boilerplate (scripts, styles, navigation, headers/footers, asides, forms) is
 dropped; a <header> inside an article, a section or the main content is that
 section's (often holding the page's <h1>: Docusaurus, MkDocs Material), and is
-kept. A `role="navigation"` block is dropped only when none of its links lead
-into the page (bench/results/notes/site_navigation.md): Sphinx's sidebar holds
-the page's local table of contents, which reads like a summary of the page,
-and dropping it, like dropping the permalink signs (`<a href="#id">¶</a>`)
-after headings and definitions, lowered vector test hit@1
-(bench/results/notes/underlined_titles.md). Headings become
-`#` lines, paragraphs are separated by blank lines, list items become `- `
-lines, `pre` blocks become fenced code and tables become `|` rows. Inline
+kept. Site navigation written as other elements (Sphinx's, DocBook's,
+Texinfo's) is found by `page_chrome`. The permalink signs
+(`<a href="#id">¶</a>`) after headings and definitions stay: dropping them
+lowered vector test hit@1 (bench/results/notes/underlined_titles.md).
+Headings become `#` lines, paragraphs are separated by blank lines, list
+items become `- ` lines, `pre` blocks become fenced code and tables become `|` rows. Inline
 markup is flattened to its text (inline `code` keeps its backticks); text
 that would read as Markdown markup (`<details>`, `[a](b)`) is escaped with a
 backslash, so that the Markdown cleaning keeps it. Uses beautifulsoup4 with
@@ -25,6 +23,7 @@ from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import PreformattedString
 
 from services.indexer.markup.markdown_text import escape_markup
+from services.indexer.markup.page_chrome import drop_site_navigation
 
 _DROPPED = frozenset({
     "script", "style", "noscript", "nav", "header", "footer", "aside", "form",
@@ -39,9 +38,6 @@ _BLOCKS = frozenset({
     "ul", "ol", "li", "table", "figure", "figcaption", "details", "summary", "dl", "dt",
     "dd", "address", "center", "hr", "header", *_HEADING_LEVELS,
 })  # fmt: skip
-# DocBook XSL's previous/up/next tables (PostgreSQL's and Debian's manuals).
-_NAVIGATION_CLASSES = frozenset({"navheader", "navfooter"})
-_IN_PAGE_LINK = re.compile(r"^\s*#")
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
 _LOOKS_STRUCTURAL = re.compile(r"#{1,6}(?:\s|$)|\||```|~~~")
@@ -58,6 +54,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     title = _collapse(soup.title.get_text()) if soup.title else ""
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())
+    drop_site_navigation(soup)
     _flatten_below(soup, MAX_RENDERED_DEPTH)
     return title, "\n\n".join(_render_children(soup))
 
@@ -65,39 +62,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
 def _dropped(tag: Tag) -> bool:
     if tag.name == "header" and tag.find_parent(_is_sectioning) is not None:
         return False
-    return tag.name in _DROPPED or _is_site_navigation(tag)
-
-
-def _is_site_navigation(tag: Tag) -> bool:
-    """A navigation block, or a `<div>` inside one, none of whose links lead
-    into this page.
-
-    Navigation is marked `role="navigation"` (Sphinx's "related" bar and
-    footer buttons, breadcrumbs) or, by DocBook XSL, with the classes of its
-    previous/next tables. Such a block names other pages only, and the same on
-    every page. One with a link to `#...` holds this page's own table of
-    contents, which reads like a summary of it, and is kept; of its parts,
-    those that lead elsewhere only (Sphinx's "Previous topic", "Next topic",
-    "This Page") go (bench/results/notes/site_navigation.md).
-    """
-    if _marked_navigation(tag):
-        return _leads_elsewhere_only(tag)
-    return (
-        tag.name == "div"
-        and tag.find("a", href=True) is not None
-        and _leads_elsewhere_only(tag)
-        and tag.find_parent(_marked_navigation) is not None
-    )
-
-
-def _marked_navigation(tag: Tag) -> bool:
-    return tag.get("role") == "navigation" or not _NAVIGATION_CLASSES.isdisjoint(
-        tag.get_attribute_list("class")
-    )
-
-
-def _leads_elsewhere_only(tag: Tag) -> bool:
-    return tag.find("a", href=_IN_PAGE_LINK) is None
+    return tag.name in _DROPPED
 
 
 def _is_sectioning(tag: Tag) -> bool:

@@ -1,0 +1,61 @@
+"""Site navigation dropped from HTML pages, as real generators write it
+(the structures are those of pages Debian ships: Texinfo's libffi and bc
+manuals, valgrind's and shared-mime-info's DocBook)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.indexer.markup.html_markdown import html_to_markdown
+
+pytestmark = pytest.mark.unit
+
+TEXINFO_SECTION = """<body lang="en"><div class="section" id="Types">
+<div class="header"><p>
+Next: <a href="Multiple-ABIs.html" accesskey="n" rel="next">Multiple ABIs</a>,
+Previous: <a href="Simple-Example.html" accesskey="p" rel="prev">Simple Example</a>,
+Up: <a href="Using-libffi.html" accesskey="u" rel="up">Using libffi</a> &nbsp;
+[<a href="Index.html" title="Index" rel="index">Index</a>]</p></div>
+<hr><h3 class="section">2.3 Types</h3>
+<ul class="section-toc">
+<li><a href="Primitive-Types.html" accesskey="1">Primitive Types</a></li>
+<li><a href="Structures.html" accesskey="2">Structures</a></li></ul>
+</div></body>"""
+
+
+def test_a_texinfo_pager_goes_and_its_menu_stays() -> None:
+    """The "Next: … Previous: … Up: …" line goes; the section around it (it has
+    a heading) and its menu (access keys 1-9) stay."""
+    _, markdown = html_to_markdown(TEXINFO_SECTION)
+    assert markdown == "### 2.3 Types\n\n- Primitive Types\n- Structures"
+
+
+def test_docbook_tables_of_either_stylesheet_go() -> None:
+    page = (
+        '<body><DIV CLASS="NAVHEADER"><TABLE SUMMARY="Header navigation table"><TR>'
+        '<TH COLSPAN="3">Shared MIME-info Database</TH></TR><TR>'
+        '<TD><A HREF="x34.html" ACCESSKEY="P">Prev</A></TD>'
+        '<TD><A HREF="b518.html" ACCESSKEY="N">Next</A></TD></TR></TABLE></DIV>'
+        '<div class="sect1"><h1>3. Contributors</h1><p>Thomas Leonard</p></div>'
+        '<div><table class="nav" summary="Navigation footer"><tr>'
+        '<td><a accesskey="p" href="FAQ.html">&lt;&lt; Valgrind FAQ</a></td>'
+        '<td><a accesskey="u" href="FAQ.html">Up</a></td></tr></table></div></body>'
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown == "# 3. Contributors\n\nThomas Leonard"
+
+
+def test_a_pager_with_a_link_into_the_page_stays() -> None:
+    page = (
+        '<body><div class="header"><p>Previous: <a href="a.html" rel="prev">A</a> '
+        '[<a href="#Index">Index</a>]</p></div><h2>Index</h2><p>Entries.</p></body>'
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown.startswith("Previous: A [Index]")
+
+
+def test_a_paragraph_longer_than_a_pager_keeps_its_text() -> None:
+    sentence = "The next chapter explains the closure API in detail, with examples. " * 5
+    page = f'<body><p>{sentence}<a href="closures.html" rel="next">Closures</a></p></body>'
+    _, markdown = html_to_markdown(page)
+    assert "Closures" in markdown and "closure API" in markdown
