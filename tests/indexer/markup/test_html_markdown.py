@@ -108,28 +108,6 @@ def test_navigation_that_only_names_other_pages_is_dropped() -> None:
     assert "Collapse" in markdown  # a part without links is not navigation
 
 
-def test_a_sidebar_without_links_into_the_page_is_dropped() -> None:
-    page = (
-        '<body><div role="main"><h1>atexit</h1><p>Exit handlers.</p></div>'
-        '<div role="navigation"><h4>Next topic</h4><p><a href="b.html">b</a></p></div></body>'
-    )
-    _, markdown = html_to_markdown(page)
-    assert markdown == "# atexit\n\nExit handlers."
-
-
-def test_docbook_previous_and_next_tables_are_dropped() -> None:
-    page = (
-        '<body><div class="navheader"><table summary="Navigation header"><tr>'
-        '<td><a accesskey="p" href="pr01.html">Prev</a></td>'
-        '<td><a accesskey="n" href="ch02.html">Next</a></td></tr></table></div>'
-        '<div class="chapter"><h1>Chapter 1. Tutorial</h1><p>Body.</p></div>'
-        '<div class="navfooter"><table><tr><td>Preface</td>'
-        '<td><a href="index.html">Home</a></td></tr></table></div></body>'
-    )
-    _, markdown = html_to_markdown(page)
-    assert markdown == "# Chapter 1. Tutorial\n\nBody."
-
-
 def test_a_sections_header_is_kept_and_the_sites_is_not() -> None:
     page = (
         "<body><header><p>Site banner</p></header>"

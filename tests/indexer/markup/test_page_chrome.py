@@ -30,19 +30,39 @@ def test_a_texinfo_pager_goes_and_its_menu_stays() -> None:
     assert markdown == "### 2.3 Types\n\n- Primitive Types\n- Structures"
 
 
-def test_docbook_tables_of_either_stylesheet_go() -> None:
+@pytest.mark.parametrize(
+    ("header", "footer"),
+    [
+        (  # DocBook XSL (the Debian Reference)
+            '<div class="navheader"><table summary="Navigation header"><tr>'
+            '<td><a accesskey="p" href="pr01.html">Prev</a></td>'
+            '<td><a accesskey="n" href="ch02.html">Next</a></td></tr></table></div>',
+            '<div class="navfooter"><table><tr><td>Preface</td>'
+            '<td><a href="index.html">Home</a></td></tr></table></div>',
+        ),
+        (  # DSSSL, in capitals (shared-mime-info); valgrind's own table class
+            '<DIV CLASS="NAVHEADER"><TABLE SUMMARY="Header navigation table"><TR>'
+            '<TH COLSPAN="3">Shared MIME-info Database</TH></TR><TR>'
+            '<TD><A HREF="x34.html" ACCESSKEY="P">Prev</A></TD></TR></TABLE></DIV>',
+            '<div><table class="nav" summary="Navigation footer"><tr>'
+            '<td><a accesskey="p" href="FAQ.html">&lt;&lt; Valgrind FAQ</a></td>'
+            '<td><a accesskey="u" href="FAQ.html">Up</a></td></tr></table></div>',
+        ),
+    ],
+)
+def test_docbook_tables_go(header: str, footer: str) -> None:
+    page = f'<body>{header}<div class="chapter"><h1>1. Tutorial</h1><p>Body.</p></div>{footer}'
+    _, markdown = html_to_markdown(page + "</body>")
+    assert markdown == "# 1. Tutorial\n\nBody."
+
+
+def test_a_sidebar_without_links_into_the_page_goes() -> None:
     page = (
-        '<body><DIV CLASS="NAVHEADER"><TABLE SUMMARY="Header navigation table"><TR>'
-        '<TH COLSPAN="3">Shared MIME-info Database</TH></TR><TR>'
-        '<TD><A HREF="x34.html" ACCESSKEY="P">Prev</A></TD>'
-        '<TD><A HREF="b518.html" ACCESSKEY="N">Next</A></TD></TR></TABLE></DIV>'
-        '<div class="sect1"><h1>3. Contributors</h1><p>Thomas Leonard</p></div>'
-        '<div><table class="nav" summary="Navigation footer"><tr>'
-        '<td><a accesskey="p" href="FAQ.html">&lt;&lt; Valgrind FAQ</a></td>'
-        '<td><a accesskey="u" href="FAQ.html">Up</a></td></tr></table></div></body>'
+        '<body><div role="main"><h1>atexit</h1><p>Exit handlers.</p></div>'
+        '<div role="navigation"><h4>Next topic</h4><p><a href="b.html">b</a></p></div></body>'
     )
     _, markdown = html_to_markdown(page)
-    assert markdown == "# 3. Contributors\n\nThomas Leonard"
+    assert markdown == "# atexit\n\nExit handlers."
 
 
 def test_a_pager_with_a_link_into_the_page_stays() -> None:
