@@ -24,8 +24,10 @@ topic", "Next topic", "This Page") goes.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from bs4 import BeautifulSoup, Tag
+from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4.element import PreformattedString
 
 _NAVIGATION_CLASSES = frozenset({"navheader", "navfooter"})
 _IN_PAGE_LINK = re.compile(r"^\s*#")
@@ -38,47 +40,92 @@ _PAGER_BLOCKS = frozenset({"div", "table", "p"})
 PAGER_MAX_CHARS = 300
 
 
+@dataclass
+class _Inside:
+    """What a subtree holds, as far as telling navigation apart needs."""
+
+    chars: int = 0
+    link: bool = False
+    in_page_link: bool = False
+    pager_link: bool = False
+    heading: bool = False
+
+    def add(self, other: _Inside) -> None:
+        self.chars += other.chars
+        self.link |= other.link
+        self.in_page_link |= other.in_page_link
+        self.pager_link |= other.pager_link
+        self.heading |= other.heading
+
+
 def drop_site_navigation(soup: BeautifulSoup) -> None:
-    """Remove the page's site navigation from `soup`, in place. One pass over
-    the page, then a walk up from each pager link: cheaper than asking of
-    every element whether it is a pager."""
-    for block in soup.find_all(_marked_navigation):
-        if block.parent is None:
-            continue  # inside a block already removed
-        if _leads_elsewhere_only(block):
-            block.extract()
-            continue
-        for part in block.find_all("div"):
-            if part.find("a", href=True) is not None and _leads_elsewhere_only(part):
-                part.extract()
-    for link in soup.find_all(_is_pager_link):
-        if (pager := _pager_around(link)) is not None:
-            pager.extract()
+    """Remove the page's site navigation from `soup`, in place.
+
+    Linear in the page: what each subtree holds is summed once, children
+    before parents, then the tree is walked once from the top, and a removed
+    block is not looked into. (Asking each element about its own subtree
+    would be quadratic on a hostile page: 20,000 pager links in one `<div>`.)
+    """
+    inside = _summaries(soup)
+    stack: list[tuple[Tag, bool]] = [(soup, False)]
+    while stack:
+        tag, in_navigation = stack.pop()
+        for child in list(tag.children):
+            if not isinstance(child, Tag):
+                continue
+            held = inside[id(child)]
+            if _goes(child, held, in_navigation):
+                child.extract()
+            else:
+                stack.append((child, in_navigation or _marked_navigation(child)))
 
 
-def _pager_around(link: Tag) -> Tag | None:
-    """The largest block around `link` that is a pager: no more than
-    PAGER_MAX_CHARS of text, no heading, no link into the page."""
-    pager = None
-    for block in link.parents:
-        if block.name not in _PAGER_BLOCKS:
+def _goes(tag: Tag, held: _Inside, in_navigation: bool) -> bool:
+    if held.in_page_link:
+        return False  # it holds this page's own table of contents
+    if _marked_navigation(tag):
+        return True
+    if in_navigation and tag.name == "div" and held.link:
+        return True  # a part of a kept navigation block that leads elsewhere only
+    return (
+        tag.name in _PAGER_BLOCKS
+        and held.pager_link
+        and held.chars <= PAGER_MAX_CHARS
+        and not held.heading
+    )
+
+
+def _summaries(soup: BeautifulSoup) -> dict[int, _Inside]:
+    """Each element's `_Inside`, by id: descendants in reverse document order
+    come before their ancestors, so one pass sums every subtree."""
+    inside: dict[int, _Inside] = {}
+    for node in reversed(list(soup.descendants)):
+        if not isinstance(node, Tag):
             continue
-        if len(block.get_text()) > PAGER_MAX_CHARS or block.find(_HEADINGS) is not None:
-            break
-        if not _leads_elsewhere_only(block):
-            break
-        pager = block
-    return pager
+        held = _own(node)
+        for child in node.children:
+            if isinstance(child, Tag):
+                held.add(inside[id(child)])
+            elif isinstance(child, NavigableString) and not isinstance(child, PreformattedString):
+                held.chars += len(child)  # text, not a comment or a declaration
+        inside[id(node)] = held
+    return inside
+
+
+def _own(tag: Tag) -> _Inside:
+    href = tag.get("href") if tag.name == "a" else None
+    return _Inside(
+        link=bool(href),
+        in_page_link=bool(href) and _IN_PAGE_LINK.match(str(href)) is not None,
+        pager_link=bool(href) and _is_pager_link(tag),
+        heading=tag.name in _HEADINGS,
+    )
 
 
 def _marked_navigation(tag: Tag) -> bool:
     if tag.get("role") == "navigation":
         return True
     return any(name.lower() in _NAVIGATION_CLASSES for name in tag.get_attribute_list("class"))
-
-
-def _leads_elsewhere_only(tag: Tag) -> bool:
-    return tag.find("a", href=_IN_PAGE_LINK) is None
 
 
 def _is_pager_link(tag: Tag) -> bool:

@@ -79,3 +79,14 @@ def test_a_paragraph_longer_than_a_pager_keeps_its_text() -> None:
     page = f'<body><p>{sentence}<a href="closures.html" rel="next">Closures</a></p></body>'
     _, markdown = html_to_markdown(page)
     assert "Closures" in markdown and "closure API" in markdown
+
+
+def test_a_page_of_thousands_of_pagers_loses_each_and_keeps_its_text() -> None:
+    """What each block holds is summed once per page: asking every block about
+    its own subtree took minutes on 20,000 pager links in one `<div>`."""
+    pagers = '<div><a accesskey="n" href="next.html">Next</a></div>' * 3000
+    nested = '<div><h2>Part</h2><a rel="prev" href="p.html">Prev</a><p>Kept.</p>' * 300
+    nested += "</div>" * 300  # each block has a heading: none is a pager
+    _, markdown = html_to_markdown(f"<body><div>{pagers}</div><h1>Page</h1>{nested}</body>")
+    assert "Next" not in markdown
+    assert markdown.count("Kept.") == 300
