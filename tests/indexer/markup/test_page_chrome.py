@@ -5,7 +5,12 @@ manuals, valgrind's and shared-mime-info's DocBook)."""
 from __future__ import annotations
 
 import pytest
+from bs4 import BeautifulSoup, Tag
+from bs4.element import PreformattedString
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from services.indexer.markup import page_chrome
 from services.indexer.markup.html_markdown import html_to_markdown
 
 pytestmark = pytest.mark.unit
@@ -90,3 +95,102 @@ def test_a_page_of_thousands_of_pagers_loses_each_and_keeps_its_text() -> None:
     _, markdown = html_to_markdown(f"<body><div>{pagers}</div><h1>Page</h1>{nested}</body>")
     assert "Next" not in markdown
     assert markdown.count("Kept.") == 300
+
+
+# ---------------------------------------------------------------- properties
+
+_LINKS = [
+    '<a href="other.html">o</a>',
+    '<a href="#here">h</a>',
+    '<a rel="next" href="n.html">n</a>',
+    '<a accesskey="P" href="p.html">p</a>',
+    '<a accesskey="3" href="menu.html">m</a>',
+]
+_MARKS = ["", ' role="navigation"', ' class="navheader"', ' class="x NavFooter"']
+
+
+def _texts(length: int) -> str:
+    return "w" * length
+
+
+_leaves = st.one_of(
+    st.sampled_from(_LINKS),
+    st.integers(0, 320).map(_texts),  # around PAGER_MAX_CHARS
+    st.just("<h2>T</h2>"),
+)
+_blocks = st.recursive(
+    _leaves,
+    lambda inner: st.tuples(
+        st.sampled_from(["div", "p", "table", "span", "section"]),
+        st.sampled_from(_MARKS),
+        st.lists(inner, max_size=4),
+    ).map(lambda t: f"<{t[0]}{t[1]}>{''.join(t[2])}</{t[0]}>"),
+    max_leaves=12,
+)
+
+
+def _naive_navigation(soup: BeautifulSoup) -> None:
+    """The rule asked of each block about its own subtree (quadratic, but
+    plain): what `drop_site_navigation` must agree with."""
+
+    def holds(tag: Tag) -> dict[str, bool | int]:
+        links = [tag] if tag.name == "a" else []
+        links += tag.find_all("a")
+        hrefs = [str(a.get("href") or "") for a in links]
+        return {
+            "chars": sum(
+                len(s) for s in tag.find_all(string=True) if not isinstance(s, PreformattedString)
+            ),
+            "link": any(hrefs),
+            "in_page": any(h.strip().startswith("#") for h in hrefs),
+            "pager": any(page_chrome._is_pager_link(a) for a in links),
+            "heading": tag.name in ("h1", "h2", "h3", "h4", "h5", "h6")
+            or tag.find(("h1", "h2", "h3", "h4", "h5", "h6")) is not None,
+        }
+
+    def walk(tag: Tag, in_navigation: bool) -> None:
+        for child in list(tag.children):
+            if not isinstance(child, Tag):
+                continue
+            held = holds(child)
+            marked = page_chrome._marked_navigation(child)
+            goes = not held["in_page"] and (
+                marked
+                or (in_navigation and child.name == "div" and bool(held["link"]))
+                or (
+                    child.name in ("div", "table", "p")
+                    and bool(held["pager"])
+                    and int(held["chars"]) <= page_chrome.PAGER_MAX_CHARS
+                    and not held["heading"]
+                )
+            )
+            if goes:
+                child.extract()
+            else:
+                walk(child, in_navigation or marked)
+
+    walk(soup, False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_blocks, min_size=1, max_size=4))
+def test_one_pass_agrees_with_asking_each_block(blocks: list[str]) -> None:
+    html = "<body>" + "".join(blocks) + "</body>"
+    fast, naive = BeautifulSoup(html, "html.parser"), BeautifulSoup(html, "html.parser")
+    page_chrome.drop_site_navigation(fast)
+    _naive_navigation(naive)
+    assert str(fast) == str(naive)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2 * page_chrome.PAGER_MAX_CHARS), st.sampled_from(["div", "p", "table"]))
+@example(page_chrome.PAGER_MAX_CHARS - len("Next"), "div")  # the limit itself
+@example(page_chrome.PAGER_MAX_CHARS - len("Next") + 1, "p")  # one past it
+def test_a_pager_is_at_most_the_limit_long(length: int, block: str) -> None:
+    text = "w" * length
+    html = f'<body><{block}><a rel="next" href="n.html">Next</a>{text}</{block}><p>kept</p></body>'
+    soup = BeautifulSoup(html, "html.parser")
+    page_chrome.drop_site_navigation(soup)
+    dropped = "Next" not in soup.get_text()
+    assert dropped == (length + len("Next") <= page_chrome.PAGER_MAX_CHARS)
+    assert "kept" in soup.get_text()
