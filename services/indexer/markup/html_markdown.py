@@ -8,11 +8,11 @@ Texinfo's) is found by `page_chrome`. The permalink signs
 (`<a href="#id">¶</a>`) after headings and definitions stay: dropping them
 lowered vector test hit@1 (bench/results/notes/underlined_titles.md).
 Headings become `#` lines, paragraphs are separated by blank lines, list
-items become `- ` lines, `pre` blocks become fenced code and tables become `|` rows. Inline
-markup is flattened to its text (inline `code` keeps its backticks); text
-that would read as Markdown markup (`<details>`, `[a](b)`) is escaped with a
-backslash, so that the Markdown cleaning keeps it. Uses beautifulsoup4 with
-the standard-library parser.
+items become `- ` lines, `pre` blocks become fenced code and tables become
+`|` rows. Inline markup is flattened to its text (inline `code` keeps its
+backticks); text that would read as Markdown markup (`<details>`, `[a](b)`)
+is escaped with a backslash, so that the Markdown cleaning keeps it. Uses
+beautifulsoup4 with the standard-library parser.
 """
 
 from __future__ import annotations
