@@ -173,10 +173,15 @@ async def test_an_untrusted_traceparent_starts_a_trace_of_its_own(traced: Traced
 
 async def test_spans_never_hold_the_query_text(traced: TracedServices) -> None:
     await search(traced)
+    query_words = set(re.findall(r"\w+", QUERY.lower()))
     for span in finished(traced.exporter, RETRIEVE, RERANK):
         for value in (span.attributes or {}).values():
-            assert "429" not in str(value) or value == 429, (span.name, value)
-            assert "clients" not in str(value), (span.name, value)
+            if not isinstance(value, str):
+                continue
+            # Whole words only: a random request id such as 0966e0443f994296 may hold
+            # the digits 429 by chance (it failed CI once), and that is not the query.
+            leaked = query_words & set(re.findall(r"\w+", value.lower()))
+            assert not leaked, (span.name, value)
 
 
 async def test_the_gateway_log_line_carries_the_trace_id(traced: TracedServices) -> None:
