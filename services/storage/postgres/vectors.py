@@ -75,11 +75,12 @@ def search_statement(
     table: sql.Identifier, scope: ScopeFilter, using: str = ""
 ) -> tuple[sql.Composed, list[Any]]:
     """The KNN query: nearest `limit` rows inside `scope`, equal scores by chunk_id.
-    Parameters: the vector (float4[]), the filter's, then the limit."""
+    Parameters: the vector (a list of floats, sent in binary: see _VECTOR),
+    the filter's, then the limit."""
     where, params = scope_condition(scope)
     statement = sql.SQL(
-        "SELECT * FROM (SELECT {columns}, 1 - ({vector} <=> %s::float4[]::vector) AS score "
-        "FROM {table} WHERE {where} ORDER BY {vector} <=> %s::float4[]::vector LIMIT %s) AS knn "
+        "SELECT * FROM (SELECT {columns}, 1 - ({vector} <=> %b::float4[]::vector) AS score "
+        "FROM {table} WHERE {where} ORDER BY {vector} <=> %b::float4[]::vector LIMIT %s) AS knn "
         "ORDER BY score DESC, chunk_id"
     ).format(
         columns=chunk_columns(search=True),
@@ -107,7 +108,12 @@ def upsert_statement(table: sql.Identifier, second: bool = False) -> sql.Compose
     )
 
 
-_VECTOR = sql.SQL("%s::float4[]::vector")
+# Vectors go to the server in binary (a float8[] the server rounds to float4,
+# as it rounds the text form: the same vector). psycopg's text form of a list
+# of 384 floats took 0.8 ms to write, twice per search (the probe is in the
+# score and in the ORDER BY), beside the ~5 ms the search itself takes in the
+# server (bench/results/notes/storage_modes_ratios.md).
+_VECTOR = sql.SQL("%b::float4[]::vector")
 PGVECTOR_MAX_EF = 1000  # pgvector's upper bound
 # Transaction-local (set_config(..., true)), in one round trip: the HNSW
 # candidate list, iterative scans, and whether the planner may scan and sort

@@ -68,10 +68,10 @@ def test_vector_search_filters_in_the_knn_query_and_breaks_ties_by_chunk_id() ->
     statement, params = search_statement(sql.Identifier("rag", "vectors"), EVERY_FILTER)
     assert statement.as_string() == (
         f"SELECT * FROM (SELECT {SEARCH_COLUMNS}, "
-        '1 - ("embedding" <=> %s::float4[]::vector) AS score '
+        '1 - ("embedding" <=> %b::float4[]::vector) AS score '
         'FROM "rag"."vectors" WHERE "scope_id" = %s AND "locale" = %s AND '
         '"doc_id" = ANY(%s::text[]) AND "url" = ANY(%s::text[]) AND "meta" @> %s::text[] '
-        'AND "generation" <= %s ORDER BY "embedding" <=> %s::float4[]::vector LIMIT %s) AS knn '
+        'AND "generation" <= %s ORDER BY "embedding" <=> %b::float4[]::vector LIMIT %s) AS knn '
         "ORDER BY score DESC, chunk_id"
     )
     # The vector and the limit are added by the store around the filter's values.
@@ -93,7 +93,7 @@ def test_an_empty_scope_is_no_condition() -> None:
 def test_vector_upsert_is_one_insert_on_conflict_per_row() -> None:
     assert upsert_statement(sql.Identifier("rag", "vectors")).as_string() == (
         f'INSERT INTO "rag"."vectors" ({COLUMNS}, "embedding") VALUES '
-        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::float4[]::vector) "
+        "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b::float4[]::vector) "
         'ON CONFLICT (chunk_id) DO UPDATE SET "doc_id" = EXCLUDED."doc_id", '
         '"position" = EXCLUDED."position", "text" = EXCLUDED."text", "url" = EXCLUDED."url", '
         '"title" = EXCLUDED."title", "heading_path" = EXCLUDED."heading_path", '
