@@ -18,8 +18,7 @@ A block with a link into the page (`href="#..."`) is not site navigation:
 Sphinx's sidebar holds the page's own table of contents, which reads like a
 summary of the page and was measured to help questions find it. Of such a
 kept block, a `<div>` whose links all lead elsewhere (Sphinx's "Previous
-topic", "Next topic", "This Page") goes, and its headings become top-level
-parts of the page (`_SUBHEADINGS`).
+topic", "Next topic", "This Page") goes.
 """
 
 from __future__ import annotations
@@ -35,12 +34,6 @@ _IN_PAGE_LINK = re.compile(r"^\s*#")
 _PAGER_RELS = frozenset({"next", "prev", "previous", "up"})
 _PAGER_KEYS = frozenset({"n", "p", "u", "h"})
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
-# A kept navigation block stands outside the page's outline, but Sphinx puts
-# its sidebar after the body, so the sidebar's "Table of Contents" (an h3)
-# was filed under the page's last section (`math > Constants > Table of
-# Contents`) and cited so. Its headings become h2: a part of the page of its
-# own, directly under the page's title.
-_SUBHEADINGS = frozenset(_HEADINGS[2:])
 _PAGER_BLOCKS = frozenset({"div", "table", "p"})
 # A pager is a line or a small table of links; a block around one with more
 # text than this holds content too, and only the pager inside it goes.
@@ -83,10 +76,8 @@ def drop_site_navigation(soup: BeautifulSoup) -> None:
             held = inside[id(child)]
             if _goes(child, held, in_navigation):
                 child.extract()
-                continue
-            if in_navigation and child.name in _SUBHEADINGS:
-                child.name = "h2"  # see _SUBHEADINGS
-            stack.append((child, in_navigation or _marked_navigation(child)))
+            else:
+                stack.append((child, in_navigation or _marked_navigation(child)))
 
 
 def _goes(tag: Tag, held: _Inside, in_navigation: bool) -> bool:

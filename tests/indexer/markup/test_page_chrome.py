@@ -70,18 +70,6 @@ def test_a_sidebar_without_links_into_the_page_goes() -> None:
     assert markdown == "# atexit\n\nExit handlers."
 
 
-def test_a_kept_sidebar_heading_is_a_part_of_its_own() -> None:
-    """Sphinx puts its sidebar after the body: its table of contents (an h3)
-    would otherwise be filed and cited under the page's last section."""
-    page = (
-        '<body><div role="main"><h1>math</h1><h2>Constants</h2><p>pi.</p></div>'
-        '<div role="navigation"><h3>Table of Contents</h3>'
-        '<ul><li><a href="#constants">Constants</a></li></ul></div></body>'
-    )
-    _, markdown = html_to_markdown(page)
-    assert markdown == "# math\n\n## Constants\n\npi.\n\n## Table of Contents\n\n- Constants"
-
-
 def test_a_pager_with_a_link_into_the_page_stays() -> None:
     page = (
         '<body><div class="header"><p>Previous: <a href="a.html" rel="prev">A</a> '
@@ -128,7 +116,7 @@ def _texts(length: int) -> str:
 _leaves = st.one_of(
     st.sampled_from(_LINKS),
     st.integers(0, 320).map(_texts),  # around PAGER_MAX_CHARS
-    st.sampled_from(["<h2>T</h2>", "<h4>T</h4>"]),
+    st.just("<h2>T</h2>"),
 )
 _blocks = st.recursive(
     _leaves,
@@ -178,10 +166,8 @@ def _naive_navigation(soup: BeautifulSoup) -> None:
             )
             if goes:
                 child.extract()
-                continue
-            if in_navigation and child.name in ("h3", "h4", "h5", "h6"):
-                child.name = "h2"
-            walk(child, in_navigation or marked)
+            else:
+                walk(child, in_navigation or marked)
 
     walk(soup, False)
 
