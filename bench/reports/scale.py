@@ -179,8 +179,9 @@ def _about(size: dict[str, Any]) -> str:
         "documents a run), then the HNSW build; embedding is not timed (vectors are synthesised). "
         "Served by `python -m services.stack`; the load is the 300 SciFact test queries, each "
         "Retrieve embedding its query; recall@10 compares the vector store's search (limit 50, "
-        "`hnsw_ef` 256, the visibility filter every Retrieve carries) with exact search over "
-        "the same points.\n"
+        "the `hnsw_ef` the store asks for at that size: 256 up to 100,000 chunks, growing above "
+        "(`services/storage/base.SearchEf`; 1,020 at a million), the visibility filter every "
+        "Retrieve carries) with exact search over the same points.\n"
     )
 
 
