@@ -28,7 +28,7 @@ from services.core.thread_priority import built_at_lower_priority
 from services.embedding.e5_build import build_onnx_model
 from services.embedding.e5_packed import DIM, MAX_TOKENS, PASSAGE_PROMPT, QUERY_PROMPT, Precision
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
-from services.embedding.text_encoders import similar_length_groups
+from services.embedding.text_encoders import OpenedOnFirstUse, TextEncoder, similar_length_groups
 
 if TYPE_CHECKING:
     from services.embedding.config import EmbedderConfig
@@ -51,18 +51,9 @@ def load_packaged_e5(config: EmbedderConfig) -> ModelRuntime:
         queries = E5OnnxEncoder(
             config.onnx_cache_dir, config.query_precision, config.batch_size, threads
         )
-        documents = queries
+        documents: TextEncoder = queries
         if config.document_precision != config.query_precision:
-            documents = built_at_lower_priority(
-                partial(
-                    E5OnnxEncoder,
-                    config.onnx_cache_dir,
-                    config.document_precision,
-                    config.batch_size,
-                    threads,
-                ),
-                config.document_nice,
-            )
+            documents = _document_encoder(config, config.onnx_cache_dir, threads)
     except (OSError, RuntimeError, ValueError) as exc:
         raise ConfigError(f"cannot build packaged:multilingual-e5-small: {exc}") from exc
     log.info("embedding_onnx_ready", path=str(queries.model_path), threads=threads)
@@ -75,6 +66,24 @@ def load_packaged_e5(config: EmbedderConfig) -> ModelRuntime:
         declared_prompts={"query": QUERY_PROMPT, "passage": PASSAGE_PROMPT},
         max_input_tokens=MAX_TOKENS,
     )
+
+
+def _document_encoder(config: EmbedderConfig, cache_dir: Path, threads: int) -> TextEncoder:
+    """The document graph, built now (a failure stops the start) and opened
+    at the first document pass, at the lower priority document passes run at
+    (the session's compute threads keep the priority of the thread that opens it)."""
+    nice = config.document_nice
+    built_at_lower_priority(partial(build_onnx_model, cache_dir, config.document_precision), nice)
+    open_encoder = partial(
+        E5OnnxEncoder, cache_dir, config.document_precision, config.batch_size, threads
+    )
+
+    def opened() -> TextEncoder:
+        encoder = built_at_lower_priority(open_encoder, nice)
+        log.info("document_encoder_opened", path=str(encoder.model_path))
+        return encoder
+
+    return OpenedOnFirstUse(E5OnnxEncoder.name, opened)
 
 
 _SPACES = re.compile(" {2,}")
