@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import structlog
 
 from services.core.errors import ConfigError
 from services.embedding.config import EmbedderConfig
@@ -110,23 +111,25 @@ def test_the_int8_document_session_computes_at_the_index_work_priority(
         return {int(path.rsplit("/", 1)[1]) for path in glob.glob("/proc/self/task/*")}
 
     caller = thread_nice(threading.get_native_id())
-    before = threads()
-    embedder = Embedder(
-        EmbedderConfig(
-            model="packaged:multilingual-e5-small",
-            onnx_cache_dir=e5_cache_dir,
-            document_precision="int8",
-            document_nice=13,
-            threads=2,
+    with structlog.testing.capture_logs() as logs:
+        embedder = Embedder(
+            EmbedderConfig(
+                model="packaged:multilingual-e5-small",
+                onnx_cache_dir=e5_cache_dir,
+                document_precision="int8",
+                document_nice=13,
+                threads=2,
+            )
         )
-    )
-    at_start = threads() - before
-    # The document session opens at the first document pass (a process that
-    # never indexes does not hold it), so only the query pool runs yet.
-    assert {thread_nice(tid) for tid in at_start} == {caller}
-    vectors = embedder.embed_documents(SENTENCES)
-    started = {thread_nice(tid) for tid in threads() - before - at_start}
-    assert max(caller, 13) in started, started  # the document pool
+        # The document session opens at the first document pass: a process
+        # that never indexes does not hold it.
+        assert not [line for line in logs if line["event"] == "document_encoder_opened"]
+        before = threads()
+        vectors = embedder.embed_documents(SENTENCES)
+        embedder.embed_documents(SENTENCES[:1])
+    assert len([line for line in logs if line["event"] == "document_encoder_opened"]) == 1
+    started = {thread_nice(tid) for tid in threads() - before}
+    assert max(caller, 13) in started, started  # the document session's pool
     assert thread_nice(threading.get_native_id()) == caller
     assert vectors.shape == (len(SENTENCES), 384)
     assert float(vectors[0] @ embedder.embed_query(SENTENCES[0])) > 0.8
