@@ -23,13 +23,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from services.core.logging import get_logger
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
 from services.embedding.onnx_files import open_session
 from services.embedding.packaged_files import BGE_SMALL_EN, verified_folder
-from services.embedding.text_encoders import similar_length_groups, unit_vectors
+from services.embedding.text_encoders import (
+    OpenedOnFirstUse,
+    similar_length_groups,
+    unit_vectors,
+)
 
 if TYPE_CHECKING:
     from services.embedding.config import EmbedderConfig
+    from services.embedding.text_encoders import TextEncoder
+
+log = get_logger(__name__)
 
 ALIAS = BGE_SMALL_EN.alias
 DIM = 384
@@ -77,12 +85,20 @@ class ClsOnnxEncoder:
 
 def load_packaged_bge(config: EmbedderConfig) -> ModelRuntime:
     """The pinned files, checked; the one graph (int8) for queries and
-    documents, in a session of its own for each (their thread counts differ)."""
+    documents, in a session of its own for each (their thread counts differ).
+    The documents' session opens at the first document pass: a Retriever
+    never encodes one."""
     folder = verified_folder(ALIAS)
     threads = config.threads or usable_cpus()
+
+    def documents() -> TextEncoder:
+        encoder = ClsOnnxEncoder(folder, threads, config.onnx_spin, config.batch_size)
+        log.info("document_encoder_opened", model=ALIAS)
+        return encoder
+
     return ModelRuntime(
         queries=ClsOnnxEncoder(folder, QUERY_THREADS, config.onnx_spin, config.batch_size),
-        documents=ClsOnnxEncoder(folder, threads, config.onnx_spin, config.batch_size),
+        documents=OpenedOnFirstUse(ClsOnnxEncoder.name, documents),
         dim=DIM,
         weights=BGE_SMALL_EN.files["model.onnx"][:16],
         backend="onnx",

@@ -147,15 +147,33 @@ def _onnx_encoder_for_int8(config: EmbedderConfig, model: Any) -> TextEncoder:
 
 def _document_encoder(config: EmbedderConfig, model: Any, queries: TextEncoder) -> TextEncoder:
     """The query encoder itself (fp32), or an int8 one over the same model,
-    tokenizer and export cache. Built at start-up, so a failed quantization
-    stops start-up rather than the first ingest."""
+    tokenizer and export cache. Its graph is exported and quantized at
+    start-up, so a failed quantization stops start-up rather than the first
+    ingest; its session opens at the first document pass (as e5's: a
+    Retriever never encodes a document), at the priority of index work
+    (config.document_nice), which the session's compute threads keep."""
+    from services.embedding.text_encoders import OpenedOnFirstUse, exported_graph
+
     if config.document_precision == "fp32":
         return queries
     assert config.onnx_cache_dir is not None  # the query encoder is ONNX: _encoder_for
-    cache_dir = config.onnx_cache_dir
-    return built_at_lower_priority(  # its own compute threads: index work (config.document_nice)
-        lambda: _onnx_encoder(config, cache_dir, model, precision="int8"), config.document_nice
-    )
+    cache_dir, nice = config.onnx_cache_dir, config.document_nice
+    try:
+        built_at_lower_priority(lambda: exported_graph(model, cache_dir, "int8"), nice)
+    except Exception as exc:  # a failed export must stop start-up with a readable reason
+        raise ConfigError(
+            f"cannot export {config.model!r} for int8 documents (export cache {cache_dir}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+    def opened() -> TextEncoder:
+        encoder = built_at_lower_priority(
+            lambda: _onnx_encoder(config, cache_dir, model, precision="int8"), nice
+        )
+        log.info("document_encoder_opened", model=config.model)
+        return encoder
+
+    return OpenedOnFirstUse("onnx", opened)
 
 
 def _onnx_encoder(

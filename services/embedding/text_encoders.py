@@ -119,21 +119,10 @@ class OnnxTextEncoder:
         spin: bool,
         precision: Precision = "fp32",
     ) -> None:
-        # torch only here: the packaged e5 model imports this module's helpers
-        # and serves without it
-        from services.embedding.onnx_export import OnnxExporter, model_input_names
-
-        transformer = _mean_pooled_transformer(model)
         self._model = model
         self._batch_size = batch_size
         self.dim = int(model.get_embedding_dimension() or 0)
-        sample = self._features(["warm-up query"])
-        network = transformer.auto_model
-        self._input_names = model_input_names(network, sample)
-        inputs = {name: sample[name] for name in self._input_names}
-        self.model_path = OnnxExporter(cache_dir).ensure(
-            network, inputs, quantize=precision == "int8", output=_TOKEN_STATES
-        )
+        self.model_path, self._input_names = exported_graph(model, cache_dir, precision)
         self._session = open_session(self.model_path, threads, spin)
         self._pads_right = getattr(model.tokenizer, "padding_side", "right") == "right"
 
@@ -154,6 +143,24 @@ class OnnxTextEncoder:
         # The model's own preprocessing: same tokenizer, lower-casing and
         # max_seq_length truncation as the torch path.
         return dict(self._model.preprocess(texts))
+
+
+def exported_graph(model: Any, cache_dir: Path, precision: Precision) -> tuple[Path, list[str]]:
+    """The ONNX file of `model`'s transformer in `precision` (exported, and
+    quantized, at the first call for these weights; found in the cache after)
+    and the input names it takes."""
+    # torch only here: the packaged e5 model imports this module's helpers
+    # and serves without it
+    from services.embedding.onnx_export import OnnxExporter, model_input_names
+
+    network = _mean_pooled_transformer(model).auto_model
+    sample = dict(model.preprocess(["warm-up query"]))
+    input_names = model_input_names(network, sample)
+    inputs = {name: sample[name] for name in input_names}
+    path = OnnxExporter(cache_dir).ensure(
+        network, inputs, quantize=precision == "int8", output=_TOKEN_STATES
+    )
+    return path, input_names
 
 
 def similar_length_groups(

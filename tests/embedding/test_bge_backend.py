@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import structlog
 
 from services.core.errors import ConfigError
 from services.embedding.bge_runtime import ALIAS, DIM
@@ -59,6 +60,20 @@ def test_a_vector_does_not_depend_on_its_batch(bge: Embedder) -> None:
     alone = bge.embed_documents(PASSAGES[:1])[0]
     batched = bge.embed_documents(PASSAGES)[0]
     assert float(alone @ batched) > 0.999
+
+
+def test_its_document_session_opens_at_the_first_document(bge: Embedder) -> None:
+    """A second session for documents (more threads than a question's) opens
+    at the first document pass, once: a Retriever never holds it."""
+    with structlog.testing.capture_logs() as logs:
+        embedder = Embedder(EmbedderConfig(model=ALIAS, query_cache_size=0))
+        question = embedder.embed_query("How many people live in Berlin?")
+        assert not [line for line in logs if line["event"] == "document_encoder_opened"]
+        documents = embedder.embed_documents(PASSAGES)
+        embedder.embed_documents(PASSAGES[:1])
+    assert len([line for line in logs if line["event"] == "document_encoder_opened"]) == 1
+    np.testing.assert_allclose(documents, bge.embed_documents(PASSAGES), atol=1e-6)
+    assert int(np.argmax(documents @ question)) == 0
 
 
 def test_it_is_not_a_reranking_model() -> None:

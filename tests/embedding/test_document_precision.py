@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import structlog
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
@@ -117,6 +118,30 @@ def test_encoders_are_named_and_share_one_export(
     assert (int8.backend, int8.document_encoder) == ("onnx", "onnx-int8")
     [entry] = [path for path in onnx_cache.iterdir() if path.is_dir()]
     assert sorted(path.name for path in entry.glob("*.onnx")) == ["model.int8.onnx", "model.onnx"]
+
+
+def test_the_int8_document_session_opens_at_the_first_document(
+    onnx_cache: Path, int8: Embedder
+) -> None:
+    """The int8 graph is exported at start-up (a failure stops the start);
+    its session, ~100 MiB of a process's own memory, opens at the first
+    document pass, once: a process that only answers questions never holds it."""
+    with structlog.testing.capture_logs() as logs:
+        embedder = Embedder(
+            EmbedderConfig(
+                backend="onnx",
+                onnx_cache_dir=onnx_cache,
+                query_cache_size=0,
+                document_precision="int8",
+            )
+        )
+        embedder.embed_query("a question before any document")
+        assert not [line for line in logs if line["event"] == "document_encoder_opened"]
+        first = embedder.embed_documents(["A passage about insulin."])
+        embedder.embed_documents(["Another passage."])
+    assert len([line for line in logs if line["event"] == "document_encoder_opened"]) == 1
+    assert embedder.document_encoder == "onnx-int8"
+    np.testing.assert_allclose(first, int8.embed_documents(["A passage about insulin."]), atol=1e-6)
 
 
 def test_auto_refuses_int8_for_a_model_onnx_cannot_pool(tmp_path: Path) -> None:
