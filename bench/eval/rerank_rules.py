@@ -26,6 +26,7 @@ the chosen constants.
 
     python -m bench.eval.rerank_rules dump --set third_party [--model packaged:…]
     python -m bench.eval.rerank_rules fit [--model packaged:…]
+    python -m bench.eval.rerank_rules dump|fit … --max-length 256   # another input length
 
 `--model` (default: the Reranker's default) names the reranking model whose
 scores are dumped and fitted; each model's dumps and fit file are its own,
@@ -144,24 +145,31 @@ def _default_index(name: str) -> Path:
     return path
 
 
-def model_files(model: str) -> tuple[Path, Path]:
+def model_files(model: str, max_length: int = 0) -> tuple[Path, Path]:
     """Where `model`'s dumps go and its fit is written (the default model's
-    keep the names they always had)."""
-    if model == DEFAULT_MODEL:
-        return DUMP_DIR, RESULTS_DIR / "rerank-rules-fit.json"
-    slug = model.removeprefix("packaged:")
-    return DUMP_DIR / slug, RESULTS_DIR / f"rerank-rules-fit-{slug}.json"
+    keep the names they always had); another input length than the model's
+    own (`max_length`) has its own dumps and fit file."""
+    dumps, fit_name = DUMP_DIR, "rerank-rules-fit"
+    if model != DEFAULT_MODEL:
+        slug = model.removeprefix("packaged:")
+        dumps, fit_name = DUMP_DIR / slug, f"{fit_name}-{slug}"
+    if max_length:
+        dumps, fit_name = dumps / f"tokens-{max_length}", f"{fit_name}-{max_length}-tokens"
+    return dumps, RESULTS_DIR / f"{fit_name}.json"
 
 
-def dump(name: str, model: str = DEFAULT_MODEL, depth: int = DEPTH) -> Path:
+def dump(name: str, model: str = DEFAULT_MODEL, depth: int = DEPTH, max_length: int = 0) -> Path:
     """Every query's fused top DEPTH, and the model's scores of its first
     `depth` (fewer saves a slow model's time; the fit then tries no rule that
-    reads deeper)."""
+    reads deeper), read at `max_length` tokens (0: the model's own)."""
     evalset = load_set(name)
-    dump_dir = model_files(model)[0]
+    dump_dir = model_files(model, max_length)[0]
     log_dir = dump_dir / "logs" / name
     # Every candidate scored, however slow the model: no cap on the call.
-    reranker, why_not = start_reranker(model, log_dir, {"RAG_RERANK_DEFAULT_DEADLINE_MS": "600000"})
+    reranker_env = {"RAG_RERANK_DEFAULT_DEADLINE_MS": "600000"}
+    if max_length:
+        reranker_env["RAG_RERANK_MAX_LENGTH"] = str(max_length)
+    reranker, why_not = start_reranker(model, log_dir, reranker_env)
     if reranker is None:
         raise SystemExit(why_not)
     env = {
@@ -294,12 +302,12 @@ def cheapest_near_best(
     return min(near, key=lambda pair: (pair[1].candidates, -pair[0]))[1]
 
 
-def fit(sets: Sequence[str], model: str = DEFAULT_MODEL) -> dict[str, Any]:
+def fit(sets: Sequence[str], model: str = DEFAULT_MODEL, max_length: int = 0) -> dict[str, Any]:
     """The grid replayed on every set's train split; the chosen rule, the
     runners-up, fusion alone and the Retriever's current rule for `model` on
     both splits."""
     data = {}
-    dump_dir = model_files(model)[0]
+    dump_dir = model_files(model, max_length)[0]
     for name in sets:
         rows = [json.loads(line) for line in (dump_dir / f"{name}.jsonl").read_text().splitlines()]
         data[name] = (rows, load_set(name).qrels)
@@ -329,6 +337,7 @@ def fit(sets: Sequence[str], model: str = DEFAULT_MODEL) -> dict[str, Any]:
     ]
     return {
         "model": model,
+        "max_length": max_length or "the model's own",
         "sets": list(sets),
         "grid_points": len(ranked),
         "rules": [
@@ -352,13 +361,16 @@ def main(argv: list[str] | None = None) -> int:
     fit_args.add_argument("--sets", nargs="+", default=list(SETS))
     for each in (dump_args, fit_args):
         each.add_argument("--model", choices=sorted(GATES), default=DEFAULT_MODEL)
+        each.add_argument(
+            "--max-length", type=int, default=0, help="tokens a pair is read at (0: the model's)"
+        )
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "dump":
-        dump(args.set, args.model, args.scored)
+        dump(args.set, args.model, args.scored, args.max_length)
         return 0
     record = run_record(["-m", "bench.eval.rerank_rules", *sys.argv[1:]])
-    result = {**record, **fit(args.sets, args.model)}
-    fit_file = model_files(args.model)[1]
+    result = {**record, **fit(args.sets, args.model, args.max_length)}
+    fit_file = model_files(args.model, args.max_length)[1]
     fit_file.write_text(json.dumps(result, indent=1) + "\n")
     for row in result["rules"]:
         print(row["what"], "|", row["rule"])

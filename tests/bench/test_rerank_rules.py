@@ -79,6 +79,17 @@ def test_the_fewest_candidates_within_noise_of_the_best_gain_is_chosen() -> None
     assert cheapest_near_best([(True, 0.0, best), (False, 0.1, near)]) is None
 
 
+def test_another_input_length_has_its_own_dumps_and_fit_file() -> None:
+    """Scores read at 256 tokens never mix with the model's own length's."""
+    default_dumps = model_files(DEFAULT_MODEL)[0]
+    long_dumps, long_fit = model_files(DEFAULT_MODEL, 256)
+    assert long_dumps == default_dumps / "tokens-256"
+    assert long_fit.name == "rerank-rules-fit-256-tokens.json"
+    assert model_files(COLBERT.alias, 128)[1].name == (
+        "rerank-rules-fit-answerai-colbert-small-v1-128-tokens.json"
+    )
+
+
 def test_each_model_has_its_own_dumps_fit_file_and_gates() -> None:
     """The default model's files keep their names; ColBERT's gates are in its
     own units (sums of cosines), far below the cross-encoder's logits."""
