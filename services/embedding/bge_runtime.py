@@ -18,12 +18,12 @@ queries and documents alike.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from services.core.logging import get_logger
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
 from services.embedding.onnx_files import open_session
 from services.embedding.packaged_files import BGE_SMALL_EN, verified_folder
@@ -35,9 +35,6 @@ from services.embedding.text_encoders import (
 
 if TYPE_CHECKING:
     from services.embedding.config import EmbedderConfig
-    from services.embedding.text_encoders import TextEncoder
-
-log = get_logger(__name__)
 
 ALIAS = BGE_SMALL_EN.alias
 DIM = 384
@@ -91,14 +88,13 @@ def load_packaged_bge(config: EmbedderConfig) -> ModelRuntime:
     folder = verified_folder(ALIAS)
     threads = config.threads or usable_cpus()
 
-    def documents() -> TextEncoder:
-        encoder = ClsOnnxEncoder(folder, threads, config.onnx_spin, config.batch_size)
-        log.info("document_encoder_opened", model=ALIAS)
-        return encoder
-
     return ModelRuntime(
         queries=ClsOnnxEncoder(folder, QUERY_THREADS, config.onnx_spin, config.batch_size),
-        documents=OpenedOnFirstUse(ClsOnnxEncoder.name, documents),
+        documents=OpenedOnFirstUse(
+            ClsOnnxEncoder.name,
+            partial(ClsOnnxEncoder, folder, threads, config.onnx_spin, config.batch_size),
+            model=ALIAS,
+        ),
         dim=DIM,
         weights=BGE_SMALL_EN.files["model.onnx"][:16],
         backend="onnx",

@@ -70,20 +70,20 @@ def load_packaged_e5(config: EmbedderConfig) -> ModelRuntime:
 
 def _document_encoder(config: EmbedderConfig, cache_dir: Path, threads: int) -> TextEncoder:
     """The document graph, built now (a failure stops the start) and opened
-    at the first document pass, at the lower priority document passes run at
-    (the session's compute threads keep the priority of the thread that opens it)."""
+    at the first document pass, at the lower priority document passes run at."""
     nice = config.document_nice
-    built_at_lower_priority(partial(build_onnx_model, cache_dir, config.document_precision), nice)
-    open_encoder = partial(
-        E5OnnxEncoder, cache_dir, config.document_precision, config.batch_size, threads
+    path = built_at_lower_priority(
+        partial(build_onnx_model, cache_dir, config.document_precision), nice
     )
-
-    def opened() -> TextEncoder:
-        encoder = built_at_lower_priority(open_encoder, nice)
-        log.info("document_encoder_opened", path=str(encoder.model_path))
-        return encoder
-
-    return OpenedOnFirstUse(E5OnnxEncoder.name, opened)
+    open_encoder = partial(
+        E5OnnxEncoder,
+        cache_dir,
+        config.document_precision,
+        config.batch_size,
+        threads,
+        model_path=path,
+    )
+    return OpenedOnFirstUse(E5OnnxEncoder.name, open_encoder, nice, str(path))
 
 
 _SPACES = re.compile(" {2,}")
@@ -131,10 +131,13 @@ class E5OnnxEncoder:
         batch_size: int = 16,
         threads: int = 0,
         spin: bool = False,
+        model_path: Path | None = None,
     ) -> None:
+        """`model_path`: what `build_onnx_model(cache_dir, precision)`
+        returned, when the caller has it (else it is built or found here)."""
         from services.embedding.onnx_files import open_session
 
-        self.model_path = build_onnx_model(cache_dir, precision)
+        self.model_path = model_path or build_onnx_model(cache_dir, precision)
         info = json.loads((self.model_path.parent / "model_info.json").read_text("utf-8"))
         self.weights = str(info["source_sha256"])[:16]
         self.tokenizer = E5Tokenizer(self.model_path.parent)

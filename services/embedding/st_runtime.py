@@ -9,6 +9,7 @@ export. It declares the model's dimension, weights digest, its own prompts
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,32 +160,29 @@ def _document_encoder(config: EmbedderConfig, model: Any, queries: TextEncoder) 
     assert config.onnx_cache_dir is not None  # the query encoder is ONNX: _encoder_for
     cache_dir, nice = config.onnx_cache_dir, config.document_nice
     try:
-        built_at_lower_priority(lambda: exported_graph(model, cache_dir, "int8"), nice)
+        graph = built_at_lower_priority(lambda: exported_graph(model, cache_dir, "int8"), nice)
     except Exception as exc:  # a failed export must stop start-up with a readable reason
         raise ConfigError(
             f"cannot export {config.model!r} for int8 documents (export cache {cache_dir}): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-
-    def opened() -> TextEncoder:
-        encoder = built_at_lower_priority(
-            lambda: _onnx_encoder(config, cache_dir, model, precision="int8"), nice
-        )
-        log.info("document_encoder_opened", model=config.model)
-        return encoder
-
-    return OpenedOnFirstUse("onnx", opened)
+    opened = partial(_onnx_encoder, config, cache_dir, model, precision="int8", graph=graph)
+    return OpenedOnFirstUse("onnx", opened, nice, config.model)
 
 
 def _onnx_encoder(
-    config: EmbedderConfig, cache_dir: Path, model: Any, precision: Precision = "fp32"
+    config: EmbedderConfig,
+    cache_dir: Path,
+    model: Any,
+    precision: Precision = "fp32",
+    graph: tuple[Path, list[str]] | None = None,
 ) -> TextEncoder:
     from services.embedding.text_encoders import OnnxTextEncoder
 
     threads = config.threads or usable_cpus()
     try:
         encoder = OnnxTextEncoder(
-            model, cache_dir, config.batch_size, threads, config.onnx_spin, precision
+            model, cache_dir, config.batch_size, threads, config.onnx_spin, precision, graph
         )
     except ConfigError:
         raise

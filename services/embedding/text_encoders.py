@@ -33,8 +33,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from services.core.errors import ConfigError
+from services.core.logging import get_logger
+from services.core.thread_priority import built_at_lower_priority
 from services.embedding.config import Precision
 from services.embedding.onnx_files import open_session
+
+log = get_logger(__name__)
 
 _TOKEN_STATES = "last_hidden_state"
 # Every row of a batch is padded to its longest, and ORT spends as much on a
@@ -61,11 +65,18 @@ class OpenedOnFirstUse:
     1,179 MiB anonymous with both graphs open against 821 with the query
     graph alone), and a Retriever, or a stack that is not indexing, never
     encodes a document. Whatever can fail slowly (building the graph file) is
-    done at start-up by the caller; only opening the session waits."""
+    done at start-up by the caller; only opening the session waits. It opens
+    from a thread at `nice` (index work's priority: a session's compute
+    threads keep the priority of the thread that opens it) and logs
+    `document_encoder_opened` with `model`."""
 
-    def __init__(self, name: str, open_encoder: Callable[[], TextEncoder]) -> None:
+    def __init__(
+        self, name: str, open_encoder: Callable[[], TextEncoder], nice: int = 0, model: str = ""
+    ) -> None:
         self.name = name
         self._open_encoder = open_encoder
+        self._nice = nice
+        self._model = model
         self._encoder: TextEncoder | None = None
         self._lock = threading.Lock()
 
@@ -79,7 +90,8 @@ class OpenedOnFirstUse:
     def _opened(self) -> TextEncoder:
         with self._lock:
             if self._encoder is None:
-                self._encoder = self._open_encoder()
+                self._encoder = built_at_lower_priority(self._open_encoder, self._nice)
+                log.info("document_encoder_opened", model=self._model)
             return self._encoder
 
 
@@ -118,11 +130,14 @@ class OnnxTextEncoder:
         threads: int,
         spin: bool,
         precision: Precision = "fp32",
+        graph: tuple[Path, list[str]] | None = None,
     ) -> None:
+        """`graph`: what `exported_graph` returned for these arguments, when
+        the caller has it (else it is exported or found here)."""
         self._model = model
         self._batch_size = batch_size
         self.dim = int(model.get_embedding_dimension() or 0)
-        self.model_path, self._input_names = exported_graph(model, cache_dir, precision)
+        self.model_path, self._input_names = graph or exported_graph(model, cache_dir, precision)
         self._session = open_session(self.model_path, threads, spin)
         self._pads_right = getattr(model.tokenizer, "padding_side", "right") == "right"
 
