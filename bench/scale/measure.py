@@ -21,6 +21,7 @@ from services.core.models import ScopeFilter
 from services.embedding.config import MULTILINGUAL_MODEL
 from services.storage.base import DEFAULT_VECTOR_SEARCH, SearchEf
 from services.storage.embedded.edge_filter import edge_filter
+from services.storage.embedded.qdrant_edge import search_params
 
 CONCURRENCY = (1, 16)
 # What the Retriever asks each channel for by default (RAG_CANDIDATES_PER_CHANNEL).
@@ -133,10 +134,13 @@ def _recall(
 ) -> float:
     found = []
     ef = search_ef.candidates(CANDIDATES, shard.info().points_count)
-    approximate = qe.SearchParams(hnsw_ef=ef)
+    approximate = search_params(ef)  # as the store asks: rescored where quantized
+    # Exact means the original vectors: a quantized segment's exact search
+    # would otherwise read its int8 copy.
+    originals = qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
     for vector in query_vectors:
         hnsw = _top_ids(shard, vector, scope, CANDIDATES, approximate)[:RECALL_AT]
-        exact = _top_ids(shard, vector, scope, RECALL_AT, qe.SearchParams(exact=True))
+        exact = _top_ids(shard, vector, scope, RECALL_AT, originals)
         found.append(len(set(hnsw) & set(exact)) / max(len(exact), 1))
     return round(float(np.mean(found)), 4)
 

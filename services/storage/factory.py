@@ -53,6 +53,7 @@ def open_stores(
             analyzer=TextAnalyzer(settings.lexical_cjk),
             optimize_apart=settings.vector_optimize_apart,
             second_dim=second_dim,
+            quantization=settings.vector_quantization,
         )
     if second_dim:
         raise ConfigError(

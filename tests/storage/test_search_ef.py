@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.storage.base import MAX_SEARCH_EF, PointCount, SearchEf
+from services.core.errors import ConfigError
+from services.runtime.settings import load_settings
+from services.storage.base import MAX_SEARCH_EF, PointCount, SearchEf, VectorQuantization
 from services.storage.settings import StoreSettings
 from tests.support.clock import ManualClock
 
@@ -52,3 +54,14 @@ def test_the_point_count_is_read_again_only_after_its_ttl() -> None:
     assert count.get(lambda: reads.pop(0)) == 20
     clock.now += 10
     assert count.get(lambda: reads.pop(0)) == 0  # PostgreSQL's -1 (never analysed)
+
+
+def test_vector_quantization_is_int8_unless_set_and_refuses_other_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert StoreSettings().vector_quantization is VectorQuantization.INT8
+    monkeypatch.setenv("RAG_VECTOR_QUANTIZATION", "none")
+    assert StoreSettings().vector_quantization is VectorQuantization.NONE
+    monkeypatch.setenv("RAG_VECTOR_QUANTIZATION", "int4")
+    with pytest.raises(ConfigError, match=r"RAG_VECTOR_QUANTIZATION.*int8"):
+        load_settings(StoreSettings)

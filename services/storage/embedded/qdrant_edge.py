@@ -36,12 +36,15 @@ from services.core.deadline import Deadline
 from services.core.errors import ConfigError, StoreError, StoreUnavailable
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import (
+    DEFAULT_VECTOR_QUANTIZATION,
     DEFAULT_VECTOR_SEARCH,
+    RESCORE_OVERSAMPLING,
     SCAN_BATCH,
     SECOND_VECTOR,
     PointCount,
     SearchAsBatch,
     SearchEf,
+    VectorQuantization,
     VectorQuery,
     call_budget_s,
     check_using,
@@ -95,6 +98,7 @@ class EdgeVectorStore(SearchAsBatch):
         search_ef: SearchEf = DEFAULT_VECTOR_SEARCH,
         optimize_apart: bool = True,
         second_dim: int = 0,
+        quantization: VectorQuantization = DEFAULT_VECTOR_QUANTIZATION,
     ) -> None:
         """`optimize_apart`: optimise in a child process (False: in this
         process, which stalls every thread of it for the build's length).
@@ -104,6 +108,7 @@ class EdgeVectorStore(SearchAsBatch):
         self.name = name
         self.dim, self.second_dim = dim, second_dim
         self.search_ef = search_ef
+        self.quantization = quantization
         self._points = PointCount()
         self._path = Path(path)
         self.optimize_apart = optimize_apart
@@ -115,11 +120,13 @@ class EdgeVectorStore(SearchAsBatch):
         self._shard: qe.EdgeShard | None = self._open()
 
     def _config(self) -> qe.EdgeConfig:
-        first = qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)
+        # Loading a shard with another quantization is allowed: the setting
+        # applies to the segments its optimizer builds from then on.
+        first = edge_vector_params(self.dim, self.quantization)
         optimizers = qe.EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB)
         if not self.second_dim:
             return qe.EdgeConfig(vectors=first, optimizers=optimizers)
-        second = qe.EdgeVectorParams(size=self.second_dim, distance=qe.Distance.Cosine)
+        second = edge_vector_params(self.second_dim, self.quantization)
         return qe.EdgeConfig(vectors={"": first, SECOND_VECTOR: second}, optimizers=optimizers)
 
     def _open(self) -> qe.EdgeShard:
@@ -233,8 +240,7 @@ class EdgeVectorStore(SearchAsBatch):
             # (1.48 ms per 50-hit search on SciFact, measured both ways), and
             # a second phase would add a lookup per request.
             with_payload=True,
-            # HNSW candidates: ignored by plain segments, which search exactly.
-            params=qe.SearchParams(hnsw_ef=self.search_ef.candidates(query.limit, size)),
+            params=search_params(self.search_ef.candidates(query.limit, size)),
         )
 
     def get(self, chunk_ids: Sequence[str], deadline: Deadline) -> list[StoredChunk]:
@@ -346,6 +352,29 @@ class EdgeVectorStore(SearchAsBatch):
                 with store_errors(self.name, "close"):
                     shard.flush()
                     shard.close()
+
+
+def edge_vector_params(dim: int, quantization: VectorQuantization) -> qe.EdgeVectorParams:
+    """One vector's parameters: cosine, and with INT8 the int8 copy the graph
+    walks kept in memory and the originals in mapped files (`on_disk`)."""
+    if quantization is VectorQuantization.NONE:
+        return qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)
+    int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+    return qe.EdgeVectorParams(
+        size=dim, distance=qe.Distance.Cosine, on_disk=True, quantization_config=int8
+    )
+
+
+def search_params(hnsw_ef: int) -> qe.SearchParams:
+    """`hnsw_ef` HNSW candidates (plain segments ignore it: they search
+    exactly); where a segment is quantized, twice the limit taken by the int8
+    scores and rescored by the original vectors. Edge does not rescore unless
+    asked: at 200,000 points recall@10 was 0.921 without it. Oversampling:
+    with the limit alone rescored, the last places of a 50-hit list came from
+    the int8 order (recall@50 0.969 against 0.993 unquantized, 8,000 clustered
+    vectors; 0.995 at 1.5x and 2x)."""
+    rescored = qe.QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
+    return qe.SearchParams(hnsw_ef=hnsw_ef, quantization=rescored)
 
 
 def _open_failure(path: Path, dim: int, second_dim: int, exc: Exception) -> str:

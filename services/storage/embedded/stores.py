@@ -6,7 +6,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from services.core.analysis import TextAnalyzer
-from services.storage.base import DEFAULT_VECTOR_SEARCH, SearchEf
+from services.storage.base import (
+    DEFAULT_VECTOR_QUANTIZATION,
+    DEFAULT_VECTOR_SEARCH,
+    SearchEf,
+    VectorQuantization,
+)
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from services.storage.lexical_fields import FIELD_BOOSTS
@@ -24,6 +29,7 @@ def open_embedded_stores(
     analyzer: TextAnalyzer | None = None,
     optimize_apart: bool = True,
     second_dim: int = 0,
+    quantization: VectorQuantization = DEFAULT_VECTOR_QUANTIZATION,
 ) -> tuple[EdgeVectorStore, TantivyLexicalStore]:
     """Vector store in `data_dir/vectors`, lexical store in `data_dir/lexical`
     (`second_dim`: each chunk also carries the second, cross-lingual vector)."""
@@ -33,6 +39,7 @@ def open_embedded_stores(
         search_ef=search_ef,
         optimize_apart=optimize_apart,
         second_dim=second_dim,
+        quantization=quantization,
     )
     try:
         lexical = TantivyLexicalStore(

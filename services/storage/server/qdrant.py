@@ -31,9 +31,11 @@ from services.core.deadline import Deadline
 from services.core.errors import StoreError, StoreUnavailable
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import (
+    DEFAULT_VECTOR_QUANTIZATION,
     DEFAULT_VECTOR_SEARCH,
     SCAN_BATCH,
     SearchEf,
+    VectorQuantization,
     VectorQuery,
     call_budget_s,
     check_using,
@@ -52,7 +54,7 @@ from services.storage.payload import (
 )
 from services.storage.point_ids import point_uuid
 from services.storage.server.calls import ServerCallPolicy, ServerPart, batched
-from services.storage.server.qdrant_collection import ensure_collection
+from services.storage.server.qdrant_collection import ensure_collection, search_params
 from services.storage.settings import StoreSettings
 
 T = TypeVar("T")
@@ -140,6 +142,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         shards: int = 1,
         replication_factor: int = 1,
         search_ef: SearchEf = DEFAULT_VECTOR_SEARCH,
+        quantization: VectorQuantization = DEFAULT_VECTOR_QUANTIZATION,
     ) -> None:
         self.client = client
         # The floor only: the collection's size is a round trip away, and a
@@ -162,6 +165,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             shards=shards,
             replication_factor=replication_factor,
             timeout=self._timeout,
+            quantization=quantization,
         )
         self._calls.write("ensure collection", ensure, unrequested_deadline())
 
@@ -175,6 +179,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             shards=settings.qdrant_shards,
             replication_factor=settings.qdrant_replication_factor,
             search_ef=settings.vector_search,
+            quantization=settings.vector_quantization,
         )
 
     # -- writes ---------------------------------------------------------------
@@ -270,7 +275,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             query=np.asarray(vector, dtype=np.float32).tolist(),
             query_filter=scope_to_filter(scope),
             limit=limit,
-            search_params=models.SearchParams(hnsw_ef=self.search_ef.candidates(limit)),
+            search_params=search_params(self.search_ef.candidates(limit)),
             with_payload=list(SEARCH_FIELDS),
             timeout=self._search_timeout(deadline),
         )
@@ -300,7 +305,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
             query=np.asarray(query.vector, dtype=np.float32).tolist(),
             filter=scope_to_filter(query.scope),
             limit=query.limit,
-            params=models.SearchParams(hnsw_ef=self.search_ef.candidates(query.limit)),
+            params=search_params(self.search_ef.candidates(query.limit)),
             with_payload=list(SEARCH_FIELDS),
         )
 

@@ -14,6 +14,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from services.core.errors import ConfigError
+from services.storage.base import RESCORE_OVERSAMPLING, VectorQuantization
 from services.storage.payload import GENERATION_FIELD, METADATA_TERMS_FIELD
 
 # Filter fields get keyword indexes; scope_id is the tenant key, which lets
@@ -30,13 +31,16 @@ def ensure_collection(
     shards: int,
     replication_factor: int,
     timeout: int,
+    quantization: VectorQuantization,
 ) -> None:
-    """The collection, created if missing, checked, every filter field indexed."""
+    """The collection, created if missing, checked, every filter field indexed.
+    An existing collection keeps its own quantization (an operator's choice)."""
     if not client.collection_exists(collection):
         try:
             client.create_collection(
                 collection,
-                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+                vectors_config=vector_params(dim, quantization),
+                quantization_config=quantization_config(quantization),
                 # Fixed at creation: see deploy/README.md on sharding.
                 shard_number=shards,
                 replication_factor=replication_factor,
@@ -49,6 +53,30 @@ def ensure_collection(
     info = client.get_collection(collection)
     check_compatible(collection, dim, info.config.params.vectors)
     _create_missing_indexes(client, collection, set(info.payload_schema or {}), timeout)
+
+
+def vector_params(dim: int, quantization: VectorQuantization) -> models.VectorParams:
+    """Cosine; with INT8 the originals on disk, read only to rescore (as in
+    Qdrant Edge, services.storage.embedded.qdrant_edge)."""
+    on_disk = True if quantization is VectorQuantization.INT8 else None
+    return models.VectorParams(size=dim, distance=models.Distance.COSINE, on_disk=on_disk)
+
+
+def quantization_config(quantization: VectorQuantization) -> models.ScalarQuantization | None:
+    if quantization is VectorQuantization.NONE:
+        return None
+    int8 = models.ScalarQuantizationConfig(
+        type=models.ScalarType.INT8, quantile=0.99, always_ram=True
+    )
+    return models.ScalarQuantization(scalar=int8)
+
+
+def search_params(hnsw_ef: int) -> models.SearchParams:
+    """`hnsw_ef` candidates, twice the limit rescored by the original vectors
+    where the collection is quantized (said, not left to the server's own
+    default), as Qdrant Edge asks (services.storage.embedded.qdrant_edge)."""
+    rescored = models.QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
+    return models.SearchParams(hnsw_ef=hnsw_ef, quantization=rescored)
 
 
 def _create_missing_indexes(

@@ -11,7 +11,7 @@ import qdrant_edge as qe
 
 from services.core.errors import ConfigError
 from services.core.models import ScopeFilter, ScoredChunk
-from services.storage.base import SearchEf, unrequested_deadline
+from services.storage.base import SearchEf, VectorQuantization, unrequested_deadline
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.point_ids import point_uuid
 from tests.storage.harness import DIM, make_chunk, searches_meanwhile, seeded_vector
@@ -117,10 +117,14 @@ def clustered_unit_vectors(count: int, dim: int, rng: np.random.Generator) -> np
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
-def test_optimize_builds_an_index_that_finds_what_exact_search_finds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("quantization", list(VectorQuantization))
+def test_optimize_builds_an_index_that_finds_what_exact_search_finds(
+    tmp_path: Path, quantization: VectorQuantization
+) -> None:
     # Enough 384-d vectors for the engine to build HNSW (its threshold is ~7k),
     # and a scope matching 90% of them, so the filtered search walks the graph.
     # Share of the exact top 50 found here: ef 64 0.84, ef 100 0.945, ef 256 (default) 0.99.
+    # int8, 100 queries: 0.995 rescoring twice the limit, 0.969 rescoring the limit alone.
     dim, count, limit = 384, 8000, 50
     rng = np.random.default_rng(7)
     vectors = clustered_unit_vectors(count, dim, rng)
@@ -128,7 +132,7 @@ def test_optimize_builds_an_index_that_finds_what_exact_search_finds(tmp_path: P
     chunks = [
         make_chunk(f"doc-{n}", scope_id="site-a" if in_scope[n] else "site-b") for n in range(count)
     ]
-    store = EdgeVectorStore(tmp_path / "vectors", dim)
+    store = EdgeVectorStore(tmp_path / "vectors", dim, quantization=quantization)
     for start in range(0, count, 1000):
         store.upsert(
             chunks[start : start + 1000],
@@ -152,7 +156,49 @@ def test_optimize_builds_an_index_that_finds_what_exact_search_finds(tmp_path: P
     shard = qe.EdgeShard.load(str(tmp_path / "vectors"))
     assert shard.info().indexed_vectors_count == count
     shard.close()
+    kind = "quantized" if quantization is VectorQuantization.INT8 else "unquantized"
+    assert indexed_segments(tmp_path / "vectors") == {kind: 1}
     assert np.mean(recalls) >= 0.97
+
+
+def test_an_index_built_unquantized_opens_quantized_and_ranks_by_the_original_vectors(
+    tmp_path: Path,
+) -> None:
+    # An index from before RAG_VECTOR_QUANTIZATION (or with it at none) keeps
+    # working under the default; when its next HNSW build is due (in the child
+    # process, as the Indexer runs it), every indexed segment comes out quantized.
+    dim, count = 384, 8000
+    rng = np.random.default_rng(3)
+    vectors = clustered_unit_vectors(2 * count, dim, rng)
+    chunks = [make_chunk(f"doc-{n}") for n in range(2 * count)]
+    old = EdgeVectorStore(tmp_path / "v", dim, quantization=VectorQuantization.NONE)
+    old.upsert(chunks[:count], list(vectors[:count]), deadline=unrequested_deadline())
+    assert old.optimize()
+    old.close()
+    assert indexed_segments(tmp_path / "v") == {"unquantized": 1}
+    store = EdgeVectorStore(tmp_path / "v", dim)
+    assert store.search(vectors[5], 1, ScopeFilter(), deadline=unrequested_deadline())
+    store.upsert(chunks[count:], list(vectors[count:]), deadline=unrequested_deadline())
+    assert store.optimize()
+    assert indexed_segments(tmp_path / "v") == {"quantized": 1}
+    for row in (5, 5000, 12000):
+        exact = np.argsort(-(vectors @ vectors[row]))[:3]
+        hits = store.search(vectors[row], 3, ScopeFilter(), deadline=unrequested_deadline())
+        # the exact order, with the original vectors' scores (not the int8 copy's)
+        assert [h.chunk.chunk_id for h in hits] == [chunks[r].chunk_id for r in exact]
+        assert [h.score for h in hits] == pytest.approx(vectors[exact] @ vectors[row], abs=1e-5)
+    store.close()
+
+
+def indexed_segments(path: Path) -> dict[str, int]:
+    """The shard's indexed segments (those whose vectors sit in a matrix file),
+    counted by whether they also hold an int8 copy."""
+    kinds: dict[str, int] = {}
+    for storage in (path / "segments").glob("*/vector_storage"):
+        if (storage / "matrix.dat").exists():
+            kind = "quantized" if (storage / "quantized.data").exists() else "unquantized"
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
 
 
 def test_filterable_hnsw_links_are_built_for_the_scope_only(tmp_path: Path) -> None:

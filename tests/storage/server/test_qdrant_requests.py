@@ -99,9 +99,14 @@ def test_missing_collection_is_created_with_cosine_and_payload_indexes(capture) 
             {
                 "collection_name": "rag_chunks",
                 "timeout": "3",
-                "vectors_config": {"params": {"size": "4", "distance": "Cosine"}},
+                # RAG_VECTOR_QUANTIZATION=int8 (the default): an int8 copy in
+                # memory, the originals on disk.
+                "vectors_config": {"params": {"size": "4", "distance": "Cosine", "on_disk": True}},
                 "shard_number": 3,
                 "replication_factor": 2,
+                "quantization_config": {
+                    "scalar": {"type": "Int8", "quantile": 0.99, "always_ram": True}
+                },
             },
         ),
         ("GetCollection", {"collection_name": "rag_chunks"}),
@@ -347,7 +352,13 @@ def test_search_sends_the_vector_and_every_filter(capture, store) -> None:
         "filter": EVERY_CONDITION,
         "limit": "7",
         # Qdrant's default ef (100) loses recall at depth
-        "params": {"hnsw_ef": "256", "exact": False, "indexed_only": False},
+        # and twice the limit rescored by the original vectors where quantized
+        "params": {
+            "hnsw_ef": "256",
+            "exact": False,
+            "quantization": {"ignore": False, "rescore": True, "oversampling": 2.0},
+            "indexed_only": False,
+        },
         "with_payload": FIRST_PHASE_PAYLOAD,
         "with_vectors": {"enable": False},
         "timeout": "3",

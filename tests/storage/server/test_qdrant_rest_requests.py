@@ -137,7 +137,7 @@ def test_rest_bodies_for_upsert_and_search() -> None:
                         {"key": "doc_id", "match": {"any": ["faq"]}},
                     ]
                 },
-                "params": {"hnsw_ef": 256},
+                "params": {"hnsw_ef": 256, "quantization": {"rescore": True, "oversampling": 2.0}},
                 "limit": 5,
                 "with_vector": False,
                 "with_payload": FIRST_PHASE,
