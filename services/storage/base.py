@@ -119,8 +119,8 @@ class VectorQuantization(StrEnum):
     (RAG_VECTOR_QUANTIZATION). INT8: a scalar int8 copy of every indexed
     vector in memory, the float32 originals in mapped files read only to
     rescore a search's candidates. Measured at 200,000 multilingual-e5-small
-    chunks (bench/results/notes/vector_quantization.md): search 1.6x faster at
-    equal recall, the HNSW build 2x faster, ~160 MiB less resident memory.
+    chunks (bench/results/notes/vector_quantization.md): search 1.8x faster at
+    equal recall, the HNSW build 2x faster, ~120 MiB less resident memory.
     Searches always ask for rescoring, so a shard whose segments were built
     with either setting ranks by the original vectors."""
 

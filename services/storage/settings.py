@@ -166,7 +166,7 @@ class StoreSettings(BaseSettings):
         DEFAULT_VECTOR_QUANTIZATION,
         description="int8 | none: how Qdrant (Edge and server) keeps the vectors its HNSW graph "
         "walks. int8: an int8 copy in memory, the float32 originals in mapped files, every "
-        "search rescored by the originals (at 200,000 chunks: search 1.6x faster at equal "
+        "search rescored by the originals (at 200,000 chunks: search 1.8x faster at equal "
         "recall, HNSW build 2x faster, less resident memory; docs/retrieval.md). Applies to "
         "the segments built from then on; an existing index keeps working. pgvector has no "
         "such index: PostgreSQL mode ignores it",
