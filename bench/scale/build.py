@@ -57,7 +57,7 @@ class BuildReport:
         self.seconds[part] = self.seconds.get(part, 0.0) + seconds
 
 
-def _runs(corpus: SyntheticCorpus, size: int) -> Iterator[list[SyntheticDocument]]:
+def document_runs(corpus: SyntheticCorpus, size: int) -> Iterator[list[SyntheticDocument]]:
     documents = corpus.documents()
     while batch := list(islice(documents, size)):
         yield batch
@@ -150,7 +150,7 @@ def _write_all(
     parts: MemoryPeaks,
 ) -> None:
     started = time.perf_counter()
-    for generation, documents in enumerate(_runs(corpus, docs_per_run), start=1):
+    for generation, documents in enumerate(document_runs(corpus, docs_per_run), start=1):
         _write_run(storage, generation, documents, report)
         if generation % 100 == 0:
             print(f"  {report.chunks} chunks written", flush=True)

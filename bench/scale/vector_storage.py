@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import numpy as np
 
 from bench.common.memory_peaks import STATUS, MemoryPeaks, resident_mib
 from bench.common.paths import RESULTS_DIR, ROOT
-from bench.scale.build import DOCS_PER_RUN
+from bench.scale.build import DOCS_PER_RUN, document_runs
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
 from bench.scale.measure import CANDIDATES, SCALE_MODEL
 from bench.scale.source import SourceCorpus, load_source
@@ -76,9 +75,9 @@ def build(source: SourceCorpus, size: int, quantization: VectorQuantization) -> 
 
 
 def _write(store: EdgeVectorStore, corpus: SyntheticCorpus, raw: Any) -> tuple[list[str], int]:
-    documents, ids, generation = corpus.documents(), [], 0
-    while batch := list(islice(documents, DOCS_PER_RUN)):
-        generation += 1
+    ids: list[str] = []
+    generation = 0
+    for generation, batch in enumerate(document_runs(corpus, DOCS_PER_RUN), start=1):
         chunks = [replace(c, generation=generation) for d in batch for c in d.chunks]
         vectors = np.concatenate([d.vectors for d in batch]).astype(np.float32)
         store.upsert(chunks, vectors.tolist(), unrequested_deadline())

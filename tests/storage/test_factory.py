@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -77,3 +78,21 @@ def test_lexical_field_boosts_from_settings_reach_the_embedded_store(tmp_path: P
         vectors.close()
         lexical.close()
     assert "title^0.05" in described and "heading_path^0.25" in described
+
+
+def test_embedded_mode_hands_the_quantization_setting_to_the_vector_shard(tmp_path: Path) -> None:
+    settings = StoreSettings(
+        data_dir=tmp_path, QDRANT_URL="", OPENSEARCH_URL="", vector_quantization="none"
+    )
+    vectors, lexical = open_stores(settings, dim=8)
+    vectors.close()
+    lexical.close()
+    # The shard's own persisted config, which its optimizer builds segments by.
+    config = json.loads((tmp_path / "vectors" / "edge_config.json").read_text())
+    assert "quantization_config" not in config["vectors"][""]
+    default = StoreSettings(data_dir=tmp_path / "b", QDRANT_URL="", OPENSEARCH_URL="")
+    vectors, lexical = open_stores(default, dim=8)
+    vectors.close()
+    lexical.close()
+    config = json.loads((tmp_path / "b" / "vectors" / "edge_config.json").read_text())
+    assert config["vectors"][""]["quantization_config"]["scalar"]["type"] == "int8"

@@ -598,3 +598,13 @@ def test_a_passed_deadline_sends_nothing(capture, store) -> None:
         with pytest.raises(DeadlineExceeded, match="no time left"):
             call()
     assert double.methods() == []
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # qdrant-client's version probe fails
+def test_quantization_none_from_the_settings_creates_a_float32_collection(capture) -> None:
+    double, port = capture
+    chosen = settings(QDRANT_GRPC_PORT=port, vector_quantization="none")
+    QdrantVectorStore.from_settings(chosen, DIM).close()
+    [create] = double.requests("Create")
+    assert "quantization_config" not in create
+    assert create["vectors_config"] == {"params": {"size": "4", "distance": "Cosine"}}
