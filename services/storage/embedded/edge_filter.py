@@ -10,8 +10,10 @@ from services.core.models import ScopeFilter
 from services.storage.payload import GENERATION_FIELD, METADATA_TERMS_FIELD, metadata_term
 
 # Keyword indexes let filtered searches skip non-matching points instead of
-# scanning payloads.
-_KEYWORD_INDEXED_FIELDS = ("chunk_id", "doc_id", "url", "locale", METADATA_TERMS_FIELD)
+# scanning payloads. Not chunk_id: no filter names it (a chunk is fetched by
+# its point id), and its index, one distinct value per point, was a quarter
+# of a writer's memory (bench/results/notes/payload_index_memory.md).
+_KEYWORD_INDEXED_FIELDS = ("doc_id", "url", "locale", METADATA_TERMS_FIELD)
 _SCOPE_FIELD = "scope_id"
 
 
@@ -52,11 +54,20 @@ def field_indexes() -> dict[str, qe.KeywordIndexParams | qe.IntegerIndexParams]:
     scans them), the visibility filter (`generation`) keeps nearly every row,
     and locales are few and large. Leaving them out cut the HNSW build of a
     100k-chunk bench.scale index from 75 to 60 s with recall@10 unchanged
-    (0.998 / 0.993, 1% scope 1.0 both). Shards created before keep theirs.
+    (0.998 / 0.993, 1% scope 1.0 both).
+
+    Every keyword index is `Memory.Cold`: an optimised segment maps its index files
+    instead of loading them into the heap, so they cost page cache the kernel
+    can drop, not the process's own memory (a segment being written keeps its
+    indexes in memory whatever this says). Shards created before keep the
+    indexes they were created with.
     """
-    no_graph = qe.KeywordIndexParams(enable_hnsw=False)
+    cold = qe.Memory.Cold
+    no_graph = qe.KeywordIndexParams(enable_hnsw=False, memory=cold)
     return {
         **{field: no_graph for field in _KEYWORD_INDEXED_FIELDS},
-        _SCOPE_FIELD: qe.KeywordIndexParams(is_tenant=True),
+        _SCOPE_FIELD: qe.KeywordIndexParams(is_tenant=True, memory=cold),
+        # Loaded: every search filters on it, and mapped it slowed the
+        # search p90 from 2.7 to 4.6 ms at 200,000 points.
         GENERATION_FIELD: qe.IntegerIndexParams(lookup=True, range=True, enable_hnsw=False),
     }

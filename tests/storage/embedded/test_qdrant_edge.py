@@ -213,9 +213,29 @@ def test_filterable_hnsw_links_are_built_for_the_scope_only(tmp_path: Path) -> N
     graphs = {field: info.params.enable_hnsw for field, info in schema.items()}
     assert graphs == {
         "scope_id": None,  # the engine's default: links built
-        **dict.fromkeys(("chunk_id", "doc_id", "url", "locale", "meta", "generation"), False),
+        **dict.fromkeys(("doc_id", "url", "locale", "meta", "generation"), False),
     }
     assert schema["scope_id"].params.is_tenant is True
+
+
+def test_payload_indexes_are_mapped_not_loaded_and_chunk_ids_are_not_indexed(
+    tmp_path: Path,
+) -> None:
+    # chunk_id's index (one value per point, named by no filter) was a quarter
+    # of the writer's memory; the others are mapped from their files once a
+    # segment is optimised (bench/results/notes/payload_index_memory.md).
+    EdgeVectorStore(tmp_path / "shard", 4).close()
+    shard = qe.EdgeShard.load(str(tmp_path / "shard"))
+    try:
+        schema = shard.info().payload_schema
+    finally:
+        shard.close()
+    assert "chunk_id" not in schema
+    keywords = ("scope_id", "doc_id", "url", "locale", "meta")
+    assert {field: schema[field].params.memory for field in keywords} == dict.fromkeys(
+        keywords, qe.Memory.Cold
+    )
+    assert schema["generation"].params.memory is None  # loaded: every search reads it
 
 
 def test_a_search_asks_for_candidates_by_the_shard_size(
