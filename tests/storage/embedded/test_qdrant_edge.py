@@ -4,6 +4,7 @@ dimension checks, numpy input and concurrent use."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -201,15 +202,20 @@ def indexed_segments(path: Path) -> dict[str, int]:
     return kinds
 
 
+def _payload_schema(path: Path) -> dict[str, Any]:
+    """The payload indexes of a shard the store creates at `path`."""
+    EdgeVectorStore(path, 4).close()
+    shard = qe.EdgeShard.load(str(path))
+    try:
+        return dict(shard.info().payload_schema)
+    finally:
+        shard.close()
+
+
 def test_filterable_hnsw_links_are_built_for_the_scope_only(tmp_path: Path) -> None:
     # The other filters select too few points to need a graph, or nearly all:
     # building links for them only slows the HNSW build (bench.scale).
-    EdgeVectorStore(tmp_path / "shard", 4).close()
-    shard = qe.EdgeShard.load(str(tmp_path / "shard"))
-    try:
-        schema = shard.info().payload_schema
-    finally:
-        shard.close()
+    schema = _payload_schema(tmp_path / "shard")
     graphs = {field: info.params.enable_hnsw for field, info in schema.items()}
     assert graphs == {
         "scope_id": None,  # the engine's default: links built
@@ -224,12 +230,7 @@ def test_payload_indexes_are_mapped_not_loaded_and_chunk_ids_are_not_indexed(
     # chunk_id's index (one value per point, named by no filter) was a quarter
     # of the writer's memory; the others are mapped from their files once a
     # segment is optimised (bench/results/notes/payload_index_memory.md).
-    EdgeVectorStore(tmp_path / "shard", 4).close()
-    shard = qe.EdgeShard.load(str(tmp_path / "shard"))
-    try:
-        schema = shard.info().payload_schema
-    finally:
-        shard.close()
+    schema = _payload_schema(tmp_path / "shard")
     assert "chunk_id" not in schema
     keywords = ("scope_id", "doc_id", "url", "locale", "meta")
     assert {field: schema[field].params.memory for field in keywords} == dict.fromkeys(
