@@ -11,8 +11,9 @@ from services.storage.payload import GENERATION_FIELD, METADATA_TERMS_FIELD, met
 
 # Keyword indexes let filtered searches skip non-matching points instead of
 # scanning payloads. Not chunk_id: no filter names it (a chunk is fetched by
-# its point id), and its index, one distinct value per point, was a quarter
-# of a writer's memory (bench/results/notes/payload_index_memory.md).
+# its point id), and its index, one distinct value per point, was ~23% of
+# the vector store's heap growth while writing (payload_index_memory.md in
+# bench/results/notes).
 _KEYWORD_INDEXED_FIELDS = ("doc_id", "url", "locale", METADATA_TERMS_FIELD)
 _SCOPE_FIELD = "scope_id"
 
@@ -68,6 +69,6 @@ def field_indexes() -> dict[str, qe.KeywordIndexParams | qe.IntegerIndexParams]:
         **{field: no_graph for field in _KEYWORD_INDEXED_FIELDS},
         _SCOPE_FIELD: qe.KeywordIndexParams(is_tenant=True, memory=cold),
         # Loaded: every search filters on it, and mapped it slowed the
-        # search p90 from 2.7 to 4.6 ms at 200,000 points.
+        # search p90 from 2.7 to 4.2-4.6 ms at 200,000 points.
         GENERATION_FIELD: qe.IntegerIndexParams(lookup=True, range=True, enable_hnsw=False),
     }

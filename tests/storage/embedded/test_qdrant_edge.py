@@ -227,8 +227,8 @@ def test_filterable_hnsw_links_are_built_for_the_scope_only(tmp_path: Path) -> N
 def test_payload_indexes_are_mapped_not_loaded_and_chunk_ids_are_not_indexed(
     tmp_path: Path,
 ) -> None:
-    # chunk_id's index (one value per point, named by no filter) was a quarter
-    # of the writer's memory; the others are mapped from their files once a
+    # chunk_id's index (one value per point, named by no filter) was ~23% of
+    # the vector store's heap growth while writing; the others are mapped from their files once a
     # segment is optimised (bench/results/notes/payload_index_memory.md).
     schema = _payload_schema(tmp_path / "shard")
     assert "chunk_id" not in schema
