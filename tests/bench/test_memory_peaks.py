@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import mmap
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -46,3 +48,29 @@ def test_this_process_heap_growth_is_seen_as_its_own_memory() -> None:
         grown = peaks.take()["anon"]
         block.close()
     assert grown >= before + 60
+
+
+def test_a_peak_while_this_process_holds_the_interpreter_lock_is_seen() -> None:
+    # Qdrant Edge's HNSW build holds the interpreter lock for minutes; a sampler
+    # thread of this process missed every peak inside it (only the build's
+    # last moment was reported). Here a block lives and dies while no other
+    # thread of this process can run: pure-Python work under a long switch
+    # interval, and pages touched one by one from Python (nothing releases
+    # the lock).
+    size = 64 * 2**20
+    with MemoryPeaks(interval_s=0.01) as peaks:
+        before = peaks.take()["anon"]
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(100.0)
+        try:
+            block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            for offset in range(0, size, mmap.PAGESIZE):
+                block[offset] = 1
+            held_until = time.perf_counter() + 0.5
+            while time.perf_counter() < held_until:
+                pass
+            block.close()
+        finally:
+            sys.setswitchinterval(previous)
+        peak = peaks.take()
+    assert peak["anon"] >= before + 60
