@@ -14,8 +14,9 @@ from services.storage.payload import GENERATION_FIELD, METADATA_TERMS_FIELD, met
 # its point id), and its index, one distinct value per point, was ~23% of
 # the vector store's heap growth while writing (payload_index_memory.md in
 # bench/results/notes).
-_KEYWORD_INDEXED_FIELDS = ("doc_id", "url", "locale", METADATA_TERMS_FIELD)
+_MAPPED_KEYWORD_FIELDS = ("doc_id", "url", METADATA_TERMS_FIELD)
 _SCOPE_FIELD = "scope_id"
+_LOCALE_FIELD = "locale"
 
 
 def edge_filter(scope: ScopeFilter | None) -> qe.Filter | None:
@@ -57,17 +58,23 @@ def field_indexes() -> dict[str, qe.KeywordIndexParams | qe.IntegerIndexParams]:
     100k-chunk bench.scale index from 75 to 60 s with recall@10 unchanged
     (0.998 / 0.993, 1% scope 1.0 both).
 
-    Every keyword index is `Memory.Cold`: an optimised segment maps its index files
-    instead of loading them into the heap, so they cost page cache the kernel
-    can drop, not the process's own memory (a segment being written keeps its
-    indexes in memory whatever this says). Shards created before keep the
-    indexes they were created with.
+    The keyword indexes but the locale's are `Memory.Cold`: an optimised
+    segment maps their files instead of loading them into the heap, so they
+    cost page cache the kernel can drop, not the process's own memory (a
+    segment being written keeps its indexes in memory whatever this says).
+    Shards created before keep the indexes they were created with.
     """
     cold = qe.Memory.Cold
     no_graph = qe.KeywordIndexParams(enable_hnsw=False, memory=cold)
     return {
-        **{field: no_graph for field in _KEYWORD_INDEXED_FIELDS},
+        **{field: no_graph for field in _MAPPED_KEYWORD_FIELDS},
         _SCOPE_FIELD: qe.KeywordIndexParams(is_tenant=True, memory=cold),
+        # Loaded: a request over a bilingual scope filters each search on a
+        # locale, often one holding most of the points. Mapped, such a search
+        # took ~12 ms against ~8.5 ms loaded at 1M chunks; loading it (with the
+        # scope's, not separated) cost 54 MiB of heap there
+        # (bench/results/notes/scale_sampled_memory.md).
+        _LOCALE_FIELD: qe.KeywordIndexParams(enable_hnsw=False),
         # Loaded: every search filters on it, and mapped it slowed the
         # search p90 from 2.7 to 4.2-4.6 ms at 200,000 points.
         GENERATION_FIELD: qe.IntegerIndexParams(lookup=True, range=True, enable_hnsw=False),
