@@ -18,6 +18,7 @@ library for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
@@ -29,6 +30,12 @@ from typing import TextIO
 
 STATUS = Path("/proc/self/status")
 PARTS = ("RssAnon", "RssFile")
+
+
+class SamplerGone(RuntimeError):
+    """The sampling child exited before it was asked for a phase's peaks: the
+    peaks of that phase are unknown (between-call samples would report only
+    its last moment, the error this child exists to avoid)."""
 
 
 def resident_mib(status: str) -> dict[str, int]:
@@ -77,10 +84,17 @@ class MemoryPeaks:
         sampler, self._sampler = self._sampler, None
         if sampler is not None:
             assert sampler.stdin is not None
-            sampler.stdin.close()  # end of input: the sampler exits
+            # End of input: the sampler exits (if it has already, a take() said so).
+            with contextlib.suppress(BrokenPipeError):
+                sampler.stdin.close()
             sampler.wait(timeout=10)
             if sampler.stdout is not None:
                 sampler.stdout.close()
+
+    @property
+    def sampler_pid(self) -> int | None:
+        """The sampling child's pid while open."""
+        return None if self._sampler is None else self._sampler.pid
 
     def sample(self) -> None:
         self._merge(resident_mib(self.status.read_text()))
@@ -91,16 +105,28 @@ class MemoryPeaks:
                 self._peaks[part] = max(self._peaks[part], mib)
 
     def _ask_sampler(self) -> None:
-        if self._sampler is None:
+        sampler = self._sampler
+        if sampler is None:
             return
-        assert self._sampler.stdin is not None and self._sampler.stdout is not None
-        self._sampler.stdin.write("take\n")
-        self._sampler.stdin.flush()
-        anon, file = self._sampler.stdout.readline().split()
+        assert sampler.stdin is not None and sampler.stdout is not None
+        try:
+            sampler.stdin.write("take\n")
+            sampler.stdin.flush()
+            reply = sampler.stdout.readline()
+        except BrokenPipeError:
+            reply = ""
+        if not reply:
+            raise SamplerGone(
+                f"the memory sampler (pid {sampler.pid}) exited with status"
+                f" {sampler.wait(timeout=10)} before this phase's peaks were taken;"
+                f" they are unknown (it reads {self.status})"
+            )
+        anon, file = reply.split()
         self._merge({"RssAnon": int(anon), "RssFile": int(file)})
 
     def take(self) -> dict[str, int]:
-        """Peaks since the last take, in MiB: `anon` and `file`."""
+        """Peaks since the last take, in MiB: `anon` and `file`. Raises
+        `SamplerGone` if the sampling child has exited (killed, say)."""
         self.sample()  # the phase's last moment, however short the phase
         self._ask_sampler()
         with self._lock:

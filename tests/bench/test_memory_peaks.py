@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import mmap
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.common.memory_peaks import MemoryPeaks, resident_mib
+from bench.common.memory_peaks import MemoryPeaks, SamplerGone, resident_mib
 
 pytestmark = pytest.mark.unit
 
@@ -74,3 +76,14 @@ def test_a_peak_while_this_process_holds_the_interpreter_lock_is_seen() -> None:
             sys.setswitchinterval(previous)
         peak = peaks.take()
     assert peak["anon"] >= before + 60
+
+
+def test_a_sampler_that_died_is_a_clear_error_not_a_peak_from_one_moment() -> None:
+    with MemoryPeaks(interval_s=0.01) as peaks:
+        peaks.take()
+        pid = peaks.sampler_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SamplerGone, match=rf"sampler \(pid {pid}\) exited with status -9"):
+            peaks.take()
+    assert peaks.sampler_pid is None
