@@ -48,6 +48,10 @@ def machine_description() -> dict[str, Any]:
 
     return {
         "cpu": _cpu_model(),
+        # The model name alone ("AMD EPYC", "Intel(R) Xeon(R) Processor") does
+        # not tell two virtual hosts apart, and absolute times differ between
+        # them by a third or more: family/model/stepping and clock do.
+        "cpu_id": _cpu_id(),
         "logical_cpus": os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "os": platform.platform(),
@@ -67,6 +71,31 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def cpu_identity(cpuinfo: str) -> str:
+    """The first CPU's family, model, stepping and clock from /proc/cpuinfo's
+    text, e.g. "family 6 model 167 stepping 1, 2600 MHz"; "" if absent."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if not key and fields:
+            break  # the end of the first CPU's block
+        fields.setdefault(key, value.strip())
+    named = (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
+    parts = [f"{name} {fields[key]}" for key, name in named if key in fields]
+    if not parts:
+        return ""
+    mhz = fields.get("cpu MHz")
+    return ", ".join([" ".join(parts), *([f"{float(mhz):.0f} MHz"] if mhz else [])])
+
+
+def _cpu_id() -> str:
+    try:
+        return cpu_identity(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        return ""
 
 
 # ------------------------------------------------------------------ summaries

@@ -25,7 +25,8 @@ def provenance(result: dict[str, Any]) -> str:
     m = result["machine"]
     return (
         f"Command `{result['command']}`, {result['date']}, revision `{result['git_revision']}`; "
-        f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['memory_gib']} GiB, "
+        f"machine: {m['cpu']}{f' ({cpu_id})' if (cpu_id := m.get('cpu_id')) else ''}, "
+        f"{m['logical_cpus']} logical CPUs, {m['memory_gib']} GiB, "
         f"Python {m['python']}, torch {m['torch']} ({m['torch_threads']} threads), "
         f"1-minute load average at the start {m['load_average_1m']}.\n"
     )
