@@ -64,18 +64,22 @@ def machine_description() -> dict[str, Any]:
 
 
 def _cpu_model() -> str:
+    return _first_cpu(_cpuinfo()).get("model name") or platform.processor() or "unknown"
+
+
+def _cpu_id() -> str:
+    return cpu_identity(_cpuinfo())
+
+
+def _cpuinfo() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or "unknown"
+        return ""
 
 
-def cpu_identity(cpuinfo: str) -> str:
-    """The first CPU's family, model, stepping and clock from /proc/cpuinfo's
-    text, e.g. "family 6 model 167 stepping 1, 2600 MHz"; "" if absent."""
+def _first_cpu(cpuinfo: str) -> dict[str, str]:
+    """The first CPU's block of /proc/cpuinfo's text, as key: value."""
     fields: dict[str, str] = {}
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
@@ -83,19 +87,19 @@ def cpu_identity(cpuinfo: str) -> str:
         if not key and fields:
             break  # the end of the first CPU's block
         fields.setdefault(key, value.strip())
+    return fields
+
+
+def cpu_identity(cpuinfo: str) -> str:
+    """The first CPU's family, model, stepping and clock from /proc/cpuinfo's
+    text, e.g. "family 6 model 167 stepping 1, 2600 MHz"; "" if absent."""
+    fields = _first_cpu(cpuinfo)
     named = (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
     parts = [f"{name} {fields[key]}" for key, name in named if key in fields]
     if not parts:
         return ""
     mhz = fields.get("cpu MHz")
     return ", ".join([" ".join(parts), *([f"{float(mhz):.0f} MHz"] if mhz else [])])
-
-
-def _cpu_id() -> str:
-    try:
-        return cpu_identity(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        return ""
 
 
 # ------------------------------------------------------------------ summaries
