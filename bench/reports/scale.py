@@ -103,16 +103,77 @@ def _split(memory: dict[str, float]) -> str:
 
 
 def _writer_split(size: dict[str, Any]) -> str:
-    """The writer's largest own (anonymous) and file-page peaks over its phases."""
+    """The writer's largest own (anonymous) and file-page peaks over its phases,
+    and the hard limit it ran under, if any."""
     phases = size.get("writer_peak_parts_mib_by_phase") or {}
     if not phases:
         return ""
     anon = max(p["anon"] for p in phases.values()) / 1024
     mapped = max(p["file"] for p in phases.values()) / 1024
-    return (
+    split = (
         f"own (anonymous) memory peaked at {anon:.2f} GiB, mapped store files at {mapped:.2f} GiB"
         " (pages the kernel can drop and read again)"
     )
+    cap = size.get("writer_memory_cap")
+    return f"{split}; {_cap_phrase(cap)}" if cap else split
+
+
+def _cap_phrase(cap: dict[str, int]) -> str:
+    outcome = "killed for want of memory" if cap["oom_kills"] else "completed"
+    return (
+        f"written and built under a hard {cap['limit_mib']} MiB limit (a memory cgroup; the "
+        f"{cap['held_at_entry_mib']} MiB it held on entry counted in full): {outcome}, peak "
+        f"{cap['peak_mib']} MiB, the kernel reclaiming at the limit {cap['limit_hits']:,} times"
+    )
+
+
+def _cap_rows(sizes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    rows = []
+    for size in sizes:
+        cap = size.get("writer_memory_cap")
+        if cap:
+            seconds = size["write_seconds"]
+            rows.append(
+                (
+                    f"{size['chunks']:,}",
+                    cap["limit_mib"],
+                    cap["held_at_entry_mib"],
+                    cap["peak_mib"],
+                    f"{cap['limit_hits']:,}",
+                    cap["oom_kills"],
+                    f"{seconds.get('vector index (HNSW)', 0.0):.0f}",
+                    f"{size['write_total_s']:.0f}",
+                )
+            )
+    return rows
+
+
+def _cap_table(sizes: list[dict[str, Any]]) -> list[str]:
+    rows = _cap_rows(sizes)
+    if not rows:
+        return []
+    return [
+        "### The writer under a hard memory limit\n",
+        "`--writer-memory-cap`: each index was written and built inside a memory cgroup "
+        "(`bench/common/memory_cap.py`). The limit covers the writer's own memory and the store "
+        "files it maps; what it held on entry counts in full. At the limit the kernel drops "
+        "mapped pages (read again when needed) and kills the process if its own memory alone "
+        "outgrows it, so a completed build is one that fits a machine with that much memory. "
+        "Peak RSS in the table above is then bounded by the limit too.\n",
+        table(
+            (
+                "chunks",
+                "limit MiB",
+                "held on entry MiB",
+                "peak MiB",
+                "reclaims at the limit",
+                "OOM kills",
+                "HNSW build s",
+                "build total s",
+            ),
+            rows,
+        ),
+    ]
 
 
 def scale_section(result: dict[str, Any]) -> str:
@@ -152,6 +213,7 @@ def scale_section(result: dict[str, Any]) -> str:
             ),
             _resource_rows(sizes),
         ),
+        *_cap_table(sizes),
     ]
     if largest["chunks"] >= 1_000_000:
         parts += ["### Targets at 1M chunks\n", targets_table(scale_targets(largest))]

@@ -11,7 +11,10 @@ with a scope filter selecting ~1% of the corpus; then the vector channel's
 HNSW recall@10 is measured against exact search. Results go to
 bench/results/scale.json, the plot to bench/results/scale.png and the
 section to docs/benchmarks.md. Indexes are deleted after measuring unless
-`--keep` (they live in .data/scale/).
+`--keep` (they live in .data/scale/). `--writer-memory-cap MIB` writes and
+builds each index inside a hard memory limit (bench.common.memory_cap; `make
+bench-scale` uses 4096), so the record says whether a bulk load fits a
+machine with that much memory, not only how much it took on this one.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common.memory_cap import MemoryCap, MemoryCapUnavailable
 from bench.common.paths import RESULTS_DIR, ROOT, SCRATCH_DIR, page_for
 from bench.common.record import run_record
 from bench.reports.page import publish
@@ -65,6 +69,13 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         help="also measure recall@10 at these hnsw_ef (the default is the store's own)",
     )
+    p.add_argument(
+        "--writer-memory-cap",
+        type=int,
+        default=0,
+        metavar="MIB",
+        help="write and build each index inside a memory cgroup limited to MIB (root; 0: none)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the built indexes in .data/scale/")
     p.add_argument("--out", type=Path, default=RESULTS_FILE, help="result file")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -79,7 +90,7 @@ def measure_size(
     shutil.rmtree(data_dir, ignore_errors=True)
     print(f"{size} chunks: writing into {data_dir}", flush=True)
     started = time.perf_counter()
-    build = build_index(corpus, data_dir)
+    build = build_index(corpus, data_dir, memory_cap_mib=args.writer_memory_cap or None)
     write_s = time.perf_counter() - started
     # The writing process's peak so far (sizes run smallest first, so it is
     # this size's): what an Indexer needs while it writes and builds HNSW.
@@ -116,6 +127,7 @@ def measure_size(
         "writer_peak_rss_mib": round(writer_peak_mib),
         "writer_peak_rss_mib_by_phase": build.peak_rss_mib,
         "writer_peak_parts_mib_by_phase": build.peak_parts_mib,
+        "writer_memory_cap": build.memory_cap,
         "disk_bytes": disk,
         "recall_at_10": recall,
         "recall_at_10_by_ef": recall_by_ef,
@@ -123,8 +135,22 @@ def measure_size(
     }
 
 
+def check_memory_cap(limit_mib: int) -> None:
+    """Fail before building anything when the limit cannot be applied."""
+    if limit_mib:
+        try:
+            with MemoryCap(limit_mib):
+                pass
+        except (MemoryCapUnavailable, ValueError) as exc:
+            raise SystemExit(
+                f"--writer-memory-cap {limit_mib}: {exc} (a memory cgroup needs root;"
+                " --writer-memory-cap 0 builds without a limit)"
+            ) from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    check_memory_cap(args.writer_memory_cap)
     record = run_record(["-m", "bench.scale", *(argv if argv is not None else sys.argv[1:])])
     source = load_source(SCALE_MODEL, args.source_docs)
     log_dir = SCRATCH_DIR / "logs" / "scale"

@@ -11,6 +11,7 @@ part by part.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import resource
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common.memory_cap import MemoryCap
 from bench.common.memory_peaks import MemoryPeaks
 from bench.scale.corpus import SyntheticCorpus, SyntheticDocument
 from services.storage.base import unrequested_deadline
@@ -47,6 +49,8 @@ class BuildReport:
     # Each phase's own peaks of the two parts of that total (sampled): the
     # process's heap (anon) and the store files it maps (file pages).
     peak_parts_mib: dict[str, dict[str, int]] = field(default_factory=dict)
+    # What the memory cgroup saw when the build ran under a hard limit.
+    memory_cap: dict[str, int] | None = None
 
     def mark_peak(self, phase: str, parts: MemoryPeaks | None = None) -> None:
         self.peak_rss_mib[phase] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -118,9 +122,15 @@ def _entries(documents: list[SyntheticDocument]) -> list[ManifestEntry]:
 
 
 def build_index(
-    corpus: SyntheticCorpus, data_dir: Path, docs_per_run: int = DOCS_PER_RUN
+    corpus: SyntheticCorpus,
+    data_dir: Path,
+    docs_per_run: int = DOCS_PER_RUN,
+    memory_cap_mib: int | None = None,
 ) -> BuildReport:
-    """A fresh embedded index of the corpus in `data_dir` (which must not exist)."""
+    """A fresh embedded index of the corpus in `data_dir` (which must not exist);
+    with `memory_cap_mib`, written and built inside that hard memory limit
+    (bench.common.memory_cap: the kernel drops mapped file pages at the limit
+    and kills the process if its own memory outgrows it)."""
     if data_dir.exists():
         raise FileExistsError(f"{data_dir} exists: the scale bench builds fresh indexes only")
     # Built in this process: nothing queries it yet, and the record times the
@@ -130,15 +140,20 @@ def build_index(
     )
     storage = open_storage(settings, int(corpus.source.vectors.shape[1]))
     report = BuildReport()
+    # The sampler starts first, so it stays outside the limit it watches.
     with MemoryPeaks() as parts:
         report.mark_peak("before writing", parts)
-        try:
-            _write_all(storage, corpus, docs_per_run, report, parts)
-        finally:
-            started = time.perf_counter()
-            storage.close()
-            report.add_time("close (flush)", time.perf_counter() - started)
-            report.mark_peak("closed", parts)
+        cap = MemoryCap(memory_cap_mib) if memory_cap_mib else None
+        with cap or contextlib.nullcontext():
+            try:
+                _write_all(storage, corpus, docs_per_run, report, parts)
+            finally:
+                started = time.perf_counter()
+                storage.close()
+                report.add_time("close (flush)", time.perf_counter() - started)
+                report.mark_peak("closed", parts)
+    if cap is not None and cap.report is not None:
+        report.memory_cap = cap.report.as_record()
     return report
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.reports.scale import scale_targets
+from bench.reports.scale import _cap_table, scale_targets
 
 pytestmark = pytest.mark.unit
 
@@ -46,3 +46,26 @@ def test_writer_target_notes_its_own_and_file_page_peaks() -> None:
     writer = scale_targets(_size(20, 50, 3000, 6144, 0.98))[3]
     assert "2.54 GiB" in writer["note"]  # the largest anonymous peak over the phases
     assert "3.03 GiB" in writer["note"]  # the largest file-page peak
+
+
+def test_a_build_under_a_memory_limit_is_shown_with_what_the_cgroup_saw() -> None:
+    size = _size(20, 50, 3000, 3900, 0.98)
+    size["writer_memory_cap"] = {
+        "limit_mib": 4096,
+        "held_at_entry_mib": 1025,
+        "peak_mib": 4096,
+        "limit_hits": 123456,
+        "oom_kills": 0,
+    }
+    writer = scale_targets(size)[3]
+    assert writer["verdict"] == "met"
+    assert "hard 4096 MiB limit" in writer["note"] and "completed" in writer["note"]
+    assert "123,456 times" in writer["note"]
+    size["write_seconds"], size["write_total_s"], size["chunks"] = {"vectors": 1.0}, 9.0, 10
+    section = _cap_table([size])
+    assert section[0].startswith("### The writer under a hard memory limit")
+    assert "| 10 | 4096 | 1025 | 4096 | 123,456 | 0 | 0 | 9 |" in section[2]
+
+
+def test_no_memory_limit_no_limit_section() -> None:
+    assert _cap_table([_size(20, 50, 3000, 3900, 0.98)]) == []

@@ -1,0 +1,128 @@
+"""A benchmark's work run inside a hard memory limit (a memory cgroup)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.common.memory_cap import (
+    CapReport,
+    MemoryCap,
+    MemoryCapUnavailable,
+    memory_cgroup,
+    resident_total_mib,
+)
+
+V1 = "9:name=systemd:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/\n"
+V2 = "0::/user.slice/session-1.scope\n"
+
+
+@pytest.mark.unit
+def test_the_v1_memory_hierarchy_is_used_when_mounted(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    layout = memory_cgroup(V1, root=tmp_path)
+    assert (layout.directory, layout.version) == (tmp_path / "memory/process_api/abc", 1)
+    assert layout.limit_file == "memory.limit_in_bytes"
+
+
+@pytest.mark.unit
+def test_the_unified_hierarchy_is_used_without_a_v1_memory_mount(tmp_path: Path) -> None:
+    layout = memory_cgroup(V1 + V2, root=tmp_path)  # no tmp_path/memory: v1 not mounted
+    assert (layout.directory, layout.version) == (tmp_path, 2)
+    layout = memory_cgroup(V2, root=tmp_path)
+    assert (layout.directory, layout.limit_file) == (
+        tmp_path / "user.slice/session-1.scope",
+        "memory.max",
+    )
+
+
+@pytest.mark.unit
+def test_no_memory_cgroup_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(MemoryCapUnavailable, match="no memory cgroup"):
+        memory_cgroup("4:cpu:/\n", root=tmp_path)
+
+
+@pytest.mark.unit
+def test_resident_memory_is_read_from_status_rounded_up(tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmRSS:\t  1025 kB\nRssAnon:\t 900 kB\n")
+    assert resident_total_mib(status) == 2
+    assert CapReport(4096, 2, 4000, 12, 0).as_record() == {
+        "limit_mib": 4096,
+        "held_at_entry_mib": 2,
+        "peak_mib": 4000,
+        "limit_hits": 12,
+        "oom_kills": 0,
+    }
+
+
+@pytest.mark.unit
+def test_a_limit_that_is_not_positive_is_refused() -> None:
+    with pytest.raises(ValueError, match="limit_mib must be > 0"):
+        MemoryCap(0)
+
+
+def _held_mib() -> int:
+    return resident_total_mib(Path(f"/proc/{os.getpid()}/status"))
+
+
+@pytest.fixture
+def cgroup_writable() -> None:
+    """The kernel's cgroups are this machine's (root); elsewhere the reason is shown."""
+    try:
+        with MemoryCap(_held_mib() + 64):
+            pass
+    except MemoryCapUnavailable as exc:
+        pytest.skip(f"no writable memory cgroup here: {exc}")
+
+
+# The allocating child makes itself the OOM killer's first choice, so the
+# kernel never picks the test process that holds the cap.
+ALLOCATE = (
+    "from pathlib import Path\n"
+    "Path('/proc/self/oom_score_adj').write_text('1000')\n"
+    "block = bytearray(512 * 1024 * 1024)\n"
+)
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("cgroup_writable")
+def test_own_memory_past_the_limit_is_killed_and_the_process_goes_home() -> None:
+    home = Path("/proc/self/cgroup").read_text()
+    with MemoryCap(_held_mib() + 256) as cap:
+        assert Path("/proc/self/cgroup").read_text() != home
+        child = subprocess.run([sys.executable, "-c", ALLOCATE], check=False)
+    assert child.returncode == -9
+    assert cap.report is not None and cap.report.oom_kills >= 1
+    assert Path("/proc/self/cgroup").read_text() == home
+    layout = memory_cgroup(home)
+    assert not list(layout.directory.glob(f"bench-cap-{os.getpid()}-*"))
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("cgroup_writable")
+def test_mapped_file_pages_are_dropped_at_the_limit_and_the_work_completes(
+    tmp_path: Path,
+) -> None:
+    mapped = tmp_path / "segment"
+    with mapped.open("wb") as out:
+        for _ in range(384):
+            out.write(os.urandom(1024 * 1024))
+        out.flush()
+        os.fsync(out.fileno())
+        # Cached pages stay charged to whoever read or wrote them first: out of
+        # the cache, they are charged to the cap when read inside it.
+        os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    with MemoryCap(_held_mib() + 128) as cap, mapped.open("rb") as segment:
+        pages = mmap.mmap(segment.fileno(), 0, access=mmap.ACCESS_READ)
+        touched = sum(1 for offset in range(0, len(pages), mmap.PAGESIZE) if pages[offset] >= 0)
+        pages.close()
+    assert touched == 384 * 1024 * 1024 // mmap.PAGESIZE
+    assert cap.report is not None
+    assert cap.report.limit_hits > 0 and cap.report.oom_kills == 0
+    assert cap.report.peak_mib <= cap.report.limit_mib
