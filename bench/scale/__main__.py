@@ -76,6 +76,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="MIB",
         help="write and build each index inside a memory cgroup limited to MIB (root; 0: none)",
     )
+    p.add_argument(
+        "--optimize-apart",
+        action="store_true",
+        help="build HNSW as the Indexer does by default: in a child process, on a shard copy",
+    )
     p.add_argument("--keep", action="store_true", help="keep the built indexes in .data/scale/")
     p.add_argument("--out", type=Path, default=RESULTS_FILE, help="result file")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -90,7 +95,12 @@ def measure_size(
     shutil.rmtree(data_dir, ignore_errors=True)
     print(f"{size} chunks: writing into {data_dir}", flush=True)
     started = time.perf_counter()
-    build = build_index(corpus, data_dir, memory_cap_mib=args.writer_memory_cap or None)
+    build = build_index(
+        corpus,
+        data_dir,
+        memory_cap_mib=args.writer_memory_cap or None,
+        optimize_apart=args.optimize_apart,
+    )
     write_s = time.perf_counter() - started
     # The writing process's peak so far (sizes run smallest first, so it is
     # this size's): what an Indexer needs while it writes and builds HNSW.
@@ -128,6 +138,8 @@ def measure_size(
         "writer_peak_rss_mib_by_phase": build.peak_rss_mib,
         "writer_peak_parts_mib_by_phase": build.peak_parts_mib,
         "writer_memory_cap": build.memory_cap,
+        "optimize_apart": args.optimize_apart,
+        "optimizer_child_peak_rss_mib": build.optimizer_child_peak_rss_mib,
         "disk_bytes": disk,
         "recall_at_10": recall,
         "recall_at_10_by_ef": recall_by_ef,

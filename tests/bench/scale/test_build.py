@@ -80,3 +80,18 @@ def test_a_build_under_a_memory_limit_completes_and_records_what_the_cgroup_saw(
     assert report.memory_cap["limit_mib"] == held + 1024
     assert report.memory_cap["oom_kills"] == 0
     assert report.memory_cap["held_at_entry_mib"] < report.memory_cap["peak_mib"] <= held + 1024
+
+
+def test_a_build_optimised_apart_writes_the_same_committed_index(
+    small_source: SourceCorpus, tmp_path: Path
+) -> None:
+    corpus = SyntheticCorpus(small_source, CorpusSpec(chunks=1500))
+    report = build_index(corpus, tmp_path / "index", docs_per_run=500, optimize_apart=True)
+    storage = open_storage(
+        StoreSettings(data_dir=tmp_path / "index", store_mode=StoreMode.EMBEDDED), 384
+    )
+    try:
+        assert storage.vectors.count(None, unrequested_deadline()) == 1500
+        assert committed_generation(storage.manifest, unrequested_deadline()) == report.generation
+    finally:
+        storage.close()
