@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import subprocess
@@ -67,45 +68,66 @@ def test_a_limit_that_is_not_positive_is_refused() -> None:
         MemoryCap(0)
 
 
-def _held_mib() -> int:
-    return resident_total_mib(Path(f"/proc/{os.getpid()}/status"))
-
-
-@pytest.fixture
-def cgroup_writable() -> None:
-    """The kernel's cgroups are this machine's (root); elsewhere the reason is shown."""
-    try:
-        with MemoryCap(_held_mib() + 64):
-            pass
-    except MemoryCapUnavailable as exc:
-        pytest.skip(f"no writable memory cgroup here: {exc}")
-
-
-# The allocating child makes itself the OOM killer's first choice, so the
-# kernel never picks the test process that holds the cap.
-ALLOCATE = (
+# Every scenario under a limit runs in a fresh process of its own: whatever
+# the kernel kills there, it is never a test worker.
+SCENARIO_HEAD = (
+    "import json, mmap, os, subprocess, sys\n"
     "from pathlib import Path\n"
-    "Path('/proc/self/oom_score_adj').write_text('1000')\n"
-    "block = bytearray(512 * 1024 * 1024)\n"
+    "from bench.common.memory_cap import MemoryCap, resident_total_mib\n"
+    "held = resident_total_mib(Path(f'/proc/{os.getpid()}/status'))\n"
 )
 
 
+def _run_scenario(body: str, *args: str) -> dict:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", SCENARIO_HEAD + body, *args],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=120,
+        check=False,
+    )
+    if "MemoryCapUnavailable" in done.stderr:
+        pytest.skip(f"no writable memory cgroup here: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# The allocating grandchild makes itself the OOM killer's first choice.
+OWN_MEMORY = """
+home = Path('/proc/self/cgroup').read_text()
+allocate = "Path('/proc/self/oom_score_adj').write_text('1000'); b = bytearray(512 << 20)"
+with MemoryCap(held + 256) as cap:
+    inside = Path('/proc/self/cgroup').read_text()
+    child = subprocess.run([sys.executable, '-c', 'from pathlib import Path; ' + allocate])
+print(json.dumps({'rc': child.returncode, 'moved': inside != home,
+                  'home': Path('/proc/self/cgroup').read_text() == home,
+                  'pid': os.getpid(), **cap.report.as_record()}))
+"""
+
+
 @pytest.mark.integration
-@pytest.mark.usefixtures("cgroup_writable")
 def test_own_memory_past_the_limit_is_killed_and_the_process_goes_home() -> None:
-    home = Path("/proc/self/cgroup").read_text()
-    with MemoryCap(_held_mib() + 256) as cap:
-        assert Path("/proc/self/cgroup").read_text() != home
-        child = subprocess.run([sys.executable, "-c", ALLOCATE], check=False)
-    assert child.returncode == -9
-    assert cap.report is not None and cap.report.oom_kills >= 1
-    assert Path("/proc/self/cgroup").read_text() == home
-    layout = memory_cgroup(home)
-    assert not list(layout.directory.glob(f"bench-cap-{os.getpid()}-*"))
+    seen = _run_scenario(OWN_MEMORY)
+    assert seen["rc"] == -9 and seen["oom_kills"] >= 1
+    assert seen["moved"] and seen["home"]
+    layout = memory_cgroup(Path("/proc/self/cgroup").read_text())
+    assert not list(layout.directory.glob(f"bench-cap-{seen['pid']}-*"))
+
+
+MAPPED_FILE = """
+mapped = Path(sys.argv[1])
+with MemoryCap(held + 128) as cap, mapped.open('rb') as segment:
+    pages = mmap.mmap(segment.fileno(), 0, access=mmap.ACCESS_READ)
+    touched = sum(1 for offset in range(0, len(pages), mmap.PAGESIZE) if pages[offset] >= 0)
+    pages.close()
+print(json.dumps({'touched': touched, **cap.report.as_record()}))
+"""
 
 
 @pytest.mark.integration
-@pytest.mark.usefixtures("cgroup_writable")
 def test_mapped_file_pages_are_dropped_at_the_limit_and_the_work_completes(
     tmp_path: Path,
 ) -> None:
@@ -118,11 +140,7 @@ def test_mapped_file_pages_are_dropped_at_the_limit_and_the_work_completes(
         # Cached pages stay charged to whoever read or wrote them first: out of
         # the cache, they are charged to the cap when read inside it.
         os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    with MemoryCap(_held_mib() + 128) as cap, mapped.open("rb") as segment:
-        pages = mmap.mmap(segment.fileno(), 0, access=mmap.ACCESS_READ)
-        touched = sum(1 for offset in range(0, len(pages), mmap.PAGESIZE) if pages[offset] >= 0)
-        pages.close()
-    assert touched == 384 * 1024 * 1024 // mmap.PAGESIZE
-    assert cap.report is not None
-    assert cap.report.limit_hits > 0 and cap.report.oom_kills == 0
-    assert cap.report.peak_mib <= cap.report.limit_mib
+    seen = _run_scenario(MAPPED_FILE, str(mapped))
+    assert seen["touched"] == 384 * 1024 * 1024 // mmap.PAGESIZE
+    assert seen["limit_hits"] > 0 and seen["oom_kills"] == 0
+    assert seen["peak_mib"] <= seen["limit_mib"]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from bench.common.memory_cap import MemoryCapUnavailable, resident_total_mib
 from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
 from bench.scale.measure import hnsw_recall
@@ -64,22 +62,6 @@ def test_recall_of_exact_plain_segments_is_one(small_source: SourceCorpus, tmp_p
         corpus.filter_scope,
     )
     assert recall == {"none": 1.0, "1% scope": 1.0}
-
-
-def test_a_build_under_a_memory_limit_completes_and_records_what_the_cgroup_saw(
-    small_source: SourceCorpus, tmp_path: Path
-) -> None:
-    held = resident_total_mib(Path(f"/proc/{os.getpid()}/status"))
-    corpus = SyntheticCorpus(small_source, CorpusSpec(chunks=1500))
-    try:
-        report = build_index(corpus, tmp_path / "index", memory_cap_mib=held + 1024)
-    except MemoryCapUnavailable as exc:
-        pytest.skip(f"no writable memory cgroup here: {exc}")
-    assert report.chunks == 1500
-    assert report.memory_cap is not None
-    assert report.memory_cap["limit_mib"] == held + 1024
-    assert report.memory_cap["oom_kills"] == 0
-    assert report.memory_cap["held_at_entry_mib"] < report.memory_cap["peak_mib"] <= held + 1024
 
 
 def test_a_build_optimised_apart_writes_the_same_committed_index(
