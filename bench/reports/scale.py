@@ -127,6 +127,23 @@ def _cap_phrase(cap: dict[str, int]) -> str:
     )
 
 
+def build_mode(size: dict[str, Any]) -> str:
+    """How the record's HNSW index was built (bench.scale --optimize-apart /
+    --optimize-each-run); records from before those flags built it in the
+    writer, once."""
+    where = "a child process on a shard copy" if size.get("optimize_apart") else "the writer"
+    if not size.get("optimize_each_run"):
+        return f"in {where}, once after the last run"
+    builds = size.get("optimizations")
+    counted = f", {builds} builds" if builds is not None else ""
+    return f"in {where}, asked after every run as the Indexer asks{counted}"
+
+
+def _child_peak(size: dict[str, Any]) -> str:
+    peak = size.get("optimizer_child_peak_rss_mib")
+    return f"{peak:,}" if peak else "–"
+
+
 def _cap_rows(sizes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     rows = []
     for size in sizes:
@@ -136,11 +153,13 @@ def _cap_rows(sizes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
             rows.append(
                 (
                     f"{size['chunks']:,}",
+                    build_mode(size),
                     cap["limit_mib"],
                     cap["held_at_entry_mib"],
                     cap["peak_mib"],
                     f"{cap['limit_hits']:,}",
                     cap["oom_kills"],
+                    _child_peak(size),
                     f"{seconds.get('vector index (HNSW)', 0.0):.0f}",
                     f"{size['write_total_s']:.0f}",
                 )
@@ -159,15 +178,18 @@ def _cap_table(sizes: list[dict[str, Any]]) -> list[str]:
         "files it maps; what it held on entry counts in full. At the limit the kernel drops "
         "mapped pages (read again when needed) and kills the process if its own memory alone "
         "outgrows it, so a completed build is one that fits a machine with that much memory. "
-        "Peak RSS in the table above is then bounded by the limit too.\n",
+        "Peak RSS in the table above is then bounded by the limit too. A child process the "
+        "writer starts (the optimizer, built apart) runs inside the same limit.\n",
         table(
             (
                 "chunks",
+                "HNSW built",
                 "limit MiB",
                 "held on entry MiB",
                 "peak MiB",
                 "reclaims at the limit",
                 "OOM kills",
+                "optimizer child peak RSS MiB",
                 "HNSW build s",
                 "build total s",
             ),

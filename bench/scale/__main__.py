@@ -81,6 +81,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="build HNSW as the Indexer does by default: in a child process, on a shard copy",
     )
+    p.add_argument(
+        "--optimize-each-run",
+        action="store_true",
+        help="ask the optimizer after every run of documents, as the Indexer does (default: once)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the built indexes in .data/scale/")
     p.add_argument("--out", type=Path, default=RESULTS_FILE, help="result file")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -100,6 +105,7 @@ def measure_size(
         data_dir,
         memory_cap_mib=args.writer_memory_cap or None,
         optimize_apart=args.optimize_apart,
+        optimize_each_run=args.optimize_each_run,
     )
     write_s = time.perf_counter() - started
     # The writing process's peak so far (sizes run smallest first, so it is
@@ -139,6 +145,8 @@ def measure_size(
         "writer_peak_parts_mib_by_phase": build.peak_parts_mib,
         "writer_memory_cap": build.memory_cap,
         "optimize_apart": args.optimize_apart,
+        "optimize_each_run": args.optimize_each_run,
+        "optimizations": build.optimizations,
         "optimizer_child_peak_rss_mib": build.optimizer_child_peak_rss_mib,
         "disk_bytes": disk,
         "recall_at_10": recall,

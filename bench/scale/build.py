@@ -54,6 +54,7 @@ class BuildReport:
     # With the HNSW build in a child process (the Indexer's default): that
     # child's peak RSS, when it is the largest of this process's children.
     optimizer_child_peak_rss_mib: int | None = None
+    optimizations: int = 0  # optimizer calls that changed the shard
 
     def mark_peak(self, phase: str, parts: MemoryPeaks | None = None) -> None:
         self.peak_rss_mib[phase] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -130,12 +131,16 @@ def build_index(
     docs_per_run: int = DOCS_PER_RUN,
     memory_cap_mib: int | None = None,
     optimize_apart: bool = False,
+    optimize_each_run: bool = False,
 ) -> BuildReport:
     """A fresh embedded index of the corpus in `data_dir` (which must not exist);
     with `memory_cap_mib`, written and built inside that hard memory limit
     (bench.common.memory_cap: the kernel drops mapped file pages at the limit
     and kills the process if its own memory outgrows it; a child started
-    inside shares the limit)."""
+    inside shares the limit). `optimize_each_run`: the optimizer asked after
+    every run, as the Indexer asks it during a load (`settle=False`: the
+    store may defer a build), and once more at the end, as the Indexer's
+    idle settle asks it; otherwise only once, after the last run."""
     if data_dir.exists():
         raise FileExistsError(f"{data_dir} exists: the scale bench builds fresh indexes only")
     # By default built in this process: nothing queries it yet, and the record
@@ -153,7 +158,7 @@ def build_index(
         cap = MemoryCap(memory_cap_mib) if memory_cap_mib else None
         with cap or contextlib.nullcontext():
             try:
-                _write_all(storage, corpus, docs_per_run, report, parts)
+                _write_all(storage, corpus, docs_per_run, report, parts, optimize_each_run)
             finally:
                 started = time.perf_counter()
                 storage.close()
@@ -170,24 +175,32 @@ def _write_all(
     docs_per_run: int,
     report: BuildReport,
     parts: MemoryPeaks,
+    optimize_each_run: bool = False,
 ) -> None:
     started = time.perf_counter()
+    children_before = _children_peak_mib()
     for generation, documents in enumerate(document_runs(corpus, docs_per_run), start=1):
         _write_run(storage, generation, documents, report)
+        if optimize_each_run:
+            _optimize(storage, report, settle=False)
         if generation % 100 == 0:
             print(f"  {report.chunks} chunks written", flush=True)
     report.add_time("generate", time.perf_counter() - started - sum(report.seconds.values()))
     report.mark_peak("rows written", parts)
-    children_before = _children_peak_mib()
-    started = time.perf_counter()
-    storage.vectors.optimize()
-    report.add_time("vector index (HNSW)", time.perf_counter() - started)
+    _optimize(storage, report, settle=True)  # the load's end, as the Indexer settles it
     report.mark_peak("vector index (HNSW)", parts)
     children_after = _children_peak_mib()
     # The kernel keeps one maximum over all waited-for children (earlier
     # sizes' stacks included): it names the optimiser only if it rose.
     if children_after > children_before:
         report.optimizer_child_peak_rss_mib = children_after
+
+
+def _optimize(storage: Storage, report: BuildReport, settle: bool) -> None:
+    started = time.perf_counter()
+    if storage.vectors.optimize(settle=settle):
+        report.optimizations += 1
+    report.add_time("vector index (HNSW)", time.perf_counter() - started)
 
 
 def _children_peak_mib() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,8 @@ from bench.scale.measure import hnsw_recall
 from bench.scale.source import SourceCorpus
 from services.core.models import ScopeFilter
 from services.storage.base import unrequested_deadline
+from services.storage.embedded import qdrant_edge
+from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.factory import open_storage
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.visibility import committed_generation
@@ -64,11 +67,27 @@ def test_recall_of_exact_plain_segments_is_one(small_source: SourceCorpus, tmp_p
     assert recall == {"none": 1.0, "1% scope": 1.0}
 
 
+def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    """A spy, not a fake: the real function runs; each call is counted."""
+    real, calls = getattr(owner, name), []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
 def test_a_build_optimised_apart_writes_the_same_committed_index(
-    small_source: SourceCorpus, tmp_path: Path
+    small_source: SourceCorpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    copies = _count_calls(monkeypatch, qdrant_edge, "optimized_copy")
     corpus = SyntheticCorpus(small_source, CorpusSpec(chunks=1500))
+    build_index(corpus, tmp_path / "inline", docs_per_run=500)
+    assert not copies  # the bench's default builds in its own process
     report = build_index(corpus, tmp_path / "index", docs_per_run=500, optimize_apart=True)
+    assert len(copies) == 1  # a shard copy, for a child process to optimise
     storage = open_storage(
         StoreSettings(data_dir=tmp_path / "index", store_mode=StoreMode.EMBEDDED), 384
     )
@@ -77,3 +96,15 @@ def test_a_build_optimised_apart_writes_the_same_committed_index(
         assert committed_generation(storage.manifest, unrequested_deadline()) == report.generation
     finally:
         storage.close()
+
+
+@pytest.mark.parametrize("each_run", [False, True])
+def test_the_optimizer_is_asked_after_every_run_only_when_told(
+    small_source: SourceCorpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, each_run: bool
+) -> None:
+    asked = _count_calls(monkeypatch, EdgeVectorStore, "optimize")
+    corpus = SyntheticCorpus(small_source, CorpusSpec(chunks=1500))
+    report = build_index(corpus, tmp_path / "index", docs_per_run=100, optimize_each_run=each_run)
+    assert report.generation > 1
+    # As the Indexer asks after every run; and once more after the last either way.
+    assert len(asked) == (report.generation + 1 if each_run else 1)

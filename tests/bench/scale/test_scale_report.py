@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.reports.scale import _cap_table, scale_targets
+from bench.reports.scale import _cap_table, build_mode, scale_targets
 
 pytestmark = pytest.mark.unit
 
@@ -64,8 +64,18 @@ def test_a_build_under_a_memory_limit_is_shown_with_what_the_cgroup_saw() -> Non
     size["write_seconds"], size["write_total_s"], size["chunks"] = {"vectors": 1.0}, 9.0, 10
     section = _cap_table([size])
     assert section[0].startswith("### The writer under a hard memory limit")
-    assert "| 10 | 4096 | 1025 | 4096 | 123,456 | 0 | 0 | 9 |" in section[2]
+    once = "in the writer, once after the last run"
+    assert f"| 10 | {once} | 4096 | 1025 | 4096 | 123,456 | 0 | – | 0 | 9 |" in section[2]
 
 
 def test_no_memory_limit_no_limit_section() -> None:
     assert _cap_table([_size(20, 50, 3000, 3900, 0.98)]) == []
+
+
+def test_the_build_mode_says_where_hnsw_was_built_and_how_often() -> None:
+    assert build_mode({}) == "in the writer, once after the last run"
+    apart = {"optimize_apart": True, "optimize_each_run": True, "optimizations": 131}
+    assert build_mode(apart) == (
+        "in a child process on a shard copy, asked after every run as the Indexer asks, 131 builds"
+    )
+    assert build_mode({"optimize_apart": True}).endswith("once after the last run")
