@@ -59,6 +59,7 @@ def build_indexing_pipeline(
         embedder,
         storage,
         write_batch=settings.write_batch,
+        defer_vector_builds=settings.vector_settle_after_s > 0,
         on_commit=on_commit,
         metrics=metrics,
         tracer=tracer,
@@ -171,12 +172,17 @@ class IndexerApp(GrpcApp[IndexerSettings]):
         # (their rows were never visible; this removes them).
         await asyncio.to_thread(pipeline.recover)
         self.pipeline = pipeline
-        self.servicer = IndexerServicer(pipeline, self.settings.index_work_nice)
+        self.servicer = IndexerServicer(
+            pipeline, self.settings.index_work_nice, self.settings.vector_settle_after_s
+        )
         log.info(
             "index_work_priority",
             nice=self.settings.index_work_nice,
             per_thread=per_thread_nice(),  # False: not Linux, the setting has no effect
         )
+        if pipeline.defer_vector_builds:
+            # A stop soon after a load's last run left its deferred build undone.
+            self.servicer.idle_settle.arm()
         indexer_pb2_grpc.add_IndexerServicer_to_server(self.servicer, self.server.server)
         port = await self.server.start()
         self.monitor = StoreHealthMonitor(

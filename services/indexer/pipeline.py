@@ -84,6 +84,7 @@ class IndexingPipeline:
         storage: Storage,
         *,
         write_batch: int = 256,
+        defer_vector_builds: bool = False,
         on_commit: Callable[[int], None] | None = None,
         metrics: IndexerMetrics | None = None,
         tracer: trace.Tracer | None = None,
@@ -93,6 +94,10 @@ class IndexingPipeline:
         self.storage = storage
         self.vectors, self.manifest = storage.vectors, storage.manifest
         self.write_batch = write_batch
+        # True: after a run the vector store may defer its build while a bulk
+        # load goes on; whoever calls `settle_vectors` once runs stop coming
+        # (the servicer, after RAG_VECTOR_SETTLE_AFTER_S idle) builds the rest.
+        self.defer_vector_builds = defer_vector_builds
         self.writer = storage.writer(embedder, timed=self._timed)
         self.journal = RunJournal(embedder, storage)
         # Tells an in-process Retriever at once which generation it may serve.
@@ -269,22 +274,32 @@ class IndexingPipeline:
         except Exception as exc:
             log.error("run_undo_failed", generation=generation, error=str(exc))
 
-    def _optimize_vectors(self) -> None:
+    def settle_vectors(self) -> None:
+        """Build whatever the vector store deferred during a load (no run is
+        in progress: the caller holds the runs' lock)."""
+        self._optimize_vectors(settle=True)
+
+    def _optimize_vectors(self, settle: bool | None = None) -> None:
         """Embedded vector stores have no background optimizer: run theirs
         after every real run (also one that changed nothing, so an index
         written before the store had an HNSW index gets one). The engine
         decides what is due and returns at once when nothing is (a server
         store: always); the data is committed already, so a failure here is
-        logged, not raised."""
+        logged, not raised. `settle` None: after a run (deferred builds
+        allowed when `defer_vector_builds`)."""
+        if settle is None:
+            settle = not self.defer_vector_builds
         started = time.perf_counter()
         try:
-            changed = self.vectors.optimize()
+            changed = self.vectors.optimize(settle=settle)
         except Exception as exc:
             log.warning("vector_optimize_failed", store=self.vectors.name, error=str(exc))
             return
         if changed:
             seconds = round(time.perf_counter() - started, 2)
-            log.info("vector_index_optimized", store=self.vectors.name, seconds=seconds)
+            log.info(
+                "vector_index_optimized", store=self.vectors.name, seconds=seconds, settle=settle
+            )
 
     def _write_new_chunks(
         self, plans: list[DocumentPlan], progress: ProgressFn | None, control: RunControl

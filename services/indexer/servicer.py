@@ -15,6 +15,7 @@ from services.core.errors import InvalidArgument
 from services.core.field_rules import canonical_language_tag
 from services.core.models import ContentType, Document
 from services.indexer.audit import AuditProgress, AuditReport
+from services.indexer.idle_settle import IdleSettle
 from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
 from services.indexer.planning import DocState
 from services.indexer.release_records import record_release
@@ -189,13 +190,18 @@ def run_control_for(context: grpc.aio.ServicerContext) -> RunControl:
 
 
 class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
-    def __init__(self, pipeline: IndexingPipeline, run_nice: int = 0) -> None:
-        """`run_nice`: the nice value of each run's thread (RAG_INDEX_WORK_NICE)."""
+    def __init__(
+        self, pipeline: IndexingPipeline, run_nice: int = 0, settle_after_s: float = 0.0
+    ) -> None:
+        """`run_nice`: the nice value of each run's thread (RAG_INDEX_WORK_NICE);
+        `settle_after_s`: idle seconds before deferred vector builds are made
+        (RAG_VECTOR_SETTLE_AFTER_S; services.indexer.idle_settle)."""
         self.pipeline = pipeline
         self.verifier = IndexVerifier(pipeline.embedder, pipeline.storage, pipeline.recover)
         # Embedded stores have a single writer: runs are serialised.
         self._write_lock = asyncio.Lock()
         self.workers = WorkerThreads(nice=run_nice)
+        self.idle_settle = IdleSettle(settle_after_s, self._settle_vectors)
 
     async def _locked(
         self,
@@ -234,7 +240,9 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
 
     async def settle(self, timeout_s: float) -> bool:
         """After the server stopped: wait up to `timeout_s` for runs still in
-        their threads; False if one is still running (see worker_threads)."""
+        their threads; False if one is still running (see worker_threads).
+        No deferred build starts from now on."""
+        self.idle_settle.cancel()
         return await self.workers.settle(timeout_s)
 
     async def _run(
@@ -243,14 +251,26 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         """A write run bound to its caller: it stops and is undone when the
         caller's deadline is about to pass or the caller goes away."""
         control = run_control_for(context)
-        return await self._locked(
-            fn,
-            *args,
-            control=control,
-            on_cancel=control.cancel,
-            admit=control.check_start,
-            **kwargs,
-        )
+        self.idle_settle.disarm()
+        try:
+            return await self._locked(
+                fn,
+                *args,
+                control=control,
+                on_cancel=control.cancel,
+                admit=control.check_start,
+                **kwargs,
+            )
+        finally:
+            if self.pipeline.defer_vector_builds:
+                self.idle_settle.arm()
+
+    async def _settle_vectors(self) -> None:
+        """Deferred builds made, under the runs' lock; not while a run holds
+        it or waits for it (that run re-arms the settle when it ends)."""
+        if self._write_lock.locked():
+            return
+        await self._locked(self.pipeline.settle_vectors)
 
     @grpc_errors.unary
     async def Upsert(

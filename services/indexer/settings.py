@@ -83,6 +83,16 @@ class IndexerSettings(EmbeddingSettings):
         "scope sent in earlier batches of the same sync)",
     )
     write_batch: int = Field(256, ge=1, le=10000, description="chunks per store write")
+    vector_settle_after_s: float = Field(
+        5.0,
+        ge=0,
+        le=3600,
+        description="seconds without a run after which the vector index is brought up to date. "
+        "Runs that follow one another (a bulk load) let the embedded store defer its HNSW "
+        "build until the new points are a quarter of the indexed ones, instead of rebuilding "
+        "the whole index every few thousand chunks; this many idle seconds later the rest is "
+        "built. 0: build after every run, as before",
+    )
     clean_markdown: bool = Field(
         True,
         description=(

@@ -289,9 +289,13 @@ class VectorStore(Protocol):
         second), within `deadline` as `search`."""
         ...
 
-    def optimize(self) -> bool:
+    def optimize(self, *, settle: bool = True) -> bool:
         """Do the index maintenance a server does in the background (build the
-        search index, merge segments) if any is due; True if anything changed."""
+        search index, merge segments) if any is due; True if anything changed.
+        `settle` False: more runs are likely to follow (a bulk load), so a
+        store whose builds cost the whole index each time may wait until the
+        part not yet indexed is large enough to be worth one; True: build
+        whatever is due now (the load has ended)."""
         ...
 
     def scan(self, batch: int = SCAN_BATCH) -> Iterator[list[StoredChunk]]:

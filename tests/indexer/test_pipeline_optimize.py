@@ -4,22 +4,27 @@ the run (the data is committed by then)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.core.errors import StoreError
 from services.core.models import ContentType, Document
 from services.embedding.embedder import Embedder
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.pipeline import IndexingPipeline
+from services.indexer.servicer import IndexerServicer
 from services.indexer.settings import IndexerSettings
 from services.storage.base import unrequested_deadline
 from services.storage.factory import open_manifest, open_stores
 from services.storage.settings import StoreMode, StoreSettings
 from services.storage.storage import Storage
+from tests.support.stack import BackgroundStack
 
 pytestmark = pytest.mark.integration
 
@@ -30,16 +35,18 @@ class OptimizeSpy:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.calls = 0
+        self.settles: list[bool] = []
         self.failure: Exception | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def optimize(self) -> bool:
+    def optimize(self, *, settle: bool = True) -> bool:
         self.calls += 1
+        self.settles.append(settle)
         if self.failure is not None:
             raise self.failure
-        return bool(self.inner.optimize())
+        return bool(self.inner.optimize(settle=settle))
 
 
 @pytest.fixture
@@ -48,7 +55,8 @@ def spied(tmp_path: Path, embedder: Embedder) -> Iterator[tuple[IndexingPipeline
     vectors, lexical = open_stores(stores, embedder.dim)
     manifest = open_manifest(stores)
     spy = OptimizeSpy(vectors)
-    pipeline = build_indexing_pipeline(IndexerSettings(), embedder, Storage(spy, lexical, manifest))  # type: ignore[arg-type]
+    settings = IndexerSettings(vector_settle_after_s=0)
+    pipeline = build_indexing_pipeline(settings, embedder, Storage(spy, lexical, manifest))  # type: ignore[arg-type]
     yield pipeline, spy
     vectors.close()
     lexical.close()
@@ -86,3 +94,72 @@ def test_a_failing_optimize_does_not_fail_the_run(
     report = pipeline.upsert([doc("b", "# B\n\nBeta body.")])
     assert report.counts.added == 1 and spy.calls == 1
     assert pipeline.manifest.count(deadline=unrequested_deadline()) == 1
+
+
+def test_runs_that_defer_builds_ask_without_settling_and_the_settle_asks_with(
+    spied: tuple[IndexingPipeline, OptimizeSpy],
+) -> None:
+    pipeline, spy = spied
+    pipeline.upsert([doc("c", "# C\n\nGamma body.")])
+    assert spy.settles == [True]  # RAG_VECTOR_SETTLE_AFTER_S=0: every run builds
+    pipeline.defer_vector_builds = True
+    pipeline.upsert([doc("d", "# D\n\nDelta body.")])
+    assert spy.settles == [True, False]
+    pipeline.settle_vectors()
+    assert spy.settles == [True, False, True]
+
+
+class _Caller:
+    """Stands in for a gRPC call context (fake): no deadline, never cancelled."""
+
+    def time_remaining(self) -> None:
+        return None
+
+    def add_done_callback(self, callback: Any) -> None:
+        pass
+
+
+async def test_the_servicer_settles_the_deferred_build_once_runs_stop(
+    spied: tuple[IndexingPipeline, OptimizeSpy],
+) -> None:
+    pipeline, spy = spied
+    pipeline.defer_vector_builds = True
+    servicer = IndexerServicer(pipeline, settle_after_s=0.2)
+    for name in ("e", "f"):  # a load: one run right after the other
+        await servicer._run(_Caller(), pipeline.upsert, [doc(name, f"# {name}\n\nBody.")])  # type: ignore[arg-type]
+    assert spy.settles == [False, False]  # no settle between the two runs
+    for _ in range(100):
+        if len(spy.settles) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert spy.settles == [False, False, True]
+    assert await servicer.settle(5.0)  # stopping: nothing left running or due
+    assert spy.settles == [False, False, True]
+
+
+def test_an_indexer_settles_at_start_and_after_a_load_through_the_real_server(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A stop soon after a load leaves its deferred build to the next start."""
+    spies: list[OptimizeSpy] = []
+
+    def spy_on(vectors: Any, lexical: Any) -> tuple[Any, Any]:
+        spies.append(OptimizeSpy(vectors))
+        return spies[0], lexical
+
+    stack = BackgroundStack(
+        tmp_path, embedder, indexer={"vector_settle_after_s": 0.2}, wrap_stores=spy_on
+    ).start()
+    try:
+        _wait_for(lambda: spies[0].settles == [True])  # no run yet: the start's settle
+        stack.upsert([ipb.Document(doc_id="g", text="# G\n\nBody.", scope_id="site")])
+        _wait_for(lambda: spies[0].settles == [True, False, True])
+    finally:
+        stack.stop()
+
+
+def _wait_for(condition: Any, timeout_s: float = 10.0) -> None:
+    ends = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < ends, "the settle never came"
+        time.sleep(0.05)

@@ -288,15 +288,20 @@ class EdgeVectorStore(SearchAsBatch):
         with store_errors(self.name, "count"), self._reading() as shard:
             return shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope)))
 
-    def optimize(self) -> bool:
+    def optimize(self, *, settle: bool = True) -> bool:
         """Run the engine's optimizers (HNSW index, segment merges, vacuum) as
         far as its thresholds call for; returns at once, False, when nothing is
-        due. True if anything changed."""
+        due (`settle` False: by the bulk-load rule of `OptimizeDue`). True if
+        anything changed."""
         with self._write_lock, store_errors(self.name, "optimize"):
             shard = self._live_shard()
             if not self.optimize_apart:
-                return shard.optimize()
-            if not self._due.due(shard.info()):
+                if not settle and not self._due.due(shard.info(), settle=False):
+                    return False
+                changed = bool(shard.optimize())
+                self._due.done()
+                return changed
+            if not self._due.due(shard.info(), settle=settle):
                 return False
             shard.flush()
             copy = optimized_copy(self._path)

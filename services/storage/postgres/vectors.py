@@ -363,7 +363,7 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
 
     # -- lifecycle ------------------------------------------------------------
 
-    def optimize(self) -> bool:
+    def optimize(self, *, settle: bool = True) -> bool:
         """PostgreSQL maintains the HNSW index on every write; what a large
         run leaves stale is the planner's statistics, of every table in the
         schema (this store's, the lexical tables, the manifest). Autovacuum
@@ -371,7 +371,8 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         plans are made for the tables as they were (measured on SciFact right
         after a bulk load: vector search p50 195 ms, 89 ms once analysed).
         So after a run, every table changed by more than a tenth since its
-        last statistics is analysed now; True if any was."""
+        last statistics is analysed now (`settle` or not: it costs a
+        fraction of the run); True if any was."""
         with pg_errors(self.name, "analyze"), self._conn() as conn:
             stale = conn.execute(STALE_TABLES, (self.schema,)).fetchall()
             for (table,) in stale:

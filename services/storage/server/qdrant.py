@@ -390,7 +390,7 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
         if not self._live().collection_exists(self.collection):
             raise StoreUnavailable(f"Qdrant collection {self.collection!r} does not exist")
 
-    def optimize(self) -> bool:
+    def optimize(self, *, settle: bool = True) -> bool:
         """Nothing to do: a Qdrant server runs its optimizers in the background."""
         return False
 

@@ -14,6 +14,7 @@ from services.storage.base import unrequested_deadline
 from services.storage.embedded import edge_optimizer as optimizer_module
 from services.storage.embedded.edge_optimizer import (
     INDEXING_THRESHOLD_KB,
+    LOAD_BUILD_SHARE,
     VACUUM_MIN_VECTORS,
     OptimizeDue,
 )
@@ -71,6 +72,27 @@ def test_removed_points_make_a_vacuum_possible_until_a_build_runs() -> None:
     assert not due.due(Counts(100, 100))
 
 
+@pytest.mark.unit
+def test_during_a_load_a_build_waits_for_a_share_of_the_index_and_a_settle_does_not() -> None:
+    due = OptimizeDue(DIM)
+    due.done()
+    indexed = 400_000
+    share = int(LOAD_BUILD_SHARE * indexed)  # 100,000: far above the threshold
+    assert due.due(Counts(indexed + THRESHOLD_POINTS, indexed))  # settling: the threshold
+    assert not due.due(Counts(indexed + share - 1, indexed), settle=False)
+    assert due.due(Counts(indexed + share, indexed), settle=False)
+
+
+@pytest.mark.unit
+def test_during_a_load_a_small_index_still_builds_at_the_threshold() -> None:
+    due = OptimizeDue(DIM)
+    assert due.due(Counts(10, 0), settle=False)  # the first ask since open
+    due.done()
+    # 10,000 indexed: a quarter is below the threshold, which decides.
+    assert not due.due(Counts(10_000 + THRESHOLD_POINTS - 1, 10_000), settle=False)
+    assert due.due(Counts(10_000 + THRESHOLD_POINTS, 10_000), settle=False)
+
+
 def _chunks(start: int, count: int) -> list:
     return [make_chunk(f"doc-{n}") for n in range(start, start + count)]
 
@@ -104,6 +126,33 @@ def test_a_small_run_after_a_build_copies_nothing_and_a_large_one_builds(
         assert store.optimize()  # past the threshold: built again
         assert len(copies) == 2
         assert store.count(None, unrequested_deadline()) == 2 * BUILT_POINTS + 100
+    finally:
+        store.close()
+
+
+@pytest.mark.integration
+@pytest.mark.long(seconds=25)
+def test_a_load_defers_the_build_and_the_settle_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copies = _count_copies(monkeypatch)
+    indexed = 5 * BUILT_POINTS  # a quarter of it is above the threshold
+    vectors = clustered_unit_vectors(indexed + BUILT_POINTS, DIM, np.random.default_rng(7))
+    store = EdgeVectorStore(tmp_path / "vectors", DIM, optimize_apart=True)
+    try:
+        store.upsert(_chunks(0, indexed), list(vectors[:indexed]), deadline=unrequested_deadline())
+        assert store.optimize(settle=False)  # the first ask since open: built
+        store.upsert(
+            _chunks(indexed, BUILT_POINTS), list(vectors[indexed:]), deadline=unrequested_deadline()
+        )
+        assert not store.optimize(settle=False)  # past the threshold, under a quarter: waits
+        assert len(copies) == 1
+        # Meanwhile the new points are found (searched exactly).
+        newest = store.search(list(vectors[-1]), 1, None, deadline=unrequested_deadline())
+        assert newest[0].chunk.chunk_id == _chunks(indexed + BUILT_POINTS - 1, 1)[0].chunk_id
+        assert store.optimize(settle=True)  # the load ended: built
+        assert len(copies) == 2
+        assert not store.optimize(settle=True)
     finally:
         store.close()
 
