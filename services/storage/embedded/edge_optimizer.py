@@ -47,7 +47,7 @@ VACUUM_MIN_VECTORS = 1_000
 # During a bulk load (`due(settle=False)`), a build waits until the points not
 # yet indexed are this share of those indexed. Why: the engine merges the new
 # points into the one indexed segment, so every build costs the whole index
-# (measured, bench.scale --optimize-each-run, default apart: at ~270k chunks
+# (measured, bench.scale --optimize-each-run, default apart: at ~300k chunks
 # each build took 21 s of a child process for ~6,200 new chunks, and the load
 # slowed with every chunk: 4.5 min for the first 124k chunks, 8 for the next).
 # Builds at a fixed share grow geometrically, so a load costs a few builds of
