@@ -136,7 +136,10 @@ def build_mode(size: dict[str, Any]) -> str:
         return f"in {where}, once after the last run"
     builds = size.get("optimizations")
     counted = f", {builds} builds" if builds is not None else ""
-    return f"in {where}, asked after every run as the Indexer asks{counted}"
+    return (
+        f"in {where}, asked after every run as the Indexer asks (deferred while runs come, "
+        f"settled after the last){counted}"
+    )
 
 
 def _child_peak(size: dict[str, Any]) -> str:
@@ -260,7 +263,8 @@ def _about(size: dict[str, Any]) -> str:
         f"filtered runs ask for `{corpus['filter_scope']}`, {size['filter_share']:.2%} of the "
         f"{size['chunks']:,}-chunk corpus. Locales: {locales}. Written into a fresh index with the "
         "Indexer's write protocol (intents, vector rows, lexical rows, manifest commit; 500 "
-        "documents a run), then the HNSW build; embedding is not timed (vectors are synthesised). "
+        f"documents a run), the HNSW index built {build_mode(size)}; embedding is not timed "
+        "(vectors are synthesised). "
         "Served by `python -m services.stack`; the load is the 300 SciFact test queries, each "
         "Retrieve embedding its query; recall@10 compares the vector store's search (limit 50, "
         "the `hnsw_ef` the store asks for at that size: 256 up to 100,000 chunks, growing above "

@@ -76,6 +76,7 @@ def test_the_build_mode_says_where_hnsw_was_built_and_how_often() -> None:
     assert build_mode({}) == "in the writer, once after the last run"
     apart = {"optimize_apart": True, "optimize_each_run": True, "optimizations": 131}
     assert build_mode(apart) == (
-        "in a child process on a shard copy, asked after every run as the Indexer asks, 131 builds"
+        "in a child process on a shard copy, asked after every run as the Indexer asks "
+        "(deferred while runs come, settled after the last), 131 builds"
     )
     assert build_mode({"optimize_apart": True}).endswith("once after the last run")
