@@ -266,9 +266,10 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
                 self.idle_settle.arm()
 
     async def _settle_vectors(self) -> None:
-        """Deferred builds made, under the runs' lock; not while a run holds
-        it or waits for it (that run re-arms the settle when it ends)."""
+        """Deferred builds made, under the runs' lock; while other work holds
+        it (a verify, a cancelled run's thread) the settle is tried again later."""
         if self._write_lock.locked():
+            self.idle_settle.arm()
             return
         await self._locked(self.pipeline.settle_vectors)
 

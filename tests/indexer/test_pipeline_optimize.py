@@ -163,3 +163,20 @@ def _wait_for(condition: Any, timeout_s: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < ends, "the settle never came"
         time.sleep(0.05)
+
+
+async def test_a_settle_that_finds_the_lock_held_tries_again_later(
+    spied: tuple[IndexingPipeline, OptimizeSpy],
+) -> None:
+    pipeline, spy = spied
+    pipeline.defer_vector_builds = True
+    servicer = IndexerServicer(pipeline, settle_after_s=0.1)
+    async with servicer._write_lock:  # a verify, say
+        await servicer._settle_vectors()
+        assert spy.settles == []
+    for _ in range(100):  # the retry, once the lock is free
+        if spy.settles:
+            break
+        await asyncio.sleep(0.05)
+    assert spy.settles == [True]
+    assert await servicer.settle(5.0)
