@@ -119,20 +119,29 @@ class _Caller:
         pass
 
 
+def _deferring(pipeline: IndexingPipeline, settle_after_s: float) -> IndexerServicer:
+    pipeline.defer_vector_builds = True
+    return IndexerServicer(pipeline, settle_after_s=settle_after_s)
+
+
+async def _settles_seen(spy: OptimizeSpy, count: int) -> list[bool]:
+    """The spy's settle flags once it saw `count` asks (or after 5 s)."""
+    for _ in range(100):
+        if len(spy.settles) >= count:
+            break
+        await asyncio.sleep(0.05)
+    return spy.settles
+
+
 async def test_the_servicer_settles_the_deferred_build_once_runs_stop(
     spied: tuple[IndexingPipeline, OptimizeSpy],
 ) -> None:
     pipeline, spy = spied
-    pipeline.defer_vector_builds = True
-    servicer = IndexerServicer(pipeline, settle_after_s=0.2)
+    servicer = _deferring(pipeline, settle_after_s=0.2)
     for name in ("e", "f"):  # a load: one run right after the other
         await servicer._run(_Caller(), pipeline.upsert, [doc(name, f"# {name}\n\nBody.")])  # type: ignore[arg-type]
     assert spy.settles == [False, False]  # no settle between the two runs
-    for _ in range(100):
-        if len(spy.settles) == 3:
-            break
-        await asyncio.sleep(0.05)
-    assert spy.settles == [False, False, True]
+    assert await _settles_seen(spy, 3) == [False, False, True]
     assert await servicer.settle(5.0)  # stopping: nothing left running or due
     assert spy.settles == [False, False, True]
 
@@ -169,14 +178,9 @@ async def test_a_settle_that_finds_the_lock_held_tries_again_later(
     spied: tuple[IndexingPipeline, OptimizeSpy],
 ) -> None:
     pipeline, spy = spied
-    pipeline.defer_vector_builds = True
-    servicer = IndexerServicer(pipeline, settle_after_s=0.1)
+    servicer = _deferring(pipeline, settle_after_s=0.1)
     async with servicer._write_lock:  # a verify, say
         await servicer._settle_vectors()
         assert spy.settles == []
-    for _ in range(100):  # the retry, once the lock is free
-        if spy.settles:
-            break
-        await asyncio.sleep(0.05)
-    assert spy.settles == [True]
+    assert await _settles_seen(spy, 1) == [True]  # the retry, once the lock is free
     assert await servicer.settle(5.0)
