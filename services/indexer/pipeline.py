@@ -202,7 +202,8 @@ class IndexingPipeline:
             if self.metrics is not None:
                 # Counted once the run stands: a failed run raised above.
                 self.metrics.record_run(operation, report.counts)
-            self._optimize_vectors()
+            # During a load the store may defer its build (settle_vectors ends it).
+            self._optimize_vectors(settle=not self.defer_vector_builds)
         log.info("index_run", dry_run=dry_run, **report.counts.as_dict())
         return report
 
@@ -279,16 +280,13 @@ class IndexingPipeline:
         in progress: the caller holds the runs' lock)."""
         self._optimize_vectors(settle=True)
 
-    def _optimize_vectors(self, settle: bool | None = None) -> None:
+    def _optimize_vectors(self, settle: bool) -> None:
         """Embedded vector stores have no background optimizer: run theirs
         after every real run (also one that changed nothing, so an index
         written before the store had an HNSW index gets one). The engine
         decides what is due and returns at once when nothing is (a server
         store: always); the data is committed already, so a failure here is
-        logged, not raised. `settle` None: after a run (deferred builds
-        allowed when `defer_vector_builds`)."""
-        if settle is None:
-            settle = not self.defer_vector_builds
+        logged, not raised. `settle`: VectorStore.optimize's."""
         started = time.perf_counter()
         try:
             changed = self.vectors.optimize(settle=settle)

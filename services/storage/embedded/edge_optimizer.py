@@ -46,7 +46,8 @@ INDEXING_THRESHOLD_KB = 10_000
 VACUUM_MIN_VECTORS = 1_000
 # During a bulk load (`due(settle=False)`), a build waits until the points not
 # yet indexed are this share of those indexed. Why: the engine merges the new
-# points into the one indexed segment, so every build costs the whole index
+# points into the indexed segment (up to its segment size cap), so a build
+# costs the whole index, or most of it
 # (measured, bench.scale --optimize-each-run, default apart: at ~300k chunks
 # each build took 21 s of a child process for ~6,200 new chunks, and the load
 # slowed with every chunk: 4.5 min for the first 124k chunks, 8 for the next).
