@@ -201,6 +201,64 @@ def _cap_table(sizes: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _probe_rows(sizes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    rows = []
+    for size in sizes:
+        probe = size.get("search_during_load")
+        if not probe:
+            continue
+        during = [row for row in probe["rows"] if not row.get("settled")]
+        settled = [row for row in probe["rows"] if row.get("settled")]
+        if not during or not settled:
+            continue
+        most = max(during, key=lambda row: row["unindexed"])
+        slowest = max(during, key=lambda row: row["search_p50_ms"]["none"])
+        rows.append(
+            (
+                f"{size['chunks']:,}",
+                len(during),
+                f"{most['unindexed']:,} of {most['points']:,}",
+                _p50_pair(most),
+                f"{_p50_pair(slowest)} ({slowest['unindexed']:,} unindexed)",
+                f"{settled[-1]['unindexed']:,}",
+                _p50_pair(settled[-1]),
+            )
+        )
+    return rows
+
+
+def _p50_pair(row: dict[str, Any]) -> str:
+    p50 = row["search_p50_ms"]
+    return f"{p50['none']:.1f} / {p50['1% scope']:.1f}"
+
+
+def _probe_table(sizes: list[dict[str, Any]]) -> list[str]:
+    rows = _probe_rows(sizes)
+    if not rows:
+        return []
+    return [
+        "### The vector search while the load runs\n",
+        "`--probe-during-load RUNS`: every RUNS runs of the load, and once after its last build, "
+        "the writer timed 30 vector searches per filter as a Retrieve's vector channel makes "
+        "them (limit 50, the visibility filter, payloads read; store-level, in process: no "
+        "model, no gRPC), p50 in ms, no filter / 1% scope. While builds are deferred "
+        "(`services/storage/embedded/edge_optimizer.LOAD_BUILD_SHARE`) the points not yet "
+        "indexed are searched exactly. `bench/scale/load_probe.py`.\n",
+        table(
+            (
+                "chunks",
+                "probes during the load",
+                "most points unindexed",
+                "search p50 then",
+                "slowest probe p50",
+                "unindexed after the load",
+                "search p50 after the load",
+            ),
+            rows,
+        ),
+    ]
+
+
 def scale_section(result: dict[str, Any]) -> str:
     sizes = sorted(result["sizes"], key=lambda s: s["chunks"])
     largest = sizes[-1]
@@ -239,6 +297,7 @@ def scale_section(result: dict[str, Any]) -> str:
             _resource_rows(sizes),
         ),
         *_cap_table(sizes),
+        *_probe_table(sizes),
     ]
     if largest["chunks"] >= 1_000_000:
         parts += ["### Targets at 1M chunks\n", targets_table(scale_targets(largest))]

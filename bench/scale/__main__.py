@@ -15,6 +15,8 @@ section to docs/benchmarks.md. Indexes are deleted after measuring unless
 builds each index inside a hard memory limit (bench.common.memory_cap; `make
 bench-scale` uses 4096), so the record says whether a bulk load fits a
 machine with that much memory, not only how much it took on this one.
+`--probe-during-load RUNS` times the vector search a Retrieve makes every RUNS
+runs of the load, next to the points not yet indexed (bench.scale.load_probe).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from bench.reports.page import publish
 from bench.reports.scale import PLOT_FILE, scale_plot
 from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
+from bench.scale.load_probe import LoadProbe
 from bench.scale.measure import SCALE_MODEL, hnsw_recall, measure_serving
 from bench.scale.source import SourceCorpus, load_source
 from services.storage.base import SearchEf
@@ -86,6 +89,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ask the optimizer after every run of documents, as the Indexer does (default: once)",
     )
+    p.add_argument(
+        "--probe-during-load",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="time vector searches every RUNS runs of the load and after it settles (0: never)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the built indexes in .data/scale/")
     p.add_argument("--out", type=Path, default=RESULTS_FILE, help="result file")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -99,6 +109,7 @@ def measure_size(
     data_dir = INDEX_ROOT / f"chunks-{size}"
     shutil.rmtree(data_dir, ignore_errors=True)
     print(f"{size} chunks: writing into {data_dir}", flush=True)
+    probe = LoadProbe(source.query_vectors, corpus.filter_scope, args.probe_during_load)
     started = time.perf_counter()
     build = build_index(
         corpus,
@@ -106,6 +117,7 @@ def measure_size(
         memory_cap_mib=args.writer_memory_cap or None,
         optimize_apart=args.optimize_apart,
         optimize_each_run=args.optimize_each_run,
+        probe=probe if args.probe_during_load else None,
     )
     write_s = time.perf_counter() - started
     # The writing process's peak so far (sizes run smallest first, so it is
@@ -148,6 +160,7 @@ def measure_size(
         "optimize_each_run": args.optimize_each_run,
         "optimizations": build.optimizations,
         "optimizer_child_peak_rss_mib": build.optimizer_child_peak_rss_mib,
+        "search_during_load": probe.record(),
         "disk_bytes": disk,
         "recall_at_10": recall,
         "recall_at_10_by_ef": recall_by_ef,

@@ -16,8 +16,9 @@ import hashlib
 import resource
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import islice
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 from bench.common.memory_cap import MemoryCap
 from bench.common.memory_peaks import MemoryPeaks
 from bench.scale.corpus import SyntheticCorpus, SyntheticDocument
+from bench.scale.load_probe import LoadProbe
 from services.storage.base import unrequested_deadline
 from services.storage.factory import MANIFEST_FILE, Storage, open_storage
 from services.storage.manifest import ManifestEntry, RunIntent
@@ -132,6 +134,7 @@ def build_index(
     memory_cap_mib: int | None = None,
     optimize_apart: bool = False,
     optimize_each_run: bool = False,
+    probe: LoadProbe | None = None,
 ) -> BuildReport:
     """A fresh embedded index of the corpus in `data_dir` (which must not exist);
     with `memory_cap_mib`, written and built inside that hard memory limit
@@ -140,7 +143,9 @@ def build_index(
     inside shares the limit). `optimize_each_run`: the optimizer asked after
     every run, as the Indexer asks it during a load (`settle=False`: the
     store may defer a build), and once more at the end, as the Indexer's
-    idle settle asks it; otherwise only once, after the last run."""
+    idle settle asks it; otherwise only once, after the last run. `probe`:
+    vector searches timed between runs and after the build (their time is
+    kept apart, as "load probe")."""
     if data_dir.exists():
         raise FileExistsError(f"{data_dir} exists: the scale bench builds fresh indexes only")
     # By default built in this process: nothing queries it yet, and the record
@@ -158,7 +163,7 @@ def build_index(
         cap = MemoryCap(memory_cap_mib) if memory_cap_mib else None
         with cap or contextlib.nullcontext():
             try:
-                _write_all(storage, corpus, docs_per_run, report, parts, optimize_each_run)
+                _write_all(storage, corpus, docs_per_run, report, parts, optimize_each_run, probe)
             finally:
                 started = time.perf_counter()
                 storage.close()
@@ -176,6 +181,7 @@ def _write_all(
     report: BuildReport,
     parts: MemoryPeaks,
     optimize_each_run: bool = False,
+    probe: LoadProbe | None = None,
 ) -> None:
     started = time.perf_counter()
     children_before = _children_peak_mib()
@@ -183,12 +189,16 @@ def _write_all(
         _write_run(storage, generation, documents, report)
         if optimize_each_run:
             _optimize(storage, report, settle=False)
+        if probe is not None:
+            _timed(report, "load probe", partial(probe.after_run, storage, generation))
         if generation % 100 == 0:
             print(f"  {report.chunks} chunks written", flush=True)
     report.add_time("generate", time.perf_counter() - started - sum(report.seconds.values()))
     report.mark_peak("rows written", parts)
     _optimize(storage, report, settle=True)  # the load's end, as the Indexer settles it
     report.mark_peak("vector index (HNSW)", parts)
+    if probe is not None:
+        _timed(report, "load probe", partial(probe.settled, storage, report.generation))
     children_after = _children_peak_mib()
     # The kernel keeps one maximum over all waited-for children (earlier
     # sizes' stacks included): it names the optimiser only if it rose.
@@ -201,6 +211,12 @@ def _optimize(storage: Storage, report: BuildReport, settle: bool) -> None:
     if storage.vectors.optimize(settle=settle):
         report.optimizations += 1
     report.add_time("vector index (HNSW)", time.perf_counter() - started)
+
+
+def _timed(report: BuildReport, part: str, step: Callable[[], None]) -> None:
+    started = time.perf_counter()
+    step()
+    report.add_time(part, time.perf_counter() - started)
 
 
 def _children_peak_mib() -> int:

@@ -66,6 +66,18 @@ class ShardCounts(Protocol):
     def indexed_vectors_count(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class IndexProgress:
+    """A shard's points, and those of them an HNSW index covers."""
+
+    points: int
+    indexed: int
+
+    @property
+    def unindexed(self) -> int:
+        return max(self.points - self.indexed, 0)
+
+
 @dataclass
 class OptimizeDue:
     """Whether the engine's optimizer would find work, read from the shard's
@@ -96,11 +108,15 @@ class OptimizeDue:
         not yet indexed are LOAD_BUILD_SHARE of those indexed."""
         if not self.optimized_once or self.removed >= VACUUM_MIN_VECTORS:
             return True
-        indexed_points = counts.indexed_vectors_count // max(self.vector_names, 1)
+        indexed_points = self.indexed_points(counts)
         unindexed = max(counts.points_count - indexed_points, 0)
         if not settle and unindexed < LOAD_BUILD_SHARE * indexed_points:
             return False
         return unindexed * self.largest_dim * 4 >= INDEXING_THRESHOLD_KB * 1000
+
+    def indexed_points(self, counts: ShardCounts) -> int:
+        """Points in an HNSW index (the engine counts each vector name's apart)."""
+        return counts.indexed_vectors_count // max(self.vector_names, 1)
 
     def done(self) -> None:
         """An optimisation ran (changed or not): the counts start anew."""

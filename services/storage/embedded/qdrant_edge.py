@@ -55,6 +55,7 @@ from services.storage.base import (
 from services.storage.embedded.edge_filter import edge_filter, field_indexes
 from services.storage.embedded.edge_optimizer import (
     INDEXING_THRESHOLD_KB,
+    IndexProgress,
     OptimizeDue,
     optimized_copy,
     recover_swap,
@@ -287,6 +288,13 @@ class EdgeVectorStore(SearchAsBatch):
         call_budget_s(self.name, deadline, what="a count")
         with store_errors(self.name, "count"), self._reading() as shard:
             return shard.count(qe.CountRequest(exact=True, filter=edge_filter(scope)))
+
+    def index_progress(self) -> IndexProgress:
+        """How many points the shard holds and how many of them an HNSW index
+        covers; the rest are searched exactly (see `OptimizeDue`)."""
+        with store_errors(self.name, "info"), self._reading() as shard:
+            info = shard.info()
+        return IndexProgress(info.points_count, self._due.indexed_points(info))
 
     def optimize(self, *, settle: bool = True) -> bool:
         """Run the engine's optimizers (HNSW index, segment merges, vacuum) as

@@ -9,6 +9,7 @@ import pytest
 
 from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
+from bench.scale.load_probe import LoadProbe
 from bench.scale.measure import hnsw_recall
 from bench.scale.source import SourceCorpus
 from services.core.models import ScopeFilter
@@ -108,3 +109,25 @@ def test_the_optimizer_is_asked_after_every_run_only_when_told(
     assert report.generation > 1
     # As the Indexer asks after every run; and once more after the last either way.
     assert len(asked) == (report.generation + 1 if each_run else 1)
+
+
+def test_the_load_probe_times_searches_every_few_runs_and_after_the_settle(
+    small_source: SourceCorpus, tmp_path: Path
+) -> None:
+    corpus = SyntheticCorpus(small_source, CorpusSpec(chunks=1500))
+    probe = LoadProbe(small_source.query_vectors, corpus.filter_scope, every_runs=2)
+    report = build_index(
+        corpus, tmp_path / "index", docs_per_run=100, optimize_each_run=True, probe=probe
+    )
+    record = probe.record()
+    assert record is not None and record["every_runs"] == 2
+    *during, last = record["rows"]
+    assert [row["generation"] for row in during] == list(range(2, report.generation + 1, 2))
+    points = [row["points"] for row in during]
+    assert points == sorted(points) and points[0] > 0
+    # 1,500 points are under the engine's indexing threshold: all searched exactly.
+    assert all(row["unindexed"] == row["points"] for row in record["rows"])
+    assert last == {**last, "settled": True, "generation": report.generation, "points": 1500}
+    assert all(min(row["search_p50_ms"].values()) > 0 for row in record["rows"])
+    assert set(last["search_p50_ms"]) == {"none", "1% scope"}
+    assert report.seconds["load probe"] > 0

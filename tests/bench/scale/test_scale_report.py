@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.reports.scale import _cap_table, build_mode, scale_targets
+from bench.reports.scale import _cap_table, _probe_table, build_mode, scale_targets
 
 pytestmark = pytest.mark.unit
 
@@ -80,3 +80,36 @@ def test_the_build_mode_says_where_hnsw_was_built_and_how_often() -> None:
         "(deferred while runs come, settled after the last), 131 builds"
     )
     assert build_mode({"optimize_apart": True}).endswith("once after the last run")
+
+
+def _probe_row(unindexed: int, points: int, none: float, scoped: float, **extra: Any) -> dict:
+    p50 = {"none": none, "1% scope": scoped}
+    return {"points": points, "unindexed": unindexed, "search_p50_ms": p50, **extra}
+
+
+def test_the_probe_table_shows_the_most_unindexed_the_slowest_and_the_settled_search() -> None:
+    size = _size(20, 50, 3000, 3900, 0.98)
+    size["chunks"] = 300_000
+    size["search_during_load"] = {
+        "every_runs": 20,
+        "rows": [
+            _probe_row(60_000, 250_000, 9.0, 1.0),
+            _probe_row(70_000, 280_000, 8.5, 1.1),  # most unindexed, not the slowest
+            _probe_row(0, 290_000, 4.0, 0.9),
+            _probe_row(0, 300_000, 3.5, 0.8, settled=True),
+        ],
+    }
+    section = _probe_table([size])
+    assert section[0].startswith("### The vector search while the load runs")
+    row = (
+        "| 300,000 | 3 | 70,000 of 280,000 | 8.5 / 1.1 | 9.0 / 1.0 (60,000 unindexed) | 0 "
+        "| 3.5 / 0.8 |"
+    )
+    assert row in section[2]
+
+
+def test_no_probe_or_no_settled_row_no_probe_section() -> None:
+    size = _size(20, 50, 3000, 3900, 0.98)
+    assert _probe_table([size]) == []
+    size["search_during_load"] = {"every_runs": 20, "rows": [_probe_row(1, 2, 1.0, 1.0)]}
+    assert _probe_table([size]) == []

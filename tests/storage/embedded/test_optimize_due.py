@@ -16,6 +16,7 @@ from services.storage.embedded.edge_optimizer import (
     INDEXING_THRESHOLD_KB,
     LOAD_BUILD_SHARE,
     VACUUM_MIN_VECTORS,
+    IndexProgress,
     OptimizeDue,
 )
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
@@ -36,6 +37,14 @@ pytestmark = pytest.mark.long(seconds=8)
 class Counts:
     points_count: int
     indexed_vectors_count: int
+
+
+@pytest.mark.unit
+def test_index_progress_counts_each_point_once_whatever_its_vectors() -> None:
+    due = OptimizeDue(DIM, vector_names=2)
+    assert due.indexed_points(Counts(10_000, 2 * 7_000)) == 7_000
+    assert IndexProgress(10_000, 7_000).unindexed == 3_000
+    assert IndexProgress(5, 7).unindexed == 0  # counts read apart may cross
 
 
 @pytest.mark.unit
@@ -147,11 +156,13 @@ def test_a_load_defers_the_build_and_the_settle_makes_it(
         )
         assert not store.optimize(settle=False)  # past the threshold, under a quarter: waits
         assert len(copies) == 1
+        assert store.index_progress() == IndexProgress(indexed + BUILT_POINTS, indexed)
         # Meanwhile the new points are found (searched exactly).
         newest = store.search(list(vectors[-1]), 1, None, deadline=unrequested_deadline())
         assert newest[0].chunk.chunk_id == _chunks(indexed + BUILT_POINTS - 1, 1)[0].chunk_id
         assert store.optimize(settle=True)  # the load ended: built
         assert len(copies) == 2
+        assert store.index_progress().unindexed == 0
         assert not store.optimize(settle=True)
     finally:
         store.close()
