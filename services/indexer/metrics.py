@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 from services.core.logging import get_logger
 from services.core.models import ScopeFilter
 from services.indexer.planning import PlanCounts
-from services.storage.base import unrequested_deadline
+from services.storage.base import VectorStore, unrequested_deadline
 from services.storage.manifest import Manifest
 from services.storage.storage import Part, Storage
 
@@ -94,12 +94,14 @@ class IndexerMetrics:
         )
         self._declare_series()
         self.pending = PendingRecordsCollector(storage.manifest, ttl_s=pending_ttl_s)
+        self.unindexed = UnindexedVectorsCollector(storage.vectors, ttl_s=pending_ttl_s)
         self.index_sizes = IndexSizeCollector(
             StoreScopeCounts(storage),
             refresh_s=size_refresh_s,
             max_scopes=max_scopes,
         )
         registry.register(self.pending)
+        registry.register(self.unindexed)
         registry.register(self.index_sizes)
         storage.observe_write_retries(lambda part: self.write_retries.labels(part.value).inc())
 
@@ -128,10 +130,46 @@ class IndexerMetrics:
         return self.write_seconds.labels(store).time()
 
 
-class PendingRecordsCollector(Collector):
+class TtlGaugeCollector(Collector):
+    """One gauge read at scrape time, the value reused for `ttl_s`; a read
+    that fails or has nothing to say (None) leaves the series out, not the
+    scrape."""
+
+    NAME = ""
+    HELP = ""
+
+    def __init__(self, ttl_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s, self._clock = ttl_s, clock
+        self._value: int | None = None
+        self._taken_at = -math.inf
+        self._lock = threading.Lock()
+
+    def describe(self) -> Iterable[Metric]:
+        return [GaugeMetricFamily(self.NAME, self.HELP)]
+
+    def collect(self) -> Iterable[Metric]:
+        value = self._current()
+        return [] if value is None else [GaugeMetricFamily(self.NAME, self.HELP, value=value)]
+
+    def read(self) -> int | None:
+        raise NotImplementedError
+
+    def _current(self) -> int | None:
+        with self._lock:
+            if self._clock() - self._taken_at >= self.ttl_s:
+                try:
+                    self._value = self.read()
+                except Exception as exc:
+                    log.warning("gauge_unavailable", metric=self.NAME, error=str(exc))
+                    self._value = None
+                self._taken_at = self._clock()
+            return self._value
+
+
+class PendingRecordsCollector(TtlGaugeCollector):
     """`rag_indexer_pending_records`: what IndexStats.pending_documents
-    reports. Computed at scrape time, but reading the intents parses every
-    saved row of a stuck run, so the value is reused for `ttl_s`."""
+    reports. Reading the intents parses every saved row of a stuck run,
+    hence the TTL."""
 
     NAME = "rag_indexer_pending_records"
     HELP = (
@@ -142,29 +180,34 @@ class PendingRecordsCollector(Collector):
     def __init__(
         self, manifest: Manifest, ttl_s: float = 5.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self._manifest, self.ttl_s, self._clock = manifest, ttl_s, clock
-        self._value: int | None = None
-        self._taken_at = -math.inf
-        self._lock = threading.Lock()
+        super().__init__(ttl_s, clock)
+        self._manifest = manifest
 
-    def describe(self) -> Iterable[Metric]:
-        return [GaugeMetricFamily(self.NAME, self.HELP)]
+    def read(self) -> int | None:
+        return len(self._manifest.open_intents(unrequested_deadline()))
 
-    def collect(self) -> Iterable[Metric]:
-        value = self._current()
-        # A store that cannot answer leaves the series out, not the scrape.
-        return [] if value is None else [GaugeMetricFamily(self.NAME, self.HELP, value=value)]
 
-    def _current(self) -> int | None:
-        with self._lock:
-            if self._clock() - self._taken_at >= self.ttl_s:
-                try:
-                    self._value = len(self._manifest.open_intents(unrequested_deadline()))
-                except Exception as exc:
-                    log.warning("pending_records_unavailable", error=str(exc))
-                    self._value = None
-                self._taken_at = self._clock()
-            return self._value
+class UnindexedVectorsCollector(TtlGaugeCollector):
+    """`rag_indexer_vectors_unindexed`: the vector store's points its HNSW
+    index does not cover yet (VectorStore.index_progress), so an operator
+    can see a bulk load's deferred build and its settle; absent where the
+    store does not say (server stores, PostgreSQL)."""
+
+    NAME = "rag_indexer_vectors_unindexed"
+    HELP = (
+        "Vector store points not yet in its search index, searched exactly until the next "
+        "build: a bulk load defers builds and the idle settle makes them (embedded store)"
+    )
+
+    def __init__(
+        self, vectors: VectorStore, ttl_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(ttl_s, clock)
+        self._vectors = vectors
+
+    def read(self) -> int | None:
+        progress = self._vectors.index_progress()
+        return None if progress is None else progress.unindexed
 
 
 @dataclass(frozen=True)

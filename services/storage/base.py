@@ -221,6 +221,19 @@ def ranked(hits: list[ScoredChunk]) -> list[ScoredChunk]:
     return sorted(hits, key=lambda hit: (-hit.score, hit.chunk.chunk_id))
 
 
+@dataclass(frozen=True)
+class IndexProgress:
+    """A vector store's points, and those of them its search index covers
+    (the rest are searched exactly until the next build)."""
+
+    points: int
+    indexed: int
+
+    @property
+    def unindexed(self) -> int:
+        return max(self.points - self.indexed, 0)
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """Dense vectors with a compact payload (identity + filter/cite/debug fields).
@@ -287,6 +300,12 @@ class VectorStore(Protocol):
         are left out. For diversity (MMR) over the final candidates (the first
         vector), and for copying an index whole (`using` SECOND_VECTOR: the
         second), within `deadline` as `search`."""
+        ...
+
+    def index_progress(self) -> IndexProgress | None:
+        """How much of the store its search index covers, for operators;
+        None where the store keeps that itself (a Qdrant server's collection
+        info) or indexes every write at once (pgvector's HNSW)."""
         ...
 
     def optimize(self, *, settle: bool = True) -> bool:

@@ -123,6 +123,7 @@ CONTRACT: dict[str, Metric] = {
         "counter", {"store": closed("vector", "lexical", "manifest")}
     ),
     "rag_indexer_pending_records": Metric("gauge"),
+    "rag_indexer_vectors_unindexed": Metric("gauge"),
     "rag_index_documents": Metric("gauge", {"scope_id": None}),
     "rag_index_chunks": Metric("gauge", {"scope_id": None}),
     "rag_index_vectors": Metric("gauge", {"scope_id": None}),

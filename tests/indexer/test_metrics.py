@@ -23,10 +23,11 @@ from services.indexer.metrics import (
     IndexSizeCollector,
     PendingRecordsCollector,
     ScopeSize,
+    UnindexedVectorsCollector,
     capped_scope_sizes,
 )
 from services.runtime.observability.telemetry import Telemetry
-from services.storage.base import unrequested_deadline
+from services.storage.base import IndexProgress, unrequested_deadline
 from services.storage.server.calls import ServerCallPolicy
 from services.storage.storage import Storage
 from tests.support.clock import ManualClock
@@ -52,6 +53,7 @@ def stack(tmp_path: Path, embedder: Embedder) -> Iterator[BackgroundStack]:
     assert stack.stack is not None
     # Count at every scrape: the sizes are compared right after each run.
     stack.stack.indexer.metrics.index_sizes.refresh_s = 0.0
+    stack.stack.indexer.metrics.unindexed.ttl_s = 0.0
     yield stack
     stack.stop()
 
@@ -134,6 +136,9 @@ def check_sizes(stack: BackgroundStack, samples: Scrape) -> None:
         "lexical_rows": stats.lexical_rows,
     }
     assert stats.pending_documents == 0
+    # A few documents are far below the engine's indexing threshold: every
+    # point is searched exactly, none is in an HNSW index.
+    assert samples.value("rag_indexer_vectors_unindexed") == stats.vectors > 0
 
 
 class FakeScopeCounts:
@@ -241,6 +246,35 @@ def test_pending_records_are_cached_for_the_ttl() -> None:
     clock.now = 5
     list(collector.collect())
     assert manifest.calls == 2
+
+
+class FakeVectorProgress:
+    """Fake vector store (no engine): only `index_progress`, as given."""
+
+    def __init__(self, progress: IndexProgress | Exception | None) -> None:
+        self.progress = progress
+
+    def index_progress(self) -> IndexProgress | None:
+        if isinstance(self.progress, Exception):
+            raise self.progress
+        return self.progress
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("progress", "samples"),
+    [
+        (IndexProgress(points=10_000, indexed=7_500), [2_500]),
+        (None, []),  # a store that keeps its index itself: no series
+        (StoreUnavailable("vector store down"), []),  # a failed read: no series, a scrape
+    ],
+)
+def test_unindexed_vectors_gauge_reads_the_store_s_index_progress(
+    progress: IndexProgress | Exception | None, samples: list[int]
+) -> None:
+    store = FakeVectorProgress(progress)
+    collector = UnindexedVectorsCollector(store, ttl_s=5, clock=ManualClock(0.0))  # type: ignore[arg-type]
+    assert [s.value for f in collector.collect() for s in f.samples] == samples
 
 
 class FakeServerStore:

@@ -66,18 +66,6 @@ class ShardCounts(Protocol):
     def indexed_vectors_count(self) -> int: ...
 
 
-@dataclass(frozen=True)
-class IndexProgress:
-    """A shard's points, and those of them an HNSW index covers."""
-
-    points: int
-    indexed: int
-
-    @property
-    def unindexed(self) -> int:
-        return max(self.points - self.indexed, 0)
-
-
 @dataclass
 class OptimizeDue:
     """Whether the engine's optimizer would find work, read from the shard's

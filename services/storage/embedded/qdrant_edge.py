@@ -41,6 +41,7 @@ from services.storage.base import (
     RESCORE_OVERSAMPLING,
     SCAN_BATCH,
     SECOND_VECTOR,
+    IndexProgress,
     PointCount,
     SearchAsBatch,
     SearchEf,
@@ -55,7 +56,6 @@ from services.storage.base import (
 from services.storage.embedded.edge_filter import edge_filter, field_indexes
 from services.storage.embedded.edge_optimizer import (
     INDEXING_THRESHOLD_KB,
-    IndexProgress,
     OptimizeDue,
     optimized_copy,
     recover_swap,

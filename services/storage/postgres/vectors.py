@@ -39,6 +39,7 @@ from services.storage.base import (
     DEFAULT_VECTOR_SEARCH,
     SCAN_BATCH,
     SECOND_VECTOR,
+    IndexProgress,
     PointCount,
     SearchAsBatch,
     SearchEf,
@@ -362,6 +363,10 @@ class PostgresVectorStore(PostgresPart, SearchAsBatch):
         return self._count_chunks(self._table, scope, deadline)
 
     # -- lifecycle ------------------------------------------------------------
+
+    def index_progress(self) -> IndexProgress | None:
+        """None: pgvector's HNSW index takes every row as it is written."""
+        return None
 
     def optimize(self, *, settle: bool = True) -> bool:
         """PostgreSQL maintains the HNSW index on every write; what a large

@@ -34,6 +34,7 @@ from services.storage.base import (
     DEFAULT_VECTOR_QUANTIZATION,
     DEFAULT_VECTOR_SEARCH,
     SCAN_BATCH,
+    IndexProgress,
     SearchEf,
     VectorQuantization,
     VectorQuery,
@@ -389,6 +390,10 @@ class QdrantVectorStore(ServerPart[QdrantClient]):
     def _require_collection(self) -> None:
         if not self._live().collection_exists(self.collection):
             raise StoreUnavailable(f"Qdrant collection {self.collection!r} does not exist")
+
+    def index_progress(self) -> IndexProgress | None:
+        """None: the server's collection info reports it (`indexed_vectors_count`)."""
+        return None
 
     def optimize(self, *, settle: bool = True) -> bool:
         """Nothing to do: a Qdrant server runs its optimizers in the background."""

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.storage.base import unrequested_deadline
+from services.storage.base import IndexProgress, unrequested_deadline
 from services.storage.embedded import edge_optimizer as optimizer_module
 from services.storage.embedded.edge_optimizer import (
     INDEXING_THRESHOLD_KB,
     LOAD_BUILD_SHARE,
     VACUUM_MIN_VECTORS,
-    IndexProgress,
     OptimizeDue,
 )
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
