@@ -135,7 +135,7 @@ def build_mode(size: dict[str, Any]) -> str:
     if not size.get("optimize_each_run"):
         return f"in {where}, once after the last run"
     builds = size.get("optimizations")
-    counted = f", {builds} builds" if builds is not None else ""
+    counted = f", {builds} build{'' if builds == 1 else 's'}" if builds is not None else ""
     return (
         f"in {where}, asked after every run as the Indexer asks (deferred while runs come, "
         f"settled after the last){counted}"
