@@ -29,6 +29,9 @@ CREATE TABLE IF NOT EXISTS documents (
     PRIMARY KEY (doc_id, locale)
 );
 CREATE INDEX IF NOT EXISTS documents_scope ON documents (scope_id);
+CREATE INDEX IF NOT EXISTS documents_live_locales ON documents (locale) WHERE chunk_ids != '[]';
+CREATE INDEX IF NOT EXISTS documents_scope_live_locales
+    ON documents (scope_id, locale) WHERE chunk_ids != '[]';
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS intents (
     generation INTEGER NOT NULL,
@@ -37,6 +40,23 @@ CREATE TABLE IF NOT EXISTS intents (
     intent TEXT NOT NULL,
     PRIMARY KEY (generation, doc_id, locale)
 );
+"""
+# The distinct locales of the rows matching {where}, by a loose scan of the
+# `*_live_locales` indexes: one index seek per locale found, where DISTINCT
+# reads every matching document. Measured on the 1M-chunk bench.scale
+# manifest (403,780 documents): 120 ms unscoped, paid every few seconds by
+# the Retrieve that refreshes its scope's locales (the Retriever's p99 at 1M);
+# 0.2 ms this way. {where} must keep the indexes' own `chunk_ids != '[]'`.
+_LOCALES_WHERE = """
+WITH RECURSIVE found(locale) AS (
+    SELECT (SELECT locale FROM documents WHERE {where} ORDER BY locale LIMIT 1)
+    UNION ALL
+    SELECT (
+        SELECT locale FROM documents WHERE {where} AND locale > found.locale
+        ORDER BY locale LIMIT 1
+    ) FROM found WHERE found.locale IS NOT NULL
+)
+SELECT locale FROM found WHERE locale IS NOT NULL
 """
 # Meta key of the commit point; services.storage.visibility reads it.
 _COMMITTED = "committed_generation"
@@ -197,15 +217,23 @@ class SqliteManifest:
         self, scope_ids: Sequence[str], doc_ids: Sequence[str], deadline: Deadline
     ) -> list[str]:
         call_budget_s(self.name, deadline, what="a read")
-        where, params = ["chunk_ids != '[]'"], list[str]()
-        for column, values in (("scope_id", scope_ids), ("doc_id", doc_ids)):
-            if values:
-                where.append(f"{column} IN ({', '.join('?' * len(values))})")
-                params.extend(values)
-        statement = f"SELECT DISTINCT locale FROM documents WHERE {' AND '.join(where)}"
+        found: set[str] = set()
         with self._lock:
-            rows = self._db.execute(statement + " ORDER BY locale", params).fetchall()
-        return [r[0] for r in rows]
+            # Scope by scope: each is then a seek in (scope_id, locale).
+            for scope_id in dict.fromkeys(scope_ids) or [None]:
+                found.update(self._locales_where(scope_id, doc_ids))
+        return sorted(found)
+
+    def _locales_where(self, scope_id: str | None, doc_ids: Sequence[str]) -> list[str]:
+        where, params = ["chunk_ids != '[]'"], list[str]()
+        if scope_id is not None:
+            where.append("scope_id = ?")
+            params.append(scope_id)
+        if doc_ids:
+            where.append(f"doc_id IN ({', '.join('?' * len(doc_ids))})")
+            params.extend(doc_ids)
+        statement = _LOCALES_WHERE.format(where=" AND ".join(where))
+        return [r[0] for r in self._db.execute(statement, params * 2).fetchall()]
 
     def get_meta(self, key: str, deadline: Deadline) -> str | None:
         call_budget_s(self.name, deadline, what="a read")
