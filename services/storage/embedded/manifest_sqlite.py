@@ -225,15 +225,16 @@ class SqliteManifest:
         return sorted(found)
 
     def _locales_where(self, scope_id: str | None, doc_ids: Sequence[str]) -> list[str]:
-        where, params = ["chunk_ids != '[]'"], list[str]()
+        # Numbered parameters: the condition appears twice, its values once.
+        params = ([scope_id] if scope_id is not None else []) + list(doc_ids)
+        numbers = [f"?{n}" for n in range(1, len(params) + 1)]
+        where = ["chunk_ids != '[]'"]
         if scope_id is not None:
-            where.append("scope_id = ?")
-            params.append(scope_id)
+            where.append(f"scope_id = {numbers.pop(0)}")
         if doc_ids:
-            where.append(f"doc_id IN ({', '.join('?' * len(doc_ids))})")
-            params.extend(doc_ids)
+            where.append(f"doc_id IN ({', '.join(numbers)})")
         statement = _LOCALES_WHERE.format(where=" AND ".join(where))
-        return [r[0] for r in self._db.execute(statement, params * 2).fetchall()]
+        return [r[0] for r in self._db.execute(statement, params).fetchall()]
 
     def get_meta(self, key: str, deadline: Deadline) -> str | None:
         call_budget_s(self.name, deadline, what="a read")

@@ -73,6 +73,9 @@ def test_the_locales_of_a_scope_are_found_without_reading_every_document(
     assert manifest.locales_in([], [], ample) == ["en", "zh-CN"]
     assert manifest.locales_in(["api"], [], ample) == ["en"]
     assert manifest.locales_in(["site", "api", "site"], [], ample) == ["en", "zh-CN"]
+    # A long doc_ids filter is bound once, though the statement names it twice.
+    many = [f"missing-{n}" for n in range(20_000)] + ["site-zh-CN-0"]
+    assert manifest.locales_in(["site"], many, ample) == ["zh-CN"]
     # One index seek per locale found, not a pass over 4,000 documents.
     assert every_row > 100
     for scopes in ([], ["api"], ["site", "api"]):
