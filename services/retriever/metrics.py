@@ -25,7 +25,17 @@ from services.retriever.requests import RetrievalResult
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome
 
-STAGES = ("embedding", "vector", "lexical", "fusion", "rows", "rerank", "evidence", "total")
+STAGES = (
+    "locales",
+    "embedding",
+    "vector",
+    "lexical",
+    "fusion",
+    "rows",
+    "rerank",
+    "evidence",
+    "total",
+)
 # From a cached embedding or a fusion of a few lists (~0.5 ms) to a channel
 # that ran into its timeout (1 s by default) and a slow whole request.
 STAGE_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)

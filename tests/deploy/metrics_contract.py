@@ -90,7 +90,15 @@ CONTRACT: dict[str, Metric] = {
         "histogram",
         {
             "stage": closed(
-                "embedding", "vector", "lexical", "fusion", "rows", "rerank", "evidence", "total"
+                "locales",
+                "embedding",
+                "vector",
+                "lexical",
+                "fusion",
+                "rows",
+                "rerank",
+                "evidence",
+                "total",
             )
         },
     ),

@@ -16,9 +16,9 @@ import pytest
 from services.core.deadline import Deadline
 from services.retriever.channels import ChannelOutcome, ChannelStatus, not_requested
 from services.retriever.fan_out import FanOut
-from services.retriever.locale_balance import LocaleLists
+from services.retriever.locale_balance import IndexLocales, LocaleLists
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
-from services.retriever.steps import build_retrieval_steps
+from services.retriever.steps import LanguageCrossing, build_retrieval_steps
 from services.retriever.types import Channel
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
@@ -26,6 +26,7 @@ from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
 from services.storage.storage import Storage
 from tests.storage.harness import make_chunk
+from tests.storage.manifest_contract import entry
 
 pytestmark = pytest.mark.unit
 
@@ -105,3 +106,32 @@ def test_searches_run_on_their_own_threads_and_short_reads_do_not_wait_for_them(
     storage.close()
     assert result.degraded  # both channels timed out waiting for a thread
     assert {o.status for o in result.channels if o.requested} == {ChannelStatus.TIMEOUT}
+
+
+class EveryLanguageUnitEmbedder(EnglishUnitEmbedder):
+    """Stands in for a model of every language (locales are ranked apart)."""
+
+    languages = frozenset({"*"})
+
+
+def test_a_read_of_the_scopes_locales_is_timed_as_its_stage_and_a_cached_one_is_not(
+    tmp_path: Path,
+) -> None:
+    storage = one_chunk_storage(tmp_path, make_chunk("doc-en", text="rotate the key yearly"))
+    entries = [entry("doc-en", "en"), entry("doc-zh", "zh-CN")]
+    storage.manifest.put_many(entries, deadline=unrequested_deadline())
+    model: Any = EveryLanguageUnitEmbedder()
+    crossing = LanguageCrossing(locales=IndexLocales.of(storage.manifest, refresh_s=600))
+    with ThreadPoolExecutor(2) as executor:
+        steps = build_retrieval_steps(
+            model, storage, None, executor, RetrievalConfig(), crossing=crossing
+        )
+        pipeline = RetrievalPipeline(steps)
+        request = RetrievalRequest(query="signing key rotation", rerank=False)
+        read, cached = (
+            asyncio.run(pipeline.retrieve(request, Deadline.after(10.0))) for _ in range(2)
+        )
+    storage.close()
+    assert [stage for stage, _ in read.timings].count("locales") == 1
+    assert "locales" not in [stage for stage, _ in cached.timings]
+    assert [hit.chunk.doc_id for hit in cached.hits] == ["doc-en"]

@@ -8,6 +8,7 @@ through time (services.retriever.locale_balance)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -95,3 +96,20 @@ def test_two_tags_of_one_language_share_one_translation(tenants: BackgroundStack
     translated = [note for note in notes if note.startswith("lexical words translated")]
     assert len(translated) == 1 and translated[0].startswith("lexical words translated for zh ")
     assert "zh/billing-faq.md" in [hit.doc_id for hit in reply.hits][:2]
+
+
+def test_a_read_of_the_scopes_locales_is_timed_and_a_cached_one_is_not(
+    tenants: BackgroundStack,
+) -> None:
+    """The read is the `locales` stage (in the reply's timings and the stage
+    histogram alike); within its refresh the next request reads no more."""
+    # Narrowed to one document: a scope no other test of this module reads.
+    scope = rpb.ScopeFilter(scope_id="site", doc_ids=["en/invoices.md"])
+    first = time.monotonic()
+    timed = tenants.retrieve("Where do I download an invoice?", top_k=3, debug=True, filter=scope)
+    cached = tenants.retrieve("When are invoices issued?", top_k=3, debug=True, filter=scope)
+    assert "locales" in [t.stage for t in timed.timings]
+    if time.monotonic() - first > 4.0:  # past the 5 s refresh, a second read is due
+        pytest.skip("the two requests took longer than the locale refresh")
+    assert "locales" not in [t.stage for t in cached.timings]
+    assert [hit.doc_id for hit in cached.hits] == ["en/invoices.md"]

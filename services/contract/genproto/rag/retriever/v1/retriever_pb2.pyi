@@ -825,7 +825,9 @@ class StageTiming(_message.Message):
     STAGE_FIELD_NUMBER: _builtins.int
     MS_FIELD_NUMBER: _builtins.int
     stage: _builtins.str
-    """embedding, vector, lexical, fusion, rerank, evidence, total"""
+    """locales (only when the scope's locales were read), embedding, vector,
+    lexical, fusion, rows, rerank, evidence, total
+    """
     ms: _builtins.float
     """milliseconds"""
     def __init__(
