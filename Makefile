@@ -148,7 +148,7 @@ bench-crash: install
 # store files kept while memory is free) cannot say.
 # As the Indexer builds by default: after every run, in a child process.
 bench-scale: install
-	$(BIN)/python -m bench.scale --writer-memory-cap 4096 --optimize-apart --optimize-each-run --probe-during-load 20
+	$(BIN)/python -m bench.scale --writer-memory-cap 4096 --optimize-apart --optimize-each-run --probe-during-load 20 --stack-memory-cap 4096
 
 bench-gateway: install
 	$(BIN)/python -m bench.load.gateway --duration 45

@@ -146,7 +146,7 @@ class MemoryCap:
         trace: TracebackType | None,
     ) -> None:
         assert self._home is not None and self._cap is not None
-        self.report = self._read_report(self._home.version, self._cap)
+        self.report = read_report(self._home.version, self._cap, self.limit_mib, self._held_mib)
         _write(self._home.directory / "cgroup.procs", str(os.getpid()))
         try:
             self._cap.rmdir()
@@ -155,22 +155,90 @@ class MemoryCap:
             # block, and the block's own outcome matters more than its removal.
             print(f"memory cap: {self._cap} left in place: {exc}", file=sys.stderr)
 
-    def _read_report(self, version: int, cap: Path) -> CapReport:
-        if version == 1:
-            oom = _events(cap / "memory.oom_control")
-            return CapReport(
-                limit_mib=self.limit_mib,
-                held_at_entry_mib=self._held_mib,
-                peak_mib=self._held_mib + _read_int(cap / "memory.max_usage_in_bytes") // MIB,
-                limit_hits=_read_int(cap / "memory.failcnt"),
-                oom_kills=oom.get("oom_kill", 0),
-            )
-        events = _events(cap / "memory.events")
-        peak = cap / "memory.peak"
+
+def read_report(version: int, cap: Path, limit_mib: int, held_mib: int) -> CapReport:
+    """What the cgroup `cap` saw; `held_mib` is added to its high-water mark."""
+    if version == 1:
+        oom = _events(cap / "memory.oom_control")
         return CapReport(
-            limit_mib=self.limit_mib,
-            held_at_entry_mib=self._held_mib,
-            peak_mib=self._held_mib + _read_int(peak) // MIB if peak.exists() else -1,
-            limit_hits=events.get("max", 0),
-            oom_kills=events.get("oom_kill", 0),
+            limit_mib=limit_mib,
+            held_at_entry_mib=held_mib,
+            peak_mib=held_mib + _read_int(cap / "memory.max_usage_in_bytes") // MIB,
+            limit_hits=_read_int(cap / "memory.failcnt"),
+            oom_kills=oom.get("oom_kill", 0),
         )
+    events = _events(cap / "memory.events")
+    peak = cap / "memory.peak"
+    return CapReport(
+        limit_mib=limit_mib,
+        held_at_entry_mib=held_mib,
+        peak_mib=held_mib + _read_int(peak) // MIB if peak.exists() else -1,
+        limit_hits=events.get("max", 0),
+        oom_kills=events.get("oom_kill", 0),
+    )
+
+
+class ChildMemoryCap:
+    """A memory cgroup limited to `limit_mib` for a process this one starts:
+    the child joins it by writing its own pid to `procs` before it runs
+    (`ServiceProcess(cgroup_procs=...)`), so every page it touches counts,
+    none of this process's. `with ChildMemoryCap(4096) as cap:` start the
+    child, stop it, and read `cap.report` after the block."""
+
+    def __init__(self, limit_mib: int, proc_cgroup: Path = Path("/proc/self/cgroup")) -> None:
+        if limit_mib <= 0:
+            raise ValueError(f"limit_mib must be > 0, got {limit_mib}")
+        self.limit_mib = limit_mib
+        self._proc_cgroup = proc_cgroup
+        self._version = 0
+        self._cap: Path | None = None
+        self.report: CapReport | None = None
+
+    @property
+    def procs(self) -> Path:
+        assert self._cap is not None, "enter the block first"
+        return self._cap / "cgroup.procs"
+
+    def __enter__(self) -> ChildMemoryCap:
+        home = memory_cgroup(self._proc_cgroup.read_text())
+        cap = home.directory / f"bench-cap-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            cap.mkdir()
+        except OSError as exc:
+            raise MemoryCapUnavailable(f"cannot create {cap}: {exc}") from exc
+        try:
+            _write(cap / home.limit_file, str(self.limit_mib * MIB))
+        except MemoryCapUnavailable:
+            cap.rmdir()
+            raise
+        self._version, self._cap = home.version, cap
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._cap is not None
+        self.report = read_report(self._version, self._cap, self.limit_mib, 0)
+        try:
+            self._cap.rmdir()
+        except OSError as exc:  # the child still runs: say so, keep the block's outcome
+            print(f"memory cap: {self._cap} left in place: {exc}", file=sys.stderr)
+
+
+def joining(procs: Path, argv: list[str]) -> list[str]:
+    """`argv` run by a shell that first joins the cgroup of `procs` (its
+    `cgroup.procs`), then becomes the command: same pid, inside from the start."""
+    return ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *argv]
+
+
+def evict_from_page_cache(directory: Path) -> int:
+    """Drop the cached pages of every file under `directory` (written back
+    first), so that a process reading them next is charged for them: a page
+    stays charged to the cgroup that first cached it. The bytes evicted."""
+    evicted = 0
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
+            os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        evicted += path.stat().st_size
+    return evicted

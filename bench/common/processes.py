@@ -20,6 +20,7 @@ from typing import TextIO
 
 import psutil
 
+from bench.common.memory_cap import joining
 from bench.common.paths import ROOT
 from rag_client import CallError, RerankerClient
 from rag_client.settings import ClientSettings, RetryPolicy
@@ -52,11 +53,19 @@ class ServiceProcess:
     SIGTERM (graceful shutdown) and killed only if that hangs."""
 
     def __init__(
-        self, module: str, env: Mapping[str, str], log_path: Path, cwd: Path = ROOT
+        self,
+        module: str,
+        env: Mapping[str, str],
+        log_path: Path,
+        cwd: Path = ROOT,
+        cgroup_procs: Path | None = None,
     ) -> None:
-        """`cwd`: the source tree to run from (another revision's worktree, say)."""
+        """`cwd`: the source tree to run from (another revision's worktree, say).
+        `cgroup_procs`: a cgroup's `cgroup.procs` the process joins before
+        the interpreter starts (bench.common.memory_cap.ChildMemoryCap)."""
         self.module = module
         self.cwd = cwd
+        self.cgroup_procs = cgroup_procs
         self.env = {
             **os.environ,
             "HF_HUB_OFFLINE": "1",
@@ -72,13 +81,17 @@ class ServiceProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.module],
+            self._argv(),
             cwd=self.cwd,
             env=self.env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
         return self
+
+    def _argv(self) -> list[str]:
+        argv = [sys.executable, "-m", self.module]
+        return argv if self.cgroup_procs is None else joining(self.cgroup_procs, argv)
 
     @property
     def pid(self) -> int:
@@ -147,6 +160,7 @@ class Stack:
         env: Mapping[str, str] | None = None,
         cwd: Path = ROOT,
         log_name: str = "stack.log",
+        cgroup_procs: Path | None = None,
     ) -> Stack:
         # Ports the caller chose already (metrics listeners, say) are not reused.
         taken = {int(v) for k, v in (env or {}).items() if k.endswith("_PORT") and v.isdigit()}
@@ -160,7 +174,9 @@ class Stack:
             **{k: str(v) for k, v in ports.items()},
             **(env or {}),
         }
-        process = ServiceProcess("services.stack", full_env, log_dir / log_name, cwd).start()
+        process = ServiceProcess(
+            "services.stack", full_env, log_dir / log_name, cwd, cgroup_procs
+        ).start()
         stack = cls(
             process,
             f"127.0.0.1:{ports['RAG_INDEXER_PORT']}",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.reports.markdown import provenance, table, targets_table
+from bench.reports.scale_capped import capped_note, capped_table
 from bench.reports.targets import (
     SCALE_P50,
     SCALE_P99,
@@ -90,10 +91,15 @@ def scale_targets(size: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         SCALE_P50.assess(round(plain["p50_ms"], 1)),
         SCALE_P99.assess(round(plain["p99_ms"], 1)),
-        SCALE_STACK_RSS.assess(round(stack_gib, 2), _split(size["memory"]["after load"])),
+        SCALE_STACK_RSS.assess(round(stack_gib, 2), _stack_note(size)),
         SCALE_WRITER_RSS.assess(round(writer_gib, 2), _writer_split(size)),
         SCALE_RECALL.assess(size["recall_at_10"]["none"]),
     ]
+
+
+def _stack_note(size: dict[str, Any]) -> str:
+    notes = (_split(size["memory"]["after load"]), capped_note(size))
+    return "; ".join(note for note in notes if note)
 
 
 def _split(memory: dict[str, float]) -> str:
@@ -297,6 +303,7 @@ def scale_section(result: dict[str, Any]) -> str:
             _resource_rows(sizes),
         ),
         *_cap_table(sizes),
+        *capped_table(sizes),
         *_probe_table(sizes),
     ]
     if largest["chunks"] >= 1_000_000:

@@ -17,6 +17,9 @@ bench-scale` uses 4096), so the record says whether a bulk load fits a
 machine with that much memory, not only how much it took on this one.
 `--probe-during-load RUNS` times the vector search a Retrieve makes every RUNS
 runs of the load, next to the points not yet indexed (bench.scale.load_probe).
+`--stack-memory-cap MIB` serves each index a second time with the stack inside a
+hard memory limit (`make bench-scale`: 4096): whether it serves within that much
+memory, and how fast, where the first serving says how much it takes unlimited.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common.memory_cap import MemoryCap, MemoryCapUnavailable
+from bench.common.memory_cap import ChildMemoryCap, MemoryCap, MemoryCapUnavailable
 from bench.common.paths import RESULTS_DIR, ROOT, SCRATCH_DIR, page_for
 from bench.common.record import run_record
 from bench.reports.page import publish
@@ -37,7 +40,12 @@ from bench.reports.scale import PLOT_FILE, scale_plot
 from bench.scale.build import build_index, disk_bytes
 from bench.scale.corpus import CorpusSpec, SyntheticCorpus
 from bench.scale.load_probe import LoadProbe
-from bench.scale.measure import SCALE_MODEL, hnsw_recall, measure_serving
+from bench.scale.measure import (
+    SCALE_MODEL,
+    hnsw_recall,
+    measure_capped_serving,
+    measure_serving,
+)
 from bench.scale.source import SourceCorpus, load_source
 from services.storage.base import SearchEf
 
@@ -96,6 +104,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="RUNS",
         help="time vector searches every RUNS runs of the load and after it settles (0: never)",
     )
+    p.add_argument(
+        "--stack-memory-cap",
+        type=int,
+        default=0,
+        metavar="MIB",
+        help="serve each index again with the stack inside a memory cgroup of MIB (root; 0: not)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the built indexes in .data/scale/")
     p.add_argument("--out", type=Path, default=RESULTS_FILE, help="result file")
     p.add_argument("--no-report", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -126,6 +141,18 @@ def measure_size(
     queries = list(zip(source.query_ids, source.query_texts, strict=True))
     try:
         serving = measure_serving(data_dir, corpus.filter_scope, queries, log_dir, args.requests)
+        capped = (
+            measure_capped_serving(
+                data_dir,
+                corpus.filter_scope,
+                queries,
+                log_dir,
+                args.requests,
+                args.stack_memory_cap,
+            )
+            if args.stack_memory_cap
+            else None
+        )
         recall = hnsw_recall(
             data_dir / "vectors", source.query_vectors, build.generation, corpus.filter_scope
         )
@@ -165,25 +192,30 @@ def measure_size(
         "recall_at_10": recall,
         "recall_at_10_by_ef": recall_by_ef,
         **serving,
+        "capped_serving": capped,
     }
 
 
-def check_memory_cap(limit_mib: int) -> None:
-    """Fail before building anything when the limit cannot be applied."""
-    if limit_mib:
+def check_memory_caps(writer_mib: int, stack_mib: int) -> None:
+    """Fail before building anything when a limit cannot be applied."""
+    for flag, limit_mib, cap in (
+        ("--writer-memory-cap", writer_mib, MemoryCap),
+        ("--stack-memory-cap", stack_mib, ChildMemoryCap),
+    ):
+        if not limit_mib:
+            continue
         try:
-            with MemoryCap(limit_mib):
+            with cap(limit_mib):
                 pass
         except (MemoryCapUnavailable, ValueError) as exc:
             raise SystemExit(
-                f"--writer-memory-cap {limit_mib}: {exc} (a memory cgroup needs root;"
-                " --writer-memory-cap 0 builds without a limit)"
+                f"{flag} {limit_mib}: {exc} (a memory cgroup needs root; {flag} 0: no limit)"
             ) from exc
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    check_memory_cap(args.writer_memory_cap)
+    check_memory_caps(args.writer_memory_cap, args.stack_memory_cap)
     record = run_record(["-m", "bench.scale", *(argv if argv is not None else sys.argv[1:])])
     source = load_source(SCALE_MODEL, args.source_docs)
     log_dir = SCRATCH_DIR / "logs" / "scale"

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
+from bench.common.memory_cap import ChildMemoryCap, evict_from_page_cache
 from bench.common.processes import Stack, free_port
 from bench.common.record import latency_summary
 from bench.common.retrieve_loop import LoadResult, run_load
@@ -82,14 +83,65 @@ def measure_serving(
     requests: int,
 ) -> dict[str, Any]:
     """Start the stack on the index, load it, stop it."""
+    return _serve(data_dir, filter_scope, queries, log_dir, requests)
+
+
+def measure_capped_serving(
+    data_dir: Path,
+    filter_scope: str,
+    queries: Sequence[tuple[str, str]],
+    log_dir: Path,
+    requests: int,
+    limit_mib: int,
+) -> dict[str, Any]:
+    """As `measure_serving`, the stack inside a memory cgroup of `limit_mib`
+    (bench.common.memory_cap.ChildMemoryCap). The index's files are first
+    evicted from the page cache, so every page the stack reads counts against
+    the limit; each filter's queries are sent once before the timed load, so
+    the rows show the steady state under the limit, not the first reads from
+    disk. A stack killed for want of memory is recorded as such."""
+    evicted = evict_from_page_cache(data_dir)
+    failure = ""
+    with ChildMemoryCap(limit_mib) as cap:
+        try:
+            served = _serve(
+                data_dir, filter_scope, queries, log_dir, requests, cap.procs, warm=True
+            )
+        # Killed at the limit, it fails in whatever call meets it first: that
+        # is a finding to record, not a reason to lose the rest of the record.
+        except Exception as exc:
+            served, failure = {}, f"{type(exc).__name__}: {str(exc)[-500:]}"
+    assert cap.report is not None
+    return {
+        **served,
+        "memory_cap": cap.report.as_record(),
+        "evicted_mib": evicted // 2**20,
+        "failure": failure,
+    }
+
+
+def _serve(
+    data_dir: Path,
+    filter_scope: str,
+    queries: Sequence[tuple[str, str]],
+    log_dir: Path,
+    requests: int,
+    cgroup_procs: Path | None = None,
+    warm: bool = False,
+) -> dict[str, Any]:
     started = time.perf_counter()
-    stack = Stack.start(data_dir, log_dir, stack_env(), log_name=f"stack-{data_dir.name}.log")
+    log_name = f"stack-{data_dir.name}{'-capped' if cgroup_procs else ''}.log"
+    stack = Stack.start(
+        data_dir, log_dir, stack_env(), log_name=log_name, cgroup_procs=cgroup_procs
+    )
     ready_s = time.perf_counter() - started
     rows: list[dict[str, Any]] = []
     try:
         idle = stack.process.memory()
         for label, scope in (("none", None), ("1% scope", filter_scope)):
             make = _requests(scope)
+            if warm:
+                run_load(stack.retriever_addr, list(queries), make)
             for concurrency in CONCURRENCY:
                 batch = _cycle(queries, requests * (2 if concurrency > 1 else 1))
                 run_load(

@@ -13,8 +13,11 @@ import pytest
 
 from bench.common.memory_cap import (
     CapReport,
+    ChildMemoryCap,
     MemoryCap,
     MemoryCapUnavailable,
+    evict_from_page_cache,
+    joining,
     memory_cgroup,
     resident_total_mib,
 )
@@ -144,3 +147,41 @@ def test_mapped_file_pages_are_dropped_at_the_limit_and_the_work_completes(
     assert seen["touched"] == 384 * 1024 * 1024 // mmap.PAGESIZE
     assert seen["limit_hits"] > 0 and seen["oom_kills"] == 0
     assert seen["peak_mib"] <= seen["limit_mib"]
+
+
+CHILD_READS_MAPPED = """
+import mmap, sys
+from pathlib import Path
+with open(sys.argv[1], 'rb') as segment:
+    pages = mmap.mmap(segment.fileno(), 0, access=mmap.ACCESS_READ)
+    touched = sum(1 for offset in range(0, len(pages), mmap.PAGESIZE) if pages[offset] >= 0)
+print(touched, Path('/proc/self/cgroup').read_text().replace(chr(10), ' '))
+"""
+
+
+@pytest.mark.integration
+def test_a_child_started_inside_is_charged_for_the_files_it_maps(tmp_path: Path) -> None:
+    """A stack served under `--stack-memory-cap`: the child joins before it
+    runs, the files it reads (evicted from the cache first) count against the
+    limit, and at the limit the kernel drops them instead of killing it."""
+    mapped = tmp_path / "index" / "segment"
+    mapped.parent.mkdir()
+    mapped.write_bytes(os.urandom(256 * 1024 * 1024))
+    assert evict_from_page_cache(tmp_path / "index") == 256 * 1024 * 1024
+    try:
+        with ChildMemoryCap(96) as cap:
+            argv = [sys.executable, "-c", CHILD_READS_MAPPED, str(mapped)]
+            done = subprocess.run(
+                joining(cap.procs, argv), capture_output=True, text=True, timeout=120, check=False
+            )
+            inside = cap.procs.parent.name
+    except MemoryCapUnavailable as exc:
+        pytest.skip(f"no writable memory cgroup here: {exc}")
+    assert done.returncode == 0, done.stderr
+    touched, cgroups = done.stdout.split(" ", 1)
+    assert int(touched) == 256 * 1024 * 1024 // mmap.PAGESIZE
+    assert inside in cgroups
+    report = cap.report
+    assert report is not None and report.held_at_entry_mib == 0
+    assert report.limit_hits > 0 and report.oom_kills == 0
+    assert 0 < report.peak_mib <= 96

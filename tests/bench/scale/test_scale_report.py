@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from bench.reports.scale import _cap_table, _probe_table, build_mode, scale_targets
+from bench.reports.scale_capped import capped_rows, capped_table
 
 pytestmark = pytest.mark.unit
 
@@ -113,3 +114,48 @@ def test_no_probe_or_no_settled_row_no_probe_section() -> None:
     assert _probe_table([size]) == []
     size["search_during_load"] = {"every_runs": 20, "rows": [_probe_row(1, 2, 1.0, 1.0)]}
     assert _probe_table([size]) == []
+
+
+def _served(p50: float, p99: float, rps: float) -> list[dict[str, Any]]:
+    latency = {"p50_ms": p50, "p95_ms": p99, "p99_ms": p99}
+    return [
+        {"filter": scope, "concurrency": c, "latency_ms": latency, "throughput_rps": rps,
+         "errors": {}}
+        for scope in ("none", "1% scope")
+        for c in (1, 16)
+    ]  # fmt: skip
+
+
+def test_a_stack_served_under_a_memory_limit_is_shown_beside_the_unlimited_serving() -> None:
+    size = _size(90, 195, 5000, 3900, 0.98)
+    size["chunks"], size["retrieve"] = 1_000_000, _served(91.0, 195.1, 15.0)
+    cap = {"limit_mib": 4096, "held_at_entry_mib": 0, "peak_mib": 4090, "limit_hits": 5210,
+           "oom_kills": 0}  # fmt: skip
+    after = {"rss_mib": 3900.0, "anon_mib": 1700.0, "file_mib": 2200.0}
+    size["capped_serving"] = {
+        "retrieve": _served(99.5, 240.0, 13.2),
+        "memory": {"after load": after},
+        "memory_cap": cap,
+        "failure": "",
+    }
+    (row,) = capped_rows([size])
+    assert row == (
+        "1,000,000", 4096, "served", 4090, "5,210", "3900 (1700 / 2200)",
+        "91.0 / 195.1 → 99.5 / 240.0", "91.0 → 99.5", "15.0 → 13.2",
+    )  # fmt: skip
+    stack = scale_targets(size)[2]
+    assert stack["verdict"].startswith("missed")  # the target is the unlimited RSS
+    assert (
+        "under a hard 4096 MiB limit: served, c=1 p50 / p99 91.0 / 195.1 → 99.5" in (stack["note"])
+    )
+    killed = {
+        "memory_cap": {**cap, "oom_kills": 1},
+        "failure": "RuntimeError: exited with -9",
+    }
+    size["capped_serving"] = killed
+    assert capped_rows([size])[0][2].startswith("failed (1 OOM kills): RuntimeError")
+    assert "limit: failed" in scale_targets(size)[2]["note"]
+
+
+def test_no_stack_limit_no_capped_section() -> None:
+    assert capped_table([_size(20, 50, 3000, 3900, 0.98)]) == []
