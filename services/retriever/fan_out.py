@@ -169,8 +169,9 @@ class ChannelFanOut:
         """The locales the request's scope holds, to rank apart: cached, or
         read in a worker thread by `deadline` (a read that runs out of time
         keeps the scope's last reading, or ranks one list). Only a read is
-        timed, as the stage `locales`: it once read every manifest document
-        and made the 1M-chunk p99 unseen (bench/results/notes/locale_read_tail.md)."""
+        timed, as the stage `locales`: when it read every manifest document,
+        the 1M-chunk p99 it caused showed in no stage
+        (bench/results/notes/locale_read_tail.md)."""
         cached = self.locale_search.cached_locales(scope)
         if cached is not None:
             return cached

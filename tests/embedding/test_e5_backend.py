@@ -12,7 +12,7 @@ import structlog
 
 from services.core.errors import ConfigError
 from services.embedding.config import EmbedderConfig
-from services.embedding.e5_build import build_onnx_model
+from services.embedding.e5_build import build_onnx_model, built_apart
 from services.embedding.embedder import Embedder
 
 pytestmark = pytest.mark.integration
@@ -133,3 +133,10 @@ def test_the_int8_document_session_computes_at_the_index_work_priority(
     assert thread_nice(threading.get_native_id()) == caller
     assert vectors.shape == (len(SENTENCES), 384)
     assert float(vectors[0] @ embedder.embed_query(SENTENCES[0])) > 0.8
+
+
+def test_a_build_that_fails_in_its_child_says_so(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("a file where the model cache should be")
+    with pytest.raises(RuntimeError, match=r"building the e5 ONNX graph failed \(exit 1\)"):
+        built_apart(not_a_folder, "fp32")
