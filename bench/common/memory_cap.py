@@ -118,11 +118,7 @@ class MemoryCap:
 
     def __enter__(self) -> MemoryCap:
         home = memory_cgroup(self._proc_cgroup.read_text())
-        cap = home.directory / f"bench-cap-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            cap.mkdir()
-        except OSError as exc:
-            raise MemoryCapUnavailable(f"cannot create {cap}: {exc}") from exc
+        cap = _new_cgroup(home)
         self._home, self._cap = home, cap
         self._held_mib = resident_total_mib(Path(f"/proc/{os.getpid()}/status"))
         if self._held_mib >= self.limit_mib:
@@ -154,6 +150,16 @@ class MemoryCap:
             # A child started inside still runs: the cgroup outlives the
             # block, and the block's own outcome matters more than its removal.
             print(f"memory cap: {self._cap} left in place: {exc}", file=sys.stderr)
+
+
+def _new_cgroup(home: CgroupLayout) -> Path:
+    """A fresh child cgroup of `home`, named after this process."""
+    cap = home.directory / f"bench-cap-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        cap.mkdir()
+    except OSError as exc:
+        raise MemoryCapUnavailable(f"cannot create {cap}: {exc}") from exc
+    return cap
 
 
 def read_report(version: int, cap: Path, limit_mib: int, held_mib: int) -> CapReport:
@@ -201,11 +207,7 @@ class ChildMemoryCap:
 
     def __enter__(self) -> ChildMemoryCap:
         home = memory_cgroup(self._proc_cgroup.read_text())
-        cap = home.directory / f"bench-cap-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            cap.mkdir()
-        except OSError as exc:
-            raise MemoryCapUnavailable(f"cannot create {cap}: {exc}") from exc
+        cap = _new_cgroup(home)
         try:
             _write(cap / home.limit_file, str(self.limit_mib * MIB))
         except MemoryCapUnavailable:
