@@ -240,7 +240,10 @@ def built_apart(
 
 def main(argv: list[str]) -> int:
     """`python -m services.embedding.e5_build CACHE_DIR PRECISION NICE`: build,
-    print the graph's path."""
+    print the graph's path (the child `built_apart` starts)."""
+    if len(argv) != 3 or not argv[2].lstrip("-").isdigit():
+        print(f"usage: python -m {__name__} CACHE_DIR fp32|int8 NICE", file=sys.stderr)
+        return 2
     cache_dir, precision, nice = argv
     if int(nice) > 0:
         os.nice(int(nice))

@@ -13,6 +13,7 @@ import structlog
 from services.core.errors import ConfigError
 from services.embedding.config import EmbedderConfig
 from services.embedding.e5_build import build_onnx_model, built_apart
+from services.embedding.e5_build import main as e5_build_main
 from services.embedding.embedder import Embedder
 
 pytestmark = pytest.mark.integration
@@ -140,3 +141,9 @@ def test_a_build_that_fails_in_its_child_says_so(tmp_path: Path) -> None:
     not_a_folder.write_text("a file where the model cache should be")
     with pytest.raises(RuntimeError, match=r"building the e5 ONNX graph failed \(exit 1\)"):
         built_apart(not_a_folder, "fp32")
+
+
+def test_the_build_child_refuses_a_malformed_command_line(capsys) -> None:
+    assert e5_build_main([]) == 2
+    assert e5_build_main(["/tmp/cache", "fp32", "high"]) == 2
+    assert "usage: python -m services.embedding.e5_build" in capsys.readouterr().err
