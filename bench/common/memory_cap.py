@@ -107,9 +107,7 @@ class MemoryCap:
     memory limited to 4 GiB; `cap.report` says what the cgroup saw."""
 
     def __init__(self, limit_mib: int, proc_cgroup: Path = Path("/proc/self/cgroup")) -> None:
-        if limit_mib <= 0:
-            raise ValueError(f"limit_mib must be > 0, got {limit_mib}")
-        self.limit_mib = limit_mib
+        self.limit_mib = _positive(limit_mib)
         self._proc_cgroup = proc_cgroup
         self._home: CgroupLayout | None = None
         self._cap: Path | None = None
@@ -118,21 +116,19 @@ class MemoryCap:
 
     def __enter__(self) -> MemoryCap:
         home = memory_cgroup(self._proc_cgroup.read_text())
-        cap = _new_cgroup(home)
-        self._home, self._cap = home, cap
         self._held_mib = resident_total_mib(Path(f"/proc/{os.getpid()}/status"))
         if self._held_mib >= self.limit_mib:
-            cap.rmdir()
             raise ValueError(
                 f"limit_mib {self.limit_mib} is not above the {self._held_mib} MiB"
                 " this process already holds"
             )
+        cap = _limited_cgroup(home, self.limit_mib - self._held_mib)
         try:
-            _write(cap / home.limit_file, str((self.limit_mib - self._held_mib) * MIB))
             _write(cap / "cgroup.procs", str(os.getpid()))
         except MemoryCapUnavailable:
             cap.rmdir()
             raise
+        self._home, self._cap = home, cap
         return self
 
     def __exit__(
@@ -144,22 +140,38 @@ class MemoryCap:
         assert self._home is not None and self._cap is not None
         self.report = read_report(self._home.version, self._cap, self.limit_mib, self._held_mib)
         _write(self._home.directory / "cgroup.procs", str(os.getpid()))
-        try:
-            self._cap.rmdir()
-        except OSError as exc:
-            # A child started inside still runs: the cgroup outlives the
-            # block, and the block's own outcome matters more than its removal.
-            print(f"memory cap: {self._cap} left in place: {exc}", file=sys.stderr)
+        _remove(self._cap)
 
 
-def _new_cgroup(home: CgroupLayout) -> Path:
-    """A fresh child cgroup of `home`, named after this process."""
+def _positive(limit_mib: int) -> int:
+    if limit_mib <= 0:
+        raise ValueError(f"limit_mib must be > 0, got {limit_mib}")
+    return limit_mib
+
+
+def _limited_cgroup(home: CgroupLayout, limit_mib: int) -> Path:
+    """A fresh child cgroup of `home`, named after this process, limited to
+    `limit_mib`; removed again if the limit cannot be set."""
     cap = home.directory / f"bench-cap-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         cap.mkdir()
     except OSError as exc:
         raise MemoryCapUnavailable(f"cannot create {cap}: {exc}") from exc
+    try:
+        _write(cap / home.limit_file, str(limit_mib * MIB))
+    except MemoryCapUnavailable:
+        cap.rmdir()
+        raise
     return cap
+
+
+def _remove(cap: Path) -> None:
+    try:
+        cap.rmdir()
+    except OSError as exc:
+        # A process started inside still runs: the cgroup outlives the block,
+        # and the block's own outcome matters more than its removal.
+        print(f"memory cap: {cap} left in place: {exc}", file=sys.stderr)
 
 
 def read_report(version: int, cap: Path, limit_mib: int, held_mib: int) -> CapReport:
@@ -192,9 +204,7 @@ class ChildMemoryCap:
     child, stop it, and read `cap.report` after the block."""
 
     def __init__(self, limit_mib: int, proc_cgroup: Path = Path("/proc/self/cgroup")) -> None:
-        if limit_mib <= 0:
-            raise ValueError(f"limit_mib must be > 0, got {limit_mib}")
-        self.limit_mib = limit_mib
+        self.limit_mib = _positive(limit_mib)
         self._proc_cgroup = proc_cgroup
         self._version = 0
         self._cap: Path | None = None
@@ -207,22 +217,13 @@ class ChildMemoryCap:
 
     def __enter__(self) -> ChildMemoryCap:
         home = memory_cgroup(self._proc_cgroup.read_text())
-        cap = _new_cgroup(home)
-        try:
-            _write(cap / home.limit_file, str(self.limit_mib * MIB))
-        except MemoryCapUnavailable:
-            cap.rmdir()
-            raise
-        self._version, self._cap = home.version, cap
+        self._version, self._cap = home.version, _limited_cgroup(home, self.limit_mib)
         return self
 
     def __exit__(self, *_: object) -> None:
         assert self._cap is not None
         self.report = read_report(self._version, self._cap, self.limit_mib, 0)
-        try:
-            self._cap.rmdir()
-        except OSError as exc:  # the child still runs: say so, keep the block's outcome
-            print(f"memory cap: {self._cap} left in place: {exc}", file=sys.stderr)
+        _remove(self._cap)
 
 
 def joining(procs: Path, argv: list[str]) -> list[str]:
