@@ -48,7 +48,7 @@ from bench.eval.scifact_options import (
     parse_args,
 )
 from bench.reports.page import write_report
-from bench.reports.targets import HYBRID_NDCG, HYBRID_NDCG_AIM, INT8_DOCUMENT_NDCG
+from bench.reports.scifact import scifact_targets
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.embedding.config import MULTILINGUAL_MODEL as DEFAULT_EMBEDDING_MODEL
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         result["int8_documents"] = measure_int8_documents(opts)
     if opts.compare_models:
         result["models"] = {model: measure_model(opts, model) for model in COMPARED_MODELS}
-    result["targets"] = assess(result)
+    result["targets"] = scifact_targets(result)
     split = "" if opts.dataset.split == "test" else f"-{opts.dataset.split}"
     path = opts.out_dir / f"{opts.dataset.name}{split}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
@@ -315,33 +315,6 @@ def request_section(opts: EvalOptions) -> dict[str, Any]:
             f"{opts.top_k} distinct documents for Recall@{opts.top_k}"
         ),
     }
-
-
-def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
-    split = f"{result['dataset']} {result['split']} split"
-    model = result["chunking"]["embedding_model"]
-    models = [(model, result["configs"])]
-    if "finetuned" in result:
-        models.append((f"{model} fine-tuned on the train split", result["finetuned"]["configs"]))
-    targets = [
-        target.assess(configs.get("hybrid", {}).get("ndcg@10"), f"{split}, {model}")
-        for model, configs in models
-        for target in (HYBRID_NDCG, HYBRID_NDCG_AIM)
-    ]
-    if "int8_documents" in result:
-        targets.append(assess_int8_documents(result, split))
-    return targets
-
-
-def assess_int8_documents(result: dict[str, Any], split: str) -> dict[str, Any]:
-    """How far hybrid nDCG@10 moves when the documents are encoded in int8."""
-    fp32 = result["configs"].get("hybrid", {}).get("ndcg@10")
-    int8 = result["int8_documents"]["configs"].get("hybrid", {}).get("ndcg@10")
-    if fp32 is None or int8 is None:
-        return INT8_DOCUMENT_NDCG.assess(None, split)
-    difference = round(int8 - fp32, 4)
-    note = f"{split}: int8 {int8:.4f}, fp32 {fp32:.4f} (int8 − fp32 {difference:+.4f})"
-    return {**INT8_DOCUMENT_NDCG.assess(abs(difference), note), "difference": difference}
 
 
 def print_summary(result: dict[str, Any], path: Path) -> None:

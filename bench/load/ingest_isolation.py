@@ -43,7 +43,7 @@ from bench.eval.scifact_options import SCOPE
 from bench.load.paced_load import Pacing, Sample, run_paced, stop_after
 from bench.load.speed_options import BenchOptions, parse_args
 from bench.load.stall_windows import optimize_windows, stall_summary
-from bench.reports.targets import Target
+from bench.reports.targets import isolation_targets
 
 CLIENTS = 4
 # Per client, start to start: 40 requests/s offered in all, ~40% of what four
@@ -54,11 +54,6 @@ INGEST_SCOPE = "ingest-isolation"
 ID_PREFIX = "ingest-"
 STAGES = ("vector", "lexical")
 SLOWEST = 8
-ISSUE = "issue 15, item 5"
-DEGRADED = Target("Retrieve answers degraded while an ingest runs", 0, "at_most", source=ISSUE)
-P99_RATIO = Target(
-    "Retrieve p99 while an ingest runs / idle p99, same paced clients", 3.0, "at_most", source=ISSUE
-)
 
 
 def measure_ingest_isolation(opts: BenchOptions, queries: Sequence[str]) -> dict[str, Any]:
@@ -202,20 +197,6 @@ def summarise(samples: Sequence[Sample], seconds: float) -> dict[str, Any]:
             for s in sorted(samples, key=lambda s: -s.latency_ms)[:SLOWEST]
         ],
     }
-
-
-def isolation_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
-    idle, during = result["idle"], result["during_ingest"]
-    idle_p99 = idle["latency"]["p99_ms"]
-    ratio = round(during["latency"]["p99_ms"] / idle_p99, 2) if idle_p99 else None
-    return [
-        DEGRADED.assess(
-            during["degraded"], f"of {during['requests']} answers; idle: {idle['degraded']}"
-        ),
-        P99_RATIO.assess(
-            ratio, f"{during['latency']['p99_ms']} ms during the ingest vs {idle_p99} ms idle"
-        ),
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

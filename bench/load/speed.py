@@ -49,7 +49,7 @@ from bench.common.record import latency_summary, run_record  # noqa: E402
 from bench.common.retrieve_loop import LoadResult, run_load  # noqa: E402
 from bench.eval.dataset import write_subset  # noqa: E402
 from bench.eval.scifact_options import SCOPE  # noqa: E402  (bench.eval.scifact's scope: the index is shared)
-from bench.load.ingest_isolation import isolation_targets, measure_ingest_isolation  # noqa: E402
+from bench.load.ingest_isolation import measure_ingest_isolation  # noqa: E402
 from bench.load.model_bound import (  # noqa: E402
     best_query_embedding,
     chunk_texts,
@@ -62,13 +62,7 @@ from bench.load.rerank_outcomes import outcome_shares  # noqa: E402
 from bench.load.speed_options import BenchOptions, parse_args  # noqa: E402
 from bench.reports.page import write_report  # noqa: E402
 from bench.reports.plot import plot_latencies  # noqa: E402
-from bench.reports.targets import (  # noqa: E402
-    INDEXING_SHARE,
-    RERANK_LATE,
-    RETRIEVE_P50,
-    RETRIEVE_P50_ONNX,
-    THROUGHPUT_SHARE,
-)
+from bench.reports.targets import isolation_targets, speed_targets  # noqa: E402
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb  # noqa: E402
 from services.embedding.embedder import Embedder  # noqa: E402
 from services.reranker.settings import DEFAULT_MODEL as DEFAULT_RERANK_MODEL  # noqa: E402
@@ -101,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     isolation = measure_ingest_isolation(opts, [q for _, q in queries])
     result["ingest_isolation"] = isolation
-    result["targets"] = assess(result) + isolation_targets(isolation)
+    result["targets"] = speed_targets(result) + isolation_targets(isolation)
     path = opts.out_dir / "bench.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     write_report(opts.out_dir, opts.docs_path)
@@ -341,28 +335,6 @@ def profile_retrieve(
     while sampler.proc is not None and sampler.proc.poll() is None:
         run_load(stack.retriever_addr, batch[:50], make)
     return sampler.finish()
-
-
-def assess(result: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = {(r["mode"], r["concurrency"]): r for r in result["retrieve"]}
-    p50 = rows[("no rerank", 1)]["latency"]["p50_ms"]
-    c16 = rows[("no rerank", 16)]["throughput_rps"]
-    # The higher of the two model-alone measurements: the stricter bound.
-    bound = max(result["embedding"]["bound_qps"], result["embedding_after_retrieve"]["bound_qps"])
-    late = sum(d["late"] + d["deadline_exceeded"] for d in result["deadline_check"])
-    late += sum(rows[("rerank", c)]["errors"].get("DEADLINE_EXCEEDED", 0) for c in CONCURRENCY)
-    return [
-        RETRIEVE_P50.assess(p50),
-        RETRIEVE_P50_ONNX.assess(p50)
-        if result["embedding"].get("backend") == "onnx"
-        else RETRIEVE_P50_ONNX.assess(None, "measured when run with RAG_EMBEDDING_BACKEND=onnx"),
-        THROUGHPUT_SHARE.assess(
-            round(c16 / bound, 3),
-            f"{c16} requests/s vs {bound} queries/s embedded one at a time by the model alone",
-        ),
-        INDEXING_SHARE.assess(result["indexing"]["share"], "chunks/s vs raw encoder chunks/s"),
-        RERANK_LATE.assess(late, "late answers + DEADLINE_EXCEEDED, the served reranker"),
-    ]
 
 
 if __name__ == "__main__":

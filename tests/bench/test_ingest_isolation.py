@@ -10,12 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench.load.ingest_isolation import (
-    done_counts,
-    isolation_targets,
-    renamed_corpus,
-    summarise,
-)
+from bench.load.ingest_isolation import done_counts, renamed_corpus, summarise
 from bench.load.paced_load import Sample
 from bench.load.stall_windows import Window, in_flight, optimize_windows, stall_summary
 from bench.reports.ingest_isolation import (
@@ -24,6 +19,7 @@ from bench.reports.ingest_isolation import (
     optimize_section,
     priority_section,
 )
+from bench.reports.targets import isolation_targets
 from tests.bench.records import MACHINE
 
 pytestmark = pytest.mark.unit
