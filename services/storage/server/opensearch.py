@@ -7,10 +7,11 @@ term string, and the index's only text analyzer, `rag_terms`, is a
 `whitespace` tokenizer without filters, so OpenSearch indexes exactly the
 token stream tantivy indexes (identical by construction, Chinese included:
 no OpenSearch plugin segments like jieba, and a mirrored pair of analyzers
-drifts). The same field weights (title ×2, heading_path ×1.5, text ×1,
-per-field scores summed by `most_fields`); phrases for identifier pieces
-like `text-embedding-v4`; a `constant_score` boost per exact identifier,
-then `exact_first` ordering; keyword filters in filter context (they narrow
+drifts). The same field weights (`RAG_LEXICAL_*_BOOST`, by default
+`FIELD_BOOSTS`: title ×0.5, heading_path ×0.5, text ×1; per-field scores
+summed by `most_fields`); phrases for identifier pieces like
+`text-embedding-v4`; a `constant_score` boost per exact identifier, then
+`exact_first` ordering; keyword filters in filter context (they narrow
 candidates and never move BM25 scores); ties broken by chunk_id.
 
 User text never reaches a query-string parser: the analyzer's terms travel

@@ -123,7 +123,7 @@ class Document(_message.Message):
     content_type: Global___ContentType.ValueType
     """how to read `text`; unspecified = guess"""
     updated_at: _builtins.str
-    """RFC 3339, informational"""
+    """RFC 3339; what Retrieve's recency boost reads the age from"""
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     def __init__(
