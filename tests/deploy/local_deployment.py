@@ -11,9 +11,10 @@ replacement named in `LocalService.env` by its caller:
 - `/run/secrets/<target>` becomes the file the compose `secrets:` entry names;
 - addresses and ports (`reranker:50053`, `RAG_*_PORT`) become free local ports,
   `0.0.0.0` becomes `127.0.0.1` (several test runs may share the machine);
-- paths inside the image (`/tmp/rag-models`, `/opt/models/reranker`,
-  `/var/lib/rag`) become folders of the test; all processes share one
-  embedding-model export instead of each building its own in its `/tmp`.
+- paths inside the image (`/opt/models/embedding`, `/var/lib/rag`) become
+  folders of the test; all processes share the session's embedding-model
+  graphs, as the containers share the image's. The packaged models' files
+  are this virtualenv's, as the image's are its own.
 """
 
 from __future__ import annotations

@@ -423,6 +423,39 @@ def test_dockerfile_env_is_read_by_the_services_or_documented() -> None:
     assert [name for name in sorted(THIRD_PARTY) if f"`{name}`" not in guide] == []
 
 
+def image_env(dockerfile: str) -> dict[str, str]:
+    runtime = runtime_stage(dockerfile)
+    block = re.search(r"^ENV (.*?)(?=^\S)", runtime, re.MULTILINE | re.DOTALL)
+    assert block is not None
+    return dict(re.findall(r"([A-Z_][A-Z0-9_]*)=(\S+)", block.group(1)))
+
+
+def test_the_image_carries_its_models_so_no_container_builds_one() -> None:
+    # Built at start, the e5 graphs import PyTorch (~2.5 GiB peak, above the
+    # Retriever pod's 2 GiB limit) and take ~570 MB (above a pod's /tmp).
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    cache = image_env(dockerfile)["RAG_EMBEDDING_CACHE_DIR"]
+    build = r"python -m services\.embedding\.e5_build (\S+) (fp32|int8) \d+"
+    builds = re.findall(build, dockerfile)
+    assert sorted(builds) == [(cache, "fp32"), (cache, "int8")]
+    assert re.search(rf"^COPY --from=\w+ {re.escape(cache.rsplit('/', 1)[0])} ", dockerfile, re.M)
+    assert "python -m services.embedding.packaged_files" in dockerfile.split(" AS runtime")[0]
+    # The Reranker serves the packaged default, which those files are.
+    assert "RAG_RERANK_MODEL" not in image_env(dockerfile)
+    assert RerankerSettings.model_fields["rerank_model"].default.startswith("packaged:")
+
+
+def test_no_deployment_moves_the_models_away_from_the_image(compose, k8s) -> None:
+    """Neither compose nor the manifests point the embedding cache elsewhere
+    (an empty folder: every start would build the graphs) or the Reranker at
+    a model the image does not hold."""
+    overlay = (POSTGRES_OVERLAY / "stores.yaml").read_text()
+    texts = [yaml.safe_dump(compose), yaml.safe_dump_all(k8s), overlay]
+    for text in texts:
+        assert "RAG_EMBEDDING_CACHE_DIR" not in text
+        assert "RAG_RERANK_MODEL" not in text and "/opt/models/reranker" not in text
+
+
 # -- k8s-overlays/postgres (PostgreSQL mode) ---------------------------------------------
 
 POSTGRES_OVERLAY = DEPLOY / "k8s-overlays" / "postgres"

@@ -70,7 +70,6 @@ from tests.deploy.local_deployment import (
 )
 from tests.support.postgres import PostgresServer, running_postgres
 from tests.support.stack import free_port
-from tests.support.tiny_cross_encoder import build_tiny_cross_encoder
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800), pytest.mark.long(seconds=55)]
 
@@ -160,11 +159,10 @@ def create_role_and_database(server: PostgresServer, model: dict[str, Any]) -> N
         conn.execute(f"CREATE DATABASE {database} OWNER {user}")
 
 
-def build_services(
-    deployment: Deployment, reranker_model: Path, model_cache: Path
-) -> dict[str, LocalService]:
+def build_services(deployment: Deployment, model_cache: Path) -> dict[str, LocalService]:
     """`model_cache`: one build of the embedding model for all (the image's
-    /tmp/rag-models), the test session's: other tests may have built it."""
+    /opt/models/embedding), the test session's: other tests may have built it.
+    The Reranker serves the image's default model, the packaged one."""
     model, secrets, workdir = deployment.model, deployment.secrets, deployment.workdir
     ports = {name: free_port() for name in ("indexer", *RETRIEVERS, "reranker", "gateway")}
     models = str(model_cache)
@@ -211,7 +209,6 @@ def build_services(
             "RAG_METRICS_HOST": "127.0.0.1",
             "RAG_RERANKER_PORT": str(ports["reranker"]),
             "RAG_RERANKER_METRICS_PORT": "0",
-            "RAG_RERANK_MODEL": str(reranker_model),
         },
     )
     gateway_origin = f"http://127.0.0.1:{ports['gateway']}"
@@ -246,7 +243,6 @@ def client_security(deployment: Deployment) -> ClientSecurity:
 def deployment(tmp_path: Path, model_cache_dir: Path) -> Iterator[Deployment]:
     model = load_compose(*COMPOSE_FILES)
     assert "postgres" in active_services(model, ["postgres"])
-    reranker_model = build_tiny_cross_encoder(tmp_path / "reranker-model")
     secrets = make_secrets(tmp_path / "secrets")
     with running_postgres() as server:
         create_role_and_database(server, model)
@@ -254,7 +250,7 @@ def deployment(tmp_path: Path, model_cache_dir: Path) -> Iterator[Deployment]:
             model["services"]["indexer"]["environment"]["POSTGRES_URL"], server
         )
         deployment = Deployment(model, tmp_path, secrets, server, url)
-        deployment.services = build_services(deployment, reranker_model, model_cache_dir)
+        deployment.services = build_services(deployment, model_cache_dir)
         try:
             yield deployment
         finally:
