@@ -36,10 +36,12 @@ from services.core.field_rules import (
     MAX_BOOST_WEIGHT,
     MAX_LANGUAGE_TAG_CHARS,
     MAX_METADATA_VALUE_CHARS,
+    MAX_SCOPE_ID_CHARS,
     hidden_character_problem,
     language_tag_problem,
     metadata_key_problem,
     parse_rfc3339,
+    scope_id_problem,
 )
 from services.core.query_text import query_problem
 from services.core.web_url import url_identity_problem
@@ -82,6 +84,11 @@ LanguageTag = Annotated[
     StrictStr, Field(max_length=MAX_LANGUAGE_TAG_CHARS), _rule(language_tag_problem)
 ]
 Url = Annotated[ShortText, _rule(url_identity_problem)]
+# A scope's name as a document's may be (the Retriever refuses any other).
+ScopeId = Annotated[StrictStr, Field(max_length=MAX_SCOPE_ID_CHARS), _rule(scope_id_problem)]
+ListedScopeId = Annotated[
+    StrictStr, Field(min_length=1, max_length=MAX_SCOPE_ID_CHARS), _rule(scope_id_problem)
+]
 
 
 # What the Retriever accepts (checked here too, so the caller hears 422 at once).
@@ -95,8 +102,8 @@ class Strict(BaseModel):
 class Scope(Strict):
     """Restricts the search; empty fields do not filter."""
 
-    scope_id: OneLine = ""
-    scope_ids: list[OneLine] = Field(
+    scope_id: ScopeId = ""
+    scope_ids: list[ListedScopeId] = Field(
         default_factory=list, description="Several scopes at once (not together with scope_id)"
     )
     locale: LanguageTag = Field("", description="A BCP 47 language tag (en, zh-CN, ...)")
@@ -209,14 +216,29 @@ class SearchLimits:
             )
         if request.this_page and not request.page_url.strip():
             raise ApiError(ErrorCode.INVALID_REQUEST, "this_page needs a page_url")
-        scope = request.scope
+        self._check_scope(request.scope)
+        _check_fusion(request.fusion)
+        return query
+
+    def _check_scope(self, scope: Scope) -> None:
         lists = (scope.scope_ids, scope.doc_ids, scope.urls, scope.metadata)
         if max(len(values) for values in lists) > self.max_filter_values:
             raise ApiError(
                 ErrorCode.INVALID_REQUEST,
                 f"scope lists hold at most {self.max_filter_values} values",
             )
-        return query
+        if scope.scope_id and scope.scope_ids:
+            raise ApiError(ErrorCode.INVALID_REQUEST, "scope: give scope_id or scope_ids, not both")
+
+
+def _check_fusion(fusion: Fusion) -> None:
+    """The Retriever's rule, where the request names the method (without one,
+    the Retriever's default decides, and it says so)."""
+    if fusion.rrf_k and fusion.method not in (None, "rrf"):
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"fusion.rrf_k: applies to rrf only, not {fusion.method}",
+        )
 
 
 ChannelName = Literal["vector", "lexical", "cross_lingual", "unspecified"]

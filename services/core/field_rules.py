@@ -45,6 +45,10 @@ MAX_METADATA_VALUE_CHARS = 1024
 # A boost's weight lies in (0, MAX_BOOST_WEIGHT]: the Retriever and the Gateway both check it.
 MAX_BOOST_WEIGHT = 10.0
 MAX_BOOST_DAYS = 36_500.0  # a recency scale or offset: beyond a century it is a mistake
+# A tenant, site or collection name (the Indexer's rule; so a filter on any
+# other name could only match nothing): letters, digits and `._-:/`.
+MAX_SCOPE_ID_CHARS = 128
+_SCOPE_ID = re.compile(r"[A-Za-z0-9._:/-]+")
 
 # C0 and C1 controls and the Unicode line and paragraph separators: what a
 # one-line value (an id, a URL, a metadata key) must not hold, and what a
@@ -76,6 +80,13 @@ _DATE_TIME = re.compile(
     r"(\d{4}-\d{2}-\d{2})(?:[Tt](\d{2}:\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2}))?",
     re.ASCII,  # `\d` is 0-9 only
 )
+
+
+def scope_id_problem(scope_id: str) -> str | None:
+    """None when a document may belong to `scope_id` (not empty), else why not."""
+    if not _SCOPE_ID.fullmatch(scope_id):
+        return "may hold only letters, digits and . _ - : / (the scope of no document)"
+    return None
 
 
 def metadata_key_problem(key: str) -> str | None:

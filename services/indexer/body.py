@@ -9,10 +9,29 @@ reduced to what a reader sees (`markup.markdown_text`) when the Indexer's
 
 from __future__ import annotations
 
+import re
+
 from services.core.models import ContentType, Document
 from services.indexer.heading_syntax import TextSyntax
 from services.indexer.markup.html_markdown import html_to_markdown
 from services.indexer.markup.markdown_text import clean_markdown
+
+# A byte order mark decoded as text: the folder loaders drop it when they
+# decode, but a body sent over the API may still open with one, and in front
+# of front matter or a heading it hides them ("\ufeff---" is no fence).
+BOM = "\ufeff"
+# How a saved web page opens: white space and comments, then the doctype or
+# the root element. Read from the first few KB only.
+_HTML_OPENING = re.compile(r"\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)[\s>]", re.I | re.S)
+_SNIFF_CHARS = 4096
+
+
+def guess_content_type(text: str) -> ContentType:
+    """What CONTENT_TYPE_UNSPECIFIED means: HTML when the body opens as an
+    HTML document (`<!doctype html>` or `<html>`), else Markdown. A Markdown
+    page may hold HTML blocks, so only the document's opening decides."""
+    opening = text[:_SNIFF_CHARS].removeprefix(BOM)
+    return ContentType.HTML if _HTML_OPENING.match(opening) else ContentType.MARKDOWN
 
 
 def normalize_newlines(text: str) -> str:
@@ -22,8 +41,8 @@ def normalize_newlines(text: str) -> str:
 def normalize_body(doc: Document, *, clean: bool = True) -> str:
     """The Markdown or plain text to chunk for a document."""
     if doc.content_type is ContentType.HTML:
-        return html_to_markdown(doc.text)[1]
-    text = normalize_newlines(doc.text)
+        return html_to_markdown(doc.text.removeprefix(BOM))[1]
+    text = normalize_newlines(doc.text.removeprefix(BOM))
     return clean_markdown(text) if clean and doc.content_type is ContentType.MARKDOWN else text
 
 

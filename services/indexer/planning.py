@@ -166,7 +166,7 @@ class Planner:
                 continue
             try:
                 plans[index] = replace(self._plan_one(doc, old, self._meter(doc, check)), old=old)
-            except InvalidArgument as exc:  # over its work budget
+            except InvalidArgument as exc:  # over its work budget, or nothing to index
                 plans[index] = _rejected(doc, str(exc))
         return plans
 
@@ -249,6 +249,14 @@ class Planner:
             if len(spans) == len(old.chunk_ids):
                 return self._metadata_only(doc, old, meta_hash, spans)
         chunks = document_chunks(self.chunker, doc, body, meter=meter)
+        if not chunks:
+            # Acknowledged, it would count as indexed yet be found by nothing
+            # (the page itself reads "not indexed"): refused, as an empty body is.
+            raise InvalidArgument(
+                f"text: document {doc.doc_id!r} has nothing to index once read as "
+                f"{doc.content_type.value} (markup, comments, front matter, scripts or "
+                "styles only)"
+            )
         entry = ManifestEntry(
             doc.doc_id,
             doc.locale,

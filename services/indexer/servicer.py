@@ -15,6 +15,7 @@ from services.core.errors import InvalidArgument
 from services.core.field_rules import canonical_language_tag
 from services.core.models import ContentType, Document
 from services.indexer.audit import AuditProgress, AuditReport
+from services.indexer.body import guess_content_type
 from services.indexer.idle_settle import IdleSettle
 from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
 from services.indexer.planning import DocState
@@ -53,8 +54,8 @@ METHOD_ROLES = method_roles(
     },
 )
 
+# CONTENT_TYPE_UNSPECIFIED: read from the body (`guess_content_type`).
 _CONTENT_TYPES = {
-    pb.CONTENT_TYPE_UNSPECIFIED: ContentType.MARKDOWN,
     pb.CONTENT_TYPE_MARKDOWN: ContentType.MARKDOWN,
     pb.CONTENT_TYPE_HTML: ContentType.HTML,
     pb.CONTENT_TYPE_TEXT: ContentType.TEXT,
@@ -83,9 +84,11 @@ def document_from_proto(msg: pb.Document, default_locale: str = "en") -> Documen
         "metadata": dict(msg.metadata),
         "updated_at": msg.updated_at,
     }
+    if msg.content_type == pb.CONTENT_TYPE_UNSPECIFIED:
+        return Document(**fields, content_type=guess_content_type(msg.text))
     content_type = _CONTENT_TYPES.get(msg.content_type)
     if content_type is None:
-        known = ", ".join(str(v) for v in sorted(_CONTENT_TYPES))
+        known = ", ".join(str(v) for v in sorted({pb.CONTENT_TYPE_UNSPECIFIED, *_CONTENT_TYPES}))
         problem = f"content_type: unknown value {msg.content_type} (known: {known})"
         return UnreadableDocument(**fields, problem=problem)
     return Document(**fields, content_type=content_type)

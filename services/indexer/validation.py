@@ -5,7 +5,6 @@ scope and keep list) is checked by `check_*` below before any work is done."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -17,13 +16,12 @@ from services.core.field_rules import (
     canonical_language_tag,
     hidden_character_problem,
     language_tag_problem,
+    scope_id_problem,
 )
 from services.core.models import Document
 from services.core.query_text import shows_nothing
 from services.indexer.document_fields import check_timestamp, check_web_url
 
-# A tenant, site or collection name: letters, digits and `._-:/`.
-_SCOPE_ID = re.compile(r"[A-Za-z0-9._:/-]+")
 # Control characters (C0, DEL, C1: NUL, newline, escape, ...) and the Unicode
 # line and paragraph separators: they never belong in an id, a URL or a key.
 _PREVIEW_CHARS = 40
@@ -141,7 +139,7 @@ def check_scope_id(field: str, scope_id: str, limits: DocumentLimits) -> None:
     if not scope_id:
         raise InvalidArgument(f"{field}: must not be empty (the tenant, site or collection)")
     _check_length(field, scope_id, limits.max_scope_id_chars)
-    if not _SCOPE_ID.fullmatch(scope_id):
+    if scope_id_problem(scope_id) is not None:
         raise InvalidArgument(
             f"{field}: {preview(scope_id)} may hold only letters, digits and . _ - : /"
         )

@@ -14,16 +14,19 @@ cross-encoder's relevance alone: boosts decide which candidates reach it
 and the order of everything after it (`disable_rerank` makes them decide
 the whole order).
 
-`decay(age)`, with `d = max(0, age − offset)` in days and the factor
-`decay` reached at `d = scale` (Elasticsearch's definitions):
+`decay(age)`, with `d = max(0, |age| − offset)` in days and the factor
+`decay` reached at `d = scale` (Elasticsearch's definitions, distance from
+`origin` on either side):
 
 - exp:    decay ** (d / scale)
 - gauss:  decay ** ((d / scale) ** 2)
 - linear: max(0, 1 − (1 − decay) × d / scale)
 
-A document without `updated_at` (or one in the future) gets no recency
-boost, or the full one, respectively; ages are measured from `origin`
-(default: the time of the first page, carried by its page token).
+A document without `updated_at` gets no recency boost. One dated after
+`origin` decays by its distance too: a page dated in the year 2999 (a typo, a
+clock gone wrong, or a writer pinning its pages) is not the newest page
+forever. Ages are measured from `origin` (default: the time of the first
+page, carried by its page token).
 """
 
 from __future__ import annotations
@@ -140,9 +143,10 @@ def _boosted(
         stamp = updated_at.get((hit.chunk.doc_id, hit.chunk.locale), "")
         age = _age_days(stamp, origin)
         if age is not None:
-            gain = boosts.recency.weight * boosts.recency.factor(age)
+            gain = boosts.recency.weight * boosts.recency.factor(abs(age))
             extra += gain
-            reasons.append(f"recency +{gain:.3g} (updated {stamp}, {age:.1f} days old)")
+            when = f"{age:.1f} days old" if age >= 0 else f"{-age:.1f} days ahead"
+            reasons.append(f"recency +{gain:.3g} (updated {stamp}, {when})")
     for boost in boosts.metadata:
         if hit.chunk.metadata.get(boost.key) == boost.value:
             extra += boost.weight
@@ -165,4 +169,4 @@ def _age_days(stamp: str, origin: datetime) -> float | None:
             return None
     if when.tzinfo is None or origin.tzinfo is None:
         return None
-    return max(0.0, (origin - when).total_seconds() / _SECONDS_PER_DAY)
+    return (origin - when).total_seconds() / _SECONDS_PER_DAY  # < 0: dated after origin

@@ -17,6 +17,7 @@ from services.core.field_rules import (
     hidden_character_problem,
     language_tag_problem,
     metadata_key_problem,
+    scope_id_problem,
 )
 from services.core.models import ScopeFilter
 from services.core.web_url import url_identity_problem
@@ -130,18 +131,16 @@ def check_request(msg: pb.RetrieveRequest, limits: RequestLimits) -> None:
 
 
 def check_filter(f: pb.ScopeFilter, limits: RequestLimits) -> None:
-    _check_chars("filter.scope_id", f.scope_id, limits.max_filter_scope_id_chars)
-    _check_one_line("filter.scope_id", f.scope_id)
+    _check_scope_id("filter.scope_id", f.scope_id, limits)
     _check_language_tag("filter.locale", f.locale)
     if len(f.scope_ids) > limits.max_filter_scope_ids:
         raise InvalidArgument(
             f"filter.scope_ids: {len(f.scope_ids)} values, limit is {limits.max_filter_scope_ids}"
         )
     for index, scope_id in enumerate(f.scope_ids):
-        _check_chars(f"filter.scope_ids[{index}]", scope_id, limits.max_filter_scope_id_chars)
-        _check_one_line(f"filter.scope_ids[{index}]", scope_id)
         if not scope_id:
             raise InvalidArgument(f"filter.scope_ids[{index}]: empty")
+        _check_scope_id(f"filter.scope_ids[{index}]", scope_id, limits)
     if f.scope_id and f.scope_ids:
         raise InvalidArgument(
             "filter.scope_ids: give filter.scope_id or filter.scope_ids, not both"
@@ -186,6 +185,15 @@ def _check_language_tag(field: str, tag: str) -> None:
     problem = language_tag_problem(tag) if tag else None
     if problem is not None:
         raise InvalidArgument(f"{field}: {problem}")
+
+
+def _check_scope_id(field: str, scope_id: str, limits: RequestLimits) -> None:
+    """As long and as written as a document's scope may be ("" filters nothing):
+    a filter on any other name could only match nothing, silently."""
+    _check_chars(field, scope_id, limits.max_filter_scope_id_chars)
+    _check_one_line(field, scope_id)
+    if scope_id and (problem := scope_id_problem(scope_id)) is not None:
+        raise InvalidArgument(f"{field}: {scope_id[:40]!r} {problem}")
 
 
 def _check_one_line(field: str, value: str, line_breaks: bool = False) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway.schema import SearchRequest
+from gateway.errors import ApiError, ErrorCode
+from gateway.schema import SearchLimits, SearchRequest
 from gateway.search import describe_validation
 
 pytestmark = pytest.mark.unit
@@ -71,7 +72,11 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
         "boosts.metadata.0.value",
         "U+202E",
     ),
-    ({"scope": {"scope_id": "docs\u200b"}}, "scope.scope_id", "U+200B"),
+    ({"scope": {"scope_id": "docs\u200b"}}, "scope.scope_id", "letters, digits"),
+    # The Retriever's bounds, mirrored so the caller hears 422 at once (probe 5).
+    ({"scope": {"scope_id": "a" * 129}}, "scope.scope_id", "at most 128 characters"),
+    ({"scope": {"scope_id": "a b"}}, "scope.scope_id", "letters, digits and . _ - : /"),
+    ({"scope": {"scope_ids": ["docs", ""]}}, "scope.scope_ids.1", "at least 1 character"),
     (
         {"page_url": "https://user:pass@evil.example@good.example/"},
         "page_url",
@@ -124,3 +129,25 @@ ACCEPTED: list[dict[str, Any]] = [
 @pytest.mark.parametrize("fields", ACCEPTED)
 def test_well_formed_fields_are_accepted(fields: dict[str, Any]) -> None:
     SearchRequest.model_validate({"query": "ports", **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"scope": {"scope_id": "docs", "scope_ids": ["docs", "blog"]}},
+            "scope: give scope_id or scope_ids, not both",
+        ),
+        (
+            {"fusion": {"method": "min_max", "rrf_k": 5}},
+            "fusion.rrf_k: applies to rrf only, not min_max",
+        ),
+    ],
+)
+def test_rules_across_fields_are_the_retrievers_and_refused_before_the_call(
+    fields: dict[str, Any], message: str
+) -> None:
+    request = SearchRequest.model_validate({"query": "ports", **fields})
+    with pytest.raises(ApiError) as caught:
+        SearchLimits(max_query_chars=1000, max_top_k=50, max_filter_values=64).check(request)
+    assert caught.value.code is ErrorCode.INVALID_REQUEST and caught.value.message == message

@@ -88,6 +88,21 @@ def test_unknown_content_type_rejects_that_document_only(stack: BackgroundStack)
         (doc("x" * 513), "doc_id: 513 characters, limit is 512"),
         (doc(text=" \n\t "), "text: document 'page.md' has an empty body"),
         (doc(text="\u200b\u2060\ufeff \n"), "text: document 'page.md' has an empty body"),
+        # Bodies that clean down to nothing: once ADDED with no chunk, found by
+        # nothing, and their page read "not indexed" (probe 3).
+        (
+            doc(text="<!-- draft -->\n\n[ref]: https://x.test/"),
+            "text: document 'page.md' has nothing to index once read as markdown",
+        ),
+        (doc(text="---\ntitle: Only front matter\n---\n"), "has nothing to index"),
+        (
+            doc(
+                text="<div id=root></div><script src=app.js></script>",
+                content_type=ipb.CONTENT_TYPE_HTML,
+            ),
+            "text: document 'page.md' has nothing to index once read as html (markup, "
+            "comments, front matter, scripts or styles only)",
+        ),
         (doc(scope_id=""), "scope_id: must not be empty"),
         (doc(scope_id="s" * 129), "scope_id: 129 characters, limit is 128"),
         (doc(scope_id="my site"), "scope_id: 'my site' may hold only letters, digits"),
@@ -211,6 +226,39 @@ def test_a_one_character_body_and_a_body_with_invisible_characters_are_indexed(
 ) -> None:
     for text in ("x", "\u200bword\u200b", "\u4e2d"):
         assert outcome_of(stack, doc(text=text)).state == ipb.DOCUMENT_STATE_ADDED
+
+
+def test_a_leading_byte_order_mark_hides_neither_front_matter_nor_headings(
+    stack: BackgroundStack,
+) -> None:
+    # Probe 1: "\ufeff---" was no fence, so the front matter's owner address
+    # was indexed and shown, and the page had no heading path.
+    body = "\ufeff---\ntitle: Internal\nowner: alice@example.com\n---\n\n# Setup\n\nport settings"
+    reply = stack.upsert([doc("bom.md", scope_id="bom", text=body)])
+    assert reply.outcomes[0].state == ipb.DOCUMENT_STATE_ADDED
+    found = stack.retrieve("port settings", top_k=1, filter=rpb.ScopeFilter(scope_id="bom"))
+    (hit,) = found.hits
+    assert hit.heading_path == "Setup" and hit.text == "# Setup\n\nport settings"
+    hidden = stack.retrieve("alice@example.com", top_k=5, filter=rpb.ScopeFilter(scope_id="bom"))
+    assert all("alice" not in h.text for h in hidden.hits)
+
+
+def test_an_unspecified_content_type_reads_a_web_page_as_html(stack: BackgroundStack) -> None:
+    # Probe 2: read as Markdown, the doctype was indexed and the headings lost.
+    page = "<!DOCTYPE html><html><body><h1>Top</h1><p>intro</p><h2>Sub</h2><p>guessword</p>"
+    markdown = "<b>Bold</b> text that merely holds a tag, and a guessword"
+    stack.upsert(
+        [
+            doc("page.html", scope_id="guess", text=page),
+            doc("note.md", scope_id="guess", text=markdown),
+        ]
+    )
+    found = stack.retrieve("guessword", top_k=5, filter=rpb.ScopeFilter(scope_id="guess"))
+    by_doc = {h.doc_id: h for h in found.hits}
+    page_hit = by_doc["page.html"]
+    assert page_hit.heading_path == "Top" and page_hit.text.startswith("# Top\n")
+    assert "## Sub" in page_hit.text and "doctype" not in page_hit.text.lower()
+    assert by_doc["note.md"].text == "Bold text that merely holds a tag, and a guessword"
 
 
 def test_an_id_refused_for_new_documents_can_still_be_deleted(stack: BackgroundStack) -> None:

@@ -70,6 +70,25 @@ def test_boosts_multiply_the_fused_score_and_reorder() -> None:
 
 
 @pytest.mark.unit
+def test_a_page_dated_in_the_future_decays_by_its_distance_not_stays_newest() -> None:
+    # Probe: "2999-01-01" once took the full boost for ever, above today's page.
+    future = hit("future", 0.025, doc_id="future")
+    today = hit("today", 0.025, doc_id="today")
+    soon = hit("soon", 0.025, doc_id="soon")
+    updated = {
+        ("future", "en"): "2999-01-01",
+        ("today", "en"): "2026-11-26T00:00:00Z",
+        ("soon", "en"): "2026-11-27T00:00:00Z",  # a writer's clock a day ahead
+    }
+    recency = RecencyBoost(weight=1.0, scale_days=30)
+    ranked = apply_boosts([future, soon, today], Boosts(recency), updated, NOW)
+    assert [h.chunk.chunk_id for h in ranked] == ["today", "soon", "future"]
+    assert ranked[1].boost == pytest.approx(1 + 0.5 ** (1 / 30))
+    assert ranked[2].boost == pytest.approx(1.0)
+    assert ranked[2].boost_reasons == ("recency +0 (updated 2999-01-01, 355052.0 days ahead)",)
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("stamp", "days"),
     [

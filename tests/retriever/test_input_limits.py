@@ -213,6 +213,18 @@ def recency(**fields: Any) -> rpb.Boosts:
             {"filter": rpb.ScopeFilter(scope_id="docs\u202e")},
             "filter.scope_id: contains the format character U+202E (RIGHT-TO-LEFT OVERRIDE)",
         ),
+        # A name no document's scope can have (the Indexer's rule): it could
+        # only match nothing, silently.
+        (
+            {"filter": rpb.ScopeFilter(scope_id="a b")},
+            "filter.scope_id: 'a b' may hold only letters, digits and . _ - : / "
+            "(the scope of no document)",
+        ),
+        (
+            {"filter": rpb.ScopeFilter(scope_ids=["docs", "a\u00e9"])},
+            "filter.scope_ids[1]: 'a\u00e9' may hold only letters, digits and . _ - : / "
+            "(the scope of no document)",
+        ),
         (
             {"boosts": rpb.Boosts(metadata=[rpb.MetadataBoost(key="k\x00", value="v", weight=1)])},
             "boosts.metadata[0].key: contains the control character U+0000",

@@ -121,7 +121,7 @@ class Document(_message.Message):
     text: _builtins.str
     """body: Markdown, HTML or plain text"""
     content_type: Global___ContentType.ValueType
-    """how to read `text`; unspecified = guess"""
+    """how to read `text`; unspecified: HTML when it opens with <!doctype html> or <html>, else Markdown"""
     updated_at: _builtins.str
     """RFC 3339; what Retrieve's recency boost reads the age from"""
     @_builtins.property
