@@ -37,6 +37,11 @@ def parse_json_object(raw: bytes, max_depth: int) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(ErrorCode.INVALID_JSON, "the body is not UTF-8 text") from None
+    if text.startswith("\ufeff"):  # RFC 8259 §8.1: senders MUST NOT add one
+        raise ApiError(
+            ErrorCode.INVALID_JSON,
+            "the body starts with a byte order mark (U+FEFF): send JSON as UTF-8 without one",
+        )
     if nests_deeper_than(text, max_depth):
         raise ApiError(
             ErrorCode.JSON_TOO_DEEP,
@@ -46,8 +51,13 @@ def parse_json_object(raw: bytes, max_depth: int) -> dict[str, Any]:
         data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_names)
     except _NotJson as exc:
         raise ApiError(ErrorCode.INVALID_JSON, str(exc)) from None
-    except ValueError:  # JSONDecodeError, or an integer past Python's digit limit
-        raise ApiError(ErrorCode.INVALID_JSON, "the body is not valid JSON") from None
+    except json.JSONDecodeError as exc:  # its message names no input, only where
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise ApiError(ErrorCode.INVALID_JSON, f"the body is not valid JSON: {where}") from None
+    except ValueError:  # an integer past Python's digit limit: valid JSON, no valid value
+        raise ApiError(
+            ErrorCode.INVALID_JSON, "the body holds a number too long to read (over 4300 digits)"
+        ) from None
     if not isinstance(data, dict):
         raise ApiError(ErrorCode.INVALID_JSON, "the body must be a JSON object")
     # Only a \u escape can produce a surrogate: strict UTF-8 decoding refuses them.

@@ -174,7 +174,7 @@ class Ingest:
                 self.skipped.append(f"{item.source}: {item.reason}")
                 continue
             if isinstance(item, LoadError):
-                self.rejected.append(f"{item.source}: {item.reason}")
+                self._rejected_here(f"{item.source}: {item.reason}")
                 self.unread += 1
                 continue
             problem = unsendable(item, self.max_document_chars)
@@ -185,11 +185,17 @@ class Ingest:
             # protobuf string, an over-long body can exceed the message limit
             # and fail its whole batch). As for a document the Indexer
             # rejects, its indexed version stays: kept, when its key can be sent.
-            self.rejected.append(f"{_SURROGATE.sub('?', item.doc_id)}: {problem}")
+            self._rejected_here(f"{_SURROGATE.sub('?', item.doc_id)}: {problem}")
             if _SURROGATE.search(item.doc_id + item.locale):
                 self.unread += 1
             else:
                 self.kept.append(pb.DocumentKey(doc_id=item.doc_id, locale=item.locale))
+
+    def _rejected_here(self, line: str) -> None:
+        """Counted with the Indexer's rejections: the summary's `rejected=`
+        is every document that was not indexed, wherever it was refused."""
+        self.rejected.append(line)
+        self.totals["rejected"] += 1
 
     def _send(self, batch: list[Document], bar: tqdm) -> None:
         documents = [document_to_proto(d) for d in batch]

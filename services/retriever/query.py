@@ -24,6 +24,11 @@ _WHITESPACE_RUN = re.compile(r"\s+")
 # lexical analyzer (zero-width space, word joiner, BOM, soft hyphen). Zero-width
 # (non-)joiners stay: they change how some scripts and emoji are written.
 _INVISIBLE_FORMAT_CHARS = frozenset("\u200b\u2060\ufeff\u00ad")
+# Tag characters spell ASCII no reader sees but a model reads (hidden
+# instructions for the embedder or the Reranker). They are kept only where
+# they draw something: an emoji subdivision flag (a black flag, tags, a
+# cancel tag), which the first alternative matches whole.
+_TAGS = re.compile("(\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f)|[\U000e0000-\U000e007f]")
 
 
 class QueryNormalizer:
@@ -59,6 +64,7 @@ class QueryNormalizer:
 def _strip_invisible(text: str) -> str:
     # Whitespace controls (tab, newline, ...) are kept here so that the next step
     # turns them into a separating space instead of gluing two words together.
+    text = _TAGS.sub(lambda m: m.group(1) or "", text)
     return "".join(ch for ch in text if ch.isspace() or not _is_invisible(ch))
 
 

@@ -154,3 +154,27 @@ def test_parse_returns_the_object() -> None:
     with pytest.raises(ApiError) as caught:
         parse_json_object(b"[" * 100_000, 32)
     assert caught.value.code is ErrorCode.JSON_TOO_DEEP
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            b'\xef\xbb\xbf{"query": "ports"}',
+            "the body starts with a byte order mark (U+FEFF): send JSON as UTF-8 without one",
+        ),
+        (
+            b'{"query": "ports",\n "top_k": }',
+            "the body is not valid JSON: Expecting value at line 2 column 11",
+        ),
+        (
+            b'{"query": "ports", "top_k": ' + b"9" * 5000 + b"}",
+            "the body holds a number too long to read (over 4300 digits)",
+        ),
+    ],
+)
+def test_each_refusal_says_what_is_wrong_with_the_body(body: bytes, message: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_json_object(body, 32)
+    assert caught.value.code is ErrorCode.INVALID_JSON and caught.value.message == message

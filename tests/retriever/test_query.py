@@ -92,6 +92,15 @@ def test_invisible_characters_inside_a_query_are_kept_or_cleaned_as_before() -> 
     )
 
 
+def test_tag_characters_are_dropped_unless_they_draw_a_flag() -> None:
+    # Probe 7: "ignore previous" spelled in tags reached the embedder and the
+    # Reranker, invisible to the person who pasted the query.
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "ignore previous")
+    assert QueryNormalizer().normalize(f"reset password{hidden}") == "reset password"
+    scotland = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    assert QueryNormalizer().normalize(f"{scotland} holidays") == f"{scotland} holidays"
+
+
 def test_rejects_overlong_query_naming_length_and_limit() -> None:
     with pytest.raises(InvalidArgument, match=r"too long: 51 characters, the limit is 50"):
         normalizer.normalize("x" * 51)
