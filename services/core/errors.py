@@ -28,6 +28,13 @@ class InvalidArgument(RagError):
     pass
 
 
+class EmptyDocument(InvalidArgument):
+    """A document whose body has nothing to index (white space, or markup,
+    comments and front matter only). Refused like any bad input, and told
+    apart (error_code EMPTY_DOCUMENT) so that a folder's empty pages, such as
+    a static site's front-matter-only section pages, need not fail its load."""
+
+
 class NotFound(RagError):
     pass
 

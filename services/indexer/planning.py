@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from services.core.deadline import Deadline
-from services.core.errors import InvalidArgument
+from services.core.errors import EmptyDocument, InvalidArgument
 from services.core.models import Chunk, ChunkPayload, Document
 from services.indexer.body import body_syntax, normalize_body
 from services.indexer.chunking import Chunker, TextSpan, TextSyntax
@@ -167,7 +167,7 @@ class Planner:
             try:
                 plans[index] = replace(self._plan_one(doc, old, self._meter(doc, check)), old=old)
             except InvalidArgument as exc:  # over its work budget, or nothing to index
-                plans[index] = _rejected(doc, str(exc))
+                plans[index] = _rejected(doc, exc)
         return plans
 
     def _meter(self, doc: Document, check: RunCheck | None) -> WorkMeter:
@@ -229,10 +229,10 @@ class Planner:
                 if (doc.doc_id, doc.locale) in seen:
                     raise InvalidArgument(f"doc_id: {doc.doc_id!r} appears twice in the batch")
             except InvalidArgument as exc:
-                plans.append(_rejected(doc, str(exc)))
+                plans.append(_rejected(doc, exc))
                 continue
             seen.add((doc.doc_id, doc.locale))
-            plans.append(_rejected(doc, "placeholder"))
+            plans.append(_rejected(doc, InvalidArgument("placeholder")))
             accepted.append((index, doc))
         return plans, accepted
 
@@ -252,7 +252,7 @@ class Planner:
         if not chunks:
             # Acknowledged, it would count as indexed yet be found by nothing
             # (the page itself reads "not indexed"): refused, as an empty body is.
-            raise InvalidArgument(
+            raise EmptyDocument(
                 f"text: document {doc.doc_id!r} has nothing to index once read as "
                 f"{doc.content_type.value} (markup, comments, front matter, scripts or "
                 "styles only)"
@@ -387,7 +387,8 @@ def _not_indexed(doc_id: str) -> DocumentPlan:
     )
 
 
-def _rejected(doc: Document, error: str) -> DocumentPlan:
+def _rejected(doc: Document, error: InvalidArgument) -> DocumentPlan:
+    code = "EMPTY_DOCUMENT" if isinstance(error, EmptyDocument) else "INVALID_ARGUMENT"
     return DocumentPlan(
-        doc.doc_id, doc.locale, DocState.REJECTED, error=error, error_code="INVALID_ARGUMENT"
+        doc.doc_id, doc.locale, DocState.REJECTED, error=str(error), error_code=code
     )

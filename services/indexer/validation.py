@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from services.core.errors import InvalidArgument
+from services.core.errors import EmptyDocument, InvalidArgument
 from services.core.field_rules import (
     CONTROL_CHARACTERS,
     MAX_METADATA_VALUE_CHARS,
@@ -82,7 +82,7 @@ def validate_document(doc: Document, limits: DocumentLimits) -> None:
     check_new_doc_id("doc_id", doc.doc_id)
     check_scope_id("scope_id", doc.scope_id, limits)
     if shows_nothing(doc.text):  # a zero-width space alone is an empty page
-        raise InvalidArgument(
+        raise EmptyDocument(
             f"text: document {doc.doc_id!r} has an empty body (white space and "
             "invisible format characters only)"
         )

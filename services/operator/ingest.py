@@ -36,6 +36,8 @@ _CONTENT = {
     ContentType.TEXT: pb.CONTENT_TYPE_TEXT,
 }
 _COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
+# The Indexer's error_code for a body with nothing to index (services.core.errors).
+EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -129,7 +131,8 @@ class Ingest:
     def __init__(self, client: IndexerClient, args: argparse.Namespace) -> None:
         self.client, self.args = client, args
         self.max_document_chars = args.max_document_chars or max_document_chars_from_env()
-        self.totals = dict.fromkeys(_COUNT_FIELDS, 0)
+        # `skipped`: pages with nothing to index, not counted as rejected.
+        self.totals = dict.fromkeys([*_COUNT_FIELDS, "skipped"], 0)
         self.rejected: list[str] = []
         self.skipped: list[str] = []  # left out by rule (a link, a FIFO): reported, not failures
         self.unread = 0  # sources that could not be read (files, folders)
@@ -213,7 +216,13 @@ class Ingest:
         for name in _COUNT_FIELDS:
             self.totals[name] += getattr(reply.counts, name)
         for outcome in reply.outcomes:
-            if outcome.state == pb.DOCUMENT_STATE_REJECTED:
+            if outcome.error_code == EMPTY_DOCUMENT:
+                # Not a failure of the load: a page with nothing to index (a
+                # static site's front-matter-only section page) is skipped.
+                self.skipped.append(f"{outcome.doc_id}: {outcome.error}")
+                self.totals["rejected"] -= 1
+                self.totals["skipped"] += 1
+            elif outcome.state == pb.DOCUMENT_STATE_REJECTED:
                 self.rejected.append(f"{outcome.doc_id}: {outcome.error}")
             elif outcome.state != pb.DOCUMENT_STATE_UNCHANGED:
                 state = pb.DocumentState.Name(outcome.state).removeprefix("DOCUMENT_STATE_")

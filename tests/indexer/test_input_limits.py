@@ -86,6 +86,26 @@ def test_unknown_content_type_rejects_that_document_only(stack: BackgroundStack)
         (doc(" guide.md"), "doc_id: ' guide.md' begins or ends with white space"),
         (doc("guide.md\u3000"), "begins or ends with white space"),
         (doc("x" * 513), "doc_id: 513 characters, limit is 512"),
+        (doc(scope_id=""), "scope_id: must not be empty"),
+        (doc(scope_id="s" * 129), "scope_id: 129 characters, limit is 128"),
+        (doc(scope_id="my site"), "scope_id: 'my site' may hold only letters, digits"),
+        (doc(locale="en\n"), "locale: 'en\\n' is not a BCP 47 language tag"),
+        (doc(locale="<script>"), "locale: '<script>' is not a BCP 47 language tag"),
+        (doc(locale="EN"), "locale: 'EN' is not a BCP 47 language tag"),
+    ],
+)
+def test_bad_fields_reject_the_document_naming_field_and_limit(
+    stack: BackgroundStack, document: ipb.Document, error: str
+) -> None:
+    outcome = outcome_of(stack, document)
+    assert outcome.state == REJECTED
+    assert outcome.error_code == "INVALID_ARGUMENT"
+    assert error in outcome.error
+
+
+@pytest.mark.parametrize(
+    ("document", "error"),
+    [
         (doc(text=" \n\t "), "text: document 'page.md' has an empty body"),
         (doc(text="\u200b\u2060\ufeff \n"), "text: document 'page.md' has an empty body"),
         # Bodies that clean down to nothing: once ADDED with no chunk, found by
@@ -103,20 +123,13 @@ def test_unknown_content_type_rejects_that_document_only(stack: BackgroundStack)
             "text: document 'page.md' has nothing to index once read as html (markup, "
             "comments, front matter, scripts or styles only)",
         ),
-        (doc(scope_id=""), "scope_id: must not be empty"),
-        (doc(scope_id="s" * 129), "scope_id: 129 characters, limit is 128"),
-        (doc(scope_id="my site"), "scope_id: 'my site' may hold only letters, digits"),
-        (doc(locale="en\n"), "locale: 'en\\n' is not a BCP 47 language tag"),
-        (doc(locale="<script>"), "locale: '<script>' is not a BCP 47 language tag"),
-        (doc(locale="EN"), "locale: 'EN' is not a BCP 47 language tag"),
     ],
 )
-def test_bad_fields_reject_the_document_naming_field_and_limit(
+def test_bodies_with_nothing_to_index_are_rejected_as_empty_documents(
     stack: BackgroundStack, document: ipb.Document, error: str
 ) -> None:
     outcome = outcome_of(stack, document)
-    assert outcome.state == REJECTED
-    assert outcome.error_code == "INVALID_ARGUMENT"
+    assert outcome.state == REJECTED and outcome.error_code == "EMPTY_DOCUMENT"
     assert error in outcome.error
 
 

@@ -83,6 +83,24 @@ def test_sync_after_a_read_error_removes_nothing(stack: BackgroundStack, tmp_pat
     assert counts(synced.stdout)["removed"] == 1
 
 
+def test_pages_with_nothing_to_index_are_skipped_not_failures(
+    stack: BackgroundStack, tmp_path: Path
+) -> None:
+    """A static site's section page holds front matter only: the Indexer
+    refuses it (EMPTY_DOCUMENT), and the load says so without failing."""
+    source = tmp_path / "hugo"
+    (source / "guide").mkdir(parents=True)
+    (source / "guide" / "_index.md").write_text("---\ntitle: Guide\nweight: 10\n---\n")
+    (source / "guide" / "install.md").write_text("# Install\n\nRun the installer.\n")
+    done = cli(stack, "ingest", str(source), "--scope", "hugo")
+    assert done.returncode == 0, done.stderr
+    assert (counts(done.stdout)["added"], counts(done.stdout)["rejected"]) == (1, 0)
+    assert counts(done.stdout)["skipped"] == 1
+    assert "skipped guide/_index.md: text: document 'guide/_index.md' has nothing to index" in (
+        done.stderr
+    )
+
+
 def test_files_the_indexer_could_not_take_are_rejected_one_by_one(
     stack: BackgroundStack, tmp_path: Path
 ) -> None:

@@ -165,7 +165,7 @@ class DocumentOutcome(_message.Message):
     chunks_embedded: _builtins.int
     chunks_deleted: _builtins.int
     error_code: _builtins.str
-    """e.g. INVALID_ARGUMENT, for REJECTED"""
+    """for REJECTED: INVALID_ARGUMENT, EMPTY_DOCUMENT (nothing to index), NOT_FOUND"""
     error: _builtins.str
     """names the field and the limit"""
     def __init__(
