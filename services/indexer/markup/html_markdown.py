@@ -23,7 +23,7 @@ from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import PreformattedString
 
 from services.indexer.markup.markdown_text import escape_markup
-from services.indexer.markup.page_chrome import drop_site_navigation
+from services.indexer.markup.page_chrome import drop_site_navigation, drop_skip_links
 
 _DROPPED = frozenset({
     "script", "style", "noscript", "nav", "header", "footer", "aside", "form",
@@ -55,6 +55,7 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())
     drop_site_navigation(soup)
+    drop_skip_links(soup)
     _flatten_below(soup, MAX_RENDERED_DEPTH)
     return title, "\n\n".join(_render_children(soup))
 

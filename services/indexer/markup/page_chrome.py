@@ -14,6 +14,10 @@ page's first and last chunk and lends them the neighbours' titles
   (DocBook's tables, Texinfo's "Next: … Previous: … Up: …" line). Texinfo
   numbers its menu entries' access keys 1-9: a menu is not a pager.
 
+A "skip to content" link (accessibility: it lets a keyboard jump past the
+header) is the same on every page of a site too, and opened each page's first
+chunk ("Skip to content" on Node.js's API pages): it goes.
+
 A block with a link into the page (`href="#..."`) is not site navigation:
 Sphinx's sidebar holds the page's own table of contents, which reads like a
 summary of the page and was measured to help questions find it. Of such a
@@ -35,6 +39,12 @@ _PAGER_RELS = frozenset({"next", "prev", "previous", "up"})
 _PAGER_KEYS = frozenset({"n", "p", "u", "h"})
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PAGER_BLOCKS = frozenset({"div", "table", "p"})
+# The words of a skip link, the whole of its text.
+_SKIP_LINK = re.compile(
+    r"(?:skip|jump)(?: (?:to|over))?(?: the)?(?: main)? "
+    r"(?:content|main|navigation|nav|menu|search|article|page content)(?: links)?",
+    re.IGNORECASE,
+)
 # A pager is a line or a small table of links; a block around one with more
 # text than this holds content too, and only the pager inside it goes.
 PAGER_MAX_CHARS = 300
@@ -56,6 +66,13 @@ class _Inside:
         self.in_page_link |= other.in_page_link
         self.pager_link |= other.pager_link
         self.heading |= other.heading
+
+
+def drop_skip_links(soup: BeautifulSoup) -> None:
+    """Remove links into the page that only say "skip to content", in place."""
+    for link in soup.find_all("a", href=_IN_PAGE_LINK):
+        if _SKIP_LINK.fullmatch(" ".join(link.get_text(" ").split())):
+            link.decompose()
 
 
 def drop_site_navigation(soup: BeautifulSoup) -> None:

@@ -194,3 +194,30 @@ def test_a_pager_is_at_most_the_limit_long(length: int, block: str) -> None:
     dropped = "Next" not in soup.get_text()
     assert dropped == (length + len("Next") <= page_chrome.PAGER_MAX_CHARS)
     assert "kept" in soup.get_text()
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        '<a href="#apicontent" class="skip-to-content">Skip to content</a>',  # Node.js
+        '<a class="skip-link" href="#main">Skip to main content</a>',
+        '<a href="#nav">Jump to navigation</a>',
+        '<a href="#content"><span>Skip</span> <span>navigation links</span></a>',
+    ],
+)
+def test_a_skip_link_goes(link: str) -> None:
+    page = f"<html><body>{link}<main id=main><h1>Util</h1><p>Body.</p></main></body></html>"
+    assert html_to_markdown(page)[1] == "# Util\n\nBody."
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        '<a href="#content">Skip to content and examples below</a>',  # says more
+        '<a href="https://x.test/">Skip to content</a>',  # leads elsewhere
+        '<a href="#options">Skip the options</a>',
+    ],
+)
+def test_a_link_that_says_more_or_leads_elsewhere_stays(link: str) -> None:
+    page = f"<html><body><p>{link}</p><h1>Util</h1><p>Body.</p></body></html>"
+    assert "Skip" in html_to_markdown(page)[1]
