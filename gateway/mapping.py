@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway import schema
 from gateway.reasons import MESSAGES, degradation_code, public_component, rerank_code
-from gateway.snippets import Span, highlighted_snippet, valid_spans
+from gateway.snippets import BIDI_CONTROLS, Span, highlighted_snippet, valid_spans
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 
@@ -122,7 +122,7 @@ def _hit(hit: pb.Hit, citation: int | None) -> schema.Hit:
         doc_id=hit.doc_id,
         url=hit.url,
         title=hit.title,
-        heading_path=hit.heading_path,
+        heading_path=BIDI_CONTROLS.sub("", hit.heading_path),
         snippet=excerpt.text,
         snippet_highlights=_spans(excerpt.spans),
         text=hit.text,

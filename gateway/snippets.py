@@ -37,6 +37,11 @@ _HEADING_LINE = re.compile(rf"^{_M}\s{{0,3}}#{{1,6}}\s.*$", re.MULTILINE)
 # so a run of `[` is not rescanned to its end from each one.
 _LINK = re.compile(r"!?\[([^\][]*)\]\([^)]*\)")
 _INLINE_MARKUP = re.compile(r"\*\*|__|`+")
+# Explicit bidi embeddings, overrides and isolates: in a result list they let
+# a body's text read as other text ("with \u202egnp.exe" shows as "with
+# exe.png"), which titles refuse for that reason. The implicit marks (LRM,
+# RLM, ALM) stay: right-to-left text needs them and they reorder nothing.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 # `[^\S\n]*` (blanks of one line), not `\s*`: from each line start, `\s*` ran
 # across every blank line below it before failing (quadratic in a run of them).
 _LINE_MARKUP = re.compile(rf"^[^\S\n]*{_M}(?:[>*+-]|#{{1,6}}|(?:\d{_M})+\.)\s+|\|", re.MULTILINE)
@@ -62,6 +67,7 @@ class Snippet:
 def plain_text(markdown: str) -> str:
     """Chunk text as a person reads it in a result list: heading lines dropped
     (the heading path shows them), link targets and emphasis markers removed."""
+    markdown = BIDI_CONTROLS.sub("", markdown)
     text = _HEADING_LINE.sub(" ", markdown)
     if not _SENTINELS.sub("", text).strip():  # a heading alone: keep its words
         text = markdown

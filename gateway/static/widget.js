@@ -130,6 +130,8 @@
   }
 
   function safeHref(url) {
+    // No address is no link: resolved against the page, "" would be this page.
+    if (!url || !String(url).trim()) return null;
     try {
       var parsed = new URL(url, location.href);
       return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;

@@ -118,6 +118,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also remove documents of the scope that are not in PATH",
     )
+    ingest.add_argument(
+        "--allow-empty-sync",
+        action="store_true",
+        help="with --sync, let a source with no page to index empty the scope (refused "
+        "otherwise: an empty mount or a wrong folder would remove every page)",
+    )
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     delete = sub.add_parser("delete", help="remove documents by id")
     delete.add_argument("doc_ids", nargs="+")

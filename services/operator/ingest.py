@@ -131,12 +131,15 @@ class Ingest:
     def __init__(self, client: IndexerClient, args: argparse.Namespace) -> None:
         self.client, self.args = client, args
         self.max_document_chars = args.max_document_chars or max_document_chars_from_env()
-        # `skipped`: pages with nothing to index, not counted as rejected.
+        # `skipped`: what is left out by rule (links, FIFOs, pages with
+        # nothing to index), not counted as rejected.
         self.totals = dict.fromkeys([*_COUNT_FIELDS, "skipped"], 0)
         self.rejected: list[str] = []
         self.skipped: list[str] = []  # left out by rule (a link, a FIFO): reported, not failures
         self.unread = 0  # sources that could not be read (files, folders)
         self.sync_skipped = ""
+        self.sync_refused = False
+        self.pages = 0  # documents of the source with something to index
         self.kept: list[pb.DocumentKey] = []
         # (doc_id, state) of every document the run (or plan) changes.
         self.differing: list[tuple[str, str]] = []
@@ -144,7 +147,7 @@ class Ingest:
     def run(self) -> int:
         self.collect()
         self._report()
-        return 1 if self.rejected else 0
+        return 1 if self.rejected or self.sync_refused else 0
 
     def collect(self) -> None:
         """Send the whole source (and the Sync, with --sync); totals, rejections
@@ -162,6 +165,15 @@ class Ingest:
             self.sync_skipped = (
                 f"sync skipped: {self.unread} source(s) could not be read, so what is gone "
                 "cannot be told from what was unreadable; nothing was removed"
+            )
+        elif self.args.sync and not self.pages and not getattr(self.args, "allow_empty_sync", 0):
+            # An empty mount or a wrong folder would otherwise remove every
+            # page of the scope, and say "done".
+            self.sync_refused = True
+            self.sync_skipped = (
+                "sync refused: the source holds no page with anything to index, so it would "
+                f"remove every page of scope {self.args.scope!r}; nothing was removed "
+                "(--allow-empty-sync empties the scope)"
             )
         elif self.args.sync:
             reply = self.client.sync(
@@ -189,6 +201,7 @@ class Ingest:
             # and fail its whole batch). As for a document the Indexer
             # rejects, its indexed version stays: kept, when its key can be sent.
             self._rejected_here(f"{_SURROGATE.sub('?', item.doc_id)}: {problem}")
+            self.pages += 1
             if _SURROGATE.search(item.doc_id + item.locale):
                 self.unread += 1
             else:
@@ -202,6 +215,7 @@ class Ingest:
 
     def _send(self, batch: list[Document], bar: tqdm) -> None:
         documents = [document_to_proto(d) for d in batch]
+        self.pages += len(batch)
         done_before = bar.n
         progress = self.client.upsert_stream(
             documents, dry_run=self.args.dry_run, deadline=self.args.timeout
@@ -221,7 +235,7 @@ class Ingest:
                 # static site's front-matter-only section page) is skipped.
                 self.skipped.append(f"{outcome.doc_id}: {outcome.error}")
                 self.totals["rejected"] -= 1
-                self.totals["skipped"] += 1
+                self.pages -= 1
             elif outcome.state == pb.DOCUMENT_STATE_REJECTED:
                 self.rejected.append(f"{outcome.doc_id}: {outcome.error}")
             elif outcome.state != pb.DOCUMENT_STATE_UNCHANGED:
@@ -229,6 +243,7 @@ class Ingest:
                 self.differing.append((outcome.doc_id, state.lower()))
 
     def _report(self) -> None:
+        self.totals["skipped"] = len(self.skipped)  # each listed below
         prefix = "plan (dry run)" if self.args.dry_run else "done"
         print(f"{prefix}: " + ", ".join(f"{k}={v}" for k, v in self.totals.items()))
         for verb, lines in (("skipped", self.skipped), ("rejected", self.rejected)):

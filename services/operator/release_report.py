@@ -158,7 +158,10 @@ def write_record(record: ReleaseRecord, out_dir: Path, stamp: str) -> WrittenRec
         (out_dir / "latest.json", text),
         (out_dir / "latest.md", summary),
     ):
-        atomic_write_text(path, content, durable=True)
+        # A name only this process could hold (undecodable bytes kept as lone
+        # surrogates) is written escaped rather than failing the record.
+        safe = content.encode("utf-8", "backslashreplace").decode("utf-8")
+        atomic_write_text(path, safe, durable=True)
     return WrittenRecord(json_path, summary_path, text, summary)
 
 

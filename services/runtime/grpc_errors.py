@@ -53,6 +53,12 @@ async def _abort(context: grpc.aio.ServicerContext, method: str, exc: Exception)
         log.exception("rpc_failed", method=method)
         # The class and message stay in the log: they describe our code, not the request.
         await context.abort(code, "internal error (logged by the server)")
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        # A scope the caller may not read or write (services.runtime.security
+        # .scopes), refused in the servicer: logged as the interceptor logs a
+        # role or credential refusal, once, so every refusal can be audited.
+        log.warning("call_refused", method=method, code=code.name, reason=str(exc))
+        await context.abort(code, str(exc))
     # An expected refusal (bad input, a model not loaded yet, ...) is answered
     # to the caller, who decides what it means; at INFO it would be one line
     # per request for as long as the condition lasts. INTERNAL above is ours.

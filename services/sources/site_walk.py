@@ -102,6 +102,14 @@ class _Walk:
     def _entry(self, entry: os.DirEntry[str], folder: _Folder) -> None:
         relpath = folder.prefix + entry.name
         path = Path(entry.path)
+        if not _is_text(entry.name) and (
+            entry.is_symlink() or entry.is_dir(follow_symlinks=False) or self.wanted(entry.name)
+        ):
+            # Not UTF-8: the name cannot be a document id, a URL or a line of
+            # a report (the bytes Python keeps as U+DC80-U+DCFF cannot be written).
+            shown = os.fsencode(relpath).decode("utf-8", "backslashreplace")
+            self._refuse(shown, "the file name is not UTF-8 text: rename it")
+            return
         if entry.is_symlink():
             self._link(path, relpath, folder)
         elif entry.is_dir(follow_symlinks=False):
@@ -170,6 +178,14 @@ class _Walk:
 
     def _skip(self, relpath: str, reason: str) -> None:
         self.found.append(LoadError(relpath, reason, skipped=True))
+
+
+def _is_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_hidden(relative: Path) -> bool:

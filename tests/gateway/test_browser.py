@@ -408,6 +408,22 @@ async def test_a_hit_offers_its_translations_as_safe_links(
     assert count == 1  # the hit without translations offers none
 
 
+async def test_a_hit_without_an_address_is_no_link(
+    browser: object, retriever: RetrieverServer
+) -> None:
+    """Probe: an empty URL resolved against the page linked to the page itself."""
+    hit = pb.Hit(chunk_id="c-1", doc_id="notes.md", url="", title="Notes", text="Install.", rank=1)
+    retriever.servicer.reply_with = pb.RetrieveResponse(hits=[hit], query_language="en")
+    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
+    async with serve_gateway(settings) as gw:
+        page = await searched_page(browser, gw.url, "install")
+        title = page.locator(".hit h3")
+        await title.first.wait_for()
+        links = await page.locator(".hit a").count()
+        text = await title.first.inner_text()
+    assert (text, links) == ("Notes", 0)
+
+
 async def test_more_results_continue_the_ranking(browser: object, retriever_addr: str) -> None:
     settings = gateway_settings(retriever_addr, gateway_allowed_origins=[])
     async with serve_gateway(settings) as gw:

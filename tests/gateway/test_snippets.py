@@ -210,3 +210,15 @@ def test_link_text_holds_no_bracket_as_in_commonmark() -> None:
 @pytest.mark.parametrize("text", ["\n" * 200_000, " \n" * 100_000, "[" * 200_000])
 def test_runs_of_blank_lines_and_brackets_clean_in_linear_time(text: str) -> None:
     assert plain_text(text).strip("\n [") == ""
+
+
+def test_bidi_overrides_and_isolates_leave_the_snippet_and_spans_follow() -> None:
+    # Probe: "with \u202egnp.exe" showed as "with exe.png" on the page.
+    text = "xsszebra second body with \u202egnp.exe and \u2066isolated\u2069 words"
+    start = text.index("words")
+    excerpt = highlighted_snippet(text, [Span(start, start + 5, False)])
+    assert excerpt.text == "xsszebra second body with gnp.exe and isolated words"
+    (span,) = excerpt.spans
+    assert excerpt.text[span.start : span.end] == "words"
+    # Right-to-left text keeps its implicit marks: they reorder nothing.
+    assert "\u200f" in highlighted_snippet("\u05e9\u05dc\u05d5\u05dd\u200f 42").text

@@ -57,6 +57,27 @@ def test_ingest_dry_run_sync_delete_and_stats(stack: BackgroundStack, tmp_path: 
     assert int(stats["last_run"]["removed"]) == 1
 
 
+def test_a_sync_from_a_source_with_no_page_is_refused_unless_asked_for(
+    stack: BackgroundStack, tmp_path: Path
+) -> None:
+    """An empty mount or a wrong folder (or one holding only empty pages)
+    once removed every page of the scope and said "done" (probe)."""
+    source, empty = tmp_path / "site", tmp_path / "empty"
+    source.mkdir()
+    empty.mkdir()
+    (source / "a.md").write_text("# A\n\nSnapshots are taken hourly.\n")
+    (source / "b.md").write_text("# B\n\nRestores take ten minutes.\n")
+    assert cli(stack, "ingest", str(source), "--scope", "mount").returncode == 0
+    (empty / "stub.md").write_text("---\ntitle: Section\n---\n")  # nothing to index
+    refused = cli(stack, "ingest", str(empty), "--scope", "mount", "--sync")
+    assert refused.returncode == 1
+    assert "sync refused: the source holds no page with anything to index" in refused.stderr
+    assert counts(refused.stdout)["removed"] == 0
+    emptied = cli(stack, "ingest", str(empty), "--scope", "mount", "--sync", "--allow-empty-sync")
+    assert emptied.returncode == 0, emptied.stderr
+    assert counts(emptied.stdout)["removed"] == 2
+
+
 def test_sync_after_a_read_error_removes_nothing(stack: BackgroundStack, tmp_path: Path) -> None:
     """A page indexed before and unreadable now (an editor's half-written
     save) is not taken for a page that is gone: the Sync step is skipped, as

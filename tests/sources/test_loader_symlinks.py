@@ -173,3 +173,23 @@ def test_a_file_over_the_byte_limit_is_refused_before_it_is_read(
     docs, errors = load(root)
     assert set(docs) == {"index.md", "guide/setup.md"}
     assert "5008 bytes, limit is 4096" in errors["huge.md"]
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_by_name_and_the_rest_loads(
+    root: Path,
+) -> None:
+    # Probe: the name reached the report as lone surrogates, and writing the
+    # release record then crashed; the reason blamed the file's contents.
+    os.mkdir(os.fsencode(root) + b"/caf\xe9")
+    with open(os.fsencode(root) + b"/caf\xe9/menu.md", "w") as handle:
+        handle.write("# Menu\n\nCoffee.\n")
+    with open(os.fsencode(root) + b"/caf\xe9.md", "w") as handle:
+        handle.write("# Cafe\n\nTea.\n")
+    with open(os.fsencode(root) + b"/logo-\xe9.png", "wb") as handle:  # not a page: ignored
+        handle.write(b"\x89PNG")
+    docs, errors = load(root)
+    assert sorted(docs) == ["guide/setup.md", "index.md"]
+    assert errors == {
+        "caf\\xe9": "the file name is not UTF-8 text: rename it",
+        "caf\\xe9.md": "the file name is not UTF-8 text: rename it",
+    }

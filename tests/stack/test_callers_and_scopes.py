@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from structlog.testing import capture_logs
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
@@ -117,6 +118,29 @@ def test_calls_without_or_with_a_wrong_token_are_unauthenticated(stack: Backgrou
     basic = [("authorization", "Basic dXNlcjpwYXNz")]
     code, _ = code_of(lambda: stack.indexer.Stats(ipb.StatsRequest(), metadata=basic, timeout=10))
     assert code == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_two_authorization_headers_are_refused_whatever_their_order(
+    stack: BackgroundStack,
+) -> None:
+    # Probe: the last header won, so a proxy reading the first saw another caller.
+    request = ipb.StatsRequest()
+    for first, second in (("writer-a", "admin"), ("admin", "writer-a")):
+        twice = [*as_caller(first), *as_caller(second)]
+        code, message = code_of(
+            lambda twice=twice: stack.indexer.Stats(request, metadata=twice, timeout=10)
+        )
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        assert message == "authorization: sent more than once; send one credential"
+
+
+def test_a_scope_refusal_is_logged_as_every_refusal_is(stack: BackgroundStack) -> None:
+    foreign = doc("logged.md", "beta", "# Logged\n\nA page written into someone else's scope.")
+    with capture_logs() as logs:
+        code, message = code_of(lambda: upsert(stack, "writer-a", foreign))
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    refused = [e for e in logs if e["event"] == "call_refused"]
+    assert [(e["code"], e["reason"]) for e in refused] == [("PERMISSION_DENIED", message)]
 
 
 def test_health_stays_open_without_a_token(stack: BackgroundStack) -> None:
