@@ -80,9 +80,19 @@ def _reconnect_options(settings: ClientSettings) -> list[tuple[str, Any]]:
     ]
 
 
+# What the services send and accept (services.runtime.server, 16 MiB): with
+# gRPC's own 4 MiB, a large answer the server sent whole (top_k 50, ten passages
+# a page, long titles) failed here as RESOURCE_EXHAUSTED, which reads "back off".
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
 def _options(settings: ClientSettings) -> list[tuple[str, Any]]:
     given = {name for name, _ in settings.channel_options}
-    defaults = [(k, v) for k, v in _reconnect_options(settings) if k not in given]
+    sizes = [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ]
+    defaults = [(k, v) for k, v in [*_reconnect_options(settings), *sizes] if k not in given]
     options = [*defaults, *settings.channel_options]
     if settings.tls is not None and settings.tls.server_name:
         options.append(("grpc.ssl_target_name_override", settings.tls.server_name))

@@ -36,7 +36,7 @@ def record_release(
     """Validate and store the verdict within `deadline` (the read and the
     write); call under the Indexer's write lock, so no run can commit between
     reading the committed generation and writing."""
-    _check_record_json(request.record_json)
+    record = _check_record_json(request.record_json)
     if request.generation < 0:
         raise InvalidArgument(f"generation: must not be negative, got {request.generation}")
     committed = committed_generation(manifest, deadline)
@@ -45,6 +45,7 @@ def record_release(
             f"generation: {request.generation} is above the committed generation {committed}; "
             "a release check can only judge an index that was committed"
         )
+    _check_verdict_is_the_records(record, request)
     verdict = ReleaseVerdict(request.generation, request.passed, now())
     write_release(manifest, verdict, request.record_json, deadline)
     return pb.RecordReleaseResponse(committed_generation=committed)
@@ -56,7 +57,28 @@ def _not_json(name: str) -> object:
     raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
 
 
-def _check_record_json(record_json: str) -> None:
+def _check_verdict_is_the_records(
+    record: dict[str, object], request: pb.RecordReleaseRequest
+) -> None:
+    """A passing verdict opens the public entry, so it must be the record's own
+    (`passed` true, and the generation the record names, if it names one). A
+    failing one is stored as sent: closing the entry is always safe."""
+    if not request.passed:
+        return
+    if record.get("passed") is not True:
+        raise InvalidArgument(
+            "passed: true, but record_json.passed is not true (a passing verdict must be "
+            "the record's own)"
+        )
+    judged = record.get("generation")
+    at_start = judged.get("at_start") if isinstance(judged, dict) else None
+    if at_start is not None and at_start != request.generation:
+        raise InvalidArgument(
+            f"generation: {request.generation}, but the record judged generation {at_start}"
+        )
+
+
+def _check_record_json(record_json: str) -> dict[str, object]:
     if not record_json.strip():
         raise InvalidArgument("record_json: is empty; send the release record as JSON")
     if len(record_json) > MAX_RECORD_CHARS:
@@ -73,3 +95,4 @@ def _check_record_json(record_json: str) -> None:
         raise InvalidArgument("record_json: nests arrays and objects too deeply") from None
     if not isinstance(value, dict):
         raise InvalidArgument(f"record_json: must be a JSON object, not {type(value).__name__}")
+    return value

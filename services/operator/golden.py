@@ -361,15 +361,21 @@ class GoldenScores:
     mrr: float
 
 
+def exact_mrr(outcomes: list[QueryOutcome]) -> float:
+    """MRR over the lines with expected ids, unrounded (what thresholds compare)."""
+    ranked = [o for o in outcomes if o.ranked]
+    return sum(1 / o.rank if o.rank else 0.0 for o in ranked) / len(ranked) if ranked else 0.0
+
+
 def score(outcomes: list[QueryOutcome]) -> GoldenScores:
+    """The record's figures, rounded for reading; thresholds compare exact ones."""
     ranked = [o for o in outcomes if o.ranked]
     passed = sum(o.passed for o in outcomes)
-    reciprocal = [1 / o.rank if o.rank else 0.0 for o in ranked]
     return GoldenScores(
         queries=len(outcomes),
         passed=passed,
         pass_rate=round(passed / len(outcomes), 4) if outcomes else 0.0,
         ranked_queries=len(ranked),
         hit_at_1=round(sum(o.rank == 1 for o in ranked) / len(ranked), 4) if ranked else 0.0,
-        mrr=round(sum(reciprocal) / len(ranked), 4) if ranked else 0.0,
+        mrr=round(exact_mrr(outcomes), 4),
     )

@@ -22,11 +22,12 @@ Exit status: 0 passed, 1 failed, 2 usage or connection error.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,7 +36,8 @@ from google.protobuf.json_format import MessageToDict
 
 from rag_client import CallError, IndexerClient, RagClientError, RetrieverClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
-from services.core.errors import RagError
+from services.core.errors import InvalidArgument, RagError
+from services.indexer.release_records import MAX_RECORD_CHARS
 from services.operator import golden as g
 from services.operator.cli_clients import indexer_client, retriever_client
 from services.operator.ingest import Ingest, add_source_options
@@ -59,6 +61,7 @@ from services.operator.release_verdicts import (
     generation_check,
     generation_section,
     golden_check,
+    scopes_check,
     verify_check,
     verify_section,
 )
@@ -84,6 +87,15 @@ def add_release_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentPa
         help="fraction of golden queries that must pass (default: all)",
     )
     p.add_argument("--min-mrr", type=_fraction, default=0.0, help="lowest acceptable MRR")
+    p.add_argument(
+        "--unchecked-scope",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="a scope of the index this check does not cover, opened with it anyway "
+        "(repeatable); any other scope besides --scope fails the check, since the verdict "
+        "opens the whole index",
+    )
 
 
 def _out_inside_source(out: Path, source: Path) -> str | None:
@@ -144,6 +156,24 @@ def run_release_check(args: argparse.Namespace) -> int:
     return EXIT_USAGE
 
 
+def record_for_the_index(record: ReleaseRecord, json_text: str) -> str:
+    """The record as written to disk, or, past what the Indexer stores, the same
+    without the golden queries that passed: a verdict that cannot be stored
+    would leave an earlier pass opening the public entry."""
+    if len(json_text) <= MAX_RECORD_CHARS:
+        return json_text
+    outcomes = record.golden.outcomes
+    failed = [o for o in outcomes if not o.passed][:MAX_LISTED]
+    golden = replace(record.golden, outcomes=failed)
+    compact = json.loads(replace(record, golden=golden).to_json())
+    compact["golden"]["outcomes_left_out"] = len(outcomes) - len(failed)
+    compact["golden"]["note"] = (
+        f"the full record ({len(json_text)} characters) is in the check's files; the "
+        f"Indexer keeps at most {MAX_RECORD_CHARS}"
+    )
+    return json.dumps(compact, indent=2, ensure_ascii=False) + "\n"
+
+
 @dataclass(frozen=True)
 class _VerifyOutcome:
     section: VerifySection
@@ -175,7 +205,7 @@ class ReleaseCheck:
         print(written.summary)
         print(f"record: {written.json_path}")
         request = ipb.RecordReleaseRequest(
-            record_json=written.json_text,
+            record_json=record_for_the_index(record, written.json_text),
             passed=record.passed,
             generation=record.generation.at_start,
         )
@@ -215,6 +245,7 @@ class ReleaseCheck:
         checks = [
             dry_run_check(dry_run),
             verify.check,
+            scopes_check(verify.section, self.args.scope, self.args.unchecked_scope),
             golden_check(golden, self.thresholds),
             generation_check(generation),
         ]
@@ -282,6 +313,12 @@ class ReleaseCheck:
         except CallError as exc:
             if exc.code == grpc.StatusCode.UNAVAILABLE:
                 raise
+            if exc.code == grpc.StatusCode.INVALID_ARGUMENT:
+                # The golden line asks what the Retriever refuses (a top_k past
+                # its limit): the file's mistake, a usage error with no record.
+                raise InvalidArgument(
+                    f"golden {query.label}: the Retriever refuses it: {exc.details}"
+                ) from None
             return g.failed_call(query, f"{exc.code.name}: {exc.details}")
         return g.judge(query, response)
 

@@ -11,6 +11,7 @@ from google.protobuf.message import Message
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.core.errors import InvalidArgument
+from services.operator.golden import exact_mrr
 from services.operator.release_report import (
     STATE_FIELDS,
     Check,
@@ -58,6 +59,26 @@ def check_scope_was_ingested(audit: VerifySection, scope: str) -> None:
         )
 
 
+def scopes_check(audit: VerifySection, scope: str, unchecked: list[str]) -> Check:
+    """The verdict opens the whole index (the gate knows generations, not
+    scopes), so another scope would be served unchecked: it fails the check
+    unless the operator names it (`--unchecked-scope`)."""
+    if not audit.available:
+        return Check("scopes", False, "unknown (the audit did not run)")
+    held = sorted({str(c.get("scope_id", "")) for c in audit.counts})
+    others = [s for s in held if s != scope and s not in unchecked]
+    if others:
+        listed = ", ".join(repr(s) for s in others[:MAX_LISTED])
+        return Check(
+            "scopes",
+            False,
+            f"the index also holds {listed}, which this check did not cover and the "
+            "verdict would open (check them, or name them with --unchecked-scope)",
+        )
+    named = [s for s in held if s in unchecked]
+    return Check("scopes", True, f"{scope!r}" + (f", and unchecked {named}" if named else ""))
+
+
 def dry_run_check(section: DryRunSection) -> Check:
     if section.in_sync:
         return Check("dry_run", True, f"the index holds the source ({section.documents} unchanged)")
@@ -69,7 +90,13 @@ def dry_run_check(section: DryRunSection) -> Check:
 
 def golden_check(golden: GoldenSection, thresholds: Thresholds) -> Check:
     s = golden.scores
-    ok = s.pass_rate >= thresholds.min_pass_rate and s.mrr >= thresholds.min_mrr
+    # The exact fractions: the rounded ones in the record made 20,000 of
+    # 20,001 a pass rate of 1.0.
+    ok = (
+        s.queries > 0
+        and s.passed / s.queries >= thresholds.min_pass_rate
+        and exact_mrr(golden.outcomes) >= thresholds.min_mrr
+    )
     detail = (
         f"{s.passed}/{s.queries} passed (needs pass rate >= {thresholds.min_pass_rate}), "
         f"hit@1 {s.hit_at_1}, MRR {s.mrr} (needs >= {thresholds.min_mrr})"

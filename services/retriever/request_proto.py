@@ -118,6 +118,11 @@ def request_from_proto(
     )
 
 
+# The most evidence text one answer assembles (RAG_CONTEXT_CHAR_BUDGET's own
+# upper bound): a larger budget only grows an answer towards the message limit.
+MAX_CONTEXT_CHAR_BUDGET = 200_000
+
+
 def check_request(msg: pb.RetrieveRequest, limits: RequestLimits) -> None:
     _check_chars("query", msg.query, limits.max_raw_query_chars)
     _check_chars("page_url", msg.page_url, limits.max_page_url_chars)
@@ -126,6 +131,11 @@ def check_request(msg: pb.RetrieveRequest, limits: RequestLimits) -> None:
     if msg.context_char_budget < 0:
         raise InvalidArgument(
             f"context_char_budget: {msg.context_char_budget} must not be negative"
+        )
+    if msg.context_char_budget > MAX_CONTEXT_CHAR_BUDGET:
+        raise InvalidArgument(
+            f"context_char_budget: {msg.context_char_budget} is above the limit "
+            f"{MAX_CONTEXT_CHAR_BUDGET}"
         )
     check_filter(msg.filter, limits)
 

@@ -62,7 +62,7 @@ def test_invalid_requests_name_the_field_and_store_nothing(
 def test_latest_verdict_is_stored_with_its_record(manifest: SqliteManifest) -> None:
     reply = record_release(
         manifest,
-        request('{"checks": ["ok"]}'),
+        request('{"passed": true, "checks": ["ok"]}'),
         unrequested_deadline(),
         now=lambda: "2030-01-02T03:04:05Z",
     )
@@ -84,3 +84,25 @@ def test_a_passed_deadline_stores_nothing(manifest: SqliteManifest) -> None:
     with pytest.raises(DeadlineExceeded):
         record_release(manifest, request('{"a": 1}'), Deadline.after(-1.0))
     assert read_release(manifest, unrequested_deadline()) is None
+
+
+@pytest.mark.parametrize(
+    ("record", "words"),
+    [
+        ('{"passed": false, "failures": ["golden: 0/4"]}', "record_json.passed is not true"),
+        ('{"failures": []}', "record_json.passed is not true"),
+        ('{"passed": "true"}', "record_json.passed is not true"),
+        ('{"passed": true, "generation": {"at_start": 2}}', "the record judged generation 2"),
+    ],
+)
+def test_a_passing_verdict_must_be_the_records_own(
+    manifest: SqliteManifest, record: str, words: str
+) -> None:
+    # Probe: passed=True with a failing record opened the public entry.
+    with pytest.raises(InvalidArgument, match=words):
+        record_release(manifest, request(record, passed=True), unrequested_deadline())
+    assert read_release(manifest, unrequested_deadline()) is None
+    # A failing verdict is stored whatever its record says: closing is safe.
+    record_release(manifest, request(record, passed=False), unrequested_deadline())
+    stored = read_release(manifest, unrequested_deadline())
+    assert stored is not None and not stored.passed

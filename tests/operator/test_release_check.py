@@ -53,7 +53,13 @@ def test_passing_record(empty_stack: BackgroundStack, tmp_path: Path) -> None:
 
     record = latest(out)
     assert record["passed"] is True and record["failures"] == []
-    assert [c["name"] for c in record["checks"]] == ["dry_run", "verify", "golden", "generation"]
+    assert [c["name"] for c in record["checks"]] == [
+        "dry_run",
+        "verify",
+        "scopes",
+        "golden",
+        "generation",
+    ]
     assert record["dry_run"]["counts"] == {
         "unchanged": N_DOCS,
         "metadata_only": 0,
@@ -230,3 +236,49 @@ def test_an_out_folder_inside_the_source_is_refused_unless_hidden(tmp_path: Path
     hidden = release_check_at_closed_port(source, golden, source / ".release-checks")
     assert "inside the source folder" not in hidden.stderr
     assert "release check error: UNAVAILABLE" in hidden.stderr  # it went on to ask
+
+
+def test_a_check_of_one_scope_does_not_open_another(
+    empty_stack: BackgroundStack, tmp_path: Path
+) -> None:
+    """Probe: the verdict opens the whole index, so an unchecked scope beside
+    the checked one was served through the gate; and a golden line the
+    Retriever refuses (top_k past its limit) failed the check with a record."""
+    source = copy_corpus(tmp_path / "site")
+    ingest(empty_stack, source, "docs")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "restore.md").write_text("# Restore a backup\n\nUnchecked content.\n")
+    ingest(empty_stack, other, "other")
+    golden = write_golden(tmp_path / "golden.jsonl", GOLDEN)
+    out = tmp_path / "records"
+    done = release_check(empty_stack, source, "docs", golden, out)
+    assert done.returncode == 1, done.stdout + done.stderr
+    checks = {c["name"]: c for c in latest(out)["checks"]}
+    assert not checks["scopes"]["passed"] and "'other'" in checks["scopes"]["detail"]
+    assert runtime_verdict(empty_stack)[0] is False
+    named = run_cli(
+        empty_stack.indexer_addr,
+        "release-check",
+        str(source),
+        "--scope",
+        "docs",
+        "--base-url",
+        BASE_URL,
+        "--golden",
+        str(golden),
+        "--out",
+        str(out),
+        "--retriever-addr",
+        empty_stack.retriever_addr,
+        "--unchecked-scope",
+        "other",
+    )
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert runtime_verdict(empty_stack)[0] is True
+
+    wide = write_golden(tmp_path / "wide.jsonl", [{**GOLDEN[0], "top_k": 60}])
+    refused = release_check(empty_stack, source, "docs", wide, out)
+    assert refused.returncode == 2
+    assert "the Retriever refuses it: top_k: 60 is outside 1..50" in refused.stderr
+    assert runtime_verdict(empty_stack)[0] is True  # no record: the verdict stays

@@ -35,6 +35,7 @@ class Step:
 
 
 OK = Step()
+OVERSIZED_BYTES = 6 * 1024 * 1024
 
 
 def fail(
@@ -96,7 +97,9 @@ class FakeRetriever(retriever_pb2_grpc.RetrieverServicer):  # type: ignore[misc]
         self.faults = faults
 
     def Retrieve(self, request: rpb.RetrieveRequest, context: Any) -> rpb.RetrieveResponse:
-        hit = rpb.Hit(doc_id="fake.md", rank=1, text=request.query)
+        # "oversized": an answer past gRPC's default 4 MiB, within the services' 16.
+        text = "x" * OVERSIZED_BYTES if request.query == "oversized" else request.query
+        hit = rpb.Hit(doc_id="fake.md", rank=1, text=text)
         return self.faults.serve(
             "Retrieve", request, context, lambda: rpb.RetrieveResponse(hits=[hit])
         )

@@ -24,7 +24,7 @@ from rag_client import (
     Unavailable,
 )
 from rag_client.errors import error_for
-from tests.rag_client.fault_server import Faults, fail
+from tests.rag_client.fault_server import OVERSIZED_BYTES, Faults, fail
 
 pytestmark = pytest.mark.unit
 
@@ -72,3 +72,12 @@ def test_invalid_request_names_the_field_the_server_named(details: str, field: s
     error = error_for(Code.INVALID_ARGUMENT, details)
     assert isinstance(error, InvalidRequest)
     assert error.field == field and error.details == details
+
+
+def test_an_answer_the_services_may_send_is_received_whole(faults: Faults, target: str) -> None:
+    # Probe: gRPC's default 4 MiB receive limit refused a 7 MB answer the
+    # Retriever sent (it sends up to 16 MiB) as RESOURCE_EXHAUSTED ("back off").
+    faults.reset()
+    with RetrieverClient(ClientSettings(target)) as client:
+        answer = client.retrieve("oversized")
+    assert len(answer.hits[0].text) == OVERSIZED_BYTES

@@ -91,6 +91,10 @@ def rejection(stack: BackgroundStack, **fields: Any) -> str:
         ),
         ({"query": "q" * 100_001}, "query: 100001 characters, limit is 100000"),
         ({"context_char_budget": -1}, "context_char_budget: -1 must not be negative"),
+        (
+            {"context_char_budget": 2**31 - 1},
+            "context_char_budget: 2147483647 is above the limit 200000",
+        ),
         ({"intent": 99}, "intent: unknown value 99"),
         ({"channels": [rpb.CHANNEL_LEXICAL, 99]}, "channels: unknown channel value(s) [99]"),
     ],

@@ -293,7 +293,7 @@ class RetrieveRequest(_message.Message):
     max_chunks_per_document: _builtins.int
     """per document in the hits, >= 0; 0 = server default (2)"""
     context_char_budget: _builtins.int
-    """evidence characters, >= 0; 0 = server default (6,000)"""
+    """evidence characters, 0..200,000; 0 = server default (6,000)"""
     min_vector_score: _builtins.float
     """cosine floor in [0, 1] for vector-only hits; 0 = off"""
     candidates_per_channel: _builtins.int
