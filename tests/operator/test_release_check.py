@@ -257,23 +257,8 @@ def test_a_check_of_one_scope_does_not_open_another(
     checks = {c["name"]: c for c in latest(out)["checks"]}
     assert not checks["scopes"]["passed"] and "'other'" in checks["scopes"]["detail"]
     assert runtime_verdict(empty_stack)[0] is False
-    named = run_cli(
-        empty_stack.indexer_addr,
-        "release-check",
-        str(source),
-        "--scope",
-        "docs",
-        "--base-url",
-        BASE_URL,
-        "--golden",
-        str(golden),
-        "--out",
-        str(out),
-        "--retriever-addr",
-        empty_stack.retriever_addr,
-        "--unchecked-scope",
-        "other",
-    )
+    extra = ("--unchecked-scope", "other")
+    named = release_check(empty_stack, source, "docs", golden, out, extra=extra)
     assert named.returncode == 0, named.stdout + named.stderr
     assert runtime_verdict(empty_stack)[0] is True
 

@@ -89,6 +89,7 @@ def release_check(
     golden: Path,
     out: Path,
     env: dict[str, str] | None = None,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     return run_cli(
         stack.indexer_addr,
@@ -104,5 +105,6 @@ def release_check(
         str(out),
         "--retriever-addr",
         stack.retriever_addr,
+        *extra,
         env=env,
     )
