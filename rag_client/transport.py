@@ -80,7 +80,7 @@ def _reconnect_options(settings: ClientSettings) -> list[tuple[str, Any]]:
     ]
 
 
-# What the services send and accept (services.runtime.server, 16 MiB): with
+# What the services send and accept by default (services.runtime.server): with
 # gRPC's own 4 MiB, a large answer the server sent whole (top_k 50, ten passages
 # a page, long titles) failed here as RESOURCE_EXHAUSTED, which reads "back off".
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024

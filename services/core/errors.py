@@ -34,6 +34,8 @@ class EmptyDocument(InvalidArgument):
     apart (error_code EMPTY_DOCUMENT) so that a folder's empty pages, such as
     a static site's front-matter-only section pages, need not fail its load."""
 
+    code = "EMPTY_DOCUMENT"  # a rejected document's error_code
+
 
 class NotFound(RagError):
     pass

@@ -388,7 +388,7 @@ def _not_indexed(doc_id: str) -> DocumentPlan:
 
 
 def _rejected(doc: Document, error: InvalidArgument) -> DocumentPlan:
-    code = "EMPTY_DOCUMENT" if isinstance(error, EmptyDocument) else "INVALID_ARGUMENT"
+    code = EmptyDocument.code if isinstance(error, EmptyDocument) else "INVALID_ARGUMENT"
     return DocumentPlan(
         doc.doc_id, doc.locale, DocState.REJECTED, error=str(error), error_code=code
     )

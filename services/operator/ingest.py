@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from rag_client import IndexerClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
-from services.core.errors import InvalidArgument, NotFound
+from services.core.errors import EmptyDocument, InvalidArgument, NotFound
 from services.core.field_rules import CONTROL_CHARACTERS
 from services.core.models import ContentType, Document
 from services.indexer.validation import DocumentLimits, check_scope_id
@@ -36,8 +36,6 @@ _CONTENT = {
     ContentType.TEXT: pb.CONTENT_TYPE_TEXT,
 }
 _COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
-# The Indexer's error_code for a body with nothing to index (services.core.errors).
-EMPTY_DOCUMENT = "EMPTY_DOCUMENT"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -230,7 +228,7 @@ class Ingest:
         for name in _COUNT_FIELDS:
             self.totals[name] += getattr(reply.counts, name)
         for outcome in reply.outcomes:
-            if outcome.error_code == EMPTY_DOCUMENT:
+            if outcome.error_code == EmptyDocument.code:
                 # Not a failure of the load: a page with nothing to index (a
                 # static site's front-matter-only section page) is skipped.
                 self.skipped.append(f"{outcome.doc_id}: {outcome.error}")

@@ -19,6 +19,7 @@ import grpc
 
 from rag_client import CallError, ClientSettings, RetryPolicy
 from rag_client.reranker import SERVICE_NAME, AsyncRerankerClient
+from rag_client.transport import MAX_MESSAGE_BYTES
 from services.core.errors import DeadlineExceeded, Unavailable
 from services.runtime.security.client import ClientSecurity, aio_channel
 from services.runtime.server import client_channel_options
@@ -60,7 +61,7 @@ class RerankClient:
     def __init__(
         self,
         addr: str,
-        max_message_bytes: int = 16 * 1024 * 1024,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
         security: ClientSecurity | None = None,
     ) -> None:
         self.addr = addr

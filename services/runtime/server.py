@@ -21,6 +21,7 @@ from google.protobuf import descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from rag_client.transport import MAX_MESSAGE_BYTES
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
 from services.runtime.observability.telemetry import Telemetry
@@ -44,7 +45,7 @@ LIVENESS_SERVICE = "liveness"
 class ServerOptions:
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port (tests)
-    max_message_bytes: int = 16 * 1024 * 1024
+    max_message_bytes: int = MAX_MESSAGE_BYTES
     shutdown_grace_s: float = 5.0
     security: ServerSecurity = field(default_factory=ServerSecurity)
     # Connections accepted at once; more are closed by gRPC on arrival, so peers
