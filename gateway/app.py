@@ -47,6 +47,7 @@ from gateway.schema import SearchLimits, SearchRequest, SearchResponse
 from gateway.search import Gates, SearchGateway
 from gateway.settings import GatewaySettings
 from gateway.tracing import GatewayTracing
+from services.core.errors import ConfigError
 from services.core.logging import get_logger
 from services.runtime.observability.tracing import Tracing
 from services.runtime.security.client import ClientSecurity
@@ -180,8 +181,16 @@ def _start_runtime(
     tracing: Tracing,
 ) -> Runtime:
     namespace = settings.gateway_redis_namespace
-    storage, pool = build_storage(settings.gateway_redis_url, namespace)
-    breaker_storage, breaker_client = build_breaker_storage(settings.gateway_redis_url, namespace)
+    try:
+        storage, pool = build_storage(settings.gateway_redis_url, namespace)
+        breaker_storage, breaker_client = build_breaker_storage(
+            settings.gateway_redis_url, namespace
+        )
+    except (redis.RedisError, ValueError) as exc:
+        # The breaker's storage writes its state at once: a Redis that is down
+        # or not one ended the start in a traceback.
+        # (The URL may hold a password: not repeated here.)
+        raise ConfigError(f"RAG_GATEWAY_REDIS_URL: {type(exc).__name__}: {exc}") from None
     retriever = RetrieverClient(
         settings.retriever_addr,
         settings.max_message_bytes,

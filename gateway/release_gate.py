@@ -7,15 +7,20 @@ changes the index the public sees; the gate closes by itself until the new
 generation is checked, so "checked before opened" holds for every generation,
 not just the first. The Retriever's answer is cached for `ttl_s` (one call
 per instance every couple of seconds, whatever the traffic) and asked under a
-deadline; an answer that does not come counts as closed (fail closed).
+deadline; an answer that does not come counts as closed (fail closed). A
+Retriever that cannot be reached is said as such (502 `upstream_unavailable`,
+504 `upstream_timeout`, as a search would get): "release not current" would
+send an operator to re-run a release check the index may well have passed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import grpc
 
 from gateway.cached import CachedAnswer
 from gateway.errors import ApiError, ErrorCode
@@ -24,6 +29,14 @@ from rag_client import CallError
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 
 STATUS_TTL_S = 2.0
+# A status call that failed for these reasons never reached an answer: the
+# gate is closed because the Retriever is out of reach, not because of a check.
+UNREACHED: Mapping[grpc.StatusCode, ErrorCode] = {
+    grpc.StatusCode.UNAVAILABLE: ErrorCode.UPSTREAM_UNAVAILABLE,
+    grpc.StatusCode.CANCELLED: ErrorCode.UPSTREAM_UNAVAILABLE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorCode.UPSTREAM_UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ErrorCode.UPSTREAM_TIMEOUT,
+}
 
 
 @dataclass(frozen=True)
@@ -31,6 +44,8 @@ class ReleaseState:
     required: bool
     current: bool
     reason: str = ""
+    # What a search is refused with while closed.
+    error: ErrorCode = ErrorCode.RELEASE_NOT_CURRENT
 
     @property
     def open(self) -> bool:
@@ -78,14 +93,17 @@ class ReleaseGate:
         return await self._state.get()
 
     async def check(self) -> None:
-        """Raise the 503 a search gets while the gate is closed."""
+        """Raise what a search gets while the gate is closed: 503, or the
+        upstream error when the Retriever could not be asked."""
         state = await self.state()
         if not state.open:
-            raise ApiError(ErrorCode.RELEASE_NOT_CURRENT, state.reason)
+            raise ApiError(state.error, state.reason)
 
     async def _ask(self) -> ReleaseState:
         try:
             status = await self.retriever.index_status(self.timeout_s)
         except CallError as exc:
-            return ReleaseState(True, False, f"index status unavailable: {exc.code.name}")
+            reason = f"index status unavailable: {exc.code.name}"
+            error = UNREACHED.get(exc.code, ErrorCode.RELEASE_NOT_CURRENT)
+            return ReleaseState(True, False, reason, error)
         return state_of(status)

@@ -18,7 +18,7 @@ from limits import parse_many
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
 
-from services.runtime.security.client_settings import client_settings
+from services.runtime.security.client_settings import client_address, client_settings
 from services.runtime.settings import BaseServiceSettings
 
 KiB = 1024
@@ -26,6 +26,7 @@ CommaList = Annotated[list[str], NoDecode]
 # scheme://host[:port] and nothing else: what a browser sends as Origin.
 _ORIGIN = re.compile(r"^https?://(?:\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::\d{1,5})?$")
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+REDIS_SCHEMES = ("redis", "rediss", "unix")  # what redis-py's from_url reads
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -57,6 +58,12 @@ def _public_origin(item: str) -> str:
     scheme = origin.split(":", 1)[0]
     # Browsers leave the scheme's default port out of Origin.
     return origin.removesuffix(_DEFAULT_PORTS[scheme])
+
+
+def _allowed_origin(item: str) -> str:
+    if item.strip() == "*":
+        raise ValueError("'*' is not supported: list each origin that may call the API")
+    return _public_origin(item)
 
 
 def _proxy_network(item: str) -> str:
@@ -119,10 +126,11 @@ class GatewaySettings(
     gateway_breaker_fail_max: int = Field(
         5,
         ge=1,
-        description="Consecutive Retriever failures (unavailable, timed out) that open the "
-        "breaker for everyone; also how many unexpected errors (INTERNAL, ...) one client may "
-        "meet within RAG_GATEWAY_BREAKER_RESET_S before its own searches are paused (503), "
-        "of which only its first counts for everyone (gateway/breaker.py)",
+        description="Consecutive Retriever failures that open the breaker for everyone "
+        "(UNAVAILABLE); also how many timeouts and unexpected errors (DEADLINE_EXCEEDED, "
+        "INTERNAL, ...) one client may meet within RAG_GATEWAY_BREAKER_RESET_S before its own "
+        "searches are paused (503 breaker_open), of which only its first counts for everyone: "
+        "one client's costly questions cannot open it for all (gateway/breaker.py)",
     )
     gateway_breaker_reset_s: float = Field(
         15.0,
@@ -256,7 +264,9 @@ class GatewaySettings(
     @field_validator("gateway_allowed_origins", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
-        return _each_item(value, _origin)
+        # Checked as origins: '*' or a URL with a path never equals a browser's
+        # Origin header, so every cross-site call was refused without a word.
+        return _each_item(value, _allowed_origin)
 
     @field_validator("gateway_public_origins", mode="before")
     @classmethod
@@ -272,11 +282,30 @@ class GatewaySettings(
     @classmethod
     def _parse_rate_limit(cls, value: str) -> str:
         try:
-            if not parse_many(value):
+            parsed = parse_many(value)
+            if not parsed:
                 raise ValueError("no limit given")
         except ValueError as exc:
             raise ValueError(f"not a limits expression like '5/second;60/minute' ({exc})") from exc
+        if any(item.amount < 1 for item in parsed):
+            raise ValueError(f"{value!r} allows no search at all (every one answered 429)")
         return value
+
+    @field_validator("retriever_addr")
+    @classmethod
+    def _retriever_addr(cls, addr: str) -> str:
+        """An address the Retriever's client accepts: checked here, not when
+        the first search (or the start-up, as a traceback) meets it."""
+        return client_address(addr, "RAG_RETRIEVER_ADDR")
+
+    @field_validator("gateway_redis_url")
+    @classmethod
+    def _redis_url(cls, url: str) -> str:
+        if url and url.split("://", 1)[0].lower() not in REDIS_SCHEMES:
+            schemes = ", ".join(f"{s}://" for s in REDIS_SCHEMES)
+            # Only the scheme is repeated: the URL may hold a password.
+            raise ValueError(f"not a Redis URL: expected one of {schemes}")
+        return url
 
     @field_validator("gateway_default_top_k")
     @classmethod

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Clock = Callable[[], float]
+MAX_DEADLINE_S = 24 * 3600  # also the longest ClientSettings.timeout
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class Deadline:
             raise TypeError(f"deadline: expected seconds as a number, got {seconds!r}")
         if not math.isfinite(seconds) or seconds <= 0:
             raise ValueError(f"deadline: {seconds!r} is not a positive number of seconds")
+        if seconds > MAX_DEADLINE_S:
+            # gRPC's own timeout overflows far beyond (1e10 s failed at once as
+            # DEADLINE_EXCEEDED without a call); a day is the settings' bound too.
+            raise ValueError(f"deadline: {seconds!r} s is over the {MAX_DEADLINE_S} s limit")
         return cls(clock() + float(seconds), clock)
 
     def remaining(self) -> float:

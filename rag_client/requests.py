@@ -22,17 +22,17 @@ def scope_filter(
     metadata: Mapping[str, str] | None = None,
 ) -> rpb.ScopeFilter | None:
     """A ScopeFilter, or None when every part is empty (no filtering)."""
+    lists = {"scope_ids": scope_ids, "doc_ids": doc_ids, "urls": urls}
+    for name, values in lists.items():
+        # A string is iterable: scope_ids="docs" searched scopes d, o, c and s.
+        if isinstance(values, str | bytes):
+            raise TypeError(f"ScopeFilter.{name}: expected a list of strings, got {values!r}")
     scope_ids, doc_ids, urls = list(scope_ids), list(doc_ids), list(urls)
     if not (scope_id or scope_ids or locale or doc_ids or urls or metadata):
         return None
-    return rpb.ScopeFilter(
-        scope_id=scope_id,
-        scope_ids=scope_ids,
-        locale=locale,
-        doc_ids=doc_ids,
-        urls=urls,
-        metadata=metadata or {},
-    )
+    fields: dict[str, Any] = {"scope_id": scope_id, "scope_ids": scope_ids, "locale": locale}
+    fields |= {"doc_ids": doc_ids, "urls": urls, "metadata": metadata or {}}
+    return _message(rpb.ScopeFilter, fields)
 
 
 def _message(kind: type[Any], fields: Mapping[str, Any]) -> Any:

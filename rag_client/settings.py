@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_client.deadline import MAX_DEADLINE_S
 from rag_client.env import named, settings_fields
 from rag_client.errors import InvalidSettings
 
@@ -155,7 +156,7 @@ class ClientSettings:
             if self.token:
                 raise InvalidSettings("token_file", "give token or token_file, not both")
             _readable_file("token_file", self.token_file)
-        _number("timeout", self.timeout, low=0.001, high=24 * 3600)
+        _number("timeout", self.timeout, low=0.001, high=MAX_DEADLINE_S)
         if not isinstance(self.retry, RetryPolicy):
             raise InvalidSettings("retry", f"expected a RetryPolicy, got {self.retry!r}")
         _check_options(self.channel_options)

@@ -98,6 +98,13 @@ _SHORTAGES: tuple[tuple[frozenset[int], tuple[str, ...], str], ...] = (
         ("read-only file system", "readonlyfilesystem", "readonly database"),
         "on a read-only file system",
     ),
+    # A store's own files gone under it (its data directory removed while it
+    # runs, probe): no request's mistake, and no bug of ours either.
+    (
+        frozenset({errno.ENOENT}),
+        ("no such file or directory",),
+        "missing its data files (was the data directory removed?)",
+    ),
 )
 
 

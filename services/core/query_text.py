@@ -35,9 +35,16 @@ _VISIBLE = regex.compile(r"[^\p{White_Space}\p{Cc}\p{Cf}\p{Default_Ignorable_Cod
 
 # Letters, digits and symbols that show something (not U+3164-style fillers).
 _TERM = regex.compile(r"[[\p{L}\p{N}\p{S}]--[\p{Default_Ignorable_Code_Point}\u2800]]", regex.V1)
+# What makes a chunk of a page worth indexing: a letter or digit, or a
+# symbol beyond ASCII (emoji, ✅, →, ∀, €). ASCII symbols (`|`, `=`, `+`, `` ` ``,
+# `~`, `<`) are what markup leaves behind: a span of a table rule or a code
+# fence alone is no content.
+_CONTENT = regex.compile(
+    r"[\p{L}\p{N}]|[[\p{S}]--[\x00-\x7f\p{Default_Ignorable_Code_Point}\u2800]]", regex.V1
+)
 
 EMPTY_QUERY = (
-    "query is empty (nothing is left after removing whitespace, control, format and "
+    "query: is empty (nothing is left after removing whitespace, control, format and "
     "default-ignorable characters)"
 )
 
@@ -48,12 +55,18 @@ def shows_nothing(text: str) -> bool:
     return _VISIBLE.search(text) is None
 
 
+def holds_content(text: str) -> bool:
+    """True when `text` holds a letter, a digit or a symbol beyond ASCII
+    (see _CONTENT): the spans of a page the Indexer keeps."""
+    return _CONTENT.search(text) is not None
+
+
 def is_empty_query(text: str) -> bool:
     return shows_nothing(text)
 
 
 NO_TERM_QUERY = (
-    "query has no letter, digit or symbol (only punctuation, combining marks or blank characters)"
+    "query: has no letter, digit or symbol (only punctuation, combining marks or blank characters)"
 )
 
 

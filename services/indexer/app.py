@@ -4,9 +4,7 @@ behind its gRPC server (`python -m services.indexer`, and the embedded stack).""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
-from dataclasses import asdict
 
 from opentelemetry import trace
 
@@ -23,6 +21,13 @@ from services.indexer.planning import Planner
 from services.indexer.servicer import METHOD_ROLES, SERVICE_NAME, IndexerServicer
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
+from services.runtime.model_record import (
+    cross_lingual_problem,
+    cross_lingual_record,
+    model_problem,
+    model_record,
+    recorded_model,
+)
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.parts import PartsConfig, SharedParts, document_precision
 from services.runtime.service import GrpcApp, ServiceIdentity
@@ -78,50 +83,24 @@ def check_embedding_model(manifest: Manifest, configured: EmbeddingIdentity) -> 
     """Refuse to add vectors of one model to an index built with another: an
     unchanged document is never re-embedded, so the index would silently mix
     two vector spaces and the vector channel would rank by noise."""
-    recorded = manifest.get_meta(EMBEDDING_META, unrequested_deadline())
-    documents = manifest.count(unrequested_deadline())
-    if recorded and documents:
-        built_with = EmbeddingIdentity(**json.loads(recorded))
-        if not built_with.compatible_with(configured):
-            raise ConfigError(
-                f"this index was embedded with {built_with.describe()}, but "
-                f"RAG_EMBEDDING_MODEL and RAG_EMBEDDING_PROMPTS give {configured.describe()}: "
-                "vectors of different models, or of the same model fed other prompts, are not "
-                "comparable. Index into a fresh data directory (or vector collection) with the "
-                "new model or prompts, or configure the old ones again"
-            )
-    elif documents:
+    problem = model_problem(manifest, configured, "RAG_EMBEDDING_MODEL and RAG_EMBEDDING_PROMPTS")
+    if problem is not None:
+        raise ConfigError(problem)
+    if recorded_model(manifest) is None and (documents := manifest.count(unrequested_deadline())):
         # An index from before models were recorded: its model cannot be known.
         log.warning("embedding_model_adopted", model=configured.model, documents=documents)
-    manifest.set_meta(EMBEDDING_META, json.dumps(asdict(configured)), unrequested_deadline())
+    manifest.set_meta(EMBEDDING_META, model_record(configured), unrequested_deadline())
 
 
 def check_cross_lingual_model(manifest: Manifest, configured: EmbeddingIdentity | None) -> None:
     """As `check_embedding_model`, for the second vector: an index holds one
     model's second vectors or none, never a mix (an unchanged chunk is never
     re-embedded) nor chunks without one."""
-    # Never recorded: an index from before second vectors, so none.
-    recorded = manifest.get_meta(CROSS_LINGUAL_META, unrequested_deadline()) or ""
-    documents = manifest.count(unrequested_deadline())
-    if documents and recorded != _cross_lingual_record(configured):
-        built_with = EmbeddingIdentity(**json.loads(recorded)) if recorded else None
-        if built_with is None or configured is None or not built_with.compatible_with(configured):
-            raise ConfigError(
-                f"this index was embedded with {_describe(built_with)} as its cross-lingual "
-                f"model, but RAG_CROSS_LINGUAL_MODEL gives {_describe(configured)}: an index "
-                "holds one model's second vectors for every chunk or none. Index into a fresh "
-                "data directory (or schema) with the new setting, or configure the old one again"
-            )
-    record = _cross_lingual_record(configured)
+    problem = cross_lingual_problem(manifest, configured)
+    if problem is not None:
+        raise ConfigError(problem)
+    record = cross_lingual_record(configured)
     manifest.set_meta(CROSS_LINGUAL_META, record, unrequested_deadline())
-
-
-def _cross_lingual_record(identity: EmbeddingIdentity | None) -> str:
-    return json.dumps(asdict(identity)) if identity is not None else ""
-
-
-def _describe(identity: EmbeddingIdentity | None) -> str:
-    return identity.describe() if identity is not None else "none"
 
 
 def indexer_parts(settings: IndexerSettings) -> PartsConfig:

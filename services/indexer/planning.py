@@ -5,7 +5,7 @@ A plan is computed the same way for a dry run and a real run, so a dry run's
 counts are the real run's counts. Planning looks at the run's deadline and
 cancellation before each document and, through the chunker's `WorkMeter`,
 inside it; a document that needs more chunking work than
-`max_chunks_per_document` is rejected by name and the rest goes on.
+`max_chunking_steps` is rejected by name and the rest goes on.
 
 Not every span the chunker cuts is stored: one without a single letter or
 digit (a thematic break, a table's `| --- |` row, leftovers of markup) can
@@ -25,6 +25,7 @@ from enum import StrEnum
 from services.core.deadline import Deadline
 from services.core.errors import EmptyDocument, InvalidArgument
 from services.core.models import Chunk, ChunkPayload, Document
+from services.core.query_text import holds_content
 from services.indexer.body import body_syntax, normalize_body
 from services.indexer.chunking import Chunker, TextSpan, TextSyntax
 from services.indexer.identity import chunk_id, content_hash, metadata_hash
@@ -172,7 +173,7 @@ class Planner:
 
     def _meter(self, doc: Document, check: RunCheck | None) -> WorkMeter:
         return WorkMeter(
-            limit=self.limits.max_chunks_per_document,
+            limit=self.limits.max_chunking_steps,
             check=check,
             what=f"doc_id {doc.doc_id!r} (locale {doc.locale!r})",
         )
@@ -254,8 +255,8 @@ class Planner:
             # (the page itself reads "not indexed"): refused, as an empty body is.
             raise EmptyDocument(
                 f"text: document {doc.doc_id!r} has nothing to index once read as "
-                f"{doc.content_type.value} (markup, comments, front matter, scripts or "
-                "styles only)"
+                f"{doc.content_type.value} (markup, comments, front matter, scripts, "
+                "styles or punctuation only)"
             )
         entry = ManifestEntry(
             doc.doc_id,
@@ -322,10 +323,12 @@ def indexable_spans(
     meter: WorkMeter | None = None,
     syntax: TextSyntax = TextSyntax.MARKDOWN,
 ) -> list[TextSpan]:
-    """The chunker's spans that hold at least one letter or digit (any script:
-    `str.isalnum`); a heading-only span keeps its words and stays."""
+    """The chunker's spans that hold a letter or digit (any script) or a
+    symbol beyond ASCII (`holds_content`: a section of status emoji or of
+    ∀ ∈ → is content a symbol query can look for; a table rule is not); a
+    heading-only span keeps its words and stays."""
     spans = chunker.split(body, meter, syntax)
-    return [span for span in spans if any(c.isalnum() for c in span.text)]
+    return [span for span in spans if holds_content(span.text)]
 
 
 def document_chunks(

@@ -61,6 +61,15 @@ class RunControl:
             raise Cancelled("the caller went away while the run waited; nothing was written")
         if self.deadline.expired(COMMIT_MARGIN_S):
             waited = self.deadline.clock() - self._created_at
+            given = (self.deadline.at or 0.0) - self._created_at
+            if given < COMMIT_MARGIN_S:
+                # Short from the start, not by waiting (probe: a 200 ms call
+                # was told it had waited behind earlier runs).
+                raise DeadlineExceeded(
+                    f"the call's deadline ({given * 1000:.0f} ms) is shorter than the "
+                    f"{COMMIT_MARGIN_S * 1000:.0f} ms a run keeps to commit; nothing was written "
+                    f"(allow more than {COMMIT_MARGIN_S * 1000:.0f} ms)"
+                )
             raise DeadlineExceeded(
                 f"the run waited {waited * 1000:.0f} ms behind earlier runs (writes are "
                 "serialised) and had no time left to write; nothing was written (allow more "

@@ -20,7 +20,9 @@ class IndexerSettings(EmbeddingSettings):
     )
     health_check_interval_s: float = Field(
         5.0,
-        gt=0,
+        # Also each ping's timeout: below a tenth of a second a store never
+        # answers in time (1e-9 held a Retriever NOT_SERVING at 80% of a core).
+        ge=0.1,
         le=600,
         description="seconds between pings of the stores; the Indexer is NOT_SERVING "
         "while either store (or its schema) does not answer",
@@ -40,12 +42,14 @@ class IndexerSettings(EmbeddingSettings):
     chunk_overlap_chars: int = Field(200, ge=0, le=10000)
     chunk_max_slack_chars: int = Field(200, ge=0, le=10000)
     max_document_chars: int = Field(2_000_000, ge=1000)
-    max_chunks_per_document: int = Field(
+    max_chunking_steps: int = Field(
         10_000,
         ge=1,
         le=10_000_000,
         description="chunking steps (about one per chunk) one document may take; more: that "
-        "document is REJECTED with its name and the rest of the batch goes on",
+        "document is REJECTED with its name and the rest of the batch goes on (named "
+        "RAG_MAX_CHUNKS_PER_DOCUMENT before 2026-12-06, which is the Retriever's hits per "
+        "document: one stack process read both)",
     )
     max_doc_id_chars: int = Field(512, ge=8, le=4096)
     allowed_locales: str = Field("", description="comma-separated; empty = any language tag")

@@ -141,23 +141,42 @@ class RunJournal:
         saved_ids = {row.chunk_id for row in saved}
         added = sorted({cid for i in intents for cid in i.written_ids} - saved_ids)
         self.writer.delete(added, unrequested_deadline())
-        self._restore(saved, {cid for i in intents for cid in i.written_ids})
+        restored_rows = self._restore(saved, {cid for i in intents for cid in i.written_ids})
         restored = [i.old_entry for i in intents if i.old_entry is not None]
         self.manifest.put_many(restored, unrequested_deadline())
         self.manifest.delete_many(
             [i.key for i in intents if i.old_entry is None], unrequested_deadline()
         )
         self.manifest.clear_intents(generation, unrequested_deadline())
-        log.warning("run_undone", generation=generation, documents=len(intents))
-        return Recovery(0, 1, len(intents), len(added), len(saved))
+        log.warning(
+            "run_undone",
+            generation=generation,
+            documents=len(intents),
+            rows_deleted=len(added),
+            rows_restored=restored_rows,
+            rows_untouched=len(saved) - restored_rows,
+        )
+        return Recovery(0, 1, len(intents), len(added), restored_rows)
 
-    def _restore(self, rows: Sequence[StoredChunk], overwritten: set[str]) -> None:
+    def _restore(self, rows: Sequence[StoredChunk], overwritten: set[str]) -> int:
         """Rows whose text the run replaced, or that it deleted, are written
-        whole (re-embedded); the others only had their payload rewritten."""
+        whole (re-embedded); the others only had their payload rewritten.
+        Rows the run never reached (both stores still hold them as saved) are
+        left alone: a run killed early in a large batch of changed pages had
+        planned to overwrite every row, and re-embedding all of them held a
+        restart for 40-60 s (probe). Returns how many rows were written."""
         ids = [r.chunk_id for r in rows]
-        in_vectors = {row.chunk_id for row in self.vectors.get(ids, unrequested_deadline())}
-        in_lexical = {row.chunk_id for row in self.lexical.get(ids, unrequested_deadline())}
-        present = in_vectors & in_lexical
+        in_vectors = {row.chunk_id: row for row in self.vectors.get(ids, unrequested_deadline())}
+        in_lexical = {row.chunk_id: row for row in self.lexical.get(ids, unrequested_deadline())}
+        rows = [
+            r
+            for r in rows
+            if not (
+                _as_saved(r, in_vectors.get(r.chunk_id))
+                and _as_saved(r, in_lexical.get(r.chunk_id))
+            )
+        ]
+        present = in_vectors.keys() & in_lexical.keys()
         rewrite = {
             r.chunk_id for r in rows if r.chunk_id not in overwritten and r.chunk_id in present
         }
@@ -165,6 +184,18 @@ class RunJournal:
         updates = [(r.chunk_id, payload_of_stored(r)) for r in rows if r.chunk_id in rewrite]
         self.writer.rewrite(updates, unrequested_deadline())
         self.writer.write(whole, deadline=unrequested_deadline())
+        return len(rows)
+
+
+def _as_saved(saved: StoredChunk, current: StoredChunk | None) -> bool:
+    """The store still holds the row as it was saved: a run stamps its own
+    generation on every row it writes (text or payload), so a row with the
+    saved generation and content was never written by it."""
+    return (
+        current is not None
+        and current.generation == saved.generation
+        and current.content_hash == saved.content_hash
+    )
 
 
 def _touched_committed_ids(plan: DocumentPlan, old: ManifestEntry | None) -> list[str]:

@@ -31,7 +31,7 @@ _PREVIEW_CHARS = 40
 class DocumentLimits:
     max_doc_id_chars: int = 512
     max_document_chars: int = 2_000_000
-    max_chunks_per_document: int = 10_000  # chunking steps (services.indexer.work_budget)
+    max_chunking_steps: int = 10_000  # chunking steps (services.indexer.work_budget)
     max_metadata_entries: int = 64
     max_metadata_value_chars: int = MAX_METADATA_VALUE_CHARS
     max_metadata_key_chars: int = 128

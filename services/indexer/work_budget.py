@@ -36,7 +36,7 @@ class WorkMeter:
         if self.limit is not None and self.steps > self.limit:
             raise WorkBudgetExceeded(
                 f"{self.what} needs more than {self.limit} chunking steps "
-                "(RAG_MAX_CHUNKS_PER_DOCUMENT): split it into smaller documents"
+                "(RAG_MAX_CHUNKING_STEPS): split it into smaller documents"
             )
         if self.check is not None and self.steps % self.check_every == 0:
             self.check()

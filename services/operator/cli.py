@@ -23,6 +23,7 @@ from services.core.errors import ConfigError, RagError
 from services.operator.cli_clients import indexer_client
 from services.operator.ingest import Ingest, add_source_options
 from services.operator.release import add_release_check_parser, run_release_check
+from services.runtime.closed_pipe import quiet_on_closed_pipe
 
 
 def cmd_delete(client: IndexerClient, args: argparse.Namespace) -> int:
@@ -157,6 +158,10 @@ INTERRUPTED_OTHER = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    return quiet_on_closed_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         return _command(args)

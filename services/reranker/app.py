@@ -7,11 +7,13 @@ NOT_SERVING and Info carries the reason, so callers fall back visibly.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
 from services.core.logging import get_logger
 from services.reranker.metrics import RerankerMetrics
+from services.reranker.onnx_backend import abandon_runs
 from services.reranker.scorer import (
     CrossEncoderScorer,
     InputLimits,
@@ -69,6 +71,7 @@ class RerankerApp(GrpcApp[RerankerSettings]):
         )
         reranker_pb2_grpc.add_RerankerServicer_to_server(self.servicer, self.server.server)
         self.loading: asyncio.Task[bool] | None = None
+        self._warm_up_over = threading.Event()
 
     async def start(self) -> int:
         """The port first (health and Info answer at once), then the model."""
@@ -115,11 +118,24 @@ class RerankerApp(GrpcApp[RerankerSettings]):
         return True
 
     def _load_and_warm_up(self) -> None:
-        self.scorer.load()
-        self.scorer.warm_up()
+        try:
+            self.scorer.load()
+            self.scorer.warm_up()
+        finally:
+            self._warm_up_over.set()
+
+    async def _abandon_warm_up(self, most_s: float = 10.0) -> None:
+        """End a warm-up still running: the process exit waits for its thread,
+        70 s at a batch size of 512 (probe). Its model runs are abandoned
+        between operators, again and again: a run may start in between."""
+        ends = time.monotonic() + most_s
+        while not self._warm_up_over.is_set() and time.monotonic() < ends:
+            abandon_runs()
+            await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
         if self.loading is not None and not self.loading.done():
             self.loading.cancel()
+            await self._abandon_warm_up()
         await self.server.stop()
         self.scorer.close()

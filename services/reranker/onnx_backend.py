@@ -68,6 +68,8 @@ def run_by_deadline(
     (time.monotonic()) stopped between operators raises BatchInterrupted."""
     options = ort.RunOptions()
     watchdog = _terminate_at(options, deadline)
+    with _RUNS_LOCK:
+        _RUNS.add(options)
     try:
         outputs = session.run([output], feeds, options)
     except Exception as exc:
@@ -75,9 +77,28 @@ def run_by_deadline(
             raise BatchInterrupted("deadline reached inside the batch") from exc
         raise
     finally:
+        with _RUNS_LOCK:
+            _RUNS.discard(options)
         if watchdog is not None:
             watchdog.cancel()
     return np.asarray(outputs[0], dtype=np.float32)
+
+
+# The runs in progress, so that a process stopping during its warm-up need not
+# wait for it: the warm-up thread must be joined at exit (ONNX Runtime aborts a
+# process that exits with a run going), and at a large batch size it took 70 s
+# to obey SIGTERM (probe).
+_RUNS: set[ort.RunOptions] = set()
+_RUNS_LOCK = threading.Lock()
+
+
+def abandon_runs() -> int:
+    """Stop every run in progress between two operators (each raises
+    BatchInterrupted); how many there were."""
+    with _RUNS_LOCK:
+        for options in _RUNS:
+            options.terminate = True
+        return len(_RUNS)
 
 
 def _terminate_at(options: ort.RunOptions, deadline: float | None) -> threading.Timer | None:

@@ -108,9 +108,28 @@ class RerankerSettings(GrpcServiceSettings):
                 f"use RAG_RERANK_BACKEND={PACKAGED_BACKEND}"
             )
         known = MODELS.get(model)
-        if known is not None:  # its measured length unless RAG_RERANK_MAX_LENGTH says otherwise
-            data.setdefault("rerank_max_length", known.max_length)
+        if known is None:  # else the service would start, NOT_SERVING for good
+            names = ", ".join(sorted(MODELS))
+            raise ValueError(f"RAG_RERANK_MODEL={model} is not a packaged model: known are {names}")
+        # Its measured length unless RAG_RERANK_MAX_LENGTH says otherwise.
+        data.setdefault("rerank_max_length", known.max_length)
         return data
+
+    @field_validator("rerank_model")
+    @classmethod
+    def _model_named(cls, model: str) -> str:
+        if not model.strip():
+            raise ValueError("RAG_RERANK_MODEL is blank: name a packaged model or a folder")
+        return model
+
+    @model_validator(mode="after")
+    def _margin_within_deadline(self) -> RerankerSettings:
+        if self.rerank_safety_margin_ms >= self.rerank_default_deadline_ms:
+            raise ValueError(
+                "RAG_RERANK_SAFETY_MARGIN_MS must be less than RAG_RERANK_DEFAULT_DEADLINE_MS "
+                f"({self.rerank_safety_margin_ms:g} >= {self.rerank_default_deadline_ms})"
+            )
+        return self
 
     @field_validator("rerank_device")
     @classmethod

@@ -22,6 +22,7 @@ from services.retriever.reranker_health import RerankerHealth
 from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
 from services.retriever.steps import LanguageCrossing, build_retrieval_steps
+from services.runtime.model_record import check_served_models
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.observability.tracing import Tracing
 from services.runtime.parts import PartsConfig, SharedParts
@@ -135,6 +136,8 @@ class RetrieverApp(GrpcApp[RetrieverSettings]):
         """`port` None: RAG_RETRIEVER_PORT (tests pass 0: any free port)."""
         super().__init__(IDENTITY, settings, port, telemetry)
         self.parts = parts
+        cross_lingual = parts.cross_lingual.identity if parts.cross_lingual else None
+        check_served_models(parts.storage.manifest, parts.embedder.identity, cross_lingual)
         self.metrics = RetrievalMetrics(self.telemetry.registry)
         # The channels' searches get threads of their own: when slow ones pile
         # up (long questions whose callers gave up), the short reads every

@@ -43,11 +43,10 @@ def validate_weights(
     for channel, weight in weights.items():
         if not (math.isfinite(weight) and 0.0 <= weight <= max_weight):
             raise InvalidArgument(
-                f"weight for channel {Channel(channel).value!r} must be a number in "
-                f"[0, {max_weight:g}], got {weight!r}"
+                f"weights.{Channel(channel).value}: {weight!r} is outside 0..{max_weight:g}"
             )
     if weights and all(weight == 0.0 for weight in weights.values()):
-        raise InvalidArgument("channel weights must not all be 0 (nothing would be ranked)")
+        raise InvalidArgument("weights: must not all be 0 (nothing would be ranked)")
     return dict(weights)
 
 

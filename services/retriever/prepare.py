@@ -66,9 +66,18 @@ class QueryPreparer:
 class CommittedScope:
     """Limits a scope to the committed rows (services.storage.visibility)."""
 
-    def __init__(self, committed: CommittedGeneration | None, executor: Executor) -> None:
-        """`committed` None: every row may be served (tests of the pipeline alone)."""
+    def __init__(
+        self,
+        committed: CommittedGeneration | None,
+        executor: Executor,
+        max_reread_s: float | None = None,
+    ) -> None:
+        """`committed` None: every row may be served (tests of the pipeline
+        alone); `max_reread_s`: the longest a re-read with a value to fall
+        back on may take (the Retriever's channel timeout: no longer than a
+        search itself; None: half the time left)."""
         self.committed, self.executor = committed, executor
+        self.max_reread_s = max_reread_s
 
     async def visible(self, scope: ScopeFilter, deadline: Deadline) -> ScopeFilter:
         """`scope` at the committed generation; a re-read of the commit point
@@ -82,7 +91,8 @@ class CommittedScope:
             # has to run and answer within the deadline.
             read_by = deadline
             if self.committed.last() is not None:
-                read_by = deadline.capped(deadline.remaining_s() / 2)
+                share = deadline.remaining_s() / 2
+                read_by = deadline.capped(min(share, self.max_reread_s or share))
             loop = asyncio.get_running_loop()
             read = loop.run_in_executor(self.executor, self.committed.current, read_by)
             try:

@@ -55,9 +55,7 @@ class QueryNormalizer:
         # combining accent together, which only then compose.
         cleaned = unicodedata.normalize("NFC", _collapse_whitespace(_strip_invisible(text)))
         if len(cleaned) > self.max_chars:
-            raise InvalidArgument(
-                f"query is too long: {len(cleaned)} characters, the limit is {self.max_chars}"
-            )
+            raise InvalidArgument(f"query: {len(cleaned)} characters, limit is {self.max_chars}")
         return cleaned
 
 

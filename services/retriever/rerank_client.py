@@ -46,17 +46,6 @@ class RerankUnavailable(Unavailable):
         self.code = code
 
 
-# gRPC's own reconnect backoff grows to 120 s: a Reranker that comes up
-# would stay unreachable to the Retriever's health checks (and calls) that
-# long. Reconnect within a couple of seconds instead; RerankerHealth paces the
-# checks themselves.
-RECONNECT_OPTIONS: list[tuple[str, int | str]] = [
-    ("grpc.initial_reconnect_backoff_ms", 250),
-    ("grpc.min_reconnect_backoff_ms", 250),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
-
-
 class RerankClient:
     def __init__(
         self,
@@ -65,7 +54,9 @@ class RerankClient:
         security: ClientSecurity | None = None,
     ) -> None:
         self.addr = addr
-        options = [*client_channel_options(max_message_bytes), *RECONNECT_OPTIONS]
+        # Reconnects within a couple of seconds (client_channel_options);
+        # RerankerHealth paces the health checks themselves.
+        options = client_channel_options(max_message_bytes)
         channel = aio_channel(addr, security or ClientSecurity(), options)
         self._client = AsyncRerankerClient(ClientSettings(addr, retry=_ONE_ATTEMPT), channel)
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from rag_client import ClientSettings, InvalidSettings
 from services.embedding.packaged_models import DEFAULT_RERANKER, reranker_languages
 from services.retriever.exact import ExactPrecedence
 from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND, FITTED_SECOND_WEIGHT
@@ -19,9 +18,10 @@ from services.retriever.locale_order import (
     LocaleOrder,
 )
 from services.retriever.page_keys import MIN_KEY_CHARS
+from services.retriever.request_proto import MAX_CONTEXT_CHAR_BUDGET
 from services.retriever.score_fusion import FusionMethod
 from services.runtime.embedding_settings import EmbeddingSettings
-from services.runtime.security.client_settings import client_settings
+from services.runtime.security.client_settings import client_address, client_settings
 
 
 class RetrieverSettings(
@@ -229,8 +229,14 @@ class RetrieverSettings(
         "follows the others' (an unrelated minority language no longer takes rank 2); "
         "2 turns it off (chosen on the train splits: bench/eval/locale_wait_fit.py)",
     )
-    max_chunks_per_document: int = Field(2, ge=1, le=100)
-    context_char_budget: int = Field(6000, ge=200, le=200_000)
+    max_chunks_per_document: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="hits of one document in an answer, unless the request says otherwise "
+        "(the Indexer's work bound per document is RAG_MAX_CHUNKING_STEPS)",
+    )
+    context_char_budget: int = Field(6000, ge=200, le=MAX_CONTEXT_CHAR_BUDGET)
     # The same variable the Reranker reads, so one setting keeps both in step: the
     # rerank_* values below default to the rule fitted for this model
     # (services.retriever.fusion.FITTED_RERANK) and to the languages it reads.
@@ -322,7 +328,9 @@ class RetrieverSettings(
     )
     health_check_interval_s: float = Field(
         5.0,
-        gt=0,
+        # Also each ping's timeout: below a tenth of a second a store never
+        # answers in time (1e-9 held a Retriever NOT_SERVING at 80% of a core).
+        ge=0.1,
         le=600,
         description="seconds between pings of the stores; the Retriever is NOT_SERVING "
         "while neither store (nor its schema) answers",
@@ -376,17 +384,36 @@ class RetrieverSettings(
             )
         return self
 
+    @model_validator(mode="after")
+    def _defaults_within_limits(self) -> RetrieverSettings:
+        """A default beyond its own limit would refuse every request that
+        leaves the field unset, blaming the caller for a value it never sent;
+        a margin as long as the default deadline leaves nothing to work in."""
+        pairs = (
+            ("DEFAULT_TOP_K", self.default_top_k, "MAX_TOP_K", self.max_top_k),
+            (
+                "CANDIDATES_PER_CHANNEL",
+                self.candidates_per_channel,
+                "MAX_CANDIDATES_PER_CHANNEL",
+                self.max_candidates_per_channel,
+            ),
+        )
+        for name, value, limit_name, limit in pairs:
+            if value > limit:
+                raise ValueError(f"RAG_{name} must not exceed RAG_{limit_name} ({value} > {limit})")
+        if self.safety_margin_ms >= self.default_deadline_ms:
+            raise ValueError(
+                "RAG_SAFETY_MARGIN_MS must be less than RAG_DEFAULT_DEADLINE_MS "
+                f"({self.safety_margin_ms} >= {self.default_deadline_ms})"
+            )
+        return self
+
     @field_validator("reranker_addr")
     @classmethod
     def _reranker_addr(cls, addr: str) -> str:
         """An address the Reranker's client accepts, or empty (no reranking):
         checked at start-up rather than on the first call."""
-        if addr:
-            try:
-                ClientSettings(addr)
-            except InvalidSettings as exc:
-                raise ValueError(f"RAG_RERANKER_ADDR: {exc}") from None
-        return addr
+        return client_address(addr, "RAG_RERANKER_ADDR") if addr else addr
 
     @field_validator("page_token_key", "page_token_previous_key")
     @classmethod

@@ -108,7 +108,7 @@ def build_retrieval_steps(
     return RetrievalSteps(
         config,
         QueryPreparer(config, storage.analyzer, language_rule),
-        CommittedScope(committed, executor),
+        CommittedScope(committed, executor, config.channel_timeout_ms / 1000),
         fan_out,
         CandidateFusion(config),
         BoostStep(

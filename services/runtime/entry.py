@@ -16,10 +16,12 @@ help is printed; the recipe (its apps, models, stores) only after it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from services.runtime.cli_help import SettingsClasses, parse_command_line
+from services.runtime.closed_pipe import stdout_closed
 from services.runtime.cpu import prefer_passive_waits
 from services.runtime.malloc_arenas import limit_malloc_arenas
 
@@ -36,7 +38,16 @@ def service_main(
 ) -> None:
     """Run the service `recipe()` makes; `settings_classes` are what its help
     lists (the classes its recipe loads)."""
-    parse_command_line(command, summary, settings_classes, argv)
+    try:
+        parse_command_line(command, summary, settings_classes, argv)
+    except SystemExit:  # --help printed: its reader may have gone (`| head -1`)
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            sys.exit(stdout_closed())
+        raise
+    except BrokenPipeError:
+        sys.exit(stdout_closed())
     prefer_passive_waits()  # before torch is imported (see services.runtime.cpu)
     limit_malloc_arenas()  # before any worker thread (see services.runtime.malloc_arenas)
 

@@ -47,7 +47,7 @@ async def _abort(context: grpc.aio.ServicerContext, method: str, exc: Exception)
         log.error("rpc_failed_machine_short", method=method, shortage=shortage, error=str(exc))
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
-            f"the server is {shortage}: send the call again once an operator has freed it",
+            f"the server is {shortage}: send the call again once an operator has seen to it",
         )
     if code == grpc.StatusCode.INTERNAL:
         log.exception("rpc_failed", method=method)

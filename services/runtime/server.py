@@ -72,10 +72,26 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
     ]
 
 
+# gRPC's own reconnect backoff grows to 120 s: a peer that comes back stays
+# unreachable that long (probe: the gateway refused searches for 125 s after a
+# 300 s Retriever outage ended). Every service's client channel reconnects
+# within a couple of seconds instead.
+RECONNECT_OPTIONS: list[tuple[str, int | str]] = [
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
 def client_channel_options(max_message_bytes: int) -> list[tuple[str, int | str]]:
     """Client channels balance calls (not just connections) over every address
-    the name resolves to, e.g. a Kubernetes headless Service's pods."""
-    return [*channel_options(max_message_bytes), ("grpc.lb_policy_name", "round_robin")]
+    the name resolves to, e.g. a Kubernetes headless Service's pods, and
+    reconnect promptly (RECONNECT_OPTIONS)."""
+    return [
+        *channel_options(max_message_bytes),
+        ("grpc.lb_policy_name", "round_robin"),
+        *RECONNECT_OPTIONS,
+    ]
 
 
 class GrpcServer:
@@ -100,6 +116,12 @@ class GrpcServer:
             options=[
                 *channel_options(options.max_message_bytes),
                 ("grpc.max_allowed_incoming_connections", options.max_connections),
+                # gRPC binds with SO_REUSEPORT by default: a second server on
+                # a taken port (a second process, or two services of one stack
+                # given one port) started without error and took half of the
+                # connections, answering UNIMPLEMENTED for the other's methods
+                # (probe). Off, the second bind fails and is named.
+                ("grpc.so_reuseport", 0),
             ],
             # Every call is observed (refusals too); callers are identified
             # before anything else is said about their request; whatever
@@ -122,7 +144,10 @@ class GrpcServer:
         if security.reflection:
             names = [*self.service_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
             reflection.enable_server_reflection(names, self.server)
-        address = f"{self.options.host}:{self.options.port}"
+        host = self.options.host
+        if ":" in host and not host.startswith("["):  # an IPv6 literal, e.g. RAG_HOST=::1
+            host = f"[{host}]"
+        address = f"{host}:{self.options.port}"
         most = self.options.max_connections
         reserve_connections(most, f"RAG_GRPC_MAX_CONNECTIONS={most}")
         try:
@@ -158,7 +183,13 @@ class GrpcServer:
             else:
                 port = self.server.add_secure_port(address, credentials)
         except RuntimeError as exc:  # grpcio's "Failed to bind to address …"
-            raise ConfigError(f"cannot listen on {address}: {exc}") from exc
+            # grpcio says the same when it cannot use the certificate or key.
+            hint = (
+                ""
+                if credentials is None
+                else " (or RAG_TLS_CERT_FILE/KEY_FILE are no valid PEM pair)"
+            )
+            raise ConfigError(f"cannot listen on {address}: {exc}{hint}") from exc
         if port == 0:  # older grpcio returned 0 instead of raising
             raise ConfigError(f"cannot listen on {address}")
         return port
@@ -249,9 +280,14 @@ def run_main(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Entry point of every service process (`services.runtime.entry`): a
     configuration error, found on loading the settings or on starting, is
     printed (it names the bad variable and value) and exits with status 2;
-    `main` returning (after SIGTERM/SIGINT and a graceful stop) exits 0."""
+    `main` returning (after SIGTERM/SIGINT and a graceful stop) exits 0;
+    Ctrl-C before the signal handlers are in place (loading a model) exits
+    130, as a shell reports SIGINT, with one line instead of a traceback."""
     try:
         asyncio.run(main())
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted during start-up; nothing was served", file=sys.stderr)
+        sys.exit(130)

@@ -9,6 +9,7 @@ variable and the bad value.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -132,8 +133,22 @@ def _describe(cls: type[BaseSettings], exc: ValidationError) -> str:
             continue
         field = ".".join(str(part) for part in err["loc"])
         env_name = _env_name(cls, field, prefix)
-        problems.append(f"{env_name}={err.get('input')!r}: {err['msg']}")
+        problems.append(f"{env_name}={_shown(cls, field, err.get('input'))}: {err['msg']}")
     return "invalid settings: " + "; ".join(problems)
+
+
+# A URL's password (redis://:pw@host, postgresql://user:pw@host/db).
+_URL_PASSWORD = re.compile(r"(://[^/@\s:]*:)[^@/\s]*@")
+
+
+def _shown(cls: type[BaseSettings], field: str, value: Any) -> str:
+    """The refused value as the message may repeat it: never a secret's
+    (a key, a token), and a URL without its password; the message goes to
+    logs and terminals."""
+    info = next((i for n, i in cls.model_fields.items() if field in (n, i.validation_alias)), None)
+    if info is not None and "SecretStr" in str(info.annotation):
+        return "'**********'"
+    return _URL_PASSWORD.sub(r"\1***@", repr(value))
 
 
 def _env_name(cls: type[BaseSettings], field: str, prefix: str) -> str:

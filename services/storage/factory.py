@@ -9,6 +9,10 @@ an embedded process never loads the server clients and vice versa.
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 from services.core.analysis import TextAnalyzer
 from services.core.errors import ConfigError
 from services.storage.base import LexicalStore, VectorStore
@@ -17,6 +21,10 @@ from services.storage.settings import StoreSettings
 from services.storage.storage import Storage
 
 MANIFEST_FILE = "manifest.sqlite3"
+# The embedded vector store's write-ahead log maps two 32 MiB segments at
+# once: on a fuller disk the first write to them ends the process with SIGBUS
+# and no message (probe), so a start with less space than this is refused.
+MIN_FREE_BYTES = 128 * 2**20
 __all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_stores"]
 
 
@@ -45,6 +53,7 @@ def open_stores(
     if not settings.is_server:
         from services.storage.embedded.stores import open_embedded_stores
 
+        usable_data_dir(settings.data_dir)
         return open_embedded_stores(
             settings.data_dir,
             dim,
@@ -82,8 +91,33 @@ def open_manifest(settings: StoreSettings) -> Manifest:
     if not settings.is_server:
         from services.storage.embedded.manifest_sqlite import SqliteManifest
 
+        usable_data_dir(settings.data_dir)
         return SqliteManifest(settings.data_dir / MANIFEST_FILE)
 
     from services.storage.server.opensearch_manifest import OpenSearchManifest
 
     return OpenSearchManifest.from_settings(settings)
+
+
+def usable_data_dir(folder: Path, min_free_bytes: int = MIN_FREE_BYTES) -> None:
+    """Creates the embedded data folder; ConfigError, naming RAG_DATA_DIR, when
+    it cannot be a writable folder with room to start (a file in the way, a
+    read-only file system, a full disk): an operator's mistake, not a traceback."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        probe = folder / f".write-check-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"RAG_DATA_DIR={str(folder)!r} is not a writable folder: {reason}"
+        ) from None
+    if free < min_free_bytes:
+        raise ConfigError(
+            f"RAG_DATA_DIR={str(folder)!r} has {free // 2**20} MiB free; the embedded stores "
+            f"need at least {min_free_bytes // 2**20} MiB to start"
+        )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from services.core.errors import RagError, StoreError, StoreUnavailable
 
@@ -29,6 +30,15 @@ def store_errors(store_name: str, action: str) -> Iterator[None]:
         if not isinstance(exc, Exception) and not _is_native_panic(exc):
             raise
         raise StoreError(f"{store_name}: {action} failed: {exc}") from exc
+
+
+def check_folder(store_name: str, folder: Path) -> None:
+    """A liveness check of an embedded store's files: open files keep
+    answering reads after their folder is removed (probe: Retrieve and
+    `verify` went on, every write failed, and a restart came up empty), so
+    the folder itself is looked at."""
+    if not folder.is_dir():
+        raise StoreUnavailable(f"{store_name}: its folder {folder} is gone")
 
 
 @contextmanager

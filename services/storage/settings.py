@@ -207,6 +207,15 @@ class StoreSettings(BaseSettings):
             "text": self.lexical_text_boost,
         }
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _data_dir_named(cls, value: object) -> object:
+        # An empty RAG_DATA_DIR became "." and the stores were written into
+        # whatever folder the process started in (probe).
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("RAG_DATA_DIR is blank: name the folder of the embedded stores")
+        return value
+
     @field_validator(
         "qdrant_url", "opensearch_url", "opensearch_user", "postgres_url", mode="before"
     )

@@ -54,7 +54,14 @@ class CommittedGeneration:
         self._read = read
         self._refresh_s = refresh_s
         self._clock = clock
-        self._lock = threading.Lock()
+        # Two locks: `_reading` is held through a read of the manifest (one at
+        # a time), `_state` only to look at or set the value. A caller on an
+        # event loop (`cached`, `advance`) takes `_state` alone, so a read
+        # that hangs on a stalled store can never block the loop: with one
+        # lock for both, a PostgreSQL stopped mid-read froze every request
+        # of the Retriever past its deadline (probe).
+        self._reading = threading.Lock()
+        self._state = threading.Lock()
         self._value: int | None = None
         self._read_at = 0.0
 
@@ -68,40 +75,48 @@ class CommittedGeneration:
         succeed. Waiting for another caller's re-read and the read itself
         end by `deadline` (DeadlineExceeded when there is no value)."""
         wait_s = -1.0 if not deadline.bounded else deadline.budget()  # -1: no limit
-        if not self._lock.acquire(timeout=wait_s):
-            if self._value is None:
+        if not self._reading.acquire(timeout=wait_s):
+            value = self.last()
+            if value is None:
                 raise DeadlineExceeded("no time left in the deadline to read the commit point")
-            return self._value
+            return value
         try:
-            if self._value is None or self._clock() - self._read_at >= self._refresh_s:
-                self._refresh(deadline)
-            assert self._value is not None
-            return self._value
+            value = self.cached()
+            if value is None:
+                value = self._refresh(deadline)
+            return value
         finally:
-            self._lock.release()
+            self._reading.release()
 
-    def _refresh(self, deadline: Deadline) -> None:
+    def _refresh(self, deadline: Deadline) -> int:
         try:
-            self._value, self._read_at = self._read(deadline), self._clock()
+            value = self._read(deadline)
         except Exception:
-            if self._value is None:
+            last = self.last()
+            if last is None:
                 raise
+            return last
+        with self._state:
+            self._value, self._read_at = value, self._clock()
+        return value
 
     def last(self) -> int | None:
         """The last value read, however old (None before the first read)."""
-        return self._value
+        with self._state:
+            return self._value
 
     def cached(self) -> int | None:
         """The value without reading the manifest: None when a read is due
-        (callers on an event loop then run `current` in a worker thread)."""
-        with self._lock:
+        (callers on an event loop then run `current` in a worker thread).
+        Never waits for a read in progress."""
+        with self._state:
             if self._value is None or self._clock() - self._read_at >= self._refresh_s:
                 return None
             return self._value
 
     def advance(self, generation: int) -> None:
         """Called by an in-process Indexer right after it committed `generation`."""
-        with self._lock:
+        with self._state:
             self._value = max(self._value or 0, generation)
             self._read_at = self._clock()
 

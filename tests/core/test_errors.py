@@ -41,7 +41,11 @@ def test_a_full_sqlite_database_is_out_of_disk_space(tmp_path: Path) -> None:
             "on a read-only file system",
         ),
         (ValueError("Schema mismatch: field text"), None),
-        (OSError(errno.ENOENT, "No such file or directory"), None),
+        (
+            OSError(errno.ENOENT, "No such file or directory"),
+            "missing its data files (was the data directory removed?)",
+        ),
+        (OSError(errno.EACCES, "Permission denied"), None),
     ],
 )
 def test_each_shortage_by_its_code_or_words(error: BaseException, shortage: str | None) -> None:
@@ -62,3 +66,21 @@ def test_a_chain_that_loops_ends() -> None:
     first, second = ValueError("a"), ValueError("b")
     first.__context__, second.__context__ = second, first
     assert machine_shortage(first) is None
+
+
+def test_a_store_whose_files_are_gone_is_missing_its_data_files() -> None:
+    # Probe: the data directory removed under a running stack; every Upsert
+    # then failed with tantivy's NotFound, answered as INTERNAL.
+    native = ValueError(
+        "Failed to open file for write: 'IoError { io_error: Os { code: 2, kind: NotFound, "
+        'message: "No such file or directory" } }\''
+    )
+    try:
+        try:
+            raise native
+        except ValueError as exc:
+            raise StoreError("tantivy: upsert failed") from exc
+    except StoreError as wrapped:
+        assert (
+            machine_shortage(wrapped) == "missing its data files (was the data directory removed?)"
+        )

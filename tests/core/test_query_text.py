@@ -78,7 +78,7 @@ def test_exactly_whitespace_controls_format_and_default_ignorables_are_invisible
 
 
 def test_the_message_names_the_field() -> None:
-    assert EMPTY_QUERY.startswith("query is empty")
+    assert EMPTY_QUERY.startswith("query: is empty")
 
 
 @pytest.mark.parametrize(

@@ -441,6 +441,17 @@ def test_postgres_deployment_survives_kills_and_serves_only_committed_data(
         assert report.get("clean") is True, report
         assert int(report["committed_generation"]) == gen_b, report
         assert int(report["documents"]) == A_DOCS + B_DOCS, report
+        # Each replica serves a page of B to the load itself, not only to
+        # converge's probe: on a loaded machine a round of the load can take
+        # seconds, and verify can end before the first round that asks for B.
+        for name in RETRIEVERS:
+            wait_for(
+                f"{name} serves a page of B to the load",
+                lambda name=name: any(
+                    set(a.doc_ids) & set(corpus_b) for a in load.answered(name, committed)
+                ),
+                CONVERGENCE_GUARD_S,
+            )
         timings["5 verify"] = time.monotonic() - step
     finally:
         load.stop()

@@ -202,7 +202,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
     (`fail_with`; `fail_for_query`: only requests with that exact query) or
     to be slow (`delay_s`). Its answers come from CORPUS,
     or are the one set in `reply_with`; `index_status` is what IndexStatus
-    answers (None: UNIMPLEMENTED, as an older Retriever would).
+    answers (None: UNIMPLEMENTED, as an older Retriever would), unless
+    `status_fail_with` makes it fail.
     """
 
     def __init__(self) -> None:
@@ -214,6 +215,7 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.reply_with: pb.RetrieveResponse | None = None  # instead of the canned answer
         self.index_status: pb.IndexStatusResponse | None = None  # None: UNIMPLEMENTED
         self.status_calls = 0
+        self.status_fail_with: grpc.StatusCode | None = None
 
     @property
     def calls(self) -> int:
@@ -228,6 +230,7 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self.reply_with = None
         self.index_status = None
         self.status_calls = 0
+        self.status_fail_with = None
 
     async def Retrieve(
         self, request: pb.RetrieveRequest, context: grpc.aio.ServicerContext
@@ -246,6 +249,8 @@ class ScriptedRetriever(retriever_pb2_grpc.RetrieverServicer):
         self, request: pb.IndexStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.IndexStatusResponse:
         self.status_calls += 1
+        if self.status_fail_with is not None:
+            await context.abort(self.status_fail_with, "injected failure")
         if self.index_status is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no scripted index status")
         assert self.index_status is not None

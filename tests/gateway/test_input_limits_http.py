@@ -184,7 +184,7 @@ async def test_a_query_of_invisible_characters_is_empty_and_costs_nothing(
         )  # the one unit of the budget is still there
     for response in refused:
         assert (response.status_code, _error_code(response)) == (422, "invalid_request")
-        assert response.json()["error"]["message"].startswith("query is empty")
+        assert response.json()["error"]["message"].startswith("query: is empty")
     assert accepted.status_code == 200
     assert retriever.servicer.calls == 1
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 
@@ -19,7 +20,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from tests.gateway.support import ALLOWED_ORIGIN, RetrieverServer, gateway_settings, serve_gateway
 from tests.support.release_check import GOLDEN, copy_corpus, ingest, release_check, write_golden
-from tests.support.stack import BackgroundStack
+from tests.support.stack import BackgroundStack, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -80,6 +81,36 @@ async def test_closed_gate_refuses_searches_and_readiness_naming_the_reason(
     }
     assert retriever.servicer.calls == 0  # nothing was searched
     assert 'gateway_search_requests_total{outcome="release_not_current"} 1.0' in metrics
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "status"),
+    [
+        (grpc.StatusCode.UNAVAILABLE, "upstream_unavailable", 502),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "upstream_timeout", 504),
+    ],
+)
+async def test_a_retriever_out_of_reach_is_named_as_such_not_as_an_unchecked_release(
+    retriever: RetrieverServer, code: grpc.StatusCode, error: str, status: int
+) -> None:
+    # Fault injected by the labelled scripted double: its IndexStatus fails.
+    retriever.servicer.status_fail_with = code
+    settings = gateway_settings(retriever.addr, gateway_require_release=True)
+    async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
+        search = await _search(client, gw.url)
+        ready = await client.get(f"{gw.url}/readyz")
+    assert (search.status_code, search.json()["error"]["code"]) == (status, error)
+    assert search.json()["error"]["message"] == f"index status unavailable: {code.name}"
+    assert ready.status_code == 503
+    assert ready.json()["release"]["current"] is False
+    assert retriever.servicer.calls == 0  # still closed: nothing was searched
+
+
+async def test_no_retriever_at_all_is_upstream_unavailable() -> None:
+    settings = gateway_settings(f"127.0.0.1:{free_port()}", gateway_require_release=True)
+    async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
+        search = await _search(client, gw.url)
+    assert (search.status_code, search.json()["error"]["code"]) == (502, "upstream_unavailable")
 
 
 async def test_open_gate_is_cached_briefly_then_asked_again(retriever: RetrieverServer) -> None:

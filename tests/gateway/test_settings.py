@@ -88,6 +88,12 @@ def test_reads_public_origins_and_trusted_proxies(monkeypatch: pytest.MonkeyPatc
         ("RAG_GATEWAY_HEADER_TIMEOUT_S", "0"),
         ("RAG_GATEWAY_MAX_CONNECTIONS", "0"),
         ("RAG_GATEWAY_MAX_CONNECTIONS_PER_CLIENT", "2000"),  # above the total (1024)
+        ("RAG_GATEWAY_RATE_LIMIT", "0/second"),  # every search a 429
+        ("RAG_GATEWAY_ALLOWED_ORIGINS", "*"),  # never equals an Origin header
+        ("RAG_GATEWAY_ALLOWED_ORIGINS", "https://docs.example/app"),
+        ("RAG_RETRIEVER_ADDR", "localhost"),  # no port: a traceback at start-up before
+        ("RAG_RETRIEVER_ADDR", "localhost:99999"),
+        ("RAG_GATEWAY_REDIS_URL", "http://redis:6379/0"),
     ],
 )
 def test_bad_values_fail_at_start_up_naming_the_variable(
@@ -96,3 +102,10 @@ def test_bad_values_fail_at_start_up_naming_the_variable(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError, match=variable):
         load_settings(GatewaySettings)
+
+
+def test_a_redis_url_refusal_does_not_repeat_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_GATEWAY_REDIS_URL", "http://:hunter2secret@redis:6379/0")
+    with pytest.raises(ConfigError, match="RAG_GATEWAY_REDIS_URL") as refused:
+        load_settings(GatewaySettings)
+    assert "hunter2secret" not in str(refused.value)

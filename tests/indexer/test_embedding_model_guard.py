@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from services.core.errors import ConfigError
+from services.core.errors import ConfigError, StoreError
 from services.core.models import ContentType, Document
 from services.embedding.config import EmbedderConfig
 from services.embedding.embedder import Embedder, EmbeddingIdentity
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.settings import IndexerSettings
+from services.runtime.model_record import check_served_models
 from services.storage.base import unrequested_deadline
 from services.storage.factory import open_manifest, open_stores
 from services.storage.manifest import EMBEDDING_META
@@ -165,3 +166,36 @@ def test_an_index_recorded_before_prompts_existed_reads_as_prompt_less(
     manifest.close()
     index_one(tmp_path, embedder)  # accepted: the packaged model has no prompts
     assert recorded_model(tmp_path)["query_prompt"] == ""
+
+
+def test_a_retriever_refuses_an_index_whose_vectors_another_model_made(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Probe: a Retriever started alone with RAG_EMBEDDING_MODEL set to
+    another 384-dimensional model served the index, its vector channel ranking
+    by noise; the check was the Indexer's only."""
+    index_one(tmp_path, embedder)
+    manifest = open_manifest(StoreSettings(data_dir=tmp_path, store_mode=StoreMode.EMBEDDED))
+    try:
+        check_served_models(manifest, embedder.identity, None)  # the same model serves
+        other = replace(embedder.identity, model="/models/tuned", weights="0123456789abcdef")
+        with pytest.raises(ConfigError, match=r"^the Retriever cannot serve this index: ") as bad:
+            check_served_models(manifest, other, None)
+        assert "'/models/tuned'" in str(bad.value) and embedder.identity.weights in str(bad.value)
+        with pytest.raises(ConfigError, match="as its cross-lingual model"):
+            check_served_models(manifest, embedder.identity, other)  # no second vectors here
+    finally:
+        manifest.close()
+
+
+def test_a_retriever_serves_an_index_it_cannot_read_yet_unchecked(embedder: Embedder) -> None:
+    class Unreachable:
+        """A labelled fake, to inject the fault: a store still starting."""
+
+        def get_meta(self, key: str, deadline: object) -> str:
+            raise StoreError("connection refused")
+
+        def count(self, deadline: object) -> int:
+            raise StoreError("connection refused")
+
+    check_served_models(Unreachable(), embedder.identity, None)  # type: ignore[arg-type]

@@ -121,7 +121,7 @@ def test_bad_fields_reject_the_document_naming_field_and_limit(
                 content_type=ipb.CONTENT_TYPE_HTML,
             ),
             "text: document 'page.md' has nothing to index once read as html (markup, "
-            "comments, front matter, scripts or styles only)",
+            "comments, front matter, scripts, styles or punctuation only)",
         ),
     ],
 )

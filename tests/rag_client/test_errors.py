@@ -65,7 +65,8 @@ def test_each_code_raised_by_the_server_maps_to_its_class(
     [
         ("top_k: 51 is outside 1..50", "top_k"),
         ("filter.doc_ids: 1001 ids, at most 1000", "filter.doc_ids"),
-        ("the query has no letter, digit or symbol", ""),
+        ("query: has no letter, digit or symbol (only punctuation)", "query"),
+        ("the index is gone", ""),  # no field named: nothing guessed
     ],
 )
 def test_invalid_request_names_the_field_the_server_named(details: str, field: str) -> None:

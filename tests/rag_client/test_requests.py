@@ -66,3 +66,20 @@ def test_a_wrong_name_or_type_is_a_type_error_naming_it() -> None:
 def test_several_scopes_and_a_page_token_are_fields_too() -> None:
     request = retrieve_request("q", scope_ids=["a", "b"], page_token="tok")
     assert list(request.filter.scope_ids) == ["a", "b"] and request.page_token == "tok"
+
+
+@pytest.mark.parametrize(
+    ("keywords", "field"),
+    [
+        ({"scope_ids": "docs"}, "scope_ids"),  # a str is iterable: d, o, c, s
+        ({"doc_ids": "page-1"}, "doc_ids"),
+        ({"scope_id": 5}, "scope_id"),
+        ({"metadata": {1: 2}}, "metadata"),
+        ({"doc_ids": [None]}, "doc_ids"),
+    ],
+)
+def test_a_wrong_scope_keyword_is_a_type_error_naming_it(
+    keywords: dict[str, object], field: str
+) -> None:
+    with pytest.raises(TypeError, match=f"ScopeFilter.{field}:"):
+        retrieve_request("q", **keywords)  # type: ignore[arg-type]

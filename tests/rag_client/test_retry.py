@@ -56,9 +56,10 @@ def test_a_deadline_is_a_value_whose_remaining_time_shrinks() -> None:
     assert deadline.remaining() == pytest.approx(1.5) and not deadline.expired
     clock.now += 5
     assert deadline.remaining() == 0.0 and deadline.expired
-    for bad in (0, -1.0, float("nan")):
+    for bad in (0, -1.0, float("nan"), float("inf"), 1e10):
         with pytest.raises(ValueError, match="deadline"):
             Deadline.after(bad)
+    assert Deadline.after(24 * 3600, clock).remaining() == pytest.approx(24 * 3600)
 
 
 def test_no_retry_starts_when_its_backoff_would_outlive_the_deadline() -> None:

@@ -96,3 +96,32 @@ def test_a_taken_grpc_port_exits_2_naming_the_address() -> None:
         _, stderr = process.communicate(timeout=120)
     assert process.returncode == 2
     assert f"127.0.0.1:{port}" in stderr
+
+
+def test_sigterm_during_a_long_warm_up_stops_before_it_ends(tmp_path: Path) -> None:
+    """SIGTERM during a long warm-up (batches of 512 pairs) was obeyed only
+    when the warm-up ended, 70 s later (probe): its model runs are abandoned
+    now, and the process stops cleanly before the warm-up is done."""
+    process = start(
+        {
+            "RAG_RERANKER_PORT": str(free_port()),
+            "RAG_HOST": "127.0.0.1",
+            "RAG_RERANK_BATCH_SIZE": "512",
+            "RAG_RERANK_CACHE_DIR": str(tmp_path),
+            "RAG_LOG_JSON": "true",
+        }
+    )
+    assert process.stderr is not None
+    seen = []
+    try:
+        for line in process.stderr:  # loaded: the warm-up starts
+            seen.append(line)
+            if '"event": "rerank_model_loaded"' in line:
+                break
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=120)
+    log = "".join(seen) + rest
+    assert '"event": "rerank_model_loaded"' in log, log
+    assert process.returncode == 0, log
+    assert '"event": "rerank_warmed_up"' not in log, log

@@ -137,24 +137,31 @@ def predicted_batch_s(scorer: CrossEncoderScorer, texts: list[str]) -> float:
 
 
 def test_short_deadline_returns_a_scored_prefix_in_time(small_scorer: SpiedScorer) -> None:
-    """The budget is what the scorer itself predicts for three batches, out of
-    a hundred: it must score some and stop long before the end, on a quiet or
-    a busy machine alike."""
+    """The budget is what the scorer itself predicts for a few batches, out of
+    a hundred: it must score some and stop long before the end. The budget
+    grows until a batch fits, so a busy machine cannot fail it; the contract
+    is asserted on every result."""
     texts = passages(200, chars=800)
-    deadline = time.monotonic() + 3 * predicted_batch_s(small_scorer, texts[:SMALL_BATCH])
-    small_scorer.spy.batches.clear()
-    result = small_scorer.score(QUERY, texts, deadline=deadline)
-    finished = time.monotonic()
-    assert result.partial and result.stop_reason == "deadline"
-    assert 0 < result.scored < len(texts)
-    assert len(result.scores) == result.scored
-    # No batch starts once the deadline has passed (it stops *before* one that would not fit).
-    assert all(start <= deadline + SCHEDULING_TOLERANCE_S for start, _ in small_scorer.spy.batches)
-    if small_scorer.backend != "torch":
-        # ONNX Runtime also abandons a batch at the deadline. (A torch forward
-        # pass cannot be interrupted: on a busy machine its last batch may end
-        # late, the call being answered at its deadline without that batch.)
-        assert finished <= deadline + SCHEDULING_TOLERANCE_S
+    batch_s = predicted_batch_s(small_scorer, texts[:SMALL_BATCH])
+    for batches in (3, 6, 12, 24):
+        deadline = time.monotonic() + batches * batch_s
+        small_scorer.spy.batches.clear()
+        result = small_scorer.score(QUERY, texts, deadline=deadline)
+        finished = time.monotonic()
+        assert result.partial and result.stop_reason == "deadline"
+        assert result.scored < len(texts) and len(result.scores) == result.scored
+        # No batch starts once the deadline has passed (it stops *before* one that would not fit).
+        assert all(
+            start <= deadline + SCHEDULING_TOLERANCE_S for start, _ in small_scorer.spy.batches
+        )
+        if small_scorer.backend != "torch":
+            # ONNX Runtime also abandons a batch at the deadline. (A torch forward
+            # pass cannot be interrupted: on a busy machine its last batch may end
+            # late, the call being answered at its deadline without that batch.)
+            assert finished <= deadline + SCHEDULING_TOLERANCE_S
+        if result.scored > 0:
+            break
+    assert result.scored > 0, "no batch fitted even 24 predicted batches"
     prefix = small_scorer.score(QUERY, texts[: result.scored])
     np.testing.assert_allclose(result.scores, prefix.scores, atol=1e-3)
 
@@ -189,9 +196,9 @@ class TestInputLimits:
     @pytest.mark.parametrize(
         ("query", "texts", "message"),
         [
-            ("", ["p"], "query is empty"),
-            ("  \n\t ", ["p"], "query is empty"),
-            ("\u200c\u2061\ufe0f\U0001d173\x00\u3000", ["p"], "query is empty"),
+            ("", ["p"], "query: is empty"),
+            ("  \n\t ", ["p"], "query: is empty"),
+            ("\u200c\u2061\ufe0f\U0001d173\x00\u3000", ["p"], "query: is empty"),
             ("q", [], "passages: empty"),
             ("q", ["p"] * 4, "passages: 4 given; at most 3"),
             ("q", ["p", ""], r"passages\[1\]: shows nothing"),

@@ -150,8 +150,8 @@ async def test_scores_come_back_in_input_order(tiny: Service) -> None:
 @pytest.mark.parametrize(
     ("query", "texts", "detail"),
     [
-        ("", ["p"], "query is empty"),
-        ("   ", ["p"], "query is empty"),
+        ("", ["p"], "query: is empty"),
+        ("   ", ["p"], "query: is empty"),
         (QUERY, [], "passages: empty"),
         (
             QUERY,
@@ -180,21 +180,29 @@ async def test_over_long_passages_are_truncated_not_refused(tiny: Service) -> No
 
 
 async def test_short_deadline_returns_partial_scores_in_time(small: Service) -> None:
-    """A timeout of the reply margin plus what the service predicts for three
-    batches (of 32): partial, with the count, and back before the deadline."""
+    """A timeout of the reply margin plus what the service predicts for a few
+    batches (of the 32 the call needs): partial, with the count, and back before
+    the deadline. The budget grows until one batch fits, so a loaded machine
+    (a late worker thread, a slow first batch) cannot fail it; the contract
+    is asserted on every reply."""
     texts = passages(MAX_PASSAGES, chars=SMALL_MAX_CHARS)
     planner = small.app.scorer.planner
     batch_ms = planner.cost.predict_ms(planner.tokens.padded_batch_tokens(QUERY, texts[:2]))
     assert batch_ms is not None
-    timeout = (small.app.settings.rerank_safety_margin_ms + 3 * batch_ms) / 1000
-    started = time.monotonic()
-    reply = await small.rerank(QUERY, texts, timeout=timeout)  # raises if the deadline passed
-    elapsed = time.monotonic() - started
-    assert reply.partial and reply.stop_reason == "deadline"
-    assert 0 < reply.scored < len(texts) and len(reply.scores) == reply.scored
-    assert elapsed < timeout
-    prefix = await small.rerank(QUERY, texts[: reply.scored])
-    np.testing.assert_allclose(reply.scores, prefix.scores, atol=1e-3)
+    scored_some = None
+    for batches in (3, 6, 12, 24):
+        timeout = (small.app.settings.rerank_safety_margin_ms + batches * batch_ms) / 1000
+        started = time.monotonic()
+        reply = await small.rerank(QUERY, texts, timeout=timeout)  # raises if the deadline passed
+        assert time.monotonic() - started < timeout
+        assert reply.partial and reply.stop_reason == "deadline"
+        assert reply.scored < len(texts) and len(reply.scores) == reply.scored
+        if reply.scored > 0:
+            scored_some = reply
+            break
+    assert scored_some is not None, "no batch fitted even 24 predicted batches"
+    prefix = await small.rerank(QUERY, texts[: scored_some.scored])
+    np.testing.assert_allclose(scored_some.scores, prefix.scores, atol=1e-3)
 
 
 async def test_event_loop_answers_while_the_model_computes(small: Service) -> None:

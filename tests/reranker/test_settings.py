@@ -83,3 +83,22 @@ def test_the_packaged_model_refuses_another_backend(
     monkeypatch.setenv("RAG_RERANK_BACKEND", backend)
     with pytest.raises(ConfigError, match="ships as an int8 ONNX graph"):
         load_settings(RerankerSettings)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("RAG_RERANK_MODEL", "packaged:nope", "RAG_RERANK_MODEL=packaged:nope is not a packaged"),
+        ("RAG_RERANK_MODEL", "  ", "RAG_RERANK_MODEL is blank"),
+        ("RAG_RERANK_SAFETY_MARGIN_MS", "10000", "must be less than RAG_RERANK_DEFAULT_DEADLINE"),
+    ],
+)
+def test_a_model_or_margin_that_cannot_serve_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
+    """Refused before anything loads (exit status 2), not a process that stays
+    NOT_SERVING for good."""
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RAG_RERANK_DEFAULT_DEADLINE_MS", "5000")
+    with pytest.raises(ConfigError, match=message):
+        load_settings(RerankerSettings)

@@ -76,3 +76,44 @@ def test_the_second_model_brings_its_fitted_weight(monkeypatch: pytest.MonkeyPat
     )
     monkeypatch.setenv("RAG_CROSS_LINGUAL_WEIGHT", "2.5")
     assert RetrieverSettings().cross_lingual_weight == 2.5
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"default_top_k": 60, "max_top_k": 50}, "RAG_DEFAULT_TOP_K must not exceed RAG_MAX_TOP_K"),
+        (
+            {"candidates_per_channel": 500, "max_candidates_per_channel": 200},
+            "RAG_CANDIDATES_PER_CHANNEL must not exceed RAG_MAX_CANDIDATES_PER_CHANNEL",
+        ),
+        (
+            {"safety_margin_ms": 1000, "default_deadline_ms": 50},
+            "RAG_SAFETY_MARGIN_MS must be less than RAG_DEFAULT_DEADLINE_MS",
+        ),
+        ({"health_check_interval_s": 1e-9}, "health_check_interval_s"),
+    ],
+)
+def test_defaults_beyond_their_limits_are_refused_at_start(
+    values: dict[str, float], message: str
+) -> None:
+    """A default over its own limit refused every request that left the field
+    unset (`top_k: 0 is outside 1..50`, naming a field the caller never sent)."""
+    with pytest.raises(ValidationError, match=message):
+        RetrieverSettings(**values)  # type: ignore[arg-type]
+
+
+def test_defaults_at_their_limits_are_accepted() -> None:
+    settings = RetrieverSettings(default_top_k=50, max_top_k=50, health_check_interval_s=0.1)
+    assert (settings.default_top_k, settings.health_check_interval_s) == (50, 0.1)
+
+
+def test_a_refused_secret_is_not_repeated_in_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up refusal goes to logs and terminals: it names the variable
+    and the rule, never the key itself."""
+    from services.core.errors import ConfigError
+    from services.runtime.settings import load_settings
+
+    monkeypatch.setenv("RAG_PAGE_TOKEN_KEY", "short-but-secret-key")
+    with pytest.raises(ConfigError, match="RAG_PAGE_TOKEN_KEY") as refused:
+        load_settings(RetrieverSettings)
+    assert "short-but-secret-key" not in str(refused.value)

@@ -275,3 +275,16 @@ async def test_a_stop_that_overruns_its_budget_exits_without_closing_the_parts(
     assert [event for event, _ in logged] == ["app_stop_overran"]
     threads = logged[0][1]["threads"]
     assert isinstance(threads, dict) and "MainThread" in threads
+
+
+async def test_ctrl_c_during_start_up_exits_130_with_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C while a model loads (before the signal handlers are in place)
+    ended in a KeyboardInterrupt traceback."""
+    journal: list[str] = []
+    status = await exit_status(fake_recipe(journal, bad_app=KeyboardInterrupt()))
+    assert status == 130
+    err = capsys.readouterr().err
+    assert "interrupted during start-up; nothing was served" in err and "Traceback" not in err
+    assert journal[-1] == "parts.close"  # what was opened is closed

@@ -63,7 +63,7 @@ def _verify_clean(stub: indexer_pb2_grpc.IndexerStub) -> ipb.VerifyReport:
 def test_a_document_over_its_budget_is_rejected_and_the_rest_commits(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    stack = BackgroundStack(tmp_path, embedder, indexer={"max_chunks_per_document": 20}).start()
+    stack = BackgroundStack(tmp_path, embedder, indexer={"max_chunking_steps": 20}).start()
     try:
         docs = [
             _page("ends-with-code", _page_ending_with_a_long_fence()),
@@ -74,7 +74,7 @@ def test_a_document_over_its_budget_is_rejected_and_the_rest_commits(
         states = {o.doc_id: o for o in reply.outcomes}
         assert states["huge-reference"].state == ipb.DOCUMENT_STATE_REJECTED
         assert "'huge-reference'" in states["huge-reference"].error
-        assert "RAG_MAX_CHUNKS_PER_DOCUMENT" in states["huge-reference"].error
+        assert "RAG_MAX_CHUNKING_STEPS" in states["huge-reference"].error
         assert states["ends-with-code"].state == ipb.DOCUMENT_STATE_ADDED
         assert states["ports"].state == ipb.DOCUMENT_STATE_ADDED
         hits = stack.retrieve("console.log line 019 of the example", top_k=3).hits

@@ -239,6 +239,16 @@ class StoreContract:
 
     # -- generations: rows of uncommitted runs stay invisible ------------------
 
+    def test_get_reads_back_the_generation_and_content_hash(self, harness: StoreHarness) -> None:
+        """An undo leaves alone rows a crashed run never wrote by reading both
+        back (services.indexer.transactions): a store that lost either would
+        have a written row taken for an untouched one."""
+        chunk = make_chunk("doc-gen-read", generation=7)
+        harness.upsert([chunk])
+        got = harness.get_one(chunk.chunk_id)
+        assert (got.generation, got.content_hash) == (7, chunk.content_hash)
+        assert chunk.content_hash
+
     def test_visible_generation_hides_rows_of_later_runs(self, harness: StoreHarness) -> None:
         # Far above any run count: an int32 or a float32 would lose it.
         huge = 2**40

@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from services.core.errors import StoreUnavailable
+from services.core.errors import ConfigError, StoreUnavailable
 from services.core.models import ScopeFilter
 from services.storage.base import unrequested_deadline
 from services.storage.embedded.manifest_sqlite import SqliteManifest
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from services.storage.embedded.tantivy_store import TantivyLexicalStore
-from services.storage.factory import MANIFEST_FILE, open_manifest, open_stores
+from services.storage.factory import (
+    MANIFEST_FILE,
+    open_manifest,
+    open_stores,
+    usable_data_dir,
+)
 from services.storage.settings import StoreSettings
 
 pytestmark = pytest.mark.integration
@@ -96,3 +101,28 @@ def test_embedded_mode_hands_the_quantization_setting_to_the_vector_shard(tmp_pa
     lexical.close()
     config = json.loads((tmp_path / "b" / "vectors" / "edge_config.json").read_text())
     assert config["vectors"][""]["quantization_config"]["scalar"]["type"] == "int8"
+
+
+@pytest.mark.parametrize("under", ["a-file", "a-file/below"])
+def test_a_data_dir_that_cannot_be_a_folder_is_a_configuration_error(
+    tmp_path: Path, under: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    settings = StoreSettings(data_dir=tmp_path / under, QDRANT_URL="", OPENSEARCH_URL="")
+    for opening in (lambda: open_stores(settings, dim=8), lambda: open_manifest(settings)):
+        with pytest.raises(ConfigError, match=r"RAG_DATA_DIR=.* is not a writable folder"):
+            opening()
+
+
+def test_a_data_dir_without_room_to_start_is_refused_with_the_space_left(tmp_path: Path) -> None:
+    """(A fuller disk ended the process with SIGBUS on the first log write.)"""
+    with pytest.raises(ConfigError, match=r"MiB free; the embedded stores need at least"):
+        usable_data_dir(tmp_path / "data", min_free_bytes=2**62)
+    usable_data_dir(tmp_path / "data")  # room enough: created, nothing left behind
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_data_dir_is_refused_rather_than_the_current_folder(blank: str) -> None:
+    with pytest.raises(ValueError, match="RAG_DATA_DIR is blank"):
+        StoreSettings(data_dir=blank, QDRANT_URL="", OPENSEARCH_URL="")  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ of a word, so a word whose term is `t` starts with `t` minus its last letter.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -39,11 +40,16 @@ def match_spans(analyzer: TextAnalyzer, text: str, plan: QueryPlan) -> list[Matc
     lowered = lower_same_length(text)
     spans: list[MatchSpan] = []
     word_terms: dict[str, str | None] = {}  # a word's term, analysed once per text
-    for term in wanted:
-        found = _cjk_spans(lowered, term) if CJK_RUN.fullmatch(term) else None
-        spans.extend(
-            found if found is not None else _word_spans(analyzer, lowered, term, word_terms)
-        )
+    cjk = {term for term in wanted if CJK_RUN.fullmatch(term)}
+    for term in cjk:
+        spans += _cjk_spans(lowered, term)
+    if _folds_otherwise(text):
+        # A word written otherwise than its term (`ｃｈｕｎｋＳｉｚｅ`, `ﬁle`, `𝒳`):
+        # the prefix search cannot see it, so every word is analysed.
+        spans += _every_word_span(analyzer, lowered, wanted - cjk, word_terms)
+    else:
+        for term in wanted - cjk:
+            spans += _word_spans(analyzer, lowered, term, word_terms)
     spans += [
         MatchSpan(found.start, found.end, identifier=True)
         for found in find_identifiers(text, plan.identifiers)
@@ -82,6 +88,40 @@ def _word_spans(
                 if found == term:
                     spans.append(MatchSpan(start, word.end()))
         start = find(prefix, start + 1)
+    return spans
+
+
+def _folds_otherwise(text: str) -> bool:
+    """Whether NFKC changes a word letter of `text`: then a word's term may
+    not start with the letters the text shows (the analyzer folds words with
+    NFKC). Full-width punctuation (`，`, `：` in Chinese text) does not count."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return False
+    return any(_word_letter_folds(char) for char in set(text) if not char.isascii())
+
+
+_FOLDS: dict[str, bool] = {}
+
+
+def _word_letter_folds(char: str) -> bool:
+    known = _FOLDS.get(char)
+    if known is None:
+        known = _is_word_char(char) and unicodedata.normalize("NFKC", char) != char
+        if len(_FOLDS) < _WORD_CHAR_LIMIT:
+            _FOLDS[char] = known
+    return known
+
+
+def _every_word_span(
+    analyzer: TextAnalyzer, lowered: str, terms: set[str], word_terms: dict[str, str | None]
+) -> list[MatchSpan]:
+    spans: list[MatchSpan] = []
+    for word in WORD.finditer(lowered):
+        text = word.group()
+        if text not in word_terms:
+            word_terms[text] = analyzer.word_term(text)
+        if word_terms[text] in terms:
+            spans.append(MatchSpan(word.start(), word.end()))
     return spans
 
 

@@ -40,6 +40,7 @@ _BLOCKS = frozenset({
 })  # fmt: skip
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
+_COMMENT_END = re.compile(r"--!?>")
 _LOOKS_STRUCTURAL = re.compile(r"#{1,6}(?:\s|$)|\||```|~~~")
 # Deepest element rendered as structure; deeper ones are rendered as their
 # text. The renderer recurses (two frames a level), and the standard-library
@@ -50,7 +51,7 @@ MAX_RENDERED_DEPTH = 200
 
 def html_to_markdown(html: str) -> tuple[str, str]:
     """(title, Markdown text). The title is `<title>`, else the first `<h1>`."""
-    soup = BeautifulSoup(html, "html.parser")
+    soup = BeautifulSoup(without_comments(html), "html.parser")
     title = _collapse(soup.title.get_text()) if soup.title else ""
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())
@@ -58,6 +59,27 @@ def html_to_markdown(html: str) -> tuple[str, str]:
     drop_skip_links(soup)
     _flatten_below(soup, MAX_RENDERED_DEPTH)
     return title, "\n\n".join(_render_children(soup))
+
+
+def without_comments(html: str) -> str:
+    """`html` without its comments, read as a browser reads them: one that
+    is never closed runs to the end of the file (the standard-library parser
+    kept it all as text: a draft note hidden that way was indexed and quoted,
+    probe), `<!-->` and `<!--->` close at once, and `--!>` closes too."""
+    kept: list[str] = []
+    pos = 0
+    while (at := html.find("<!--", pos)) >= 0:
+        kept.append(html[pos:at])
+        body = at + len("<!--")
+        if html.startswith(">", body) or html.startswith("->", body):
+            pos = html.find(">", body) + 1
+            continue
+        end = _COMMENT_END.search(html, body)  # the nearest: linear over many comments
+        if end is None:
+            return "".join(kept)
+        pos = end.end()
+    kept.append(html[pos:])
+    return "".join(kept)
 
 
 def _dropped(tag: Tag) -> bool:

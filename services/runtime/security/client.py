@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 
 from rag_client import transport
+from rag_client.errors import InvalidSettings
 from rag_client.transport import TokenSource
 from services.core.errors import ConfigError
 from services.runtime.observability.propagation import ContextPropagatingInterceptor
@@ -49,6 +50,17 @@ class ClientSecurity:
             )
         secret = get("token")
         token = TokenSource(secret.get_secret_value() if secret else "", get("token_file"))
+        if token.path is not None:
+            # Read once now: a missing file otherwise surfaced on every call
+            # (the gateway answered 500, the Retriever said its Reranker was
+            # not serving) instead of stopping the start with its name.
+            try:
+                token.current()
+            except InvalidSettings as exc:
+                detail = str(exc).removeprefix("token_file: ")
+                raise ConfigError(
+                    f"RAG_{prefix.upper()}_TOKEN_FILE cannot be read: {detail}"
+                ) from None
         return cls(tls, token)
 
 

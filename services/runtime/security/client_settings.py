@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, create_model
 
+from rag_client import ClientSettings, InvalidSettings
+
 _FIELDS: dict[str, tuple[Any, Any, str]] = {
     "tls": (bool, False, "Call the {label} over TLS (implied by a CA or certificate file)"),
     "tls_ca_file": (
@@ -40,3 +42,14 @@ def client_settings(target: str, label: str) -> type[BaseModel]:
         for name, (kind, default, text) in _FIELDS.items()
     }
     return create_model(f"{target.title()}ClientSettings", __base__=BaseModel, **fields)
+
+
+def client_address(addr: str, variable: str) -> str:
+    """`addr` if our client accepts it as a target (host:port, dns:///…),
+    else ValueError naming `variable`: a settings validator's check, so a
+    malformed address stops the start instead of meeting the first call."""
+    try:
+        ClientSettings(addr)
+    except InvalidSettings as exc:
+        raise ValueError(f"{variable}: {exc}") from None
+    return addr

@@ -63,7 +63,7 @@ from services.storage.embedded.edge_optimizer import (
     swap_back,
     swap_in,
 )
-from services.storage.guards import store_errors, unavailable_on_failure
+from services.storage.guards import check_folder, store_errors, unavailable_on_failure
 from services.storage.payload import (
     chunk_payload,
     payload_fields,
@@ -353,6 +353,7 @@ class EdgeVectorStore(SearchAsBatch):
 
     def ping(self) -> None:
         with unavailable_on_failure(self.name), self._reading() as shard:
+            check_folder(self.name, self._path)
             shard.info()
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:

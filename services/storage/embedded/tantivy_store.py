@@ -38,7 +38,7 @@ from services.core.files import atomic_write_text
 from services.core.models import Chunk, ChunkPayload, ScopeFilter, ScoredChunk, StoredChunk
 from services.storage.base import SCAN_BATCH, call_budget_s, search_budget_s
 from services.storage.embedded.tantivy_query import LexicalQueryBuilder
-from services.storage.guards import store_errors, unavailable_on_failure
+from services.storage.guards import check_folder, store_errors, unavailable_on_failure
 from services.storage.lexical_fields import (
     FIELD_BOOSTS,
     IDENTIFIERS_FIELD,
@@ -360,6 +360,7 @@ class TantivyLexicalStore(PlannedSearch):
 
     def ping(self) -> None:
         with unavailable_on_failure(self.name):
+            check_folder(self.name, self._path)
             self._searcher().num_docs  # noqa: B018 - touching the reader is the check
 
     def observe_write_retries(self, on_retry: Callable[[], None]) -> bool:

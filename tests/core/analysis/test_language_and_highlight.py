@@ -89,3 +89,22 @@ def test_fast_spans_equal_analysing_every_token(words: list[str], query: list[st
     latin = {i for i in marked ^ covered if not CJK_RUN.match(text[i])}
     assert latin == set()
     assert covered <= marked
+
+
+@pytest.mark.parametrize(
+    ("text", "query", "shown"),
+    [
+        ("set ｃｈｕｎｋＳｉｚｅ and chunkSize", "chunksize", ["ｃｈｕｎｋＳｉｚｅ", "chunkSize"]),
+        ("the ﬁle is read", "file", ["ﬁle"]),
+        ("a ＨＥＲＯＮ stands", "heron", ["ＨＥＲＯＮ"]),
+        ("value 𝒳 here", "x", ["𝒳"]),
+    ],
+)
+def test_a_word_written_otherwise_than_its_term_is_highlighted(
+    text: str, query: str, shown: list[str]
+) -> None:
+    # Probe: the lexical channel found these (the analyzer folds with NFKC),
+    # but the hit came with no highlight for them.
+    analyzer = TextAnalyzer()
+    spans = match_spans(analyzer, text, analyzer.plan(query))
+    assert [text[s.start : s.end] for s in spans] == shown

@@ -6,10 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.core.models import ContentType, Document
 from services.indexer.chunking import Chunker, ChunkingParams
-from services.indexer.markup.html_markdown import MAX_RENDERED_DEPTH, html_to_markdown
+from services.indexer.markup.html_markdown import (
+    MAX_RENDERED_DEPTH,
+    html_to_markdown,
+    without_comments,
+)
 from services.indexer.planning import DocState, Planner
 from services.indexer.validation import DocumentLimits
 from services.storage.base import unrequested_deadline
@@ -116,3 +122,41 @@ def test_a_sections_header_is_kept_and_the_sites_is_not() -> None:
     )
     _, markdown = html_to_markdown(page)
     assert markdown == "# Intro\u200b\n\nBody text."
+
+
+@pytest.mark.parametrize(
+    ("html", "text"),
+    [
+        # Never closed: a browser shows nothing after it (probe: a draft note
+        # hidden this way was indexed and quoted in evidence).
+        ("<p>visible</p><!-- secret draft note, never closed <p>more</p>", "visible"),
+        ("<p>a</p><!--> <p>b</p>", "a\n\nb"),  # closed at once
+        ("<p>a</p><!---> <p>b</p>", "a\n\nb"),
+        ("<p>a</p><!-- x --!> <p>b</p>", "a\n\nb"),  # another way to close
+        ("<p>a</p><!--x-->y<!--z-->w", "a\n\nyw"),
+    ],
+)
+def test_comments_are_read_as_a_browser_reads_them(html: str, text: str) -> None:
+    assert html_to_markdown(html)[1] == text
+
+
+def test_many_comments_are_removed_in_one_pass() -> None:
+    page = "<p>kept</p><!-- note -->" * 50_000
+    assert without_comments(page) == "<p>kept</p>" * 50_000
+
+
+_COMMENT_PIECES = ["<!--", "-->", "--!>", "<!-->", "<!--->", "<", "!", "-", ">", "a", " ", "\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.sampled_from(_COMMENT_PIECES), max_size=60))
+def test_removing_comments_only_deletes_and_ends_in_one_pass(pieces: list[str]) -> None:
+    # Awkward inputs: openers without closers, closers without openers, the
+    # abrupt forms, a comment at the very start or end of the text.
+    html = "".join(pieces)
+    kept = without_comments(html)
+    assert len(kept) <= len(html)
+    rest = iter(html)
+    assert all(char in rest for char in kept)  # what is left is the input, in order
+    if "<!--" not in html:
+        assert kept == html

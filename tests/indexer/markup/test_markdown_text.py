@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,9 +14,10 @@ from hypothesis import strategies as st
 from services.core.models import ContentType, Document
 from services.indexer.body import normalize_body
 from services.indexer.chunking import Chunker, ChunkingParams
+from services.indexer.markup import markdown_text
 from services.indexer.markup.front_matter import read_front_matter
 from services.indexer.markup.html_markdown import html_to_markdown
-from services.indexer.markup.markdown_text import clean_markdown
+from services.indexer.markup.markdown_text import MAX_PASSES, clean_markdown
 from services.indexer.planning import DocState, Planner, document_chunks, indexable_spans
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
@@ -316,6 +318,22 @@ def test_spans_without_letters_or_digits_are_not_indexed() -> None:
     assert kept == [s for s in spans if s in kept]  # order kept, nothing invented
 
 
+def test_a_section_of_symbols_beyond_ascii_is_indexed_and_a_table_rule_is_not() -> None:
+    # Probe: a section of status emoji after 850 characters of prose was in no
+    # chunk (kept were spans with a letter or digit only), and an emoji-only
+    # page was refused as empty, though queries of symbols are accepted.
+    status = "\n".join(["✅ 🚧 ❌ ➡️ 🚀"] * 60)
+    body = "# Status\n\n" + "Words about the release. " * 34 + "\n\n" + status
+    body += "\n\n" + "| --- | --- |\n\n" + "+ = ~ ` < > |\n" * 40
+    chunker = Chunker(SMALL)
+    kept = indexable_spans(chunker, body)
+    assert any("🚧" in s.text and not any(ch.isalnum() for ch in s.text) for s in kept)
+    assert sum(s.text.count("🚧") for s in kept) >= 60  # every line of them, once or more
+    assert all(any(ch.isalnum() or ord(ch) > 127 for ch in s.text) for s in kept)
+    assert indexable_spans(chunker, "∀ x ∈ S → x ≠ ∅; price: 5 €")
+    assert not indexable_spans(chunker, "```\n```\n\n| --- |\n\n* * *")
+
+
 def test_a_final_heading_keeps_its_words() -> None:
     # It has no content to travel with, so it joins the chunk before it.
     body = "# Guide\n\n" + "Words of the first part. " * 30 + "\n\n## Last\n"
@@ -399,3 +417,35 @@ def test_cleaning_is_idempotent_and_adds_no_characters(page: str) -> None:
     assert clean_markdown(cleaned) == cleaned
     assert set(cleaned) <= set(page) | {"\n", " "}
     assert len(cleaned) <= len(page)
+
+
+@pytest.mark.parametrize(
+    "nest",
+    [
+        lambda n: "<!-" * n + "<!---->" + "-->" * n,
+        lambda n: "<" * n + "b>" + "b>" * n,
+        lambda n: "[" * n + "[a](http://e.com)" + "](http://e.com)" * n,
+    ],
+    ids=["comments", "tags", "links"],
+)
+def test_markup_that_each_removal_makes_anew_costs_a_bounded_number_of_passes(
+    nest: Callable[[int], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Probe: a pass a nesting level made a 24 KB body hold the Indexer for 9 s
+    # (quadratic; 2 MB: hours), past the caller's deadline.
+    passes: list[int] = []
+    clean_once = markdown_text._clean_once
+
+    def counted(text: str) -> str:
+        passes.append(len(text))
+        return clean_once(text)
+
+    monkeypatch.setattr(markdown_text, "_clean_once", counted)
+    body = "Intro.\n\n" + nest(5_000)
+    cleaned = clean_markdown(body)
+    assert len(passes) == MAX_PASSES  # stopped by the cap, not by the nesting
+    assert set(cleaned) <= set(body) and len(cleaned) < len(body)
+    # A shallow nest still reaches its fixpoint well within the cap.
+    passes.clear()
+    assert clean_markdown(nest(3)) == clean_markdown(clean_markdown(nest(3)))
+    assert len(passes) < MAX_PASSES

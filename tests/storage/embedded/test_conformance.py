@@ -3,10 +3,13 @@ the second named vector on Qdrant Edge."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from pathlib import Path
 
 import pytest
 
+from services.core.errors import StoreError, StoreUnavailable
 from services.storage.embedded.qdrant_edge import EdgeVectorStore
 from tests.storage.conformance import LexicalStoreContract, VectorStoreContract
 from tests.storage.harness import DIM, StoreFactory
@@ -34,3 +37,25 @@ class TestEdgeSecondVector(SecondVectorContract):
             return EdgeVectorStore(path, DIM, second_dim=second_dim)
 
         return open_edge
+
+
+@pytest.mark.parametrize("kind", ["vector", "lexical"])
+def test_a_store_whose_folder_is_removed_is_unavailable(
+    tmp_path: Path,
+    kind: str,
+    embedded_vector_factory: StoreFactory,
+    embedded_lexical_factory: StoreFactory,
+) -> None:
+    """Probe: the data directory removed under a running stack; its open
+    files kept answering (health SERVING, `verify` clean) while every write
+    failed, and a restart came up on an empty index."""
+    factory = embedded_vector_factory if kind == "vector" else embedded_lexical_factory
+    store = factory.open(tmp_path / kind)
+    try:
+        store.ping()
+        shutil.rmtree(tmp_path / kind)
+        with pytest.raises(StoreUnavailable, match="is gone"):
+            store.ping()
+    finally:
+        with contextlib.suppress(StoreError):  # its files are gone: a flush cannot succeed
+            store.close()

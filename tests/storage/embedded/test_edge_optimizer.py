@@ -5,6 +5,7 @@ nothing. Real Qdrant Edge shards and real child processes."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -193,3 +194,40 @@ def test_an_optimizer_child_dies_with_its_parent() -> None:
 def test_an_optimizer_child_whose_parent_is_gone_does_not_start() -> None:
     with pytest.raises(SystemExit):
         exit_with_parent(os.getppid() + 1_000_000)
+
+
+def test_a_sparse_file_is_copied_with_its_holes(tmp_path: Path) -> None:
+    # Probe: a shard of 14 MB on disk was 207 MB apparent, and its plain copy
+    # needed all 207 MB of free disk.
+    source, target = tmp_path / "mmap.dat", tmp_path / "copy.dat"
+    with open(source, "wb") as out:
+        out.truncate(64 << 20)
+        for offset in (0, 20 << 20, (64 << 20) - 5):
+            out.seek(offset)
+            out.write(b"data!")
+    optimizer_module.copy_sparse(str(source), str(target))
+    assert target.read_bytes() == source.read_bytes()
+    assert target.stat().st_size == 64 << 20
+    assert target.stat().st_blocks * 512 <= source.stat().st_blocks * 512 + (1 << 20)
+
+
+def test_a_copy_that_fails_is_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Probe: a copy that hit a full disk was left behind and kept every later
+    # write out of space. The fault (ENOSPC on the second file) is injected.
+    shard = tmp_path / "vectors"
+    shard.mkdir()
+    for name in ("a.dat", "b.dat"):
+        (shard / name).write_bytes(b"x" * 4096)
+    copied: list[str] = []
+
+    def fills_the_disk(source: str, target: str) -> str:
+        if copied:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        copied.append(source)
+        return optimizer_module.copy_sparse(source, target)
+
+    monkeypatch.setattr(optimizer_module, "copy_sparse", fills_the_disk)
+    with pytest.raises(OSError, match="No space"):
+        optimizer_module.copy_for_optimizing(shard)
+    assert not optimizer_module.sibling(shard, optimizer_module.COPY_SUFFIX).exists()
+    assert sorted(p.name for p in shard.iterdir()) == ["a.dat", "b.dat"]
