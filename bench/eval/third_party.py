@@ -21,7 +21,12 @@ record (the train split is for fitting rules and weights).
 `--renderings text` indexes the same pages, but each that has a plain-text
 source beside its HTML (the Python reference's reST, git's AsciiDoc) as that
 source, under the HTML page's id so the judgments hold: the questions over
-documentation as its sources are written.
+documentation as its sources are written. `--renderings every` stages each
+chosen page's other renderings beside it (the reST and AsciiDoc sources, npm's
+generated HTML), as a documentation package holds them, and loads the folder
+as `ingest` does (one document per page, bench/results/notes/renderings.md);
+`every-file` loads every file (`ingest --all-renderings`), so both copies
+compete, judged as the page a reader opens.
 
     python -m bench.eval.third_party
     python -m bench.eval.third_party --no-rerank --env RAG_FUSION=dbsf --out /tmp/x
@@ -57,6 +62,7 @@ from bench.eval.third_party_data import (
     corpus_listing,
     distractors,
     one_rendering,
+    other_renderings,
     qrels,
     read_queries,
     staged_subset,
@@ -96,7 +102,9 @@ class Options:
     data_dir: Path
     stage_dir: Path
     log_dir: Path
-    renderings: str = "as-found"  # or "text": plain-text sources in place of their HTML
+    # or "text": plain-text sources in place of their HTML; "every" / "every-file":
+    # the other renderings beside them, loaded as ingest does / every file loaded
+    renderings: str = "as-found"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,9 +150,11 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument(
         "--renderings",
-        choices=("as-found", "text"),
+        choices=("as-found", "text", "every", "every-file"),
         default="as-found",
-        help="text: index reST / AsciiDoc sources in place of their HTML (same doc ids)",
+        help="text: index reST / AsciiDoc sources in place of their HTML (same doc ids); "
+        "every: stage the other renderings too, loaded as ingest does; every-file: every "
+        "file loaded (ingest --all-renderings)",
     )
     p.add_argument("--out", type=Path, help="results folder (default bench/results)")
     p.add_argument("--docs", type=Path, help="Markdown report (default docs/benchmarks.md)")
@@ -158,7 +168,7 @@ def parse_args(argv: list[str]) -> Options:
     out_dir = args.out or RESULTS_DIR
     # "third-party-text-300-…" for the text renderings: the rerank fit reads
     # the default index, "third-party-300-" and the digest of no --env.
-    text = "-text" if args.renderings == "text" else ""
+    text = "" if args.renderings == "as-found" else f"-{args.renderings}"
     return Options(
         queries_path=args.queries,
         pages=args.pages,
@@ -192,10 +202,16 @@ def load_selection(opts: Options, queries: list[DocQuery]) -> tuple[list[Documen
     texts = [(p, text_source(root, p)) for p in chosen] if opts.renderings == "text" else []
     source_of = {page: source for page, source in texts if source is not None}
     page_of = {source: page for page, source in source_of.items()}
-    stage = staged_subset(root, [source_of.get(p, p) for p in chosen], opts.stage_dir)
-    documents, unreadable = [], []
-    for item in load_directory(stage, scope_id=SCOPE, base_url=BASE_URL):
-        if isinstance(item, LoadError):
+    staged = [source_of.get(p, p) for p in chosen]
+    if opts.renderings.startswith("every"):
+        staged += other_renderings(corpus_listing(root), chosen)
+    stage = staged_subset(root, staged, opts.stage_dir)
+    documents, unreadable, skipped = [], [], []
+    every_file = opts.renderings == "every-file"
+    for item in load_directory(stage, scope_id=SCOPE, base_url=BASE_URL, all_renderings=every_file):
+        if isinstance(item, LoadError) and item.skipped:
+            skipped.append(item.source)
+        elif isinstance(item, LoadError):
             unreadable.append(f"{item.source}: {item.reason}")
         elif item.doc_id in page_of:
             page = page_of[item.doc_id]
@@ -206,6 +222,8 @@ def load_selection(opts: Options, queries: list[DocQuery]) -> tuple[list[Documen
         "corpus": "scripts/fetch_doc_corpus.py (pages staged outside the clone)",
         "judged_pages": len(judged),
         "text_sources": len(source_of),
+        "staged_files": len(staged),
+        "skipped_renderings": len(skipped),
         "distractor_pages": len(others),
         "max_distractor_bytes": MAX_DISTRACTOR_BYTES,
         "pages_by_source": _by_source(doc.doc_id for doc in documents),

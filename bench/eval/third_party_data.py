@@ -98,6 +98,26 @@ def one_rendering(relpaths: Iterable[str]) -> list[str]:
     return sorted(kept)
 
 
+def other_renderings(relpaths: Iterable[str], pages: Iterable[str]) -> list[str]:
+    """The files of `relpaths` that render one of `pages` otherwise: the
+    Python reference's reST sources, git's AsciiDoc, npm's generated HTML
+    (as a documentation package ships them, and a folder ingest meets them)."""
+    wanted = set(pages)
+    return sorted(p for p in relpaths if p not in wanted and rendered_page(p) in wanted)
+
+
+def rendered_page(relpath: str) -> str:
+    """The page a file is a rendering of (itself when it is no known other rendering)."""
+    python_sources, npm_output = _OTHER_RENDERINGS
+    if relpath.startswith(python_sources) and relpath.endswith(".rst.txt"):
+        return "python3-doc/" + relpath.removeprefix(python_sources)[: -len(".rst.txt")] + ".html"
+    if relpath.startswith(npm_output) and relpath.endswith(".html"):
+        return "npm-docs/docs/content/" + relpath.removeprefix(npm_output)[: -len(".html")] + ".md"
+    if relpath.startswith("git-doc/") and relpath.endswith(".txt"):
+        return relpath[: -len(".txt")] + ".html"
+    return relpath
+
+
 def text_source(pages_root: Path, doc_id: str) -> str | None:
     """The page's plain-text source beside its HTML, if the corpus has one:
     the Python reference's reST (`_sources/<page>.rst.txt`), git's AsciiDoc

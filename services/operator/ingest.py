@@ -69,6 +69,7 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
             locale=args.locale,  # "": each page its own
             base_url=args.base_url,
             follow_symlinks=args.follow_symlinks,
+            all_renderings=args.all_renderings,
         )
     else:
         yield from load_beir_jsonl(
@@ -275,6 +276,14 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="follow symbolic links in the folder (skipped by default), "
         "only to files and folders inside it",
+    )
+    p.add_argument(
+        "--all-renderings",
+        action="store_true",
+        help="index every file of a page the folder holds in several renderings "
+        "(x.html beside x.md or its source x.rst.txt) and single-page editions of its pages "
+        "(all.html); by default a page is indexed once, from its Markdown, else its HTML, "
+        "and the others are reported as skipped",
     )
     p.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
     p.add_argument(

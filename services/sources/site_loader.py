@@ -13,13 +13,16 @@ each page's locale as far as its head and path tell it (`--locale`, front
 matter, `<html lang>`, locale folder); a member of a translation group whose
 locale only the script of its text can tell is read once more, for that text,
 after the groups are known: a page without translations never is.
+
+A page the folder holds in two renderings (HTML beside its Markdown or its
+reST source) is loaded once (`renderings`); the others are skipped, by name.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,8 +37,10 @@ from services.indexer.markup.front_matter import FrontMatter, read_front_matter
 from services.indexer.markup.html_markdown import html_to_markdown
 from services.indexer.markup.markdown_text import clean_markdown
 from services.indexer.validation import DocumentLimits
+from services.sources.aggregates import ListedFile, single_page_editions
 from services.sources.html_head import HtmlHead, read_html_head
 from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
+from services.sources.renderings import PageWords, other_renderings, visible_html_text, words
 from services.sources.site_walk import LoadError, SiteFile, read_regular_file, walk_site
 from services.sources.text_files import (
     content_type_for_filename,
@@ -70,6 +75,7 @@ def load_directory(
     base_url: str = "",
     follow_symlinks: bool = False,
     max_translations_chars: int = MAX_TRANSLATIONS_CHARS,
+    all_renderings: bool = False,
 ) -> Iterator[Document | LoadError]:
     """Every .md/.markdown/.html/.htm/.txt file under `root`, in sorted path order.
 
@@ -88,6 +94,10 @@ def load_directory(
     `max_translations_chars` characters: when they do not all fit, as many
     as fit are kept and the page is logged as a warning). A front matter's
     own `translations` field is dropped: the loader writes that key.
+
+    A page in several renderings is loaded once (`renderings`): each other
+    rendering comes as a skipped LoadError naming the file kept, unless
+    `all_renderings`.
     """
     if not root.is_dir():
         raise NotFound(f"document folder {str(root)!r} does not exist")
@@ -101,15 +111,76 @@ def load_directory(
         folders=PathLocales(f.relpath for f in files),
         max_translations_chars=max_translations_chars,
     )
-    site.link_translations(files)
+    skip = {} if all_renderings else _skipped_renderings(files, site)
+    site.link_translations([f for f in files if f.relpath not in skip])
     for item in listing:
         if isinstance(item, LoadError):
             yield item
+            continue
+        if item.relpath in skip:
+            yield LoadError(item.relpath, skip[item.relpath], skipped=True)
             continue
         try:
             yield site.document(_read_page(item))
         except (OSError, UnicodeError, LookupError) as exc:
             yield LoadError(item.relpath, describe_error(exc))
+
+
+def _glances(files: list[SiteFile]) -> Callable[[str], tuple[_Page, _Body] | None]:
+    """A file and what a reader sees of it, cheaply, for comparing files
+    before the load (None: unreadable, the load reports it). HTML by its
+    visible text alone: converting it costs several times reading it, and a
+    page kept is converted again when it is loaded."""
+    file_of = {f.relpath: f for f in files}
+
+    def read(relpath: str) -> tuple[_Page, _Body] | None:
+        try:
+            page = _read_page(file_of[relpath])
+        except (OSError, UnicodeError, LookupError):
+            return None
+        if page.content_type is ContentType.HTML:
+            visible = visible_html_text(page.text)
+            return page, _Body("", visible, ContentType.MARKDOWN, visible)
+        return page, _body(page)
+
+    return read
+
+
+def _skipped_renderings(files: list[SiteFile], site: _SiteLoad) -> dict[str, str]:
+    """Each file left out as another rendering of a page (`renderings`) or a
+    single-page edition of the folder's pages (`aggregates`) → why."""
+    glance = _glances(files)
+
+    def words_of(relpath: str) -> PageWords | None:
+        if (seen := glance(relpath)) is None:
+            return None
+        page, body = seen
+        return PageWords(site.page_locale(page, body.locale_text), words(body.prose))
+
+    def text_of(relpath: str) -> str | None:
+        seen = glance(relpath)
+        return seen[1].prose if seen is not None else None
+
+    others = other_renderings([f.relpath for f in files], words_of)
+    skip = {
+        relpath: f"the same page as {kept}, which is indexed in its place "
+        "(--all-renderings indexes both)"
+        for relpath, kept in others.items()
+    }
+    rest = [ListedFile(f.relpath, _size(f)) for f in files if f.relpath not in skip]
+    for relpath, held in single_page_editions(rest, text_of).items():
+        skip[relpath] = (
+            f"a single-page edition of {held} or more other pages of its folder, which are "
+            "indexed (--all-renderings indexes it too)"
+        )
+    return skip
+
+
+def _size(file: SiteFile) -> int:
+    try:
+        return file.path.stat().st_size
+    except OSError:
+        return 0  # the load reports it
 
 
 @dataclass(frozen=True)

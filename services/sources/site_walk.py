@@ -38,8 +38,8 @@ FOLLOW_HINT = "pass --follow-symlinks to follow links that stay inside the folde
 @dataclass(frozen=True)
 class LoadError:
     """One source that could not be loaded; `source` is a path or `path:line`.
-    `skipped`: left out by rule (a link not followed, a FIFO), the same way on
-    every run, so it never held an indexed page; else a read failure (a
+    `skipped`: left out by rule (a link not followed, a FIFO, another
+    rendering of a page loaded once), the same way on every run; else a read failure (a
     permission, a decoding error, a folder that cannot be listed), which may
     hide one (`ingest --sync` then removes nothing)."""
 

@@ -146,3 +146,54 @@ def test_files_the_indexer_could_not_take_are_rejected_one_by_one(
         assert f"{charset}.html: unknown declared charset" in done.stderr
     assert "surrogate.md: title: holds a lone surrogate (U+D800), not text" in done.stderr
     assert "huge.md: text: 5008 characters, limit is 4000 (--max-document-chars)" in done.stderr
+
+
+def test_a_page_in_two_renderings_is_indexed_once_and_found_once(
+    stack: BackgroundStack, tmp_path: Path
+) -> None:
+    """As documentation packages ship pages: Sphinx's reST sources beside its
+    HTML, Markdown beside the HTML generated from it. Each page is indexed
+    once (Markdown, else HTML), so its copies no longer take two of the first
+    places; `--all-renderings` indexes every file, and a sync without it takes
+    the copies out again."""
+    source = tmp_path / "pkg"
+    cache = (
+        "Remember the results of an expensive function so that repeated calls with the same "
+        "arguments return at once; the cache keeps at most maxsize entries."
+    )
+    ci = "Install exactly the versions in the lock file on a build server, from a clean slate."
+    pages = {
+        "html/library/functools.html": _html_page("functools", cache),
+        "html/_sources/library/functools.rst.txt": f"functools\n=========\n\n{cache}\n",
+        "docs/output/commands/npm-ci.html": _html_page("npm-ci", ci),
+        "docs/content/commands/npm-ci.md": f"# npm-ci\n\n{ci}\n",
+        "docs/content/commands/npm-link.md": "# npm-link\n\nSymlink a package folder.\n",
+    }
+    for relpath, text in pages.items():
+        (source / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (source / relpath).write_text(text)
+
+    done = cli(stack, "ingest", str(source), "--scope", "pkg", "--sync")
+    assert done.returncode == 0, done.stderr
+    assert (counts(done.stdout)["added"], counts(done.stdout)["skipped"]) == (3, 2)
+    assert (
+        "skipped html/_sources/library/functools.rst.txt: the same page as "
+        "html/library/functools.html, which is indexed in its place" in done.stderr
+    )
+    for question, page in (
+        ("keep what a slow function returned for the same inputs", "html/library/functools.html"),
+        ("install from the lock file on a build server", "docs/content/commands/npm-ci.md"),
+    ):
+        hits = stack.retrieve(question, top_k=5, disable_rerank=True).hits
+        assert hits[0].doc_id == page  # first, and its other rendering nowhere
+        assert [h.doc_id for h in hits].count(page) == 1 and len(hits) == 3
+
+    every = cli(stack, "ingest", str(source), "--scope", "pkg", "--sync", "--all-renderings")
+    assert (counts(every.stdout)["added"], counts(every.stdout)["skipped"]) == (2, 0)
+    again = cli(stack, "ingest", str(source), "--scope", "pkg", "--sync")
+    assert (counts(again.stdout)["removed"], counts(again.stdout)["skipped"]) == (2, 2)
+    assert int(json.loads(cli(stack, "stats").stdout)["documents"]) == 3
+
+
+def _html_page(title: str, text: str) -> str:
+    return f"<html><body><h1>{title}</h1><p>{text}</p></body></html>"

@@ -71,12 +71,15 @@ def staged_corpus_or_fail(
 
 
 def load_corpus(root: Path, sources: list[StagedSource]) -> LoadedCorpus:
-    """Every page through the directory loader, as `rag-indexer ingest` reads
-    them; doc_ids are `<source>/<path>`."""
+    """Every page through the directory loader, as `rag-indexer ingest
+    --all-renderings` reads them (every file, the reST and AsciiDoc sources
+    beside their HTML included: each is text the chunker must hold to its
+    guarantees); doc_ids are `<source>/<path>`."""
     started = time.perf_counter()
     documents: list[Document] = []
     errors: list[LoadError] = []
-    for item in load_directory(pages_dir(root), scope_id=SCOPE, base_url=BASE_URL):
+    pages = pages_dir(root)
+    for item in load_directory(pages, scope_id=SCOPE, base_url=BASE_URL, all_renderings=True):
         if isinstance(item, LoadError):
             errors.append(item)
         else:
