@@ -46,6 +46,7 @@ def build_indexing_pipeline(
     storage: Storage,
     cross_lingual: Embedder | None = None,
     *,
+    build_in_run: bool = True,
     on_commit: Callable[[int], None] | None = None,
     metrics: IndexerMetrics | None = None,
     tracer: trace.Tracer | None = None,
@@ -65,6 +66,7 @@ def build_indexing_pipeline(
         storage,
         write_batch=settings.write_batch,
         defer_vector_builds=settings.vector_settle_after_s > 0,
+        build_in_run=build_in_run,
         on_commit=on_commit,
         metrics=metrics,
         tracer=tracer,
@@ -143,6 +145,7 @@ class IndexerApp(GrpcApp[IndexerSettings]):
             parts.embedder,
             parts.storage,
             parts.cross_lingual,
+            build_in_run=False,  # the servicer builds after the run's reply
             on_commit=parts.committed.advance,
             metrics=self.metrics,
             tracer=self.telemetry.tracer if tracing else None,

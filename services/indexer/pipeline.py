@@ -85,6 +85,7 @@ class IndexingPipeline:
         *,
         write_batch: int = 256,
         defer_vector_builds: bool = False,
+        build_in_run: bool = True,
         on_commit: Callable[[int], None] | None = None,
         metrics: IndexerMetrics | None = None,
         tracer: trace.Tracer | None = None,
@@ -98,6 +99,11 @@ class IndexingPipeline:
         # load goes on; whoever calls `settle_vectors` once runs stop coming
         # (the servicer, after RAG_VECTOR_SETTLE_AFTER_S idle) builds the rest.
         self.defer_vector_builds = defer_vector_builds
+        # False: a run returns once committed, and its caller calls
+        # `build_vectors_after_run` after it replied (the servicer: a build can
+        # take minutes, and a caller whose deadline passed or whose Indexer was
+        # killed meanwhile took a committed run for a failed one).
+        self.build_in_run = build_in_run
         self.writer = storage.writer(embedder, timed=self._timed)
         self.journal = RunJournal(embedder, storage)
         # Tells an in-process Retriever at once which generation it may serve.
@@ -202,8 +208,8 @@ class IndexingPipeline:
             if self.metrics is not None:
                 # Counted once the run stands: a failed run raised above.
                 self.metrics.record_run(operation, report.counts)
-            # During a load the store may defer its build (settle_vectors ends it).
-            self._optimize_vectors(settle=not self.defer_vector_builds)
+            if self.build_in_run:
+                self.build_vectors_after_run()
         log.info("index_run", dry_run=dry_run, **report.counts.as_dict())
         return report
 
@@ -274,6 +280,12 @@ class IndexingPipeline:
             self.journal.undo(generation, intents)
         except Exception as exc:
             log.error("run_undo_failed", generation=generation, error=str(exc))
+
+    def build_vectors_after_run(self) -> None:
+        """What a real run leaves to build (after it, or after its reply when
+        not `build_in_run`). During a load the store may defer its build
+        (`settle_vectors` ends it)."""
+        self._optimize_vectors(settle=not self.defer_vector_builds)
 
     def settle_vectors(self) -> None:
         """Build whatever the vector store deferred during a load (no run is

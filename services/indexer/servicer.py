@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -13,20 +13,20 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
 from services.core.deadline import Deadline
 from services.core.errors import InvalidArgument
 from services.core.field_rules import canonical_language_tag
-from services.core.models import ContentType, Document
+from services.core.logging import get_logger
 from services.indexer.audit import AuditProgress, AuditReport
-from services.indexer.body import guess_content_type
 from services.indexer.idle_settle import IdleSettle
+from services.indexer.messages import (
+    audit_report_to_proto,
+    keep_from_proto,
+    report_to_proto,
+    writable_documents,
+)
 from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
-from services.indexer.planning import DocState
 from services.indexer.release_records import record_release
 from services.indexer.run_control import RunControl
 from services.indexer.validation import (
-    DocumentLimits,
-    UnreadableDocument,
     check_batch_size,
-    check_count,
-    check_keep,
     check_scope_id,
     delete_ids,
 )
@@ -38,6 +38,7 @@ from services.runtime.security.scopes import check_writable
 from services.runtime.security.server_auth import current_caller
 from services.storage.base import UNREQUESTED_READ_S
 
+log = get_logger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Indexer"].full_name
 # Writers change documents in the scopes they hold; whatever reads or repairs
 # across every scope, or marks a release, is an admin's.
@@ -53,81 +54,6 @@ METHOD_ROLES = method_roles(
         "RecordRelease": Role.ADMIN,
     },
 )
-
-# CONTENT_TYPE_UNSPECIFIED: read from the body (`guess_content_type`).
-_CONTENT_TYPES = {
-    pb.CONTENT_TYPE_MARKDOWN: ContentType.MARKDOWN,
-    pb.CONTENT_TYPE_HTML: ContentType.HTML,
-    pb.CONTENT_TYPE_TEXT: ContentType.TEXT,
-}
-_STATES = {
-    DocState.UNCHANGED: pb.DOCUMENT_STATE_UNCHANGED,
-    DocState.METADATA_ONLY: pb.DOCUMENT_STATE_METADATA_ONLY,
-    DocState.CHANGED: pb.DOCUMENT_STATE_CHANGED,
-    DocState.ADDED: pb.DOCUMENT_STATE_ADDED,
-    DocState.REMOVED: pb.DOCUMENT_STATE_REMOVED,
-    DocState.REJECTED: pb.DOCUMENT_STATE_REJECTED,
-}
-
-
-def document_from_proto(msg: pb.Document, default_locale: str = "en") -> Document:
-    """The domain document; one with an unknown `content_type` number becomes an
-    `UnreadableDocument`, which the planner rejects on its own (REJECTED,
-    INVALID_ARGUMENT) while the rest of the batch goes on."""
-    fields: dict[str, Any] = {
-        "doc_id": msg.doc_id,
-        "text": msg.text,
-        "url": msg.url,
-        "title": msg.title,
-        "locale": canonical_language_tag(msg.locale or default_locale),
-        "scope_id": msg.scope_id,
-        "metadata": dict(msg.metadata),
-        "updated_at": msg.updated_at,
-    }
-    if msg.content_type == pb.CONTENT_TYPE_UNSPECIFIED:
-        return Document(**fields, content_type=guess_content_type(msg.text))
-    content_type = _CONTENT_TYPES.get(msg.content_type)
-    if content_type is None:
-        known = ", ".join(str(v) for v in sorted({pb.CONTENT_TYPE_UNSPECIFIED, *_CONTENT_TYPES}))
-        problem = f"content_type: unknown value {msg.content_type} (known: {known})"
-        return UnreadableDocument(**fields, problem=problem)
-    return Document(**fields, content_type=content_type)
-
-
-def keep_from_proto(
-    keys: Sequence[pb.DocumentKey], limits: DocumentLimits
-) -> list[tuple[str, str]]:
-    """A Sync's `keep` list as (doc_id, locale) keys, bounded and checked."""
-    check_count("keep", len(keys), limits.max_sync_keep, "document keys")
-    keep = [(k.doc_id, canonical_language_tag(k.locale or "en")) for k in keys]
-    check_keep(keep, limits)
-    return keep
-
-
-def writable_documents(messages: Iterable[pb.Document]) -> list[Document]:
-    """The request's documents, after checking the caller may write each one's scope."""
-    caller = current_caller()
-    docs = [document_from_proto(m) for m in messages]
-    for index, doc in enumerate(docs):
-        check_writable([doc.scope_id], caller, f"documents[{index}].scope_id")
-    return docs
-
-
-def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
-    outcomes = [
-        pb.DocumentOutcome(
-            doc_id=p.doc_id,
-            state=_STATES[p.state],
-            chunks=len(p.entry.chunk_ids) if p.entry else 0,
-            chunks_embedded=len(p.to_embed),
-            chunks_deleted=len(p.to_delete),
-            error_code=p.error_code,
-            error=p.error,
-        )
-        for p in report.plans
-    ]
-    counts = pb.PlanCounts(**report.counts.as_dict())
-    return pb.UpsertResponse(outcomes=outcomes, counts=counts, dry_run=report.dry_run)
 
 
 async def progress_then_result(
@@ -158,31 +84,6 @@ async def progress_then_result(
     await task
 
 
-FINDINGS_LIMIT = 1000  # per report message; `findings_total` counts them all
-
-
-def audit_report_to_proto(report: AuditReport) -> pb.VerifyReport:
-    findings = [
-        pb.ChunkFinding(**{k: getattr(f, k) for k in pb.ChunkFinding.DESCRIPTOR.fields_by_name})
-        for f in report.findings[:FINDINGS_LIMIT]
-    ]
-    counts = [
-        pb.ScopeCounts(**{k: getattr(c, k) for k in pb.ScopeCounts.DESCRIPTOR.fields_by_name})
-        for c in report.counts
-    ]
-    return pb.VerifyReport(
-        clean=report.clean,
-        committed_generation=report.committed_generation,
-        documents=report.documents,
-        counts=counts,
-        findings=findings,
-        findings_total=len(report.findings),
-        repaired=report.repaired,
-        unrepairable=report.unrepairable,
-        repair=report.repair,
-    )
-
-
 def run_control_for(context: grpc.aio.ServicerContext) -> RunControl:
     """The caller's deadline (if it set one) and a flag raised when the RPC
     ends early; the callback also fires on normal completion, by then unused."""
@@ -205,6 +106,8 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         self._write_lock = asyncio.Lock()
         self.workers = WorkerThreads(nice=run_nice)
         self.idle_settle = IdleSettle(settle_after_s, self._settle_vectors)
+        # Builds that follow a run's reply, queued for the runs' lock.
+        self._builds_after_runs: set[asyncio.Task[Any]] = set()
 
     async def _locked(
         self,
@@ -246,6 +149,8 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         their threads; False if one is still running (see worker_threads).
         No deferred build starts from now on."""
         self.idle_settle.cancel()
+        for build in self._builds_after_runs:
+            build.cancel()  # one in its thread already is waited for below
         return await self.workers.settle(timeout_s)
 
     async def _run(
@@ -256,7 +161,7 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         control = run_control_for(context)
         self.idle_settle.disarm()
         try:
-            return await self._locked(
+            report = await self._locked(
                 fn,
                 *args,
                 control=control,
@@ -267,6 +172,24 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
         finally:
             if self.pipeline.defer_vector_builds:
                 self.idle_settle.arm()
+        if isinstance(report, IndexReport) and not report.dry_run:
+            self._build_after_reply()
+        return report
+
+    def _build_after_reply(self) -> None:
+        """The vector build a committed run leaves, after its reply is sent
+        (queued for the runs' lock: the next run waits for it, this run's
+        caller does not)."""
+        if self.pipeline.build_in_run:
+            return
+        build = asyncio.ensure_future(self._locked(self.pipeline.build_vectors_after_run))
+        self._builds_after_runs.add(build)
+        build.add_done_callback(self._build_done)
+
+    def _build_done(self, build: asyncio.Task[Any]) -> None:
+        self._builds_after_runs.discard(build)
+        if not build.cancelled() and (exc := build.exception()) is not None:
+            log.warning("vector_build_after_run_failed", error=str(exc))
 
     async def _settle_vectors(self) -> None:
         """Deferred builds made, under the runs' lock; while other work holds

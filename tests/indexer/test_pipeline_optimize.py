@@ -5,6 +5,7 @@ the run (the data is committed by then)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +185,37 @@ async def test_a_settle_that_finds_the_lock_held_tries_again_later(
         assert spy.settles == []
     assert await _settles_seen(spy, 1) == [True]  # the retry, once the lock is free
     assert await servicer.settle(5.0)
+
+
+async def test_a_run_replies_before_the_build_it_leaves_and_the_next_run_waits_for_it(
+    spied: tuple[IndexingPipeline, OptimizeSpy],
+) -> None:
+    """The Indexer's pipeline builds after the reply (build_in_run=False): a
+    build can take minutes, and a caller whose deadline passed, or whose
+    Indexer was killed, meanwhile took a committed run for a failed one."""
+    pipeline, spy = spied
+    pipeline.build_in_run = False
+    servicer = IndexerServicer(pipeline)
+    building, release = threading.Event(), threading.Event()
+    real_optimize = spy.optimize
+
+    def slow_optimize(*, settle: bool = True) -> bool:  # fake: a long build
+        building.set()
+        release.wait(10)
+        return real_optimize(settle=settle)
+
+    spy.optimize = slow_optimize  # type: ignore[method-assign]
+    report = await servicer._run(_Caller(), pipeline.upsert, [doc("h", "# H\n\nBody.")])  # type: ignore[arg-type]
+    assert report.counts.added == 1 and spy.calls == 0  # replied: nothing built yet
+    assert await asyncio.to_thread(building.wait, 5)  # the build follows, under the lock
+    second = asyncio.ensure_future(
+        servicer._run(_Caller(), pipeline.upsert, [doc("i", "# I\n\nBody.")])  # type: ignore[arg-type]
+    )
+    await asyncio.sleep(0.3)
+    assert not second.done()  # the next run waits for the build
+    release.set()
+    assert (await second).counts.added == 1
+    assert await _settles_seen(spy, 2) == [True, True]  # after each run, not inside it
+    dry = await servicer._run(_Caller(), pipeline.upsert, [doc("j", "# J\n\nBody.")], dry_run=True)  # type: ignore[arg-type]
+    assert dry.dry_run and await servicer.settle(5.0)
+    assert spy.calls == 2  # a dry run leaves nothing to build
