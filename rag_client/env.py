@@ -29,6 +29,12 @@ _FIELD_SUFFIX = {
 }
 
 
+def client_env_names() -> set[str]:
+    """Every variable `ClientSettings.from_env` may read, for each service."""
+    suffixes = {*_FIELD_SUFFIX.values(), "TLS"}
+    return {f"RAG_{service.upper()}_{suffix}" for service in DEFAULT_ADDR for suffix in suffixes}
+
+
 def _flag(environ: Mapping[str, str], name: str) -> bool:
     value = environ.get(name, "").strip().lower()
     if value not in _TRUE | _FALSE:

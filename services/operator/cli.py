@@ -24,6 +24,7 @@ from services.operator.cli_clients import indexer_client
 from services.operator.ingest import Ingest, add_source_options
 from services.operator.release import add_release_check_parser, run_release_check
 from services.runtime.closed_pipe import quiet_on_closed_pipe
+from services.runtime.misspelt_settings import misspelt_settings
 
 
 def cmd_delete(client: IndexerClient, args: argparse.Namespace) -> int:
@@ -163,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
+    for typo in misspelt_settings():
+        print(f"warning: {typo.message()}", file=sys.stderr)
     try:
         return _command(args)
     except RagError as exc:  # the source named on the command line, before any run

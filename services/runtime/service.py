@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from services.core.logging import configure_logging, get_logger
+from services.runtime.misspelt_settings import misspelt_settings
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.security.callers import Role
 from services.runtime.server import (
@@ -134,6 +135,8 @@ async def serve(recipe: ServiceRecipe[S, P]) -> None:
     settings = recipe.settings()
     chosen = recipe.logging(settings)
     configure_logging(chosen.log_level, chosen.log_json)
+    for typo in misspelt_settings():
+        log.warning("setting_not_read", variable=typo.variable, did_you_mean=typo.meant)
     context = recipe.context(settings)
     parts = await asyncio.to_thread(recipe.parts, settings)
     try:

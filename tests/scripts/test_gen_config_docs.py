@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.gen_config_docs import TARGET, all_env_names, render
+from scripts.gen_config_docs import KNOWN_TARGET, TARGET, all_env_names, render, render_known
 
 pytestmark = pytest.mark.unit
 
 
 def test_configuration_doc_is_current() -> None:
     assert TARGET.read_text() == render(), "run `python scripts/gen_config_docs.py`"
+
+
+def test_known_settings_module_is_current() -> None:
+    assert KNOWN_TARGET.read_text() == render_known(), "run `python scripts/gen_config_docs.py`"
 
 
 def test_well_known_variables_are_documented() -> None:
