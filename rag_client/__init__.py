@@ -14,6 +14,7 @@ Guide: docs/client.md."""
 
 from rag_client.deadline import Deadline
 from rag_client.errors import (
+    Aborted,
     CallError,
     ClientClosed,
     DeadlineExceeded,
@@ -37,6 +38,7 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2
 
 __all__ = [
+    "Aborted",
     "AsyncIndexerClient",
     "AsyncRerankerClient",
     "AsyncRetrieverClient",

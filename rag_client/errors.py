@@ -12,6 +12,7 @@ caller may want to handle apart, and a catch-all for the rest.
         ├── ResourceExhausted    RESOURCE_EXHAUSTED (limits, quotas, message sizes)
         ├── DeadlineExceeded     DEADLINE_EXCEEDED (server-side or the client's own deadline)
         ├── FailedPrecondition   FAILED_PRECONDITION (valid, but not in the current state)
+        ├── Aborted              ABORTED (a concurrent change came first; run it again)
         ├── Unavailable          UNAVAILABLE, after the retries the policy allowed
         └── OtherCallError       any other code (INTERNAL, UNIMPLEMENTED, CANCELLED, ...)
 """
@@ -91,6 +92,11 @@ class FailedPrecondition(CallError):
     unchanged does not help."""
 
 
+class Aborted(CallError):
+    """ABORTED: another caller's concurrent change came first (a Sync of the
+    same scope); nothing changed, and the whole operation can be run again."""
+
+
 class Unavailable(CallError):
     """UNAVAILABLE on every attempt the retry policy and the deadline allowed."""
 
@@ -107,6 +113,7 @@ _BY_CODE: dict[grpc.StatusCode, type[CallError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.ABORTED: Aborted,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
 }
 

@@ -38,8 +38,13 @@ def _delete(doc_ids: Iterable[str], locale: str, dry_run: bool) -> ipb.DeleteReq
     return ipb.DeleteRequest(doc_ids=list(doc_ids), locale=locale, dry_run=dry_run)
 
 
-def _sync(scope_id: str, keep: Iterable[ipb.DocumentKey], dry_run: bool) -> ipb.SyncRequest:
-    return ipb.SyncRequest(scope_id=scope_id, keep=list(keep), dry_run=dry_run)
+def _sync(
+    scope_id: str, keep: Iterable[ipb.DocumentKey], dry_run: bool, no_sync_since: int | None
+) -> ipb.SyncRequest:
+    request = ipb.SyncRequest(scope_id=scope_id, keep=list(keep), dry_run=dry_run)
+    if no_sync_since is not None:
+        request.no_sync_since = no_sync_since
+    return request
 
 
 class IndexerClient(SyncClient):
@@ -83,9 +88,13 @@ class IndexerClient(SyncClient):
         *,
         dry_run: bool = False,
         deadline: DeadlineArg = None,
+        no_sync_since: int | None = None,
     ) -> ipb.UpsertResponse:
-        """Remove the scope's documents not in `keep` (writer role); retried only when dry_run."""
-        request = _sync(scope_id, keep, dry_run)
+        """Remove the scope's documents not in `keep` (writer role); retried only
+        when dry_run. `no_sync_since`: the `committed_generation` of this sync's
+        first Upsert reply; Aborted (nothing removed) when another Sync of the
+        scope committed since."""
+        request = _sync(scope_id, keep, dry_run, no_sync_since)
         return self._unary("Sync", self._stub.Sync, request, deadline, idempotent=dry_run)
 
     def record_release(
@@ -151,8 +160,9 @@ class AsyncIndexerClient(AsyncClient):
         *,
         dry_run: bool = False,
         deadline: DeadlineArg = None,
+        no_sync_since: int | None = None,
     ) -> ipb.UpsertResponse:
-        request = _sync(scope_id, keep, dry_run)
+        request = _sync(scope_id, keep, dry_run, no_sync_since)
         return await self._unary("Sync", self._stub.Sync, request, deadline, idempotent=dry_run)
 
     async def record_release(

@@ -9,6 +9,7 @@ them to status codes in exactly one place (`services.runtime.grpc_errors`).
     ├── Cancelled            the caller went away; the work was undone
     ├── FailedPrecondition   valid, but not in the current state (e.g. a page
     │                        token from an older index generation)
+    ├── Aborted              a concurrent change won; run the whole operation again
     ├── Unavailable          a dependency or the service itself cannot serve
     │   └── StoreUnavailable a store cannot be reached
     ├── StoreError           a store rejected or failed an operation
@@ -61,6 +62,11 @@ class FailedPrecondition(RagError):
     """The request is well formed but cannot be served in the current state;
     retrying it unchanged will not help (e.g. a page token whose ranking is
     gone)."""
+
+
+class Aborted(RagError):
+    """Another caller's concurrent change came first (a Sync of the same
+    scope); nothing was changed, and the whole operation can be run again."""
 
 
 class Unavailable(RagError):

@@ -90,7 +90,12 @@ def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
         for p in report.plans
     ]
     counts = pb.PlanCounts(**report.counts.as_dict())
-    return pb.UpsertResponse(outcomes=outcomes, counts=counts, dry_run=report.dry_run)
+    return pb.UpsertResponse(
+        outcomes=outcomes,
+        counts=counts,
+        dry_run=report.dry_run,
+        committed_generation=report.committed_generation,
+    )
 
 
 FINDINGS_LIMIT = 1000  # per report message; `findings_total` counts them all

@@ -39,6 +39,7 @@ from services.indexer.document_encoders import recorded_document_encoders
 from services.indexer.metrics import IndexerMetrics
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner
 from services.indexer.run_control import RunControl
+from services.indexer.sync_guard import LAST_SYNC_META, check_no_sync_since
 from services.indexer.transactions import Recovery, RunJournal, changes_index
 from services.runtime.security.callers import ScopeGrant
 from services.storage.base import unrequested_deadline
@@ -64,6 +65,8 @@ ProgressFn = Callable[[Progress], None]
 class IndexReport:
     plans: list[DocumentPlan]
     dry_run: bool
+    # The index's once the run ended: the run's own when it changed the index.
+    committed_generation: int = 0
     counts: PlanCounts = field(init=False)
 
     def __post_init__(self) -> None:
@@ -163,12 +166,18 @@ class IndexingPipeline:
         dry_run: bool = False,
         progress: ProgressFn | None = None,
         control: RunControl | None = None,
+        no_sync_since: int | None = None,
     ) -> IndexReport:
         """Upsert `docs` into the scope and remove every document of the scope
-        that is neither in `docs` nor in `keep` (already sent in earlier batches)."""
+        that is neither in `docs` nor in `keep` (already sent in earlier batches).
+        `no_sync_since`: refuse (Aborted) when another Sync of the scope
+        committed after that generation (see `check_no_sync_since`)."""
         _, generation = self.journal.settle()
         control = control or RunControl()
         deadline = control.deadline
+        sync_key = LAST_SYNC_META + scope_id
+        if no_sync_since is not None:
+            check_no_sync_since(self.manifest.get_meta(sync_key, deadline), no_sync_since, scope_id)
         present = {(d.doc_id, d.locale) for d in docs} | set(keep)
         # A page sent with a locale that is no tag names no version: all of its
         # committed versions stay (it is rejected, and a caller's mistake must
@@ -179,7 +188,8 @@ class IndexingPipeline:
             gone = [k for k in committed if k not in present and k[0] not in unsure]
             upserts = self.planner.plan_upserts(docs, control.check, deadline=deadline)
             plans = upserts + self.planner.plan_removals(gone, deadline=deadline)
-        return self._run("sync", plans, generation, dry_run, progress, control)
+        meta = {sync_key: str(generation)}
+        return self._run("sync", plans, generation, dry_run, progress, control, meta)
 
     def _run(
         self,
@@ -189,9 +199,11 @@ class IndexingPipeline:
         dry_run: bool,
         progress: ProgressFn | None,
         control: RunControl,
+        commit_meta: dict[str, str] | None = None,
     ) -> IndexReport:
-        """`generation`: the one this run takes if it changes the index."""
-        report = IndexReport(plans, dry_run)
+        """`generation`: the one this run takes if it changes the index;
+        `commit_meta`: index-level values committed with it if it does."""
+        report = IndexReport(plans, dry_run, committed_generation=generation - 1)
         trace.get_current_span().set_attributes(
             {"rag.operation": operation, "rag.dry_run": dry_run, **_span_counts(report.counts)}
         )
@@ -199,7 +211,8 @@ class IndexingPipeline:
             last_run = {LAST_RUN_META: json.dumps(report.counts.as_dict())}
             if any(changes_index(p) for p in plans):
                 # The run's counts are committed with it: no round trip of their own.
-                self._apply(plans, generation, progress, control, last_run)
+                self._apply(plans, generation, progress, control, last_run | (commit_meta or {}))
+                report.committed_generation = generation
             else:
                 with self._timed("manifest"):
                     # Nothing to commit: the counts alone, within the run's deadline.

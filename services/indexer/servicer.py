@@ -269,8 +269,15 @@ class IndexerServicer(indexer_pb2_grpc.IndexerServicer):
                 f"(first: {foreign[0]!r})"
             )
         keep = keep_from_proto(request.keep, self.pipeline.planner.limits)
+        since = request.no_sync_since if request.HasField("no_sync_since") else None
         report = await self._run(
-            context, self.pipeline.sync, request.scope_id, docs, keep, dry_run=request.dry_run
+            context,
+            self.pipeline.sync,
+            request.scope_id,
+            docs,
+            keep,
+            dry_run=request.dry_run,
+            no_sync_since=since,
         )
         return report_to_proto(report)
 

@@ -140,6 +140,8 @@ class Ingest:
         self.sync_refused = False
         self.pages = 0  # documents of the source with something to index
         self.kept: list[pb.DocumentKey] = []
+        # The generation the first batch's reply reported (services/indexer/sync_guard.py).
+        self.first_generation: int | None = None
         # (doc_id, state) of every document the run (or plan) changes.
         self.differing: list[tuple[str, str]] = []
 
@@ -176,7 +178,11 @@ class Ingest:
             )
         elif self.args.sync:
             reply = self.client.sync(
-                self.args.scope, self.kept, dry_run=self.args.dry_run, deadline=SYNC_TIMEOUT_S
+                self.args.scope,
+                self.kept,
+                dry_run=self.args.dry_run,
+                deadline=SYNC_TIMEOUT_S,
+                no_sync_since=self.first_generation,
             )
             self._add(reply)
 
@@ -223,6 +229,8 @@ class Ingest:
             bar.update(done_before + message.documents_done - bar.n)
             if message.HasField("result"):
                 self._add(message.result)
+                if self.first_generation is None:
+                    self.first_generation = message.result.committed_generation
         self.kept.extend(pb.DocumentKey(doc_id=d.doc_id, locale=d.locale) for d in batch)
 
     def _add(self, reply: pb.UpsertResponse) -> None:

@@ -21,6 +21,7 @@ _STATUS: list[tuple[type[errors.RagError], grpc.StatusCode]] = [
     (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.Cancelled, grpc.StatusCode.CANCELLED),
     (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.Aborted, grpc.StatusCode.ABORTED),
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.StoreError, grpc.StatusCode.INTERNAL),
     (errors.ConfigError, grpc.StatusCode.FAILED_PRECONDITION),

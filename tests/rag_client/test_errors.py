@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from rag_client import (
+    Aborted,
     CallError,
     ClientSettings,
     DeadlineExceeded,
@@ -37,6 +38,7 @@ EXPECTED: list[tuple[grpc.StatusCode, type[CallError]]] = [
     (Code.RESOURCE_EXHAUSTED, ResourceExhausted),
     (Code.DEADLINE_EXCEEDED, DeadlineExceeded),
     (Code.FAILED_PRECONDITION, FailedPrecondition),
+    (Code.ABORTED, Aborted),
     (Code.UNAVAILABLE, Unavailable),
     (Code.INTERNAL, OtherCallError),
     (Code.UNIMPLEMENTED, OtherCallError),

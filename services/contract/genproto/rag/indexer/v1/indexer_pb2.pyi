@@ -269,7 +269,13 @@ class UpsertResponse(_message.Message):
     OUTCOMES_FIELD_NUMBER: _builtins.int
     COUNTS_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
+    COMMITTED_GENERATION_FIELD_NUMBER: _builtins.int
     dry_run: _builtins.bool
+    committed_generation: _builtins.int
+    """The index's committed generation once this run ended: this run's when it
+    changed the index. A sync in batches passes its first batch's to its
+    Sync (SyncRequest.no_sync_since).
+    """
     @_builtins.property
     def outcomes(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentOutcome]: ...
     @_builtins.property
@@ -280,10 +286,11 @@ class UpsertResponse(_message.Message):
         outcomes: _abc.Iterable[Global___DocumentOutcome] | None = ...,
         counts: Global___PlanCounts | None = ...,
         dry_run: _builtins.bool = ...,
+        committed_generation: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dry_run", b"dry_run", "outcomes", b"outcomes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["committed_generation", b"committed_generation", "counts", b"counts", "dry_run", b"dry_run", "outcomes", b"outcomes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -382,8 +389,15 @@ class SyncRequest(_message.Message):
     DOCUMENTS_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
     KEEP_FIELD_NUMBER: _builtins.int
+    NO_SYNC_SINCE_FIELD_NUMBER: _builtins.int
     scope_id: _builtins.str
     dry_run: _builtins.bool
+    no_sync_since: _builtins.int
+    """Set: refuse with ABORTED, removing nothing, when another Sync of this
+    scope committed after this generation (two syncs of one scope at once
+    remove each other's pages; the one refused is run again). A sync in
+    batches sets it to its first Upsert's committed_generation.
+    """
     @_builtins.property
     def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___Document]: ...
     @_builtins.property
@@ -399,12 +413,15 @@ class SyncRequest(_message.Message):
         documents: _abc.Iterable[Global___Document] | None = ...,
         dry_run: _builtins.bool = ...,
         keep: _abc.Iterable[Global___DocumentKey] | None = ...,
+        no_sync_since: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_no_sync_since", b"_no_sync_since", "no_sync_since", b"no_sync_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "dry_run", b"dry_run", "keep", b"keep", "scope_id", b"scope_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_no_sync_since", b"_no_sync_since", "documents", b"documents", "dry_run", b"dry_run", "keep", b"keep", "no_sync_since", b"no_sync_since", "scope_id", b"scope_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__no_sync_since: _TypeAlias = _typing.Literal["no_sync_since"]  # noqa: Y015
+    _WhichOneofArgType__no_sync_since: _TypeAlias = _typing.Literal["_no_sync_since", b"_no_sync_since"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__no_sync_since) -> _WhichOneofReturnType__no_sync_since | None: ...
 
 Global___SyncRequest: _TypeAlias = SyncRequest  # noqa: Y015
 
