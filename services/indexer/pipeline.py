@@ -210,6 +210,7 @@ class IndexingPipeline:
         if not dry_run:
             last_run = {LAST_RUN_META: json.dumps(report.counts.as_dict())}
             if any(changes_index(p) for p in plans):
+                self._check_disk_room(plans)
                 # The run's counts are committed with it: no round trip of their own.
                 self._apply(plans, generation, progress, control, last_run | (commit_meta or {}))
                 report.committed_generation = generation
@@ -225,6 +226,14 @@ class IndexingPipeline:
                 self.build_vectors_after_run()
         log.info("index_run", dry_run=dry_run, **report.counts.as_dict())
         return report
+
+    def _check_disk_room(self, plans: list[DocumentPlan]) -> None:
+        """Embedded: refused before anything is written when the run could
+        fill the data folder's disk (services.storage.disk_room)."""
+        if self.storage.disk_room is not None:
+            chunks = [c for p in plans for c in p.to_embed]
+            text_bytes = sum(len(c.text.encode("utf-8", "replace")) for c in chunks)
+            self.storage.disk_room.check(len(chunks), text_bytes)
 
     def _apply(
         self,

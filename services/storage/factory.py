@@ -16,15 +16,12 @@ from pathlib import Path
 from services.core.analysis import TextAnalyzer
 from services.core.errors import ConfigError
 from services.storage.base import LexicalStore, VectorStore
+from services.storage.disk_room import MIN_FREE_BYTES, DiskRoom
 from services.storage.manifest import Manifest
 from services.storage.settings import StoreSettings
 from services.storage.storage import Storage
 
 MANIFEST_FILE = "manifest.sqlite3"
-# The embedded vector store's write-ahead log maps two 32 MiB segments at
-# once: on a fuller disk the first write to them ends the process with SIGBUS
-# and no message (probe), so a start with less space than this is refused.
-MIN_FREE_BYTES = 128 * 2**20
 __all__ = ["MANIFEST_FILE", "Storage", "open_manifest", "open_storage", "open_stores"]
 
 
@@ -36,7 +33,9 @@ def open_storage(settings: StoreSettings, dim: int, second_dim: int = 0) -> Stor
         return open_postgres_storage(settings, dim, second_dim)
     vectors, lexical = open_stores(settings, dim, second_dim)
     try:
-        return Storage(vectors, lexical, open_manifest(settings))
+        manifest = open_manifest(settings)
+        room = None if settings.is_server else DiskRoom(settings.data_dir, 4 * (dim + second_dim))
+        return Storage(vectors, lexical, manifest, disk_room=room)
     except BaseException:
         lexical.close()
         vectors.close()

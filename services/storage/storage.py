@@ -35,6 +35,7 @@ from services.core.analysis import TextAnalyzer
 from services.core.deadline import Deadline
 from services.core.models import Chunk, ChunkPayload, StoredChunk
 from services.storage.base import LexicalStore, VectorStore
+from services.storage.disk_room import DiskRoom
 from services.storage.manifest import Manifest
 from services.storage.payload import chunk_with_payload, payload_of_stored
 
@@ -190,6 +191,9 @@ class Storage:
     # The model of the chunks' second vector (RAG_CROSS_LINGUAL_MODEL; set by
     # whoever opened the index with one, services.runtime.parts).
     second_encoder: DocumentEncoder | None = None
+    # Embedded: the data folder's disk, checked before a run writes
+    # (services.storage.disk_room); None where a server holds the data.
+    disk_room: DiskRoom | None = None
 
     @contextmanager
     def run_transaction(self) -> Iterator[bool]:
