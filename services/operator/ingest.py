@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from rag_client import IndexerClient
+from rag_client import Aborted, IndexerClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import EmptyDocument, InvalidArgument, NotFound
 from services.core.field_rules import CONTROL_CHARACTERS
@@ -177,6 +177,12 @@ class Ingest:
                 "(--allow-empty-sync empties the scope)"
             )
         elif self.args.sync:
+            self._sync()
+
+    def _sync(self) -> None:
+        """The Sync step; refused (exit status 1, the batches' counts still
+        reported) when another sync of the scope came between."""
+        try:
             reply = self.client.sync(
                 self.args.scope,
                 self.kept,
@@ -184,7 +190,11 @@ class Ingest:
                 deadline=SYNC_TIMEOUT_S,
                 no_sync_since=self.first_generation,
             )
-            self._add(reply)
+        except Aborted as exc:  # services/indexer/sync_guard.py
+            self.sync_refused = True
+            self.sync_skipped = f"sync refused: {exc.details.removeprefix('no_sync_since: ')}"
+            return
+        self._add(reply)
 
     def _valid_documents(self, items: Iterable[Document | LoadError]) -> Iterator[Document]:
         """Documents that can be sent; the rest rejected here, each with its

@@ -280,7 +280,10 @@ class ReleaseCheck:
             differing=[{"doc_id": d, "state": s} for d, s in ingest.differing[:MAX_LISTED]],
             rejected=ingest.rejected[:MAX_LISTED],
             skipped=ingest.skipped[:MAX_LISTED],
-            in_sync=bool(ingest.kept) and all(counts[n] == 0 for n in STATE_FIELDS[1:]),
+            # A Sync refused (another sync of the scope came between) planned nothing.
+            in_sync=bool(ingest.kept)
+            and not ingest.sync_refused
+            and all(counts[n] == 0 for n in STATE_FIELDS[1:]),
             sync_skipped=ingest.sync_skipped,
         )
 

@@ -1,5 +1,6 @@
 """`ingest --sync` passes its first batch's generation to its Sync, and a Sync
-refused because another sync of the scope came between says to run again."""
+refused because another sync of the scope came between says to run again
+(exit status 1, as for a sync refused for an empty source)."""
 
 from __future__ import annotations
 
@@ -64,10 +65,11 @@ def test_the_sync_carries_the_generation_its_first_batch_saw(
     assert fake.sync_guard == 41  # the first one's, not the last one's
 
 
-def test_a_refused_sync_exits_2_and_says_to_run_again(
+def test_a_refused_sync_exits_1_reports_the_batches_and_says_to_run_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(monkeypatch, pages(tmp_path), RecordingIndexer(7, refuse_sync=True)) == 2
-    err = capsys.readouterr().err
-    assert "ABORTED" in err and "another sync of scope 's'" in err
+    assert run(monkeypatch, pages(tmp_path), RecordingIndexer(7, refuse_sync=True)) == 1
+    out, err = capsys.readouterr()
+    assert "sync refused: another sync of scope 's' committed" in err
+    assert "added=3" in out + err  # the batches went in, and the summary says so
     assert "Traceback" not in err
