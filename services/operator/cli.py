@@ -105,9 +105,10 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     ingest = sub.add_parser(
         "ingest",
-        help="index a directory (md/html/txt) or a BEIR JSONL file",
-        description="Index a directory (md/html/txt; hidden files and symbolic links are "
-        "skipped) or a BEIR JSONL file. Each page of a directory gets its own locale unless "
+        help="index a directory (md/html/txt/rst/adoc, also .gz) or a BEIR JSONL file",
+        description="Index a directory (md/html/txt/rst/adoc pages, each also gzip-compressed "
+        "as .gz; hidden files and symbolic links are skipped) or a BEIR JSONL file. "
+        "Each page of a directory gets its own locale unless "
         "--locale is given, and pages that translate each other share "
         "metadata translation_key and list each other (locale, url, doc_id) in metadata "
         "translations, which search hits carry. Unreadable files are reported and the rest "

@@ -31,6 +31,7 @@ from html import unescape
 from pathlib import PurePosixPath
 
 from services.core.analysis.scripts import CJK
+from services.sources.compressed_pages import page_name
 
 # Kept first: what the loader reads with structure (headings, code, tables),
 # and of those the authored form over a generated page with its navigation.
@@ -72,8 +73,8 @@ WordsOf = Callable[[str], PageWords | None]
 
 
 def page_stem(relpath: str) -> str:
-    """The file name without its format and source-markup suffixes."""
-    name = PurePosixPath(relpath).name
+    """The file name without its format and source-markup suffixes (and a `.gz`)."""
+    name = page_name(PurePosixPath(relpath).name)
     suffix = PurePosixPath(name).suffix.lower()
     stem = name[: -len(suffix)] if suffix in PREFERENCE else name
     markup = PurePosixPath(stem).suffix.lower()
@@ -82,7 +83,7 @@ def page_stem(relpath: str) -> str:
 
 def rank_of(relpath: str) -> int:
     """Lower is kept first (see PREFERENCE); unknown formats last."""
-    return PREFERENCE.get(PurePosixPath(relpath).suffix.lower(), len(PREFERENCE))
+    return PREFERENCE.get(PurePosixPath(page_name(relpath)).suffix.lower(), len(PREFERENCE))
 
 
 def word_runs(text: str) -> Iterator[tuple[str, bool]]:

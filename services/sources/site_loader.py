@@ -38,10 +38,17 @@ from services.indexer.markup.html_markdown import html_to_markdown
 from services.indexer.markup.markdown_text import clean_markdown
 from services.indexer.validation import DocumentLimits
 from services.sources.aggregates import ListedFile, single_page_editions
+from services.sources.compressed_pages import page_bytes, page_name, page_size
 from services.sources.html_head import HtmlHead, read_html_head
 from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
 from services.sources.renderings import PageWords, other_renderings, visible_html_text, words
-from services.sources.site_walk import LoadError, SiteFile, read_regular_file, walk_site
+from services.sources.site_walk import (
+    MAX_FILE_BYTES,
+    LoadError,
+    SiteFile,
+    read_regular_file,
+    walk_site,
+)
 from services.sources.text_files import (
     content_type_for_filename,
     decode_text,
@@ -77,7 +84,8 @@ def load_directory(
     max_translations_chars: int = MAX_TRANSLATIONS_CHARS,
     all_renderings: bool = False,
 ) -> Iterator[Document | LoadError]:
-    """Every .md/.markdown/.html/.htm/.txt file under `root`, in sorted path order.
+    """Every .md/.markdown/.html/.htm/.txt/.rst/.adoc/.asciidoc file under
+    `root`, in sorted path order, each also as `.gz` (`compressed_pages`).
 
     Hidden files and folders (name starting with ".") are skipped; symbolic
     links are skipped, or with `follow_symlinks` followed only inside the
@@ -178,7 +186,7 @@ def _skipped_renderings(files: list[SiteFile], site: _SiteLoad) -> dict[str, str
 
 def _size(file: SiteFile) -> int:
     try:
-        return file.path.stat().st_size
+        return page_size(file.path)  # a compressed page's own size: editions are compared by it
     except OSError:
         return 0  # the load reports it
 
@@ -236,6 +244,7 @@ def _body(page: _Page) -> _Body:
 def _read_page(file: SiteFile) -> _Page:
     content_type = content_type_for_filename(file.relpath)
     raw, modified = read_regular_file(file.path, file.identity)
+    raw = page_bytes(file.relpath, raw, MAX_FILE_BYTES)
     text = normalize_newlines(decode_text(raw, content_type))
     is_markdown, is_html = content_type is ContentType.MARKDOWN, content_type is ContentType.HTML
     front = read_front_matter(text)[0] if is_markdown else FrontMatter()
@@ -316,7 +325,7 @@ class _SiteLoad:
             doc_id=page.relpath,
             text=body.text,
             url=self.page_url(page.relpath),
-            title=_one_line(body.title) or _one_line(Path(page.relpath).stem),
+            title=_one_line(body.title) or _one_line(Path(page_name(page.relpath)).stem),
             locale=locale,
             scope_id=self.scope_id,
             metadata=metadata,

@@ -10,6 +10,7 @@ from pathlib import Path
 from services.core.errors import InvalidArgument
 from services.core.models import ContentType
 from services.indexer.body import normalize_newlines as normalize_newlines
+from services.sources.compressed_pages import COMPRESSED_SUFFIX, page_name
 
 _SUFFIX_TYPES = {
     ".md": ContentType.MARKDOWN,
@@ -49,16 +50,20 @@ _META_CHARSET = re.compile(rb"""<meta[^<>]+charset\s*=\s*["']?([A-Za-z0-9_\-]+)"
 
 
 def content_type_for_filename(name: str) -> ContentType:
-    """The content type a file name's suffix implies; other suffixes are rejected."""
-    content_type = _SUFFIX_TYPES.get(Path(name).suffix.lower())
+    """The content type a file name's suffix implies (after a `.gz`, the
+    page's: `README.md.gz` is Markdown); other suffixes are rejected."""
+    content_type = _SUFFIX_TYPES.get(Path(page_name(name)).suffix.lower())
     if content_type is None:
         supported = ", ".join(sorted(_SUFFIX_TYPES))
-        raise InvalidArgument(f"unsupported file type {name!r}: expected one of {supported}")
+        raise InvalidArgument(
+            f"unsupported file type {name!r}: expected one of {supported} "
+            f"(each also gzip-compressed, ending in {COMPRESSED_SUFFIX})"
+        )
     return content_type
 
 
 def is_supported_name(name: str) -> bool:
-    return Path(name).suffix.lower() in _SUFFIX_TYPES
+    return Path(page_name(name)).suffix.lower() in _SUFFIX_TYPES
 
 
 def decode_text(raw: bytes, content_type: ContentType) -> str:
