@@ -20,7 +20,9 @@ re-exported here with `LoadError` and `content_type_for_filename`.
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from services.core.errors import InvalidArgument, NotFound
 from services.core.models import ContentType, Document
 from services.indexer.body import normalize_body
 from services.indexer.markup.html_markdown import html_to_markdown
+from services.sources.compressed_pages import is_compressed
 from services.sources.site_loader import load_directory
 from services.sources.site_walk import LoadError
 from services.sources.text_files import (
@@ -141,27 +144,43 @@ def _iter_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any] | LoadE
     becomes a LoadError. Lines are decoded one by one so a bad byte costs one line."""
     if not path.is_file():
         raise NotFound(f"JSON-lines file {str(path)!r} does not exist")
-    with path.open("rb") as lines:
-        for number, raw in enumerate(lines, start=1):
-            source = f"{path.name}:{number}"
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                if not line.strip():
-                    continue
-                record = json.loads(line)
-            except UnicodeDecodeError as exc:
-                yield source, LoadError(source, describe_error(exc))
+    for number, raw in _numbered_lines(path):
+        source = f"{path.name}:{number}"
+        if isinstance(raw, LoadError):
+            yield source, raw
+            return
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            if not line.strip():
                 continue
-            except json.JSONDecodeError as exc:
-                yield source, LoadError(source, f"not valid JSON: {exc}")
-                continue
-            except RecursionError:
-                yield source, LoadError(source, "not valid JSON: nested too deeply")
-                continue
-            if not isinstance(record, dict):
-                yield source, LoadError(source, "not a JSON object")
-                continue
-            yield source, record
+            record = json.loads(line)
+        except UnicodeDecodeError as exc:
+            yield source, LoadError(source, describe_error(exc))
+            continue
+        except json.JSONDecodeError as exc:
+            yield source, LoadError(source, f"not valid JSON: {exc}")
+            continue
+        except RecursionError:
+            yield source, LoadError(source, "not valid JSON: nested too deeply")
+            continue
+        if not isinstance(record, dict):
+            yield source, LoadError(source, "not a JSON object")
+            continue
+        yield source, record
+
+
+def _numbered_lines(path: Path) -> Iterator[tuple[int, bytes | LoadError]]:
+    """The file's lines from 1, gunzipped as they are read when its name ends
+    in .gz (BEIR corpora ship as `corpus.jsonl.gz`); a read that fails part
+    way (a truncated or corrupt file) ends the lines with a LoadError."""
+    number = 0
+    with (gzip.open if is_compressed(path.name) else open)(path, "rb") as lines:
+        try:
+            for number, raw in enumerate(lines, start=1):
+                yield number, raw
+        except (OSError, EOFError, zlib.error) as exc:
+            reason = f"cannot read past line {number}: {exc}"
+            yield number + 1, LoadError(f"{path.name}:{number + 1}", reason)
 
 
 def _required_id(record: dict[str, Any], key: str) -> str:

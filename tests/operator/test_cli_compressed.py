@@ -7,6 +7,7 @@ rejected."""
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,17 @@ def test_compressed_pages_are_indexed_and_found(stack: BackgroundStack, tmp_path
         assert hits[0].doc_id == page
     redis = stack.retrieve("maxmemory 2gb", top_k=1, disable_rerank=True).hits[0]
     assert redis.title == "Redis on Debian" and "maxmemory 2gb" in redis.text
+
+
+def test_a_compressed_beir_corpus_is_ingested(stack: BackgroundStack, tmp_path: Path) -> None:
+    records = [
+        {"_id": "4983", "title": "Microstructural development", "text": "Myelination of axons."},
+        {"_id": "5836", "title": "Induction of myelodysplasia", "text": "Blood cell lineages."},
+    ]
+    corpus = tmp_path / "corpus.jsonl.gz"
+    corpus.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
+    done = cli(stack, "ingest", str(corpus), "--scope", "beir-gz")  # the format read from it
+    assert done.returncode == 0, done.stderr
+    assert counts(done.stdout)["added"] == 2
+    hits = stack.retrieve("myelination of axons", top_k=1, disable_rerank=True).hits
+    assert hits[0].doc_id == "4983"

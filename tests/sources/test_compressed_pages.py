@@ -6,6 +6,7 @@ files in a temporary folder, compressed with the gzip module."""
 from __future__ import annotations
 
 import gzip
+import json
 import random
 import zlib
 from pathlib import Path
@@ -14,7 +15,12 @@ import pytest
 
 from services.core.models import ContentType, Document
 from services.sources.compressed_pages import page_bytes, page_name, page_size
-from services.sources.loaders import LoadError, content_type_for_filename, load_directory
+from services.sources.loaders import (
+    LoadError,
+    content_type_for_filename,
+    load_beir_jsonl,
+    load_directory,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -156,3 +162,38 @@ def test_a_compressed_rendering_and_its_html_are_one_page(tmp_path: Path) -> Non
     docs, errors = load(tmp_path)
     assert list(docs) == ["git-clean.md.gz"]  # Markdown is kept over HTML, compressed or not
     assert errors["git-clean.html"].reason.startswith("the same page as git-clean.md.gz")
+
+
+def _beir_lines(count: int) -> bytes:
+    lines = (
+        json.dumps({"_id": f"d{i}", "title": f"Title {i}", "text": f"Abstract {i}."})
+        for i in range(count)
+    )
+    return "\n".join(lines).encode() + b"\n"
+
+
+def test_a_compressed_beir_corpus_is_streamed(tmp_path: Path) -> None:
+    path = write(tmp_path, "corpus.jsonl.gz", gzip.compress(_beir_lines(3)))
+    items = list(load_beir_jsonl(path, scope_id="s"))
+    assert [(d.doc_id, d.text) for d in items if isinstance(d, Document)] == [
+        ("d0", "Abstract 0."),
+        ("d1", "Abstract 1."),
+        ("d2", "Abstract 2."),
+    ]
+
+
+def test_a_truncated_compressed_corpus_keeps_what_was_read_and_says_where_it_ended(
+    tmp_path: Path,
+) -> None:
+    whole = gzip.compress(_beir_lines(2000))
+    path = write(tmp_path, "corpus.jsonl.gz", whole[: len(whole) // 2])
+    items = list(load_beir_jsonl(path, scope_id="s"))
+    *documents, error = items
+    assert documents and all(isinstance(d, Document) for d in documents)
+    assert isinstance(error, LoadError)
+    assert error.source == f"corpus.jsonl.gz:{len(documents) + 1}"
+    assert error.reason.startswith(f"cannot read past line {len(documents)}: ")
+    plain = write(tmp_path, "plain.jsonl.gz", _beir_lines(2))  # named .gz, not compressed
+    (only,) = list(load_beir_jsonl(plain, scope_id="s"))
+    assert isinstance(only, LoadError) and only.source == "plain.jsonl.gz:1"
+    assert "Not a gzipped file" in only.reason
