@@ -167,7 +167,7 @@ class TtlGaugeCollector(Collector):
 
 
 class PendingRecordsCollector(TtlGaugeCollector):
-    """`rag_indexer_pending_records`: what IndexStats.pending_documents
+    """`rag_indexer_pending_records`: what index_stats.IndexStats.pending_documents
     reports. Reading the intents parses every saved row of a stuck run,
     hence the TTL."""
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from opentelemetry import trace
 
@@ -35,7 +35,6 @@ from services.core.field_rules import language_tag_problem
 from services.core.logging import get_logger
 from services.core.models import Document
 from services.embedding.embedder import Embedder
-from services.indexer.document_encoders import recorded_document_encoders
 from services.indexer.metrics import IndexerMetrics
 from services.indexer.planning import DocState, DocumentPlan, PlanCounts, Planner
 from services.indexer.run_control import RunControl
@@ -44,7 +43,6 @@ from services.indexer.transactions import Recovery, RunJournal, changes_index
 from services.runtime.security.callers import ScopeGrant
 from services.storage.base import unrequested_deadline
 from services.storage.storage import Storage
-from services.storage.visibility import committed_generation
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -395,35 +393,3 @@ def _group_by_chunk_budget(plans: list[DocumentPlan], budget: int) -> Iterator[l
             group, size = [], 0
     if group:
         yield group
-
-
-@dataclass(frozen=True)
-class IndexStats:
-    documents: int
-    chunks: int
-    chunks_by_locale: dict[str, int]
-    vectors: int
-    lexical_rows: int
-    chunking: dict[str, Any]
-    last_run: dict[str, int]
-    committed_generation: int
-    pending_documents: int
-    document_encoders: list[str]
-
-
-def collect_stats(pipeline: IndexingPipeline, deadline: Deadline) -> IndexStats:
-    """Every read within `deadline` (the Stats RPC's)."""
-    manifest = pipeline.manifest
-    by_locale = manifest.chunk_counts_by_locale(deadline)
-    return IndexStats(
-        committed_generation=committed_generation(manifest, deadline),
-        pending_documents=len(manifest.open_intents(deadline)),
-        documents=manifest.count(deadline),
-        chunks=sum(by_locale.values()),
-        chunks_by_locale=by_locale,
-        vectors=pipeline.vectors.count(None, deadline),
-        lexical_rows=pipeline.storage.lexical.count(None, deadline),
-        chunking=json.loads(manifest.get_meta("chunking", deadline) or "{}"),
-        last_run=json.loads(manifest.get_meta(LAST_RUN_META, deadline) or "{}"),
-        document_encoders=recorded_document_encoders(manifest, deadline),
-    )

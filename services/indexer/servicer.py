@@ -16,13 +16,14 @@ from services.core.field_rules import canonical_language_tag
 from services.core.logging import get_logger
 from services.indexer.audit import AuditProgress, AuditReport
 from services.indexer.idle_settle import IdleSettle
+from services.indexer.index_stats import collect_stats
 from services.indexer.messages import (
     audit_report_to_proto,
     keep_from_proto,
     report_to_proto,
     writable_documents,
 )
-from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress, collect_stats
+from services.indexer.pipeline import IndexingPipeline, IndexReport, Progress
 from services.indexer.release_records import record_release
 from services.indexer.run_control import RunControl
 from services.indexer.validation import (
