@@ -25,7 +25,8 @@ from services.core.models import ContentType, Document
 from services.indexer.validation import DocumentLimits, check_scope_id
 from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
 from services.sources.locale_detection import normalize_tag
-from services.sources.text_files import is_supported_name
+from services.sources.site_loader import FALLBACK_ENCODING_OPTION
+from services.sources.text_files import is_supported_name, web_encoding
 
 DEFAULT_LOCALE = "en"
 SYNC_TIMEOUT_S = 600.0  # a Sync plans and removes a whole scope's leftovers
@@ -70,6 +71,7 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
             base_url=args.base_url,
             follow_symlinks=args.follow_symlinks,
             all_renderings=args.all_renderings,
+            fallback_encoding=args.fallback_encoding,
         )
     else:
         yield from load_beir_jsonl(
@@ -303,6 +305,15 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         "(all.html); by default a page is indexed once, from its Markdown, else its HTML, "
         "and the others are reported as skipped",
     )
+    p.add_argument(
+        FALLBACK_ENCODING_OPTION,
+        type=_web_encoding,
+        default="",
+        metavar="ENCODING",
+        help="read a folder's files that are not UTF-8 (and name no charset) in ENCODING, "
+        "e.g. gb18030 or big5 for legacy Chinese text, shift_jis, windows-1252; "
+        "without it they are reported and left out",
+    )
     p.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
     p.add_argument(
         "--title-as-heading",
@@ -357,6 +368,18 @@ def _scope_id(value: str) -> str:
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return value
+
+
+def _web_encoding(value: str) -> str:
+    """`--fallback-encoding`: one of the web's text encodings, as its codec name; "": none."""
+    if not value:
+        return ""
+    try:
+        return web_encoding(value)
+    except LookupError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a web page encoding (e.g. gb18030, big5, shift_jis, windows-1252)"
+        ) from None
 
 
 def _locale_tag(value: str) -> str:

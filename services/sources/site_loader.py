@@ -71,6 +71,9 @@ _log = logging.getLogger(__name__)
 # The Indexer's limit on one metadata value: `metadata["translations"]` keeps
 # as many translations as fit in it.
 MAX_TRANSLATIONS_CHARS = DocumentLimits().max_metadata_value_chars
+# The option of `ingest` / `release-check` that sets `fallback_encoding`, named
+# in the reason a file that is not UTF-8 is rejected with.
+FALLBACK_ENCODING_OPTION = "--fallback-encoding"
 
 
 def load_directory(
@@ -83,6 +86,7 @@ def load_directory(
     follow_symlinks: bool = False,
     max_translations_chars: int = MAX_TRANSLATIONS_CHARS,
     all_renderings: bool = False,
+    fallback_encoding: str = "",
 ) -> Iterator[Document | LoadError]:
     """Every .md/.markdown/.html/.htm/.txt/.rst/.adoc/.asciidoc file under
     `root`, in sorted path order, each also as `.gz` (`compressed_pages`).
@@ -106,6 +110,11 @@ def load_directory(
     A page in several renderings is loaded once (`renderings`): each other
     rendering comes as a skipped LoadError naming the file kept, unless
     `all_renderings`.
+
+    A file is UTF-8 unless a byte-order mark or an HTML `<meta charset>` says
+    otherwise; one that is not valid UTF-8 is read in `fallback_encoding` (a
+    web encoding, e.g. gb18030 for legacy Chinese text, as a browser set for
+    that language falls back), or reported when none is given.
     """
     if not root.is_dir():
         raise NotFound(f"document folder {str(root)!r} does not exist")
@@ -118,6 +127,7 @@ def load_directory(
         base_url=base_url,
         folders=PathLocales(f.relpath for f in files),
         max_translations_chars=max_translations_chars,
+        fallback_encoding=fallback_encoding,
     )
     skip = {} if all_renderings else _skipped_renderings(files, site)
     site.link_translations([f for f in files if f.relpath not in skip])
@@ -129,12 +139,21 @@ def load_directory(
             yield LoadError(item.relpath, skip[item.relpath], skipped=True)
             continue
         try:
-            yield site.document(_read_page(item))
+            yield site.document(_read_page(item, fallback_encoding))
         except (OSError, UnicodeError, LookupError) as exc:
-            yield LoadError(item.relpath, describe_error(exc))
+            yield LoadError(item.relpath, _reason(exc, fallback_encoding))
 
 
-def _glances(files: list[SiteFile]) -> Callable[[str], tuple[_Page, _Body] | None]:
+def _reason(exc: Exception, fallback_encoding: str) -> str:
+    reason = describe_error(exc)
+    if isinstance(exc, UnicodeDecodeError) and not fallback_encoding:
+        reason += f" (a file in a legacy encoding is read with {FALLBACK_ENCODING_OPTION})"
+    return reason
+
+
+def _glances(
+    files: list[SiteFile], fallback_encoding: str
+) -> Callable[[str], tuple[_Page, _Body] | None]:
     """A file and what a reader sees of it, cheaply, for comparing files
     before the load (None: unreadable, the load reports it). HTML by its
     visible text alone: converting it costs several times reading it, and a
@@ -143,7 +162,7 @@ def _glances(files: list[SiteFile]) -> Callable[[str], tuple[_Page, _Body] | Non
 
     def read(relpath: str) -> tuple[_Page, _Body] | None:
         try:
-            page = _read_page(file_of[relpath])
+            page = _read_page(file_of[relpath], fallback_encoding)
         except (OSError, UnicodeError, LookupError):
             return None
         if page.content_type is ContentType.HTML:
@@ -157,7 +176,7 @@ def _glances(files: list[SiteFile]) -> Callable[[str], tuple[_Page, _Body] | Non
 def _skipped_renderings(files: list[SiteFile], site: _SiteLoad) -> dict[str, str]:
     """Each file left out as another rendering of a page (`renderings`) or a
     single-page edition of the folder's pages (`aggregates`) → why."""
-    glance = _glances(files)
+    glance = _glances(files, site.fallback_encoding)
 
     def words_of(relpath: str) -> PageWords | None:
         if (seen := glance(relpath)) is None:
@@ -241,11 +260,11 @@ def _body(page: _Page) -> _Body:
     return _Body(_first_h1(page.text, TextSyntax.PLAIN), page.text, page.content_type, page.text)
 
 
-def _read_page(file: SiteFile) -> _Page:
+def _read_page(file: SiteFile, fallback_encoding: str) -> _Page:
     content_type = content_type_for_filename(file.relpath)
     raw, modified = read_regular_file(file.path, file.identity)
     raw = page_bytes(file.relpath, raw, MAX_FILE_BYTES)
-    text = normalize_newlines(decode_text(raw, content_type))
+    text = normalize_newlines(decode_text(raw, content_type, fallback_encoding))
     is_markdown, is_html = content_type is ContentType.MARKDOWN, content_type is ContentType.HTML
     front = read_front_matter(text)[0] if is_markdown else FrontMatter()
     head = read_html_head(text) if is_html else HtmlHead()
@@ -260,6 +279,7 @@ class _SiteLoad:
     base_url: str
     folders: PathLocales
     max_translations_chars: int = MAX_TRANSLATIONS_CHARS
+    fallback_encoding: str = ""
     keys: dict[str, str] = field(default_factory=dict)
     # translation key → its members (locale, doc_id, url), for groups of two or more
     groups: dict[str, tuple[Translation, ...]] = field(default_factory=dict)
@@ -272,7 +292,7 @@ class _SiteLoad:
         head_locales: dict[str, str | None] = {}
         for file in files:
             try:
-                page = _read_page(file)
+                page = _read_page(file, self.fallback_encoding)
             except (OSError, UnicodeDecodeError, LookupError):
                 continue
             declared = page.declared_key()
@@ -305,7 +325,7 @@ class _SiteLoad:
     def _text_locale(self, file: SiteFile) -> str | None:
         """The locale of a page its head does not tell: its text is read again."""
         try:
-            page = _read_page(file)
+            page = _read_page(file, self.fallback_encoding)
         except (OSError, UnicodeDecodeError, LookupError):
             return None  # the second pass reports it
         return self.page_locale(page, _body(page).locale_text)

@@ -66,8 +66,11 @@ def is_supported_name(name: str) -> bool:
     return Path(page_name(name)).suffix.lower() in _SUFFIX_TYPES
 
 
-def decode_text(raw: bytes, content_type: ContentType) -> str:
-    """UTF-8 unless a byte-order mark (or, for HTML, a <meta charset>) says otherwise."""
+def decode_text(raw: bytes, content_type: ContentType, fallback: str = "") -> str:
+    """UTF-8 unless a byte-order mark (or, for HTML, a <meta charset>) says
+    otherwise; text that is not valid UTF-8 in `fallback` (a web encoding)
+    when one is given. UTF-8 is tried first because valid UTF-8 is almost
+    never legacy text by accident, so a folder mixing both reads right."""
     for bom, encoding in _BOMS:
         if raw.startswith(bom):
             return raw.decode(encoding)
@@ -76,7 +79,12 @@ def decode_text(raw: bytes, content_type: ContentType) -> str:
         # As the HTML standard's prescan says: a `<meta>` read as ASCII bytes
         # cannot be UTF-16 text, so a UTF-16 label there means UTF-8.
         return raw.decode("utf-8" if encoding.startswith("utf-16") else encoding)
-    return raw.decode("utf-8")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if not fallback:
+            raise
+    return raw.decode(web_encoding(fallback))
 
 
 def web_encoding(label: str) -> str:

@@ -148,3 +148,12 @@ def test_control_characters_in_a_reported_name_are_escaped(
     err = capsys.readouterr().err
     assert "rejected a\\x1b[2Jb.md: cannot decode" in err
     assert "skipped c\\nrejected forged.md" in err and "\x1b" not in err
+
+
+@pytest.mark.parametrize("label", ["utf-7", "rot13", "no-such-encoding"])
+def test_a_fallback_encoding_must_be_a_web_encoding(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, label: str
+) -> None:
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", "--fallback-encoding", label)
+    assert code == 2
+    assert f"argument --fallback-encoding: {label!r} is not a web page encoding" in err

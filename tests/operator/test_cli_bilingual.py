@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from tests.operator.test_cli import cli, counts
 from tests.support.stack import BackgroundStack
 
@@ -45,3 +46,26 @@ def test_bilingual_folder_in_one_ingest(stack: BackgroundStack, tmp_path: Path) 
     plan_counts = counts(synced.stdout)
     states = (plan_counts["removed"], plan_counts["metadata_only"], plan_counts["unchanged"])
     assert states == (1, 1, 2)
+
+
+def test_a_legacy_chinese_page_is_read_with_the_fallback_encoding(
+    stack: BackgroundStack, tmp_path: Path
+) -> None:
+    site = tmp_path / "legacy"
+    site.mkdir()
+    page = "# 限流\n\n每个密钥每分钟最多 600 次请求，超出时返回 429，请稍后重试。\n"
+    (site / "rate-limits.md").write_bytes(page.encode("gb18030"))
+    (site / "intro.md").write_text("# 简介\n\n这是一个知识库。\n", encoding="utf-8")
+
+    refused = cli(stack, "ingest", str(site), "--scope", "legacy")
+    assert refused.returncode == 1 and counts(refused.stdout)["added"] == 1
+    assert "--fallback-encoding" in refused.stderr  # the hint names the way out
+
+    done = cli(stack, "ingest", str(site), "--scope", "legacy", "--fallback-encoding", "gb18030")
+    assert done.returncode == 0, done.stderr
+    assert counts(done.stdout)["added"] == 1
+    hits = stack.retrieve(
+        "每分钟最多能发多少次请求", top_k=2, disable_rerank=True,
+        filter=rpb.ScopeFilter(scope_id="legacy"),
+    ).hits  # fmt: skip
+    assert hits[0].doc_id == "rate-limits.md" and "600" in hits[0].text

@@ -37,9 +37,9 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     read_page = site_loader._read_page
 
-    def counting(file: site_loader.SiteFile) -> object:
+    def counting(file: site_loader.SiteFile, fallback_encoding: str) -> object:
         reads.append(file.relpath)
-        return read_page(file)
+        return read_page(file, fallback_encoding)
 
     monkeypatch.setattr(site_loader, "_read_page", counting)
     return reads
