@@ -18,6 +18,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import redis
 from fastapi import FastAPI, Request
@@ -73,17 +74,29 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 
+
+class _PageFiles(StaticFiles):
+    """The page's files with the page's headers: `/static/index.html` is the
+    page as well, and must not be framed by another site either."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(PAGE_HEADERS)
+        return response
+
+
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {
         400: "invalid_json, json_too_deep, upstream_rejected or invalid_page_token",
-        403: "origin_not_allowed",
+        403: "origin_not_allowed or scope_not_allowed",
         408: "body_timeout",
         413: "body_too_large",
         415: "unsupported_media_type",
         431: "headers_too_large",
         422: "invalid_request, query_too_long or top_k_out_of_range",
         429: "rate_limited or budget_exhausted (see Retry-After)",
+        409: "page_expired (the index changed since the page token was issued)",
         502: "upstream_unavailable",
         503: "public_disabled, release_not_current, breaker_open or limiter_unavailable",
         504: "upstream_timeout",
@@ -232,6 +245,7 @@ def _start_runtime(
         retriever,
         storage if settings.uses_redis else None,
         settings.gateway_readiness_timeout_s,
+        on_serving=gates.breaker.retriever_seen_serving,
     )
     return Runtime(
         storage,
@@ -313,7 +327,7 @@ def _add_routes(app: FastAPI, settings: GatewaySettings) -> None:
             headers={"Cache-Control": "public, max-age=300", "X-Content-Type-Options": "nosniff"},
         )
 
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", _PageFiles(directory=STATIC_DIR), name="static")
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -187,6 +187,7 @@ class RetrieverBreaker:
         )
         self.clients = clients or ClientStrikes(MemoryStorage(), fail_max, reset_s)
         self._probe_in_flight = False
+        self._probe_due_now = False
 
     @property
     def state(self) -> str:
@@ -203,6 +204,17 @@ class RetrieverBreaker:
             self._probe_in_flight or self._seconds_until_probe() > 0
         ):
             raise self._open_error()
+
+    def retriever_seen_serving(self) -> None:
+        """The Retriever answered a health check as serving (/readyz): an open
+        circuit sends its probe with the next call instead of at the end of
+        `reset_s`. Without this, /readyz said ready while every search was
+        refused for up to `reset_s`, so a balancer sent traffic to an instance
+        that turned all of it away."""
+        if self.state == pybreaker.STATE_OPEN:
+            self.breaker.half_open()  # so the probe's success closes it (pybreaker's rule)
+        if self.state != pybreaker.STATE_CLOSED:
+            self._probe_due_now = True
 
     @contextlib.asynccontextmanager
     async def guard(self, client: str = "", checked: bool = False) -> AsyncIterator[None]:
@@ -231,7 +243,7 @@ class RetrieverBreaker:
             return False
         if self._probe_in_flight or self._seconds_until_probe() > 0:
             raise self._open_error()
-        self._probe_in_flight = True
+        self._probe_in_flight, self._probe_due_now = True, False
         return True
 
     def _record(self, outcome: BaseException | None) -> None:
@@ -260,6 +272,6 @@ class RetrieverBreaker:
 
     def _seconds_until_probe(self) -> float:
         opened_at = self.storage.opened_at
-        if opened_at is None:
+        if opened_at is None or self._probe_due_now:
             return 0.0
         return self.breaker.reset_timeout - (datetime.now(UTC) - opened_at).total_seconds()

@@ -88,6 +88,10 @@ OUTCOME: dict[ErrorCode, str] = {
     ErrorCode.NOT_FOUND: "invalid",
     ErrorCode.METHOD_NOT_ALLOWED: "invalid",
     ErrorCode.INVALID_PAGE_TOKEN: "upstream_rejected",
+    # The Retriever refused these too: a token of an older index, a scope
+    # the gateway's credential does not cover.
+    ErrorCode.PAGE_EXPIRED: "upstream_rejected",
+    ErrorCode.SCOPE_NOT_ALLOWED: "upstream_rejected",
 }
 
 

@@ -52,7 +52,8 @@ def parse_json_object(raw: bytes, max_depth: int) -> dict[str, Any]:
     except _NotJson as exc:
         raise ApiError(ErrorCode.INVALID_JSON, str(exc)) from None
     except json.JSONDecodeError as exc:  # its message names no input, only where
-        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        # Some of json's messages end in "at" themselves ("Invalid control character at").
+        where = f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"
         raise ApiError(ErrorCode.INVALID_JSON, f"the body is not valid JSON: {where}") from None
     except ValueError:  # an integer past Python's digit limit: valid JSON, no valid value
         raise ApiError(

@@ -29,9 +29,13 @@ class Readiness:
         timeout_s: float,
         ttl_s: float = READINESS_TTL_S,
         clock: Callable[[], float] = time.monotonic,
+        on_serving: Callable[[], None] | None = None,
     ) -> None:
-        """`storage`: the shared limits storage to check (None: not shared)."""
+        """`storage`: the shared limits storage to check (None: not shared);
+        `on_serving`: told each time the Retriever's health check says serving
+        (the breaker, so that ready means searches are let through)."""
         self.retriever, self.storage, self.timeout_s = retriever, storage, timeout_s
+        self.on_serving = on_serving
         self._state = CachedAnswer(self._ask, ttl_s, clock)
 
     async def state(self) -> tuple[bool, str]:
@@ -40,6 +44,8 @@ class Readiness:
 
     async def _ask(self) -> tuple[bool, str]:
         ready, reason = await self.retriever.is_serving(self.timeout_s)
+        if ready and self.on_serving is not None:
+            self.on_serving()
         if ready and self.storage is not None and not await _storage_ok(self.storage):
             return False, "redis does not answer"
         return ready, reason

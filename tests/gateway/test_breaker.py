@@ -189,3 +189,17 @@ async def test_timeouts_met_by_enough_clients_open_the_breaker_for_all() -> None
     for client in ("a", "b", "c"):
         assert await _from(breaker, client, timeout) == "DEADLINE_EXCEEDED"
     assert breaker.state == "open"
+
+
+async def test_a_serving_health_check_lets_the_next_call_probe_at_once() -> None:
+    breaker = RetrieverBreaker(fail_max=1, reset_s=60)
+    breaker.retriever_seen_serving()  # while closed: nothing to bring forward
+    await _call(breaker, injected_error(grpc.StatusCode.UNAVAILABLE))
+    assert await _call(breaker) == "breaker_open"  # the flag did not outlive the closed state
+    breaker.retriever_seen_serving()
+    await breaker.check()  # no refusal due any more
+    assert await _call(breaker, injected_error(grpc.StatusCode.UNAVAILABLE)) == "UNAVAILABLE"
+    assert await _call(breaker) == "breaker_open"  # a failed probe waits the whole reset again
+    breaker.retriever_seen_serving()
+    assert await _call(breaker) == "ok"
+    assert breaker.state == "closed"

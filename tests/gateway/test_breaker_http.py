@@ -116,3 +116,21 @@ async def test_searches_the_open_breaker_refuses_spend_no_daily_budget(
     assert {r.json()["error"]["code"] for r in refused} == {"breaker_open"}
     assert [r.status_code for r in recovered] == [200, 200, 200]  # 2 + 3 of the budget's 5
     assert (spent.status_code, spent.json()["error"]["code"]) == (429, "budget_exhausted")
+
+
+async def test_readyz_saying_ready_is_not_followed_by_breaker_refusals(
+    retriever: RetrieverServer,
+) -> None:
+    """Probe of 2026-12-06: the Retriever came back, /readyz said ready, and
+    every search was refused `breaker_open` until the reset ran out; a
+    balancer sent its traffic to an instance that turned it all away."""
+    retriever.servicer.fail_with = grpc.StatusCode.UNAVAILABLE
+    settings = _settings(retriever.addr, gateway_breaker_fail_max=2, gateway_breaker_reset_s=60)
+    async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
+        failed = [await _search(client, gw.url, LEGIT, QUERY) for _ in range(3)]
+        retriever.servicer.fail_with = None  # the Retriever is back
+        ready = await client.get(f"{gw.url}/readyz")
+        served = [await _search(client, gw.url, LEGIT, QUERY) for _ in range(2)]
+    assert [r.status_code for r in failed] == [502, 502, 503]  # the third: breaker_open
+    assert ready.status_code == 200
+    assert [r.status_code for r in served] == [200, 200]  # the probe closed the circuit

@@ -169,6 +169,10 @@ def test_parse_returns_the_object() -> None:
             "the body is not valid JSON: Expecting value at line 2 column 11",
         ),
         (
+            b'{"query": "a\tb"}',  # a raw tab inside a string
+            "the body is not valid JSON: Invalid control character at line 1 column 13",
+        ),
+        (
             b'{"query": "ports", "top_k": ' + b"9" * 5000 + b"}",
             "the body holds a number too long to read (over 4300 digits)",
         ),

@@ -107,3 +107,19 @@ async def test_a_head_over_the_limit_is_a_json_431_that_names_it(
     assert "exceeds the limit of 8192" in error["message"]
     assert large.headers.get_list("x-content-type-options") == ["nosniff"]
     assert large.headers["x-request-id"] == error["request_id"]
+
+
+@pytest.mark.parametrize("path", ["/static/index.html", "/static/./index.html", "/static/page.css"])
+async def test_the_page_through_the_static_mount_has_the_pages_headers(
+    retriever: RetrieverServer, path: str
+) -> None:
+    """Probe of 2026-12-06: `/static/index.html` is the page too, and was
+    served without its Content-Security-Policy (frame-ancestors 'none') or
+    Referrer-Policy, so any site could frame it."""
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        page = await client.get(f"{gw.url}/")
+        static = await client.get(f"{gw.url}{path}")
+    assert static.status_code == 200
+    for header in ("content-security-policy", "referrer-policy"):
+        assert static.headers.get_list(header) == page.headers.get_list(header)
+    assert "frame-ancestors 'none'" in static.headers["content-security-policy"]
