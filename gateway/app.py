@@ -216,7 +216,9 @@ def _start_runtime(
     )
     gates = Gates(
         rate_limiter=ClientRateLimiter(storage, settings.gateway_rate_limit),
-        budget=DailyBudget(storage, settings.gateway_daily_budget),
+        budget=DailyBudget(
+            storage, settings.gateway_daily_budget, settings.gateway_daily_budget_client_share
+        ),
         breaker=RetrieverBreaker(
             settings.gateway_breaker_fail_max,
             settings.gateway_breaker_reset_s,

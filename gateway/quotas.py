@@ -107,25 +107,39 @@ class ClientRateLimiter:
 
 class DailyBudget:
     """Searches forwarded per UTC day, counted across every instance sharing
-    the storage. The day is part of the key, so the budget resets at midnight."""
+    the storage. The day is part of the key, so the budget resets at midnight.
 
-    def __init__(self, storage: Storage, per_day: int, clock: Clock = time.time) -> None:
+    One client may spend at most `client_share` of it: the budget is a cost
+    cap for the deployment, and one address staying inside its rate limit
+    spent the whole of it in under three hours, which locked every other
+    client out until midnight (probe of 2026-12-06)."""
+
+    def __init__(
+        self, storage: Storage, per_day: int, client_share: float = 1.0, clock: Clock = time.time
+    ) -> None:
         self.limiter = FixedWindowRateLimiter(storage)
         self.item = RateLimitItemPerDay(per_day)
+        self.per_client = RateLimitItemPerDay(max(1, math.floor(per_day * client_share)))
         self.clock = clock
 
-    async def spend(self, cost: int = 1) -> None:
+    async def spend(self, client: str = "", cost: int = 1) -> None:
         now = datetime.fromtimestamp(self.clock(), UTC)
+        day = now.date().isoformat()
         try:
-            allowed = await self.limiter.hit(self.item, "budget", now.date().isoformat(), cost=cost)
+            own = await self.limiter.hit(self.per_client, "budget-client", day, client, cost=cost)
+            allowed = own and await self.limiter.hit(self.item, "budget", day, cost=cost)
         except StorageError as exc:
             raise _unavailable() from exc
         if not allowed:
-            wait_s = _seconds_to_next_utc_midnight(now)
+            whose = (
+                "today's search budget is"
+                if own
+                else (f"this client's share of today's search budget ({self.per_client.amount}) is")
+            )
             raise ApiError(
                 ErrorCode.BUDGET_EXHAUSTED,
-                "today's search budget is used up; it resets at 00:00 UTC",
-                retry_after_s=wait_s,
+                f"{whose} used up; it resets at 00:00 UTC",
+                retry_after_s=_seconds_to_next_utc_midnight(now),
             )
 
 

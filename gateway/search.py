@@ -124,7 +124,7 @@ class SearchGateway:
         query = self.gates.limits.check(search)
         fields.update(self.log_policy.query_fields(query))
         await self.gates.breaker.check(client)  # refused now: nothing spent
-        await self.gates.budget.spend()
+        await self.gates.budget.spend(client)
         debug = search.debug and self.settings.gateway_allow_debug
         top_k = search.top_k or self.settings.gateway_default_top_k
         retrieve_request = mapping.to_retrieve_request(search, query, top_k, debug)

@@ -123,6 +123,13 @@ class GatewaySettings(
     gateway_daily_budget: int = Field(
         10_000, ge=1, description="Searches forwarded per UTC day across all instances"
     )
+    gateway_daily_budget_client_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="The most of the daily budget one client (address, IPv6 /64) may spend, "
+        "so that one client cannot use it up for everyone (1: no share)",
+    )
     gateway_breaker_fail_max: int = Field(
         5,
         ge=1,

@@ -104,6 +104,7 @@ async def test_searches_the_open_breaker_refuses_spend_no_daily_budget(
         gateway_breaker_fail_max=2,
         gateway_breaker_reset_s=2.0,
         gateway_daily_budget=5,
+        gateway_daily_budget_client_share=1,
     )
     async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
         failed = [await _search(client, gw.url, f"192.0.2.{i}", QUERY) for i in (1, 2)]

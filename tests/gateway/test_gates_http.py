@@ -227,7 +227,9 @@ async def test_burst_and_sustained_limits_both_hold(retriever: RetrieverServer) 
 async def test_daily_budget_answers_429_and_stops_downstream_calls(
     retriever: RetrieverServer,
 ) -> None:
-    settings = gateway_settings(retriever.addr, gateway_daily_budget=2)
+    settings = gateway_settings(
+        retriever.addr, gateway_daily_budget=2, gateway_daily_budget_client_share=1
+    )
     async with serve_gateway(settings) as gw:
         invalid = await _post(gw.url, {"query": ""})  # refused before spending the budget
         spent = [(await _post(gw.url)).status_code for _ in range(2)]
@@ -238,6 +240,30 @@ async def test_daily_budget_answers_429_and_stops_downstream_calls(
     assert _error_code(exhausted) == "budget_exhausted"
     assert 1 <= int(exhausted.headers["retry-after"]) <= 86_400
     assert retriever.servicer.calls == 2
+
+
+async def test_one_client_cannot_spend_the_whole_daily_budget(retriever: RetrieverServer) -> None:
+    """Probe of 2026-12-06: one address inside its rate limit spent the day's
+    budget and every other client got 429 until midnight. By default a client
+    spends at most a quarter of it."""
+    settings = gateway_settings(
+        retriever.addr, gateway_daily_budget=8, gateway_forwarded_allow_ips=["127.0.0.1/32"]
+    )
+
+    async def search(who: str) -> httpx.Response:
+        headers = {**_headers(), "X-Forwarded-For": who}
+        async with httpx.AsyncClient(timeout=10) as client:
+            return await client.post(f"{gw.url}/v1/search", json=SEARCH, headers=headers)
+
+    async with serve_gateway(settings) as gw:
+        greedy = [(await search("203.0.113.9")).status_code for _ in range(3)]
+        refused = await search("203.0.113.9")
+        other = await search("198.51.100.7")
+    assert greedy == [200, 200, 429]  # a quarter of 8
+    assert _error_code(refused) == "budget_exhausted"
+    assert "this client's share of today's search budget (2)" in refused.json()["error"]["message"]
+    assert other.status_code == 200
+    assert retriever.servicer.calls == 3
 
 
 async def test_breaker_opens_after_failures_and_recovers(retriever: RetrieverServer) -> None:

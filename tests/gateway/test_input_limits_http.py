@@ -171,7 +171,9 @@ INVISIBLE_QUERIES = [
 async def test_a_query_of_invisible_characters_is_empty_and_costs_nothing(
     retriever: RetrieverServer,
 ) -> None:
-    settings = gateway_settings(retriever.addr, gateway_daily_budget=1)
+    settings = gateway_settings(
+        retriever.addr, gateway_daily_budget=1, gateway_daily_budget_client_share=1
+    )
     headers = {"Origin": ALLOWED_ORIGIN}
     async with serve_gateway(settings) as gw, httpx.AsyncClient() as client:
         refused = [
@@ -195,7 +197,9 @@ async def test_malformed_fields_are_refused_naming_them_and_cost_nothing(
     """The review's inputs (and the strict types around them) through real
     HTTP: each a 422 `invalid_request` naming the field, before the budget or
     the Retriever is spent; the well-formed ones reach the Retriever."""
-    settings = gateway_settings(retriever.addr, gateway_daily_budget=len(ACCEPTED))
+    settings = gateway_settings(
+        retriever.addr, gateway_daily_budget=len(ACCEPTED), gateway_daily_budget_client_share=1
+    )
     headers = {"Origin": ALLOWED_ORIGIN, "Content-Type": "application/json"}
     async with serve_gateway(settings) as gw, httpx.AsyncClient() as client:
         refused = [

@@ -72,3 +72,19 @@ async def test_budget_starts_afresh_on_a_new_utc_day() -> None:
 )
 def test_client_key_groups_ipv6_by_64(host: str | None, key: str) -> None:
     assert client_key(host) == key
+
+
+async def test_one_client_spends_at_most_its_share_of_the_budget() -> None:
+    now = datetime(2030, 5, 1, 12, tzinfo=UTC).timestamp()
+    budget = DailyBudget(MemoryStorage(), per_day=8, client_share=0.25, clock=lambda: now)
+    await budget.spend("a")
+    await budget.spend("a")
+    refused = await _refusal(budget.spend("a"))
+    assert refused.code is ErrorCode.BUDGET_EXHAUSTED
+    assert refused.message == (
+        "this client's share of today's search budget (2) is used up; it resets at 00:00 UTC"
+    )
+    for client in ("b", "b", "c", "c", "d", "d"):
+        await budget.spend(client)  # the others still search: 8 in all
+    everyone = await _refusal(budget.spend("e"))
+    assert everyone.message == "today's search budget is used up; it resets at 00:00 UTC"

@@ -72,7 +72,9 @@ async def test_rate_limit_is_shared_across_instances(
 async def test_daily_budget_is_shared_across_instances(
     retriever: RetrieverServer, redis_server: RedisServer
 ) -> None:
-    async with two_instances(retriever, redis_server.url, gateway_daily_budget=3) as (a, b):
+    async with two_instances(
+        retriever, redis_server.url, gateway_daily_budget=3, gateway_daily_budget_client_share=1
+    ) as (a, b):
         spent = await _codes(a, b, a)
         exhausted = await _search(b)
     assert spent == [200, 200, 200]
