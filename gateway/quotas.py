@@ -126,16 +126,22 @@ class DailyBudget:
         now = datetime.fromtimestamp(self.clock(), UTC)
         day = now.date().isoformat()
         try:
-            own = await self.limiter.hit(self.per_client, "budget-client", day, client, cost=cost)
+            # The day's budget is looked at first, so that a client's own
+            # counter (kept for a day) is made only for searches the budget
+            # still allows: at most one per search forwarded, however many
+            # addresses ask once it is spent.
+            left = await self.limiter.test(self.item, "budget", day, cost=cost)
+            own = left and await self.limiter.hit(
+                self.per_client, "budget-client", day, client, cost=cost
+            )
             allowed = own and await self.limiter.hit(self.item, "budget", day, cost=cost)
         except StorageError as exc:
             raise _unavailable() from exc
         if not allowed:
-            whose = (
-                "today's search budget is"
-                if own
-                else (f"this client's share of today's search budget ({self.per_client.amount}) is")
-            )
+            whose = "today's search budget is"
+            if left and not own:
+                share = self.per_client.amount
+                whose = f"this client's share of today's search budget ({share}) is"
             raise ApiError(
                 ErrorCode.BUDGET_EXHAUSTED,
                 f"{whose} used up; it resets at 00:00 UTC",

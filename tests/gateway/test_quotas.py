@@ -88,3 +88,19 @@ async def test_one_client_spends_at_most_its_share_of_the_budget() -> None:
         await budget.spend(client)  # the others still search: 8 in all
     everyone = await _refusal(budget.spend("e"))
     assert everyone.message == "today's search budget is used up; it resets at 00:00 UTC"
+
+
+async def test_a_spent_budget_keeps_no_counter_for_clients_that_come_after() -> None:
+    """Each client's counter lives a day: made only for a search the budget
+    still allows, they stay as many as the searches forwarded, however many
+    addresses (IPv6 /64s are cheap) ask once it is spent."""
+    now = datetime(2030, 5, 1, 12, tzinfo=UTC).timestamp()
+    storage = MemoryStorage()
+    budget = DailyBudget(storage, per_day=2, client_share=0.5, clock=lambda: now)
+    await budget.spend("a")
+    await budget.spend("b")
+    for n in range(50):
+        refused = await _refusal(budget.spend(f"late-{n}"))
+        assert refused.message.startswith("today's search budget is used up")
+    counters = [key for key in storage.storage if "budget-client" in key]
+    assert len(counters) == 2
