@@ -6,6 +6,8 @@ on a loaded one."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,10 +26,22 @@ _QUANTIZE_SCRIPT = (
 
 def quantize_int8(fp32: Path, path: Path) -> None:
     """Dynamic int8 with per-channel weight scales (lower score drift at the
-    same speed), in a child process so no side file lands in our cwd."""
+    same speed), in a child process so no side file lands in our cwd.
+
+    The quantiser writes a shape-inferred copy beside the model it reads
+    (`<name>-inferred.onnx`) and deletes it after; two builds sharing a model
+    cache (two test workers, two services starting at once) overwrote and
+    deleted each other's copy and one failed ("Failed to find proper ai.onnx
+    domain"). So it reads a private link (or copy) of the model in its own
+    scratch folder."""
     with tempfile.TemporaryDirectory(prefix="rag-onnx-quantize-") as scratch:
+        private = Path(scratch) / fp32.name
+        try:
+            os.link(fp32, private)  # instant on one filesystem
+        except OSError:
+            shutil.copyfile(fp32, private)
         result = subprocess.run(
-            [sys.executable, "-c", _QUANTIZE_SCRIPT, str(fp32), str(path)],
+            [sys.executable, "-c", _QUANTIZE_SCRIPT, str(private), str(Path(path).absolute())],
             cwd=scratch,
             capture_output=True,
             text=True,
