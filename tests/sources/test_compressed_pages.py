@@ -12,6 +12,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.core.models import ContentType, Document
 from services.sources.compressed_pages import page_bytes, page_name, page_size
@@ -197,3 +199,23 @@ def test_a_truncated_compressed_corpus_keeps_what_was_read_and_says_where_it_end
     (only,) = list(load_beir_jsonl(plain, scope_id="s"))
     assert isinstance(only, LoadError) and only.source == "plain.jsonl.gz:1"
     assert "Not a gzipped file" in only.reason
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=4),
+    slack=st.integers(-2, 2),
+)
+def test_decompression_stops_at_the_limit_whatever_the_members(
+    sizes: list[int], slack: int
+) -> None:
+    """Members of awkward sizes, the limit just under, at or just over their
+    total: the page is returned whole exactly when it fits, never more bytes."""
+    data = b"".join(gzip.compress(bytes([65 + i]) * size) for i, size in enumerate(sizes))
+    total = sum(sizes)
+    limit = max(1, total + slack)
+    if total <= limit:
+        assert len(page_bytes("p.md.gz", data, limit)) == total
+    else:
+        with pytest.raises(OSError, match=f"decompresses to over {limit} bytes"):
+            page_bytes("p.md.gz", data, limit)
