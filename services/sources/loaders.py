@@ -33,7 +33,7 @@ from services.indexer.body import normalize_body
 from services.indexer.markup.html_markdown import html_to_markdown
 from services.sources.compressed_pages import is_compressed
 from services.sources.site_loader import load_directory
-from services.sources.site_walk import LoadError
+from services.sources.site_walk import MAX_FILE_BYTES, LoadError
 from services.sources.text_files import (
     content_type_for_filename,
     describe_error,
@@ -52,6 +52,9 @@ __all__ = [
 
 
 LoadedItem = Document | LoadError
+# The longest JSON line read: a document's whole record, as large as a page
+# file may be.
+MAX_LINE_BYTES = MAX_FILE_BYTES
 
 
 # ------------------------------------------------------------------ JSON lines
@@ -146,9 +149,9 @@ def _iter_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any] | LoadE
         raise NotFound(f"JSON-lines file {str(path)!r} does not exist")
     for number, raw in _numbered_lines(path):
         source = f"{path.name}:{number}"
-        if isinstance(raw, LoadError):
+        if isinstance(raw, LoadError):  # a line too long, or the end of what could be read
             yield source, raw
-            return
+            continue
         try:
             line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             if not line.strip():
@@ -172,12 +175,21 @@ def _iter_json_records(path: Path) -> Iterator[tuple[str, dict[str, Any] | LoadE
 def _numbered_lines(path: Path) -> Iterator[tuple[int, bytes | LoadError]]:
     """The file's lines from 1, gunzipped as they are read when its name ends
     in .gz (BEIR corpora ship as `corpus.jsonl.gz`); a read that fails part
-    way (a truncated or corrupt file) ends the lines with a LoadError."""
+    way (a truncated or corrupt file) ends the lines with a LoadError. A line
+    longer than MAX_LINE_BYTES is a LoadError of its own, read past without
+    being held: a few KB of gzip can hold one line of gigabytes."""
     number = 0
     with (gzip.open if is_compressed(path.name) else open)(path, "rb") as lines:
         try:
-            for number, raw in enumerate(lines, start=1):
-                yield number, raw
+            while raw := lines.readline(MAX_LINE_BYTES + 1):
+                number += 1
+                if len(raw) <= MAX_LINE_BYTES:
+                    yield number, raw
+                    continue
+                while not raw.endswith(b"\n") and (raw := lines.readline(MAX_LINE_BYTES)):
+                    pass  # the rest of the long line, dropped as it is read
+                reason = f"a line over {MAX_LINE_BYTES} bytes, the limit; not read"
+                yield number, LoadError(f"{path.name}:{number}", reason)
         except (OSError, EOFError, zlib.error) as exc:
             reason = f"cannot read past line {number}: {exc}"
             yield number + 1, LoadError(f"{path.name}:{number + 1}", reason)

@@ -219,3 +219,33 @@ def test_decompression_stops_at_the_limit_whatever_the_members(
     else:
         with pytest.raises(OSError, match=f"decompresses to over {limit} bytes"):
             page_bytes("p.md.gz", data, limit)
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl.gz", "corpus.jsonl"])
+def test_a_line_over_the_limit_is_refused_alone_without_being_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A few KB of gzip can hold one line of gigabytes: such a line is read
+    past (in pieces of the limit), reported, and the lines after it load."""
+    monkeypatch.setattr("services.sources.loaders.MAX_LINE_BYTES", 1000)
+    record = {"_id": "long", "title": "t", "text": "x" * 5000}
+    lines = [
+        _beir_lines(1),
+        json.dumps(record).encode() + b"\n",
+        _beir_lines(2).splitlines(keepends=True)[1],
+    ]
+    data = b"".join(lines)
+    items = list(
+        load_beir_jsonl(
+            write(tmp_path, name, gzip.compress(data) if name.endswith(".gz") else data),
+            scope_id="s",
+        )
+    )
+    assert [i.doc_id if isinstance(i, Document) else i.source for i in items] == [
+        "d0",
+        f"{name}:2",
+        "d1",
+    ]
+    error = items[1]
+    assert isinstance(error, LoadError)
+    assert error.reason == "a line over 1000 bytes, the limit; not read"
