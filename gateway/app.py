@@ -96,7 +96,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         431: "headers_too_large",
         422: "invalid_request, query_too_long or top_k_out_of_range",
         429: "rate_limited or budget_exhausted (see Retry-After)",
-        409: "page_expired (the index changed since the page token was issued)",
+        409: "page_expired (a commit changed the ranking since the page token was issued)",
         502: "upstream_unavailable",
         503: "public_disabled, release_not_current, breaker_open or limiter_unavailable",
         504: "upstream_timeout",

@@ -183,8 +183,8 @@ class SearchRequest(Strict):
     page_token: Annotated[StrictStr, Field(max_length=2048)] = Field(
         "",
         description="The next_page_token of the previous answer to this same search: its next "
-        "hits, never repeated or skipped (top_k may change; 409 page_expired once the index "
-        "has changed)",
+        "hits, never repeated or skipped (top_k may change; 409 page_expired once a commit has "
+        "changed its candidates)",
     )
 
 

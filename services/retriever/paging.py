@@ -5,15 +5,20 @@ ranking, never a duplicate or a gap, while the index is unchanged. Nothing
 is kept on the server; the token carries what makes the ranking
 reproducible:
 
-- the index generation the first page was served from (a token from another
-  generation is refused: the ranking it continues no longer exists);
+- the index generation the first page was served from (said in the refusal
+  when the ranking changed since);
 - a fingerprint of every request field that shapes the ranking (query,
   filters, weights, caps, channels, ...), so a token cannot continue a
   different question; `top_k`, `debug` and the evidence budget may change
   from page to page;
-- a fingerprint of the fused candidate list, so a page whose channels
-  answered differently (a timeout, say) is refused instead of silently
-  skipping or repeating hits;
+- a fingerprint of the fused candidate list, each candidate as its id and
+  the generation of the run that last wrote its row, so a page whose
+  channels answered differently (a timeout, say), or whose candidates were
+  rewritten or reordered by a commit since, is refused instead of silently
+  skipping or repeating hits. A commit that touched none of them (another
+  scope's run, another document's) leaves the ranking, and the token, valid:
+  a busy multi-tenant index would otherwise expire every reader's pages with
+  each tenant's ingest;
 - how far the caller has read (hits, or documents when grouping);
 - the reranked prefix, as positions in the fused list with their scores:
   reranking runs under a deadline and may score a different prefix on a
@@ -64,7 +69,7 @@ _NOT_OURS = "page_token: not a token this service issued"
 class PageToken:
     generation: int | None  # the committed generation served (None: every row)
     request: bytes  # fingerprint of the ranking-shaping request fields
-    ranking: bytes  # fingerprint of the fused candidate ids, in order
+    ranking: bytes  # fingerprint of the fused candidates (id, row generation), in order
     offset: int  # hits (or documents when grouping) already returned
     reranked: tuple[tuple[int, float], ...] = ()  # fused position, score; rerank order
     origin: int = 0  # the first page's time (unix seconds): recency ages count from it
@@ -149,7 +154,11 @@ def request_fingerprint(request: RetrievalRequest) -> bytes:
 
 
 def ranking_fingerprint(candidates: Sequence[FusedHit]) -> bytes:
-    return _digest("\n".join(hit.chunk.chunk_id for hit in candidates))
+    """The fused list as ids in order, each with the generation of its row:
+    chunk ids are positions (`services.indexer.identity`), so an edited chunk
+    keeps its id, but its row carries the run that rewrote it."""
+    rows = (f"{hit.chunk.chunk_id}\t{hit.chunk.generation}" for hit in candidates)
+    return _digest("\n".join(rows))
 
 
 def _digest(text: str) -> bytes:
@@ -217,16 +226,12 @@ class PageCursor:
             return now.replace(microsecond=0)
         return datetime.fromtimestamp(self.token.origin, tz=UTC)
 
-    def check_generation(self, generation: int | None) -> None:
-        if self.token is not None and self.token.generation != generation:
-            raise FailedPrecondition(
-                f"page_token: issued for index generation {self.token.generation}, now "
-                f"serving {generation}; the ranking changed, start again without a page token"
-            )
-
-    def restore(self, candidates: list[FusedHit], degraded: Sequence[str]) -> list[FusedHit]:
+    def restore(
+        self, candidates: list[FusedHit], degraded: Sequence[str], generation: int | None = None
+    ) -> list[FusedHit]:
         """The first page's order of `candidates` (the reranked prefix with its
-        scores, then fused order), or an error if they are not the same list."""
+        scores, then fused order), or an error if they are not the same list.
+        `generation`: the one this page is served from, named in the refusal."""
         assert self.token is not None
         if self.token.ranking != ranking_fingerprint(candidates):
             if degraded:
@@ -234,11 +239,19 @@ class PageCursor:
                     f"page_token: this page's ranking could not be rebuilt "
                     f"({', '.join(degraded)}); retry the same request"
                 )
-            raise FailedPrecondition(
-                "page_token: the ranking changed since the first page; start again"
-            )
+            raise FailedPrecondition(f"page_token: {self._changed(generation)}; start again")
         _check_within(self.token, len(candidates))
         return _reorder(candidates, self.token.reranked)
+
+    def _changed(self, generation: int | None) -> str:
+        assert self.token is not None
+        issued = self.token.generation
+        if generation is None or issued is None or issued == generation:
+            return "the ranking changed since the first page"
+        return (
+            f"the ranking changed since the first page (issued at index generation "
+            f"{issued}, now serving {generation})"
+        )
 
 
 def _check_within(token: PageToken, candidates: int) -> None:

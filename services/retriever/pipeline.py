@@ -97,7 +97,8 @@ class RetrievalPipeline:
         cursor = PageCursor.of(request, self.steps.page_keys)
         scope = await self.steps.committed.visible(prepared.scope, deadline)
         prepared = replace(prepared, scope=scope)
-        cursor.check_generation(scope.visible_generation)
+        # A token from an earlier generation is checked against the rebuilt
+        # list (`PageCursor.restore`): a commit elsewhere leaves it valid.
         return RetrievalRun(request, prepared, cursor, deadline)
 
     async def _candidates(
@@ -240,7 +241,7 @@ class RetrievalPipeline:
         if cursor.token is None:
             rerank = run.request.rerank
             return await self.steps.rerank.run(run.prepared.text, fused, rerank, run.deadline)
-        hits = cursor.restore(fused, failed)
+        hits = cursor.restore(fused, failed, run.prepared.scope.visible_generation)
         code = RerankCode.RERANKED if cursor.token.reranked else RerankCode.OFF
         reason = "the first page's order, carried by page_token"
         return hits, RerankOutcome(code, used=bool(cursor.token.reranked), reason=reason)

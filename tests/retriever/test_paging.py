@@ -103,11 +103,23 @@ def test_a_token_continues_only_its_own_request() -> None:
 
 
 @pytest.mark.unit
-def test_a_token_from_another_generation_says_so() -> None:
-    cursor = PageCursor(_token(generation=7))
-    cursor.check_generation(7)
+def test_a_commit_that_touched_no_candidate_keeps_the_token_valid() -> None:
+    fused = _hits("a1", "b1", "c1")
+    cursor = PageCursor(_token(generation=7, ranking=ranking_fingerprint(fused), reranked=()))
+    # Served from generation 9 now: another scope's runs committed 8 and 9.
+    assert [h.chunk.chunk_id for h in cursor.restore(fused, [], 9)] == ["a1", "b1", "c1"]
+
+
+@pytest.mark.unit
+def test_a_candidate_rewritten_since_the_first_page_refuses_the_token() -> None:
+    fused = _hits("a1", "b1", "c1")
+    cursor = PageCursor(_token(generation=7, ranking=ranking_fingerprint(fused), reranked=()))
+    # b1's text was edited by run 8: same id (a position), a newer row.
+    edited = [*fused[:1], replace(fused[1], chunk=replace(fused[1].chunk, generation=8)), fused[2]]
     with pytest.raises(FailedPrecondition, match="generation 7, now serving 8"):
-        cursor.check_generation(8)
+        cursor.restore(edited, [], 8)
+    with pytest.raises(FailedPrecondition, match="changed since the first page; start again"):
+        cursor.restore(list(reversed(fused)), [], 7)
 
 
 @pytest.mark.unit
@@ -204,13 +216,40 @@ def test_a_token_for_another_question_or_index_is_refused(stack: BackgroundStack
     with pytest.raises(grpc.RpcError) as caught:
         stack.retrieve(QUERY, top_k=2, page_token="garbage!")
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    docs = corpus_documents()[:1]
-    docs[0].text += "\n\nOne more paragraph, so the index moves to a new generation."
-    assert stack.upsert(docs).counts.changed == 1
+    # The first hit's page edited: a candidate of this ranking is rewritten.
+    edited = next(d for d in corpus_documents() if d.doc_id == first.hits[0].doc_id)
+    edited.text += "\n\nOne more paragraph, so the index moves to a new generation."
+    assert stack.upsert([edited]).counts.changed == 1
     with pytest.raises(grpc.RpcError) as caught:
         stack.retrieve(QUERY, top_k=2, page_token=token)
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "generation" in str(caught.value.details())
+
+
+@pytest.mark.integration
+def test_another_scopes_run_leaves_the_pages_of_a_scope_valid(stack: BackgroundStack) -> None:
+    """A multi-tenant index commits whenever any tenant ingests: a reader's
+    next page stays valid unless its own candidates changed."""
+    scoped: dict[str, Any] = {
+        "filter": rpb.ScopeFilter(scope_id="handbook"),
+        "disable_rerank": True,
+    }
+    whole = stack.retrieve(QUERY, top_k=50, **scoped)
+    first = stack.retrieve(QUERY, top_k=3, **scoped)
+    everywhere = stack.retrieve(QUERY, top_k=3, disable_rerank=True)
+    other = corpus_documents(scope_id="other-tenant")[0]
+    other.doc_id, other.url = f"other-{other.doc_id}", f"{other.url}-other"  # ids are global
+    assert stack.upsert([other]).counts.added == 1
+    pages = [first]
+    while pages[-1].next_page_token:
+        token = pages[-1].next_page_token
+        pages.append(stack.retrieve(QUERY, top_k=3, page_token=token, **scoped))
+    joined = [h.chunk_id for page in pages for h in page.hits]
+    assert joined == [h.chunk_id for h in whole.hits]
+    # Unscoped, the other tenant's page is among the candidates: that ranking changed.
+    with pytest.raises(grpc.RpcError) as caught:
+        stack.retrieve(QUERY, top_k=3, disable_rerank=True, page_token=everywhere.next_page_token)
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
 @pytest.mark.unit
