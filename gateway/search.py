@@ -144,10 +144,7 @@ class SearchGateway:
         return JSONResponse(payload, headers={"Cache-Control": "no-store"})
 
     async def _read_request(self, request: Request) -> SearchRequest:
-        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        # One Content-Type: with two, a proxy and the app could each read another.
-        if media_type != "application/json" or len(request.headers.getlist("content-type")) > 1:
-            raise ApiError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
+        check_body_media(request)
         raw = await read_bounded_body(
             request, self.settings.gateway_max_body_bytes, self.settings.gateway_body_timeout_s
         )
@@ -188,6 +185,42 @@ def _log_reasons(reply: pb.RetrieveResponse, body: SearchResponse, request_id: s
         rerank_code=body.rerank.code.value,
         rerank_reason=one_line(reply.rerank.reason),
     )
+
+
+def check_body_media(request: Request) -> None:
+    """415 unless the body is plain UTF-8 JSON: one Content-Type (with two, a
+    proxy and the app could each read another), `application/json`, no other
+    charset, and no Content-Encoding (a compressed body would otherwise be
+    read as JSON text and refused as malformed, which misleads its sender)."""
+    values = request.headers.getlist("content-type")
+    media_type, _, parameters = (values[0] if values else "").partition(";")
+    if media_type.strip().lower() != "application/json" or len(values) > 1:
+        raise ApiError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
+    charset = _parameter(parameters, "charset")
+    if charset is not None and charset.lower() not in ("utf-8", "utf8"):
+        raise ApiError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            f"Content-Type charset {charset[:40]!r} is not accepted; send the body as UTF-8",
+        )
+    encodings = [
+        token.strip().lower()
+        for value in request.headers.getlist("content-encoding")
+        for token in value.split(",")
+    ]
+    if any(token not in ("", "identity") for token in encodings):
+        raise ApiError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            "Content-Encoding is not accepted on a search; send the body uncompressed",
+        )
+
+
+def _parameter(parameters: str, name: str) -> str | None:
+    """The value of media-type parameter `name` (quotes removed), or None."""
+    for item in parameters.split(";"):
+        key, sep, value = item.partition("=")
+        if sep and key.strip().lower() == name:
+            return value.strip().strip('"')
+    return None
 
 
 async def read_bounded_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:

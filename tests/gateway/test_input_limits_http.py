@@ -4,6 +4,7 @@ length and top_k each get a 4xx JSON error, and the Retriever sees nothing."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from typing import Any
 
@@ -295,6 +296,56 @@ async def test_a_body_that_stops_mid_way_is_answered_408_within_the_body_timeout
             assert b'"code":"body_timeout"' in answer
             assert b"within 0.5 s" in answer
     assert retriever.servicer.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param([("Content-Encoding", "gzip")], "Content-Encoding is not accepted", id="gzip"),
+        pytest.param(
+            [("Content-Encoding", "identity, br")], "Content-Encoding is not accepted", id="br"
+        ),
+        pytest.param(
+            [("Content-Type", "application/json; charset=latin-1")],
+            "charset 'latin-1' is not accepted",
+            id="charset",
+        ),
+    ],
+)
+async def test_a_compressed_or_other_charset_body_is_refused_as_such(
+    retriever: RetrieverServer, extra: list[tuple[str, str]], expected: str
+) -> None:
+    """A gzip body was read as JSON text and refused as not UTF-8 (400), which
+    sends its client looking for a bug in its JSON (probe, 2026-12-06)."""
+    headers = [("Origin", ALLOWED_ORIGIN), *extra]
+    if not any(name == "Content-Type" for name, _ in extra):
+        headers.append(("Content-Type", "application/json"))
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        body = gzip.compress(b'{"query": "x"}') if "gzip" in str(extra) else b'{"query": "x"}'
+        response = await client.post(f"{gw.url}/v1/search", content=body, headers=headers)
+    assert (response.status_code, _error_code(response)) == (415, "unsupported_media_type")
+    assert expected in response.json()["error"]["message"]
+    assert retriever.servicer.calls == 0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [("Content-Type", 'application/json; charset="UTF-8"')],
+        [("Content-Type", "application/json"), ("Content-Encoding", "identity")],
+    ],
+    ids=["utf-8-charset", "identity"],
+)
+async def test_utf8_charset_and_identity_encoding_are_searched(
+    retriever: RetrieverServer, extra: list[tuple[str, str]]
+) -> None:
+    headers = [("Origin", ALLOWED_ORIGIN), *extra]
+    async with serve_gateway(gateway_settings(retriever.addr)) as gw, httpx.AsyncClient() as client:
+        response = await client.post(
+            f"{gw.url}/v1/search", content=b'{"query": "x"}', headers=headers
+        )
+    assert response.status_code == 200, response.text
+    assert retriever.servicer.calls == 1
 
 
 async def test_two_content_type_headers_are_refused(retriever: RetrieverServer) -> None:
