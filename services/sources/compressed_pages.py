@@ -18,10 +18,10 @@ a reason; either way only that file is left out.
 from __future__ import annotations
 
 import errno
-import os
-import stat
 import zlib
 from pathlib import Path
+
+from services.sources.site_walk import NotRegularFile, open_regular
 
 COMPRESSED_SUFFIX = ".gz"
 _GZIP_WINDOW = 16 + zlib.MAX_WBITS  # zlib's wbits for a gzip header and trailer
@@ -43,15 +43,14 @@ def page_size(path: Path) -> int:
     is no longer a regular one. OSError when it cannot be opened."""
     if not is_compressed(path.name):
         return path.stat().st_size
-    # As `site_walk.read_regular_file` opens: never blocking on a FIFO, nor
-    # following a link that replaced the file since the walk.
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as file:
-        size = os.fstat(fd).st_size
-        if not stat.S_ISREG(os.fstat(fd).st_mode) or size < 18:  # 18: gzip header + trailer
-            return 0
-        file.seek(size - 4)
-        return int.from_bytes(file.read(4), "little")
+    try:
+        with open_regular(path) as (file, status):
+            if status.st_size < 18:  # 18: gzip header + trailer
+                return 0
+            file.seek(status.st_size - 4)
+            return int.from_bytes(file.read(4), "little")
+    except NotRegularFile:
+        return 0
 
 
 def page_bytes(name: str, raw: bytes, max_bytes: int) -> bytes:

@@ -25,9 +25,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 # Far above what an Indexer takes (2,000,000 characters by default, a few MB of text even
@@ -192,20 +194,34 @@ def _is_hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
-def read_regular_file(
-    path: Path, identity: tuple[int, int] | None = None, max_bytes: int | None = None
-) -> tuple[bytes, float]:
-    """(the bytes, the modification time) of a regular file, read without
-    following a link that replaced it since the walk and without blocking on
-    a FIFO that did; either raises OSError. With `identity`, the opened file
-    must be the one listed: O_NOFOLLOW guards only the last name, and a folder
-    on the path replaced by a link would lead the open outside the root."""
+class NotRegularFile(OSError):
+    """What was listed as a file is now a FIFO, socket, device or folder."""
+
+
+@contextmanager
+def open_regular(path: Path) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """`path` open for reading, with its status, never following a link that
+    replaced the file since the walk nor blocking on a FIFO that did;
+    NotRegularFile when it is no longer a regular file, OSError when it
+    cannot be opened."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(file.fileno())
         if not stat.S_ISREG(status.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
+            raise NotRegularFile(errno.EINVAL, "not a regular file")
+        yield file, status
+
+
+def read_regular_file(
+    path: Path, identity: tuple[int, int] | None = None, max_bytes: int | None = None
+) -> tuple[bytes, float]:
+    """(the bytes, the modification time) of a regular file (`open_regular`);
+    OSError when it cannot be read within `max_bytes`. With `identity`, the
+    opened file must be the one listed: O_NOFOLLOW guards only the last name,
+    and a folder on the path replaced by a link would lead the open outside
+    the root."""
+    with open_regular(path) as (file, status):
         if identity is not None and (status.st_dev, status.st_ino) != identity:
             raise OSError(errno.ESTALE, "changed since the folder was listed, not read; run again")
         max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes

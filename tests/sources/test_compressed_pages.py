@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import zlib
 from pathlib import Path
@@ -139,6 +140,11 @@ def test_a_compressed_page_counts_at_its_own_size(tmp_path: Path) -> None:
     assert page_size(path) == len(text)
     assert page_size(write(tmp_path, "tiny.md.gz", b"\x1f\x8b")) == 0
     assert page_size(write(tmp_path, "plain.md", b"12345")) == 5
+    os.mkfifo(tmp_path / "pipe.md.gz")  # replaced since the walk: not read, never waited on
+    assert page_size(tmp_path / "pipe.md.gz") == 0
+    os.symlink(path, tmp_path / "link.txt.gz")
+    with pytest.raises(OSError):  # a link that replaced the file is not followed
+        page_size(tmp_path / "link.txt.gz")
 
 
 def test_a_single_page_edition_is_known_by_its_uncompressed_size(tmp_path: Path) -> None:
