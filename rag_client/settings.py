@@ -107,12 +107,26 @@ class TlsSettings:
         return tuple(p.read_bytes() if p else None for p in paths)  # type: ignore[return-value]
 
 
+# URL schemes that are not gRPC name schemes (dns:, ipv4:, ipv6:, unix:, ...).
+_WEB_SCHEMES = ("http", "https", "grpc", "grpcs", "tcp")
+
+
 def _check_target(target: object) -> None:
     if not isinstance(target, str) or not target:
         raise InvalidSettings("target", f"expected 'host:port', got {target!r}")
     if any(c.isspace() for c in target):
         raise InvalidSettings("target", f"{target!r} contains whitespace")
     if ":/" in target or target.startswith("unix:"):
+        scheme = target.split(":", 1)[0].lower()
+        if scheme in _WEB_SCHEMES:
+            # gRPC reads `http://host:1` as a DNS name and fails on every call
+            # ("Misformatted domain name"), long after this check (probe).
+            host = target.split("://", 1)[-1].split("/", 1)[0]
+            raise InvalidSettings(
+                "target",
+                f"{target[:200]!r}: a gRPC address is 'host:port' ({host[:200]!r}), without "
+                f"{scheme}://; TLS is set by its own settings",
+            )
         return  # a gRPC name with a scheme (dns:///..., unix:...): gRPC parses it
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:

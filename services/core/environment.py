@@ -12,4 +12,7 @@ ENV_PREFIX = "RAG_"
 
 
 def default_data_dir() -> Path:
-    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "rag-services"
+    # The XDG spec: an unset *or empty* XDG_DATA_HOME means ~/.local/share (an
+    # empty one put the whole index in ./rag-services, wherever the process ran).
+    data_home = os.environ.get("XDG_DATA_HOME", "").strip()
+    return Path(data_home or Path.home() / ".local" / "share") / "rag-services"

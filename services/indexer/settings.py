@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.environment import ENV_PREFIX
+from services.core.errors import ConfigError
+from services.core.field_rules import language_tag_problem
 from services.runtime.embedding_settings import EmbeddingSettings
 from services.runtime.security.client_settings import client_settings
 
@@ -39,7 +41,9 @@ class IndexerSettings(EmbeddingSettings):
         "(index_work_priority)",
     )
     chunk_target_chars: int = Field(800, ge=100, le=20000)
-    chunk_overlap_chars: int = Field(200, ge=0, le=10000)
+    chunk_overlap_chars: int = Field(
+        200, ge=0, le=10000, description="under half of RAG_CHUNK_TARGET_CHARS"
+    )
     chunk_max_slack_chars: int = Field(200, ge=0, le=10000)
     max_document_chars: int = Field(2_000_000, ge=1000)
     max_chunking_steps: int = Field(
@@ -107,6 +111,31 @@ class IndexerSettings(EmbeddingSettings):
             "changing it re-chunks the Markdown documents it affects on their next ingest"
         ),
     )
+
+    @field_validator("allowed_locales")
+    @classmethod
+    def _locales_are_tags(cls, value: str) -> str:
+        # `*` or `english` started the Indexer, which then refused every
+        # document as "not one of the allowed locales" (probe).
+        for tag in (part.strip() for part in value.split(",")):
+            if tag and (problem := language_tag_problem(tag)):
+                raise ValueError(
+                    f"{problem}; list language tags separated by commas (en, zh-CN), "
+                    "or leave it empty for any"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _overlap_under_half_the_target(self) -> IndexerSettings:
+        # Checked by the chunker too, but only once the model had loaded,
+        # in its own words (`overlap_chars`), not the variables'.
+        if self.chunk_overlap_chars * 2 >= self.chunk_target_chars:
+            raise ConfigError(
+                f"RAG_CHUNK_OVERLAP_CHARS={self.chunk_overlap_chars} must be under half of "
+                f"RAG_CHUNK_TARGET_CHARS={self.chunk_target_chars} (at most "
+                f"{(self.chunk_target_chars - 1) // 2})"
+            )
+        return self
 
 
 class CliSettings(

@@ -23,6 +23,7 @@ from services.reranker.scorer import (
 from services.reranker.servicer import METHOD_ROLES, SERVICE_NAME, RerankerServicer
 from services.reranker.settings import RerankerSettings
 from services.runtime.observability.telemetry import Telemetry
+from services.runtime.server import LIVENESS_SERVICE
 from services.runtime.service import GrpcApp, ServiceIdentity, freeze_start_up_objects
 
 log = get_logger(__name__)
@@ -102,12 +103,16 @@ class RerankerApp(GrpcApp[RerankerSettings]):
 
     async def load_model(self) -> bool:
         """Load and warm up off the event loop; SERVING on success, else stay
-        NOT_SERVING and log why (the process keeps running to say so)."""
+        NOT_SERVING and log why (the process keeps running to say so, in Info
+        and in each refused call). Liveness goes NOT_SERVING too: a model that
+        cannot load never will, and a green liveness check kept an orchestrator
+        from ever flagging the process (probe)."""
         started = time.perf_counter()
         try:
             await asyncio.to_thread(self._load_and_warm_up)
         except ModelLoadError as exc:
-            log.error("reranker_not_serving", reason=str(exc))
+            log.error("reranker_not_serving", reason=str(exc), liveness="NOT_SERVING")
+            await self.server.set_serving(False, LIVENESS_SERVICE)
             return False
         await self.server.set_serving(True)
         log.info(

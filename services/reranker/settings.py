@@ -91,6 +91,18 @@ class RerankerSettings(GrpcServiceSettings):
         description="where `make install` put the packaged models' files",
     )
 
+    @field_validator("rerank_cache_dir", "rerank_model_cache", mode="before")
+    @classmethod
+    def _folder(cls, value: object, info: ValidationInfo) -> object:
+        # Blank became Path("."): exports written into, and packaged models
+        # looked for in, whatever folder the process started in (probe).
+        if isinstance(value, str):
+            if not value.strip():
+                name = f"RAG_{(info.field_name or '').upper()}"
+                raise ValueError(f"{name} is blank: unset it for its default, or name a folder")
+            return Path(value.strip()).expanduser()
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _packaged_runs_int8(cls, data: Any) -> Any:
@@ -98,7 +110,9 @@ class RerankerSettings(GrpcServiceSettings):
         backend unless another is asked for, which is refused."""
         if not isinstance(data, dict):
             return data
-        model = str(data.get("rerank_model", DEFAULT_MODEL))
+        model = str(data.get("rerank_model", DEFAULT_MODEL)).strip()
+        if model.lower().startswith(PREFIX) and not model.startswith(PREFIX):
+            model = data["rerank_model"] = PREFIX + model[len(PREFIX) :]  # `PACKAGED:` too
         if not model.startswith(PREFIX):
             return data
         backend = data.setdefault("rerank_backend", PACKAGED_BACKEND)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.embedding.config import (
     INT8_ON_TORCH,
@@ -16,6 +16,7 @@ from services.embedding.config import (
     Precision,
 )
 from services.embedding.document_precision import DocumentPrecisionSetting
+from services.embedding.packaged_models import PREFIX as PACKAGED_PREFIX
 from services.embedding.prompts import PromptSource
 from services.runtime.settings import GrpcServiceSettings
 
@@ -115,6 +116,33 @@ class EmbeddingSettings(GrpcServiceSettings):
     embedding_cache_dir: Path | None = Field(
         None, description="onnx: where the model's export is kept (unset: $RAG_DATA_DIR/models)"
     )
+
+    @field_validator("embedding_model", "cross_lingual_model", mode="before")
+    @classmethod
+    def _model_name(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        name = value.strip()
+        if info.field_name == "cross_lingual_model" and name.lower() in ("none", "off"):
+            return ""  # the documented "none" is an empty value; these say the same
+        if info.field_name == "embedding_model" and not name:
+            # A blank value loaded the English-only MiniLM (the name an index
+            # recorded before models had a prefix) in place of the default (probe).
+            raise ValueError(
+                f"blank: unset RAG_EMBEDDING_MODEL for the default {MULTILINGUAL_MODEL}, "
+                "or name a model"
+            )
+        if name.lower().startswith(PACKAGED_PREFIX) and not name.startswith(PACKAGED_PREFIX):
+            name = PACKAGED_PREFIX + name[len(PACKAGED_PREFIX) :]  # `PACKAGED:` as `packaged:`
+        return name
+
+    @field_validator("embedding_cache_dir", mode="before")
+    @classmethod
+    def _cache_dir(cls, value: object) -> object:
+        # Blank became Path("."): 457 MB of model export in the working folder (probe).
+        if isinstance(value, str):
+            return Path(value.strip()).expanduser() if value.strip() else None
+        return value
 
     @model_validator(mode="after")
     def _int8_needs_onnx(self) -> EmbeddingSettings:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from services.core.environment import ENV_PREFIX
-from services.runtime.known_settings import KNOWN_SETTINGS
+from services.runtime.known_settings import KNOWN_SETTINGS, UNPREFIXED_SETTINGS
 
 # difflib's ratio: a dropped or doubled letter, an underscore missing or
 # added, two letters swapped in a name of 15+ characters score 0.9 or more;
@@ -46,6 +46,10 @@ def misspelt_settings(
     for variable in sorted(environ):
         upper = variable.upper()  # the settings read names in any case
         if not upper.startswith(ENV_PREFIX) or upper in names:
+            continue
+        unprefixed = upper[len(ENV_PREFIX) :]
+        if unprefixed in UNPREFIXED_SETTINGS:  # RAG_QDRANT_API_KEY: read without the prefix
+            found.append(Misspelt(variable, unprefixed))
             continue
         close = difflib.get_close_matches(upper, sorted(names), n=1, cutoff=CLOSE_ENOUGH)
         if close:

@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from rag_client.transport import MAX_MESSAGE_BYTES
-from services.core.errors import ConfigError
+from services.core.errors import ConfigError, StoreError, StoreUnavailable
 from services.core.logging import get_logger
 from services.runtime.observability.telemetry import Telemetry
 from services.runtime.open_files import release_connections, reserve_connections
@@ -276,18 +276,34 @@ async def run_until_signal(servers: Sequence[AppServer], stop: asyncio.Event | N
     await asyncio.gather(*(s.stop() for s in servers))
 
 
+STORE_HINT = (
+    "is the store running and reachable? check POSTGRES_URL, or QDRANT_URL and "
+    "OPENSEARCH_URL, or RAG_DATA_DIR for the embedded stores"
+)
+
+
+def _one_line(text: str, limit: int = 600) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def run_main(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Entry point of every service process (`services.runtime.entry`): a
     configuration error, found on loading the settings or on starting, is
     printed (it names the bad variable and value) and exits with status 2;
     `main` returning (after SIGTERM/SIGINT and a graceful stop) exits 0;
-    Ctrl-C before the signal handlers are in place (loading a model) exits
+    a store that cannot be reached while starting (down, or a URL that
+    resolves nowhere) exits 1 with one line naming the store variables, not a
+    traceback; Ctrl-C before the signal handlers are in place (loading a model) exits
     130, as a shell reports SIGINT, with one line instead of a traceback."""
     try:
         asyncio.run(main())
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except (StoreUnavailable, StoreError) as exc:
+        print(f"cannot start: {_one_line(str(exc))} ({STORE_HINT})", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted during start-up; nothing was served", file=sys.stderr)
         sys.exit(130)

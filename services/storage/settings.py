@@ -15,6 +15,8 @@ The store variables keep the names operators know from the servers' own docs
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from services.storage.base import (
     VectorQuantization,
 )
 from services.storage.lexical_fields import FIELD_BOOSTS
+from services.storage.store_urls import check_http_url, check_postgres_url
 
 
 class StoreMode(StrEnum):
@@ -214,7 +217,8 @@ class StoreSettings(BaseSettings):
         # whatever folder the process started in (probe).
         if isinstance(value, str) and not value.strip():
             raise ValueError("RAG_DATA_DIR is blank: name the folder of the embedded stores")
-        return value
+        # `~/rag` from a shell that did not expand it made a folder named `~`.
+        return Path(value).expanduser() if isinstance(value, str) else value
 
     @field_validator(
         "qdrant_url", "opensearch_url", "opensearch_user", "postgres_url", mode="before"
@@ -224,8 +228,25 @@ class StoreSettings(BaseSettings):
         # `FOO=` in a compose file or k8s manifest means "not set", not "empty host".
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("qdrant_url", "opensearch_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # `QDRANT_URL=qdrant` was read as host `qdrant` and failed after the
+        # model loaded, as a traceback (probe): the form is checked here.
+        if value is not None:
+            check_http_url(value)
+        return value
+
+    @field_validator("postgres_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_postgres_url(value.get_secret_value())
+        return value
+
     @model_validator(mode="after")
     def _check_mode(self) -> StoreSettings:
+        _refuse_prefixed_store_urls(os.environ)
         self.resolved_mode()  # raises ConfigError on contradictions
         return self
 
@@ -288,3 +309,19 @@ class StoreSettings(BaseSettings):
 
 def _state(is_set: bool) -> str:
     return "set" if is_set else "unset"
+
+
+STORE_URLS = ("POSTGRES_URL", "QDRANT_URL", "OPENSEARCH_URL")
+
+
+def _refuse_prefixed_store_urls(environ: Mapping[str, str]) -> None:
+    """ConfigError for RAG_POSTGRES_URL and the like: the store URLs are read
+    without the prefix every other setting has, so the prefixed name was
+    ignored and the service ran on an empty embedded store (probe)."""
+    for name in STORE_URLS:
+        prefixed = ENV_PREFIX + name
+        if environ.get(prefixed, "").strip():
+            raise ConfigError(
+                f"{prefixed} is not read: the store's URL is {name}, without the "
+                f"{ENV_PREFIX} prefix (set {name} instead)"
+            )

@@ -39,6 +39,10 @@ def refused(field: str, make: Any) -> str:
         ("localhost:70000", "port in 1..65535"),
         ("local host:50052", "whitespace"),
         (":50052", "not 'host:port'"),
+        # gRPC reads these as DNS names and fails on every call (probe).
+        ("http://localhost:50052", "without http://"),
+        ("https://r.internal:443", "without https://"),
+        ("grpc://r.internal:443", "without grpc://"),
     ],
 )
 def test_a_target_that_is_not_host_and_port_is_refused(target: str, why: str) -> None:

@@ -118,6 +118,8 @@ async def test_missing_model_path_stays_not_serving_with_the_reason(
 ) -> None:
     async with running(settings_for(tmp_path / "absent", onnx_cache)) as service:
         assert await service.status() == NOT_SERVING
+        # Never going to load: liveness says so too, so an orchestrator flags it.
+        assert await service.status("liveness") == NOT_SERVING
         info = await service.stub.Info(pb.InfoRequest())
         assert not info.loaded
         assert "does not exist" in info.reason and str(tmp_path / "absent") in info.reason

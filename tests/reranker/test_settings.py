@@ -102,3 +102,22 @@ def test_a_model_or_margin_that_cannot_serve_is_refused_at_start(
     monkeypatch.setenv("RAG_RERANK_DEFAULT_DEADLINE_MS", "5000")
     with pytest.raises(ConfigError, match=message):
         load_settings(RerankerSettings)
+
+
+def test_an_upper_case_packaged_prefix_names_the_packaged_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAG_RERANK_MODEL", "PACKAGED:ms-marco-MiniLM-L-12-v2")
+    settings = load_settings(RerankerSettings)
+    assert (settings.rerank_model, settings.rerank_backend) == (DEFAULT_MODEL, "onnx-int8")
+
+
+@pytest.mark.parametrize("variable", ["RAG_RERANK_MODEL_CACHE", "RAG_RERANK_CACHE_DIR"])
+def test_a_blank_folder_is_refused_not_read_as_the_working_folder(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """A blank model cache became Path("."): the packaged model was looked for
+    there, and the service started NOT_SERVING for good (probe)."""
+    monkeypatch.setenv(variable, " ")
+    with pytest.raises(ConfigError, match=f"{variable} is blank"):
+        load_settings(RerankerSettings)

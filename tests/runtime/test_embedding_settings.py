@@ -176,3 +176,44 @@ def test_auto_document_precision_follows_the_cpu_in_the_indexer_and_the_stack(
     [chosen, _] = [line for line in logs if line["event"] == "document_precision_chosen"]
     assert (chosen["setting"], chosen["precision"]) == ("auto", precision)
     assert (cpu_flag or "no int8 dot-product") in chosen["reason"]
+
+
+def test_a_blank_model_is_refused_not_read_as_the_old_english_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`RAG_EMBEDDING_MODEL=` loaded all-MiniLM-L6-v2 (the name an index
+    recorded before models had a prefix) into a new index (probe)."""
+    monkeypatch.setenv("RAG_EMBEDDING_MODEL", " ")
+    with pytest.raises(ConfigError, match=r"RAG_EMBEDDING_MODEL.*blank.*multilingual-e5-small"):
+        load_settings(RetrieverSettings)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "expected"),
+    [
+        ("RAG_EMBEDDING_MODEL", "PACKAGED:multilingual-e5-small", "embedding_model", None),
+        ("RAG_CROSS_LINGUAL_MODEL", "none", "cross_lingual_model", ""),
+        ("RAG_CROSS_LINGUAL_MODEL", " Off ", "cross_lingual_model", ""),
+        ("RAG_EMBEDDING_CACHE_DIR", "", "embedding_cache_dir", None),
+        ("RAG_EMBEDDING_CACHE_DIR", "~/models", "embedding_cache_dir", "HOME/models"),
+    ],
+)
+def test_spellings_an_operator_means_are_read_as_meant(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    variable: str,
+    value: str,
+    field: str,
+    expected: str | None,
+) -> None:
+    """A blank cache folder became Path("."): 457 MB of model export in the
+    working folder; `PACKAGED:` and `none` were hub names (probe)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(variable, value)
+    got = getattr(load_settings(IndexerSettings), field)
+    if field == "embedding_model":
+        assert got == "packaged:multilingual-e5-small"
+    elif expected is not None and expected.startswith("HOME/"):
+        assert got == tmp_path / expected.removeprefix("HOME/")
+    else:
+        assert got == expected

@@ -99,3 +99,14 @@ def test_a_service_logs_the_typo_at_start(tmp_path: Path) -> None:
     text = log_path.read_text()
     assert '"variable": "RAG_GATEWAY_PUBLIC_ENABLE"' in text, text
     assert '"did_you_mean": "RAG_GATEWAY_PUBLIC_ENABLED"' in text, text
+
+
+@pytest.mark.unit
+def test_a_store_variable_with_the_prefix_is_named_with_the_one_read() -> None:
+    """The store settings are read without RAG_ (POSTGRES_URL, QDRANT_API_KEY):
+    the prefixed name, the most natural slip, resembled no RAG_ setting."""
+    environ = {"RAG_QDRANT_API_KEY": "k", "RAG_OPENSEARCH_USER": "u"}
+    assert misspelt_settings(environ) == [
+        Misspelt("RAG_OPENSEARCH_USER", "OPENSEARCH_USER"),
+        Misspelt("RAG_QDRANT_API_KEY", "QDRANT_API_KEY"),
+    ]

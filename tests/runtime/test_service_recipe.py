@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.core.errors import ConfigError
+from services.core.errors import ConfigError, StoreUnavailable
 from services.runtime import service
 from services.runtime.server import run_main
 from services.runtime.service import ServiceApp, ServiceRecipe, serve
@@ -233,6 +233,21 @@ async def test_a_start_failure_stops_the_apps_already_started_and_exits_2(
         "first.stop",
         "parts.close",
     ]
+
+
+async def test_a_store_that_cannot_be_reached_exits_1_with_one_line_naming_the_variables(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A PostgreSQL or Qdrant down (or a URL that resolves nowhere) ended the
+    start in two chained tracebacks, exit 1, no variable named (probe)."""
+    journal: list[str] = []
+    down = StoreUnavailable("postgres-manifest: cannot connect to PostgreSQL:\n pool timeout")
+    status = await exit_status(fake_recipe(journal, failing_app=down))
+    assert status == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cannot start: postgres-manifest: cannot connect to PostgreSQL: pool")
+    assert "POSTGRES_URL" in err and "Traceback" not in err and err.count("\n") == 1
+    assert journal[-3:] == ["second.stop", "first.stop", "parts.close"]
 
 
 async def test_apps_that_cannot_be_built_close_the_parts() -> None:

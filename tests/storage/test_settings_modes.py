@@ -113,3 +113,61 @@ def test_bad_values_name_the_real_variable(env, name: str, value: str) -> None:
     env.setenv(name, value)
     with pytest.raises(ConfigError, match=f"{name}={value!r}"):
         load_settings(StoreSettings)
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"POSTGRES_URL": "garbage"}, ["POSTGRES_URL", "not a PostgreSQL URL"]),
+        ({"POSTGRES_URL": "postgresql://rag:pw@db:99999/rag"}, ["POSTGRES_URL", "port"]),
+        (
+            {"QDRANT_URL": "qdrant", "OPENSEARCH_URL": "http://opensearch:9200"},
+            ["QDRANT_URL", "not an http(s) URL"],
+        ),
+        (
+            {"QDRANT_URL": "http://qdrant:6333", "OPENSEARCH_URL": "opensearch:9200"},
+            ["OPENSEARCH_URL", "not an http(s) URL"],
+        ),
+        ({"RAG_POSTGRES_URL": "postgresql://rag@db/rag"}, ["RAG_POSTGRES_URL", "POSTGRES_URL"]),
+        ({"RAG_QDRANT_URL": "http://qdrant:6333"}, ["RAG_QDRANT_URL", "set QDRANT_URL"]),
+    ],
+)
+def test_a_store_url_of_the_wrong_form_or_name_is_refused_before_a_connection(
+    env: pytest.MonkeyPatch, variables: dict[str, str], named: list[str]
+) -> None:
+    """`POSTGRES_URL=garbage` or `QDRANT_URL=qdrant` failed on the first
+    connection, after the model loaded, as a traceback; RAG_POSTGRES_URL was
+    ignored and the service ran on an empty embedded store (probe)."""
+    assert_refused_naming(env, variables, named)
+
+
+def test_a_refused_postgres_url_never_shows_its_password(env: pytest.MonkeyPatch) -> None:
+    env.setenv("POSTGRES_URL", "postgres://rag:s3cret-pw@db:0x/rag")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(StoreSettings)
+    assert "s3cret" not in str(refused.value) and "POSTGRES_URL" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://rag:secret@postgres:5432/rag",
+        "postgres://rag@localhost/rag?sslmode=require",
+        "postgresql:///rag?host=/var/run/postgresql",
+        "host=db port=5432 dbname=rag user=rag",
+    ],
+)
+def test_every_form_libpq_reads_is_accepted(env: pytest.MonkeyPatch, url: str) -> None:
+    env.setenv("POSTGRES_URL", url)
+    assert load_settings(StoreSettings).resolved_mode() is StoreMode.POSTGRES
+
+
+def test_a_data_dir_under_home_is_expanded_and_a_blank_xdg_home_is_unset(
+    env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env.setenv("HOME", str(tmp_path))
+    env.setenv("RAG_DATA_DIR", "~/rag")
+    assert load_settings(StoreSettings).data_dir == tmp_path / "rag"
+    env.delenv("RAG_DATA_DIR")
+    env.setenv("XDG_DATA_HOME", "")  # the XDG spec: empty means unset, not "."
+    assert load_settings(StoreSettings).data_dir == tmp_path / ".local/share/rag-services"

@@ -25,6 +25,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -110,12 +111,13 @@ class Tracing:
         exporters = exporters_from_env(environ)
         if not exporters:
             return cls(record_query_text=record_query_text)
+        check_sampler(environ)
         provider = _provider(service_name)
         for name in exporters:
             if name == "console":
                 provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
             else:
-                provider.add_span_processor(BatchSpanProcessor(otlp_exporter(environ)))
+                provider.add_span_processor(_batch_processor(otlp_exporter(environ), environ))
         return cls(provider, record_query_text)
 
     @classmethod
@@ -153,3 +155,51 @@ class Tracing:
 def _provider(service_name: str) -> TracerProvider:
     # Resource.create adds OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (which wins).
     return TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+
+
+# The SDK's samplers by name (OTEL_TRACES_SAMPLER); the SDK itself replaces an
+# unknown name with always-on after a warning, so a typo traced everything.
+SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
+
+
+def check_sampler(environ: Mapping[str, str]) -> None:
+    """ConfigError for an OTEL_TRACES_SAMPLER the SDK does not know, or a
+    ratio sampler's OTEL_TRACES_SAMPLER_ARG that is not a number in 0..1
+    (the SDK falls back to 1.0 with a warning)."""
+    name = environ.get("OTEL_TRACES_SAMPLER", "").strip().lower()
+    if name and name not in SAMPLERS and name not in _installed_samplers():
+        raise ConfigError(
+            f"OTEL_TRACES_SAMPLER: {name[:60]!r} is not one of {', '.join(SAMPLERS)} "
+            "(or a sampler an installed package registers)"
+        )
+    arg = environ.get("OTEL_TRACES_SAMPLER_ARG", "").strip()
+    if name.endswith("traceidratio") and arg:
+        try:
+            ratio = float(arg)
+        except ValueError:
+            ratio = float("nan")
+        if not 0.0 <= ratio <= 1.0:  # NaN fails too
+            raise ConfigError(
+                f"OTEL_TRACES_SAMPLER_ARG: {arg[:60]!r} is not a sampling ratio from 0 to 1"
+            )
+
+
+def _installed_samplers() -> set[str]:
+    return {entry.name for entry in entry_points(group="opentelemetry_traces_sampler")}
+
+
+def _batch_processor(exporter: SpanExporter, environ: Mapping[str, str]) -> BatchSpanProcessor:
+    """The SDK's batch processor, which reads OTEL_BSP_* itself and raises a
+    bare ValueError for a value it refuses (a traceback at start-up)."""
+    try:
+        return BatchSpanProcessor(exporter)
+    except ValueError as exc:
+        given = sorted(name for name in environ if name.startswith("OTEL_BSP_"))
+        raise ConfigError(f"{', '.join(given) or 'OTEL_BSP_*'}: {exc}") from None
