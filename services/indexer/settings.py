@@ -147,3 +147,11 @@ class CliSettings(
     RAG_INDEXER_TOKEN_FILE, RAG_INDEXER_TLS_CA_FILE, RAG_RETRIEVER_TOKEN_FILE, ..."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    indexer_addr: str = Field(
+        "localhost:50051", description="host:port of the Indexer (--addr overrides it)"
+    )
+    retriever_addr: str = Field(
+        "localhost:50052",
+        description="host:port of the Retriever, for release-check (--retriever-addr overrides it)",
+    )

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from rag_client import CallError, IndexerClient, RagClientError
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import ConfigError, RagError
-from services.operator.cli_clients import indexer_client
+from services.operator.cli_clients import address_help, indexer_client
 from services.operator.ingest import Ingest, add_source_options
 from services.operator.release import add_release_check_parser, run_release_check
 from services.runtime.closed_pipe import quiet_on_closed_pipe
@@ -100,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--addr", default="localhost:50051", help="Indexer host:port")
+    p.add_argument("--addr", default=None, help=address_help("indexer"))
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per RPC")
     sub = p.add_subparsers(dest="command", required=True)
     ingest = sub.add_parser(

@@ -39,7 +39,12 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.core.errors import InvalidArgument, RagError
 from services.indexer.release_records import MAX_RECORD_CHARS
 from services.operator import golden as g
-from services.operator.cli_clients import indexer_client, retriever_client
+from services.operator.cli_clients import (
+    address_help,
+    indexer_client,
+    resolved_address,
+    retriever_client,
+)
 from services.operator.ingest import Ingest, add_source_options
 from services.operator.release_report import (
     STATE_FIELDS,
@@ -79,7 +84,7 @@ def add_release_check_parser(sub: argparse._SubParsersAction[argparse.ArgumentPa
     add_source_options(p)
     p.add_argument("--golden", required=True, help="golden queries (JSONL)")
     p.add_argument("--out", default="release-checks", help="directory for the records")
-    p.add_argument("--retriever-addr", default="localhost:50052", help="Retriever host:port")
+    p.add_argument("--retriever-addr", default=None, help=address_help("retriever"))
     p.add_argument(
         "--min-pass-rate",
         type=_fraction,
@@ -368,8 +373,8 @@ class ReleaseCheck:
             golden_file=str(self.golden_file.path.resolve()),
             golden_sha256=self.golden_file.sha256,
             thresholds=self.thresholds,
-            indexer_addr=self.args.addr,
-            retriever_addr=self.args.retriever_addr,
+            indexer_addr=resolved_address("indexer", self.args.addr, self.environ),
+            retriever_addr=resolved_address("retriever", self.args.retriever_addr, self.environ),
             gateway_env=gateway_environment(self.environ),
         )
 

@@ -157,3 +157,28 @@ def test_a_fallback_encoding_must_be_a_web_encoding(
     code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", "--fallback-encoding", label)
     assert code == 2
     assert f"argument --fallback-encoding: {label!r} is not a web page encoding" in err
+
+
+def test_the_indexer_address_comes_from_the_environment_unless_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--addr` always had a value, so RAG_INDEXER_ADDR was ignored without a
+    word and the CLI dialled localhost:50051 (probe)."""
+    from services.operator.cli_clients import cli_settings
+
+    monkeypatch.setenv("RAG_INDEXER_ADDR", "indexer.internal:7001")
+    args = cli.parser().parse_args(["stats"])
+    assert cli_settings("indexer", args.addr, 5).target == "indexer.internal:7001"
+    args = cli.parser().parse_args(["--addr", "other:7002", "stats"])
+    assert cli_settings("indexer", args.addr, 5).target == "other:7002"
+    monkeypatch.delenv("RAG_INDEXER_ADDR")
+    assert cli_settings("indexer", None, 5).target == "localhost:50051"
+
+
+def test_a_bad_indexer_address_in_the_environment_is_named(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_INDEXER_ADDR", "http://indexer:7001")
+    code = cli.main(["stats"])
+    err = capsys.readouterr().err
+    assert code == 2 and "RAG_INDEXER_ADDR" in err and "without http://" in err
