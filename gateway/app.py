@@ -139,7 +139,8 @@ def create_app(
                     metrics.registry,
                     settings.gateway_metrics_host,
                     settings.gateway_metrics_port,
-                    "set RAG_GATEWAY_METRICS_PORT, or RAG_GATEWAY_METRICS_ENABLED=false",
+                    "set RAG_GATEWAY_METRICS_PORT or RAG_GATEWAY_METRICS_HOST, or "
+                    "RAG_GATEWAY_METRICS_ENABLED=false",
                 )
                 running.push_async_callback(listener.close)
                 app.state.metrics_url = listener.url

@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 from limits import parse_many
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from services.core.errors import ConfigError
 from services.runtime.security.client_settings import client_address, client_settings
-from services.runtime.settings import BaseServiceSettings
+from services.runtime.settings import BaseServiceSettings, check_ports_apart, listening_ports
 
 KiB = 1024
 CommaList = Annotated[list[str], NoDecode]
@@ -323,6 +324,29 @@ class GatewaySettings(
     @classmethod
     def _per_client_within_max(cls, value: int, info: ValidationInfo) -> int:
         return _at_most(value, info, "gateway_max_connections")
+
+    @model_validator(mode="after")
+    def _ports_apart(self) -> GatewaySettings:
+        check_ports_apart(listening_ports(self, self.gateway_metrics_enabled))
+        return self
+
+    @model_validator(mode="after")
+    def _someone_can_search(self) -> GatewaySettings:
+        """Public, yet no origin allowed, same-origin pages refused and callers
+        without an Origin refused: every search would be 403 (probe)."""
+        closed = not (
+            self.gateway_allowed_origins
+            or self.gateway_allow_same_origin
+            or self.gateway_allow_missing_origin
+        )
+        if self.gateway_public_enabled and closed:
+            raise ConfigError(
+                "RAG_GATEWAY_PUBLIC_ENABLED=true, but no caller could search: set "
+                "RAG_GATEWAY_ALLOWED_ORIGINS, or RAG_GATEWAY_ALLOW_SAME_ORIGIN=true (the "
+                "gateway's own page), or RAG_GATEWAY_ALLOW_MISSING_ORIGIN=true (server-side "
+                "callers)"
+            )
+        return self
 
     @property
     def uses_redis(self) -> bool:

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.environment import ENV_PREFIX
@@ -91,6 +91,18 @@ class GrpcServiceSettings(BaseServiceSettings):
         "only where the trace store may retain what users type)",
     )
 
+    @field_validator("metrics_host")
+    @classmethod
+    def _metrics_host_named(cls, host: str) -> str:
+        if not host.strip() or any(char.isspace() for char in host):
+            raise ValueError("not a host name or address (blank, or with spaces)")
+        return host
+
+    @model_validator(mode="after")
+    def _ports_apart(self) -> GrpcServiceSettings:
+        check_ports_apart(listening_ports(self, self.metrics_enabled))
+        return self
+
     @model_validator(mode="after")
     def _tls_files_pair(self) -> GrpcServiceSettings:
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
@@ -114,6 +126,33 @@ class GrpcServiceSettings(BaseServiceSettings):
 
 
 S = TypeVar("S", bound=BaseSettings)
+
+
+def listening_ports(settings: BaseSettings, metrics_served: bool) -> dict[str, int]:
+    """The ports `settings` listens on, by variable: the service's port and,
+    while metrics are served, its metrics port (0, any free port, left out)."""
+    ports = {}
+    for name in type(settings).model_fields:
+        port = getattr(settings, name)
+        if not name.endswith("_port") or not isinstance(port, int) or port == 0:
+            continue
+        if name.endswith("metrics_port") and not metrics_served:
+            continue
+        ports[ENV_PREFIX + name.upper()] = port
+    return ports
+
+
+def check_ports_apart(ports: dict[str, int]) -> None:
+    """ConfigError when two listeners of one process are given one port: the
+    second bind failed after the model loaded, naming neither (probe)."""
+    taken: dict[int, str] = {}
+    for variable, port in ports.items():
+        if port in taken:
+            raise ConfigError(
+                f"{taken[port]} and {variable} are both {port}: one process cannot listen "
+                "twice on a port; give each its own (0: any free port)"
+            )
+        taken[port] = variable
 
 
 def load_settings(cls: type[S], **overrides: Any) -> S:

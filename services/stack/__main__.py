@@ -44,16 +44,16 @@ def recipe() -> ServiceRecipe[StackSettings, SharedParts]:
     from services.retriever.settings import RetrieverSettings
     from services.runtime.parts import open_parts
     from services.runtime.service import ServiceRecipe, stores_context
-    from services.runtime.settings import load_settings
+    from services.runtime.settings import check_ports_apart, listening_ports, load_settings
     from services.stack.embedded import StackSettings, stack_parts
     from services.storage.settings import StoreSettings
 
     def load() -> StackSettings:
-        return StackSettings(
-            load_settings(IndexerSettings),
-            load_settings(RetrieverSettings),
-            load_settings(StoreSettings),
-        )
+        indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
+        # One process serves both: their ports must differ from each other's too.
+        ports = listening_ports(indexer, indexer.metrics_enabled)
+        check_ports_apart(ports | listening_ports(retriever, retriever.metrics_enabled))
+        return StackSettings(indexer, retriever, load_settings(StoreSettings))
 
     return ServiceRecipe(
         settings=load,

@@ -109,3 +109,26 @@ def test_a_redis_url_refusal_does_not_repeat_the_url(monkeypatch: pytest.MonkeyP
     with pytest.raises(ConfigError, match="RAG_GATEWAY_REDIS_URL") as refused:
         load_settings(GatewaySettings)
     assert "hunter2secret" not in str(refused.value)
+
+
+def test_the_metrics_listener_cannot_share_the_gateway_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found only at bind time, and blamed on RAG_GATEWAY_PORT (probe)."""
+    monkeypatch.setenv("RAG_GATEWAY_METRICS_PORT", "8080")
+    with pytest.raises(ConfigError, match="RAG_GATEWAY_PORT and RAG_GATEWAY_METRICS_PORT"):
+        load_settings(GatewaySettings)
+    monkeypatch.setenv("RAG_GATEWAY_METRICS_ENABLED", "false")  # then nothing listens there
+    assert load_settings(GatewaySettings).gateway_metrics_port == 8080
+
+
+def test_a_public_gateway_no_caller_could_search_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every search was 403 origin_not_allowed, with or without an Origin (probe)."""
+    monkeypatch.setenv("RAG_GATEWAY_PUBLIC_ENABLED", "true")
+    monkeypatch.setenv("RAG_GATEWAY_ALLOW_SAME_ORIGIN", "false")
+    with pytest.raises(ConfigError, match="no caller could search"):
+        load_settings(GatewaySettings)
+    monkeypatch.setenv("RAG_GATEWAY_ALLOW_MISSING_ORIGIN", "true")
+    assert load_settings(GatewaySettings).gateway_public_enabled

@@ -303,3 +303,25 @@ async def test_ctrl_c_during_start_up_exits_130_with_one_line(
     err = capsys.readouterr().err
     assert "interrupted during start-up; nothing was served" in err and "Traceback" not in err
     assert journal[-1] == "parts.close"  # what was opened is closed
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"RAG_INDEXER_PORT": "50052"}, "RAG_INDEXER_PORT and RAG_RETRIEVER_PORT are both 50052"),
+        (
+            {"RAG_RETRIEVER_METRICS_PORT": "9465", "RAG_METRICS_ENABLED": "true"},
+            "RAG_INDEXER_METRICS_PORT and RAG_RETRIEVER_METRICS_PORT are both 9465",
+        ),
+    ],
+)
+def test_the_stack_refuses_one_port_for_two_listeners_before_the_model_loads(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], named: str
+) -> None:
+    """The second bind failed after both models loaded, naming neither (probe)."""
+    from services.stack.__main__ import recipe
+
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=named):
+        recipe().settings()

@@ -65,7 +65,11 @@ class Telemetry:
     def start(self) -> None:
         if self.metrics_port is None or self.listener is not None:
             return
-        hint = f"set {self.port_setting}, or RAG_METRICS_ENABLED=false" if self.port_setting else ""
+        hint = (
+            f"set {self.port_setting} or RAG_METRICS_HOST, or RAG_METRICS_ENABLED=false"
+            if self.port_setting
+            else ""
+        )
         self.listener = MetricsListener.start(
             self.registry, self.metrics_host, self.metrics_port, hint
         )
