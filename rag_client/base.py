@@ -4,6 +4,7 @@ one typed method per RPC."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -42,10 +43,21 @@ class _Common:
         return cls(ClientSettings.from_env(cls.ENV_NAME, environ, **overrides))
 
     def _spec(self, name: str, deadline: DeadlineArg, idempotent: bool) -> retry.CallSpec:
-        if self._closed:
-            raise ClientClosed(f"{self.SERVICE}/{name}: the client is closed")
+        self._check_open(name)
         when = resolve(deadline, self.settings.timeout)
         return retry.CallSpec(f"{self.SERVICE}/{name}", when, self.settings.retry, idempotent)
+
+    def _check_open(self, name: str) -> None:
+        if self._closed:
+            raise ClientClosed(f"{self.SERVICE}/{name}: the client is closed")
+
+    def _closed_during(self, name: str) -> ClientClosed | None:
+        """ClientClosed when close() came while a call of `name` ran (from
+        another thread or task): gRPC then raised its own exceptions (a
+        ValueError, a UsageError, CANCELLED, a bare CancelledError), probe."""
+        if not self._closed:
+            return None
+        return ClientClosed(f"{self.SERVICE}/{name}: the client was closed during the call")
 
 
 class SyncClient(_Common):
@@ -70,16 +82,36 @@ class SyncClient(_Common):
         spec = self._spec(name, deadline, idempotent)
 
         def attempt(timeout: float) -> T:
-            return method(request, timeout=timeout, metadata=self._token.metadata())
+            self._check_open(name)  # closed during a retry's pause
+            try:
+                return method(request, timeout=timeout, metadata=self._token.metadata())
+            except Exception as exc:
+                if closed := self._closed_during(name):
+                    raise closed from exc
+                raise
 
         return retry.call(spec, attempt)
 
     def _stream(
         self, name: str, method: Callable[..., Any], request: Any, deadline: DeadlineArg
     ) -> Iterator[Any]:
+        """The stream, started on the first message asked for: a generator
+        that is never iterated writes nothing (it wrote, or not, depending on
+        when the garbage collector cancelled it; probe)."""
         spec = self._spec(name, deadline, idempotent=False)
-        call = streams.start(spec, method, request, self._token.metadata())
-        return streams.iterate(spec, call)
+        return self._messages(name, spec, method, request)
+
+    def _messages(
+        self, name: str, spec: retry.CallSpec, method: Callable[..., Any], request: Any
+    ) -> Iterator[Any]:
+        self._check_open(name)
+        try:
+            call = streams.start(spec, method, request, self._token.metadata())
+            yield from streams.iterate(spec, call)
+        except Exception as exc:
+            if closed := self._closed_during(name):
+                raise closed from exc
+            raise
 
     def close(self) -> None:
         if not self._closed:
@@ -118,16 +150,46 @@ class AsyncClient(_Common):
         spec = self._spec(name, deadline, idempotent)
 
         async def attempt(timeout: float) -> T:
-            return await method(request, timeout=timeout, metadata=self._token.metadata())
+            self._check_open(name)  # closed during a retry's pause
+            try:
+                return await method(request, timeout=timeout, metadata=self._token.metadata())
+            except BaseException as exc:
+                if closed := self._closed_instead(name, exc):
+                    raise closed from exc
+                raise
 
         return await retry.call_async(spec, attempt)
 
     def _stream(
         self, name: str, method: Callable[..., Any], request: Any, deadline: DeadlineArg
     ) -> AsyncIterator[Any]:
+        """As SyncClient's: started on the first message asked for."""
         spec = self._spec(name, deadline, idempotent=False)
-        call = streams.start(spec, method, request, self._token.metadata())
-        return streams.aiterate(spec, call)
+        return self._messages(name, spec, method, request)
+
+    async def _messages(
+        self, name: str, spec: retry.CallSpec, method: Callable[..., Any], request: Any
+    ) -> AsyncIterator[Any]:
+        self._check_open(name)
+        try:
+            call = streams.start(spec, method, request, self._token.metadata())
+            async for message in streams.aiterate(spec, call):
+                yield message
+        except BaseException as exc:
+            if closed := self._closed_instead(name, exc):
+                raise closed from exc
+            raise
+
+    def _closed_instead(self, name: str, exc: BaseException) -> ClientClosed | None:
+        """ClientClosed for what a close() during the call raised, unless the
+        caller's own task is being cancelled: that CancelledError is theirs."""
+        if isinstance(exc, asyncio.CancelledError):
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                return None
+        elif not isinstance(exc, Exception):
+            return None  # KeyboardInterrupt, SystemExit, GeneratorExit
+        return self._closed_during(name)
 
     async def close(self) -> None:
         if not self._closed:

@@ -20,6 +20,7 @@ caller may want to handle apart, and a catch-all for the rest.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import grpc
 
@@ -36,6 +37,12 @@ class InvalidSettings(RagClientError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its own arguments: the default replays only the joined
+        # text, so it could not cross a process pool (BrokenProcessPool, probe).
+        return type(self), (self.field, self.message)
 
 
 class ClientClosed(RagClientError):
@@ -54,6 +61,22 @@ class CallError(RagClientError):
         self.details = details
         self.method = method
         self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt_call_error, (
+            type(self),
+            self.code.name,
+            self.details,
+            self.method,
+            self.attempts,
+        )
+
+
+def _rebuilt_call_error(
+    cls: type[CallError], code: str, details: str, method: str, attempts: int
+) -> CallError:
+    # The status by name: grpc.StatusCode members pickle as (int, str) tuples.
+    return cls(grpc.StatusCode[code], details, method=method, attempts=attempts)
 
 
 class InvalidRequest(CallError):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 from rag_client.base import AsyncClient, DeadlineArg, SyncClient
+from rag_client.requests import not_one_string
 from rag_client.settings import ClientSettings
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
@@ -35,6 +36,7 @@ def _upsert(documents: Iterable[Document], dry_run: bool) -> ipb.UpsertRequest:
 
 
 def _delete(doc_ids: Iterable[str], locale: str, dry_run: bool) -> ipb.DeleteRequest:
+    not_one_string("doc_ids", doc_ids)
     return ipb.DeleteRequest(doc_ids=list(doc_ids), locale=locale, dry_run=dry_run)
 
 

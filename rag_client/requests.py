@@ -12,6 +12,15 @@ from typing import Any, TypedDict
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 
 
+def not_one_string(field: str, values: object) -> None:
+    """TypeError for a str (or bytes) where a list of strings is meant: a
+    string is iterable, so scope_ids="docs" searched scopes d, o, c and s, and
+    delete("guide.md") deleted documents g, u, i, ... (probes)."""
+    if isinstance(values, str | bytes):
+        shown = values if len(values) <= 80 else values[:80]
+        raise TypeError(f"{field}: expected a list of strings, got one string {shown!r}")
+
+
 def scope_filter(
     *,
     scope_id: str = "",
@@ -24,9 +33,7 @@ def scope_filter(
     """A ScopeFilter, or None when every part is empty (no filtering)."""
     lists = {"scope_ids": scope_ids, "doc_ids": doc_ids, "urls": urls}
     for name, values in lists.items():
-        # A string is iterable: scope_ids="docs" searched scopes d, o, c and s.
-        if isinstance(values, str | bytes):
-            raise TypeError(f"ScopeFilter.{name}: expected a list of strings, got {values!r}")
+        not_one_string(f"ScopeFilter.{name}", values)
     scope_ids, doc_ids, urls = list(scope_ids), list(doc_ids), list(urls)
     if not (scope_id or scope_ids or locale or doc_ids or urls or metadata):
         return None

@@ -18,6 +18,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from rag_client.base import AsyncClient, DeadlineArg, SyncClient
+from rag_client.requests import not_one_string
 from rag_client.settings import ClientSettings
 from services.contract.genproto.rag.reranker.v1 import reranker_pb2 as pb
 from services.contract.genproto.rag.reranker.v1 import reranker_pb2_grpc
@@ -30,6 +31,7 @@ _SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 def rerank_request(query: str, passages: Sequence[str]) -> pb.RerankRequest:
+    not_one_string("passages", passages)
     return pb.RerankRequest(query=query, passages=list(passages))
 
 

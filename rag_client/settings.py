@@ -129,17 +129,23 @@ def _check_target(target: object) -> None:
             )
         return  # a gRPC name with a scheme (dns:///..., unix:...): gRPC parses it
     host, _, port = target.rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    # isascii: '²' and full-width digits are digits to isdigit() (a raw ValueError, probe).
+    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
         raise InvalidSettings("target", f"{target!r} is not 'host:port' with a port in 1..65535")
 
 
-def _check_token(token: object) -> None:
+def _check_token(token: object, field: str = "token") -> None:
+    """InvalidSettings naming `field` for a token no server could read (the
+    message never quotes it)."""
     if not isinstance(token, str):
-        raise InvalidSettings("token", "expected a str")
+        raise InvalidSettings(field, "expected a str")
     if token.lower().startswith("bearer "):
-        raise InvalidSettings("token", "give the token alone; 'Bearer ' is added by the client")
+        raise InvalidSettings(field, "give the token alone; 'Bearer ' is added by the client")
     if not token.isascii() or not token.isprintable() or " " in token:
-        raise InvalidSettings("token", "must be printable ASCII without spaces")
+        raise InvalidSettings(field, "must be printable ASCII without spaces")
+
+
+check_token = _check_token
 
 
 def _check_options(options: object) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 
 from rag_client.errors import InvalidSettings
-from rag_client.settings import ClientSettings
+from rag_client.settings import ClientSettings, check_token
 
 AUTHORIZATION = "authorization"
 
@@ -53,12 +53,32 @@ class TokenSource:
             stamp = (st.st_mtime_ns, st.st_size)
             with self._lock:
                 if stamp != self._stamp:
-                    self._token, self._stamp = self._path.read_text().strip(), stamp
+                    token = self._read_token()
+                    if not token and self._stamp is not None:
+                        return self._token  # mid-rotation (written empty first): the last one
+                    if not token:
+                        raise InvalidSettings("token_file", f"{self._path}: the file is empty")
+                    self._token, self._stamp = token, stamp
                 return self._token
         except OSError as exc:
             if self._stamp is not None:
                 return self._token
             raise InvalidSettings("token_file", f"{self._path}: {exc.strerror}") from None
+
+    def _read_token(self) -> str:
+        """The file's token, checked as `token=` is: bytes that are not UTF-8,
+        or a token gRPC cannot send (a second line, a NUL), raised deep inside
+        gRPC, and differently by the sync and the async client (probe)."""
+        assert self._path is not None
+        try:
+            token = self._path.read_bytes().decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise InvalidSettings("token_file", f"{self._path}: not UTF-8 text") from None
+        try:
+            check_token(token, "token_file")
+        except InvalidSettings as exc:
+            raise InvalidSettings("token_file", f"{self._path}: {exc.message}") from None
+        return token
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         token = self.current()
