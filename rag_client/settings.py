@@ -25,6 +25,7 @@ from typing import Any
 from rag_client.deadline import MAX_DEADLINE_S
 from rag_client.env import named, settings_fields
 from rag_client.errors import InvalidSettings
+from rag_client.pem import ca_problem, pair_problem
 
 MAX_ATTEMPTS = 10  # the most attempts a RetryPolicy may allow
 
@@ -98,6 +99,11 @@ class TlsSettings:
             raise InvalidSettings(
                 "tls.cert_file", "a client certificate and tls.key_file go together"
             )
+        if self.ca_file is not None and (problem := ca_problem(self.ca_file)):
+            raise InvalidSettings("tls.ca_file", f"{self.ca_file}: {problem}")
+        pair = (self.cert_file, self.key_file)
+        if pair[0] and pair[1] and (problem := pair_problem(pair[0], pair[1])):
+            raise InvalidSettings("tls.cert_file", f"{self.cert_file}: {problem}")
         if not isinstance(self.server_name, str) or any(c.isspace() for c in self.server_name):
             raise InvalidSettings("tls.server_name", f"{self.server_name!r} is not a host name")
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rag_client.pem import ca_problem, pair_problem
 from services.core.environment import ENV_PREFIX
 from services.core.errors import ConfigError
 from services.runtime.security.exposure import check_exposure
@@ -111,7 +112,19 @@ class GrpcServiceSettings(BaseServiceSettings):
             raise ValueError("RAG_TLS_REQUIRE_CLIENT_CERT needs RAG_TLS_CLIENT_CA_FILE")
         if self.tls_client_ca_file and not self.tls_cert_file:
             raise ValueError("RAG_TLS_CLIENT_CA_FILE needs RAG_TLS_CERT_FILE (TLS on)")
+        self._check_pem_files()
         return self
+
+    def _check_pem_files(self) -> None:
+        """The PEM files parsed now: a garbage one failed the bind after the
+        model loaded, as `cannot listen on host:port` (probe). A missing file
+        is left to the server's own message, which names it."""
+        cert, key, client_ca = self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file
+        readable = bool(cert and key and cert.is_file() and key.is_file())
+        if readable and cert and key and (problem := pair_problem(cert, key)):
+            raise ValueError(f"RAG_TLS_CERT_FILE / RAG_TLS_KEY_FILE: {problem}")
+        if client_ca and client_ca.is_file() and (problem := ca_problem(client_ca)):
+            raise ValueError(f"RAG_TLS_CLIENT_CA_FILE: {problem}")
 
     @model_validator(mode="after")
     def _exposure(self) -> GrpcServiceSettings:

@@ -11,15 +11,20 @@ from typing import Any
 import pytest
 
 from rag_client import ClientSettings, InvalidSettings, RetryPolicy, TlsSettings, transport
+from tests.support.certs import Pki
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
-def pem(tmp_path: Path) -> Path:
-    path = tmp_path / "ca.pem"
-    path.write_text("-----BEGIN CERTIFICATE-----\n")
-    return path
+def pki(tmp_path: Path) -> Pki:
+    return Pki.create(tmp_path)
+
+
+@pytest.fixture
+def pem(pki: Pki) -> Path:
+    """A real CA certificate (the files are parsed when the settings are made)."""
+    return pki.ca_file
 
 
 def refused(field: str, make: Any) -> str:
@@ -81,14 +86,15 @@ def test_a_default_deadline_that_is_not_a_positive_number_is_refused(timeout: An
 
 
 def test_tls_files_must_be_readable_and_a_client_cert_needs_its_key(
-    tmp_path: Path, pem: Path
+    tmp_path: Path, pem: Path, pki: Pki
 ) -> None:
     missing = tmp_path / "missing.pem"
     assert "not a readable file" in refused("tls.ca_file", lambda: TlsSettings(ca_file=missing))
     assert "tls.key_file" in refused("tls.cert_file", lambda: TlsSettings(cert_file=pem))
     refused("tls.key_file", lambda: TlsSettings(cert_file=pem, key_file=missing))
     refused("tls.server_name", lambda: TlsSettings(server_name="a b"))
-    tls = TlsSettings(ca_file=pem, cert_file=pem, key_file=pem, server_name="r.internal")
+    client = pki.issue("client")
+    tls = TlsSettings(ca_file=pem, cert_file=client.cert, key_file=client.key, server_name="r")
     assert ClientSettings("h:1", tls=tls).tls == tls
     assert "TlsSettings" in refused("tls", lambda: ClientSettings("h:1", tls=str(pem)))  # type: ignore[arg-type]
 
@@ -113,6 +119,22 @@ def test_a_retry_policy_out_of_bounds_is_refused(fields: dict[str, Any], field: 
 
 def test_channel_options_must_be_name_value_pairs() -> None:
     refused("channel_options", lambda: ClientSettings("h:1", channel_options=("grpc.x",)))  # type: ignore[arg-type]
+
+
+def test_tls_files_are_parsed_when_the_settings_are_made(tmp_path: Path, pki: Pki) -> None:
+    """A garbage CA or a certificate with another's key was accepted, then every
+    call failed after four retries as "Connection refused" (probe)."""
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n")
+    assert "not a PEM certificate bundle" in refused(
+        "tls.ca_file", lambda: TlsSettings(ca_file=garbage)
+    )
+    mine, theirs = pki.issue("mine"), pki.issue("theirs")
+    why = refused("tls.cert_file", lambda: TlsSettings(cert_file=mine.cert, key_file=theirs.key))
+    assert "key values mismatch" in why
+    assert "not a PEM" in refused(
+        "tls.cert_file", lambda: TlsSettings(cert_file=garbage, key_file=mine.key)
+    )
 
 
 def test_invalid_settings_is_also_a_value_error() -> None:
