@@ -28,6 +28,7 @@ from rag_client.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    WrongEventLoop,
 )
 from rag_client.indexer import AsyncIndexerClient, IndexerClient
 from rag_client.requests import RetrieveOptions, scope_filter
@@ -63,6 +64,7 @@ __all__ = [
     "TlsSettings",
     "Unauthenticated",
     "Unavailable",
+    "WrongEventLoop",
     "indexer_pb2",
     "retriever_pb2",
     "scope_filter",

@@ -13,7 +13,7 @@ import grpc
 
 from rag_client import retry, streams, transport
 from rag_client.deadline import Deadline, resolve
-from rag_client.errors import ClientClosed, InvalidSettings
+from rag_client.errors import ClientClosed, InvalidSettings, WrongEventLoop
 from rag_client.settings import ClientSettings
 
 T = TypeVar("T")
@@ -154,8 +154,8 @@ class AsyncClient(_Common):
             try:
                 return await method(request, timeout=timeout, metadata=self._token.metadata())
             except BaseException as exc:
-                if closed := self._closed_instead(name, exc):
-                    raise closed from exc
+                if replaced := self._closed_instead(name, exc) or _wrong_loop(name, exc):
+                    raise replaced from exc
                 raise
 
         return await retry.call_async(spec, attempt)
@@ -176,8 +176,8 @@ class AsyncClient(_Common):
             async for message in streams.aiterate(spec, call):
                 yield message
         except BaseException as exc:
-            if closed := self._closed_instead(name, exc):
-                raise closed from exc
+            if replaced := self._closed_instead(name, exc) or _wrong_loop(name, exc):
+                raise replaced from exc
             raise
 
     def _closed_instead(self, name: str, exc: BaseException) -> ClientClosed | None:
@@ -203,3 +203,21 @@ class AsyncClient(_Common):
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+# What asyncio says when a future of one loop is awaited in another, or the
+# loop a channel belongs to has closed.
+_LOOP_MISUSE = ("attached to a different loop", "Event loop is closed", "different event loop")
+
+
+def _wrong_loop(name: str, exc: BaseException) -> WrongEventLoop | None:
+    """WrongEventLoop for the RuntimeError gRPC's channel raises when used from
+    another loop than its own (a client made outside `asyncio.run`, or kept
+    past it): raw and confusing before (probe)."""
+    if not isinstance(exc, RuntimeError) or not any(m in str(exc) for m in _LOOP_MISUSE):
+        return None
+    return WrongEventLoop(
+        f"{name}: this asyncio client belongs to another event loop (or one that has "
+        "closed); make the client inside the loop that uses it, e.g. within the coroutine "
+        "asyncio.run() runs"
+    )

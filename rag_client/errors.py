@@ -49,6 +49,11 @@ class ClientClosed(RagClientError):
     """A call on a client after close()."""
 
 
+class WrongEventLoop(RagClientError, RuntimeError):
+    """An asyncio client used from an event loop other than the one it was made
+    in, or after that loop closed (gRPC's channel belongs to one loop)."""
+
+
 class CallError(RagClientError):
     """A call ended with a non-OK status (after any retries)."""
 

@@ -176,3 +176,16 @@ def test_a_stream_never_iterated_writes_nothing(faults: Faults, target: str) -> 
         assert faults.calls == []
         assert list(stream)  # iterated: it runs
     assert [call.method for call in faults.calls] == ["UpsertStream"]
+
+
+def test_an_async_client_used_from_another_event_loop_says_so(target: str) -> None:
+    """A raw RuntimeError ('... attached to a different loop', 'Event loop is
+    closed') before, with a never-awaited coroutine warning (probe)."""
+    from rag_client import WrongEventLoop
+
+    async def make() -> AsyncRetrieverClient:
+        return AsyncRetrieverClient(target)
+
+    client = asyncio.run(make())  # its loop closes when asyncio.run returns
+    with pytest.raises(WrongEventLoop, match="another event loop"):
+        asyncio.run(client.retrieve("q"))
