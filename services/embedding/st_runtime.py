@@ -57,7 +57,14 @@ def _load(config: EmbedderConfig) -> Any:
     try:
         model = SentenceTransformer(path, device=config.device)
     except Exception as exc:
-        raise ConfigError(f"cannot load embedding model {config.model!r}: {exc}") from exc
+        # Which variable named it is the caller's (RAG_EMBEDDING_MODEL or
+        # RAG_CROSS_LINGUAL_MODEL); both are named, with what a name may be.
+        reason = " ".join(str(exc).split())[:300]
+        raise ConfigError(
+            f"cannot load embedding model {config.model!r} (RAG_EMBEDDING_MODEL or "
+            "RAG_CROSS_LINGUAL_MODEL: a packaged: name, a local model folder, or a model "
+            f"already in the Hugging Face cache; the hub is not reached): {reason}"
+        ) from exc
     log.info("embedding_model_loaded", model=config.model, path=path)
     return model
 

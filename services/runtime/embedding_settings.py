@@ -125,6 +125,8 @@ class EmbeddingSettings(GrpcServiceSettings):
         name = value.strip()
         if info.field_name == "cross_lingual_model" and name.lower() in ("none", "off"):
             return ""  # the documented "none" is an empty value; these say the same
+        if info.field_name == "cross_lingual_model" and name.lower() == AUTO_CROSS_LINGUAL:
+            return AUTO_CROSS_LINGUAL
         if info.field_name == "embedding_model" and not name:
             # A blank value loaded the English-only MiniLM (the name an index
             # recorded before models had a prefix) in place of the default (probe).

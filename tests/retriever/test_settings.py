@@ -117,3 +117,21 @@ def test_a_refused_secret_is_not_repeated_in_the_message(monkeypatch: pytest.Mon
     with pytest.raises(ConfigError, match="RAG_PAGE_TOKEN_KEY") as refused:
         load_settings(RetrieverSettings)
     assert "short-but-secret-key" not in str(refused.value)
+
+
+def test_a_packaged_reranker_name_is_read_as_the_reranker_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unknown packaged name quietly got the cross-encoder's fitted rule,
+    while the Reranker refused it; `PACKAGED:` was another model (probe)."""
+    from services.core.errors import ConfigError
+    from services.runtime.settings import load_settings
+
+    monkeypatch.setenv("RAG_RERANK_MODEL", "packaged:nonexistent")
+    with pytest.raises(ConfigError, match="is not a packaged model: known are"):
+        load_settings(RetrieverSettings)
+    monkeypatch.setenv("RAG_RERANK_MODEL", "PACKAGED:answerai-colbert-small-v1")
+    settings = load_settings(RetrieverSettings)
+    colbert = FITTED_RERANK["packaged:answerai-colbert-small-v1"]
+    assert settings.rerank_model == "packaged:answerai-colbert-small-v1"
+    assert settings.rerank_candidates == colbert.candidates
