@@ -408,10 +408,23 @@ class RetrieverSettings(
                 "MAX_CANDIDATES_PER_CHANNEL",
                 self.max_candidates_per_channel,
             ),
+            # The cleaned query is never longer than the raw one (probe).
+            (
+                "MAX_QUERY_CHARS",
+                self.max_query_chars,
+                "MAX_RAW_QUERY_CHARS",
+                self.max_raw_query_chars,
+            ),
         )
         for name, value, limit_name, limit in pairs:
             if value > limit:
                 raise ValueError(f"RAG_{name} must not exceed RAG_{limit_name} ({value} > {limit})")
+        if self.rerank_fused_weight == 0 and self.rerank_score_weight == 0:
+            # A blend with no weight scores every candidate 0: reranking that orders nothing.
+            raise ValueError(
+                "RAG_RERANK_FUSED_WEIGHT and RAG_RERANK_SCORE_WEIGHT are both 0: give one a weight "
+                "(or turn reranking off with RAG_RERANKER_ADDR empty)"
+            )
         if self.safety_margin_ms >= self.default_deadline_ms:
             raise ValueError(
                 "RAG_SAFETY_MARGIN_MS must be less than RAG_DEFAULT_DEADLINE_MS "

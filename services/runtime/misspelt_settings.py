@@ -54,4 +54,31 @@ def misspelt_settings(
         close = difflib.get_close_matches(upper, sorted(names), n=1, cutoff=CLOSE_ENOUGH)
         if close:
             found.append(Misspelt(variable, close[0]))
+        elif shortened := _by_words(upper, names):
+            found.append(Misspelt(variable, " or ".join(shortened)))
     return found
+
+
+def _by_words(name: str, known: frozenset[str]) -> list[str]:
+    """Known settings `name` is a word-wise cut of, or an extension of:
+    RAG_TLS_CERT for RAG_TLS_CERT_FILE, RAG_GATEWAY_PUBLIC for
+    RAG_GATEWAY_PUBLIC_ENABLED, RAG_DATA_DIRECTORY for RAG_DATA_DIR; too short
+    for the letter-by-letter ratio (probe). At most three, else none (a
+    deployment's own RAG_X_Y that merely shares a prefix)."""
+    if name.count("_") < 2:
+        return []  # RAG_X: too short to say anything about
+    found = sorted(
+        other
+        for other in known
+        if other.startswith(name + "_")
+        or (name.startswith(other) and other.count("_") >= 2 and len(name) - len(other) <= 6)
+    )
+    if not found:  # a middle word left out: RAG_GATEWAY_ORIGINS, RAG_GATEWAY_ENABLED
+        service = "_".join(name.split("_")[:2]) + "_"
+        last = "_" + name.rpartition("_")[2]
+        found = sorted(
+            other
+            for other in known
+            if other.startswith(service) and other.endswith(last) and len(other) > len(name)
+        )
+    return found if 0 < len(found) <= 3 else []

@@ -91,6 +91,14 @@ def test_the_second_model_brings_its_fitted_weight(monkeypatch: pytest.MonkeyPat
             "RAG_SAFETY_MARGIN_MS must be less than RAG_DEFAULT_DEADLINE_MS",
         ),
         ({"health_check_interval_s": 1e-9}, "health_check_interval_s"),
+        (
+            {"max_query_chars": 100_000, "max_raw_query_chars": 1000},
+            "RAG_MAX_QUERY_CHARS must not exceed RAG_MAX_RAW_QUERY_CHARS",
+        ),
+        (
+            {"rerank_fused_weight": 0, "rerank_score_weight": 0},
+            "RAG_RERANK_FUSED_WEIGHT and RAG_RERANK_SCORE_WEIGHT are both 0",
+        ),
     ],
 )
 def test_defaults_beyond_their_limits_are_refused_at_start(

@@ -110,3 +110,22 @@ def test_a_store_variable_with_the_prefix_is_named_with_the_one_read() -> None:
         Misspelt("RAG_OPENSEARCH_USER", "OPENSEARCH_USER"),
         Misspelt("RAG_QDRANT_API_KEY", "QDRANT_API_KEY"),
     ]
+
+
+@pytest.mark.unit
+def test_a_name_with_a_word_left_out_or_added_is_named_with_the_settings_it_resembles() -> None:
+    """Too short for the letter-by-letter ratio, these started the service on
+    the defaults without a word: a closed gateway, a plaintext server (probe)."""
+    environ = {
+        "RAG_TLS_CERT": "/x",
+        "RAG_GATEWAY_PUBLIC": "true",
+        "RAG_GATEWAY_ORIGINS": "https://a",
+        "RAG_DATA_DIRECTORY": "/srv",
+        "RAG_IMAGE_TAG": "v1",  # a deployment's own: resembles nothing
+    }
+    assert {m.variable: m.meant for m in misspelt_settings(environ)} == {
+        "RAG_TLS_CERT": "RAG_TLS_CERT_FILE",
+        "RAG_GATEWAY_PUBLIC": "RAG_GATEWAY_PUBLIC_ENABLED or RAG_GATEWAY_PUBLIC_ORIGINS",
+        "RAG_GATEWAY_ORIGINS": "RAG_GATEWAY_ALLOWED_ORIGINS or RAG_GATEWAY_PUBLIC_ORIGINS",
+        "RAG_DATA_DIRECTORY": "RAG_DATA_DIR",
+    }
