@@ -122,7 +122,10 @@ class GatewaySettings(
         description="Per-client limits (a burst and a sustained rate), `limits` notation",
     )
     gateway_daily_budget: int = Field(
-        10_000, ge=1, description="Searches forwarded per UTC day across all instances"
+        10_000,
+        ge=1,
+        le=1_000_000_000,
+        description="Searches forwarded per UTC day across all instances",
     )
     gateway_daily_budget_client_share: float = Field(
         0.25,
@@ -134,6 +137,7 @@ class GatewaySettings(
     gateway_breaker_fail_max: int = Field(
         5,
         ge=1,
+        le=10_000,  # 2**64 disabled the breaker without a word (probe)
         description="Consecutive Retriever failures that open the breaker for everyone "
         "(UNAVAILABLE); also how many timeouts and unexpected errors (DEADLINE_EXCEEDED, "
         "INTERNAL, ...) one client may meet within RAG_GATEWAY_BREAKER_RESET_S before its own "

@@ -45,7 +45,7 @@ class IndexerSettings(EmbeddingSettings):
         200, ge=0, le=10000, description="under half of RAG_CHUNK_TARGET_CHARS"
     )
     chunk_max_slack_chars: int = Field(200, ge=0, le=10000)
-    max_document_chars: int = Field(2_000_000, ge=1000)
+    max_document_chars: int = Field(2_000_000, ge=1000, le=1_000_000_000)
     max_chunking_steps: int = Field(
         10_000,
         ge=1,

@@ -24,6 +24,9 @@ from services.runtime.security.exposure import check_exposure
 MiB = 1024 * 1024
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 class BaseServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
@@ -32,10 +35,21 @@ class BaseServiceSettings(BaseSettings):
         description="Interface the server binds to. For a gRPC service, anything but loopback "
         "needs TLS and RAG_AUTH_CALLERS(_FILE), or RAG_ALLOW_INSECURE=true",
     )
-    log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+    log_level: str = Field("INFO", description="DEBUG | INFO | WARNING | ERROR (any case)")
     log_json: bool = Field(True, description="JSON log lines (false: human-readable)")
     max_message_mb: int = Field(16, ge=1, le=256, description="gRPC max message size, MiB")
-    shutdown_grace_s: float = Field(5.0, ge=0, le=120)
+    shutdown_grace_s: float = Field(5.0, ge=0, le=120, allow_inf_nan=False)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level(cls, value: object) -> object:
+        # `info` and `WARN` were refused with the raw pattern as the reason (probe).
+        if not isinstance(value, str):
+            return value
+        level = {"WARN": "WARNING"}.get(value.strip().upper(), value.strip().upper())
+        if level not in LOG_LEVELS:
+            raise ValueError(f"not one of {', '.join(LOG_LEVELS)}")
+        return level
 
     @property
     def max_message_bytes(self) -> int:
@@ -185,8 +199,28 @@ def _describe(cls: type[BaseSettings], exc: ValidationError) -> str:
             continue
         field = ".".join(str(part) for part in err["loc"])
         env_name = _env_name(cls, field, prefix)
-        problems.append(f"{env_name}={_shown(cls, field, err.get('input'))}: {err['msg']}")
+        message = f"{err['msg']}{_range_of(cls, field, err)}"
+        problems.append(f"{env_name}={_shown(cls, field, err.get('input'))}: {message}")
     return "invalid settings: " + "; ".join(problems)
+
+
+_BOUND_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
+def _range_of(cls: type[BaseSettings], field: str, err: Any) -> str:
+    """The whole range for a bound error: pydantic names only the bound that
+    was crossed (`-1`: "greater than or equal to 0", for a port of 0..65535),
+    and a NaN crossed neither ("less than or equal to 120"), probe."""
+    if err.get("type") not in _BOUND_ERRORS:
+        return ""
+    info = next((i for n, i in cls.model_fields.items() if field in (n, i.validation_alias)), None)
+    if info is None:
+        return ""
+    low = next((getattr(m, a) for m in info.metadata for a in ("ge", "gt") if hasattr(m, a)), None)
+    high = next((getattr(m, a) for m in info.metadata for a in ("le", "lt") if hasattr(m, a)), None)
+    if low is None or high is None:
+        return ""
+    return f" (a number from {low:g} to {high:g})"
 
 
 # A URL's password (redis://:pw@host, postgresql://user:pw@host/db).
@@ -200,7 +234,9 @@ def _shown(cls: type[BaseSettings], field: str, value: Any) -> str:
     info = next((i for n, i in cls.model_fields.items() if field in (n, i.validation_alias)), None)
     if info is not None and "SecretStr" in str(info.annotation):
         return "'**********'"
-    return _URL_PASSWORD.sub(r"\1***@", repr(value))
+    shown = _URL_PASSWORD.sub(r"\1***@", repr(value))
+    # A 100,000-character value made a 100 KB error line (probe).
+    return shown if len(shown) <= 200 else f"{shown[:160]}... ({len(str(value))} characters)"
 
 
 def _env_name(cls: type[BaseSettings], field: str, prefix: str) -> str:

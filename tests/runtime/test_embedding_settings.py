@@ -217,3 +217,33 @@ def test_spellings_an_operator_means_are_read_as_meant(
         assert got == tmp_path / expected.removeprefix("HOME/")
     else:
         assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("RAG_RETRIEVER_PORT", "-1", "(a number from 0 to 65535)"),
+        ("RAG_SHUTDOWN_GRACE_S", "nan", "Input should be a finite number"),
+        ("RAG_QUERY_CACHE_SIZE", str(2**64), "(a number from 0 to 1e+06)"),
+        ("RAG_LOG_LEVEL", "verbose", "not one of DEBUG, INFO, WARNING, ERROR"),
+        ("RAG_FUSION", "x" * 5000, "... (5000 characters)"),
+    ],
+)
+def test_a_refused_value_gets_a_message_an_operator_can_act_on(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, expected: str
+) -> None:
+    """Only the crossed bound was named (a NaN: "less than or equal to 120"),
+    unbounded counts took 2**64, `info` was refused, and a 100,000-character
+    value was repeated whole (probe)."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as refused:
+        load_settings(RetrieverSettings)
+    assert expected in str(refused.value) and len(str(refused.value)) < 600
+
+
+@pytest.mark.parametrize(("value", "level"), [("info", "INFO"), ("Warn", "WARNING")])
+def test_log_levels_are_read_in_any_case(
+    monkeypatch: pytest.MonkeyPatch, value: str, level: str
+) -> None:
+    monkeypatch.setenv("RAG_LOG_LEVEL", value)
+    assert load_settings(RetrieverSettings).log_level == level
