@@ -185,7 +185,11 @@ def _command(args: argparse.Namespace) -> int:
     try:
         client = indexer_client(args.addr, args.timeout)
     except RagClientError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        # The client's field is `target`; the operator typed --addr.
+        message = str(exc)
+        if args.addr is not None and message.startswith("target: "):
+            message = "--addr: " + message.removeprefix("target: ")
+        print(f"configuration error: {message}", file=sys.stderr)
         return 2
     try:
         if args.command == "ingest":

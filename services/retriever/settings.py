@@ -445,7 +445,7 @@ class RetrieverSettings(
     def _page_token_key(cls, key: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
         if key is None or not key.get_secret_value():
             return None  # an empty variable (a template's placeholder) means "not set"
-        if len(key.get_secret_value()) < MIN_KEY_CHARS:
+        if len(key.get_secret_value().strip()) < MIN_KEY_CHARS:  # 40 spaces were a key
             name = f"RAG_{str(info.field_name).upper()}"
             raise ValueError(f"{name}: at least {MIN_KEY_CHARS} characters")
         return key

@@ -147,6 +147,18 @@ class EmbeddingSettings(GrpcServiceSettings):
         return value
 
     @model_validator(mode="after")
+    def _second_model_is_another(self) -> EmbeddingSettings:
+        # The same model twice was loaded twice and each chunk carried its
+        # vector twice, for nothing (probe).
+        if self.cross_lingual_model == self.embedding_model:
+            raise ValueError(
+                f"RAG_CROSS_LINGUAL_MODEL is RAG_EMBEDDING_MODEL ({self.embedding_model}): a "
+                "second vector from the same model adds nothing; name another model, or leave "
+                "it empty for none"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _int8_needs_onnx(self) -> EmbeddingSettings:
         # Checked when settings load: the torch backend has no int8 path, and
         # running fp32 instead would build the index at another speed than asked.

@@ -190,6 +190,20 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
         raise ConfigError(_describe(cls, exc)) from None
 
 
+def every_error(*classes: type[BaseSettings]) -> None:
+    """ConfigError with the errors of every class that fails to load (a
+    process that reads several), or nothing when all load."""
+    problems: dict[str, None] = {}  # in order, once: classes share fields (the embedding's)
+    for cls in classes:
+        try:
+            load_settings(cls)
+        except ConfigError as exc:
+            for problem in str(exc).removeprefix("invalid settings: ").split("; "):
+                problems[problem] = None
+    if problems:
+        raise ConfigError("invalid settings: " + "; ".join(problems))
+
+
 def _describe(cls: type[BaseSettings], exc: ValidationError) -> str:
     prefix = str(cls.model_config.get("env_prefix", ""))
     problems = []

@@ -182,3 +182,9 @@ def test_a_bad_indexer_address_in_the_environment_is_named(
     code = cli.main(["stats"])
     err = capsys.readouterr().err
     assert code == 2 and "RAG_INDEXER_ADDR" in err and "without http://" in err
+
+
+def test_a_bad_addr_argument_is_named_as_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["--addr", "localhost", "stats"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("configuration error: --addr: 'localhost' is not")

@@ -143,3 +143,12 @@ def test_a_packaged_reranker_name_is_read_as_the_reranker_reads_it(
     colbert = FITTED_RERANK["packaged:answerai-colbert-small-v1"]
     assert settings.rerank_model == "packaged:answerai-colbert-small-v1"
     assert settings.rerank_candidates == colbert.candidates
+
+
+def test_a_page_token_key_of_spaces_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.core.errors import ConfigError
+    from services.runtime.settings import load_settings
+
+    monkeypatch.setenv("RAG_PAGE_TOKEN_KEY", " " * 40)
+    with pytest.raises(ConfigError, match="RAG_PAGE_TOKEN_KEY: at least 32 characters"):
+        load_settings(RetrieverSettings)

@@ -247,3 +247,9 @@ def test_log_levels_are_read_in_any_case(
 ) -> None:
     monkeypatch.setenv("RAG_LOG_LEVEL", value)
     assert load_settings(RetrieverSettings).log_level == level
+
+
+def test_the_second_model_cannot_be_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_CROSS_LINGUAL_MODEL", "packaged:multilingual-e5-small")
+    with pytest.raises(ConfigError, match="RAG_CROSS_LINGUAL_MODEL is RAG_EMBEDDING_MODEL"):
+        load_settings(IndexerSettings)

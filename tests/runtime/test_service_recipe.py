@@ -325,3 +325,18 @@ def test_the_stack_refuses_one_port_for_two_listeners_before_the_model_loads(
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=named):
         recipe().settings()
+
+
+def test_the_stack_names_every_bad_setting_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the first settings class's errors were reported: one fix, one
+    restart, then the next error (probe)."""
+    from services.stack.__main__ import recipe
+
+    monkeypatch.setenv("RAG_RETRIEVER_PORT", "65536")
+    monkeypatch.setenv("RAG_CHUNK_TARGET_CHARS", "5s")
+    monkeypatch.setenv("RAG_EMBEDDING_THREADS", "-1")  # read by both: said once
+    with pytest.raises(ConfigError) as refused:
+        recipe().settings()
+    message = str(refused.value)
+    assert "RAG_RETRIEVER_PORT='65536'" in message and "RAG_CHUNK_TARGET_CHARS='5s'" in message
+    assert message.count("RAG_EMBEDDING_THREADS") == 1
