@@ -16,6 +16,15 @@ Clock = Callable[[], float]
 MAX_DEADLINE_S = 24 * 3600  # also the longest ClientSettings.timeout
 
 
+def finite(value: float) -> bool:
+    """math.isfinite, False for an int too large for a float (10**400 raised a
+    raw OverflowError, probe)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class Deadline:
     """`Deadline.after(2.0)`: two seconds from now. Immutable."""
@@ -27,7 +36,7 @@ class Deadline:
     def after(cls, seconds: float, clock: Clock = time.monotonic) -> Deadline:
         if not isinstance(seconds, int | float) or isinstance(seconds, bool):
             raise TypeError(f"deadline: expected seconds as a number, got {seconds!r}")
-        if not math.isfinite(seconds) or seconds <= 0:
+        if not finite(seconds) or seconds <= 0:
             raise ValueError(f"deadline: {seconds!r} is not a positive number of seconds")
         if seconds > MAX_DEADLINE_S:
             # gRPC's own timeout overflows far beyond (1e10 s failed at once as

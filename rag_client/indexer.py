@@ -32,6 +32,10 @@ Document = ipb.Document
 
 
 def _upsert(documents: Iterable[Document], dry_run: bool) -> ipb.UpsertRequest:
+    if isinstance(documents, Document | str | bytes):
+        # Protobuf's own words were "'Document' object is not iterable" (probe).
+        kind = type(documents).__name__
+        raise TypeError(f"documents: expected a list of Document, got one {kind}")
     return ipb.UpsertRequest(documents=list(documents), dry_run=dry_run)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_client.deadline import MAX_DEADLINE_S
+from rag_client.deadline import MAX_DEADLINE_S, finite
 from rag_client.env import named, settings_fields
 from rag_client.errors import InvalidSettings
 from rag_client.pem import ca_problem, pair_problem
@@ -33,7 +33,7 @@ MAX_ATTEMPTS = 10  # the most attempts a RetryPolicy may allow
 def _number(name: str, value: object, *, low: float, high: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidSettings(name, f"expected a number, got {value!r}")
-    if not math.isfinite(value) or not low <= value <= high:
+    if not finite(value) or not low <= value <= high:
         limit = f"at least {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
         raise InvalidSettings(name, f"{value!r} is not {limit}")
     return float(value)

@@ -189,3 +189,20 @@ def test_an_async_client_used_from_another_event_loop_says_so(target: str) -> No
     client = asyncio.run(make())  # its loop closes when asyncio.run returns
     with pytest.raises(WrongEventLoop, match="another event loop"):
         asyncio.run(client.retrieve("q"))
+
+
+def test_a_number_too_large_for_a_float_is_refused_as_out_of_range() -> None:
+    """10**400 raised a raw OverflowError from math.isfinite (probe)."""
+    from rag_client.deadline import Deadline
+
+    with pytest.raises(InvalidSettings, match="timeout"):
+        ClientSettings("h:1", timeout=10**400)
+    with pytest.raises(ValueError, match="deadline"):
+        Deadline.after(10**400)
+
+
+def test_one_document_where_a_list_is_meant_is_named(target: str) -> None:
+    from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
+
+    with IndexerClient(target) as client, pytest.raises(TypeError, match=r"documents: .* one"):
+        client.upsert(ipb.Document(doc_id="a.md"))  # type: ignore[arg-type]
