@@ -26,6 +26,15 @@ from services.runtime.known_settings import KNOWN_SETTINGS, UNPREFIXED_SETTINGS
 CLOSE_ENOUGH = 0.85
 
 
+# Names that look like settings of one service but are read under another
+# name (the ratio pointed RAG_GATEWAY_HOST at RAG_GATEWAY_PORT; probe).
+_SLIPS = {
+    "RAG_GATEWAY_HOST": "RAG_HOST",
+    "RAG_PORT": "RAG_INDEXER_PORT, RAG_RETRIEVER_PORT, RAG_RERANKER_PORT or RAG_GATEWAY_PORT",
+    "RAG_METRICS_PORT": "RAG_<SERVICE>_METRICS_PORT (RAG_RETRIEVER_METRICS_PORT, ...)",
+}
+
+
 @dataclass(frozen=True)
 class Misspelt:
     variable: str  # as set
@@ -46,6 +55,9 @@ def misspelt_settings(
     for variable in sorted(environ):
         upper = variable.upper()  # the settings read names in any case
         if not upper.startswith(ENV_PREFIX) or upper in names:
+            continue
+        if upper in _SLIPS:
+            found.append(Misspelt(variable, _SLIPS[upper]))
             continue
         unprefixed = upper[len(ENV_PREFIX) :]
         if unprefixed in UNPREFIXED_SETTINGS:  # RAG_QDRANT_API_KEY: read without the prefix

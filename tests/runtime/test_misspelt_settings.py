@@ -129,3 +129,12 @@ def test_a_name_with_a_word_left_out_or_added_is_named_with_the_settings_it_rese
         "RAG_GATEWAY_ORIGINS": "RAG_GATEWAY_ALLOWED_ORIGINS or RAG_GATEWAY_PUBLIC_ORIGINS",
         "RAG_DATA_DIRECTORY": "RAG_DATA_DIR",
     }
+
+
+@pytest.mark.unit
+def test_a_service_name_read_under_another_is_named() -> None:
+    environ = {"RAG_GATEWAY_HOST": "0.0.0.0", "RAG_PORT": "1"}
+    assert {m.variable: m.meant for m in misspelt_settings(environ)} == {
+        "RAG_GATEWAY_HOST": "RAG_HOST",
+        "RAG_PORT": "RAG_INDEXER_PORT, RAG_RETRIEVER_PORT, RAG_RERANKER_PORT or RAG_GATEWAY_PORT",
+    }
