@@ -66,7 +66,7 @@ def test_postgres_url_alone_selects_postgres_mode(env) -> None:
             {
                 "POSTGRES_URL": "postgresql://db/rag",
                 "QDRANT_URL": "http://q",
-                "OPENSEARCH_URL": "o",
+                "OPENSEARCH_URL": "http://o",
             },
             ["POSTGRES_URL", "QDRANT_URL and OPENSEARCH_URL"],
         ),
