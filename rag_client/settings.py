@@ -140,7 +140,7 @@ def _check_target(target: object) -> None:
         raise InvalidSettings("target", f"{target!r} is not 'host:port' with a port in 1..65535")
 
 
-def _check_token(token: object, field: str = "token") -> None:
+def check_token(token: object, field: str = "token") -> None:
     """InvalidSettings naming `field` for a token no server could read (the
     message never quotes it)."""
     if not isinstance(token, str):
@@ -149,9 +149,6 @@ def _check_token(token: object, field: str = "token") -> None:
         raise InvalidSettings(field, "give the token alone; 'Bearer ' is added by the client")
     if not token.isascii() or not token.isprintable() or " " in token:
         raise InvalidSettings(field, "must be printable ASCII without spaces")
-
-
-check_token = _check_token
 
 
 def _check_options(options: object) -> None:
@@ -177,7 +174,7 @@ class ClientSettings:
         _check_target(self.target)
         if self.tls is not None and not isinstance(self.tls, TlsSettings):
             raise InvalidSettings("tls", f"expected TlsSettings or None, got {self.tls!r}")
-        _check_token(self.token)
+        check_token(self.token)
         if self.token_file is not None:
             if self.token:
                 raise InvalidSettings("token_file", "give token or token_file, not both")

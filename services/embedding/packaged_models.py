@@ -81,6 +81,16 @@ PACKAGED: dict[str, PackagedModel] = {
 _LEGACY = {"": PREFIX + "all-MiniLM-L6-v2", "all-MiniLM-L6-v2": PREFIX + "all-MiniLM-L6-v2"}
 
 
+def model_name(name: str) -> str:
+    """A model setting as the services read it: trimmed, and `PACKAGED:` (any
+    case) as `packaged:`; an operator's spelling of the prefix is not another
+    model (probe). Shared by the embedding, Retriever and Reranker settings."""
+    name = name.strip()
+    if name.lower().startswith(PREFIX):
+        return PREFIX + name[len(PREFIX) :]
+    return name
+
+
 def packaged(model: str) -> PackagedModel | None:
     return PACKAGED.get(_LEGACY.get(model, model))
 

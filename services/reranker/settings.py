@@ -12,7 +12,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from services.core.environment import default_data_dir
 from services.embedding.packaged_files import MODELS, default_cache_dir
-from services.embedding.packaged_models import DEFAULT_RERANKER, PREFIX
+from services.embedding.packaged_models import DEFAULT_RERANKER, PREFIX, model_name
 from services.runtime.settings import GrpcServiceSettings
 
 Backend = Literal["torch", "onnx", "onnx-int8"]
@@ -110,11 +110,10 @@ class RerankerSettings(GrpcServiceSettings):
         backend unless another is asked for, which is refused."""
         if not isinstance(data, dict):
             return data
-        model = str(data.get("rerank_model", DEFAULT_MODEL)).strip()
-        if model.lower().startswith(PREFIX) and not model.startswith(PREFIX):
-            model = data["rerank_model"] = PREFIX + model[len(PREFIX) :]  # `PACKAGED:` too
+        model = model_name(str(data.get("rerank_model", DEFAULT_MODEL)))
         if not model.startswith(PREFIX):
-            return data
+            return data  # a folder or hub name, kept as given (a blank one is refused below)
+        data["rerank_model"] = model
         backend = data.setdefault("rerank_backend", PACKAGED_BACKEND)
         if backend in get_args(Backend) and backend != PACKAGED_BACKEND:  # else: named below
             raise ValueError(

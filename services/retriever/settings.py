@@ -8,7 +8,11 @@ from typing import Any
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from services.embedding.packaged_files import MODELS as PACKAGED_RERANKERS
-from services.embedding.packaged_models import DEFAULT_RERANKER, reranker_languages
+from services.embedding.packaged_models import (
+    DEFAULT_RERANKER,
+    model_name,
+    reranker_languages,
+)
 from services.embedding.packaged_models import PREFIX as PACKAGED_PREFIX
 from services.retriever.exact import ExactPrecedence
 from services.retriever.fusion import FITTED_RERANK, FITTED_RERANK_BLEND, FITTED_SECOND_WEIGHT
@@ -366,11 +370,11 @@ class RetrieverSettings(
         vector's fitted weight, where not set."""
         if not isinstance(data, dict):
             return data
-        model = str(data.get("rerank_model", DEFAULT_RERANKER)).strip()
-        if model.lower().startswith(PACKAGED_PREFIX):
-            # As the Reranker reads it: `PACKAGED:` too, and an unknown packaged
-            # name refused (it quietly got the cross-encoder's rule, probe).
-            model = data["rerank_model"] = PACKAGED_PREFIX + model[len(PACKAGED_PREFIX) :]
+        # As the Reranker reads it: `PACKAGED:` too, and an unknown packaged
+        # name refused (it quietly got the cross-encoder's rule, probe).
+        model = model_name(str(data.get("rerank_model", DEFAULT_RERANKER)))
+        if model.startswith(PACKAGED_PREFIX):
+            data["rerank_model"] = model
             if model not in PACKAGED_RERANKERS:
                 known = ", ".join(sorted(PACKAGED_RERANKERS))
                 raise ValueError(

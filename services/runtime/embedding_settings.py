@@ -16,7 +16,7 @@ from services.embedding.config import (
     Precision,
 )
 from services.embedding.document_precision import DocumentPrecisionSetting
-from services.embedding.packaged_models import PREFIX as PACKAGED_PREFIX
+from services.embedding.packaged_models import model_name
 from services.embedding.prompts import PromptSource
 from services.runtime.settings import GrpcServiceSettings
 
@@ -134,9 +134,7 @@ class EmbeddingSettings(GrpcServiceSettings):
                 f"blank: unset RAG_EMBEDDING_MODEL for the default {MULTILINGUAL_MODEL}, "
                 "or name a model"
             )
-        if name.lower().startswith(PACKAGED_PREFIX) and not name.startswith(PACKAGED_PREFIX):
-            name = PACKAGED_PREFIX + name[len(PACKAGED_PREFIX) :]  # `PACKAGED:` as `packaged:`
-        return name
+        return model_name(name)
 
     @field_validator("embedding_cache_dir", mode="before")
     @classmethod

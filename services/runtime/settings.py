@@ -190,18 +190,21 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
         raise ConfigError(_describe(cls, exc)) from None
 
 
-def every_error(*classes: type[BaseSettings]) -> None:
-    """ConfigError with the errors of every class that fails to load (a
-    process that reads several), or nothing when all load."""
+def load_all(*classes: type[BaseSettings]) -> list[Any]:
+    """Each of `classes` loaded, in order; else one ConfigError with the
+    errors of every class that fails (a process that reads several: the
+    first class's errors hid the others', one fix and one restart each)."""
+    loaded: list[Any] = []
     problems: dict[str, None] = {}  # in order, once: classes share fields (the embedding's)
     for cls in classes:
         try:
-            load_settings(cls)
+            loaded.append(load_settings(cls))
         except ConfigError as exc:
             for problem in str(exc).removeprefix("invalid settings: ").split("; "):
                 problems[problem] = None
     if problems:
         raise ConfigError("invalid settings: " + "; ".join(problems))
+    return loaded
 
 
 def _describe(cls: type[BaseSettings], exc: ValidationError) -> str:

@@ -46,22 +46,18 @@ def recipe() -> ServiceRecipe[StackSettings, SharedParts]:
     from services.runtime.service import ServiceRecipe, stores_context
     from services.runtime.settings import (
         check_ports_apart,
-        every_error,
         listening_ports,
-        load_settings,
+        load_all,
     )
     from services.stack.embedded import StackSettings, stack_parts
     from services.storage.settings import StoreSettings
 
     def load() -> StackSettings:
-        # Every class read before any error is raised: the first class's
-        # errors hid the others' (one fix, one restart, the next error; probe).
-        every_error(IndexerSettings, RetrieverSettings, StoreSettings)
-        indexer, retriever = load_settings(IndexerSettings), load_settings(RetrieverSettings)
+        indexer, retriever, stores = load_all(IndexerSettings, RetrieverSettings, StoreSettings)
         # One process serves both: their ports must differ from each other's too.
         ports = listening_ports(indexer, indexer.metrics_enabled)
         check_ports_apart(ports | listening_ports(retriever, retriever.metrics_enabled))
-        return StackSettings(indexer, retriever, load_settings(StoreSettings))
+        return StackSettings(indexer, retriever, stores)
 
     return ServiceRecipe(
         settings=load,
