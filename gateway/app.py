@@ -144,13 +144,7 @@ def create_app(
                 )
                 running.push_async_callback(listener.close)
                 app.state.metrics_url = listener.url
-            log.info(
-                "gateway_started",
-                public=settings.gateway_public_enabled,
-                redis=settings.uses_redis,
-                metrics=app.state.metrics_url,
-                tracing=tracing.enabled,
-            )
+            app.state.tracing_enabled = tracing.enabled
             yield
 
     app = FastAPI(

@@ -124,7 +124,11 @@ class ErrorDetail(BaseModel):
     code: ErrorCode
     message: str
     request_id: str = ""
-    retry_after_s: int | None = Field(None, description="Set with 429/503 when waiting helps")
+    retry_after_s: int | None = Field(
+        None,
+        description="Set with 429, 503 and a 502 from an unreachable backend: "
+        "when waiting helps, how long (also the Retry-After header)",
+    )
 
 
 class ErrorBody(BaseModel):

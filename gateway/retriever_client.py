@@ -108,4 +108,11 @@ def api_error_for(exc: CallError) -> ApiError:
         return ApiError(ErrorCode.SCOPE_NOT_ALLOWED, "this scope cannot be searched here")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return ApiError(ErrorCode.UPSTREAM_TIMEOUT, "the search took too long; please try again")
-    return ApiError(ErrorCode.UPSTREAM_UNAVAILABLE, "the search backend is unavailable right now")
+    # UNAVAILABLE is transient by gRPC's definition (a restart, a reconnect):
+    # a client may retry after a second. Other failures do not say when.
+    wait_s = 1 if code == grpc.StatusCode.UNAVAILABLE else None
+    return ApiError(
+        ErrorCode.UPSTREAM_UNAVAILABLE,
+        "the search backend is unavailable right now",
+        retry_after_s=wait_s,
+    )

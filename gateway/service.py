@@ -190,6 +190,16 @@ class GatewayApp:
             await running.enter_async_context(self.app.router.lifespan_context(self.app))
             port = await self.server.start()
             self._running = running.pop_all()
+        # Logged once the port is bound: a bind that fails is the last line.
+        state = self.app.state
+        log.info(
+            "gateway_started",
+            port=port,
+            public=self.settings.gateway_public_enabled,
+            redis=self.settings.uses_redis,
+            metrics=state.metrics_url,
+            tracing=state.tracing_enabled,
+        )
         return port
 
     async def stop(self) -> None:

@@ -128,8 +128,11 @@ async def test_serves_liveness_without_its_retriever_and_exits_0_on_sigterm() ->
             process.kill()
     assert health == {"status": "ok"}
     assert process.returncode == 0, output
-    for event in ("gateway_starting", "services_ready", "shutdown_requested", "gateway_stopped"):
+    events = ("gateway_starting", "server_started", "gateway_started", "services_ready")
+    for event in (*events, "shutdown_requested", "gateway_stopped"):
         assert f'"event": "{event}"' in output, event
+    # Started is said once the port is bound (a failed bind is the last line).
+    assert output.index('"server_started"') < output.index('"gateway_started"')
     assert output.index("shutdown_requested") < output.index("gateway_stopped")
 
 
@@ -144,6 +147,7 @@ def test_a_taken_port_stops_start_up_naming_its_setting(setting: str) -> None:
     assert result.returncode == 2, result.stderr
     assert "configuration error:" in result.stderr
     assert setting in result.stderr
+    assert "gateway_started" not in result.stdout + result.stderr  # it never started
 
 
 def test_bad_settings_stop_start_up_naming_the_variable() -> None:

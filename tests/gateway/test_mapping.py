@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from gateway.errors import ApiError, ErrorCode
+from gateway.errors import ApiError, ErrorCode, error_response
 from gateway.mapping import to_retrieve_request, to_search_response
 from gateway.retriever_client import api_error_for
 from gateway.schema import SearchLimits, SearchRequest
@@ -278,3 +278,15 @@ def test_diversity_is_forwarded_and_bounded() -> None:
     for bad in ({"mmr_lambda": 1.5}, {"window": 201}, {"lambda": 0.5}):
         with pytest.raises(ValueError, match="diversity"):
             SearchRequest.model_validate({"query": "q", "diversity": bad})
+
+
+def test_an_unreachable_retriever_is_a_502_that_says_when_to_retry() -> None:
+    unreachable = api_error_for(_refusal(grpc.StatusCode.UNAVAILABLE, "connection refused"))
+    assert (unreachable.code, unreachable.status) == (ErrorCode.UPSTREAM_UNAVAILABLE, 502)
+    assert unreachable.retry_after_s == 1
+    assert (
+        "Retry-After" not in error_response(ApiError(ErrorCode.UPSTREAM_UNAVAILABLE, "x")).headers
+    )
+    assert error_response(unreachable).headers["Retry-After"] == "1"
+    broken = api_error_for(_refusal(grpc.StatusCode.INTERNAL, "boom"))
+    assert (broken.status, broken.retry_after_s) == (502, None)  # nothing says waiting helps
