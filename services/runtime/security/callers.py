@@ -22,7 +22,7 @@ import hashlib
 import hmac
 import json
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -93,11 +93,18 @@ def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.strip().encode()).digest()
 
 
-class CallerRegistry:
-    """Known callers; look one up by token or by certificate names."""
+# Told of a token file a reload could not read (where, path, why): that
+# credential is left out and the rest of the list applies.
+UnreadableToken = Callable[[str, str, str], None]
 
-    def __init__(self, entries: Sequence[CallerEntry]) -> None:
+
+class CallerRegistry:
+    """Known callers; look one up by token or by certificate names.
+    `token_files`: the files its tokens were read from (a reload watches them)."""
+
+    def __init__(self, entries: Sequence[CallerEntry], token_files: Sequence[str] = ()) -> None:
         self.entries = tuple(entries)
+        self.token_files = tuple(token_files)
         self._digests = [(d, e.caller) for e in self.entries for d in e.token_digests]
 
     def by_token(self, token: str) -> Caller | None:
@@ -116,19 +123,40 @@ class CallerRegistry:
         return None
 
 
-def parse_callers(data: Mapping[str, Any], origin: str) -> CallerRegistry:
-    """Build a registry from the parsed file; ConfigError names the caller and field."""
+def parse_callers(
+    data: Mapping[str, Any], origin: str, unreadable: UnreadableToken | None = None
+) -> CallerRegistry:
+    """Build a registry from the parsed file; ConfigError names the caller and field.
+    `unreadable` None: a token file that cannot be read is a ConfigError (start-up)."""
     raw = data.get("caller", data.get("callers"))
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{origin}: expected a non-empty list of [[caller]] entries")
-    entries = [_entry(item, origin, i) for i, item in enumerate(raw)]
+    entries = [_entry(item, origin, i, unreadable) for i, item in enumerate(raw)]
     names = [e.caller.name for e in entries]
     if len(set(names)) != len(names):
         raise ConfigError(f"{origin}: caller names must be unique ({sorted(names)})")
-    return CallerRegistry(entries)
+    _check_tokens_apart(entries, origin)
+    files = [path for item in raw for path in item.get("token_files", [])]
+    return CallerRegistry(entries, files)
 
 
-def _entry(item: Any, origin: str, index: int) -> CallerEntry:
+def _check_tokens_apart(entries: Sequence[CallerEntry], origin: str) -> None:
+    """One token, one caller: two callers sharing one would act as whichever
+    the lookup met last (a gateway's token could be an admin's)."""
+    owner: dict[bytes, str] = {}
+    for entry in entries:
+        for digest in set(entry.token_digests):
+            other = owner.setdefault(digest, entry.caller.name)
+            if other != entry.caller.name:
+                raise ConfigError(
+                    f"{origin}: callers {other!r} and {entry.caller.name!r} share a token; "
+                    "give each caller its own"
+                )
+
+
+def _entry(
+    item: Any, origin: str, index: int, unreadable: UnreadableToken | None = None
+) -> CallerEntry:
     where = f"{origin}: caller #{index + 1}"
     if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
         raise ConfigError(f"{where}: needs a non-empty 'name'")
@@ -140,13 +168,12 @@ def _entry(item: Any, origin: str, index: int) -> CallerEntry:
     scopes = _strings(item, "scopes", where)
     if not scopes:
         raise ConfigError(f'{where}: scopes must list scope ids, or "*" for every scope')
-    digests = tuple(_hex_digest(h, where) for h in _strings(item, "token_sha256", where))
-    digests += tuple(
-        token_digest(_read_token(p, where)) for p in _strings(item, "token_files", where)
-    )
+    hashes, files = _strings(item, "token_sha256", where), _strings(item, "token_files", where)
     cert_names = frozenset(_strings(item, "cert_names", where))
-    if not digests and not cert_names:
+    if not hashes and not files and not cert_names:
         raise ConfigError(f"{where}: needs token_sha256, token_files or cert_names")
+    digests = tuple(_hex_digest(h, where) for h in hashes)
+    digests += _file_digests(files, where, unreadable)
     caller = Caller(item["name"], frozenset(Role(r) for r in roles), ScopeGrant.of(scopes))
     return CallerEntry(caller, digests, cert_names)
 
@@ -168,6 +195,20 @@ def _hex_digest(value: str, where: str) -> bytes:
     return digest
 
 
+def _file_digests(
+    paths: Sequence[str], where: str, unreadable: UnreadableToken | None
+) -> tuple[bytes, ...]:
+    digests = []
+    for path in paths:
+        try:
+            digests.append(token_digest(_read_token(path, where)))
+        except ConfigError as exc:
+            if unreadable is None:
+                raise
+            unreadable(where, path, str(exc))
+    return tuple(digests)
+
+
 def _read_token(path: str, where: str) -> str:
     try:
         token = Path(path).read_text().strip()
@@ -178,7 +219,9 @@ def _read_token(path: str, where: str) -> str:
     return token
 
 
-def load_callers_text(text: str, origin: str) -> CallerRegistry:
+def load_callers_text(
+    text: str, origin: str, unreadable: UnreadableToken | None = None
+) -> CallerRegistry:
     """Parse JSON (a list of callers, or {"caller": [...]}) or TOML."""
     data: Any = None
     if text.lstrip().startswith(("{", "[")):
@@ -190,7 +233,7 @@ def load_callers_text(text: str, origin: str) -> CallerRegistry:
         data = tomllib.loads(text) if data is None else data
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{origin}: not valid TOML or JSON: {exc}") from None
-    return parse_callers({"caller": data} if isinstance(data, list) else data, origin)
+    return parse_callers({"caller": data} if isinstance(data, list) else data, origin, unreadable)
 
 
 def method_roles(service: str, roles: Mapping[str, Role]) -> dict[str, Role]:

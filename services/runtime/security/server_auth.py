@@ -10,10 +10,13 @@ contents. Health checks are always open; reflection is open when enabled
 from __future__ import annotations
 
 import contextvars
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from services.core.logging import get_logger
 from services.runtime.interceptor import HandlerInterceptor
@@ -24,7 +27,8 @@ log = get_logger(__name__)
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 BEARER = "bearer "
-_CERT_NAME_KEYS = ("x509_common_name", "x509_subject_alternative_name")
+# The verified peer certificate, as gRPC's auth context holds it.
+_PEER_CERT_KEY = "x509_pem_cert"
 
 UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED
 
@@ -103,8 +107,27 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 
 
 def _cert_names(context: grpc.aio.ServicerContext) -> list[str]:
-    auth = context.auth_context() or {}
-    return [v.decode(errors="replace") for key in _CERT_NAME_KEYS for v in auth.get(key, [])]
+    pems = (context.auth_context() or {}).get(_PEER_CERT_KEY, [])
+    return list(identity_names(pems[0])) if pems else []
+
+
+@functools.lru_cache(maxsize=256)
+def identity_names(pem: bytes) -> tuple[str, ...]:
+    """The names a client certificate may be known by: its subject's common
+    name and its DNS names. Not its other alternative names: gRPC lists URIs,
+    e-mail addresses and IP addresses among them too, and a CA that signs an
+    e-mail address `ops.rag.internal` for whoever asks must not make them
+    the caller `ops.rag.internal`."""
+    try:
+        cert = x509.load_pem_x509_certificate(pem)
+    except ValueError:
+        return ()
+    common = [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    try:
+        alternative = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return tuple(common)
+    return (*common, *alternative.value.get_values_for_type(x509.DNSName))
 
 
 class AuthInterceptor(HandlerInterceptor):

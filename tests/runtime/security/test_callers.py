@@ -23,6 +23,7 @@ pytestmark = pytest.mark.unit
 READER_TOKEN = "reader-token-0123456789abcdef"
 NEXT_READER_TOKEN = "reader-token-next-0123456789ab"
 WRITER_TOKEN = "writer-token-0123456789abcdef"
+CI_TOKEN = "ci-token-0123456789abcdef012"
 
 
 def sha(token: str) -> str:
@@ -108,6 +109,78 @@ def test_the_file_is_reread_when_it_changes_and_a_broken_file_keeps_the_last_goo
     # A file that no longer parses does not lock everyone out.
     _rewrite(path, "[[caller]\nbroken")
     assert source.current().by_token(NEXT_READER_TOKEN) is not None
+
+
+def test_a_change_that_keeps_the_old_modification_time_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cp -p`, `rsync -t` and tar keep a file's time (and here its size)."""
+    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
+    path = tmp_path / "callers.toml"
+    path.write_text(callers_toml(READER_TOKEN))
+    source = CallerSource.from_file(path)
+    before = path.stat()
+    path.write_text(callers_toml(NEXT_READER_TOKEN))  # a hash of the same length
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert source.current().by_token(READER_TOKEN) is None
+    assert source.current().by_token(NEXT_READER_TOKEN) is not None
+
+
+def _with_token_file(token_file: Path, *reader_tokens: str) -> str:
+    return (
+        callers_toml(*(reader_tokens or (READER_TOKEN,)))
+        + f"""
+[[caller]]
+name = "ci"
+roles = ["writer"]
+scopes = ["docs"]
+token_files = ["{token_file}"]
+"""
+    )
+
+
+def test_a_rotated_token_file_is_read_without_a_change_to_the_callers_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
+    token_file, path = tmp_path / "ci-token", tmp_path / "callers.toml"
+    token_file.write_text(CI_TOKEN)
+    path.write_text(_with_token_file(token_file))
+    source = CallerSource.from_file(path)
+    assert source.current().by_token(CI_TOKEN) is not None
+    token_file.write_text(NEXT_READER_TOKEN)
+    ci = source.current().by_token(NEXT_READER_TOKEN)
+    assert ci is not None and ci.name == "ci"
+    assert source.current().by_token(CI_TOKEN) is None  # the old token is revoked
+    token_file.unlink()  # gone: its token goes with it
+    assert source.current().by_token(NEXT_READER_TOKEN) is None
+
+
+def test_a_revocation_applies_while_another_callers_token_file_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rest of the list applies; only the unreadable file's token is out."""
+    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
+    token_file, path = tmp_path / "ci-token", tmp_path / "callers.toml"
+    token_file.write_text(CI_TOKEN)
+    path.write_text(_with_token_file(token_file, READER_TOKEN, NEXT_READER_TOKEN))
+    source = CallerSource.from_file(path)
+    token_file.unlink()
+    _rewrite(path, _with_token_file(token_file, NEXT_READER_TOKEN))
+    assert source.current().by_token(READER_TOKEN) is None  # the gateway's token revoked
+    assert source.current().by_token(CI_TOKEN) is None
+    token_file.write_text(CI_TOKEN)  # back: the file is read again
+    assert source.current().by_token(CI_TOKEN) is not None
+    with pytest.raises(ConfigError, match="cannot read token file"):
+        token_file.unlink()
+        CallerSource.from_file(path)  # at start-up it stays an error
+
+
+def test_two_callers_sharing_a_token_are_refused() -> None:
+    text = callers_toml(READER_TOKEN).replace(sha(WRITER_TOKEN), sha(READER_TOKEN))
+    with pytest.raises(ConfigError, match="'gateway' and 'pipeline' share a token"):
+        load_callers_text(text, "test")
 
 
 def _rewrite(path: Path, text: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cryptography import x509
 
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2_grpc
@@ -122,6 +123,26 @@ def test_mutual_tls_refuses_a_client_without_a_certificate_and_names_callers_by_
     # A token over mutual TLS names the caller instead of the certificate.
     with_token = ClientSecurity(as_unknown.tls, TokenSource(ADMIN_TOKEN))
     assert retrieve_status(addr, with_token) == grpc.StatusCode.OK
+
+
+def test_only_a_certificates_common_name_and_dns_names_name_a_caller(
+    tls_stack: BackgroundStack, pki: Pki
+) -> None:
+    """gRPC lists every alternative name (URIs, e-mail addresses) with the DNS
+    names; a certificate that carries a caller's name as one of those, which
+    a CA may sign for whoever asks, is not that caller."""
+    addr = tls_stack.retriever_addr
+    named = {
+        "as-uri": [x509.UniformResourceIdentifier("gateway.rag")],
+        "as-email": [x509.RFC822Name("gateway.rag")],
+    }
+    for file_name, alternative in named.items():
+        pair = pki.issue_named(file_name, "someone-else", alternative)
+        security = ClientSecurity(ClientTls(pki.ca_file, pair.cert, pair.key))
+        assert retrieve_status(addr, security) == grpc.StatusCode.UNAUTHENTICATED, file_name
+    by_dns = pki.issue_named("as-dns", "someone-else", [x509.DNSName("gateway.rag")])
+    security = ClientSecurity(ClientTls(pki.ca_file, by_dns.cert, by_dns.key))
+    assert retrieve_status(addr, security) == grpc.StatusCode.OK
 
 
 def test_the_health_check_uses_the_servers_own_tls_settings(
