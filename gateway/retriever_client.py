@@ -88,6 +88,17 @@ class RetrieverClient:
         return self._client
 
 
+def _public_reason(details: str) -> str:
+    """The Retriever's reason for refusing the input, as the public may read
+    it: one that speaks of the gateway's own credential (its caller name, the
+    scopes it may read) says what to change without them."""
+    if details.startswith("filter.scope_id: required"):
+        return "scope.scope_id: required here; name the scope to search (or several in scope_ids)"
+    if "caller '" in details:
+        return "the search could not be run as asked"
+    return details or "rejected by the retriever"
+
+
 def api_error_for(exc: CallError) -> ApiError:
     """The gateway's answer to a failed Retrieve."""
     code, details = exc.code, exc.details or ""
@@ -95,7 +106,7 @@ def api_error_for(exc: CallError) -> ApiError:
         # Not one of ours, altered, or out of range (services.retriever.paging).
         return ApiError(ErrorCode.INVALID_PAGE_TOKEN, details)
     if code in _INPUT_CODES:
-        return ApiError(ErrorCode.UPSTREAM_REJECTED, exc.details or "rejected by the retriever")
+        return ApiError(ErrorCode.UPSTREAM_REJECTED, _public_reason(details))
     if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith("page_token:"):
         # The ranking a page token continued is gone (the index moved on):
         # the client starts again from the first page.

@@ -290,3 +290,19 @@ def test_an_unreachable_retriever_is_a_502_that_says_when_to_retry() -> None:
     assert error_response(unreachable).headers["Retry-After"] == "1"
     broken = api_error_for(_refusal(grpc.StatusCode.INTERNAL, "boom"))
     assert (broken.status, broken.retry_after_s) == (502, None)  # nothing says waiting helps
+
+
+def test_a_refusal_that_names_the_gateways_credential_is_told_without_it() -> None:
+    """The Retriever tells its caller (the gateway) which scopes it may read;
+    the public gets what to change, not the gateway's name or scope list."""
+    reason = (
+        "filter.scope_id: required, caller 'gateway' may read several scopes "
+        "(docs, internal-wiki); name one, or several in filter.scope_ids"
+    )
+    refused = api_error_for(_refusal(grpc.StatusCode.INVALID_ARGUMENT, reason))
+    assert (refused.code, refused.status) == (ErrorCode.UPSTREAM_REJECTED, 400)
+    assert refused.message.startswith("scope.scope_id: required")
+    for secret in ("gateway", "internal-wiki", "docs"):
+        assert secret not in refused.message
+    other = api_error_for(_refusal(grpc.StatusCode.INVALID_ARGUMENT, "x: caller 'gateway' ..."))
+    assert "gateway" not in other.message
