@@ -63,6 +63,15 @@ class EmbeddingIdentity:
         return f"{self.model!r} ({self.dim} dimensions, weights {self.weights}, {prompts})"
 
 
+def cache_key(partition: str, text: str) -> str:
+    """A cached query vector is reused within its partition only. A hit
+    answers in microseconds where the model takes milliseconds, and the
+    answer's stage timings show it: with one cache for all, a tenant could
+    tell that another had asked a question in the last few minutes. The
+    Retriever partitions by the scopes a request searches."""
+    return f"{partition}\x00{text}" if partition else text
+
+
 class QueryCache:
     """Small LRU with a TTL: identical queries within a short window reuse
     their embedding (queries repeat in bursts; the model call is the cost)."""
@@ -174,31 +183,38 @@ class Embedder:
     def query_observer(self, observer: QueryEmbeddingObserver | None) -> None:
         self._queries.observer = observer
 
-    def embed_query(self, text: str, deadline: float | None = None) -> np.ndarray:
+    def embed_query(
+        self, text: str, deadline: float | None = None, *, partition: str = ""
+    ) -> np.ndarray:
         """`deadline` (time.monotonic()): DeadlineExceeded rather than waiting
-        for the model past it (services.embedding.query_batching)."""
-        cached = self._cache.get(text)
+        for the model past it (services.embedding.query_batching).
+        `partition`: whose cache entries this query may reuse (see `cache_key`)."""
+        key = cache_key(partition, text)
+        cached = self._cache.get(key)
         observer = self._queries.observer
         if observer is not None and self._cache.size > 0:  # no cache, no look-ups to count
             observer.observe_query_cache(cached is not None)
         if cached is not None:
             return cached
         vector = self._queries.embed(text, deadline)
-        self._cache.put(text, vector)
+        self._cache.put(key, vector)
         return vector
 
-    def embed_queries(self, texts: Sequence[str], deadline: float | None = None) -> np.ndarray:
+    def embed_queries(
+        self, texts: Sequence[str], deadline: float | None = None, *, partition: str = ""
+    ) -> np.ndarray:
         """One row per query text, the uncached ones in one forward pass (a
         question and its translations: services.retriever.locale_balance)."""
         if len(texts) == 1:
-            return self.embed_query(texts[0], deadline)[None, :]
-        rows = [self._cache.get(text) for text in texts]
+            return self.embed_query(texts[0], deadline, partition=partition)[None, :]
+        keys = [cache_key(partition, text) for text in texts]
+        rows = [self._cache.get(key) for key in keys]
         missing = [i for i, row in enumerate(rows) if row is None]
         if missing:
             encoded = self._queries.embed_many([texts[i] for i in missing], deadline)
             for i, vector in zip(missing, encoded, strict=True):
                 rows[i] = vector
-                self._cache.put(texts[i], vector)
+                self._cache.put(keys[i], vector)
         return np.stack([row for row in rows if row is not None])
 
     def query_stats(self) -> QueryBatchStats:

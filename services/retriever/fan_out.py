@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from functools import partial
 
 from services.core.analysis.analyzer import TextAnalyzer
 from services.core.analysis.scripts import primary_language
@@ -251,7 +252,8 @@ class _Searches:
             # The searches' end: past it the channel has given up, and a query
             # still queued for the model is withdrawn rather than holding this thread.
             end = self.searches_end.on_monotonic_clock()
-            vectors = call_as("embedding", fan_out.embedder.embed_queries, texts, end)
+            embed = partial(fan_out.embedder.embed_queries, partition=prepared.cache_partition)
+            vectors = call_as("embedding", embed, texts, end)
         with self.stages.stage("vector_search", timed=False) as span:
             hits, by_locale = fan_out.locale_search.vector(
                 vectors.tolist(), prepared.depth, prepared.scope, asked, self.searches_end
@@ -280,7 +282,7 @@ class _Searches:
         weighs it), else one search over the scope."""
         fan_out, prepared = self.fan_out, self.prepared
         assert fan_out.second is not None and fan_out.vectors is not None
-        embed = fan_out.second.embedder.embed_query
+        embed = partial(fan_out.second.embedder.embed_query, partition=prepared.cache_partition)
         end = self.searches_end.on_monotonic_clock()
         vector = call_as("cross_lingual_embedding", embed, prepared.text, end).tolist()
         locales = fan_out.second.pages(self.asked.locales)

@@ -130,6 +130,12 @@ class PreparedQuery:
     channels: frozenset[Channel]
     shape: QueryShape = NO_SHAPE  # words and function words: the question weight
 
+    @property
+    def cache_partition(self) -> str:
+        """The query-vector cache this request may reuse: its scopes' own
+        (services.embedding.embedder.cache_key); "" for every scope."""
+        return "\x1f".join((self.scope.scope_id, *sorted(self.scope.scope_ids)))
+
 
 DEFAULT_CONFIG = RetrievalConfig()
 MAX_RRF_K = 1000.0

@@ -61,7 +61,13 @@ class RetrieverSettings(
         "an Indexer in the same process (services.stack) tells it at once",
     )
     # Bounded above: 2**64 entries kept for ever was an unbounded cache (probe).
-    query_cache_size: int = Field(1024, ge=0, le=1_000_000, description="cached query vectors")
+    query_cache_size: int = Field(
+        1024,
+        ge=0,
+        le=1_000_000,
+        description="cached query vectors, reused within the scopes a request searches only "
+        "(docs/security.md)",
+    )
     query_cache_ttl_s: float = Field(300.0, ge=0, le=86_400, description="seconds one is kept")
     query_max_batch: int = Field(
         32,

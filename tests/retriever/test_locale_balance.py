@@ -142,10 +142,14 @@ class _Embedder:
         self.languages = languages
         self.embedded: list[list[str]] = []  # the texts of each query pass
 
-    def embed_query(self, text: str, deadline: float | None = None) -> np.ndarray:
+    def embed_query(
+        self, text: str, deadline: float | None = None, *, partition: str = ""
+    ) -> np.ndarray:
         return np.ones(3, dtype=np.float32)
 
-    def embed_queries(self, texts: list[str], deadline: float | None = None) -> np.ndarray:
+    def embed_queries(
+        self, texts: list[str], deadline: float | None = None, *, partition: str = ""
+    ) -> np.ndarray:
         self.embedded.append(list(texts))
         return np.ones((len(texts), 3), dtype=np.float32)
 

@@ -69,7 +69,9 @@ class UnitEmbedder:
     dim = DIM
     languages = frozenset({"*"})
 
-    def embed_queries(self, texts: list[str], deadline: float | None = None) -> np.ndarray:
+    def embed_queries(
+        self, texts: list[str], deadline: float | None = None, *, partition: str = ""
+    ) -> np.ndarray:
         return np.tile(np.eye(DIM, dtype=np.float32)[0], (len(texts), 1))
 
 
