@@ -29,8 +29,8 @@ class CallerSource:
     def __init__(self, registry: CallerRegistry, path: Path | None = None) -> None:
         self._registry = registry
         self._path = path
-        # The token files of the last file read, parsed or not: a new
-        # token in one of them is a change even while the file is unchanged.
+        # The token files the current registry was read from: a new token
+        # in one of them is a change even while the callers file is unchanged.
         self._watched = registry.token_files
         self._stamp = _stamp(path, self._watched) if path else None
         self._checked = time.monotonic()

@@ -120,13 +120,12 @@ def identity_names(pem: bytes) -> tuple[str, ...]:
     the caller `ops.rag.internal`."""
     try:
         cert = x509.load_pem_x509_certificate(pem)
-    except ValueError:
-        return ()
-    common = [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
-    try:
+        common = [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
         alternative = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except x509.ExtensionNotFound:
         return tuple(common)
+    except (ValueError, x509.DuplicateExtension):  # unreadable: no name, so no caller
+        return ()
     return (*common, *alternative.value.get_values_for_type(x509.DNSName))
 
 

@@ -257,3 +257,20 @@ def test_a_client_picks_up_a_rotated_token_file(tmp_path: Path) -> None:
     assert source.current() == NEXT_READER_TOKEN  # the next call uses the new token
     path.unlink()  # mid-rotation: the last token read is kept
     assert source.current() == NEXT_READER_TOKEN
+
+
+def test_a_certificate_is_known_by_its_common_name_and_dns_names_only(tmp_path: Path) -> None:
+    from cryptography import x509
+
+    from services.runtime.security.server_auth import identity_names
+    from tests.support.certs import Pki
+
+    pki = Pki.create(tmp_path)
+    alternative = [
+        x509.DNSName("ops.rag.internal"),
+        x509.UniformResourceIdentifier("gateway.rag"),
+        x509.RFC822Name("admin.rag"),
+    ]
+    pair = pki.issue_named("mixed", "pipeline.rag", alternative)
+    assert identity_names(pair.cert.read_bytes()) == ("pipeline.rag", "ops.rag.internal")
+    assert identity_names(b"-----BEGIN CERTIFICATE-----\ngarbage\n") == ()
