@@ -47,6 +47,11 @@ class _Common:
         when = resolve(deadline, self.settings.timeout)
         return retry.CallSpec(f"{self.SERVICE}/{name}", when, self.settings.retry, idempotent)
 
+    def __repr__(self) -> str:
+        # The target and the state only: never the token, nor a TLS file's content.
+        state = "closed" if self._closed else "open"
+        return f"<{type(self).__name__} {self.settings.target} {state}>"
+
     def _check_open(self, name: str) -> None:
         if self._closed:
             raise ClientClosed(f"{self.SERVICE}/{name}: the client is closed")

@@ -206,3 +206,13 @@ def test_one_document_where_a_list_is_meant_is_named(target: str) -> None:
 
     with IndexerClient(target) as client, pytest.raises(TypeError, match=r"documents: .* one"):
         client.upsert(ipb.Document(doc_id="a.md"))  # type: ignore[arg-type]
+
+
+async def test_a_client_shows_its_target_and_state_never_its_token() -> None:
+    settings = ClientSettings("retriever.internal:50052", token="S3CRET-token-value")
+    client, aio = RetrieverClient(settings), AsyncRetrieverClient(settings)
+    assert repr(client) == "<RetrieverClient retriever.internal:50052 open>"
+    client.close()
+    await aio.close()
+    assert repr(client).endswith(" closed>") and repr(aio).endswith(" closed>")
+    assert "S3CRET" not in repr(client) + repr(aio)
