@@ -40,6 +40,7 @@ class ReasonCode(StrEnum):
     RERANKER_PARTIAL = "reranker_partial"
     RERANKER_SKIPPED = "reranker_skipped"
     RERANKED = "reranked"
+    RERANKED_ORDER_KEPT = "reranked_order_kept"
     RERANKER_OFF = "reranker_off"
     RERANKER_NOT_CONFIGURED = "reranker_not_configured"
     NO_CANDIDATES = "no_candidates"
@@ -66,6 +67,8 @@ MESSAGES: dict[ReasonCode, str] = {
     "the rest keep their fused order.",
     ReasonCode.RERANKER_SKIPPED: f"Too little time was left to rerank; {_FUSED}.",
     ReasonCode.RERANKED: "The results were reranked.",
+    ReasonCode.RERANKED_ORDER_KEPT: "The reranker scored the results and did not disagree "
+    "enough with their order to change it.",
     ReasonCode.RERANKER_OFF: "Reranking was not asked for.",
     ReasonCode.RERANKER_NOT_CONFIGURED: f"No reranker is configured; {_FUSED}.",
     ReasonCode.NO_CANDIDATES: "There was nothing to rerank.",
@@ -98,6 +101,8 @@ _RERANKER_FAILURES = frozenset(
         ReasonCode.RERANKER_SKIPPED,
     }
 )
+# The rerank blend's gate kept the fused order (services/retriever/reranking.py).
+_ORDER_KEPT = "fused order kept:"
 _RERANK_NOT_ASKED = {
     "disabled by request": ReasonCode.RERANKER_OFF,
     "no reranker configured": ReasonCode.RERANKER_NOT_CONFIGURED,
@@ -111,6 +116,8 @@ def public_component(component: str) -> str:
 
 def rerank_code(outcome: pb.RerankOutcome) -> ReasonCode:
     if not outcome.fallback:
+        if outcome.used and _ORDER_KEPT in outcome.reason:
+            return ReasonCode.RERANKED_ORDER_KEPT
         if outcome.used:
             return ReasonCode.RERANKED
         return _RERANK_NOT_ASKED.get(outcome.reason, ReasonCode.RERANKER_NOT_USED)

@@ -211,6 +211,16 @@ def test_channel_codes_follow_the_retrievers_status_prefix(
     ("outcome", "code"),
     [
         (pb.RerankOutcome(used=True, candidates=5, reranked=5), "reranked"),
+        (
+            pb.RerankOutcome(
+                used=True,
+                candidates=4,
+                reranked=4,
+                reason="fused order kept: the reranker's best score beats the first "
+                "candidate's by 2.10, less than its gate 10",
+            ),
+            "reranked_order_kept",
+        ),
         (pb.RerankOutcome(reason="disabled by request"), "reranker_off"),
         (pb.RerankOutcome(reason="no reranker configured"), "reranker_not_configured"),
         (pb.RerankOutcome(reason="no candidates"), "no_candidates"),
