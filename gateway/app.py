@@ -50,6 +50,7 @@ from gateway.settings import GatewaySettings
 from gateway.tracing import GatewayTracing
 from services.core.errors import ConfigError
 from services.core.logging import get_logger
+from services.runtime.observability.telemetry import ServiceInfo
 from services.runtime.observability.tracing import Tracing
 from services.runtime.security.client import ClientSecurity
 
@@ -125,6 +126,8 @@ def create_app(
     """`tracing` None: from the OTEL_* variables (off unless they ask)."""
     metrics = GatewayMetrics()
     tracing = tracing or Tracing.from_env("rag-gateway")
+    # As every service's listener says which app answers (docs/operations.md).
+    metrics.registry.register(ServiceInfo("gateway", tracing.enabled))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

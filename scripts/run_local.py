@@ -33,6 +33,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services.retriever.rerank_client import RERANKER_SERVICE
 from services.runtime.healthcheck import wait_until_serving
@@ -44,17 +45,42 @@ except ModuleNotFoundError:  # run as `python scripts/run_local.py`: scripts/ is
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-PORTS = {"indexer": 50051, "retriever": 50052, "reranker": 50053, "gateway": 8080}
+DEFAULT_PORTS = {"indexer": 50051, "retriever": 50052, "reranker": 50053, "gateway": 8080}
 # The services' default metrics listeners (docs/operations.md).
-METRICS_PORTS = {"gateway": 9464, "indexer": 9465, "retriever": 9466, "reranker": 9467}
+DEFAULT_METRICS_PORTS = {"gateway": 9464, "indexer": 9465, "retriever": 9466, "reranker": 9467}
+
+
+def chosen_ports(
+    defaults: dict[str, int], suffix: str, environ: Any = os.environ
+) -> dict[str, int]:
+    """Each service's port as its own setting (RAG_<SERVICE>_PORT, or
+    _METRICS_PORT) chooses it: the launcher watches, and points the services
+    at, the ports they really listen on. A value that is not a port keeps the
+    default here; the service then refuses it at start, naming the variable."""
+    ports = dict(defaults)
+    for name in defaults:
+        raw = str(environ.get(f"RAG_{name.upper()}_{suffix}", "")).strip()
+        if raw.isdigit() and 0 < int(raw) < 65536:
+            ports[name] = int(raw)
+    return ports
+
+
+PORTS = chosen_ports(DEFAULT_PORTS, "PORT")
+METRICS_PORTS = chosen_ports(DEFAULT_METRICS_PORTS, "METRICS_PORT")
 DEMO_QUERY = "How do I keep an ingest from leaving the two stores out of step?"
 READY, GATED = "ready", "gated"  # the gateway's /readyz status words
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 POLL_S = 0.5
 
 
+def page_origin() -> str:
+    """The origin of the demo page, as a browser on this machine sends it."""
+    return f"http://localhost:{PORTS['gateway']}"
+
+
 def service_env(data_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
+    gateway = PORTS["gateway"]
     env.update(
         {
             "RAG_DATA_DIR": str(data_dir),
@@ -63,9 +89,12 @@ def service_env(data_dir: Path) -> dict[str, str]:
             # The local demo page is public on this machine only (the gateway is
             # fail-closed by default; a real deployment sets its own origins).
             "RAG_GATEWAY_PUBLIC_ENABLED": "true",
-            "RAG_GATEWAY_ALLOWED_ORIGINS": "http://localhost:8080,http://127.0.0.1:8080",
+            "RAG_GATEWAY_ALLOWED_ORIGINS": f"{page_origin()},http://127.0.0.1:{gateway}",
         }
     )
+    # Each service finds the others where they listen, unless told otherwise.
+    env.setdefault("RAG_RERANKER_ADDR", local(PORTS["reranker"]))
+    env.setdefault("RAG_RETRIEVER_ADDR", local(PORTS["retriever"]))
     return env
 
 
@@ -212,15 +241,26 @@ def release_check_command(
     return cli(indexer_addr, "release-check", *source.options(), *golden, *retriever)
 
 
+def moved_addresses() -> tuple[str, str]:
+    """The Indexer's and the Retriever's addresses where their ports are not
+    the defaults a command reaches on its own ("" where they are)."""
+
+    def moved(name: str) -> str:
+        return local(PORTS[name]) if PORTS[name] != DEFAULT_PORTS[name] else ""
+
+    return moved("indexer"), moved("retriever")
+
+
 def gate_notice(data_dir: Path) -> str:
-    command = shlex.join(release_check_command(data_dir / "release-checks"))
+    indexer, retriever = moved_addresses()
+    command = shlex.join(release_check_command(data_dir / "release-checks", indexer, retriever))
     return f"""
 Public search is CLOSED: RAG_GATEWAY_REQUIRE_RELEASE=true, and no release
-check has passed for the index being served (it changed with this ingest).
+check has passed for the index being served.
 The gateway answers POST /v1/search with 503 release_not_current and its page
 says search is closed, until a release check passes for the index being
 served (the Indexer, the Retriever and grpcurl work as usual). Open it with
-(`rag-indexer release-check` is the same command):
+(`.venv/bin/rag-indexer release-check` is the same command):
 
   {command}
 
@@ -230,8 +270,12 @@ until that index is checked. Unset RAG_GATEWAY_REQUIRE_RELEASE to run ungated.
 
 
 def index_docs(supervisor: Supervisor) -> None:
-    print("\nIndexing the demo corpus (this project's docs/) through the Indexer:")
-    run_supervised(index_command(), supervisor)
+    source = DemoSource()
+    print(
+        f"\nIndexing the demo corpus (this project's docs/, as scope {source.scope!r}) "
+        "through the Indexer:"
+    )
+    run_supervised(index_command(local(PORTS["indexer"]), source), supervisor)
 
 
 def usage() -> str:
@@ -247,7 +291,7 @@ The stack is up. Try it:
        localhost:{PORTS["retriever"]} rag.retriever.v1.Retriever/Retrieve
   {grpcurl} -plaintext localhost:{PORTS["indexer"]} rag.indexer.v1.Indexer/Stats
   curl -s -X POST localhost:{PORTS["gateway"]}/v1/search -H 'content-type: application/json' \\
-       -H 'origin: http://localhost:8080' -d '{body}'
+       -H 'origin: {page_origin()}' -d '{body}'
   open http://localhost:{PORTS["gateway"]}/   (the search page)
   curl -s localhost:{METRICS_PORTS["retriever"]}/metrics   (Prometheus; {other_metrics})
 
@@ -265,7 +309,7 @@ def smoke_query() -> None:
         f"http://localhost:{PORTS['gateway']}/v1/search",
         data=body,
         method="POST",
-        headers={"content-type": "application/json", "origin": "http://localhost:8080"},
+        headers={"content-type": "application/json", "origin": page_origin()},
     )
     with urllib.request.urlopen(request, timeout=30) as reply:
         result = json.load(reply)
@@ -345,10 +389,20 @@ def run(supervisor: Supervisor, check: bool, logs: Path) -> int:
         supervisor.stop_all()
 
 
+def default_data_dir(environ: Any = os.environ) -> str:
+    """RAG_DATA_DIR, as every service reads it (`RAG_DATA_DIR=/var/lib/rag-v2
+    make run` re-indexes into a new folder: docs/indexing.md), else .data."""
+    return str(environ.get("RAG_DATA_DIR", "")).strip() or str(ROOT / ".data")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = argparse.ArgumentParser(description=__doc__)
     args.add_argument("--check", action="store_true", help="start, index, query once, stop")
-    args.add_argument("--data-dir", default=str(ROOT / ".data"))
+    args.add_argument(
+        "--data-dir",
+        default=default_data_dir(),
+        help="the index and the logs (default: RAG_DATA_DIR, else .data)",
+    )
     opts = args.parse_args(argv)
     data_dir = Path(opts.data_dir)
     logs = data_dir / "logs"

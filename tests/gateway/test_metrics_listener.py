@@ -27,6 +27,8 @@ async def test_metrics_are_served_apart_from_the_public_port(retriever: Retrieve
     assert public.json()["error"]["code"] == "not_found"
     assert metrics.status_code == 200
     assert 'gateway_search_requests_total{outcome="allowed"} 1.0' in metrics.text
+    # Which app answers, as on every service's listener (docs/operations.md).
+    assert 'rag_service_info{service="gateway",tracing="off"} 1.0' in metrics.text
     assert metrics_address.hostname == "127.0.0.1"  # the default host: loopback only
     assert metrics_address.port != urlsplit(gw.url).port
     with pytest.raises(ConnectionRefusedError):  # stopped with the app

@@ -34,7 +34,7 @@ class Telemetry:
 
     def __post_init__(self) -> None:
         self.rpc = RpcMetrics(self.registry)
-        self.registry.register(_BuildInfo(self.service, self.tracing.enabled))
+        self.registry.register(ServiceInfo(self.service, self.tracing.enabled))
         self.listener: MetricsListener | None = None
 
     @classmethod
@@ -81,7 +81,7 @@ class Telemetry:
         await asyncio.to_thread(self.tracing.shutdown)  # bounded; off the event loop
 
 
-class _BuildInfo:
+class ServiceInfo:
     """`rag_service_info{service, tracing}` = 1: which app answers on this listener."""
 
     def __init__(self, service: str, tracing: bool) -> None:
