@@ -32,7 +32,12 @@ def cmd_delete(client: IndexerClient, args: argparse.Namespace) -> int:
         args.doc_ids, locale=args.locale, dry_run=args.dry_run, deadline=args.timeout
     )
     print(json.dumps(MessageToDict(reply, preserving_proto_field_name=True), indent=2))
-    return 0
+    # As `ingest` does for documents it could not index: an id that is not
+    # indexed (a typo, another scope's) is a failure a script can see.
+    refused = [o for o in reply.outcomes if o.error_code]
+    for outcome in refused:
+        print(f"{outcome.doc_id}: {outcome.error_code}: {outcome.error}", file=sys.stderr)
+    return 1 if refused else 0
 
 
 def cmd_stats(client: IndexerClient, args: argparse.Namespace) -> int:

@@ -55,6 +55,9 @@ def test_ingest_dry_run_sync_delete_and_stats(stack: BackgroundStack, tmp_path: 
     assert stats["chunking"]["target_chars"] == 800
     assert stats["chunking"]["overlap_chars"] == 200
     assert int(stats["last_run"]["removed"]) == 1
+    missing = cli(stack, "delete", "notes.txt")  # no longer indexed: a failure, said
+    assert missing.returncode == 1
+    assert "notes.txt: NOT_FOUND" in missing.stderr
 
 
 def test_a_sync_from_a_source_with_no_page_is_refused_unless_asked_for(
