@@ -107,7 +107,8 @@ async def test_a_closed_gate_keeps_the_fused_order_and_says_why() -> None:
         "fused order kept: the reranker's best score beats the first candidate's by 1.50, "
         "less than its gate 2"
     )
-    assert rerank_code(rpb.RerankOutcome(used=True, reason=outcome.reason)) == ReasonCode.RERANKED
+    kept = rpb.RerankOutcome(used=True, reason=outcome.reason)
+    assert rerank_code(kept) == ReasonCode.RERANKED_ORDER_KEPT  # the gateway says so
     sure = RerankReply([1.0, 3.5, 0.5], False, "", "fake")
     gated.client = FakeRerankClient(sure)  # type: ignore[assignment]
     hits, outcome = await gated.run(QUERY, HITS, True, later())
