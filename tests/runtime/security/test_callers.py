@@ -91,13 +91,18 @@ def test_a_bad_entry_is_a_config_error_naming_the_caller(entry: dict, message: s
         load_callers_text(json.dumps([entry]), "RAG_AUTH_CALLERS")
 
 
+def _watched(path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> CallerSource:
+    """A callers file with `text`, read by a source that checks it on every call."""
+    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
+    path.write_text(text)
+    return CallerSource.from_file(path)
+
+
 def test_the_file_is_reread_when_it_changes_and_a_broken_file_keeps_the_last_good(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
     path = tmp_path / "callers.toml"
-    path.write_text(callers_toml(READER_TOKEN))
-    source = CallerSource.from_file(path)
+    source = _watched(path, callers_toml(READER_TOKEN), monkeypatch)
     assert source.current().by_token(NEXT_READER_TOKEN) is None
     # Rotation step 1: both tokens valid.
     _rewrite(path, callers_toml(READER_TOKEN, NEXT_READER_TOKEN))
@@ -115,10 +120,8 @@ def test_a_change_that_keeps_the_old_modification_time_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`cp -p`, `rsync -t` and tar keep a file's time (and here its size)."""
-    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
     path = tmp_path / "callers.toml"
-    path.write_text(callers_toml(READER_TOKEN))
-    source = CallerSource.from_file(path)
+    source = _watched(path, callers_toml(READER_TOKEN), monkeypatch)
     before = path.stat()
     path.write_text(callers_toml(NEXT_READER_TOKEN))  # a hash of the same length
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
@@ -143,11 +146,9 @@ token_files = ["{token_file}"]
 def test_a_rotated_token_file_is_read_without_a_change_to_the_callers_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
     token_file, path = tmp_path / "ci-token", tmp_path / "callers.toml"
     token_file.write_text(CI_TOKEN)
-    path.write_text(_with_token_file(token_file))
-    source = CallerSource.from_file(path)
+    source = _watched(path, _with_token_file(token_file), monkeypatch)
     assert source.current().by_token(CI_TOKEN) is not None
     token_file.write_text(NEXT_READER_TOKEN)
     ci = source.current().by_token(NEXT_READER_TOKEN)
@@ -161,11 +162,11 @@ def test_a_revocation_applies_while_another_callers_token_file_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rest of the list applies; only the unreadable file's token is out."""
-    monkeypatch.setattr(caller_source, "RELOAD_CHECK_S", 0.0)
     token_file, path = tmp_path / "ci-token", tmp_path / "callers.toml"
     token_file.write_text(CI_TOKEN)
-    path.write_text(_with_token_file(token_file, READER_TOKEN, NEXT_READER_TOKEN))
-    source = CallerSource.from_file(path)
+    source = _watched(
+        path, _with_token_file(token_file, READER_TOKEN, NEXT_READER_TOKEN), monkeypatch
+    )
     token_file.unlink()
     _rewrite(path, _with_token_file(token_file, NEXT_READER_TOKEN))
     assert source.current().by_token(READER_TOKEN) is None  # the gateway's token revoked
