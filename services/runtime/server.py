@@ -75,10 +75,14 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
 # gRPC's own reconnect backoff grows to 120 s: a peer that comes back stays
 # unreachable that long (probe: the gateway refused searches for 125 s after a
 # 300 s Retriever outage ended). Every service's client channel reconnects
-# within a couple of seconds instead.
+# within a couple of seconds instead. `min_reconnect_backoff_ms` is not a
+# backoff but gRPC's minimum connect timeout: at 250 ms a handshake that took a
+# little longer on a busy machine (until the peer's SETTINGS frame) failed the
+# call as UNAVAILABLE; a refused connection still fails at once, and the
+# call's own deadline bounds the wait.
 RECONNECT_OPTIONS: list[tuple[str, int | str]] = [
     ("grpc.initial_reconnect_backoff_ms", 250),
-    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 2000),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 

@@ -17,6 +17,8 @@ def test_client_channels_cap_their_reconnect_backoff() -> None:
     options = dict(client_channel_options(1 << 20))
     assert options["grpc.max_reconnect_backoff_ms"] == 2000
     assert options["grpc.initial_reconnect_backoff_ms"] == 250
+    # gRPC's minimum connect timeout (tests/runtime/test_slow_handshake.py).
+    assert options["grpc.min_reconnect_backoff_ms"] == 2000
 
 
 def test_the_gateway_channel_is_built_with_them(monkeypatch: pytest.MonkeyPatch) -> None:
