@@ -15,6 +15,7 @@ from rag_client import AsyncRetrieverClient, CallError, ClientSettings, RetryPol
 from rag_client.retriever import SERVICE_NAME as RETRIEVER_SERVICE
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2
 from services.runtime.security.client import ClientSecurity, aio_channel
+from services.runtime.security.scopes import SCOPE_REQUIRED
 from services.runtime.server import client_channel_options
 
 __all__ = ["RETRIEVER_SERVICE", "RetrieverClient", "RetrieverClientFactory", "api_error_for"]
@@ -92,7 +93,7 @@ def _public_reason(details: str) -> str:
     """The Retriever's reason for refusing the input, as the public may read
     it: one that speaks of the gateway's own credential (its caller name, the
     scopes it may read) says what to change without them."""
-    if details.startswith("filter.scope_id: required"):
+    if details.startswith(SCOPE_REQUIRED):
         return "scope.scope_id: required here; name the scope to search (or several in scope_ids)"
     if "caller '" in details:
         return "the search could not be run as asked"

@@ -10,6 +10,10 @@ from collections.abc import Iterable, Sequence
 from services.core.errors import InvalidArgument, PermissionDenied
 from services.runtime.security.callers import Caller
 
+# How a refusal for a missing scope begins (the gateway recognises it to
+# tell the public without its own credential's name and scopes).
+SCOPE_REQUIRED = "filter.scope_id: required"
+
 
 def readable_scope(requested: str, caller: Caller) -> str:
     """The scope a read runs in: the requested one if the caller holds it; the
@@ -28,7 +32,7 @@ def readable_scope(requested: str, caller: Caller) -> str:
     if grant.sole is not None:
         return grant.sole
     raise InvalidArgument(
-        f"filter.scope_id: required, caller {caller.name!r} may read several scopes "
+        f"{SCOPE_REQUIRED}, caller {caller.name!r} may read several scopes "
         f"({grant.describe()}); name one, or several in filter.scope_ids"
     )
 
