@@ -7,12 +7,14 @@ rename one) and a fixed message per code; the gateway logs the free text with
 the request id, and returns it only to callers it is configured to trust
 (`RAG_GATEWAY_DEBUG_REASONS`).
 
-Codes come from the structured fields first (the degradation's component, the
-rerank outcome's `used`/`fallback`/`reranked`) and are refined by the fixed
-prefixes the Retriever writes (services/retriever: a channel's reason starts
-with its status, `timeout: …`; the rerank step's reasons are fixed phrases).
-A reason this module does not recognise still gets a code: the component's
-generic `…_error`, or `reranker_not_used`.
+The Retriever codes each outcome itself (`RerankOutcome.code`,
+`Degradation.code`, decided where the outcome is): a code this module knows
+is taken as it is. A Retriever older than those fields sends none; then the
+code comes from the structured fields (the degradation's component, the
+rerank outcome's `used`/`fallback`/`reranked`), refined by the fixed prefixes
+that Retriever writes (a channel's reason starts with its status, `timeout:
+…`; the rerank step's reasons are fixed phrases). Anything unrecognised
+still gets a code: the component's generic `…_error`, or `reranker_not_used`.
 """
 
 from __future__ import annotations
@@ -114,7 +116,22 @@ def public_component(component: str) -> str:
     return component if component in COMPONENTS else "other"
 
 
+def _known(code: str) -> ReasonCode | None:
+    try:
+        return ReasonCode(code) if code else None
+    except ValueError:  # a newer Retriever's code: read the other fields
+        return None
+
+
 def rerank_code(outcome: pb.RerankOutcome) -> ReasonCode:
+    coded = _known(outcome.code)
+    if coded is not None and (coded in _RERANKER_FAILURES) == outcome.fallback:
+        return coded
+    return _legacy_rerank_code(outcome)
+
+
+def _legacy_rerank_code(outcome: pb.RerankOutcome) -> ReasonCode:
+    """From a Retriever that does not code its outcomes."""
     if not outcome.fallback:
         if outcome.used and _ORDER_KEPT in outcome.reason:
             return ReasonCode.RERANKED_ORDER_KEPT
@@ -138,6 +155,9 @@ def degradation_code(degradation: pb.Degradation, rerank: pb.RerankOutcome) -> R
         return code if code in _RERANKER_FAILURES else ReasonCode.RERANKER_ERROR
     if component not in CHANNEL_COMPONENTS:
         return ReasonCode.OTHER_ERROR
+    coded = _known(degradation.code)
+    if coded is not None and coded.value.startswith(f"{component}_"):
+        return coded
     status = degradation.reason.split(":", 1)[0].strip().lower()
     return ReasonCode(f"{component}_{status if status in _CHANNEL_STATUSES else 'error'}")
 

@@ -28,6 +28,7 @@ def rerank_outcome_to_proto(r: RerankOutcome) -> pb.RerankOutcome:
         reranked=r.reranked,
         model=r.model,
         latency_ms=r.latency_ms,
+        code=r.code,
     )
 
 
@@ -92,7 +93,10 @@ def result_to_proto(result: RetrievalResult, debug: bool) -> pb.RetrieveResponse
         intent=INTENTS_TO_PROTO[result.intent],
         page_status=page_status,
         rerank=rerank_outcome_to_proto(r),
-        degraded=[pb.Degradation(component=c, reason=why) for c, why in result.degraded],
+        degraded=[
+            pb.Degradation(component=d.component, reason=d.reason, code=d.code)
+            for d in result.degraded
+        ],
         message=result.message,
         timings=[pb.StageTiming(stage=s, ms=ms) for s, ms in result.timings],
         query_language=result.query_language,

@@ -21,9 +21,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.retriever.channels import ChannelOutcome, ChannelStatus
+from services.retriever.degradation import CHANNEL_COMPONENTS, RERANKER_FAILURES
 from services.retriever.requests import RetrievalResult
 from services.retriever.reranker_health import RerankerHealth
-from services.retriever.reranking import RerankCode, RerankOutcome
+from services.retriever.reranking import RerankOutcome
 
 STAGES = (
     "locales",
@@ -42,16 +43,7 @@ STAGE_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 RERANK_OUTCOMES = ("used", "partial", "fallback", "off")
 
-CHANNEL_COMPONENTS = ("vector", "lexical", "embedding")
 _CHANNEL_FAILURES = (ChannelStatus.TIMEOUT, ChannelStatus.ERROR, ChannelStatus.SKIPPED)
-# The rerank codes that make an answer degraded (gateway/reasons.py agrees).
-RERANKER_FAILURES = (
-    RerankCode.TIMEOUT,
-    RerankCode.UNAVAILABLE,
-    RerankCode.ERROR,
-    RerankCode.PARTIAL,
-    RerankCode.SKIPPED,
-)
 # component → every code it may be counted under: the closed set declared at 0.
 DEGRADATION_CODES: dict[str, tuple[str, ...]] = {
     **{c: tuple(f"{c}_{s.value}" for s in _CHANNEL_FAILURES) for c in CHANNEL_COMPONENTS},
@@ -137,11 +129,9 @@ class RetrievalMetrics:
         """Count one answer: its stages, degradations and rerank outcome."""
         for stage, ms in ran_stages(result):
             self.stages.labels(stage=stage).observe(ms / 1000)
-        codes = degradation_codes(result.channels, result.rerank)
-        degraded = bool(codes or result.degraded)
-        self.answers.labels(degraded="true" if degraded else "false").inc()
-        for component, code in codes:
-            self.degradations.labels(component=component, code=code).inc()
+        self.answers.labels(degraded="true" if result.degraded else "false").inc()
+        for failure in result.degraded:
+            self.degradations.labels(component=failure.coded_component, code=failure.code).inc()
         self.rerank.labels(outcome=rerank_outcome(result.rerank)).inc()
 
     # --- the Embedder's query observer (called from worker threads) ----------------
@@ -166,24 +156,6 @@ def ran_stages(result: RetrievalResult) -> list[tuple[str, float]]:
 
 def _ran(outcome: ChannelOutcome) -> bool:
     return outcome.requested and outcome.status is not ChannelStatus.SKIPPED
-
-
-def degradation_codes(
-    channels: list[ChannelOutcome], rerank: RerankOutcome
-) -> list[tuple[str, str]]:
-    """(component, code) per degradation, as gateway/reasons.py codes them:
-    `{component}_{status}` for a channel, the rerank code for the Reranker."""
-    codes = []
-    for outcome in channels:
-        if outcome.requested and not outcome.ok:
-            component = outcome.component
-            if component not in CHANNEL_COMPONENTS:  # keep the label set closed
-                component = outcome.channel.value
-            codes.append((component, f"{component}_{outcome.status.value}"))
-    if rerank.requested and rerank.fallback:
-        known = rerank.code in {code.value for code in RERANKER_FAILURES}
-        codes.append(("reranker", rerank.code if known else RerankCode.ERROR.value))
-    return codes
 
 
 def rerank_outcome(rerank: RerankOutcome) -> str:

@@ -12,6 +12,7 @@ from services.core.errors import InvalidArgument
 from services.core.models import ScopeFilter
 from services.retriever.boosts import Boosts, check_boosts
 from services.retriever.channels import ChannelOutcome
+from services.retriever.degradation import Degraded
 from services.retriever.diversity import Diversity, check_diversity
 from services.retriever.exact import ExactPrecedence
 from services.retriever.fusion import FITTED_RERANK_BLEND
@@ -104,7 +105,7 @@ class RetrievalResult:
     channels: list[ChannelOutcome]
     page_indexed: bool | None = None  # None: no page scoping
     lexical_query: str = ""
-    degraded: list[tuple[str, str]] = field(default_factory=list)
+    degraded: list[Degraded] = field(default_factory=list)
     message: str = ""
     timings: list[tuple[str, float]] = field(default_factory=list)
     query_language: str = ""

@@ -5,10 +5,10 @@ whatever was not sent or not scored in time, and say what happened.
 
 Each outcome carries a stable `code` (the values of gateway/reasons.py
 `ReasonCode`), set where the outcome is decided, next to the free-text
-`reason` meant for operators. The reasons keep their fixed leading phrases:
-the gateway still reads them. A call sized below the configured candidates
-is partial even when every candidate sent was scored, and its reason says
-how many were sent of how many configured."""
+`reason` meant for operators; the answer carries both. The reasons keep
+their fixed leading phrases for gateways that predate the code. A call sized
+below the configured candidates is partial even when every candidate sent
+was scored, and its reason says how many were sent of how many configured."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ class RerankCode(StrEnum):
     """What happened to reranking; equal to gateway/reasons.py ReasonCode values."""
 
     RERANKED = "reranked"
+    ORDER_KEPT = "reranked_order_kept"  # scored; the blend's gate kept the fused order
     PARTIAL = "reranker_partial"
     TIMEOUT = "reranker_timeout"
     UNAVAILABLE = "reranker_unavailable"
@@ -230,7 +231,10 @@ class RerankStep:
                 f"partial: {len(scores)} of {len(call.sent)} scored ({why}); rest in fused order",
                 plan,
             )
-        notes = [self._gate_note(scores), self._unread_note(call.unread, len(call.head))]
+        gate_note = self._gate_note(scores)
+        if gate_note and outcome.code == RerankCode.RERANKED:
+            outcome.code = RerankCode.ORDER_KEPT
+        notes = [gate_note, self._unread_note(call.unread, len(call.head))]
         outcome.reason = "; ".join(note for note in [outcome.reason, *notes] if note)
         return merged + tail, outcome
 

@@ -64,5 +64,13 @@ def hit(
 
 
 def outcome_proto(outcome: RerankOutcome) -> rpb.RerankOutcome:
-    """A rerank outcome as the Retriever answers it (the gateway reads its reason code)."""
+    """A rerank outcome as the Retriever answers it (the gateway reads its code)."""
     return rerank_outcome_to_proto(outcome)
+
+
+def uncoded_outcome_proto(outcome: RerankOutcome) -> rpb.RerankOutcome:
+    """The same outcome as a Retriever older than the `code` field sent it:
+    the gateway reads its reason's fixed phrases instead."""
+    sent = rerank_outcome_to_proto(outcome)
+    sent.ClearField("code")
+    return sent

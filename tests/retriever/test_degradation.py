@@ -54,6 +54,10 @@ def components(reply: rpb.RetrieveResponse) -> dict[str, str]:
     return {d.component: d.reason for d in reply.degraded}
 
 
+def codes(reply: rpb.RetrieveResponse) -> dict[str, str]:
+    return {d.component: d.code for d in reply.degraded}
+
+
 @pytest.mark.parametrize("mode", [RAISE, HANG])
 def test_vector_store_down_or_slow_gives_lexical_only(f, mode: str) -> None:  # type: ignore[no-untyped-def]
     faults, stack = f
@@ -62,6 +66,7 @@ def test_vector_store_down_or_slow_gives_lexical_only(f, mode: str) -> None:  # 
     assert only_channel(reply, rpb.CHANNEL_LEXICAL)
     assert "vector" in components(reply)
     assert ("timeout" if mode == HANG else "error") in components(reply)["vector"]
+    assert codes(reply)["vector"] == ("vector_timeout" if mode == HANG else "vector_error")
 
 
 def test_embedding_down_gives_lexical_only_and_names_it(f) -> None:  # type: ignore[no-untyped-def]
@@ -100,7 +105,8 @@ def test_reranker_slow_or_failing_keeps_fused_order(f, mode: str, reason: str) -
     assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in fused.hits]
     assert not reply.rerank.used and reply.rerank.fallback
     assert reason in reply.rerank.reason
-    assert "reranker" in components(reply)
+    code = "reranker_timeout" if mode == "slow" else "reranker_error"
+    assert reply.rerank.code == codes(reply)["reranker"] == code
 
 
 def test_reranker_reorders_when_it_answers(f) -> None:  # type: ignore[no-untyped-def]
@@ -108,6 +114,7 @@ def test_reranker_reorders_when_it_answers(f) -> None:  # type: ignore[no-untype
     all_fused = stack.retrieve(QUERY, top_k=20, disable_rerank=True).hits
     reply = timed(stack, 5.0)
     assert reply.rerank.used and not reply.rerank.fallback
+    assert reply.rerank.code == "reranked" and not reply.degraded
     assert reply.rerank.reranked == reply.rerank.candidates == len(all_fused)
     # The injector scores later passages higher: the candidate order flips.
     assert [h.chunk_id for h in reply.hits] == [h.chunk_id for h in all_fused][::-1][:5]
@@ -124,6 +131,7 @@ def test_partial_rerank_reorders_the_scored_prefix_only(f) -> None:  # type: ign
     assert ids[2:] == fused_ids[2:]
     assert reply.rerank.used and reply.rerank.fallback and reply.rerank.reranked == 2
     assert "partial" in reply.rerank.reason
+    assert reply.rerank.code == codes(reply)["reranker"] == "reranker_partial"
 
 
 def test_short_caller_deadline_with_everything_slow_answers_in_time(f) -> None:  # type: ignore[no-untyped-def]

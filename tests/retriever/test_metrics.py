@@ -16,10 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.embedding.embedder import Embedder
-from services.retriever.channels import ChannelOutcome, ChannelStatus
-from services.retriever.metrics import RetrievalMetrics, degradation_codes, rerank_outcome
+from services.retriever.metrics import RetrievalMetrics, rerank_outcome
 from services.retriever.reranking import RerankCode, RerankOutcome
-from services.retriever.types import Channel
 from services.runtime.observability.telemetry import Telemetry
 from tests.deploy.metrics_contract import CONTRACT, EXPORTED_BY, exposed_names
 from tests.reranker.stack import start_reranked_stack
@@ -266,21 +264,6 @@ def fallback(code: RerankCode, reranked: int = 0) -> RerankOutcome:
 )
 def test_rerank_outcomes(outcome: RerankOutcome, expected: str) -> None:
     assert rerank_outcome(outcome) == expected
-
-
-def test_degradation_codes_come_from_the_structured_outcomes() -> None:
-    channels = [
-        ChannelOutcome(Channel.VECTOR, ChannelStatus.ERROR, error="x", component="embedding"),
-        ChannelOutcome(Channel.LEXICAL, ChannelStatus.TIMEOUT, error="y", component="lexical"),
-    ]
-    codes = degradation_codes(channels, fallback(RerankCode.PARTIAL, reranked=2))
-    assert codes == [
-        ("embedding", "embedding_error"),
-        ("lexical", "lexical_timeout"),
-        ("reranker", "reranker_partial"),
-    ]
-    left_out = [ChannelOutcome(Channel.VECTOR, ChannelStatus.SKIPPED, requested=False)]
-    assert degradation_codes(left_out, RerankOutcome(RerankCode.OFF)) == []
 
 
 def test_no_reranker_configured_means_no_serving_series() -> None:

@@ -12,14 +12,13 @@ import grpc
 import pytest
 
 from gateway.reasons import ReasonCode, rerank_code
-from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
 from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded, Unavailable
 from services.retriever.fusion import RerankBlend
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
-from tests.retriever.factories import hit, outcome_proto
+from tests.retriever.factories import hit, outcome_proto, uncoded_outcome_proto
 
 pytestmark = pytest.mark.unit
 
@@ -102,17 +101,19 @@ async def test_a_closed_gate_keeps_the_fused_order_and_says_why() -> None:
     hits, outcome = await gated.run(QUERY, HITS, True, later())
     assert [h.chunk.chunk_id for h in hits] == ["c0", "c1", "c2", "c3"]
     assert [h.reranked for h in hits] == [True, True, True, False]  # scored, not moved
-    assert outcome.code == RerankCode.RERANKED and outcome.reranked == 3
+    assert outcome.code == RerankCode.ORDER_KEPT and outcome.reranked == 3
+    assert outcome.used and not outcome.fallback  # scored, as asked: not degraded
     assert outcome.reason == (
-        "fused order kept: the reranker's best score beats the first candidate's by 1.50, "
-        "less than its gate 2"
+        "fused order kept: the reranker's best score beats the first candidate's by "
+        "1.50, less than its gate 2"
     )
-    kept = rpb.RerankOutcome(used=True, reason=outcome.reason)
-    assert rerank_code(kept) == ReasonCode.RERANKED_ORDER_KEPT  # the gateway says so
+    assert rerank_code(outcome_proto(outcome)) == ReasonCode.RERANKED_ORDER_KEPT
+    assert rerank_code(uncoded_outcome_proto(outcome)) == ReasonCode.RERANKED_ORDER_KEPT
     sure = RerankReply([1.0, 3.5, 0.5], False, "", "fake")
     gated.client = FakeRerankClient(sure)  # type: ignore[assignment]
     hits, outcome = await gated.run(QUERY, HITS, True, later())
     assert hits[0].chunk.chunk_id == "c1" and outcome.reason == ""
+    assert outcome.code == RerankCode.RERANKED
 
 
 async def test_not_asked_outcomes_have_their_codes() -> None:
@@ -230,9 +231,13 @@ def test_codes_are_gateway_reason_codes() -> None:
         FakeRerankClient(error=refused(grpc.StatusCode.INTERNAL)),
     ],
 )
-async def test_the_gateway_reads_the_same_code_from_the_reason(client: FakeRerankClient) -> None:
+async def test_the_gateway_reads_the_code_or_the_same_from_the_reason(
+    client: FakeRerankClient,
+) -> None:
     outcome = await run(step(client))
+    assert outcome_proto(outcome).code == outcome.code
     assert rerank_code(outcome_proto(outcome)) == outcome.code
+    assert rerank_code(uncoded_outcome_proto(outcome)) == outcome.code  # an older Retriever
 
 
 # A Reranker with no model (FAILED_PRECONDITION) and one skipped while it is
@@ -249,3 +254,4 @@ async def test_the_gateway_reads_unavailable_for_a_reranker_without_a_model(phra
     finally:
         await health.stop()
     assert rerank_code(outcome_proto(outcome)) == outcome.code
+    assert rerank_code(uncoded_outcome_proto(outcome)) == outcome.code

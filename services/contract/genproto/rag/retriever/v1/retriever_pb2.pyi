@@ -763,6 +763,7 @@ class RerankOutcome(_message.Message):
     RERANKED_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     LATENCY_MS_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
     used: _builtins.bool
     """the final order reflects reranking"""
     fallback: _builtins.bool
@@ -776,6 +777,13 @@ class RerankOutcome(_message.Message):
     model: _builtins.str
     latency_ms: _builtins.float
     """milliseconds"""
+    code: _builtins.str
+    """What happened, as a stable code for programs (read this, not `reason`):
+    reranked, reranked_order_kept, reranker_partial, reranker_timeout,
+    reranker_unavailable, reranker_error, reranker_skipped, reranker_off,
+    reranker_not_configured, reranker_not_used, no_candidates. Codes are
+    added, never renamed; empty from a Retriever older than this field.
+    """
     def __init__(
         self,
         *,
@@ -786,10 +794,11 @@ class RerankOutcome(_message.Message):
         reranked: _builtins.int = ...,
         model: _builtins.str = ...,
         latency_ms: _builtins.float = ...,
+        code: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "fallback", b"fallback", "latency_ms", b"latency_ms", "model", b"model", "reason", b"reason", "reranked", b"reranked", "used", b"used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidates", b"candidates", "code", b"code", "fallback", b"fallback", "latency_ms", b"latency_ms", "model", b"model", "reason", b"reason", "reranked", b"reranked", "used", b"used"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -801,18 +810,25 @@ class Degradation(_message.Message):
 
     COMPONENT_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
     component: _builtins.str
     """"vector", "lexical", "embedding", "reranker" """
     reason: _builtins.str
+    """free text for operators: addresses, errors"""
+    code: _builtins.str
+    """A stable code for programs: <component>_timeout | _error | _skipped for
+    a channel, or the rerank outcome's failure code; empty from older servers.
+    """
     def __init__(
         self,
         *,
         component: _builtins.str = ...,
         reason: _builtins.str = ...,
+        code: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["component", b"component", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "component", b"component", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
