@@ -56,10 +56,12 @@ class RetrievalPipeline:
         self.config = steps.config
 
     async def start(self) -> None:
-        """Learn whether the Reranker serves before the first request (on the
-        event loop that serves the requests)."""
+        """Learn whether the Reranker serves, and how many passages it takes,
+        before the first request (on the event loop that serves the requests)."""
         if self.steps.reranker_health is not None:
             await self.steps.reranker_health.start()
+        if self.steps.rerank.limit is not None:
+            await self.steps.rerank.limit.learn()
 
     async def close(self) -> None:
         """Stop watching the Reranker and release its channel."""

@@ -74,6 +74,17 @@ class RerankClient:
             raise RerankUnavailable(f"reranker {exc.code.name}: {exc.details}", exc.code) from exc
         return RerankReply(list(reply.scores), reply.partial, reply.stop_reason, reply.model)
 
+    async def max_passages(self, timeout_s: float) -> int:
+        """The most passages the Reranker scores in one call, from its Info
+        (0: it does not say). Raises CallError when Info does not answer."""
+        try:
+            info = await self._client.info(deadline=max(timeout_s, 0.001))
+        except CallError as exc:
+            if exc.code == grpc.StatusCode.UNIMPLEMENTED:
+                return 0  # a Reranker without Info: nothing to learn
+            raise
+        return max(info.max_passages, 0)
+
     async def check_health(self, timeout_s: float) -> bool:
         """True when the Reranker's health service says SERVING for the Reranker;
         False when it says otherwise or cannot be asked (unreachable, timeout)."""

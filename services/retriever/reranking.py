@@ -26,6 +26,7 @@ from services.retriever.rerank_client import RerankClient, RerankReply, RerankUn
 from services.retriever.rerank_languages import EVERY_LANGUAGE, ReadableFilter
 from services.retriever.rerank_sizing import CandidatePlan, CandidateSizer
 from services.retriever.reranker_health import NOT_SERVING_CODES, RerankerHealth
+from services.retriever.reranker_limit import RerankerLimit
 from services.retriever.tail_reserve import TailReserve
 from services.retriever.types import FusedHit
 
@@ -93,6 +94,7 @@ class RerankStep:
         blend: RerankBlend = RERANK_ONLY,
         readable: ReadableFilter | None = None,
         reserve: TailReserve | None = None,
+        limit: RerankerLimit | None = None,
     ) -> None:
         """`health`: when given, a Reranker known not to serve is not called
         (and calls that fail are reported to it); None calls it every time.
@@ -101,7 +103,8 @@ class RerankStep:
         `blend`: how the scores combine with the fused order; `readable`: the
         languages the Reranker's model reads (default: every language);
         `reserve`: the margin kept back for the rest of the request, learnt
-        (`observe_tail`) and never below `margin_ms`."""
+        (`observe_tail`) and never below `margin_ms`; `limit`: the Reranker's
+        own cap on passages per call, learnt from it (None: `candidates`)."""
         self.client = client
         self.candidates = candidates
         self.budget_s = budget_ms / 1000
@@ -111,6 +114,7 @@ class RerankStep:
         self._clock = clock
         self.blend = blend
         self.readable = readable or ReadableFilter({EVERY_LANGUAGE})
+        self.limit = limit
 
     async def run(
         self, query: str, fused: list[FusedHit], enabled: bool, deadline: Deadline
@@ -121,7 +125,8 @@ class RerankStep:
             return fused, RerankOutcome(RerankCode.NOT_CONFIGURED, reason="no reranker configured")
         if not fused:
             return fused, RerankOutcome(RerankCode.NO_CANDIDATES, reason="no candidates")
-        head, tail = fused[: self.candidates], fused[self.candidates :]
+        count = self.limit.candidates() if self.limit is not None else self.candidates
+        head, tail = fused[:count], fused[count:]
         if self.health is not None and not self.health.should_call():
             reason = not_serving_reason(self.health.next_probe_in_s())
             return fused, self._fallback(RerankCode.UNAVAILABLE, reason, len(head))
@@ -135,7 +140,7 @@ class RerankStep:
         readable = [i for i in range(len(head)) if i not in set(unread)]
         if not readable:
             return fused, self._not_read("no candidate is", len(head))
-        plan = self.sizer.plan(len(readable), self.candidates, budget)
+        plan = self.sizer.plan(len(readable), count, budget)
         call = RerankCall(head, readable[: plan.send], len(unread), plan)
         return await self._call(query, call, tail, budget)
 
@@ -202,6 +207,8 @@ class RerankStep:
             return RerankCode.UNAVAILABLE
         if self.health is not None:
             self.health.record_failure(status)  # it decides which statuses count
+        if status == grpc.StatusCode.INVALID_ARGUMENT and self.limit is not None:
+            self.limit.forget()  # perhaps restarted with a lower cap: ask it again
         if status == grpc.StatusCode.DEADLINE_EXCEEDED:
             return RerankCode.TIMEOUT
         return RerankCode.UNAVAILABLE if status in NOT_SERVING_CODES else RerankCode.ERROR

@@ -271,7 +271,9 @@ class RetrieverSettings(
         le=200,
         description="how many of the fused candidates the Reranker is asked to score "
         "(the rest keep their fused places); fitted with the rerank blend on three train "
-        "splits (docs/benchmarks.md)",
+        "splits (docs/benchmarks.md). Never more than the Reranker's own "
+        "RAG_RERANK_MAX_PASSAGES, which the Retriever asks it for (rerank_candidates_capped "
+        "in the log when it is lower)",
     )
     # 400: the Reranker only starts a batch predicted to finish in time, at 1.5×
     # its measured cost (services/reranker/batch_cost.py), so the budget must

@@ -29,6 +29,7 @@ from services.retriever.requests import DEFAULT_CONFIG, RetrievalConfig
 from services.retriever.rerank_client import RerankClient
 from services.retriever.rerank_languages import ReadableFilter, parse_languages
 from services.retriever.reranker_health import RerankerHealth
+from services.retriever.reranker_limit import RerankerLimit
 from services.retriever.reranking import RerankStep
 from services.retriever.tail_reserve import TailReserve
 from services.storage.storage import Storage
@@ -189,4 +190,5 @@ def _rerank_step(
         ),
         readable=ReadableFilter(parse_languages(config.rerank_languages)),
         reserve=reserve,
+        limit=RerankerLimit(reranker.max_passages, config.rerank_candidates) if reranker else None,
     )

@@ -24,10 +24,12 @@ def start_reranked_stack(
     retriever: dict[str, Any] | None = None,
     telemetry: tuple[Telemetry, Telemetry] | None = None,
     reranker_telemetry: Telemetry | None = None,
+    reranker: dict[str, Any] | None = None,
 ) -> tuple[BackgroundStack, RerankerApp]:
     """The stack and its Reranker (on a free port, serving `model`, else the
-    packaged default), with `documents` indexed (default: the test corpus);
-    `retriever` and `telemetry` as BackgroundStack takes them."""
+    packaged default, with `reranker` settings), with `documents` indexed
+    (default: the test corpus); `retriever` and `telemetry` as
+    BackgroundStack takes them."""
     port = free_port()
     stack = BackgroundStack(
         root / "data",
@@ -37,6 +39,7 @@ def start_reranked_stack(
         telemetry=telemetry,
     ).start()
     chosen: dict[str, Any] = {"rerank_model": model} if model is not None else {}
+    chosen.update(reranker or {})
     settings = RerankerSettings(
         host="127.0.0.1",
         reranker_port=port,

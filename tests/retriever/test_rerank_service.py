@@ -5,6 +5,7 @@ back to the fused order, saying why."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,3 +78,29 @@ def test_reranker_without_model_is_not_serving_and_retrieve_falls_back(
         s for s in handled if s.name.endswith("_total") and s.labels["grpc_method"] == "Rerank"
     ]
     assert calls and sum(s.value for s in calls) == 0
+
+
+def test_a_reranker_taking_fewer_passages_caps_what_the_retriever_sends(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """RAG_RERANK_CANDIDATES 20 against a Reranker taking 3 per call: once the
+    Retriever has its limit (Info), it sends 3 and the answer is reranked,
+    not refused. Started after the Retriever, the Reranker's limit is learnt
+    from its first refusal."""
+    model = build_tiny_cross_encoder(tmp_path / "model")
+    rule = {"rerank_candidates": 20, "rerank_fused_weight": 0.0, "rerank_gate_margin": 0.0}
+    stack, _ = start_reranked_stack(
+        tmp_path, embedder, str(model), retriever=rule, reranker={"rerank_max_passages": 3}
+    )
+    try:
+        replies = [stack.retrieve(QUERY, top_k=5)]
+        while replies[-1].rerank.code != "reranked" and len(replies) < 50:
+            time.sleep(0.1)
+            replies.append(stack.retrieve(QUERY, top_k=5))
+    finally:
+        stack.stop()  # and its Reranker
+    settled = replies[-1]
+    assert settled.rerank.code == "reranked", [r.rerank.reason for r in replies[-3:]]
+    assert settled.rerank.candidates == settled.rerank.reranked == 3
+    assert not settled.rerank.fallback and not settled.degraded
+    assert [h.reranked for h in settled.hits] == [True, True, True, False, False]
