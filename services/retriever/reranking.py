@@ -139,7 +139,7 @@ class RerankStep:
         unread = [i for i, hit in enumerate(head) if self.readable.unread(passage_text(hit))]
         readable = [i for i in range(len(head)) if i not in set(unread)]
         if not readable:
-            return fused, self._not_read("no candidate is", len(head))
+            return fused, self._not_read("every candidate is", len(head))
         plan = self.sizer.plan(len(readable), count, budget)
         call = RerankCall(head, readable[: plan.send], len(unread), plan)
         return await self._call(query, call, tail, budget)

@@ -16,6 +16,7 @@ from services.core.deadline import Deadline
 from services.core.errors import DeadlineExceeded, Unavailable
 from services.retriever.fusion import RerankBlend
 from services.retriever.rerank_client import RerankClient, RerankReply, RerankUnavailable
+from services.retriever.rerank_languages import ReadableFilter, parse_languages
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranking import RerankCode, RerankOutcome, RerankStep
 from tests.retriever.factories import hit, outcome_proto, uncoded_outcome_proto
@@ -255,3 +256,22 @@ async def test_the_gateway_reads_unavailable_for_a_reranker_without_a_model(phra
         await health.stop()
     assert rerank_code(outcome_proto(outcome)) == outcome.code
     assert rerank_code(uncoded_outcome_proto(outcome)) == outcome.code
+
+
+async def test_candidates_all_in_a_language_it_cannot_read_are_not_sent() -> None:
+    client = FakeRerankClient()
+    chinese = [hit(f"z{i}", text=f"第{i}段：从快照恢复两个存储") for i in range(3)]
+    english_only = RerankStep(
+        client,  # type: ignore[arg-type]
+        candidates=3,
+        budget_ms=300,
+        margin_ms=10,
+        readable=ReadableFilter(parse_languages("en")),
+    )
+    hits, outcome = await english_only.run(QUERY, chinese, True, later())
+    assert hits == chinese and client.timeouts == []  # never called
+    assert outcome.code == RerankCode.NOT_USED and not outcome.fallback
+    assert outcome.reason == (
+        "not reranked: every candidate is in a language the reranker does not read "
+        "(it reads en); fused order kept"
+    )
