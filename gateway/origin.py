@@ -34,6 +34,8 @@ ALLOWED_METHODS = "GET, POST, OPTIONS"
 ALLOWED_REQUEST_HEADERS = ("content-type", "x-request-id")
 EXPOSED_HEADERS = "Retry-After, X-Request-Id"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+# Outside the API prefix, answered with CORS headers to allowed origins only.
+READABLE_PATHS = frozenset({"/readyz"})
 
 
 class OriginPolicy:
@@ -112,6 +114,9 @@ class OriginMiddleware:
         self.on_reject = on_reject
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in READABLE_PATHS:
+            await self.app(scope, receive, self._readable(scope, send))
+            return
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
             await self.app(scope, receive, send)
             return
@@ -129,6 +134,15 @@ class OriginMiddleware:
         if origin:
             send = _with_headers(send, self.policy.cors_headers(origin))
         await self.app(scope, receive, send)
+
+    def _readable(self, scope: Scope, send: Send) -> Send:
+        """A page on an allowed origin may read these (the widget's release-gate
+        notice reads /readyz); nothing is refused here: load balancers and
+        probes send no Origin."""
+        origins = Headers(scope=scope).getlist("origin")
+        if len(origins) == 1 and self.policy.allows(origins[0], local_port(scope)):
+            return _with_headers(send, self.policy.cors_headers(origins[0]))
+        return send
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send, started: float) -> None:
         error = ApiError(ErrorCode.ORIGIN_NOT_ALLOWED, "this origin may not call the API")

@@ -16,7 +16,13 @@
  *   data-gate-notice="true"      on load, ask the gateway's /readyz and say so
  *                                when public search is closed by its release
  *                                gate (the gateway's own page does)
+ *   data-timeout-s="20"          give up on an answer after this many seconds
  *
+ * A search replaces the one still running (its answer, if it comes, is
+ * dropped), so the results shown always belong to the last query asked. The
+ * page's address goes to the gateway without its query string or fragment
+ * (they may hold a session or an e-mail address): "This page" matches the
+ * page by origin and path.
  * Everything is rendered with textContent (never innerHTML), so nothing the
  * index or the user supplies can inject markup. Matches in a snippet are
  * <mark> elements (<mark class="ident"> for exact identifiers) built the same
@@ -36,7 +42,8 @@
     .replace(/\/+$/, "");
 
   var STYLE = [
-    ":host{all:initial;font:16px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;",
+    ":host{all:initial;color-scheme:light dark;",
+    "font:16px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;",
     "color:#1d232b;--accent:#2457c5;--muted:#5b6470;--line:#d9dee5;--soft:#f3f5f8;--warn:#8a4b00}",
     "@media (prefers-color-scheme:dark){:host{color:#e6e9ee;--accent:#8fb1ff;--muted:#a3acb8;",
     "--line:#38404b;--soft:#20262e;--warn:#ffbf69}}",
@@ -61,7 +68,8 @@
     ".status{margin:0;color:var(--muted);font-size:.92rem;min-height:1.4em}",
     ".status.error{color:var(--warn)}",
     ".results{list-style:none;margin:0;padding:0;display:flex;flex-direction:column;gap:1rem}",
-    ".hit{border:1px solid var(--line);border-radius:.6rem;padding:.8rem 1rem}",
+    ".hit{border:1px solid var(--line);border-radius:.6rem;padding:.8rem 1rem;",
+    "overflow-wrap:anywhere}",
     ".hit h3{margin:0;font-size:1.05rem;line-height:1.35;display:flex;gap:.5rem;",
     "align-items:baseline}",
     ".hit h3 a{color:var(--accent);text-decoration:none}",
@@ -85,7 +93,8 @@
     ".prov li{font:.78rem/1.2 ui-monospace,SFMono-Regular,Menlo,monospace;",
     "background:var(--soft);border:1px solid var(--line);border-radius:1rem;padding:.2rem .55rem}",
     ".sources h2,.debug h2{font-size:.95rem;margin:0 0 .4rem}",
-    ".sources ol{margin:0;padding-left:2rem;font-size:.9rem}",
+    ".sources ol{margin:0;padding-left:2rem;font-size:.9rem;overflow-wrap:anywhere}",
+    ".status{overflow-wrap:anywhere}",
     ".sources a{color:var(--accent)}",
     ".debug{border:1px dashed var(--line);border-radius:.6rem;padding:.7rem 1rem;font-size:.88rem}",
     ".debug dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem .9rem;margin:0}",
@@ -113,6 +122,10 @@
     release_not_current: GATE_CLOSED,
     origin_not_allowed: "This site is not allowed to use this search service.",
     upstream_timeout: "The search took too long. Please try again.",
+    client_timeout: "No answer came in time. Please try again.",
+    unreadable: "The search service sent an answer this page cannot read (HTTP {status}).",
+    render_failed: "The answer arrived but could not be shown.",
+    network: "Could not reach the search service.",
     upstream_unavailable: "The search backend is unavailable right now.",
     page_expired: "The index was just updated. Search again to see the new results.",
     invalid_page_token: "These results can no longer be continued. Please search again.",
@@ -206,6 +219,10 @@
   function SearchUI(root, options) {
     this.options = options;
     this.lastQuery = "";
+    this.timeoutMs = options.timeoutMs;
+    this.seq = 0;  // the number of the last search asked: only its answer is shown
+    this.inFlight = null;  // { key, abort } of the search still running
+    this.waitUntil = 0;  // Date.now() before which the gateway asked us not to search
     this.build(root);
   }
 
@@ -221,7 +238,7 @@
     this.siteRadio.checked = true;
     this.pageRadio = el("input", { type: "radio", name: "mode-" + uid, value: "page" });
     this.pageUrl = el("input", { type: "url", "aria-label": "Page URL",
-      placeholder: "https://example.com/page", value: location.href.split("#")[0] });
+      placeholder: "https://example.com/page", value: location.origin + location.pathname });
     this.pageRow = el("div", { className: "page-url", hidden: "" },
       [el("span", { text: "Page" }), this.pageUrl]);
     this.debugBox = el("input", { type: "checkbox", name: "debug" });
@@ -261,7 +278,10 @@
 
   SearchUI.prototype.payload = function (query) {
     var body = { query: query, debug: this.debugBox.checked };
-    var pageUrl = this.options.pageUrlField ? this.pageUrl.value.trim() : location.href;
+    // The host page's own address leaves without its query string: it may hold
+    // a session id or an e-mail address, and "This page" needs only the path.
+    var pageUrl = this.options.pageUrlField ? this.pageUrl.value.trim()
+      : location.origin + location.pathname;
     if (pageUrl) body.page_url = pageUrl.split("#")[0].slice(0, 2048);  // the API's bound
     if (this.pageRadio.checked) body.this_page = true;
     if (this.options.scopeId) body.scope = { scope_id: this.options.scopeId };
@@ -269,32 +289,91 @@
   };
 
   // `pageToken`: the next page of the last answer (appended, not replacing it).
+  // A new search replaces one still running; the same search asked again
+  // while it runs (a double click) is not sent twice.
   SearchUI.prototype.search = function (raw, pageToken) {
     var self = this;
     var query = raw.trim();
     if (!query) return;
-    this.lastQuery = query;
-    this.button.disabled = this.more.disabled = true;
-    this.setStatus("Searching…", false);
+    if (Date.now() < this.waitUntil) return this.remindWait();
     var body = this.payload(query);
     if (pageToken) body.page_token = pageToken;
-    fetch(endpoint + "/v1/search", {
+    var key = JSON.stringify(body);
+    if (this.inFlight && this.inFlight.key === key) return;
+    if (this.inFlight) this.inFlight.abort();
+    var seq = ++this.seq;
+    var call = this.send(body);
+    this.inFlight = { key: key, abort: call.abort };
+    this.lastQuery = query;
+    this.more.disabled = true;
+    this.results.setAttribute("aria-busy", "true");
+    this.setStatus("Searching…", false);
+    call.answer.then(function (result) {
+      if (seq !== self.seq) return;  // a newer search owns the panel
+      if (!result.ok) return self.showError(result.error, result.retry, Boolean(pageToken));
+      try {
+        if (pageToken) self.renderMore(result.json);
+        else self.render(result.json);
+      } catch (e) {
+        self.showError({ code: "render_failed" }, null, Boolean(pageToken));
+      }
+    }).finally(function () {
+      if (seq !== self.seq) return;
+      self.inFlight = null;
+      self.more.disabled = false;
+      self.results.removeAttribute("aria-busy");
+    });
+  };
+
+  // One POST with its own deadline: { answer: Promise of { ok, json } or
+  // { ok: false, error, retry }, never rejected; abort: drop it }.
+  SearchUI.prototype.send = function (body) {
+    var controller = typeof AbortController === "function" ? new AbortController() : null;
+    var timedOut = false;
+    var timer = controller && setTimeout(function () { timedOut = true; controller.abort(); },
+      this.timeoutMs);
+    var answer = fetch(endpoint + "/v1/search", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
       credentials: "omit",
-    }).then(function (response) {
-      return response.json().then(function (json) {
-        return { ok: response.ok, json: json, retry: response.headers.get("Retry-After") };
-      });
-    }).then(function (result) {
-      if (result.ok && pageToken) self.renderMore(result.json);
-      else if (result.ok) self.render(result.json);
-      else self.showError(result.json.error || {}, result.retry);
-    }).catch(function () {
-      self.clear();
-      self.setStatus("Could not reach the search service.", true);
-    }).finally(function () { self.button.disabled = self.more.disabled = false; });
+      signal: controller ? controller.signal : undefined,
+    }).then(readAnswer, function () {
+      return { ok: false, error: { code: timedOut ? "client_timeout" : "network" } };
+    }).finally(function () { clearTimeout(timer); });
+    return { answer: answer, abort: function () { if (controller) controller.abort(); } };
+  };
+
+  // The gateway's JSON, or what to say when the body is not JSON (a proxy's
+  // HTML error page, a truncated reply).
+  function readAnswer(response) {
+    var retry = response.headers.get("Retry-After");
+    return response.text().then(function (text) {
+      var json = null;
+      try { json = JSON.parse(text); } catch (e) { /* not JSON: said below */ }
+      if (response.ok && json && Array.isArray(json.hits)) return { ok: true, json: json };
+      if (!response.ok && json && json.error) return { ok: false, error: json.error, retry: retry };
+      return { ok: false, error: { code: "unreadable", status: response.status }, retry: retry };
+    }, function () {
+      return { ok: false, error: { code: "network" } };
+    });
+  }
+
+  // The gateway said how long to wait (429, an open breaker): the Search
+  // button rests until then, so Retry-After is honoured, not only shown.
+  SearchUI.prototype.waitFor = function (seconds) {
+    var self = this;
+    var ms = Math.min(Math.max(Number(seconds) || 0, 0), 3600) * 1000;
+    if (!ms) return;
+    this.waitUntil = Date.now() + ms;
+    this.button.disabled = true;
+    clearTimeout(this.waitTimer);
+    this.waitTimer = setTimeout(function () { self.button.disabled = false; }, ms);
+  };
+
+  SearchUI.prototype.remindWait = function () {
+    var left = Math.ceil((this.waitUntil - Date.now()) / 1000);
+    this.setStatus(FRIENDLY.rate_limited.replace("{s}", String(left)), true);
   };
 
   SearchUI.prototype.setStatus = function (text, isError) {
@@ -328,17 +407,22 @@
     this.showMore(data.next_page_token);
   };
 
-  SearchUI.prototype.showError = function (error, retryAfter) {
-    this.clear();
+  // `keep`: the error came while asking for more: the results shown stay
+  // (and "More results" can be pressed again).
+  SearchUI.prototype.showError = function (error, retryAfter, keep) {
+    if (!keep) this.clear();
+    var wait = retryAfter || error.retry_after_s;
     var template = FRIENDLY[error.code] || error.message || "The search failed.";
-    this.setStatus(template.replace("{s}", retryAfter || error.retry_after_s || "a few"), true);
+    this.setStatus(template.replace("{s}", wait || "a few")
+      .replace("{status}", String(error.status || "?")), true);
+    if (error.code === "rate_limited" || error.code === "breaker_open") this.waitFor(wait);
   };
 
   SearchUI.prototype.render = function (data) {
     var self = this;
     this.clear();
     var count = data.hits.length;
-    var note = data.message ? " " + data.message : "";
+    var note = (data.message ? " " + data.message : "") + degradedNote(data);
     this.setStatus(count ? count + (count === 1 ? " result." : " results.") + note
       : (data.message || "No results."), false);
     data.hits.forEach(function (hit) { self.results.appendChild(self.renderHit(hit, data.debug)); });
@@ -346,6 +430,17 @@
     if (data.debug) this.renderDebug(data);
     this.showMore(data.next_page_token);
   };
+
+  // What failed behind this answer, in the gateway's fixed words: shown to
+  // everyone, not only in the debug view, so a degraded answer never looks
+  // like a healthy one.
+  function degradedNote(data) {
+    var seen = {};
+    var messages = (Array.isArray(data.degraded) ? data.degraded : []).map(function (d) {
+      return d && typeof d.message === "string" ? d.message : "";
+    }).filter(function (m) { return m && !seen[m] && (seen[m] = true); });
+    return messages.length ? " " + messages.join(" ") : "";
+  }
 
   SearchUI.prototype.renderHit = function (hit, debug) {
     var href = safeHref(hit.url);
@@ -355,7 +450,9 @@
       title: "Citation " + hit.citation }) : null;
     var section = sectionLabel(hit.title, hit.heading_path).split(" › ").slice(1).join(" › ");
     var crumbs = section ? el("p", { className: "crumbs", text: section }) : null;
-    var item = el("li", { className: "hit" }, [el("article", {}, [
+    var lang = typeof hit.locale === "string" && /^[A-Za-z0-9-]{2,35}$/.test(hit.locale)
+      ? { lang: hit.locale, dir: "auto" } : { dir: "auto" };
+    var item = el("li", { className: "hit" }, [el("article", lang, [
       el("h3", {}, [cite, title]), crumbs,
       el("p", { className: "snippet" }, highlighted(hit.snippet, hit.snippet_highlights)),
       el("p", { className: "source", text: "Source: " + shortSource(hit.url) }),
@@ -433,8 +530,11 @@
     return new SearchUI(shadow, options());
   }
 
+  // The host is an element of its own kind, so the site's `div` rules never
+  // draw on it; one floating widget per page (a second script tag reuses it).
   function mountFloating() {
-    var host = el("div", { id: "rag-search-widget" });
+    if (window.RagSearch && document.querySelector("rag-search-widget")) return window.RagSearch;
+    var host = el("rag-search-widget", {});
     document.body.appendChild(host);
     var shadow = host.attachShadow({ mode: "open" });
     shadow.appendChild(el("style", { text: STYLE }));
@@ -460,8 +560,10 @@
   }
 
   function options() {
+    var timeoutS = Number(data.timeoutS);
     return { pageUrlField: data.pageUrlField === "true", debugToggle: data.debugToggle === "true",
-      scopeId: data.scopeId || "" };
+      scopeId: data.scopeId || "",
+      timeoutMs: (timeoutS > 0 && timeoutS <= 600 ? timeoutS : 20) * 1000 };
   }
 
   // Before any search: a gateway that is up but gated (RAG_GATEWAY_REQUIRE_RELEASE

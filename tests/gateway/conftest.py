@@ -1,5 +1,6 @@
 """Fixtures shared by the gateway tests: the scripted Retriever (one gRPC
-server per session, reset for every test) and a real redis-server."""
+server per session, reset for every test), a real redis-server and headless
+Chromium (`browser`, tests/gateway/browser_support.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.gateway.browser_support import browser  # noqa: F401 (a shared fixture)
 from tests.gateway.support import RedisServer, RetrieverServer, run_redis_server, serve_retriever
 
 

@@ -10,16 +10,12 @@ shared corpus's documents are not affected."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
 from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
@@ -27,6 +23,7 @@ from starlette.routing import Route
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as ipb
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as pb
 from services.embedding.embedder import Embedder
+from tests.gateway.browser_support import ARTIFACTS, answered, search, searched_page
 from tests.gateway.support import (
     ALLOWED_ORIGIN,
     RetrieverServer,
@@ -39,18 +36,6 @@ from tests.support.corpus import BASE_URL, corpus_documents
 from tests.support.stack import BackgroundStack, free_port
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(os.environ.get("RAG_TEST_ARTIFACTS", Path(__file__).parents[1] / "artifacts"))
 
 QUERY = "What does status 429 with Retry-After mean?"
 PAGE_URL = "https://docs.example/rate-limits"
@@ -94,39 +79,10 @@ def browser_stack(
     stack.stop()
 
 
-async def search(page: Any, query: str) -> None:
-    """Type `query` into the page's search box and press Search."""
-    await page.get_by_role("searchbox", name="Search query").fill(query)
-    await page.get_by_role("button", name="Search", exact=True).click()
-
-
-async def searched_page(browser: Any, url: str, query: str) -> Any:
-    """A new page on the gateway at `url`, with `query` searched."""
-    page = await browser.new_page()
-    await page.goto(f"{url}/")
-    await search(page, query)
-    return page
-
-
 @pytest.fixture
 def retriever_addr(browser_stack: BackgroundStack) -> str:
     """The real Retriever (embedded stack with the test corpus indexed)."""
     return browser_stack.retriever_addr
-
-
-@pytest_asyncio.fixture
-async def browser() -> AsyncIterator[object]:
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (Debian package `chromium`)")
-    playwright_api = pytest.importorskip("playwright.async_api")
-    async with playwright_api.async_playwright() as playwright:
-        instance = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True
-        )
-        try:
-            yield instance
-        finally:
-            await instance.close()
 
 
 async def _metric(metrics_url: str, name: str) -> float:
@@ -285,15 +241,12 @@ async def _api_highlights(url: str, query: str) -> int:
 
 async def _marks_for(browser: object, retriever_addr: str, query: str, shot: str) -> list[str]:
     """Search on the page; the class and text of every <mark> in the snippets."""
-    playwright_api = pytest.importorskip("playwright.async_api")
     settings = gateway_settings(retriever_addr, gateway_allowed_origins=[ALLOWED_ORIGIN])
     async with serve_gateway(settings) as gw:
         page = await browser.new_page(viewport={"width": 1000, "height": 900})  # type: ignore[attr-defined]
         await page.goto(f"{gw.url}/")
-        await page.get_by_role("searchbox", name="Search query").fill(query)
-        button = page.get_by_role("button", name="Search", exact=True)
-        await button.click()
-        await playwright_api.expect(button).to_be_enabled()  # the search has finished
+        await search(page, query)
+        await answered(page)
         hits = await page.locator(".hit").count()
         assert hits, f"no hits for {query!r}: {await page.locator('.status').inner_text()}"
         marks = page.locator(".hit .snippet mark")

@@ -9,7 +9,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.gateway.support import SEARCH, RetrieverServer, gateway_settings, serve_gateway
+from tests.gateway.support import (
+    ALLOWED_ORIGIN,
+    SEARCH,
+    RetrieverServer,
+    gateway_settings,
+    serve_gateway,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +102,18 @@ async def test_two_origin_headers_are_refused_whichever_comes_first(
     assert statuses == [403, 403, 403]
     assert single == 200
     assert retriever.servicer.calls == 1
+
+
+async def test_readiness_is_readable_from_allowed_origins_only(retriever: RetrieverServer) -> None:
+    """The widget on an allowed site reads /readyz (its release-gate notice);
+    other origins get the answer without CORS headers, and a probe with no
+    Origin is answered as before."""
+    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[ALLOWED_ORIGIN])
+    async with serve_gateway(settings) as gw, httpx.AsyncClient(timeout=10) as client:
+        allowed = await client.get(f"{gw.url}/readyz", headers={"Origin": ALLOWED_ORIGIN})
+        other = await client.get(f"{gw.url}/readyz", headers={"Origin": "https://evil.example"})
+        probe = await client.get(f"{gw.url}/readyz")
+    assert allowed.headers.get("access-control-allow-origin") == ALLOWED_ORIGIN
+    assert "access-control-allow-origin" not in other.headers
+    assert "access-control-allow-origin" not in probe.headers
+    assert allowed.status_code == other.status_code == probe.status_code == 200
