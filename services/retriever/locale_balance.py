@@ -41,6 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 
 from services.core.analysis import UNDETERMINED, primary_language
 from services.core.analysis.query_translation import QueryTranslator, Translation
@@ -49,7 +50,11 @@ from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.channels import call_as
 from services.retriever.fusion import ListFuser
 from services.retriever.locale_order import HeadEvidence, LocaleOrderRule, OrderDecision
-from services.retriever.locale_turns import interleaved, interleaved_documents
+from services.retriever.locale_turns import (
+    interleaved,
+    interleaved_documents,
+    one_place_per_translation,
+)
 from services.retriever.types import Channel, FusedHit
 from services.retriever.vector_batching import VectorSearchBatcher
 from services.storage.base import VectorQuery, VectorStore
@@ -230,7 +235,13 @@ def fuse_locales(
     decision = (rule or LocaleOrderRule()).order(heads, query_language)
     turns = interleaved_documents([fused_lists[locale] for locale in decision.locales])
     waiting = interleaved_documents([fused_lists[locale] for locale in decision.waiting])
-    return [*turns, *waiting], decision
+    own_language = partial(_same_language, query_language)
+    ordered, moved = one_place_per_translation([*turns, *waiting], own_language)
+    return ordered, replace(decision, translations_after=moved)
+
+
+def _same_language(query_language: str, locale: str) -> bool:
+    return not other_language(query_language, locale)
 
 
 def _merged(first: list[ScoredChunk], then: list[ScoredChunk]) -> list[ScoredChunk]:
@@ -243,6 +254,11 @@ def balance_note(
 ) -> str:
     other = "translated by dictionary" if translated else "only in the question's language"
     turns = f"locales in turns, {order.reason}" if order is not None else "locales in turns"
+    if order is not None and order.translations_after:
+        turns += (
+            f"; {order.translations_after} page(s) moved after the other hits: a version "
+            "of theirs ranks above"
+        )
     return (
         f"ranked each locale apart ({', '.join(locales)}): vector per locale, lexical words "
         f"{other} (identifiers in every locale), {turns}"

@@ -146,6 +146,9 @@ class OrderDecision:
     other_language_leads: bool = False
     # Locales whose lists wait until those of `locales` run out, in this order.
     waiting: tuple[str, ...] = ()
+    # Pages moved after every other hit: a version of theirs ranks above
+    # (services.retriever.locale_turns.one_place_per_translation).
+    translations_after: int = 0
 
 
 @dataclass(frozen=True)

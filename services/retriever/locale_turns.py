@@ -5,9 +5,10 @@ decided."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from services.core.translation_links import TRANSLATIONS_KEY, decode_translations
 from services.retriever.types import FusedHit
 
 T = TypeVar("T")
@@ -46,3 +47,86 @@ def _document_turns(hits: list[FusedHit]) -> list[list[FusedHit]]:
     if pending and turns:
         turns[-1].extend(pending)
     return turns
+
+
+def one_place_per_translation(
+    hits: list[FusedHit], prefer: Callable[[str], bool]
+) -> tuple[list[FusedHit], int]:
+    """A page and its translation (linked by `metadata["translations"]`,
+    services.core.translation_links) take one place between them, not two:
+    the version in the reader's language (`prefer(locale)`; else the one
+    ranked first) takes the better of their places, and the other versions'
+    chunks follow every other hit. Returns the order and how many pages were
+    moved back.
+
+    Why: on a fully translated site the turns gave the second place to the
+    first page's own translation on 11 of 27 same-language questions of a
+    man-page site (zh-CN + en), and put the answer's translation above the
+    answer on 3; the hit already links its other versions (`translations`),
+    so the reader loses nothing. A page with no version in the question's
+    language is never moved: crossing languages is unchanged."""
+    group_of = _translation_groups(hits)
+    keeper = _keepers(hits, group_of, prefer)
+    moved_back = {doc for doc, group in group_of.items() if keeper.get(group, doc) != doc}
+    if not moved_back:
+        return hits, 0
+    first_of = {
+        doc: next(i for i, h in enumerate(hits) if h.chunk.doc_id == doc) for doc in keeper.values()
+    }
+    placed: list[FusedHit] = []
+    later: list[FusedHit] = []
+    opened: set[str] = set()
+    lifted: set[int] = set()
+    for i, hit in enumerate(hits):
+        doc = hit.chunk.doc_id
+        group = group_of.get(doc)
+        if group is not None and group not in opened:
+            opened.add(group)
+            first = first_of[keeper[group]]
+            if first != i:  # the kept version takes the group's first place
+                placed.append(hits[first])
+                lifted.add(first)
+        if doc in moved_back:
+            later.append(hit)
+        elif i not in lifted:
+            placed.append(hit)
+    return placed + later, len(moved_back)
+
+
+def _translation_groups(hits: list[FusedHit]) -> dict[str, str]:
+    """doc_id → its group (the sorted ids of the page and its versions), for
+    pages with at least one other version in `hits`."""
+    present = {h.chunk.doc_id for h in hits}
+    group_of: dict[str, str] = {}
+    for hit in hits:
+        doc = hit.chunk.doc_id
+        if doc in group_of:
+            continue
+        versions = {
+            t.doc_id for t in decode_translations(hit.chunk.metadata.get(TRANSLATIONS_KEY, ""))
+        } & present
+        if versions - {doc}:
+            group_of[doc] = "\n".join(sorted(versions | {doc}))
+    return group_of
+
+
+def _keepers(
+    hits: list[FusedHit], group_of: dict[str, str], prefer: Callable[[str], bool]
+) -> dict[str, str]:
+    """group → the doc_id that keeps a place: the first ranked in a preferred
+    locale, else the first ranked. A group seen from one side only (links
+    that disagree) keeps every page."""
+    members: dict[str, list[FusedHit]] = {}
+    for hit in hits:
+        group = group_of.get(hit.chunk.doc_id)
+        if group is not None and all(
+            h.chunk.doc_id != hit.chunk.doc_id for h in members.get(group, [])
+        ):
+            members.setdefault(group, []).append(hit)
+    keeper: dict[str, str] = {}
+    for group, docs in members.items():
+        if len(docs) < 2:
+            continue
+        chosen = next((h for h in docs if prefer(h.chunk.locale)), docs[0])
+        keeper[group] = chosen.chunk.doc_id
+    return keeper

@@ -3,12 +3,15 @@ lists: empty ones, one locale alone, pages of one chunk or of many."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from services.core.translation_links import TRANSLATIONS_KEY, Translation, encode_translations
 from services.retriever.fusion import cap_per_document
-from services.retriever.locale_turns import interleaved_documents
+from services.retriever.locale_turns import interleaved_documents, one_place_per_translation
 from services.retriever.types import FusedHit
 from tests.retriever.factories import hit
 
@@ -41,3 +44,64 @@ def test_with_one_chunk_per_page_the_locales_alternate_pages(en: list[int], zh: 
     shared = 2 * min(len(set(en)), len(set(zh)))
     assert locales[:shared] == ["en", "zh"] * (shared // 2)
     assert len(capped) == len(set(en)) + len(set(zh))
+
+
+def _page(chunk_id: str, doc_id: str, locale: str, versions: dict[str, str]) -> FusedHit:
+    """A hit on `doc_id` in `locale` whose page links `versions` (locale → doc)."""
+    linked = [Translation(loc, doc, f"/{doc}") for loc, doc in sorted(versions.items())]
+    value, _ = encode_translations(linked, 10_000)
+    base = hit(chunk_id, doc_id=doc_id)
+    stored = replace(base.chunk, locale=locale, metadata={TRANSLATIONS_KEY: value})
+    return replace(base, chunk=stored)
+
+
+CHOWN_ZH = {"en": "en/chown"}
+CHOWN_EN = {"zh-CN": "zh-CN/chown"}
+
+
+def _chinese_first(locale: str) -> bool:
+    return locale.startswith("zh")
+
+
+def test_a_translation_of_a_placed_page_follows_the_other_hits() -> None:
+    hits = [
+        _page("a", "zh-CN/chown", "zh-CN", CHOWN_ZH),
+        _page("b", "en/chown", "en", CHOWN_EN),  # its translation, second before
+        _page("c", "zh-CN/cpio", "zh-CN", {}),
+        _page("d", "en/tar", "en", {}),
+    ]
+    ordered, moved = one_place_per_translation(hits, _chinese_first)
+    assert [h.chunk.chunk_id for h in ordered] == ["a", "c", "d", "b"] and moved == 1
+
+
+def test_the_version_in_the_readers_language_takes_the_better_place() -> None:
+    hits = [
+        _page("a", "en/scp", "en", {"zh-CN": "zh-CN/scp"}),
+        _page("b", "zh-CN/ssh", "zh-CN", {}),
+        _page("c", "zh-CN/scp", "zh-CN", {"en": "en/scp"}),
+        _page("d", "zh-CN/scp", "zh-CN", {"en": "en/scp"}),  # the page's second chunk
+    ]
+    ordered, moved = one_place_per_translation(hits, _chinese_first)
+    assert [h.chunk.chunk_id for h in ordered] == ["c", "b", "d", "a"] and moved == 1
+
+
+def test_pages_without_a_version_here_and_crossing_answers_stay() -> None:
+    hits = [
+        _page("a", "zh-CN/at", "zh-CN", {}),  # only in Chinese: an English question's answer
+        _page("b", "en/ps", "en", {}),
+        _page("c", "en/top", "en", {"zh-CN": "zh-CN/top"}),  # its version is not in the list
+    ]
+    ordered, moved = one_place_per_translation(hits, lambda locale: locale == "en")
+    assert ordered == hits and moved == 0
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["en", "zh-CN"])), max_size=20))
+def test_every_hit_kept_once(picks: list[tuple[int, str]]) -> None:
+    """Whatever the links: nothing is lost or repeated."""
+    hits = [
+        _page(f"c{i}", f"{locale}/p{page}", locale, {other: f"{other}/p{page}"})
+        for i, (page, locale) in enumerate(picks)
+        for other in ["en" if locale != "en" else "zh-CN"]
+    ]
+    ordered, _ = one_place_per_translation(hits, _chinese_first)
+    assert sorted(h.chunk.chunk_id for h in ordered) == sorted(h.chunk.chunk_id for h in hits)
