@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -27,6 +28,28 @@ pytestmark = pytest.mark.browser
 
 SLOW = "how are documents split into chunks"
 FAST = "what does status 429 mean"
+
+
+@contextlib.asynccontextmanager
+async def gateway_page(
+    browser: Any,
+    retriever: RetrieverServer,
+    *,
+    route: Any = None,
+    path: str = "/",
+    viewport: dict[str, int] | None = None,
+    **settings: Any,
+) -> AsyncIterator[tuple[Any, Any]]:
+    """(the gateway, a page open on it), the gateway before the scripted
+    Retriever with `settings`; `route` handles the page's searches (a fault
+    injector) from the first one."""
+    config = gateway_settings(retriever.addr, gateway_allowed_origins=[], **settings)
+    async with serve_gateway(config) as gw:
+        page = await browser.new_page(**({"viewport": viewport} if viewport else {}))
+        if route is not None:
+            await page.route("**/v1/search", route)
+        await page.goto(f"{gw.url}{path}")
+        yield gw, page
 
 
 async def _hrefs(page: Any) -> list[str]:
@@ -54,11 +77,7 @@ async def test_a_newer_search_replaces_a_slower_one(
             await released.wait()
         await route.continue_()
 
-    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
-    async with serve_gateway(settings) as gw:
-        page = await browser.new_page()
-        await page.route("**/v1/search", late_for_slow)
-        await page.goto(f"{gw.url}/")
+    async with gateway_page(browser, retriever, route=late_for_slow) as (gw, page):
         await search(page, SLOW)
         await search(page, FAST)  # while SLOW is still out
         await answered(page)
@@ -85,10 +104,7 @@ async def test_an_answer_that_never_comes_frees_the_search_box(
         with contextlib.suppress(Exception):  # the page gave up on it already
             await route.abort()
 
-    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
-    async with serve_gateway(settings) as gw:
-        page = await browser.new_page()
-        await page.goto(f"{gw.url}/")
+    async with gateway_page(browser, retriever) as (_, page):
         await page.evaluate("window.RagSearch.timeoutMs = 700")
         await page.route("**/v1/search", never)
         await search(page, FAST)
@@ -115,10 +131,7 @@ async def test_a_degraded_answer_says_so_without_the_debug_view(
             pb.Degradation(component="vector", reason="timeout: 1 s", code="vector_timeout"),
         ],
     )
-    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
-    async with serve_gateway(settings) as gw:
-        page = await browser.new_page()
-        await page.goto(f"{gw.url}/")
+    async with gateway_page(browser, retriever) as (_, page):
         await search(page, FAST)
         await answered(page)
         status = await page.locator(".status").inner_text()
@@ -136,12 +149,7 @@ async def test_a_degraded_answer_says_so_without_the_debug_view(
 async def test_a_rate_limited_search_button_rests_for_retry_after(
     browser: Any, retriever: RetrieverServer
 ) -> None:
-    settings = gateway_settings(
-        retriever.addr, gateway_allowed_origins=[], gateway_rate_limit="1/minute"
-    )
-    async with serve_gateway(settings) as gw:
-        page = await browser.new_page()
-        await page.goto(f"{gw.url}/")
+    async with gateway_page(browser, retriever, gateway_rate_limit="1/minute") as (_, page):
         await search(page, FAST)
         await answered(page)
         await page.get_by_role("searchbox", name="Search query").fill(SLOW)
@@ -184,11 +192,7 @@ async def test_a_failed_more_keeps_the_results_shown(
         else:
             await route.continue_()
 
-    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
-    async with serve_gateway(settings) as gw:
-        page = await browser.new_page()
-        await page.route("**/v1/search", proxy_error)
-        await page.goto(f"{gw.url}/")
+    async with gateway_page(browser, retriever, route=proxy_error) as (_, page):
         await search(page, FAST)
         await answered(page)
         await page.get_by_role("button", name="More results").click()
@@ -203,10 +207,8 @@ async def test_a_failed_more_keeps_the_results_shown(
 async def test_the_page_address_leaves_without_its_query_string(
     browser: Any, retriever: RetrieverServer
 ) -> None:
-    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
-    async with serve_gateway(settings) as gw:
-        page = await browser.new_page()
-        await page.goto(f"{gw.url}/?session=s3cret&email=a%40b.example#top")
+    private = "/?session=s3cret&email=a%40b.example#top"
+    async with gateway_page(browser, retriever, path=private) as (gw, page):
         await search(page, FAST)
         await answered(page)
     sent = retriever.servicer.requests[-1].page_url
@@ -228,10 +230,8 @@ async def test_long_unbroken_words_wrap_on_a_phone(
         rank=1,
     )
     retriever.servicer.reply_with = pb.RetrieveResponse(hits=[hit])
-    settings = gateway_settings(retriever.addr, gateway_allowed_origins=[])
-    async with serve_gateway(settings) as gw:
-        page = await browser.new_page(viewport={"width": 360, "height": 740})
-        await page.goto(f"{gw.url}/")
+    phone = {"width": 360, "height": 740}
+    async with gateway_page(browser, retriever, viewport=phone) as (_, page):
         await search(page, FAST)
         await answered(page)
         width = await page.evaluate("document.documentElement.scrollWidth")
