@@ -71,8 +71,24 @@ def plain_text(markdown: str) -> str:
     text = _HEADING_LINE.sub(" ", markdown)
     if not _SENTINELS.sub("", text).strip():  # a heading alone: keep its words
         text = markdown
-    text = _LINK.sub(r"\1", text)
+    text = _LINK.sub(r"\1", _without_rules(text))
     return _LINE_MARKUP.sub(" ", _INLINE_MARKUP.sub("", text))
+
+
+_RULE_CHARS = frozenset("|:- \t")
+
+
+def _without_rules(text: str) -> str:
+    """A table's delimiter row (`| --- | :-: |`) and a thematic break (`---`)
+    are drawing, not words: in a snippet they read "--- --- ---". Checked
+    line by line, not by a pattern (a line of dashes must not cost a
+    quadratic scan)."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        bare = _SENTINELS.sub("", line)
+        if "---" in bare and set(bare) <= _RULE_CHARS:
+            lines[index] = " "
+    return "\n".join(lines)
 
 
 def valid_spans(spans: Iterable[Span], length: int) -> list[Span]:

@@ -222,3 +222,18 @@ def test_bidi_overrides_and_isolates_leave_the_snippet_and_spans_follow() -> Non
     assert excerpt.text[span.start : span.end] == "words"
     # Right-to-left text keeps its implicit marks: they reorder nothing.
     assert "\u200f" in highlighted_snippet("\u05e9\u05dc\u05d5\u05dd\u200f 42").text
+
+
+def test_table_rules_and_thematic_breaks_are_not_words() -> None:
+    """Probe: a table's snippet read "Setting Default --- --- ---"."""
+    text = "| Setting | Default |\n| --- | :-: |\n| `chunkSize` | 800 |\n\n---\n\nAfter the rule."
+    result = highlighted_snippet(text, spans_of(text, "800", "rule"))
+    assert result.text == "Setting Default chunkSize 800 After the rule."
+    assert marked(result) == ["800", "rule"]
+    assert snippet("a - b -- c") == "a - b -- c"  # dashes in prose stay
+
+
+@pytest.mark.timeout(120)  # the hang guard
+def test_a_long_line_of_dashes_is_checked_in_linear_time() -> None:
+    assert plain_text("-" * 200_000 + "x") == "-" * 200_000 + "x"  # not only drawing: kept
+    assert plain_text("-" * 200_000).strip() == ""
