@@ -338,15 +338,18 @@
       body: JSON.stringify(body),
       credentials: "omit",
       signal: controller ? controller.signal : undefined,
-    }).then(readAnswer, function () {
+    }).then(function (response) { return readAnswer(response, failed); }, failed)
+      .finally(function () { clearTimeout(timer); });
+    // A body that stops mid-way fails like a request that never answered.
+    function failed() {
       return { ok: false, error: { code: timedOut ? "client_timeout" : "network" } };
-    }).finally(function () { clearTimeout(timer); });
+    }
     return { answer: answer, abort: function () { if (controller) controller.abort(); } };
   };
 
   // The gateway's JSON, or what to say when the body is not JSON (a proxy's
   // HTML error page, a truncated reply).
-  function readAnswer(response) {
+  function readAnswer(response, failed) {
     var retry = response.headers.get("Retry-After");
     return response.text().then(function (text) {
       var json = null;
@@ -354,9 +357,7 @@
       if (response.ok && json && Array.isArray(json.hits)) return { ok: true, json: json };
       if (!response.ok && json && json.error) return { ok: false, error: json.error, retry: retry };
       return { ok: false, error: { code: "unreadable", status: response.status }, retry: retry };
-    }, function () {
-      return { ok: false, error: { code: "network" } };
-    });
+    }, failed);
   }
 
   // The gateway said how long to wait (429, an open breaker): the Search

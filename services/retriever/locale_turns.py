@@ -70,9 +70,9 @@ def one_place_per_translation(
     moved_back = {doc for doc, group in group_of.items() if keeper.get(group, doc) != doc}
     if not moved_back:
         return hits, 0
-    first_of = {
-        doc: next(i for i, h in enumerate(hits) if h.chunk.doc_id == doc) for doc in keeper.values()
-    }
+    first_of: dict[str, int] = {}
+    for i, hit in enumerate(hits):
+        first_of.setdefault(hit.chunk.doc_id, i)
     placed: list[FusedHit] = []
     later: list[FusedHit] = []
     opened: set[str] = set()
@@ -117,11 +117,11 @@ def _keepers(
     locale, else the first ranked. A group seen from one side only (links
     that disagree) keeps every page."""
     members: dict[str, list[FusedHit]] = {}
+    seen: set[str] = set()
     for hit in hits:
         group = group_of.get(hit.chunk.doc_id)
-        if group is not None and all(
-            h.chunk.doc_id != hit.chunk.doc_id for h in members.get(group, [])
-        ):
+        if group is not None and hit.chunk.doc_id not in seen:
+            seen.add(hit.chunk.doc_id)
             members.setdefault(group, []).append(hit)
     keeper: dict[str, str] = {}
     for group, docs in members.items():

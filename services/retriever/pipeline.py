@@ -67,6 +67,8 @@ class RetrievalPipeline:
         """Stop watching the Reranker and release its channel."""
         if self.steps.reranker_health is not None:
             await self.steps.reranker_health.stop()
+        if self.steps.rerank.limit is not None:
+            await self.steps.rerank.limit.stop()
         if self.steps.reranker is not None:
             await self.steps.reranker.close()
 

@@ -13,10 +13,11 @@ No request ever waits for the question.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
-from rag_client import CallError
+from rag_client import RagClientError
 from services.core.deadline import Clock
 from services.core.logging import get_logger
 
@@ -45,6 +46,7 @@ class RerankerLimit:
         self.retry_s = retry_s
         self._clock = clock
         self._learnt: int | None = None  # None: not known yet
+        self._warned: int | None = None  # the limit last logged as a cap
         self._next_ask_at = 0.0
         self._asking: asyncio.Task[None] | None = None
 
@@ -67,6 +69,13 @@ class RerankerLimit:
         if self._asking is None or self._asking.done():
             await self._learn()
 
+    async def stop(self) -> None:
+        """Drop a question still out (at shutdown)."""
+        if self._asking is not None and not self._asking.done():
+            self._asking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._asking
+
     def _ask_soon(self) -> None:
         due = self._clock() >= self._next_ask_at
         if due and (self._asking is None or self._asking.done()):
@@ -76,10 +85,11 @@ class RerankerLimit:
         self._next_ask_at = self._clock() + self.retry_s
         try:
             limit = await self._ask(self.timeout_s)
-        except CallError as exc:  # unreachable or not started yet: ask again later
+        except RagClientError as exc:  # unreachable, not started yet, closing: ask later
             log.debug("reranker_limit_unknown", reason=str(exc)[:200])
             return
-        if 0 < limit < self.configured and self._learnt != limit:
+        if 0 < limit < self.configured and self._warned != limit:
+            self._warned = limit
             log.warning(
                 "rerank_candidates_capped",
                 configured=self.configured,

@@ -59,6 +59,8 @@ async def test_a_lower_reranker_limit_caps_the_candidates_and_is_said_once() -> 
     with structlog.testing.capture_logs() as logs:
         await limit.learn()
         await limit.learn()
+        limit.forget()  # a refusal: asked again, the same answer
+        await settle()
     assert limit.candidates() == 2
     capped = [e for e in logs if e["event"] == "rerank_candidates_capped"]
     assert [(e["configured"], e["reranker_max_passages"]) for e in capped] == [(4, 2)]
@@ -130,3 +132,17 @@ async def test_a_refused_input_makes_the_step_ask_the_limit_again() -> None:
     assert outcome.code == RerankCode.ERROR
     await settle()
     assert info.asked == 2 and limit.candidates() == 2
+
+
+async def test_stop_drops_a_question_still_out() -> None:
+    never = asyncio.Event()
+
+    async def hangs(timeout_s: float) -> int:  # a Reranker that never answers (test-only)
+        await never.wait()
+        return 2
+
+    limit = RerankerLimit(hangs, configured=4)
+    assert limit.candidates() == 4  # the question goes out in the background
+    await settle()
+    await limit.stop()
+    assert limit.candidates() == 4
