@@ -11,7 +11,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 
 .PHONY: bench-gateway
-.PHONY: install proto proto-baseline proto-check run run-check test test-smoke test-unit test-deps lint typecheck eval eval-bilingual eval-third-party eval-smoke bench bench-smoke bench-scale bench-env clean
+.PHONY: install proto proto-baseline proto-check run run-check test test-smoke test-unit test-deps lint typecheck eval eval-bilingual eval-third-party eval-manpages eval-smoke bench bench-smoke bench-scale bench-env clean
 
 install: $(STAMP) $(MODELS_STAMP)
 
@@ -117,6 +117,20 @@ eval-bilingual: install
 eval-third-party: install
 	$(BIN)/python -m bench.eval.third_party
 	$(BIN)/python -m bench.eval.known_item
+
+# Questions over a bilingual man-page site (Debian's English manual pages and
+# their Chinese translations, rendered by mandoc): results stay in .data/eval/,
+# not on the benchmarks page (bench/results/notes/manpage_site_probe.md).
+MANPAGE_DEBS := manpages manpages-dev manpages-zh mandoc
+eval-manpages: install
+	@if ! dpkg -s $(MANPAGE_DEBS) >/dev/null 2>&1; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install \
+			-y -qq --no-install-recommends $(MANPAGE_DEBS) >/dev/null; \
+	fi
+	$(BIN)/python scripts/stage_manpage_site.py --out .data/eval/manpages-site
+	$(BIN)/python -m bench.eval.bilingual --dataset .data/eval/manpages-site \
+		--out .data/eval/manpages-results --docs .data/eval/manpages-results/benchmarks.md
 
 eval-smoke: install
 	$(BIN)/python -m bench.eval.scifact --smoke

@@ -36,6 +36,7 @@ KINDS = (
     "identifier",
     "identifier_sentence",
     "zh_question",
+    "en_question",  # an English question answered on an English page (the man-page set)
     "mixed",
     "cross_zh_en",
     "cross_en_zh",
