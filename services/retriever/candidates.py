@@ -15,7 +15,6 @@ from services.retriever.fan_out import FanOut
 from services.retriever.fusion import ListFuser, cap_per_document, drop_weak_vector_only
 from services.retriever.language import language_weights
 from services.retriever.locale_balance import LocaleLists, fuse_locales
-from services.retriever.locale_order import LocaleOrder, LocaleOrderRule
 from services.retriever.requests import PreparedQuery, RetrievalConfig, RetrievalRequest
 from services.retriever.score_fusion import fuser_for
 from services.retriever.types import Channel, FusedHit
@@ -37,18 +36,7 @@ class CandidateFusion:
     def __init__(self, config: RetrievalConfig) -> None:
         self.config = config
         self.fuser = fuser_for(config.fusion, config.rrf_k)
-        self.locale_order = LocaleOrderRule(
-            config.locale_order,
-            config.locale_order_margin,
-            config.locale_order_cross_lingual_margin,
-            config.locale_wait_gap,
-        )
-        # The evidence rule's margins were fitted on whole questions; for a few
-        # words typed from memory a head's cosine says little, and crossing on
-        # it put another language's page first for English keywords (known-item
-        # set, words-1 hit@1 0.33 crossing by evidence, 0.53 without): a query
-        # that does not read as a question keeps its own language first.
-        self.keyword_order = replace(self.locale_order, order_by=LocaleOrder.QUESTION_FIRST)
+        self.order_rules = config.order_rules()
 
     def fuse(self, request: RetrievalRequest, prepared: PreparedQuery, searched: FanOut) -> Fused:
         """The fused list, the per-locale lists with the order the locales
@@ -77,7 +65,7 @@ class CandidateFusion:
             outcomes = (vector, lexical, searched.cross_lingual)
             ranked = {outcome.channel: outcome.hits for outcome in outcomes if outcome.ok}
             return fuser.fuse(ranked, weights), lists
-        rule = self._order_rule(prepared.shape)
+        rule = self.order_rules.for_shape(prepared.shape)
         fused, order = fuse_locales(
             fuser,
             lists.vector,
@@ -88,16 +76,10 @@ class CandidateFusion:
             rule=rule,
             cross_lingual=cross,
         )
-        if rule is not self.locale_order and prepared.language.language not in ("", UNDETERMINED):
+        keywords = rule is self.order_rules.keywords
+        if keywords and prepared.language.language not in ("", UNDETERMINED):
             order = replace(order, reason=f"{order.reason} ({KEYWORDS_NOTE})")
         return fused, replace(lists, order=order)
-
-    def _order_rule(self, shape: QueryShape) -> LocaleOrderRule:
-        """Evidence may let another language lead only for a query that
-        reads as a question (module note at `keyword_order`)."""
-        if shape.reads_as_question(self.config.question_min_words):
-            return self.locale_order
-        return self.keyword_order
 
     def place(
         self,

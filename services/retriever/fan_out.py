@@ -10,12 +10,13 @@ min(channel timeout, time left − margin), each degrading on its own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from functools import partial
 
 from services.core.analysis.analyzer import TextAnalyzer
+from services.core.analysis.query_translation import Translation
 from services.core.analysis.scripts import primary_language
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
@@ -29,14 +30,16 @@ from services.retriever.channels import (
     skipped_by_rule,
 )
 from services.retriever.language import LanguageRule
-from services.retriever.locale_balance import LocaleLists, LocaleSearch
+from services.retriever.locale_balance import LocaleLists, LocaleSearch, scope_key
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.stages import StageRecorder
 from services.retriever.tail_reserve import TailReserve
+from services.retriever.translation_deferral import TranslationDeferral, needed_translations
 from services.retriever.types import Channel
 from services.storage.base import SECOND_VECTOR, LexicalStore, VectorQuery, VectorStore
 
 NO_LISTS: dict[str, list[ScoredChunk]] = {}  # a channel that did not answer
+WAITS_NOTE = "its locales' lists wait (best cross-lingual cosine far below the leader's)"
 NO_LANGUAGE_TO_CROSS = (
     "no language to cross: the request's locales are not ranked apart and the first model "
     "reads the question"
@@ -122,6 +125,7 @@ class ChannelFanOut:
         vectors: VectorStore | None = None,
         reserve: TailReserve | None = None,
         reads: Executor | None = None,
+        deferral: TranslationDeferral | None = None,
     ) -> None:
         """`executor` runs the channels' searches (their embeddings included);
         `reads` the short read of a scope's locales (default: `executor`), kept
@@ -129,13 +133,17 @@ class ChannelFanOut:
         the model of the chunks' second vector in `vectors` (None: no such
         channel). `reserve`: the time kept back for the rest of the request
         when the caller's deadline ends the channels (shared with the rerank
-        step, which learns it; default: the configured safety margin)."""
+        step, which learns it; default: the configured safety margin).
+        `deferral`: which scopes' translated questions wait for the
+        cross-lingual channel's verdict (learnt from the verdicts)."""
         self.embedder, self.lexical, self.analyzer = embedder, lexical, analyzer
         self.locale_search, self.executor, self.config = locale_search, executor, config
         self.reads = reads or executor
         self.cross_lingual, self.vectors = cross_lingual, vectors
         self.second = SecondModel.of(cross_lingual) if cross_lingual is not None else None
         self.reserve = reserve or TailReserve(floor_s=config.safety_margin_ms / 1000)
+        self.order_rules = config.order_rules()
+        self.deferral = deferral or TranslationDeferral(config.translation_deferral_share)
 
     async def run(
         self, prepared: PreparedQuery, deadline: Deadline, stages: StageRecorder
@@ -153,16 +161,79 @@ class ChannelFanOut:
             prepared.text, prepared.language.language, locales
         )
         asked = LocaleLists(locales, translations=translations)
+        verdict_key = self._verdict_key(prepared, asked)
+        deferred = verdict_key is not None and self.deferral.defers(verdict_key)
         # The stores get the channel's own deadline: a server store's query
         # ends there too, instead of holding a worker thread past the channel.
-        searches = _Searches(self, prepared, asked, stages, Deadline.after(budget_s))
+        end = Deadline.after(budget_s)
+        searches = _Searches(self, prepared, asked, stages, end, deferred)
         (vector, by_locale), (lexical, translated), cross_lingual = await asyncio.gather(
             self._maybe_run(Channel.VECTOR, prepared, searches.vector, budget_s),
             self._maybe_run(Channel.LEXICAL, prepared, searches.lexical, budget_s),
             self._cross_lingual(prepared, locales, searches.cross_lingual, budget_s),
         )
+        if verdict_key is not None:
+            needed = self._needed_translations(prepared, asked, cross_lingual)
+            self.deferral.observe(verdict_key, not needed)
+            if deferred and vector.ok:
+                vector, by_locale, asked = await self._translations_searched(
+                    prepared, asked, (vector, by_locale), needed, searches
+                )
         found = replace(asked, vector=by_locale, translated=translated)
         return FanOut.of(vector, lexical, cross_lingual, found)
+
+    def _verdict_key(self, prepared: PreparedQuery, asked: LocaleLists) -> Hashable | None:
+        """The scope whose verdicts decide whether its translations' vectors
+        wait for the cross-lingual channel (services.retriever.translation_deferral),
+        or None where that channel cannot tell: it must run and cross
+        languages, and the rule must be able to make a locale wait."""
+        second, wanted = self.second, prepared.channels
+        can_tell = (
+            bool(asked.translations)
+            and second is not None
+            and second.crosses
+            and {Channel.VECTOR, Channel.CROSS_LINGUAL} <= wanted
+            and not prepared.language.skip_vector
+            and self.order_rules.for_shape(prepared.shape).may_wait
+        )
+        return scope_key(prepared.scope) if can_tell else None
+
+    def _needed_translations(
+        self, prepared: PreparedQuery, asked: LocaleLists, cross_lingual: ChannelOutcome
+    ) -> dict[str, Translation]:
+        rule = self.order_rules.for_shape(prepared.shape)
+        hits = cross_lingual.hits if cross_lingual.ok else None
+        return needed_translations(
+            rule, prepared.language.language, asked.locales, asked.translations, hits
+        )
+
+    async def _translations_searched(
+        self,
+        prepared: PreparedQuery,
+        asked: LocaleLists,
+        question: tuple[ChannelOutcome, dict[str, list[ScoredChunk]]],
+        needed: dict[str, Translation],
+        searches: _Searches,
+    ) -> tuple[ChannelOutcome, dict[str, list[ScoredChunk]], LocaleLists]:
+        """The vector channel's deferred half: the `needed` translations
+        embedded and searched in their languages' locales. One not searched
+        in time leaves its locales with the question's hits (the notes say so)."""
+        vector, by_locale = question
+        skipped = {language: WAITS_NOTE for language in asked.translations}
+        skipped = {language: why for language, why in skipped.items() if language not in needed}
+        if needed:
+            search = partial(searches.translated_vector, needed, by_locale)
+            budget_s = searches.searches_end.budget()
+            outcome, merged = await run_channel_with(
+                Channel.VECTOR, self.executor, search, budget_s, None
+            )
+            if merged is None:
+                skipped |= {language: f"not searched: {outcome.error}" for language in needed}
+            else:
+                by_locale = merged
+                latency_ms = vector.latency_ms + outcome.latency_ms
+                vector = replace(vector, hits=outcome.hits, latency_ms=latency_ms)
+        return vector, by_locale, replace(asked, not_embedded=skipped)
 
     async def _locales(
         self, scope: ScopeFilter, deadline: Deadline, stages: StageRecorder
@@ -241,12 +312,19 @@ class _Searches:
         asked: LocaleLists,
         stages: StageRecorder,
         searches_end: Deadline,
+        deferred: bool = False,
     ) -> None:
-        self.fan_out, self.prepared, self.asked = fan_out, prepared, asked
+        """`deferred`: the vector channel embeds the question alone; its
+        translations come later (`translated_vector`), if at all."""
+        self.fan_out, self.prepared = fan_out, prepared
+        self.asked = asked
+        # What the vector channel embeds first: the question, and its
+        # translations unless they are deferred.
+        self.embedded_first = replace(asked, translations={}) if deferred else asked
         self.stages, self.searches_end = stages, searches_end
 
     def vector(self) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
-        prepared, asked, fan_out = self.prepared, self.asked, self.fan_out
+        prepared, asked, fan_out = self.prepared, self.embedded_first, self.fan_out
         texts = [prepared.text, *(t.text for t in asked.translations.values())]
         with self.stages.stage("embedding"):
             # The searches' end: past it the channel has given up, and a query
@@ -260,6 +338,24 @@ class _Searches:
             )
             span.set_attribute("rag.hits", len(hits))
         return hits, by_locale
+
+    def translated_vector(
+        self,
+        translations: Mapping[str, Translation],
+        by_locale: dict[str, list[ScoredChunk]],
+    ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
+        """The deferred translations embedded (one pass) and searched in
+        their languages' locales, merged into the question's `by_locale`."""
+        prepared, fan_out = self.prepared, self.fan_out
+        with self.stages.stage("translation"):
+            end = self.searches_end.on_monotonic_clock()
+            embed = partial(fan_out.embedder.embed_queries, partition=prepared.cache_partition)
+            texts = [translation.text for translation in translations.values()]
+            vectors = call_as("embedding", embed, texts, end).tolist()
+            by_language = dict(zip(translations, vectors, strict=True))
+            return fan_out.locale_search.translated_vector(
+                by_language, prepared.depth, prepared.scope, by_locale, self.searches_end
+            )
 
     def lexical(self) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
         prepared, end = self.prepared, self.searches_end

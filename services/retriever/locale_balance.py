@@ -10,7 +10,9 @@ collect one. The rule, where it can matter (a model that reads every
 language, a request whose scope holds several locales and fixes none):
 
 1. the vector channel searches each locale of the request's scope on its own
-   (`IndexLocales`; the question translated once per language);
+   (`IndexLocales`; the question translated once per language, its
+   translation's vector searched only in locales that take turns when the
+   cross-lingual channel can tell beforehand: services.retriever.fan_out);
 2. each locale's list is fused with the lexical hits of that locale; in a
    locale of another language than the question's, the question's own words
    cannot match (a lexical miss there is expected, not evidence), so only
@@ -85,6 +87,10 @@ class LocaleLists:
     translated: Mapping[str, list[ScoredChunk]] = field(default_factory=dict)
     translations: Mapping[str, Translation] = field(default_factory=dict)  # by language
     order: OrderDecision | None = None  # which locale led the turns, and why
+    # Translations the vector channel did not embed, by language, and why
+    # (their locales were sure to wait: ChannelFanOut); the lexical channel
+    # searched them all the same.
+    not_embedded: Mapping[str, str] = field(default_factory=dict)
 
     def translation_notes(self) -> list[str]:
         return [
@@ -94,10 +100,11 @@ class LocaleLists:
 
     def embedding_note(self) -> str:
         """How many texts the vector channel embedded (the debug report)."""
-        if not self.translations:
-            return "query texts embedded: 1 (the question)"
-        into = ", ".join(self.translations)
-        return f"query texts embedded: {1 + len(self.translations)} (the question, into {into})"
+        embedded = [language for language in self.translations if language not in self.not_embedded]
+        note = f"query texts embedded: {1 + len(embedded)} (the question"
+        note += f", into {', '.join(embedded)})" if embedded else ")"
+        skipped = "; ".join(f"into {lang}: {why}" for lang, why in self.not_embedded.items())
+        return f"{note}; not embedded: {skipped}" if skipped else note
 
 
 def other_language(query_language: str, locale: str) -> bool:
@@ -147,7 +154,7 @@ class IndexLocales:
 
     def cached(self, scope: ScopeFilter) -> tuple[str, ...] | None:
         """The scope's locales without reading: None when a read is due."""
-        key = _scope_key(scope)
+        key = scope_key(scope)
         if key is None:
             return ()  # a scope no row can match holds no locale
         with self._lock:
@@ -163,7 +170,7 @@ class IndexLocales:
         reading of the scope, or none: the request is ranked as one list."""
         if (locales := self.cached(scope)) is not None:
             return locales
-        key = _scope_key(scope)
+        key = scope_key(scope)
         assert key is not None  # cached() answers for scopes that match nothing
         if deadline.expired():
             return self.last(scope)
@@ -180,7 +187,7 @@ class IndexLocales:
 
     def last(self, scope: ScopeFilter) -> tuple[str, ...]:
         """The last reading of the scope, however old (none before the first)."""
-        key = _scope_key(scope)
+        key = scope_key(scope)
         with self._lock:
             reading = self._readings.get(key) if key is not None else None
         return reading.locales if reading is not None else ()
@@ -191,7 +198,7 @@ class IndexLocales:
         )
 
 
-def _scope_key(scope: ScopeFilter) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+def scope_key(scope: ScopeFilter) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """The filters that narrow which locales a scope holds: its scopes (both
     `scope_id` and `scope_ids` hold when both are set; None: no scope does)
     and its documents; () is every one."""
@@ -361,6 +368,33 @@ class LocaleSearch:
             hits = found[0] if len(found) == 1 else _distinct(interleaved(found))[:depth]
             by_locale[locale] = hits
         return interleaved(list(by_locale.values()))[:depth], by_locale
+
+    def translated_vector(
+        self,
+        vectors: Mapping[str, list[float]],
+        depth: int,
+        scope: ScopeFilter,
+        by_locale: Mapping[str, list[ScoredChunk]],
+        deadline: Deadline,
+    ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
+        """`by_locale` (the question's hits per locale) with each
+        translation's vector (`vectors`, by language) searched in the
+        locales of its language, the two lists taking turns there as in
+        `vector`: the channel's list and each locale's."""
+        wanted = [locale for locale in by_locale if primary_language(locale) in vectors]
+        queries = [
+            VectorQuery(vectors[primary_language(locale)], depth, replace(scope, locale=locale))
+            for locale in wanted
+        ]
+        answers = call_as("vector", self.searches.search_many, queries, deadline)
+        found = dict(zip(wanted, answers, strict=True))
+        merged = {
+            locale: _distinct(interleaved([hits, found[locale]]))[:depth]
+            if locale in found
+            else hits
+            for locale, hits in by_locale.items()
+        }
+        return interleaved(list(merged.values()))[:depth], merged
 
     def translated_lexical(
         self,

@@ -29,6 +29,7 @@ from services.retriever.reranking import RerankOutcome
 STAGES = (
     "locales",
     "embedding",
+    "translation",
     "vector",
     "lexical",
     "fusion",

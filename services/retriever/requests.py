@@ -23,10 +23,13 @@ from services.retriever.locale_order import (
     DEFAULT_MARGIN,
     DEFAULT_WAIT_GAP,
     LocaleOrder,
+    LocaleOrderRule,
+    QueryOrderRules,
 )
 from services.retriever.pages import MAX_GROUP_SIZE
 from services.retriever.reranking import RerankOutcome
 from services.retriever.score_fusion import FusionMethod
+from services.retriever.translation_deferral import THRESHOLD as DEFERRAL_THRESHOLD
 from services.retriever.types import Channel, Evidence, FusedHit, Intent
 
 
@@ -67,6 +70,17 @@ class RetrievalConfig:
     locale_order_margin: float = DEFAULT_MARGIN
     locale_order_cross_lingual_margin: float = DEFAULT_CROSS_LINGUAL_MARGIN
     locale_wait_gap: float = DEFAULT_WAIT_GAP
+    translation_deferral_share: float = DEFERRAL_THRESHOLD
+
+    def order_rules(self) -> QueryOrderRules:
+        """Which locale leads the turns (services.retriever.locale_order), by query shape."""
+        rule = LocaleOrderRule(
+            self.locale_order,
+            self.locale_order_margin,
+            self.locale_order_cross_lingual_margin,
+            self.locale_wait_gap,
+        )
+        return QueryOrderRules(rule, self.question_min_words)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from services.retriever.locale_order import (
 from services.retriever.page_keys import MIN_KEY_CHARS
 from services.retriever.request_proto import MAX_CONTEXT_CHAR_BUDGET
 from services.retriever.score_fusion import FusionMethod
+from services.retriever.translation_deferral import THRESHOLD as DEFERRAL_THRESHOLD
 from services.runtime.embedding_settings import EmbeddingSettings
 from services.runtime.security.client_settings import client_address, client_settings
 
@@ -241,6 +242,16 @@ class RetrieverSettings(
         "channel is more than this below the leading locale's takes no turns: its list "
         "follows the others' (an unrelated minority language no longer takes rank 2); "
         "2 turns it off (chosen on the train splits: bench/eval/locale_wait_fit.py)",
+    )
+    translation_deferral_share: float = Field(
+        DEFERRAL_THRESHOLD,
+        ge=0,
+        le=2,
+        description="with a cross-lingual second vector, a scope whose recent bilingual "
+        "questions had every translation's locales sure to wait (RAG_LOCALE_WAIT_GAP) in more "
+        "than this share embeds the translated question only once that channel says it is "
+        "needed, instead of in the question's pass (measured break-even ~0.35: "
+        "services/retriever/translation_deferral.py); 0: always, 2: never",
     )
     max_chunks_per_document: int = Field(
         2,

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.core.analysis.query_shape import query_shape
 from services.core.models import ScoredChunk
 from services.core.translation_links import TRANSLATIONS_KEY
-from services.retriever.candidates import CandidateFusion
 from services.retriever.fusion import RrfFuser
 from services.retriever.locale_balance import balance_note, fuse_locales
 from services.retriever.locale_order import (
@@ -175,18 +176,58 @@ def test_the_head_s_translations_come_from_its_page_metadata() -> None:
 def test_only_a_query_that_reads_as_a_question_may_cross_by_evidence() -> None:
     # The margins were fitted on questions; a few remembered words keep their
     # own language first (known-item set: words-1 hit@1 0.33 -> 0.53).
-    fusion = CandidateFusion(RetrievalConfig())
-    question = fusion._order_rule(query_shape("how do I keep the two stores in step"))
-    keywords = fusion._order_rule(query_shape("repack stderr"))
+    rules = RetrievalConfig().order_rules()
+    question = rules.for_shape(query_shape("how do I keep the two stores in step"))
+    keywords = rules.for_shape(query_shape("repack stderr"))
     heads = {
         "en": HeadEvidence("en", 0.80, False, cross_lingual=0.30),
         "zh-CN": HeadEvidence("zh-CN", 0.85, False, cross_lingual=0.40),
     }
     assert question.order(heads, "en").locales == ("zh-CN", "en")
     assert keywords.order(heads, "en").locales == ("en", "zh-CN")
-    assert CandidateFusion(RetrievalConfig(locale_order=LocaleOrder.QUESTION_FIRST))._order_rule(
-        query_shape("how do I keep the two stores in step")
-    ).order(heads, "en").locales == ("en", "zh-CN")
+    former = RetrievalConfig(locale_order=LocaleOrder.QUESTION_FIRST).order_rules()
+    assert former.for_shape(query_shape("how do I keep the two stores in step")).order(
+        heads, "en"
+    ).locales == ("en", "zh-CN")
+
+
+_LOCALES = ("en", "en-GB", "zh", "zh-CN", "ja")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    bests=st.lists(
+        st.one_of(st.none(), st.floats(-1, 1)), min_size=len(_LOCALES), max_size=len(_LOCALES)
+    ),
+    cosines=st.lists(st.floats(0, 1), min_size=len(_LOCALES), max_size=len(_LOCALES)),
+    twins=st.lists(
+        st.frozensets(st.sampled_from(("en", "zh", "ja"))),
+        min_size=len(_LOCALES),
+        max_size=len(_LOCALES),
+    ),
+    held=st.integers(2, len(_LOCALES)),
+    language=st.sampled_from(("en", "zh", "", "und")),
+    gap=st.sampled_from((0.05, 0.2, 2.0)),
+)
+def test_a_locale_sure_to_wait_from_the_cross_lingual_channel_alone_waits(
+    bests: list[float | None],
+    cosines: list[float],
+    twins: list[frozenset[str]],
+    held: int,
+    language: str,
+    gap: float,
+) -> None:
+    """Whatever the vector searches then find (cosines, lexical agreement,
+    the head page's translations), a locale `sure_to_wait` names waits:
+    its translation need not be embedded (services.retriever.fan_out)."""
+    rule = LocaleOrderRule(wait_gap=gap)
+    names = _LOCALES[:held]
+    heads = {
+        name: HeadEvidence(name, cosine, cosine > 0.5, cross_lingual=best, twins=twin)
+        for name, best, cosine, twin in zip(names, bests, cosines, twins, strict=False)
+    }
+    sure = rule.sure_to_wait({name: heads[name].cross_lingual for name in names}, language)
+    assert sure <= set(rule.order(heads, language).waiting)
 
 
 def test_a_locale_far_below_the_lead_in_the_cross_lingual_channel_waits() -> None:
@@ -235,3 +276,12 @@ def test_a_waiting_locale_s_hits_follow_every_hit_of_the_others() -> None:
         cross_lingual=crossing,
     )
     assert [h.chunk.chunk_id for h in turns][:3] == ["en-1", "zh-1", "en-2"]
+
+
+def test_a_locale_far_below_the_leader_is_sure_to_wait_before_any_vector_search() -> None:
+    rule = LocaleOrderRule()
+    assert rule.sure_to_wait({"en": 0.7, "zh": 0.2}, "en") == {"zh"}
+    assert rule.sure_to_wait({"en": 0.6, "zh": 0.45}, "en") == set()  # takes turns
+    assert rule.sure_to_wait({"en": 0.2, "zh": 0.7}, "en") == set()  # zh may lead
+    assert rule.sure_to_wait({"en": 0.7, "zh": None}, "en") == set()  # no reading for zh
+    assert LocaleOrderRule(wait_gap=2).sure_to_wait({"en": 0.7, "zh": 0.2}, "en") == set()

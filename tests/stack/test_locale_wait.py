@@ -88,3 +88,17 @@ def test_with_waiting_off_a_chinese_page_takes_rank_2(
     assert ranked[0] == "en/clean.md", (ranked, notes)
     assert ranked[1].startswith("zh/"), (ranked, notes)
     assert not any("after en's list" in n for n in notes)
+
+
+def test_once_its_questions_keep_skipping_it_the_scope_no_longer_embeds_the_translation(
+    stacks: tuple[BackgroundStack, BackgroundStack],
+) -> None:
+    """services.retriever.translation_deferral: the first questions embed the
+    question and its Chinese translation in one pass; once most verdicts said
+    the Chinese list waits, the translation is no longer embedded, and the
+    answer is the same."""
+    answers = [_answer(stacks[0]) for _ in range(7)]
+    first, last = answers[0], answers[-1]
+    assert "query texts embedded: 2 (the question, into zh)" in first[1], first[1]
+    assert any("not embedded: into zh: its locales' lists wait" in n for n in last[1]), last[1]
+    assert last[0] == first[0]

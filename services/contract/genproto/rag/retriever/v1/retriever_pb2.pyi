@@ -841,8 +841,10 @@ class StageTiming(_message.Message):
     STAGE_FIELD_NUMBER: _builtins.int
     MS_FIELD_NUMBER: _builtins.int
     stage: _builtins.str
-    """locales (only when the scope's locales were read), embedding, vector,
-    lexical, fusion, rows, rerank, evidence, total
+    """locales (only when the scope's locales were read), embedding,
+    translation (a bilingual scope's translated question embedded and
+    searched once the cross-lingual channel has answered), vector, lexical,
+    fusion, rows, rerank, evidence, total
     """
     ms: _builtins.float
     """milliseconds"""
