@@ -12,13 +12,14 @@ from services.core.analysis.query_translation import QueryTranslator
 from services.core.logging import get_logger
 from services.embedding.embedder import Embedder
 from services.retriever.language import EVERY_LANGUAGE
-from services.retriever.locale_balance import CrossLanguageLexical, IndexLocales, LocaleBalance
+from services.retriever.locale_balance import CrossLanguageLexical, LocaleBalance
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.page_keys import PageTokenKeys
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline
 from services.retriever.request_proto import RequestLimits
 from services.retriever.rerank_client import RerankClient
 from services.retriever.reranker_health import RerankerHealth
+from services.retriever.scope_locales import IndexLocales
 from services.retriever.servicer import METHOD_ROLES, SERVICE_NAME, RetrieverServicer
 from services.retriever.settings import RetrieverSettings
 from services.retriever.steps import LanguageCrossing, build_retrieval_steps

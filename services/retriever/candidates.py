@@ -75,6 +75,7 @@ class CandidateFusion:
             lists.translated if lexical.ok else {},
             rule=rule,
             cross_lingual=cross,
+            question_vector=lists.question_vector,
         )
         keywords = rule is self.order_rules.keywords
         if keywords and prepared.language.language not in ("", UNDETERMINED):

@@ -30,8 +30,9 @@ from services.retriever.channels import (
     skipped_by_rule,
 )
 from services.retriever.language import LanguageRule
-from services.retriever.locale_balance import LocaleLists, LocaleSearch, scope_key
+from services.retriever.locale_balance import LocaleLists, LocaleSearch
 from services.retriever.requests import PreparedQuery, RetrievalConfig
+from services.retriever.scope_locales import scope_key
 from services.retriever.stages import StageRecorder
 from services.retriever.tail_reserve import TailReserve
 from services.retriever.translation_deferral import TranslationDeferral, needed_translations
@@ -179,7 +180,10 @@ class ChannelFanOut:
                 vector, by_locale, asked = await self._translations_searched(
                     prepared, asked, (vector, by_locale), needed, searches
                 )
-        found = replace(asked, vector=by_locale, translated=translated)
+        question_vector = searches.question_vector if vector.ok else {}
+        found = replace(
+            asked, vector=by_locale, translated=translated, question_vector=question_vector
+        )
         return FanOut.of(vector, lexical, cross_lingual, found)
 
     def _verdict_key(self, prepared: PreparedQuery, asked: LocaleLists) -> Hashable | None:
@@ -321,6 +325,9 @@ class _Searches:
         # What the vector channel embeds first: the question, and its
         # translations unless they are deferred.
         self.embedded_first = replace(asked, translations={}) if deferred else asked
+        # Per locale, the question's vector hits where a translation's were
+        # merged in (LocaleLists.question_vector): written by the searches.
+        self.question_vector: dict[str, list[ScoredChunk]] = {}
         self.stages, self.searches_end = stages, searches_end
 
     def vector(self) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
@@ -333,7 +340,7 @@ class _Searches:
             embed = partial(fan_out.embedder.embed_queries, partition=prepared.cache_partition)
             vectors = call_as("embedding", embed, texts, end)
         with self.stages.stage("vector_search", timed=False) as span:
-            hits, by_locale = fan_out.locale_search.vector(
+            hits, by_locale, self.question_vector = fan_out.locale_search.vector(
                 vectors.tolist(), prepared.depth, prepared.scope, asked, self.searches_end
             )
             span.set_attribute("rag.hits", len(hits))
@@ -353,9 +360,11 @@ class _Searches:
             texts = [translation.text for translation in translations.values()]
             vectors = call_as("embedding", embed, texts, end).tolist()
             by_language = dict(zip(translations, vectors, strict=True))
-            return fan_out.locale_search.translated_vector(
+            hits, merged, question_alone = fan_out.locale_search.translated_vector(
                 by_language, prepared.depth, prepared.scope, by_locale, self.searches_end
             )
+        self.question_vector = {**self.question_vector, **question_alone}
+        return hits, merged
 
     def lexical(self) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
         prepared, end = self.prepared, self.searches_end

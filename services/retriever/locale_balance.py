@@ -37,10 +37,7 @@ answer names the rule in its notes.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
@@ -57,10 +54,10 @@ from services.retriever.locale_turns import (
     interleaved_documents,
     one_place_per_translation,
 )
+from services.retriever.scope_locales import IndexLocales
 from services.retriever.types import Channel, FusedHit
 from services.retriever.vector_batching import VectorSearchBatcher
 from services.storage.base import VectorQuery, VectorStore
-from services.storage.manifest import Manifest
 
 
 class LocaleBalance(StrEnum):
@@ -91,6 +88,9 @@ class LocaleLists:
     # (their locales were sure to wait: ChannelFanOut); the lexical channel
     # searched them all the same.
     not_embedded: Mapping[str, str] = field(default_factory=dict)
+    # The question's vector hits alone, per locale whose `vector` list has a
+    # translation's merged in (a waiting locale is ranked by these: fuse_locales).
+    question_vector: Mapping[str, list[ScoredChunk]] = field(default_factory=dict)
 
     def translation_notes(self) -> list[str]:
         return [
@@ -115,101 +115,6 @@ def other_language(query_language: str, locale: str) -> bool:
     return primary_language(locale) != query_language
 
 
-LocaleRead = Callable[[Sequence[str], Sequence[str], Deadline], Iterable[str]]
-
-
-@dataclass(frozen=True)
-class _Reading:
-    locales: tuple[str, ...]
-    read_at: float
-    generation: int | None  # the committed generation the scope was read at
-
-
-class IndexLocales:
-    """Cached readings of the locales a request's scope holds (from the
-    manifest's `locales_in`): the scopes it searches and the documents it
-    names, not the whole index, so one bilingual tenant does not make every
-    tenant's questions rank several locales apart. A reading serves one
-    scope until `refresh_s` passes or the committed generation the request
-    sees moves (a commit is the only thing that changes which locales hold
-    committed rows)."""
-
-    def __init__(
-        self,
-        read: LocaleRead,
-        refresh_s: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-        max_scopes: int = 1024,
-    ) -> None:
-        self._read, self._refresh_s, self._clock = read, refresh_s, clock
-        self._max_scopes = max_scopes
-        self._lock = threading.Lock()  # guards the cache only, never held over a read
-        self._readings: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], _Reading] = (
-            OrderedDict()
-        )
-
-    @classmethod
-    def of(cls, manifest: Manifest, refresh_s: float = 5.0) -> IndexLocales:
-        return cls(manifest.locales_in, refresh_s)
-
-    def cached(self, scope: ScopeFilter) -> tuple[str, ...] | None:
-        """The scope's locales without reading: None when a read is due."""
-        key = scope_key(scope)
-        if key is None:
-            return ()  # a scope no row can match holds no locale
-        with self._lock:
-            reading = self._readings.get(key)
-            if reading is None or not self._fresh(reading, scope.visible_generation):
-                return None
-            self._readings.move_to_end(key)
-            return reading.locales
-
-    def current(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
-        """The scope's locales, read within `deadline` when due. A read that
-        fails, or a deadline already passed (no read then), keeps the last
-        reading of the scope, or none: the request is ranked as one list."""
-        if (locales := self.cached(scope)) is not None:
-            return locales
-        key = scope_key(scope)
-        assert key is not None  # cached() answers for scopes that match nothing
-        if deadline.expired():
-            return self.last(scope)
-        try:
-            found = tuple(sorted(set(self._read(key[0], key[1], deadline)) - {""}))
-        except Exception:
-            return self.last(scope)
-        with self._lock:
-            self._readings[key] = _Reading(found, self._clock(), scope.visible_generation)
-            self._readings.move_to_end(key)
-            while len(self._readings) > self._max_scopes:
-                self._readings.popitem(last=False)
-        return found
-
-    def last(self, scope: ScopeFilter) -> tuple[str, ...]:
-        """The last reading of the scope, however old (none before the first)."""
-        key = scope_key(scope)
-        with self._lock:
-            reading = self._readings.get(key) if key is not None else None
-        return reading.locales if reading is not None else ()
-
-    def _fresh(self, reading: _Reading, generation: int | None) -> bool:
-        return (
-            reading.generation == generation and self._clock() - reading.read_at < self._refresh_s
-        )
-
-
-def scope_key(scope: ScopeFilter) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The filters that narrow which locales a scope holds: its scopes (both
-    `scope_id` and `scope_ids` hold when both are set; None: no scope does)
-    and its documents; () is every one."""
-    scopes = tuple(sorted(set(scope.scope_ids)))
-    if scope.scope_id:
-        if scopes and scope.scope_id not in scopes:
-            return None
-        scopes = (scope.scope_id,)
-    return scopes, tuple(sorted(set(scope.doc_ids)))
-
-
 def fuse_locales(
     fuser: ListFuser,
     vector_by_locale: Mapping[str, list[ScoredChunk]],
@@ -220,31 +125,62 @@ def fuse_locales(
     rule: LocaleOrderRule | None = None,
     *,
     cross_lingual: Sequence[ScoredChunk] = (),
+    question_vector: Mapping[str, list[ScoredChunk]] | None = None,
 ) -> tuple[list[FusedHit], OrderDecision]:
     """Steps 2 and 3 of the module docstring (`translated`: lexical hits of
     the translated question per locale; `cross_lingual`: the second vector's
     hits, fused in each locale with that locale's own; `rule`: the turn
     order, by evidence when None): the fused hits and the order's decision,
-    for the notes."""
-    fused_lists: dict[str, list[FusedHit]] = {}
-    heads: dict[str, HeadEvidence] = {}
-    for locale, vector_hits in vector_by_locale.items():
-        own = not other_language(query_language, locale)
-        lexical_hits = [h for h in lexical if h.chunk.locale == locale and (own or h.exact)]
-        if not own and translated:
-            lexical_hits = _merged(lexical_hits, translated.get(locale, []))
-        ranked = {Channel.VECTOR: vector_hits, Channel.LEXICAL: lexical_hits}
-        crossing = [h for h in cross_lingual if h.chunk.locale == locale]
-        if cross_lingual:
-            ranked[Channel.CROSS_LINGUAL] = crossing
-        fused_lists[locale] = fuser.fuse(ranked, weights)
-        heads[locale] = HeadEvidence.of(locale, fused_lists[locale], crossing)
+    for the notes. `question_vector`: the question's vector hits alone, per
+    locale whose list in `vector_by_locale` has a translation's merged in; a
+    locale that waits is ranked by these, so that its order does not depend
+    on whether the translation was embedded at all (services.retriever.fan_out
+    leaves it out where the locale is sure to wait: a page token would
+    otherwise see another ranking from one page to the next)."""
+    fuse = partial(
+        _fused_locale, fuser, lexical, query_language, weights, translated or {}, cross_lingual
+    )
+    fused_lists = {locale: fuse(locale, hits) for locale, hits in vector_by_locale.items()}
+    heads = {
+        locale: HeadEvidence.of(locale, fused, _in_locale(cross_lingual, locale))
+        for locale, fused in fused_lists.items()
+    }
     decision = (rule or LocaleOrderRule()).order(heads, query_language)
+    for locale in decision.waiting:
+        if question_vector and locale in question_vector:
+            fused_lists[locale] = fuse(locale, question_vector[locale])
     turns = interleaved_documents([fused_lists[locale] for locale in decision.locales])
     waiting = interleaved_documents([fused_lists[locale] for locale in decision.waiting])
     own_language = partial(_same_language, query_language)
     ordered, moved = one_place_per_translation([*turns, *waiting], own_language)
     return ordered, replace(decision, translations_after=moved)
+
+
+def _fused_locale(
+    fuser: ListFuser,
+    lexical: Sequence[ScoredChunk],
+    query_language: str,
+    weights: Mapping[Channel, float] | None,
+    translated: Mapping[str, list[ScoredChunk]],
+    cross_lingual: Sequence[ScoredChunk],
+    locale: str,
+    vector_hits: list[ScoredChunk],
+) -> list[FusedHit]:
+    """One locale's list: its vector hits, its lexical hits (in another
+    language's locale: those by an exact identifier, then the translated
+    question's), and its cross-lingual hits."""
+    own = not other_language(query_language, locale)
+    lexical_hits = [h for h in lexical if h.chunk.locale == locale and (own or h.exact)]
+    if not own and translated:
+        lexical_hits = _merged(lexical_hits, translated.get(locale, []))
+    ranked = {Channel.VECTOR: vector_hits, Channel.LEXICAL: lexical_hits}
+    if cross_lingual:
+        ranked[Channel.CROSS_LINGUAL] = _in_locale(cross_lingual, locale)
+    return fuser.fuse(ranked, weights)
+
+
+def _in_locale(hits: Sequence[ScoredChunk], locale: str) -> list[ScoredChunk]:
+    return [hit for hit in hits if hit.chunk.locale == locale]
 
 
 def _same_language(query_language: str, locale: str) -> bool:
@@ -340,15 +276,16 @@ class LocaleSearch:
         scope: ScopeFilter,
         lists: LocaleLists,
         deadline: Deadline,
-    ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
+    ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]], dict[str, list[ScoredChunk]]]:
         """One search, or one per locale of `lists.locales`: the channel's
         own list (the locales' lists in turns) and each locale's list.
         `vectors`: the question's, then one per translation in
         `lists.translations`; in a locale with a translation (of its
-        language), the question's and the translation's hits take turns."""
+        language), the question's and the translation's hits take turns
+        (and the question's alone come third, by locale)."""
         if not lists.locales:
             only = [VectorQuery(vectors[0], depth, scope)]
-            return call_as("vector", self.searches.search_many, only, deadline)[0], {}
+            return call_as("vector", self.searches.search_many, only, deadline)[0], {}, {}
         by_language = dict(zip(lists.translations, vectors[1:], strict=True))
         per_locale = {
             locale: [vectors[0], *_present(by_language.get(primary_language(locale)))]
@@ -362,12 +299,9 @@ class LocaleSearch:
             for vector in locale_vectors
         ]
         answers = iter(call_as("vector", self.searches.search_many, queries, deadline))
-        by_locale: dict[str, list[ScoredChunk]] = {}
-        for locale, locale_vectors in per_locale.items():
-            found = [next(answers) for _ in locale_vectors]
-            hits = found[0] if len(found) == 1 else _distinct(interleaved(found))[:depth]
-            by_locale[locale] = hits
-        return interleaved(list(by_locale.values()))[:depth], by_locale
+        found = {locale: [next(answers) for _ in vectors] for locale, vectors in per_locale.items()}
+        by_locale = {locale: found[locale][0] for locale in per_locale}
+        return self.translated_vector({}, depth, scope, by_locale, deadline, found)
 
     def translated_vector(
         self,
@@ -376,25 +310,31 @@ class LocaleSearch:
         scope: ScopeFilter,
         by_locale: Mapping[str, list[ScoredChunk]],
         deadline: Deadline,
-    ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]]]:
+        found: Mapping[str, list[list[ScoredChunk]]] | None = None,
+    ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]], dict[str, list[ScoredChunk]]]:
         """`by_locale` (the question's hits per locale) with each
         translation's vector (`vectors`, by language) searched in the
-        locales of its language, the two lists taking turns there as in
-        `vector`: the channel's list and each locale's."""
+        locales of its language (or the lists already `found` there, the
+        question's first), the two lists taking turns there: the channel's
+        list, each locale's, and the question's own hits in each locale
+        where a translation's were merged in."""
         wanted = [locale for locale in by_locale if primary_language(locale) in vectors]
         queries = [
             VectorQuery(vectors[primary_language(locale)], depth, replace(scope, locale=locale))
             for locale in wanted
         ]
-        answers = call_as("vector", self.searches.search_many, queries, deadline)
-        found = dict(zip(wanted, answers, strict=True))
-        merged = {
-            locale: _distinct(interleaved([hits, found[locale]]))[:depth]
-            if locale in found
-            else hits
-            for locale, hits in by_locale.items()
-        }
-        return interleaved(list(merged.values()))[:depth], merged
+        lists = {locale: [hits] for locale, hits in by_locale.items()} | dict(found or {})
+        if queries:
+            answers = call_as("vector", self.searches.search_many, queries, deadline)
+            for locale, hits in zip(wanted, answers, strict=True):
+                lists[locale] = [by_locale[locale], hits]
+        merged = {locale: lists[locale][0] for locale in by_locale}
+        question_alone: dict[str, list[ScoredChunk]] = {}
+        for locale, found_there in lists.items():
+            if len(found_there) > 1:
+                merged[locale] = _distinct(interleaved(found_there))[:depth]
+                question_alone[locale] = found_there[0]
+        return interleaved(list(merged.values()))[:depth], merged, question_alone
 
     def translated_lexical(
         self,

@@ -21,7 +21,7 @@ from services.retriever.fan_out import ChannelFanOut
 from services.retriever.fusion import RerankBlend
 from services.retriever.hit_rows import HitRows
 from services.retriever.language import EVERY_LANGUAGE, LanguageRule
-from services.retriever.locale_balance import IndexLocales, LocaleBalance, LocaleSearch
+from services.retriever.locale_balance import LocaleBalance, LocaleSearch
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.page_keys import PageTokenKeys
 from services.retriever.prepare import CommittedScope, QueryPreparer
@@ -31,6 +31,7 @@ from services.retriever.rerank_languages import ReadableFilter, parse_languages
 from services.retriever.reranker_health import RerankerHealth
 from services.retriever.reranker_limit import RerankerLimit
 from services.retriever.reranking import RerankStep
+from services.retriever.scope_locales import IndexLocales
 from services.retriever.tail_reserve import TailReserve
 from services.storage.storage import Storage
 from services.storage.visibility import CommittedGeneration

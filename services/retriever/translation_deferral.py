@@ -12,9 +12,11 @@ translation was still needed 4-32 ms later, so deferring pays when more than
 about a third of the questions skip it. The share is learnt per scope from
 the verdicts themselves, which the fan-out reads on every bilingual request,
 deferred or not; a scope starts undeferred (the former behaviour) and
-defers once its recent share passes `THRESHOLD`. Either way the answer's
-top hits are the same: only the order within a waiting locale's list, which
-follows every other list, can differ.
+defers once its recent share passes `THRESHOLD`. Either way the answer is
+the same: a waiting locale is ranked by the question's vector alone, whether
+its translation was embedded or not (services.retriever.locale_balance,
+`fuse_locales`), so a page token never sees the ranking change when a
+scope's share crosses the threshold between two pages.
 """
 
 from __future__ import annotations

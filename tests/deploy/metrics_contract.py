@@ -92,6 +92,7 @@ CONTRACT: dict[str, Metric] = {
             "stage": closed(
                 "locales",
                 "embedding",
+                "translation",
                 "vector",
                 "lexical",
                 "fusion",

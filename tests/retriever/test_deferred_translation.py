@@ -20,9 +20,9 @@ from services.core.analysis.query_translation import QueryTranslator
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.channels import ChannelStatus
-from services.retriever.locale_balance import IndexLocales
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
 from services.retriever.requests import RetrievalResult
+from services.retriever.scope_locales import IndexLocales
 from services.retriever.steps import LanguageCrossing, build_retrieval_steps
 from services.retriever.translation_deferral import TranslationDeferral
 from services.retriever.types import Channel
@@ -56,7 +56,8 @@ class _Model:
         if self.fail_after is not None and len(self.passes) >= self.fail_after:
             raise RuntimeError("model unavailable (injected)")
         self.passes.append(list(texts))
-        return np.ones((len(texts), 3), dtype=np.float32)
+        # A translation (Chinese words in it) embeds elsewhere than a question.
+        return np.asarray([[0, 1, 0] if "发票" in t else [1, 0, 0] for t in texts], np.float32)
 
 
 class _Vectors:
@@ -76,6 +77,8 @@ class _Vectors:
         locale = query.scope.locale
         if query.using == SECOND_VECTOR:
             return [_hit(f"{locale}-x", locale, self.cross_lingual_best[locale])]
+        if query.vector[1]:  # the translation's vector finds another page first
+            return [_hit(f"{locale}-t", locale, 0.95), _hit(f"{locale}-2", locale, 0.7)]
         return [_hit(f"{locale}-{n}", locale, 0.9 - n / 10) for n in (1, 2)]
 
 
@@ -203,3 +206,21 @@ def test_the_running_share_is_kept_per_scope_and_for_a_bounded_number_of_scopes(
     deferral.observe("c", True)
     assert not deferral.defers("a")  # the oldest scope was let go
     assert deferral.defers("b") and deferral.defers("c")
+
+
+def test_a_waiting_locale_is_ranked_the_same_whether_its_translation_was_embedded_or_not() -> None:
+    """Its list follows every other; ranked by the question's vector alone
+    either way, so a page token sees one ranking from page to page
+    whatever the scope's running share decides."""
+    deferred, _, _ = _retrieve({"en": 0.7, "zh": 0.2})
+    together, model, _ = _retrieve({"en": 0.7, "zh": 0.2}, translation_deferral_share=2.0)
+    assert model.passes == [[QUESTION, TRANSLATED]]  # embedded, and searched, in one pass
+    ranked = [h.chunk.chunk_id for h in together.hits]
+    assert ranked == [h.chunk.chunk_id for h in deferred.hits]
+    assert "zh-t" not in ranked and ranked.index("zh-1") > ranked.index("en-2")
+
+
+def test_a_locale_that_takes_turns_gets_the_translation_s_hits() -> None:
+    result, _, _ = _retrieve({"en": 0.6, "zh": 0.45})
+    ranked = [h.chunk.chunk_id for h in result.hits]
+    assert ranked[:4] == ["en-1", "zh-1", "en-2", "zh-t"], ranked  # turns; zh: both vectors

@@ -16,8 +16,9 @@ import pytest
 from services.core.deadline import Deadline
 from services.retriever.channels import ChannelOutcome, ChannelStatus, not_requested
 from services.retriever.fan_out import FanOut
-from services.retriever.locale_balance import IndexLocales, LocaleLists
+from services.retriever.locale_balance import LocaleLists
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
+from services.retriever.scope_locales import IndexLocales
 from services.retriever.steps import LanguageCrossing, build_retrieval_steps
 from services.retriever.types import Channel
 from services.storage.base import unrequested_deadline

@@ -16,14 +16,10 @@ from services.core.analysis.query_translation import QueryTranslator
 from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.fusion import RrfFuser, cap_per_document
-from services.retriever.locale_balance import (
-    IndexLocales,
-    LocaleBalance,
-    LocaleRead,
-    fuse_locales,
-)
+from services.retriever.locale_balance import LocaleBalance, fuse_locales
 from services.retriever.locale_turns import interleaved, interleaved_documents
 from services.retriever.pipeline import RetrievalConfig, RetrievalPipeline, RetrievalRequest
+from services.retriever.scope_locales import IndexLocales, LocaleRead
 from services.retriever.steps import LanguageCrossing, build_retrieval_steps
 from services.retriever.types import Channel
 from services.storage.base import VectorQuery
@@ -53,84 +49,6 @@ def test_locales_take_turns_by_document_and_a_further_chunk_takes_no_turn() -> N
     capped = cap_per_document(interleaved_documents([en, zh]), 1)
     assert [h.chunk.doc_id for h in capped] == ["A", "X", "B", "Y"]  # documents alternate
     assert interleaved_documents([]) == []
-
-
-AMPLE = Deadline.never()
-
-
-def test_index_locales_are_read_again_only_after_the_refresh_interval() -> None:
-    now, reads = [0.0], [["en", "zh-CN"]]
-    locales = IndexLocales(lambda *_: reads[-1], refresh_s=5.0, clock=lambda: now[0])
-    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
-    reads.append(["en", "ja", "zh-CN", ""])
-    now[0] = 4.0
-    assert locales.cached(ScopeFilter()) == ("en", "zh-CN")
-    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
-    now[0] = 5.0
-    assert locales.cached(ScopeFilter()) is None
-    assert locales.current(ScopeFilter(), AMPLE) == ("en", "ja", "zh-CN")
-
-
-def test_a_new_committed_generation_is_read_again_at_once() -> None:
-    reads = [["en"]]
-    locales = IndexLocales(lambda *_: reads[-1], refresh_s=60.0, clock=lambda: 0.0)
-    assert locales.current(ScopeFilter(visible_generation=3), AMPLE) == ("en",)
-    reads.append(["en", "zh-CN"])  # a run committed Chinese pages as generation 4
-    assert locales.cached(ScopeFilter(visible_generation=4)) is None
-    assert locales.current(ScopeFilter(visible_generation=4), AMPLE) == ("en", "zh-CN")
-
-
-def test_locales_are_read_per_scope_of_the_request() -> None:
-    held = {"api": ["en"], "site": ["en", "zh-CN"]}
-    asked: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-
-    def read(scope_ids, doc_ids, deadline):  # type: ignore[no-untyped-def]
-        asked.append((tuple(scope_ids), tuple(doc_ids)))
-        return sorted({loc for s in scope_ids or held for loc in held[s]})
-
-    locales = IndexLocales(read)
-    assert locales.current(ScopeFilter(scope_id="api"), AMPLE) == ("en",)
-    assert locales.current(ScopeFilter(scope_ids=("site",)), AMPLE) == ("en", "zh-CN")
-    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
-    both = ScopeFilter(scope_id="api", scope_ids=("site", "api"), doc_ids=("b", "a"))
-    assert locales.current(both, AMPLE) == ("en",)
-    assert locales.current(ScopeFilter(scope_id="api"), AMPLE) == ("en",)  # cached
-    # Scopes that exclude each other hold nothing, without a read.
-    assert locales.current(ScopeFilter(scope_id="api", scope_ids=("site",)), AMPLE) == ()
-    assert asked == [(("api",), ()), (("site",), ()), ((), ()), (("api",), ("a", "b"))]
-
-
-def test_a_failed_reading_keeps_the_last_one() -> None:
-    now, fail = [0.0], [False]
-
-    def read(*_: object) -> list[str]:
-        if fail[0]:
-            raise OSError("manifest unavailable")
-        return ["en", "zh-CN"]
-
-    locales = IndexLocales(read, refresh_s=1.0, clock=lambda: now[0])
-    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
-    fail[0], now[0] = True, 2.0
-    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
-    assert locales.current(ScopeFilter(scope_id="never-read"), AMPLE) == ()
-
-
-def test_a_passed_deadline_reads_nothing_and_keeps_the_last_reading() -> None:
-    now, deadlines = [0.0], []
-
-    def read(scope_ids, doc_ids, deadline):  # type: ignore[no-untyped-def]
-        deadlines.append(deadline)
-        return ["en", "zh-CN"]
-
-    locales = IndexLocales(read, refresh_s=1.0, clock=lambda: now[0])
-    passed = Deadline.after(-1)
-    assert locales.current(ScopeFilter(), passed) == ()  # nothing read yet: one list
-    assert deadlines == []
-    assert locales.current(ScopeFilter(), AMPLE) == ("en", "zh-CN")
-    assert deadlines == [AMPLE]  # the read is bounded by the caller's deadline
-    now[0] = 2.0
-    assert locales.current(ScopeFilter(), passed) == ("en", "zh-CN")
-    assert deadlines == [AMPLE]
 
 
 class _Embedder:
