@@ -223,8 +223,9 @@ class ChannelFanOut:
         embedded and searched in their languages' locales. One not searched
         in time leaves its locales with the question's hits (the notes say so)."""
         vector, by_locale = question
-        skipped = {language: WAITS_NOTE for language in asked.translations}
-        skipped = {language: why for language, why in skipped.items() if language not in needed}
+        skipped = {
+            language: WAITS_NOTE for language in asked.translations if language not in needed
+        }
         if needed:
             search = partial(searches.translated_vector, needed, by_locale)
             budget_s = searches.searches_end.budget()
