@@ -56,6 +56,12 @@ QUERIES = [
         "relevant": {"zh-CN/keys.md": 2},
     },
     {
+        "id": "en",
+        "kind": "en_question",
+        "query": "when do API keys expire",
+        "relevant": {"en/keys.md": 2},
+    },
+    {
         "id": "mixed",
         "kind": "mixed",
         "query": "请求 limit 是多少",

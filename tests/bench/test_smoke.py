@@ -106,7 +106,9 @@ def test_eval_writes_every_metric_per_configuration(results: Path) -> None:
     assert not result["index"]["reused"]
     packaged = result["configs"]["hybrid"]["ndcg@10"]
     finetuned = result["finetuned"]["configs"]["hybrid"]["ndcg@10"]
-    assert [t["measured"] for t in result["targets"]] == [packaged] * 2 + [finetuned] * 2
+    # One target per model (docs/targets.md: hybrid nDCG@10 >= 0.74).
+    assert [t["measured"] for t in result["targets"]] == [packaged, finetuned]
+    assert {t["threshold"] for t in result["targets"]} == {0.74}
     for target in result["targets"]:
         assert target["met"] == (target["measured"] >= target["threshold"])
         missed = target["verdict"].startswith("missed by")
@@ -151,9 +153,15 @@ def test_bench_writes_latencies_bounds_and_the_plot(bench_results: Path) -> None
     assert {d["deadline_ms"] for d in bench["deadline_check"]} == {50, 100, 200}
     assert (bench_results / bench["plot"]).read_bytes().startswith(b"\x89PNG")
     by_what = {t["what"]: t for t in bench["targets"]}
-    p50 = by_what["Retrieve p50 without reranking, warm, concurrency 1"]
-    assert p50["measured"] == bench["retrieve"][0]["latency"]["p50_ms"]
-    assert p50["met"] == (p50["measured"] <= 15.0)
+    # A ratio to the model alone, so the target holds on any machine the bench runs on.
+    ratio = by_what[
+        "Retrieve p50 without reranking, warm, concurrency 1 / the query embedding alone, p50"
+    ]
+    model_p50 = min(
+        bench[m]["query_ms"]["p50_ms"] for m in ("embedding", "embedding_after_retrieve")
+    )
+    assert ratio["measured"] == round(bench["retrieve"][0]["latency"]["p50_ms"] / model_p50, 2)
+    assert ratio["met"] == (ratio["measured"] <= 1.5)
 
 
 def test_markdown_report_has_both_sections(bench_results: Path) -> None:
