@@ -14,6 +14,13 @@ page's first and last chunk and lends them the neighbours' titles
   (DocBook's tables, Texinfo's "Next: … Previous: … Up: …" line). Texinfo
   numbers its menu entries' access keys 1-9: a menu is not a pager.
 
+A manual page's running header and footer (mandoc's `CP(1) | User Commands |
+CP(1)` line above the text and its date and source line below; marked by
+mandoc's cell classes, or by the ARIA roles `doc-pageheader` and
+`doc-pagefooter` any generator may use) repeat the page's name and the
+package's version on every page: they go too, rather than open the first
+chunk and close the last.
+
 A "skip to content" link (accessibility: it lets a keyboard jump past the
 header) is the same on every page of a site too, and opened each page's first
 chunk ("Skip to content" on Node.js's API pages): it goes.
@@ -34,6 +41,11 @@ from bs4 import BeautifulSoup, NavigableString, Tag
 from bs4.element import PreformattedString
 
 _NAVIGATION_CLASSES = frozenset({"navheader", "navfooter"})
+_RUNNING_LINE_ROLES = frozenset({"doc-pageheader", "doc-pagefooter"})
+# mandoc -Thtml: the cells of a manual's header and footer lines, inside a
+# `table` (or, from mandoc 1.14.7, a `div`) of class `head` or `foot`.
+_MANUAL_LINE_CELLS = frozenset({"head-ltitle", "head-vol", "head-rtitle", "foot-date", "foot-os"})
+_MANUAL_LINES = frozenset({"head", "foot"})
 _IN_PAGE_LINK = re.compile(r"^\s*#")
 _PAGER_RELS = frozenset({"next", "prev", "previous", "up"})
 _PAGER_KEYS = frozenset({"n", "p", "u", "h"})
@@ -59,6 +71,7 @@ class _Inside:
     in_page_link: bool = False
     pager_link: bool = False
     heading: bool = False
+    manual_line_cell: bool = False
 
     def add(self, other: _Inside) -> None:
         self.chars += other.chars
@@ -66,6 +79,7 @@ class _Inside:
         self.in_page_link |= other.in_page_link
         self.pager_link |= other.pager_link
         self.heading |= other.heading
+        self.manual_line_cell |= other.manual_line_cell
 
 
 def drop_skip_links(soup: BeautifulSoup) -> None:
@@ -100,7 +114,7 @@ def drop_site_navigation(soup: BeautifulSoup) -> None:
 def _goes(tag: Tag, held: _Inside, in_navigation: bool) -> bool:
     if held.in_page_link:
         return False  # it holds this page's own table of contents
-    if _marked_navigation(tag):
+    if _marked_navigation(tag) or _manual_line(tag, held):
         return True
     if in_navigation and tag.name == "div" and held.link:
         return True  # a part of a kept navigation block that leads elsewhere only
@@ -136,13 +150,25 @@ def _own(tag: Tag) -> _Inside:
         in_page_link=bool(href) and _IN_PAGE_LINK.match(str(href)) is not None,
         pager_link=bool(href) and _is_pager_link(tag),
         heading=tag.name in _HEADINGS,
+        manual_line_cell=not _MANUAL_LINE_CELLS.isdisjoint(_classes(tag)),
     )
 
 
 def _marked_navigation(tag: Tag) -> bool:
-    if tag.get("role") == "navigation":
+    role = str(tag.get("role") or "").lower()
+    if role == "navigation" or role in _RUNNING_LINE_ROLES:
         return True
-    return any(name.lower() in _NAVIGATION_CLASSES for name in tag.get_attribute_list("class"))
+    return not _NAVIGATION_CLASSES.isdisjoint(_classes(tag))
+
+
+def _manual_line(tag: Tag, held: _Inside) -> bool:
+    """mandoc's header or footer line: a block of class `head` or `foot`
+    holding its cells (the class alone is too common a name to go by)."""
+    return held.manual_line_cell and not _MANUAL_LINES.isdisjoint(_classes(tag))
+
+
+def _classes(tag: Tag) -> set[str]:
+    return {name.lower() for name in tag.get_attribute_list("class") if name}
 
 
 def _is_pager_link(tag: Tag) -> bool:

@@ -221,3 +221,53 @@ def test_a_skip_link_goes(link: str) -> None:
 def test_a_link_that_says_more_or_leads_elsewhere_stays(link: str) -> None:
     page = f"<html><body><p>{link}</p><h1>Util</h1><p>Body.</p></body></html>"
     assert "Skip" in html_to_markdown(page)[1]
+
+
+MANDOC_BODY = (
+    '<div class="manual-text"><section class="Sh"><h1 class="Sh" id="NAME">NAME</h1>'
+    "<p>cp - copy files and directories</p></section></div>"
+)
+
+
+@pytest.mark.parametrize(
+    ("header", "footer"),
+    [
+        (  # mandoc 1.14.6 (Debian 12), as `mandoc -Thtml` writes it
+            '<table class="head"><tr><td class="head-ltitle">CP(1)</td>'
+            '<td class="head-vol">User Commands</td><td class="head-rtitle">CP(1)</td>'
+            "</tr></table>",
+            '<table class="foot"><tr><td class="foot-date">September 2022</td>'
+            '<td class="foot-os">GNU coreutils 9.1</td></tr></table>',
+        ),
+        (  # later mandoc: blocks with the ARIA running-header roles
+            '<div class="head" role="doc-pageheader" aria-label="Manual header line">'
+            '<span class="head-ltitle">CP(1)</span> <span class="head-vol">User Commands'
+            '</span> <span class="head-rtitle">CP(1)</span></div>',
+            '<div class="foot" role="doc-pagefooter" aria-label="Manual footer line">'
+            '<span class="foot-left"></span><span class="foot-date">September 2022</span>'
+            ' <span class="foot-os">GNU coreutils 9.1</span></div>',
+        ),
+    ],
+)
+def test_a_manual_pages_running_header_and_footer_go(header: str, footer: str) -> None:
+    """The name, volume, date and package line of every manual page opened
+    its first chunk and closed its last (a bilingual man-page site)."""
+    title, markdown = html_to_markdown(
+        f"<html><head><title>CP(1)</title></head><body>{header}{MANDOC_BODY}{footer}</body></html>"
+    )
+    assert title == "CP(1)"
+    assert markdown == "# NAME\n\ncp - copy files and directories"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        '<div class="head"><h1>Rate limits</h1><p>How many requests a key may send.</p></div>',
+        '<table class="foot"><tr><td>60 requests</td><td>per minute</td></tr></table>',
+    ],
+)
+def test_a_block_merely_classed_head_or_foot_stays(block: str) -> None:
+    """`head` and `foot` are common class names: without mandoc's cells (or a
+    running-header role) such a block is content."""
+    _, markdown = html_to_markdown(f"<body>{block}</body>")
+    assert "Rate limits" in markdown or "60 requests" in markdown
