@@ -16,8 +16,10 @@ O_NOFOLLOW says about the last name. Files over `MAX_FILE_BYTES` are refused
 before their bytes are read.
 
 Every refusal is a `LoadError` for that path, never an exception: the rest of
-the folder loads. Hidden files and folders (".name") are skipped silently, as
-are files of types the loader does not read.
+the folder loads. Hidden files and folders (".name") are skipped silently;
+files of types the loader does not read are counted, and the walk reports
+them as one skipped entry for the folder, naming a few (Debian's
+`changelog.gz`, `README` and `copyright` were left out without a word).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 # Far above what an Indexer takes (2,000,000 characters by default, a few MB of text even
 # as HTML markup); the point is that a 2 GB log named `notes.md` is not read into memory.
 FOLLOW_HINT = "pass --follow-symlinks to follow links that stay inside the folder"
+UNREAD_EXAMPLES = 5
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ def walk_site(
     by relative path. `root` itself may be a link: the operator named it."""
     walk = _Walk(root.resolve(strict=True), wanted, follow_symlinks)
     walk.run()
+    if walk.unread:
+        walk.found.append(LoadError(".", unread_note(walk.unread), skipped=True))
     return sorted(walk.found, key=lambda x: x.relpath if isinstance(x, SiteFile) else x.source)
 
 
@@ -86,6 +91,7 @@ class _Walk:
         # Each folder is entered through links once: links that fan out to shared folders
         # (a/x -> b, a/y -> b, b/x -> c, b/y -> c, ...) would otherwise read 2^depth copies.
         self.linked: dict[Path, str] = {}  # real folder -> the first link's relative path
+        self.unread: list[str] = []  # regular files of types the loader does not read
 
     def run(self) -> None:
         # An explicit stack, not recursion: a deep tree cannot hit the recursion limit.
@@ -118,6 +124,8 @@ class _Walk:
             self.pending.append(_Folder(path, relpath + "/", (*folder.chain, path)))
         elif self.wanted(entry.name):
             self._file(path, relpath)
+        elif entry.is_file(follow_symlinks=False):
+            self.unread.append(os.fsencode(relpath).decode("utf-8", "backslashreplace"))
 
     def _file(self, path: Path, relpath: str) -> None:
         """`path` is real (no link in it), so its own mode is the file's."""
@@ -180,6 +188,24 @@ class _Walk:
 
     def _skip(self, relpath: str, reason: str) -> None:
         self.found.append(LoadError(relpath, reason, skipped=True))
+
+
+def unread_note(relpaths: list[str]) -> str:
+    """What the report says of the files not read: how many, and a few of
+    them, those likeliest to be documents first (no suffix, or gzip: a
+    `README`, a `changelog.gz`)."""
+
+    def likely_text(relpath: str) -> bool:
+        name = relpath.rsplit("/", 1)[-1]
+        return "." not in name or name.endswith(".gz")
+
+    named = sorted(relpaths, key=lambda relpath: (not likely_text(relpath), relpath))
+    shown = ", ".join(named[:UNREAD_EXAMPLES])
+    more = f" and {len(relpaths) - UNREAD_EXAMPLES} more" if len(relpaths) > UNREAD_EXAMPLES else ""
+    return (
+        f"{len(relpaths)} file(s) not read: not of a type the folder loader reads "
+        f'(docs/indexing.md, "Loading a folder"): {shown}{more}'
+    )
 
 
 def _is_text(name: str) -> bool:

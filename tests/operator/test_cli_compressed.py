@@ -44,6 +44,9 @@ def test_compressed_pages_are_indexed_and_found(stack: BackgroundStack, tmp_path
     assert done.returncode == 1  # one file could not be read: reported, the rest indexed
     assert counts(done.stdout)["added"] == 3
     assert "rejected man-db/NEWS.md.gz: cannot read: not readable as gzip" in done.stderr
+    # Debian's changelog names no page type: not read, and the report says so.
+    assert "skipped .: 1 file(s) not read" in done.stderr
+    assert '"Loading a folder"): redis-server/changelog.Debian.gz' in done.stderr
     for question, page in (
         ("how do I cap the memory redis uses", "redis-server/README.md.gz"),
         ("which uid does the nobody account have", "base-passwd/users-and-groups.txt.gz"),

@@ -72,7 +72,11 @@ def test_a_folder_of_compressed_pages_is_loaded_as_their_pages(tmp_path: Path) -
     write(tmp_path, "notes.txt.gz", gzip.compress("plain notes\n".encode("utf-16")))
     docs, errors = load(tmp_path)
     assert sorted(docs) == ["notes.txt.gz", "python/changelog.html.gz", "redis/README.md.gz"]
-    assert not errors  # changelog.Debian.gz is no page type: not listed at all
+    # changelog.Debian.gz is no page type: not read, and the report says so.
+    assert {source: error.reason for source, error in errors.items()} == {
+        ".": "1 file(s) not read: not of a type the folder loader reads (docs/indexing.md, "
+        '"Loading a folder"): python/changelog.Debian.gz'
+    }
     readme = docs["redis/README.md.gz"]
     assert (readme.text, readme.title, readme.content_type) == (
         README,
@@ -255,3 +259,19 @@ def test_a_line_over_the_limit_is_refused_alone_without_being_held(
     error = items[1]
     assert isinstance(error, LoadError)
     assert error.reason == "a line over 1000 bytes, the limit; not read"
+
+
+def test_files_the_loader_does_not_read_are_reported_documents_first(tmp_path: Path) -> None:
+    """Debian's /usr/share/doc/<package>: `README`, `copyright` and `changelog.gz`
+    are not pages the loader reads; the report names them before the assets
+    and says how many were left out (they were left out without a word)."""
+    write(tmp_path, "guide.md", b"# Guide\n\nText.\n")
+    for name in ("a.png", "b.css", "c.js", "nginx/README", "copyright", "changelog.gz"):
+        write(tmp_path, name, b"x")
+    docs, errors = load(tmp_path)
+    assert sorted(docs) == ["guide.md"]
+    assert errors["."].skipped
+    assert errors["."].reason.endswith(
+        ": changelog.gz, copyright, nginx/README, a.png, b.css and 1 more"
+    )
+    assert errors["."].reason.startswith("6 file(s) not read")

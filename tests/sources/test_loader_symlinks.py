@@ -185,11 +185,13 @@ def test_a_file_name_that_is_not_utf8_is_refused_by_name_and_the_rest_loads(
         handle.write("# Menu\n\nCoffee.\n")
     with open(os.fsencode(root) + b"/caf\xe9.md", "w") as handle:
         handle.write("# Cafe\n\nTea.\n")
-    with open(os.fsencode(root) + b"/logo-\xe9.png", "wb") as handle:  # not a page: ignored
+    with open(os.fsencode(root) + b"/logo-\xe9.png", "wb") as handle:  # not a page: counted
         handle.write(b"\x89PNG")
     docs, errors = load(root)
     assert sorted(docs) == ["guide/setup.md", "index.md"]
     assert errors == {
+        ".": "1 file(s) not read: not of a type the folder loader reads (docs/indexing.md, "
+        '"Loading a folder"): logo-\\xe9.png',
         "caf\\xe9": "the file name is not UTF-8 text: rename it",
         "caf\\xe9.md": "the file name is not UTF-8 text: rename it",
     }
