@@ -11,17 +11,27 @@ Headings become `#` lines, paragraphs are separated by blank lines, list
 items become `- ` lines, `pre` blocks become fenced code and tables become
 `|` rows. Inline markup is flattened to its text (inline `code` keeps its
 backticks); text that would read as Markdown markup (`<details>`, `[a](b)`)
-is escaped with a backslash, so that the Markdown cleaning keeps it. Uses
-beautifulsoup4 with the standard-library parser.
+is escaped with a backslash, so that the Markdown cleaning keeps it. A list
+item holding blocks (paragraphs, code, tables) keeps them apart: its
+paragraphs join its `- ` line with a space, its code blocks and tables
+follow the line as blocks of their own. A definition (`<dd>`) or a term
+holding blocks stays one paragraph, its parts joined by spaces (they were
+glued: `xy textmore`); as separate blocks an API entry's description and
+its example fell into other chunks, and third-party train hit@1 was lower
+(bench/results/notes/html_structure.md). Uses
+beautifulsoup4 with the standard-library parser, closing the elements HTML
+lets a page leave open (`html_tree`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import PreformattedString
 
+from services.indexer.markup.html_tree import parsed_html
 from services.indexer.markup.markdown_text import escape_markup
 from services.indexer.markup.page_chrome import drop_site_navigation, drop_skip_links
 
@@ -51,7 +61,7 @@ MAX_RENDERED_DEPTH = 200
 
 def html_to_markdown(html: str) -> tuple[str, str]:
     """(title, Markdown text). The title is `<title>`, else the first `<h1>`."""
-    soup = BeautifulSoup(without_comments(html), "html.parser")
+    soup = parsed_html(without_comments(html))
     title = _collapse(soup.title.get_text()) if soup.title else ""
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())
@@ -107,9 +117,13 @@ def _flatten_below(soup: BeautifulSoup, depth: int) -> None:
 
 def _render_children(node: Tag) -> list[str]:
     """Block-level Markdown for a node's children; loose inline runs become paragraphs."""
+    return _render_nodes(node.children)
+
+
+def _render_nodes(nodes: Iterable[PageElement]) -> list[str]:
     blocks: list[str] = []
     inline: list[str] = []
-    for child in node.children:
+    for child in nodes:
         if isinstance(child, Tag) and _dropped(child):
             continue
         if isinstance(child, Tag) and child.name in _BLOCKS:
@@ -130,7 +144,7 @@ def _render_block(tag: Tag) -> list[str]:
     if name == "pre":
         return [_fenced(tag)]
     if name in ("ul", "ol"):
-        return ["\n".join(_list_lines(tag, depth=0))]
+        return _list_blocks(tag)
     if name == "table":
         return [_table(tag)]
     if name == "blockquote":
@@ -139,6 +153,8 @@ def _render_block(tag: Tag) -> list[str]:
     if name == "hr":
         return []
     if name in ("p", "dt", "dd", "summary", "figcaption", "address"):
+        if _holds_blocks(tag.children):  # its parts apart, in one paragraph
+            return _paragraphs(" ".join(_inline_text(child) for child in tag.children))
         return _paragraphs(_inline_text(tag))
     return _render_children(tag)
 
@@ -204,22 +220,66 @@ def _language(pre: Tag) -> str:
     return ""
 
 
-def _list_lines(listing: Tag, depth: int) -> list[str]:
+def _list_blocks(listing: Tag) -> list[str]:
+    """A list as Markdown blocks: runs of `- ` lines (nested lists indented),
+    and the code blocks, tables and later paragraphs of an item between them."""
+    blocks: list[str] = []
     lines: list[str] = []
+    for line, block in _list_parts(listing, depth=0):
+        if line:
+            lines.append(line)
+            continue
+        if lines:
+            blocks.append("\n".join(lines))
+            lines = []
+        blocks.append(block)
+    if lines:
+        blocks.append("\n".join(lines))
+    return blocks
+
+
+def _list_parts(listing: Tag, depth: int) -> Iterator[tuple[str, str]]:
+    """(an item's line, "") or ("", a block of an item), in order."""
     for item in listing.children:
         if type(item) is NavigableString and (loose := _collapse(str(item))):  # not a comment
             # An item flattened to its text at MAX_RENDERED_DEPTH (or text
             # outside any <li>): kept as an item rather than lost.
-            lines.append("  " * depth + "- " + loose)
+            yield "  " * depth + "- " + loose, ""
         if not isinstance(item, Tag) or item.name != "li":
             continue
         nested = [c for c in item.children if isinstance(c, Tag) and c.name in ("ul", "ol")]
-        text = _collapse("".join(_inline_text(c) for c in item.children if c not in nested))
-        if text:
-            lines.append("  " * depth + "- " + text)
+        content = [c for c in item.children if c not in nested]
+        yield from _item_parts(content, depth)
         for sublist in nested:
-            lines.extend(_list_lines(sublist, depth + 1))
-    return lines
+            yield from _list_parts(sublist, depth + 1)
+
+
+def _item_parts(content: list[PageElement], depth: int) -> Iterator[tuple[str, str]]:
+    """An item's `- ` line: its text, or the paragraphs it opens with joined
+    by a space; its other blocks (code, tables, quotes, later paragraphs)
+    after the line, each a block of its own."""
+    if not _holds_blocks(content):
+        if text := _collapse("".join(_inline_text(c) for c in content)):
+            yield "  " * depth + "- " + text, ""
+        return
+    blocks = _render_nodes(content)
+    opening: list[str] = []
+    while blocks and not _structural(blocks[0]):
+        opening.append(_collapse(blocks.pop(0)))
+    if opening:
+        yield "  " * depth + "- " + " ".join(opening), ""
+    for block in blocks:
+        yield "", block
+
+
+def _holds_blocks(nodes: Iterable[PageElement]) -> bool:
+    return any(isinstance(node, Tag) and node.name in _BLOCKS for node in nodes)
+
+
+def _structural(block: str) -> bool:
+    """A rendered block that is not a plain paragraph (a fence, a table, a
+    heading, a quote or a list)."""
+    return block.startswith(("```", "|", "#", ">", "- ", "~~~"))
 
 
 def _table(table: Tag) -> str:

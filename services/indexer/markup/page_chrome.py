@@ -11,7 +11,8 @@ page's first and last chunk and lends them the neighbours' titles
   upper case from the older DSSSL stylesheets);
 - a pager: a short block without a heading, holding a link to the next, the
   previous or the parent page, by `rel` or by the access keys n, p, u, h
-  (DocBook's tables, Texinfo's "Next: … Previous: … Up: …" line). Texinfo
+  (DocBook's tables, Texinfo's "Next: … Previous: … Up: …" line), also when
+  all its links lead into the page (a manual made into one page). Texinfo
   numbers its menu entries' access keys 1-9: a menu is not a pager.
 
 A manual page's running header and footer (mandoc's `CP(1) | User Commands |
@@ -69,6 +70,7 @@ class _Inside:
     chars: int = 0
     link: bool = False
     in_page_link: bool = False
+    out_link: bool = False  # a link that leads off the page
     pager_link: bool = False
     heading: bool = False
     manual_line_cell: bool = False
@@ -77,6 +79,7 @@ class _Inside:
         self.chars += other.chars
         self.link |= other.link
         self.in_page_link |= other.in_page_link
+        self.out_link |= other.out_link
         self.pager_link |= other.pager_link
         self.heading |= other.heading
         self.manual_line_cell |= other.manual_line_cell
@@ -112,12 +115,21 @@ def drop_site_navigation(soup: BeautifulSoup) -> None:
 
 
 def _goes(tag: Tag, held: _Inside, in_navigation: bool) -> bool:
+    if _pager(tag, held) and not held.out_link:
+        # Before the in-page rule: a one-page manual's pagers lead into the
+        # page itself only (Texinfo's `--no-split` editions: bash's reference
+        # manual kept 105 "Next: … Previous: … Up: … [Contents][Index]" lines).
+        return True
     if held.in_page_link:
         return False  # it holds this page's own table of contents
     if _marked_navigation(tag) or _manual_line(tag, held):
         return True
     if in_navigation and tag.name == "div" and held.link:
         return True  # a part of a kept navigation block that leads elsewhere only
+    return _pager(tag, held)
+
+
+def _pager(tag: Tag, held: _Inside) -> bool:
     return (
         tag.name in _PAGER_BLOCKS
         and held.pager_link
@@ -148,6 +160,7 @@ def _own(tag: Tag) -> _Inside:
     return _Inside(
         link=bool(href),
         in_page_link=bool(href) and _IN_PAGE_LINK.match(str(href)) is not None,
+        out_link=bool(href) and _IN_PAGE_LINK.match(str(href)) is None,
         pager_link=bool(href) and _is_pager_link(tag),
         heading=tag.name in _HEADINGS,
         manual_line_cell=not _MANUAL_LINE_CELLS.isdisjoint(_classes(tag)),

@@ -160,3 +160,53 @@ def test_removing_comments_only_deletes_and_ends_in_one_pass(pieces: list[str]) 
     assert all(char in rest for char in kept)  # what is left is the input, in order
     if "<!--" not in html:
         assert kept == html
+
+
+def test_a_paragraph_left_open_ends_at_the_next_block() -> None:
+    """man2html's and sqlite.org's pages leave `</p>` out: the headings, code
+    and lists after it stay structure (they were one glued paragraph:
+    `intro textUsageRun it:make make installonetwo...`)."""
+    page = (
+        "<h1>T</h1><p>intro text<h2>Usage</h2><p>Run it:<pre>make\nmake install</pre>"
+        "<ul><li>one</li><li>two</li></ul><h2>Options</h2><p>none"
+    )
+    assert html_to_markdown(page)[1] == (
+        "# T\n\nintro text\n\n## Usage\n\nRun it:\n\n```\nmake\nmake install\n```"
+        "\n\n- one\n- two\n\n## Options\n\nnone"
+    )
+
+
+def test_a_list_item_keeps_its_code_and_paragraphs_apart() -> None:
+    """An item's paragraphs join its line with a space; its code block follows
+    the line, fenced; items left open are items of their own (they were
+    `- Install it:pip install foo foo --initSecond para.` and `- abpara in bc`)."""
+    page = (
+        "<ol><li><p>Install it:</p><pre>pip install foo\nfoo --init</pre><p>Second para.</p>"
+        "</li><li><p>Run it.</p></li></ol><ul><li>a<li>b<p>para in b</p><li>c</ul>"
+    )
+    assert html_to_markdown(page)[1] == (
+        "- Install it:\n\n```\npip install foo\nfoo --init\n```\n\nSecond para.\n\n- Run it."
+        "\n\n- a\n- b para in b\n- c"
+    )
+
+
+def test_an_item_of_one_paragraph_stays_one_line() -> None:
+    """DocBook wraps every item's text in `<p>`; Sphinx a nested list too."""
+    page = (
+        '<ul><li class="listitem"><p>First <code>x</code> item</p></li>'
+        "<li><p>Two</p><ul><li><p>nested</p></li></ul></li></ul>"
+    )
+    assert html_to_markdown(page)[1] == "- First `x` item\n- Two\n  - nested"
+
+
+def test_definitions_left_open_stay_apart() -> None:
+    """Texinfo's and DocBook's `<dl>`: each term and each definition a
+    paragraph, a definition's own paragraphs and code joined by spaces (they
+    were all one: `aliasWithout arguments, printsthe list.bgResumes`)."""
+    page = (
+        "<dl><dt>alias<dd>Without arguments, prints<p>the list.</p><pre>alias ll='ls -l'</pre>"
+        "<dt>bg<dd>Resumes</dl>"
+    )
+    assert html_to_markdown(page)[1] == (
+        "alias\n\nWithout arguments, prints the list. alias ll='ls -l'\n\nbg\n\nResumes"
+    )

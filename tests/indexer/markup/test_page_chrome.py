@@ -143,6 +143,7 @@ def _naive_navigation(soup: BeautifulSoup) -> None:
             ),
             "link": any(hrefs),
             "in_page": any(h.strip().startswith("#") for h in hrefs),
+            "out": any(h and not h.strip().startswith("#") for h in hrefs),
             "pager": any(page_chrome._is_pager_link(a) for a in links),
             "heading": tag.name in ("h1", "h2", "h3", "h4", "h5", "h6")
             or tag.find(("h1", "h2", "h3", "h4", "h5", "h6")) is not None,
@@ -154,14 +155,23 @@ def _naive_navigation(soup: BeautifulSoup) -> None:
                 continue
             held = holds(child)
             marked = page_chrome._marked_navigation(child)
-            goes = not held["in_page"] and (
-                marked
-                or (in_navigation and child.name == "div" and bool(held["link"]))
-                or (
-                    child.name in ("div", "table", "p")
-                    and bool(held["pager"])
-                    and int(held["chars"]) <= page_chrome.PAGER_MAX_CHARS
-                    and not held["heading"]
+            pager = (
+                child.name in ("div", "table", "p")
+                and bool(held["pager"])
+                and int(held["chars"]) <= page_chrome.PAGER_MAX_CHARS
+                and not held["heading"]
+            )
+            goes = (pager and not held["out"]) or (
+                not held["in_page"]
+                and (
+                    marked
+                    or (in_navigation and child.name == "div" and bool(held["link"]))
+                    or (
+                        child.name in ("div", "table", "p")
+                        and bool(held["pager"])
+                        and int(held["chars"]) <= page_chrome.PAGER_MAX_CHARS
+                        and not held["heading"]
+                    )
                 )
             )
             if goes:
@@ -271,3 +281,20 @@ def test_a_block_merely_classed_head_or_foot_stays(block: str) -> None:
     running-header role) such a block is content."""
     _, markdown = html_to_markdown(f"<body>{block}</body>")
     assert "Rate limits" in markdown or "60 requests" in markdown
+
+
+def test_a_one_page_manuals_pagers_go_though_they_lead_into_the_page() -> None:
+    """`makeinfo --no-split` (bash's reference manual): each section's pager
+    links to `#...` anchors of the same page; it goes all the same, and the
+    menu (access keys 1-9) stays."""
+    page = (
+        '<body><div class="chapter-level-extent" id="Introduction">'
+        '<div class="nav-panel"><p>Next: <a href="#Definitions" accesskey="n" rel="next">'
+        'Definitions</a>, Up: <a href="#Top" accesskey="u" rel="up">Bash Features</a> &nbsp; '
+        '[<a href="#SEC_Contents" title="Table of contents" rel="contents">Contents</a>]</p>'
+        '</div><h2 class="chapter">1 Introduction</h2><p>Bash is the shell.</p>'
+        '<ul class="mini-toc"><li><a href="#What-is-Bash_003f" accesskey="1">What is Bash?</a>'
+        "</li></ul></div></body>"
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown == "## 1 Introduction\n\nBash is the shell.\n\n- What is Bash?"

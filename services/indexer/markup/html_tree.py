@@ -1,0 +1,93 @@
+"""An HTML page's tree with the end tags HTML lets a page leave out.
+
+HTML closes an open `<p>` when a block starts (`<h2>`, `<pre>`, `<ul>`,
+`<table>`, another `<p>` ...), an open `<li>` at the next `<li>`, and an open
+`<dt>` or `<dd>` at the next `<dt>` or `<dd>`, an open table cell at the next
+cell and an open row at the next row; pages written by hand and by
+older generators rely on it (sqlite.org's pages, man2html's, Texinfo's
+definition lists). The standard-library parser does not: it nests each
+such element inside the open one, and the renderer then read a whole page
+after an unclosed `<p>` as one paragraph, headings and code included, and a
+list whose items were left open as one item (a real-docs probe: bash(1) by
+man2html lost every heading after DESCRIPTION, sqlite's pragma page was one
+76,000-character paragraph). `parsed_html` closes them as a browser does
+(the WHATWG rules, simplified: the scope walks below stop at the elements
+those rules name, and look at most `MAX_SCOPE_WALK` levels down, so that a
+hostile page cannot make each start tag walk a deep stack).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bs4 import BeautifulSoup, Tag
+
+# Start tags that close an open <p> ("has a p element in button scope").
+_CLOSES_P = frozenset({
+    "address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div",
+    "dl", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5",
+    "h6", "header", "hgroup", "hr", "li", "dd", "dt", "listing", "main", "menu", "nav", "ol",
+    "p", "pre", "search", "section", "summary", "table", "ul", "xmp",
+})  # fmt: skip
+# Where the search for an open <p> stops (button scope).
+_P_SCOPE = frozenset({
+    "applet", "button", "caption", "html", "marquee", "object", "table", "td", "template",
+    "th", "math", "svg",
+})  # fmt: skip
+# Which open elements each list-item start tag closes.
+_ITEMS = {"li": frozenset({"li"}), "dt": frozenset({"dt", "dd"}), "dd": frozenset({"dt", "dd"})}
+# Where the search for an open item stops: the special elements but address,
+# div and p (a list, a table, a section ... holds its own items).
+_ITEM_SCOPE = (
+    _P_SCOPE
+    | _CLOSES_P.difference({"address", "div", "p", "li", "dd", "dt"})
+    | {
+        "body",
+        "tbody",
+        "thead",
+        "tfoot",
+        "tr",
+        "select",
+    }
+)
+# Table cells and rows: a cell or row start closes the open cell (row) of its
+# own table, never one of a table around it.
+_CELLS = {"td": frozenset({"td", "th"}), "th": frozenset({"td", "th"}), "tr": frozenset({"tr"})}
+_TABLE_SCOPE = frozenset({"html", "table", "template"})
+_CELL_SCOPE = _TABLE_SCOPE | {"tr"}
+MAX_SCOPE_WALK = 64
+
+
+def parsed_html(html: str) -> BeautifulSoup:
+    """`html` parsed by the standard-library parser, with the end tags HTML
+    implies (module docstring)."""
+    return _ImpliedEndTags(html, "html.parser")
+
+
+class _ImpliedEndTags(BeautifulSoup):
+    """Closes the elements a start tag implicitly ends before opening it."""
+
+    def handle_starttag(self, name: str, *args: Any, **kwargs: Any) -> Tag | None:
+        self.endData()  # pending text belongs to the element about to close
+        if name in _ITEMS:
+            self._close_open(_ITEMS[name], _ITEM_SCOPE)
+        elif name in _CELLS:
+            self._close_open(_CELLS[name], _CELL_SCOPE if name != "tr" else _TABLE_SCOPE)
+        if name in _CLOSES_P:
+            self._close_open(frozenset({"p"}), _P_SCOPE)
+        return super().handle_starttag(name, *args, **kwargs)
+
+    def _close_open(self, names: frozenset[str], scope: frozenset[str]) -> None:
+        """Pop the stack down to and including the nearest open element named
+        in `names`, unless an element of `scope` comes first."""
+        if not any(self.open_tag_counter.get(name) for name in names):
+            return
+        stack = self.tagStack
+        for depth in range(1, min(len(stack), MAX_SCOPE_WALK + 1)):
+            tag = stack[-depth]
+            if tag.name in names:
+                for _ in range(depth):
+                    self.popTag()
+                return
+            if tag.name in scope:
+                return
