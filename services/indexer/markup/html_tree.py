@@ -1,10 +1,10 @@
 """An HTML page's tree with the end tags HTML lets a page leave out.
 
 HTML closes an open `<p>` when a block starts (`<h2>`, `<pre>`, `<ul>`,
-`<table>`, another `<p>` ...), an open `<li>` at the next `<li>`, and an open
+`<table>`, another `<p>` ...), an open `<li>` at the next `<li>`, an open
 `<dt>` or `<dd>` at the next `<dt>` or `<dd>`, an open table cell at the next
-cell and an open row at the next row; pages written by hand and by
-older generators rely on it (sqlite.org's pages, man2html's, Texinfo's
+cell and an open row at the next row; pages written by hand and by older
+generators rely on it (sqlite.org's pages, man2html's, Texinfo's
 definition lists). The standard-library parser does not: it nests each
 such element inside the open one, and the renderer then read a whole page
 after an unclosed `<p>` as one paragraph, headings and code included, and a
@@ -38,18 +38,9 @@ _P_SCOPE = frozenset({
 _ITEMS = {"li": frozenset({"li"}), "dt": frozenset({"dt", "dd"}), "dd": frozenset({"dt", "dd"})}
 # Where the search for an open item stops: the special elements but address,
 # div and p (a list, a table, a section ... holds its own items).
-_ITEM_SCOPE = (
-    _P_SCOPE
-    | _CLOSES_P.difference({"address", "div", "p", "li", "dd", "dt"})
-    | {
-        "body",
-        "tbody",
-        "thead",
-        "tfoot",
-        "tr",
-        "select",
-    }
-)
+_ITEM_SCOPE = _P_SCOPE | _CLOSES_P.difference({"address", "div", "p", "li", "dd", "dt"}) | {
+    "body", "tbody", "thead", "tfoot", "tr", "select",
+}  # fmt: skip
 # Table cells and rows: a cell or row start closes the open cell (row) of its
 # own table, never one of a table around it.
 _CELLS = {"td": frozenset({"td", "th"}), "th": frozenset({"td", "th"}), "tr": frozenset({"tr"})}
