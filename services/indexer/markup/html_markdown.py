@@ -60,8 +60,10 @@ MAX_RENDERED_DEPTH = 200
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
-    """(title, Markdown text). The title is `<title>`, else the first `<h1>`."""
-    soup = parsed_html(without_comments(html))
+    """(title, Markdown text). The title is `<title>`, else the first `<h1>`.
+    A NUL character in the page is dropped, as a browser drops it (javadoc
+    writes the constant `'\\0'` raw: the Indexer refused the whole page)."""
+    soup = parsed_html(without_comments(html.replace("\x00", "")))
     title = _collapse(soup.title.get_text()) if soup.title else ""
     if not title and (h1 := soup.find("h1")):
         title = _collapse(h1.get_text())

@@ -210,3 +210,10 @@ def test_definitions_left_open_stay_apart() -> None:
     assert html_to_markdown(page)[1] == (
         "alias\n\nWithout arguments, prints the list. alias ll='ls -l'\n\nbg\n\nResumes"
     )
+
+
+def test_a_nul_character_in_a_page_is_dropped_as_a_browser_drops_it() -> None:
+    """javadoc's CharUtils page holds one raw NUL (`'\\0'` written literally):
+    the Indexer refuses text with NUL characters, and the whole page was lost."""
+    page = "<h1>CharUtils</h1><p><code>\x00</code> null control character, abbreviated NUL.</p>"
+    assert html_to_markdown(page)[1] == "# CharUtils\n\nnull control character, abbreviated NUL."
