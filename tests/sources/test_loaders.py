@@ -191,6 +191,16 @@ def test_directory_loader_reads_supported_files_in_sorted_order(docs_root: Path)
     assert docs["index.md"].updated_at.endswith("+00:00")
 
 
+def test_a_page_holding_a_nul_character_loads_without_it(tmp_path: Path) -> None:
+    """javadoc's CharUtils.html holds one raw NUL: the page was rejected whole
+    (`text: contains NUL characters`); read from a folder it loads without it."""
+    page = b"<html><head><title>CharUtils</title></head><body><p><code>\x00</code> NUL.</p>"
+    (tmp_path / "CharUtils.html").write_bytes(page + b"<p>toChar converts.</p></body></html>")
+    items = list(load_directory(tmp_path, scope_id="s"))
+    assert [type(i) for i in items] == [Document]
+    assert items[0].text == "NUL.\n\ntoChar converts." and "\x00" not in items[0].text
+
+
 def test_directory_loader_converts_html_with_declared_charset(docs_root: Path) -> None:
     setup = next(
         i for i in load_directory(docs_root, scope_id="s")

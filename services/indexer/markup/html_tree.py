@@ -29,6 +29,7 @@ _CLOSES_P = frozenset({
     "h6", "header", "hgroup", "hr", "li", "dd", "dt", "listing", "main", "menu", "nav", "ol",
     "p", "pre", "search", "section", "summary", "table", "ul", "xmp",
 })  # fmt: skip
+_P = frozenset({"p"})
 # Where the search for an open <p> stops (button scope).
 _P_SCOPE = frozenset({
     "applet", "button", "caption", "html", "marquee", "object", "table", "td", "template",
@@ -65,7 +66,7 @@ class _ImpliedEndTags(BeautifulSoup):
         elif name in _CELLS:
             self._close_open(_CELLS[name], _CELL_SCOPE if name != "tr" else _TABLE_SCOPE)
         if name in _CLOSES_P:
-            self._close_open(frozenset({"p"}), _P_SCOPE)
+            self._close_open(_P, _P_SCOPE)
         return super().handle_starttag(name, *args, **kwargs)
 
     def _close_open(self, names: frozenset[str], scope: frozenset[str]) -> None:

@@ -115,7 +115,8 @@ def drop_site_navigation(soup: BeautifulSoup) -> None:
 
 
 def _goes(tag: Tag, held: _Inside, in_navigation: bool) -> bool:
-    if _pager(tag, held) and not held.out_link:
+    pager = _pager(tag, held)
+    if pager and not held.out_link:
         # Before the in-page rule: a one-page manual's pagers lead into the
         # page itself only (Texinfo's `--no-split` editions: bash's reference
         # manual kept 105 "Next: … Previous: … Up: … [Contents][Index]" lines).
@@ -126,7 +127,7 @@ def _goes(tag: Tag, held: _Inside, in_navigation: bool) -> bool:
         return True
     if in_navigation and tag.name == "div" and held.link:
         return True  # a part of a kept navigation block that leads elsewhere only
-    return _pager(tag, held)
+    return pager
 
 
 def _pager(tag: Tag, held: _Inside) -> bool:

@@ -202,7 +202,7 @@ def test_an_item_of_one_paragraph_stays_one_line() -> None:
 def test_definitions_left_open_stay_apart() -> None:
     """Texinfo's and DocBook's `<dl>`: each term and each definition a
     paragraph, a definition's own paragraphs and code joined by spaces (they
-    were all one: `aliasWithout arguments, printsthe list.bgResumes`)."""
+    were all one: `aliasWithout arguments, printsthe list.alias ll='ls -l'bgResumes`)."""
     page = (
         "<dl><dt>alias<dd>Without arguments, prints<p>the list.</p><pre>alias ll='ls -l'</pre>"
         "<dt>bg<dd>Resumes</dl>"
