@@ -48,6 +48,7 @@ _BLOCKS = frozenset({
     "ul", "ol", "li", "table", "figure", "figcaption", "details", "summary", "dl", "dt",
     "dd", "address", "center", "hr", "header", *_HEADING_LEVELS,
 })  # fmt: skip
+_ROW_GROUPS = frozenset({"thead", "tbody", "tfoot"})
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
 _COMMENT_END = re.compile(r"--!?>")
@@ -148,7 +149,8 @@ def _render_block(tag: Tag) -> list[str]:
     if name in ("ul", "ol"):
         return _list_blocks(tag)
     if name == "table":
-        return [_table(tag)]
+        outside = (block for node in _outside_rows(tag) for block in _render_nodes([node]))
+        return [*outside, _table(tag)]
     if name == "blockquote":
         inner = "\n\n".join(_render_children(tag))
         return ["\n".join(f"> {line}".rstrip() for line in inner.split("\n"))] if inner else []
@@ -247,7 +249,13 @@ def _list_parts(listing: Tag, depth: int) -> Iterator[tuple[str, str]]:
             # An item flattened to its text at MAX_RENDERED_DEPTH (or text
             # outside any <li>): kept as an item rather than lost.
             yield "  " * depth + "- " + loose, ""
-        if not isinstance(item, Tag) or item.name != "li":
+        if not isinstance(item, Tag):
+            continue
+        if item.name in ("ul", "ol"):  # a list written straight into a list
+            yield from _list_parts(item, depth + 1)
+            continue
+        if item.name != "li":  # text or blocks outside any item: kept as an item's
+            yield from _item_parts([item], depth)
             continue
         nested = [c for c in item.children if isinstance(c, Tag) and c.name in ("ul", "ol")]
         content = [c for c in item.children if c not in nested]
@@ -282,6 +290,33 @@ def _structural(block: str) -> bool:
     """A rendered block that is not a plain paragraph (a fence, a table, a
     heading, a quote or a list)."""
     return block.startswith(("```", "|", "#", ">", "- ", "~~~"))
+
+
+def _outside_rows(table: Tag) -> list[PageElement]:
+    """What a table holds outside its cells (a caption; text or blocks a page
+    left between rows or cells, which a browser moves before the table):
+    rendered before the rows, instead of lost with them."""
+    outside: list[PageElement] = []
+    for child in table.children:
+        if isinstance(child, Tag) and child.name in _ROW_GROUPS:
+            outside += _outside_cells(child.children)
+        else:
+            outside += _outside_cells([child])
+    return outside
+
+
+def _outside_cells(nodes: Iterable[PageElement]) -> list[PageElement]:
+    outside: list[PageElement] = []
+    for node in nodes:
+        if isinstance(node, Tag) and node.name == "tr":
+            outside += [c for c in node.children if not _is_part(c, ("td", "th"))]
+        elif not _is_part(node, ("col", "colgroup")):
+            outside.append(node)
+    return outside
+
+
+def _is_part(node: PageElement, names: tuple[str, ...]) -> bool:
+    return isinstance(node, Tag) and node.name in names
 
 
 def _table(table: Tag) -> str:

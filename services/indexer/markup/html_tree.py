@@ -43,10 +43,15 @@ _ITEM_SCOPE = _P_SCOPE | _CLOSES_P.difference({"address", "div", "p", "li", "dd"
     "body", "tbody", "thead", "tfoot", "tr", "select",
 }  # fmt: skip
 # Table cells and rows: a cell or row start closes the open cell (row) of its
-# own table, never one of a table around it.
-_CELLS = {"td": frozenset({"td", "th"}), "th": frozenset({"td", "th"}), "tr": frozenset({"tr"})}
-_TABLE_SCOPE = frozenset({"html", "table", "template"})
-_CELL_SCOPE = _TABLE_SCOPE | {"tr"}
+# own table, and whatever a page left open in the table outside a cell (a
+# browser's "clear the stack back to a table context"), never a cell or row
+# of a table around it.
+_SECTIONS = frozenset({"table", "tbody", "thead", "tfoot"})
+_CELLS = {
+    "td": (frozenset({"td", "th"}), _SECTIONS | {"tr"}),
+    "th": (frozenset({"td", "th"}), _SECTIONS | {"tr"}),
+    "tr": (frozenset({"tr"}), _SECTIONS),
+}
 MAX_SCOPE_WALK = 64
 
 
@@ -64,22 +69,26 @@ class _ImpliedEndTags(BeautifulSoup):
         if name in _ITEMS:
             self._close_open(_ITEMS[name], _ITEM_SCOPE)
         elif name in _CELLS:
-            self._close_open(_CELLS[name], _CELL_SCOPE if name != "tr" else _TABLE_SCOPE)
+            self._close_open(*_CELLS[name], keep_scope=True)
         if name in _CLOSES_P:
             self._close_open(_P, _P_SCOPE)
         return super().handle_starttag(name, *args, **kwargs)
 
-    def _close_open(self, names: frozenset[str], scope: frozenset[str]) -> None:
+    def _close_open(
+        self, names: frozenset[str], scope: frozenset[str], *, keep_scope: bool = False
+    ) -> None:
         """Pop the stack down to and including the nearest open element named
-        in `names`, unless an element of `scope` comes first."""
-        if not any(self.open_tag_counter.get(name) for name in names):
+        in `names`; an element of `scope` met first ends the search, and with
+        `keep_scope` what is open above it is popped (it stays)."""
+        watched = names | scope if keep_scope else names
+        if not any(self.open_tag_counter.get(name) for name in watched):
             return
         stack = self.tagStack
         for depth in range(1, min(len(stack), MAX_SCOPE_WALK + 1)):
             tag = stack[-depth]
-            if tag.name in names:
-                for _ in range(depth):
+            if tag.name in names or (keep_scope and tag.name in scope):
+                for _ in range(depth if tag.name in names else depth - 1):
                     self.popTag()
                 return
-            if tag.name in scope:
+            if tag.name in scope or tag.name in ("html", "template"):
                 return

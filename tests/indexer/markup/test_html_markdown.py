@@ -217,3 +217,19 @@ def test_a_nul_character_in_a_page_is_dropped_as_a_browser_drops_it() -> None:
     the Indexer refuses text with NUL characters, and the whole page was lost."""
     page = "<h1>CharUtils</h1><p><code>\x00</code> null control character, abbreviated NUL.</p>"
     assert html_to_markdown(page)[1] == "# CharUtils\n\nnull control character, abbreviated NUL."
+
+
+def test_text_outside_a_tables_cells_comes_before_the_rows() -> None:
+    """A caption, and text a page left between rows or cells (a browser moves
+    it before the table), were lost with the table's rows."""
+    page = (
+        "<table><caption>Limits</caption>loose<tr>in row<td>60</td><td>per minute</td></tr></table>"
+    )
+    assert html_to_markdown(page)[1] == "Limits\n\nloose\n\nin row\n\n| 60 | per minute |"
+
+
+def test_a_list_written_straight_into_a_list_is_nested_not_lost() -> None:
+    """`<ul><li>a</li><ul><li>b</li></ul></ul>` (hand-written pages) lost the
+    inner list, and text outside any item was lost too."""
+    page = "<ul><li>a</li><ul><li>b</li></ul><p>note</p><li>c</li></ul>"
+    assert html_to_markdown(page)[1] == "- a\n  - b\n- note\n- c"

@@ -4,8 +4,13 @@ man2html's bash(1), Texinfo's definition lists, DocBook's list items)."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.indexer.markup.html_markdown import html_to_markdown
 from services.indexer.markup.html_tree import MAX_SCOPE_WALK, parsed_html
 
 pytestmark = pytest.mark.unit
@@ -68,3 +73,28 @@ def test_a_deep_stack_is_walked_a_bounded_depth() -> None:
     soup = parsed_html(page)
     assert soup.p is not None and soup.p.find("div") is not None
     assert all(f"w{i}" in soup.get_text() for i in range(2000))
+
+
+_TAGS = ("p", "li", "dt", "dd", "td", "tr", "div", "span", "ul", "dl", "table", "h2", "pre")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spans=st.integers(min_value=MAX_SCOPE_WALK - 2, max_value=MAX_SCOPE_WALK + 2),
+    tags=st.lists(st.sampled_from(_TAGS), min_size=1, max_size=60),
+)
+def test_any_run_of_open_tags_keeps_every_word_in_order(spans: int, tags: list[str]) -> None:
+    """Open elements around the walk's bound (MAX_SCOPE_WALK), in any order and
+    never closed: closing them moves no word and loses none."""
+    page = "<p>lead " + "<span>" * spans + "".join(f"<{t}>w{i} " for i, t in enumerate(tags))
+    words = parsed_html(page).get_text().split()
+    assert words == ["lead", *(f"w{i}" for i in range(len(tags)))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(tags=st.lists(st.sampled_from(_TAGS), min_size=1, max_size=60))
+def test_any_run_of_open_tags_renders_every_word_apart(tags: list[str]) -> None:
+    """Rendered to Markdown, no word of such a page is lost or glued to another."""
+    page = "<p>lead " + "".join(f"<{t}>w{i} " for i, t in enumerate(tags))
+    words = re.findall(r"[a-z0-9]+", html_to_markdown(page)[1])
+    assert words == ["lead", *(f"w{i}" for i in range(len(tags)))]
