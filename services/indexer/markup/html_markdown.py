@@ -33,15 +33,17 @@ from bs4.element import PreformattedString
 
 from services.indexer.markup.html_tree import parsed_html
 from services.indexer.markup.markdown_text import escape_markup
-from services.indexer.markup.page_chrome import drop_site_navigation, drop_skip_links
+from services.indexer.markup.page_chrome import (
+    drop_site_navigation,
+    drop_skip_links,
+    in_sectioning,
+    is_marked_chrome,
+)
 
 _DROPPED = frozenset({
     "script", "style", "noscript", "nav", "header", "footer", "aside", "form",
     "template", "iframe", "svg", "canvas", "button", "select", "textarea", "head",
 })  # fmt: skip
-# A <header> inside these is its section's header (often holding the page's
-# <h1>: Docusaurus, MkDocs Material), not the site's banner: it is kept.
-_SECTIONING = frozenset({"article", "main", "section"})
 _HEADING_LEVELS = {f"h{level}": level for level in range(1, 7)}
 _BLOCKS = frozenset({
     "p", "div", "section", "article", "main", "body", "html", "blockquote", "pre",
@@ -96,13 +98,12 @@ def without_comments(html: str) -> str:
 
 
 def _dropped(tag: Tag) -> bool:
-    if tag.name == "header" and tag.find_parent(_is_sectioning) is not None:
-        return False
-    return tag.name in _DROPPED
-
-
-def _is_sectioning(tag: Tag) -> bool:
-    return tag.name in _SECTIONING or tag.get("role") == "main"
+    # A <header> inside an article, a section or the main content is that
+    # section's (often holding the page's <h1>: Docusaurus, MkDocs Material),
+    # not the site's banner: it is kept.
+    if tag.name in _DROPPED:
+        return tag.name != "header" or not in_sectioning(tag)
+    return is_marked_chrome(tag)
 
 
 def _flatten_below(soup: BeautifulSoup, depth: int) -> None:

@@ -298,3 +298,66 @@ def test_a_one_page_manuals_pagers_go_though_they_lead_into_the_page() -> None:
     )
     _, markdown = html_to_markdown(page)
     assert markdown == "## 1 Introduction\n\nBash is the shell.\n\n- What is Bash?"
+
+
+PAGE_BODY = (
+    '<div class="body" role="main"><h1>Rate limits</h1><p>Send 60 requests a minute.</p></div>'
+)
+
+
+@pytest.mark.parametrize(
+    "chrome",
+    [
+        # Sphinx's basic theme (Pallets' sites): footer and "Quick search" box.
+        '<div class="footer" role="contentinfo">&#169; Copyright 2025 Pallets. Created using '
+        '<a href="https://www.sphinx-doc.org/">Sphinx</a> 5.3.0.</div>',
+        '<div id="searchbox" style="display: none" role="search"><h3 id="searchlabel">Quick search'
+        '</h3><div class="searchformwrapper"></div></div>',
+        # The Python documentation's footer: a class, no role.
+        '<div class="footer">&copy; Copyright 2001-2026, Python Software Foundation. Please '
+        '<a href="/psf/donations/">donate</a>.</div>',
+        # asciidoc (git's manual pages): an id.
+        '<div id="footer"><div id="footer-text">Last updated 2024-05-31 00:35:55 UTC</div></div>',
+        '<div role="banner"><p>Example Corp documentation</p></div>',
+        # SQLite's banner and menus, marked for its own search to skip.
+        '<div class=nosearch><div class="tagline">Small. Fast. Reliable.<br>Choose any three.'
+        '</div><div class="menu mainmenu"><ul><li><a href="index.html">Home</a>'
+        '<li><a href="about.html">About</a></ul></div></div>',
+        '<div data-pagefind-ignore="all"><p>Related posts: caching, retries</p></div>',
+        "<div data-search-exclude><p>Edit this page on GitHub</p></div>",
+        "<noindex><p>Advertisement</p></noindex>",
+    ],
+)
+def test_a_banner_footer_or_block_marked_not_for_search_goes(chrome: str) -> None:
+    """Written without `<header>`/`<footer>`, the same chrome closed every
+    page's last chunk (the Python documentation's copyright and donation
+    lines on 530 pages) or opened its first (SQLite's banner)."""
+    for page in (f"<body>{chrome}{PAGE_BODY}</body>", f"<body>{PAGE_BODY}{chrome}</body>"):
+        _, markdown = html_to_markdown(page)
+        assert markdown == "# Rate limits\n\nSend 60 requests a minute."
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '<div role="main"><h1>Limits</h1><div class="footer"><p>Footnote: per key.</p></div></div>',
+        '<article><h1>Limits</h1><div role="contentinfo"><p>Footnote: per key.</p></div></article>',
+        '<h1>Limits</h1><section><div id="footer"><p>Footnote: per key.</p></div></section>',
+    ],
+)
+def test_a_footer_inside_the_content_stays(body: str) -> None:
+    """A block named footer inside the main content, an article or a section
+    is that part's own (a card's or a table's footer), as `<header>` is."""
+    _, markdown = html_to_markdown(f"<body>{body}</body>")
+    assert markdown == "# Limits\n\nFootnote: per key."
+
+
+def test_a_block_marked_not_for_search_keeps_its_headings() -> None:
+    """SQLite marks its page titles `nosearch` (its search takes the title
+    from `<title>`); here headings are the chunks' heading paths."""
+    page = (
+        '<body><div class=nosearch><a href="intro.html"><h2>SQLite C Interface</h2></a>'
+        "<h2>Set A Busy Timeout</h2></div><p>This routine sets a busy handler.</p></body>"
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown.endswith("## Set A Busy Timeout\n\nThis routine sets a busy handler.")
