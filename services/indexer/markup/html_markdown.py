@@ -18,7 +18,8 @@ follow the line as blocks of their own. A definition (`<dd>`) or a term
 holding blocks stays one paragraph, its parts joined by spaces (they were
 glued: `xy textmore`); as separate blocks an API entry's description and
 its example fell into other chunks, and third-party train hit@1 was lower
-(bench/results/notes/html_structure.md). Uses
+(bench/results/notes/html_structure.md). A definition holding a list, a
+table or definitions of its own keeps its parts as blocks. Uses
 beautifulsoup4 with the standard-library parser, closing the elements HTML
 lets a page leave open (`html_tree`).
 """
@@ -50,6 +51,9 @@ _BLOCKS = frozenset({
     "ul", "ol", "li", "table", "figure", "figcaption", "details", "summary", "dl", "dt",
     "dd", "address", "center", "hr", "header", *_HEADING_LEVELS,
 })  # fmt: skip
+# A definition holding one of these keeps its parts as blocks: a list or
+# table made one paragraph lost its structure (bench/results/notes/html_structure.md).
+_NESTED_STRUCTURES = frozenset({"ul", "ol", "table", "dl"})
 _ROW_GROUPS = frozenset({"thead", "tbody", "tfoot"})
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
@@ -158,6 +162,8 @@ def _render_block(tag: Tag) -> list[str]:
     if name == "hr":
         return []
     if name in ("p", "dt", "dd", "summary", "figcaption", "address"):
+        if name == "dd" and _holds(tag.children, _NESTED_STRUCTURES):
+            return _render_children(tag)  # bash's `shopt` options: 12,666 characters in one
         if _holds_blocks(tag.children):  # its parts apart, in one paragraph
             return _paragraphs(" ".join(_inline_text(child) for child in tag.children))
         return _paragraphs(_inline_text(tag))
@@ -284,7 +290,11 @@ def _item_parts(content: list[PageElement], depth: int) -> Iterator[tuple[str, s
 
 
 def _holds_blocks(nodes: Iterable[PageElement]) -> bool:
-    return any(isinstance(node, Tag) and node.name in _BLOCKS for node in nodes)
+    return _holds(nodes, _BLOCKS)
+
+
+def _holds(nodes: Iterable[PageElement], names: frozenset[str]) -> bool:
+    return any(isinstance(node, Tag) and node.name in names for node in nodes)
 
 
 def _structural(block: str) -> bool:

@@ -212,6 +212,20 @@ def test_definitions_left_open_stay_apart() -> None:
     )
 
 
+def test_a_definition_holding_a_list_keeps_its_parts_as_blocks() -> None:
+    """bash's `shopt` entry (a `<dd>` holding the list of options) was one
+    paragraph of 12,666 characters; a list, a table or nested definitions
+    keep their structure, and the definition's paragraphs are blocks too."""
+    page = (
+        "<dl><dt>shopt<dd><p>Toggle options.</p><dl><dt>autocd<dd>A name is run as cd.</dl>"
+        "<ul><li>one<li>two</ul><dt>bg<dd>Resumes</dl>"
+    )
+    assert html_to_markdown(page)[1] == (
+        "shopt\n\nToggle options.\n\nautocd\n\nA name is run as cd.\n\n- one\n- two"
+        "\n\nbg\n\nResumes"
+    )
+
+
 def test_a_nul_character_in_a_page_is_dropped_as_a_browser_drops_it() -> None:
     """javadoc's CharUtils page holds one raw NUL (`'\\0'` written literally):
     the Indexer refuses text with NUL characters, and the whole page was lost."""
