@@ -21,8 +21,9 @@ from rag_client import CallError, IndexerClient, RagClientError
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import ConfigError, RagError
 from services.operator.cli_clients import address_help, indexer_client
-from services.operator.ingest import Ingest, add_source_options
+from services.operator.ingest import Ingest
 from services.operator.release import add_release_check_parser, run_release_check
+from services.operator.source_options import add_source_options
 from services.runtime.closed_pipe import quiet_on_closed_pipe
 from services.runtime.misspelt_settings import misspelt_settings
 

@@ -9,10 +9,10 @@ services.operator.cli.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -22,13 +22,15 @@ from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import EmptyDocument, InvalidArgument, NotFound
 from services.core.field_rules import CONTROL_CHARACTERS
 from services.core.models import ContentType, Document
-from services.indexer.validation import DocumentLimits, check_scope_id
+from services.operator.source_options import DEFAULT_LOCALE, max_document_chars_from_env
 from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
-from services.sources.locale_detection import normalize_tag
-from services.sources.site_loader import FALLBACK_ENCODING_OPTION
-from services.sources.text_files import is_supported_name, web_encoding
+from services.sources.text_files import is_supported_name
 
-DEFAULT_LOCALE = "en"
+OWNED_ELSEWHERE_CODE = "ALREADY_EXISTS"  # services/indexer/planning.py
+OWNED_ELSEWHERE_HINT = (
+    "a page's id is its path in the folder, and ids are unique across scopes: "
+    "--id-prefix NAME/ gives this source's pages ids of their own"
+)
 SYNC_TIMEOUT_S = 600.0  # a Sync plans and removes a whole scope's leftovers
 
 _CONTENT = {
@@ -72,14 +74,18 @@ def iter_source(args: argparse.Namespace) -> Iterator[Document | LoadError]:
             follow_symlinks=args.follow_symlinks,
             all_renderings=args.all_renderings,
             fallback_encoding=args.fallback_encoding,
+            id_prefix=args.id_prefix,
         )
-    else:
-        yield from load_beir_jsonl(
-            path,
-            scope_id=args.scope,
-            locale=args.locale or DEFAULT_LOCALE,
-            title_as_heading=args.title_as_heading,
-        )
+        return
+    for item in load_beir_jsonl(
+        path,
+        scope_id=args.scope,
+        locale=args.locale or DEFAULT_LOCALE,
+        title_as_heading=args.title_as_heading,
+    ):
+        if isinstance(item, Document) and args.id_prefix:
+            item = replace(item, doc_id=args.id_prefix + item.doc_id)
+        yield item
 
 
 def source_format(path: Path, fmt: str) -> str:
@@ -146,6 +152,7 @@ class Ingest:
         self.first_generation: int | None = None
         # (doc_id, state) of every document the run (or plan) changes.
         self.differing: list[tuple[str, str]] = []
+        self.owned_elsewhere = 0  # rejected: the id is another scope's document
 
     def run(self) -> int:
         self.collect()
@@ -257,6 +264,7 @@ class Ingest:
                 self.pages -= 1
             elif outcome.state == pb.DOCUMENT_STATE_REJECTED:
                 self.rejected.append(f"{outcome.doc_id}: {outcome.error}")
+                self.owned_elsewhere += outcome.error_code == OWNED_ELSEWHERE_CODE
             elif outcome.state != pb.DOCUMENT_STATE_UNCHANGED:
                 state = pb.DocumentState.Name(outcome.state).removeprefix("DOCUMENT_STATE_")
                 self.differing.append((outcome.doc_id, state.lower()))
@@ -270,123 +278,9 @@ class Ingest:
                 print(f"{verb} {printable(line)}", file=sys.stderr)
             if len(lines) > 20:
                 print(f"... and {len(lines) - 20} more {verb}", file=sys.stderr)
+        if self.owned_elsewhere and not self.args.id_prefix:
+            # Two sites ingested as two scopes both hold `index.html` (probe
+            # on Debian's documentation packages): the second one's was lost.
+            print(f"hint: {OWNED_ELSEWHERE_HINT}", file=sys.stderr)
         if self.sync_skipped:
             print(self.sync_skipped, file=sys.stderr)
-
-
-_DOCUMENT_CHARS_ENV = "RAG_MAX_DOCUMENT_CHARS"
-
-
-def add_source_options(p: argparse.ArgumentParser) -> None:
-    """What `ingest` and `release-check` read: the same source, the same way."""
-    p.add_argument("path")
-    p.add_argument("--scope", required=True, type=_scope_id, help="scope_id of every document")
-    p.add_argument(
-        "--locale",
-        type=_locale_tag,
-        default="",
-        help="locale of every document, over anything a page says (e.g. en, zh-CN). "
-        "Without it a folder's page takes its own: front matter lang/locale, <html lang>, "
-        "a locale folder in its path (en/, zh-CN/), else the script of its text, else "
-        f"{DEFAULT_LOCALE}; a BEIR file is {DEFAULT_LOCALE}",
-    )
-    p.add_argument("--base-url", default="", help="URL prefix for directory documents")
-    p.add_argument(
-        "--follow-symlinks",
-        action="store_true",
-        help="follow symbolic links in the folder (skipped by default), "
-        "only to files and folders inside it",
-    )
-    p.add_argument(
-        "--all-renderings",
-        action="store_true",
-        help="index every file of a page the folder holds in several renderings "
-        "(x.html beside x.md or its source x.rst.txt) and single-page editions of its pages "
-        "(all.html); by default a page is indexed once, from its Markdown, else its HTML, "
-        "and the others are reported as skipped",
-    )
-    p.add_argument(
-        FALLBACK_ENCODING_OPTION,
-        type=_web_encoding,
-        default="",
-        metavar="ENCODING",
-        help="read a folder's files that are not UTF-8 (and name no charset) in ENCODING, "
-        "e.g. gb18030 or big5 for legacy Chinese text, shift_jis, windows-1252; "
-        "without it they are reported and left out",
-    )
-    p.add_argument("--format", choices=["auto", "dir", "beir"], default="auto")
-    p.add_argument(
-        "--title-as-heading",
-        action="store_true",
-        help="BEIR: also put the title into the body as a Markdown H1, so it is embedded",
-    )
-    p.add_argument(
-        "--batch",
-        type=_positive_int,
-        default=64,
-        help="documents per request; each request is one all-or-nothing run",
-    )
-    p.add_argument(
-        "--batch-chars", type=_positive_int, default=4_000_000, help="characters per request"
-    )
-    p.add_argument(
-        "--max-document-chars",
-        type=_positive_int,
-        default=None,
-        help="longest body sent; a longer one is rejected here. Default: "
-        "RAG_MAX_DOCUMENT_CHARS from the environment, as the Indexer reads it, else "
-        f"{DocumentLimits().max_document_chars}",
-    )
-
-
-def _positive_int(value: str | int) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number")
-    return number
-
-
-def max_document_chars_from_env() -> int:
-    """RAG_MAX_DOCUMENT_CHARS as the Indexer reads it, else its default; a bad
-    value is named as the variable it is, not as an argument never typed."""
-    value = os.environ.get(_DOCUMENT_CHARS_ENV)
-    if value is None:
-        return DocumentLimits().max_document_chars
-    try:
-        return _positive_int(value)
-    except argparse.ArgumentTypeError as exc:
-        raise InvalidArgument(f"{_DOCUMENT_CHARS_ENV} in the environment: {exc}") from None
-
-
-def _scope_id(value: str) -> str:
-    """`--scope` checked as the Indexer checks it, before anything is read or sent."""
-    try:
-        check_scope_id("--scope", value, DocumentLimits())
-    except InvalidArgument as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return value
-
-
-def _web_encoding(value: str) -> str:
-    """`--fallback-encoding`: one of the web's text encodings, as its codec name; "": none."""
-    if not value:
-        return ""
-    try:
-        return web_encoding(value)
-    except LookupError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a web page encoding (e.g. gb18030, big5, shift_jis, windows-1252)"
-        ) from None
-
-
-def _locale_tag(value: str) -> str:
-    """`--locale` in the one spelling the index uses (`zh_cn` → `zh-CN`); "": none."""
-    if not value:
-        return ""
-    tag = normalize_tag(value)
-    if tag is None:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a language tag like 'en' or 'zh-CN'")
-    return tag

@@ -45,7 +45,7 @@ from services.operator.cli_clients import (
     resolved_address,
     retriever_client,
 )
-from services.operator.ingest import Ingest, add_source_options
+from services.operator.ingest import Ingest
 from services.operator.release_report import (
     STATE_FIELDS,
     Check,
@@ -70,6 +70,7 @@ from services.operator.release_verdicts import (
     verify_check,
     verify_section,
 )
+from services.operator.source_options import add_source_options
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _PLAN_FIELDS = [f.name for f in ipb.PlanCounts.DESCRIPTOR.fields if f.name not in STATE_FIELDS]

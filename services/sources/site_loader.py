@@ -87,6 +87,7 @@ def load_directory(
     max_translations_chars: int = MAX_TRANSLATIONS_CHARS,
     all_renderings: bool = False,
     fallback_encoding: str = "",
+    id_prefix: str = "",
 ) -> Iterator[Document | LoadError]:
     """Every .md/.markdown/.html/.htm/.txt/.rst/.adoc/.asciidoc file under
     `root`, in sorted path order, each also as `.gz` (`compressed_pages`).
@@ -115,6 +116,9 @@ def load_directory(
     otherwise; one that is not valid UTF-8 is read in `fallback_encoding` (a
     web encoding, e.g. gb18030 for legacy Chinese text, as a browser set for
     that language falls back), or reported when none is given.
+
+    A page's doc_id is `id_prefix` and its path under `root` (ids are unique
+    across scopes: two sites' `index.html` need prefixes to be two pages).
     """
     if not root.is_dir():
         raise NotFound(f"document folder {str(root)!r} does not exist")
@@ -128,6 +132,7 @@ def load_directory(
         folders=PathLocales(f.relpath for f in files),
         max_translations_chars=max_translations_chars,
         fallback_encoding=fallback_encoding,
+        id_prefix=id_prefix,
     )
     skip = {} if all_renderings else _skipped_renderings(files, site)
     site.link_translations([f for f in files if f.relpath not in skip])
@@ -280,6 +285,7 @@ class _SiteLoad:
     folders: PathLocales
     max_translations_chars: int = MAX_TRANSLATIONS_CHARS
     fallback_encoding: str = ""
+    id_prefix: str = ""
     keys: dict[str, str] = field(default_factory=dict)
     # translation key → its members (locale, doc_id, url), for groups of two or more
     groups: dict[str, tuple[Translation, ...]] = field(default_factory=dict)
@@ -318,7 +324,9 @@ class _SiteLoad:
             for relpath in sorted(relpaths):
                 locale = head_locales[relpath] or self._text_locale(file_of[relpath])
                 if locale:
-                    members.append(Translation(locale, relpath, self.page_url(relpath)))
+                    members.append(
+                        Translation(locale, self.id_prefix + relpath, self.page_url(relpath))
+                    )
             groups[key] = tuple(members)
         return groups
 
@@ -342,7 +350,7 @@ class _SiteLoad:
             if translations := self._translations(page.relpath, key, locale):
                 metadata[TRANSLATIONS_KEY] = translations
         return Document(
-            doc_id=page.relpath,
+            doc_id=self.id_prefix + page.relpath,
             text=body.text,
             url=self.page_url(page.relpath),
             title=_one_line(body.title) or _one_line(Path(page_name(page.relpath)).stem),

@@ -159,6 +159,22 @@ def test_a_fallback_encoding_must_be_a_web_encoding(
     assert f"argument --fallback-encoding: {label!r} is not a web page encoding" in err
 
 
+@pytest.mark.parametrize(
+    ("prefix", "message"),
+    [
+        ("a\nb/", "contains the control character U+000A"),
+        (" docs/", "begins or ends with white space"),
+        ("x" * 257, "257 characters, at most 256"),
+    ],
+)
+def test_an_id_prefix_no_document_id_may_begin_with_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, prefix: str, message: str
+) -> None:
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", "--id-prefix", prefix)
+    assert code == 2
+    assert "argument --id-prefix: " in err and message in err
+
+
 def test_the_indexer_address_comes_from_the_environment_unless_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -73,6 +73,22 @@ def test_same_path_under_locale_folders(tmp_path: Path) -> None:
         validate_document(doc, DocumentLimits())
 
 
+def test_an_id_prefix_is_in_every_id_and_translation_not_in_urls(tmp_path: Path) -> None:
+    """Two sites in two scopes both hold `index.md`, and ids are unique across
+    scopes: a prefix keeps them apart, and translations name the prefixed ids."""
+    write(
+        tmp_path,
+        {"en/index.md": "# Home\n\nStart here.\n", "zh-CN/index.md": "# 首页\n\n从这里开始。\n"},
+    )
+    docs = load(tmp_path, id_prefix="jinja/")
+    assert sorted(docs) == ["jinja/en/index.md", "jinja/zh-CN/index.md"]
+    english = docs["jinja/en/index.md"]
+    assert english.url == BASE + "en/index.md" and english.metadata["path"] == "en/index.md"
+    assert links(english) == [
+        {"locale": "zh-CN", "url": BASE + "zh-CN/index.md", "doc_id": "jinja/zh-CN/index.md"}
+    ]
+
+
 def test_hreflang_alternates(tmp_path: Path) -> None:
     page = (
         '<html lang="{lang}"><head>{links}</head><body><h1>{title}</h1><p>{text}</p></body></html>'
