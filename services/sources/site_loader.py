@@ -16,6 +16,7 @@ after the groups are known: a page without translations never is.
 
 A page the folder holds in two renderings (HTML beside its Markdown or its
 reST source) is loaded once (`renderings`); the others are skipped, by name.
+So is an example application's template named `.html` (`template_sources`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from services.sources.site_walk import (
     read_regular_file,
     walk_site,
 )
+from services.sources.template_sources import template_markup, template_note
 from services.sources.text_files import (
     content_type_for_filename,
     decode_text,
@@ -144,9 +146,17 @@ def load_directory(
             yield LoadError(item.relpath, skip[item.relpath], skipped=True)
             continue
         try:
-            yield site.document(_read_page(item, fallback_encoding))
+            page = _read_page(item, fallback_encoding)
+            body = _body(page)
         except (OSError, UnicodeError, LookupError) as exc:
             yield LoadError(item.relpath, _reason(exc, fallback_encoding))
+            continue
+        if page.content_type is ContentType.HTML and (
+            tags := template_markup(body.title, body.text)
+        ):
+            yield LoadError(item.relpath, template_note(tags), skipped=True)
+        else:
+            yield site.document(page, body)
 
 
 def _reason(exc: Exception, fallback_encoding: str) -> str:
@@ -338,8 +348,7 @@ class _SiteLoad:
             return None  # the second pass reports it
         return self.page_locale(page, _body(page).locale_text)
 
-    def document(self, page: _Page) -> Document:
-        body = _body(page)
+    def document(self, page: _Page, body: _Body) -> Document:
         # Front matter is read from Markdown only (empty otherwise); `path` and
         # `translations` are the loader's own.
         metadata = {**page.front.metadata, "path": page.relpath}
