@@ -151,6 +151,8 @@ def _render_block(tag: Tag) -> list[str]:
         return ["#" * _HEADING_LEVELS[name] + " " + text] if text else []
     if name == "pre":
         return [_fenced(tag)]
+    if name == "div" and (code := _code_lines(tag)) is not None:
+        return [_fence(code, "")]
     if name in ("ul", "ol"):
         return _list_blocks(tag)
     if name == "table":
@@ -213,11 +215,40 @@ def _inline_code(code: str) -> str:
 
 
 def _fenced(pre: Tag) -> str:
-    """A `pre` block as a fenced code block longer than any backtick run inside."""
-    code = pre.get_text().strip("\n")
+    """A `pre` block as a fenced code block."""
+    return _fence(pre.get_text().strip("\n"), _language(pre))
+
+
+def _fence(code: str, language: str) -> str:
+    """`code` in a fence longer than any backtick run inside."""
     runs = [len(run) for run in _BACKTICK_RUN.findall(code)]
     fence = "`" * max(3, max(runs, default=0) + 1)
-    return f"{fence}{_language(pre)}\n{code}\n{fence}"
+    return f"{fence}{language}\n{code}\n{fence}"
+
+
+def _code_lines(tag: Tag) -> str | None:
+    """The code of a block written as one `div` per line, as Doxygen writes
+    every code fragment and source listing (`<div class="fragment">` of
+    `<div class="line">`, each line led by its number): its lines without
+    their numbers. None for any other block. Rendered as paragraphs, a
+    header file was one paragraph per numbered line, each name in it
+    followed by its hover tooltip (`<div class="ttc">`, hidden on the page:
+    "Json::Value Represents a JSON value. Definition: value.h:193"), which goes."""
+    if "fragment" not in tag.get_attribute_list("class"):
+        return None
+    parts = [child for child in tag.children if isinstance(child, Tag)]
+    lines = [part for part in parts if "ttc" not in part.get_attribute_list("class")]
+    if not lines or any("line" not in line.get_attribute_list("class") for line in lines):
+        return None
+    return "\n".join(_code_line(line) for line in lines).strip("\n")
+
+
+def _code_line(line: Tag) -> str:
+    number = line.find("span", class_="lineno")
+    text = "".join(
+        node for node in line.find_all(string=True) if number is None or node.parent is not number
+    )
+    return text.removeprefix("\xa0").rstrip()
 
 
 def _language(pre: Tag) -> str:

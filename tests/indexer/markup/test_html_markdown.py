@@ -226,6 +226,28 @@ def test_a_definition_holding_a_list_keeps_its_parts_as_blocks() -> None:
     )
 
 
+def test_doxygen_code_written_one_div_a_line_is_a_code_block() -> None:
+    """Doxygen writes code fragments and source listings as a `div` per line,
+    led by its number, with hidden hover tooltips between: a header file was
+    one paragraph per numbered line, each name followed by its tooltip."""
+    page = (
+        '<p>Examples:</p><div class="fragment"><div class="line"><a name="l00001"></a>'
+        '<span class="lineno">    1</span>&#160;<a class="code" href="v.html">Json::Value</a> '
+        'null_value; <span class="comment">// null</span></div>'
+        '<div class="ttc" id="a1"><div class="ttname">Json::Value</div>'
+        '<div class="ttdef">Definition: value.h:193</div></div>'
+        '<div class="line"><span class="lineno">    2</span>&#160; </div>'
+        '<div class="line"><span class="lineno">    3</span>&#160;  return 10;</div></div>'
+    )
+    assert html_to_markdown(page)[1] == (
+        "Examples:\n\n```\nJson::Value null_value; // null\n\n  return 10;\n```"
+    )
+    # A block merely classed `fragment`, without its lines, is a block as before.
+    assert html_to_markdown('<div class="fragment"><p>One.</p><p>Two.</p></div>')[1] == (
+        "One.\n\nTwo."
+    )
+
+
 def test_a_nul_character_in_a_page_is_dropped_as_a_browser_drops_it() -> None:
     """javadoc's CharUtils page holds one raw NUL (`'\\0'` written literally):
     the Indexer refuses text with NUL characters, and the whole page was lost."""
