@@ -19,7 +19,11 @@ holding blocks stays one paragraph, its parts joined by spaces (they were
 glued: `xy textmore`); as separate blocks an API entry's description and
 its example fell into other chunks, and third-party train hit@1 was lower
 (bench/results/notes/html_structure.md). A definition holding a list, a
-table or definitions of its own keeps its parts as blocks. Uses
+table or definitions of its own keeps its parts as blocks. A link, a span or
+a `<summary>` around blocks (Haddock's and SQLite's `<a><h1>`, rustdoc's
+method headings) is rendered as those blocks, and so is a table whose cells
+hold a heading, code or details (a layout: gtk-doc's code listings, Haddock's
+instances), without a column of line numbers. Uses
 beautifulsoup4 with the standard-library parser, closing the elements HTML
 lets a page leave open (`html_tree`).
 """
@@ -54,6 +58,8 @@ _BLOCKS = frozenset({
 # A definition holding one of these keeps its parts as blocks: a list or
 # table made one paragraph lost its structure (bench/results/notes/html_structure.md).
 _NESTED_STRUCTURES = frozenset({"ul", "ol", "table", "dl"})
+_LAYOUT_BLOCKS = frozenset({"pre", "table", "details", *_HEADING_LEVELS})
+_NUMBERS_ONLY = re.compile(r"\s*\d+(?:\s+\d+)*\s*")
 _ROW_GROUPS = frozenset({"thead", "tbody", "tfoot"})
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
 _BACKTICK_RUN = re.compile(r"`+")
@@ -138,6 +144,13 @@ def _render_nodes(nodes: Iterable[PageElement]) -> list[str]:
             blocks.extend(_paragraphs("".join(inline)))
             inline.clear()
             blocks.extend(_render_block(child))
+        elif isinstance(child, Tag) and child.find(_BLOCKS) is not None:
+            # A link or span around blocks (HTML5 lets `<a>` hold a heading:
+            # Haddock's and SQLite's section titles) holds blocks, not words:
+            # rendered inline, its headings were lost and glued to the next.
+            blocks.extend(_paragraphs("".join(inline)))
+            inline.clear()
+            blocks.extend(_render_children(child))
         else:
             inline.append(_inline_text(child))
     blocks.extend(_paragraphs("".join(inline)))
@@ -150,19 +163,23 @@ def _render_block(tag: Tag) -> list[str]:
         text = _collapse(_inline_text(tag))
         return ["#" * _HEADING_LEVELS[name] + " " + text] if text else []
     if name == "pre":
-        return [_fenced(tag)]
+        return [] if _line_numbers(tag) else [_fenced(tag)]
     if name == "div" and (code := _code_lines(tag)) is not None:
         return [_fence(code, "")]
     if name in ("ul", "ol"):
         return _list_blocks(tag)
     if name == "table":
-        outside = (block for node in _outside_rows(tag) for block in _render_nodes([node]))
+        outside = [block for node in _outside_rows(tag) for block in _render_nodes([node])]
+        if (cells := _layout_cells(tag)) is not None:
+            return outside + [b for cell in cells for b in _render_children(cell)]
         return [*outside, _table(tag)]
     if name == "blockquote":
         inner = "\n\n".join(_render_children(tag))
         return ["\n".join(f"> {line}".rstrip() for line in inner.split("\n"))] if inner else []
     if name == "hr":
         return []
+    if name == "summary" and _holds_blocks(tag.children):
+        return _render_children(tag)  # rustdoc: each method's heading is in one
     if name in ("p", "dt", "dd", "summary", "figcaption", "address"):
         if name == "dd" and _holds(tag.children, _NESTED_STRUCTURES):
             return _render_children(tag)  # bash's `shopt` options: 12,666 characters in one
@@ -359,6 +376,33 @@ def _outside_cells(nodes: Iterable[PageElement]) -> list[PageElement]:
 
 def _is_part(node: PageElement, names: tuple[str, ...]) -> bool:
     return isinstance(node, Tag) and node.name in names
+
+
+def _layout_cells(table: Tag) -> list[Tag] | None:
+    """The cells of a table that lays out blocks, in order, without those
+    holding line numbers; None for a table of data. A cell holding a heading,
+    code, details or a table cannot be a Markdown table's cell: gtk-doc puts
+    each code listing in one (its lines were one row, each `//` comment then
+    running over the code after it), Haddock each instance's methods, and
+    page titles sit in layout tables."""
+    cells = [
+        cell
+        for row in table.find_all("tr")
+        if row.find_parent("table") is table
+        for cell in row.find_all(("td", "th"), recursive=False)
+    ]
+    if not any(cell.find(_LAYOUT_BLOCKS) is not None for cell in cells):
+        return None
+    return [cell for cell in cells if not _line_numbers(cell)]
+
+
+def _line_numbers(tag: Tag) -> bool:
+    """A code listing's column of line numbers (gtk-doc's `listing_lines`
+    cell, rustdoc's `line-numbers` and Pygments' `linenos` blocks): numbers
+    only, in an element whose class speaks of lines."""
+    if not any("line" in name.lower() for name in tag.get_attribute_list("class") if name):
+        return False
+    return _NUMBERS_ONLY.fullmatch(tag.get_text()) is not None
 
 
 def _table(table: Tag) -> str:

@@ -248,6 +248,60 @@ def test_doxygen_code_written_one_div_a_line_is_a_code_block() -> None:
     )
 
 
+def test_a_link_or_summary_around_blocks_keeps_its_headings() -> None:
+    """Haddock writes each section title as `<a id="g:1"><h1>…</h1></a>` and
+    rustdoc each method's heading inside `<summary>`: rendered inline, the
+    headings were lost and glued (`Building listsScans`, `sourcepub fn new()`)."""
+    page = (
+        '<a href="#g:1" id="g:1"><h1>Building lists</h1></a><p>Scan a list.</p>'
+        '<a href="#g:2" id="g:2"><h1>Scans</h1></a>'
+        '<details><summary><section id="method.new"><span class="rightside">'
+        '<a class="srclink" href="../src/vec.rs.html#420">source</a></span>'
+        '<h4 class="code-header">pub const fn new() -&gt; Vec&lt;T&gt;</h4></section></summary>'
+        "<p>Constructs a new, empty <code>Vec&lt;T&gt;</code>.</p></details>"
+    )
+    assert html_to_markdown(page)[1] == (
+        "# Building lists\n\nScan a list.\n\n# Scans\n\nsource\n\n"
+        "#### pub const fn new() -> Vec<T>\n\nConstructs a new, empty `Vec<T>`."
+    )
+
+
+def test_a_table_that_lays_out_code_or_headings_is_read_as_its_blocks() -> None:
+    """gtk-doc puts each code listing in a table beside a column of line
+    numbers: the listing was one row, each `//` comment then running over the
+    code after it. The numbers go; the code is a code block."""
+    page = (
+        '<table class="listing_frame"><tbody><tr><td class="listing_lines"><pre>1\n2</pre></td>'
+        '<td class="listing_code"><pre class="programlisting">// save the state\n'
+        "gboolean was_floating = TRUE;</pre></td></tr></tbody></table>"
+        '<table><tr><td><h2><span class="refentrytitle">Hash Tables</span></h2>'
+        "<p>Hash Tables — associations between keys and values</p></td></tr></table>"
+    )
+    assert html_to_markdown(page)[1] == (
+        "```\n// save the state\ngboolean was_floating = TRUE;\n```\n\n"
+        "## Hash Tables\n\nHash Tables — associations between keys and values"
+    )
+
+
+def test_a_table_of_data_with_paragraphs_in_its_cells_stays_a_table() -> None:
+    """DocBook writes `<td><p>…</p></td>`: a table of data, as before."""
+    page = (
+        "<table><tr><th><p>Limit</p></th><th><p>Value</p></th></tr>"
+        "<tr><td><p>keys</p></td><td><p>60</p></td></tr></table>"
+    )
+    assert html_to_markdown(page)[1] == "| Limit | Value |\n| --- | --- |\n| keys | 60 |"
+
+
+def test_line_numbers_go_and_a_block_of_numbers_stays() -> None:
+    """rustdoc's source pages open with a `pre` of 3,276 line numbers; a
+    program's output that is numbers (no class speaking of lines) stays."""
+    numbered = (
+        '<pre class="line-numbers"><span>1</span>\n<span>2</span></pre><pre>fn main() {}</pre>'
+    )
+    assert html_to_markdown(numbered)[1] == "```\nfn main() {}\n```"
+    assert html_to_markdown("<pre>1\n2\n3</pre>")[1] == "```\n1\n2\n3\n```"
+
+
 def test_a_nul_character_in_a_page_is_dropped_as_a_browser_drops_it() -> None:
     """javadoc's CharUtils page holds one raw NUL (`'\\0'` written literally):
     the Indexer refuses text with NUL characters, and the whole page was lost."""
