@@ -36,7 +36,8 @@ section or main content. So does what a page marks as not for its own search
 engine: the class `nosearch` or `noindex` (SQLite's banner and menus, which
 opened every page's first chunk), Pagefind's `data-pagefind-ignore`, Material
 for MkDocs' `data-search-exclude`, the `<noindex>` element; a marked block
-holding a heading stays (SQLite marks its page title so).
+holding a heading stays (SQLite marks its page title so). Text shown on hover
+(a class ending in `tooltiptext`: rustdoc's "Notable traits" box) goes too.
 
 A block with a link into the page (`href="#..."`) is not site navigation:
 Sphinx's sidebar holds the page's own table of contents, which reads like a
@@ -104,8 +105,13 @@ class _Inside:
 
 def is_marked_chrome(tag: Tag) -> bool:
     """Whether `tag` is a banner, footer or search box by its role, class or
-    id outside the page's content, or marked as not for a site's search."""
+    id outside the page's content, marked as not for a site's search, or a
+    hover tooltip's text."""
     classes = _classes(tag)
+    if any(name.endswith("tooltiptext") for name in classes):
+        # Text shown on hover (rustdoc's "Notable traits for Vec<u8, A> impl
+        # Write for …" in 85 method headings of Vec's page), not the page's.
+        return True
     if _not_for_search(tag, classes):
         # A site's own search takes the page's title from elsewhere; here its
         # headings are the chunks' heading paths (SQLite's page title is in

@@ -361,3 +361,16 @@ def test_a_block_marked_not_for_search_keeps_its_headings() -> None:
     )
     _, markdown = html_to_markdown(page)
     assert markdown.endswith("## Set A Busy Timeout\n\nThis routine sets a busy handler.")
+
+
+def test_a_tooltips_text_goes() -> None:
+    """rustdoc puts a hover box after 85 method signatures of Vec's page:
+    "Notable traits for Vec<u8, A> impl Write for …" was in every heading."""
+    page = (
+        '<h4 class="code-header">pub fn new() -&gt; Vec&lt;T&gt;<span class="notable-traits">'
+        '<span class="notable-traits-tooltip">ⓘ<span class="notable-traits-tooltiptext">'
+        '<span class="docblock"><h3>Notable traits for Vec&lt;u8&gt;</h3>impl Write</span>'
+        "</span></span></span></h4><p>Constructs a new, empty vector.</p>"
+    )
+    _, markdown = html_to_markdown(page)
+    assert markdown == "#### pub fn new() -> Vec<T>ⓘ\n\nConstructs a new, empty vector."
