@@ -37,7 +37,10 @@ engine: the class `nosearch` or `noindex` (SQLite's banner and menus, which
 opened every page's first chunk), Pagefind's `data-pagefind-ignore`, Material
 for MkDocs' `data-search-exclude`, the `<noindex>` element; a marked block
 holding a heading stays (SQLite marks its page title so). Text shown on hover
-(a class ending in `tooltiptext`: rustdoc's "Notable traits" box) goes too.
+(a class ending in `tooltiptext`: rustdoc's "Notable traits" box) goes too, and so
+do the page's controls: a link that runs a script (`href="javascript:…"`: rustdoc's "[−]",
+SQLite's "Menu"), rustdoc's "Run" buttons, "source" links and "Expand description", Sphinx's
+"[source]" links.
 
 A block with a link into the page (`href="#..."`) is not site navigation:
 Sphinx's sidebar holds the page's own table of contents, which reads like a
@@ -76,6 +79,11 @@ _FOOTER_NAME = "footer"
 _NOT_FOR_SEARCH_CLASSES = frozenset({"nosearch", "noindex"})
 _NOT_FOR_SEARCH_ATTRIBUTES = ("data-pagefind-ignore", "data-search-exclude")
 _SECTIONING = frozenset({"article", "main", "section"})
+# The page's controls, not its text: rustdoc's "Run" under every example (217
+# on Vec's page), "source" beside every item (336), "Expand description";
+# Sphinx's "[source]" links.
+_CONTROL_CLASSES = frozenset({"test-arrow", "srclink", "hideme", "viewcode-link"})
+_SCRIPT_LINK = re.compile(r"\s*javascript:", re.IGNORECASE)
 # A pager is a line or a small table of links; a block around one with more
 # text than this holds content too, and only the pager inside it goes.
 PAGER_MAX_CHARS = 300
@@ -112,6 +120,8 @@ def is_marked_chrome(tag: Tag) -> bool:
         # Text shown on hover (rustdoc's "Notable traits for Vec<u8, A> impl
         # Write for …" in 85 method headings of Vec's page), not the page's.
         return True
+    if not _CONTROL_CLASSES.isdisjoint(classes) or _SCRIPT_LINK.match(str(tag.get("href") or "")):
+        return True  # a control of the page: "Run", "source", "[−]", "Expand description"
     if _not_for_search(tag, classes):
         # A site's own search takes the page's title from elsewhere; here its
         # headings are the chunks' heading paths (SQLite's page title is in

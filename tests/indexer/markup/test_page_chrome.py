@@ -374,3 +374,26 @@ def test_a_tooltips_text_goes() -> None:
     )
     _, markdown = html_to_markdown(page)
     assert markdown == "#### pub fn new() -> Vec<T>ⓘ\n\nConstructs a new, empty vector."
+
+
+@pytest.mark.parametrize(
+    "control",
+    [
+        '<a class="test-arrow" target="_blank" href="https://play.rust-lang.org/?code=x">Run</a>',
+        '<a class="srclink" href="../src/vec.rs.html#400">source</a>',
+        '<a id="toggle-all-docs" href="javascript:void(0)" title="collapse all docs">[−]</a>',
+        '<a href="JavaScript:toggle_search()">Search</a>',
+        '<a href="_modules/werkzeug/serving.html#run_simple"><span class="viewcode-link">'
+        "[source]</span></a>",
+    ],
+)
+def test_the_pages_controls_go(control: str) -> None:
+    """rustdoc's "Run" under every example (217 on Vec's page) and "source"
+    beside every item (336) were words of the page's text."""
+    _, markdown = html_to_markdown(f"<p>Constructs a new, empty vector.{control}</p>")
+    assert markdown == "Constructs a new, empty vector."
+
+
+def test_the_pages_controls_are_told_by_class_or_script_not_by_words() -> None:
+    page = '<p>See the <a href="../src/vec.rs.html">source</a> and <a href="#run">Run</a>.</p>'
+    assert html_to_markdown(page)[1] == "See the source and Run."
