@@ -251,7 +251,8 @@ def test_doxygen_code_written_one_div_a_line_is_a_code_block() -> None:
 def test_a_link_or_summary_around_blocks_keeps_its_headings() -> None:
     """Haddock writes each section title as `<a id="g:1"><h1>…</h1></a>` and
     rustdoc each method's heading inside `<summary>`: rendered inline, the
-    headings were lost and glued (`Building listsScans`, `sourcepub fn new()`)."""
+    headings were lost and glued (`Building listsScans`, `sourcepub fn new()`;
+    the "source" link itself goes, a control of the page)."""
     page = (
         '<a href="#g:1" id="g:1"><h1>Building lists</h1></a><p>Scan a list.</p>'
         '<a href="#g:2" id="g:2"><h1>Scans</h1></a>'
@@ -261,7 +262,7 @@ def test_a_link_or_summary_around_blocks_keeps_its_headings() -> None:
         "<p>Constructs a new, empty <code>Vec&lt;T&gt;</code>.</p></details>"
     )
     assert html_to_markdown(page)[1] == (
-        "# Building lists\n\nScan a list.\n\n# Scans\n\nsource\n\n"
+        "# Building lists\n\nScan a list.\n\n# Scans\n\n"
         "#### pub const fn new() -> Vec<T>\n\nConstructs a new, empty `Vec<T>`."
     )
 
