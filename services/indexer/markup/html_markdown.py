@@ -386,10 +386,7 @@ def _layout_cells(table: Tag) -> list[Tag] | None:
     running over the code after it), Haddock each instance's methods, and
     page titles sit in layout tables."""
     cells = [
-        cell
-        for row in table.find_all("tr")
-        if row.find_parent("table") is table
-        for cell in row.find_all(("td", "th"), recursive=False)
+        cell for row in _own_rows(table) for cell in row.find_all(("td", "th"), recursive=False)
     ]
     if not any(cell.find(_LAYOUT_BLOCKS) is not None for cell in cells):
         return None
@@ -405,10 +402,15 @@ def _line_numbers(tag: Tag) -> bool:
     return _NUMBERS_ONLY.fullmatch(tag.get_text()) is not None
 
 
+def _own_rows(table: Tag) -> list[Tag]:
+    """The table's rows, not those of a table inside it (rendered on its own)."""
+    return [row for row in table.find_all("tr") if row.find_parent("table") is table]
+
+
 def _table(table: Tag) -> str:
     rows = []
     width = 0
-    for row in table.find_all("tr"):
+    for row in _own_rows(table):
         cells = [
             _collapse(_inline_text(cell)).replace("|", "\\|")
             for cell in row.find_all(("td", "th"), recursive=False)

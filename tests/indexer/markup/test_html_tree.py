@@ -75,7 +75,10 @@ def test_a_deep_stack_is_walked_a_bounded_depth() -> None:
     assert all(f"w{i}" in soup.get_text() for i in range(2000))
 
 
-_TAGS = ("p", "li", "dt", "dd", "td", "tr", "div", "span", "ul", "dl", "table", "h2", "pre")
+_TAGS = (
+    "p", "li", "dt", "dd", "td", "tr", "div", "span", "ul", "dl", "table", "h2", "pre", "a",
+    "summary", "details",
+)  # fmt: skip
 
 
 @settings(max_examples=200, deadline=None)
@@ -94,7 +97,9 @@ def test_any_run_of_open_tags_keeps_every_word_in_order(spans: int, tags: list[s
 @settings(max_examples=200, deadline=None)
 @given(tags=st.lists(st.sampled_from(_TAGS), min_size=1, max_size=60))
 def test_any_run_of_open_tags_renders_every_word_apart(tags: list[str]) -> None:
-    """Rendered to Markdown, no word of such a page is lost or glued to another."""
+    """Rendered to Markdown, no word of such a page is lost, repeated or glued
+    to another. (Not always in order: text a page left between a table's rows
+    comes before the table, where a browser moves it.)"""
     page = "<p>lead " + "".join(f"<{t}>w{i} " for i, t in enumerate(tags))
     words = re.findall(r"[a-z0-9]+", html_to_markdown(page)[1])
-    assert words == ["lead", *(f"w{i}" for i in range(len(tags)))]
+    assert sorted(words) == sorted(["lead", *(f"w{i}" for i in range(len(tags)))])
