@@ -262,9 +262,9 @@ def _code_lines(tag: Tag) -> str | None:
 
 def _code_line(line: Tag) -> str:
     number = line.find("span", class_="lineno")
-    text = "".join(
-        node for node in line.find_all(string=True) if number is None or node.parent is not number
-    )
+    # The number's text, also when Doxygen 1.9 wraps it in a link to the listing.
+    numbering = {id(node) for node in number.find_all(string=True)} if number else set()
+    text = "".join(node for node in line.find_all(string=True) if id(node) not in numbering)
     return text.removeprefix("\xa0").rstrip()
 
 

@@ -242,6 +242,13 @@ def test_doxygen_code_written_one_div_a_line_is_a_code_block() -> None:
     assert html_to_markdown(page)[1] == (
         "Examples:\n\n```\nJson::Value null_value; // null\n\n  return 10;\n```"
     )
+    # Doxygen 1.9 links a fragment's line numbers to the source listing: still numbers.
+    linked = (
+        '<div class="fragment"><div class="line"><a id="l00193" name="l00193"></a>'
+        '<span class="lineno"><a class="line" href="value_8h_source.html#l00193">  193</a></span>'
+        '<span class="keyword">class </span>Value {</div></div>'
+    )
+    assert html_to_markdown(linked)[1] == "```\nclass Value {\n```"
     # A block merely classed `fragment`, without its lines, is a block as before.
     assert html_to_markdown('<div class="fragment"><p>One.</p><p>Two.</p></div>')[1] == (
         "One.\n\nTwo."
