@@ -170,9 +170,10 @@ def _render_block(tag: Tag) -> list[str]:
         return _list_blocks(tag)
     if name == "table":
         outside = [block for node in _outside_rows(tag) for block in _render_nodes([node])]
-        if (cells := _layout_cells(tag)) is not None:
+        rows = _own_rows(tag)
+        if (cells := _layout_cells(rows)) is not None:
             return outside + [b for cell in cells for b in _render_children(cell)]
-        return [*outside, _table(tag)]
+        return [*outside, _table(rows)]
     if name == "blockquote":
         inner = "\n\n".join(_render_children(tag))
         return ["\n".join(f"> {line}".rstrip() for line in inner.split("\n"))] if inner else []
@@ -378,16 +379,14 @@ def _is_part(node: PageElement, names: tuple[str, ...]) -> bool:
     return isinstance(node, Tag) and node.name in names
 
 
-def _layout_cells(table: Tag) -> list[Tag] | None:
+def _layout_cells(rows: list[list[Tag]]) -> list[Tag] | None:
     """The cells of a table that lays out blocks, in order, without those
     holding line numbers; None for a table of data. A cell holding a heading,
     code, details or a table cannot be a Markdown table's cell: gtk-doc puts
     each code listing in one (its lines were one row, each `//` comment then
     running over the code after it), Haddock each instance's methods, and
     page titles sit in layout tables."""
-    cells = [
-        cell for row in _own_rows(table) for cell in row.find_all(("td", "th"), recursive=False)
-    ]
+    cells = [cell for row in rows for cell in row]
     if not any(cell.find(_LAYOUT_BLOCKS) is not None for cell in cells):
         return None
     return [cell for cell in cells if not _line_numbers(cell)]
@@ -402,19 +401,20 @@ def _line_numbers(tag: Tag) -> bool:
     return _NUMBERS_ONLY.fullmatch(tag.get_text()) is not None
 
 
-def _own_rows(table: Tag) -> list[Tag]:
-    """The table's rows, not those of a table inside it (rendered on its own)."""
-    return [row for row in table.find_all("tr") if row.find_parent("table") is table]
+def _own_rows(table: Tag) -> list[list[Tag]]:
+    """The cells of each of the table's rows, not of a table inside it (rendered on its own)."""
+    return [
+        row.find_all(("td", "th"), recursive=False)
+        for row in table.find_all("tr")
+        if row.find_parent("table") is table
+    ]
 
 
-def _table(table: Tag) -> str:
+def _table(own_rows: list[list[Tag]]) -> str:
     rows = []
     width = 0
-    for row in _own_rows(table):
-        cells = [
-            _collapse(_inline_text(cell)).replace("|", "\\|")
-            for cell in row.find_all(("td", "th"), recursive=False)
-        ]
+    for row in own_rows:
+        cells = [_collapse(_inline_text(cell)).replace("|", "\\|") for cell in row]
         if cells:
             rows.append("| " + " | ".join(cells) + " |")
             width = width or len(cells)
