@@ -10,7 +10,7 @@ import pytest
 
 from services.core.models import Document
 from services.sources.loaders import LoadError, load_directory
-from services.sources.template_sources import template_markup
+from services.sources.template_sources import MAX_JUDGED_CHARS, template_markup
 
 pytestmark = pytest.mark.unit
 
@@ -61,3 +61,22 @@ def test_the_folder_loader_reports_a_template_and_loads_the_manual(tmp_path: Pat
     (skipped,) = [i for i in items if isinstance(i, LoadError)]
     assert skipped.source == "templates/new_url.html" and skipped.skipped
     assert skipped.reason.startswith("a template's source, not a page (5 template tags outside")
+
+
+def test_awkward_markup_is_judged_by_bounded_patterns() -> None:
+    """Runs of open tags or backticks (each once made every search run to the
+    line's or the text's end) count no tag; a tag past the judged opening is
+    not read; a code span of the longest backtick run judged still hides its tags."""
+    assert template_markup("", "{{" * 40_000) is None
+    assert template_markup("", "{% a " * 40_000) is None
+    assert template_markup("", "${" * 50_000 + "`" * 20_000) is None
+    tags = "{% if x %}{{ y }}{# z #}"
+    assert template_markup("", tags) == 3
+    unit = "{{ a }} "  # the judged opening holds exactly this many of them
+    assert template_markup("", unit * (MAX_JUDGED_CHARS // len(unit) + 100)) == 12_500
+    # Two characters later, the last one is cut by the end of the opening.
+    assert template_markup("", "  " + unit * (MAX_JUDGED_CHARS // len(unit))) == 12_499
+    fence = "`" * 16
+    assert template_markup("", f"{fence} {tags} {fence}") is None
+    # A run longer than a code span's fence is no span: its tags are counted.
+    assert template_markup("", f"{fence}` {tags} {fence}`") == 3
