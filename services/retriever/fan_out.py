@@ -31,6 +31,7 @@ from services.retriever.channels import (
 )
 from services.retriever.language import LanguageRule
 from services.retriever.locale_balance import LocaleLists, LocaleSearch
+from services.retriever.locale_groups import LocaleGroups
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.scope_locales import scope_key
 from services.retriever.stages import StageRecorder
@@ -154,14 +155,15 @@ class ChannelFanOut:
         channel_s = self.config.channel_timeout_ms / 1000
         margin_s = self.reserve.margin_within(deadline)
         # The read of the scope's locales (when due) is bounded as a channel is.
-        locales = await self._locales(
+        groups = await self._locales(
             prepared.scope, deadline.shortened(margin_s).capped(channel_s), stages
         )
+        locales = groups.names
         budget_s = deadline.budget(channel_s, margin_s)
         translations = self.locale_search.translate(
             prepared.text, prepared.language.language, locales
         )
-        asked = LocaleLists(locales, translations=translations)
+        asked = LocaleLists(locales, groups=groups, translations=translations)
         verdict_key = self._verdict_key(prepared, asked)
         deferred = verdict_key is not None and self.deferral.defers(verdict_key)
         # The stores get the channel's own deadline: a server store's query
@@ -242,8 +244,8 @@ class ChannelFanOut:
 
     async def _locales(
         self, scope: ScopeFilter, deadline: Deadline, stages: StageRecorder
-    ) -> tuple[str, ...]:
-        """The locales the request's scope holds, to rank apart: cached, or
+    ) -> LocaleGroups:
+        """The locale lists the request's scope holds, to rank apart: cached, or
         read in a worker thread by `deadline` (a read that runs out of time
         keeps the scope's last reading, or ranks one list). Only a read is
         timed, as the stage `locales`: when it read every manifest document,
@@ -362,7 +364,12 @@ class _Searches:
             vectors = call_as("embedding", embed, texts, end).tolist()
             by_language = dict(zip(translations, vectors, strict=True))
             hits, merged, question_alone = fan_out.locale_search.translated_vector(
-                by_language, prepared.depth, prepared.scope, by_locale, self.searches_end
+                by_language,
+                prepared.depth,
+                prepared.scope,
+                by_locale,
+                self.searches_end,
+                self.asked.groups,
             )
         self.question_vector = {**self.question_vector, **question_alone}
         return hits, merged
@@ -392,7 +399,8 @@ class _Searches:
         end = self.searches_end.on_monotonic_clock()
         vector = call_as("cross_lingual_embedding", embed, prepared.text, end).tolist()
         locales = fan_out.second.pages(self.asked.locales)
-        scopes = [replace(prepared.scope, locale=locale) for locale in locales]
+        tags = [tag for locale in locales for tag in self.asked.groups.tags_of(locale)]
+        scopes = [replace(prepared.scope, locale=tag) for tag in tags]
         searches = [
             VectorQuery(vector, prepared.depth, scope, using=SECOND_VECTOR)
             for scope in scopes or [prepared.scope]

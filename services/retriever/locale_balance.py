@@ -48,6 +48,7 @@ from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.channels import call_as
 from services.retriever.fusion import ListFuser
+from services.retriever.locale_groups import LocaleGroups, in_list, merged_by_score
 from services.retriever.locale_order import HeadEvidence, LocaleOrderRule, OrderDecision
 from services.retriever.locale_turns import (
     interleaved,
@@ -80,6 +81,9 @@ class LocaleLists:
     (services.retriever.fan_out); `order` added by fusion."""
 
     locales: tuple[str, ...] = ()
+    # Each locale list's tags (services.retriever.locale_groups: a list is a
+    # language; a name not grouped is its own tag).
+    groups: LocaleGroups = field(default_factory=LocaleGroups)
     vector: Mapping[str, list[ScoredChunk]] = field(default_factory=dict)
     translated: Mapping[str, list[ScoredChunk]] = field(default_factory=dict)
     translations: Mapping[str, Translation] = field(default_factory=dict)  # by language
@@ -170,7 +174,7 @@ def _fused_locale(
     language's locale: those by an exact identifier, then the translated
     question's), and its cross-lingual hits."""
     own = not other_language(query_language, locale)
-    lexical_hits = [h for h in lexical if h.chunk.locale == locale and (own or h.exact)]
+    lexical_hits = [h for h in lexical if in_list(locale, h.chunk.locale) and (own or h.exact)]
     if not own and translated:
         lexical_hits = _merged(lexical_hits, translated.get(locale, []))
     ranked = {Channel.VECTOR: vector_hits, Channel.LEXICAL: lexical_hits}
@@ -180,7 +184,7 @@ def _fused_locale(
 
 
 def _in_locale(hits: Sequence[ScoredChunk], locale: str) -> list[ScoredChunk]:
-    return [hit for hit in hits if hit.chunk.locale == locale]
+    return [hit for hit in hits if in_list(locale, hit.chunk.locale)]
 
 
 def _same_language(query_language: str, locale: str) -> bool:
@@ -234,24 +238,25 @@ class LocaleSearch:
         knowing which locales its scope holds)."""
         return self.enabled and self.locales is not None and not scope.locale
 
-    def cached_locales(self, scope: ScopeFilter) -> tuple[str, ...] | None:
-        """The locales to rank apart without a read (None: a read is due)."""
+    def cached_locales(self, scope: ScopeFilter) -> LocaleGroups | None:
+        """The locale lists to rank apart without a read (None: a read is due)."""
         if not self.balances(scope) or self.locales is None:
-            return ()
+            return LocaleGroups()
         found = self.locales.cached(scope)
-        return None if found is None else _several(found)
+        return None if found is None else LocaleGroups.of(found)
 
-    def read_locales(self, scope: ScopeFilter, deadline: Deadline) -> tuple[str, ...]:
-        """The locales to rank apart: those the scope holds, when more than one."""
+    def read_locales(self, scope: ScopeFilter, deadline: Deadline) -> LocaleGroups:
+        """The locale lists to rank apart: one per language the scope's
+        locales name, when more than one (services.retriever.locale_groups)."""
         if not self.balances(scope) or self.locales is None:
-            return ()
-        return _several(self.locales.current(scope, deadline))
+            return LocaleGroups()
+        return LocaleGroups.of(self.locales.current(scope, deadline))
 
-    def last_locales(self, scope: ScopeFilter) -> tuple[str, ...]:
+    def last_locales(self, scope: ScopeFilter) -> LocaleGroups:
         """As `read_locales` from the last reading (a read that ran out of time)."""
         if not self.balances(scope) or self.locales is None:
-            return ()
-        return _several(self.locales.last(scope))
+            return LocaleGroups()
+        return LocaleGroups.of(self.locales.last(scope))
 
     def translate(
         self, query: str, language: str, locales: tuple[str, ...]
@@ -291,17 +296,31 @@ class LocaleSearch:
             locale: [vectors[0], *_present(by_language.get(primary_language(locale)))]
             for locale in lists.locales
         }
-        # Every locale's searches (the question's, and its translation's
-        # where there is one) as one store call: one pass over the segments.
-        queries = [
-            VectorQuery(vector, depth, replace(scope, locale=locale))
-            for locale, locale_vectors in per_locale.items()
-            for vector in locale_vectors
-        ]
-        answers = iter(call_as("vector", self.searches.search_many, queries, deadline))
+        wanted = [(locale, vector) for locale, its in per_locale.items() for vector in its]
+        answers = iter(self._searched(wanted, depth, scope, lists.groups, deadline))
         found = {locale: [next(answers) for _ in vectors] for locale, vectors in per_locale.items()}
         by_locale = {locale: found[locale][0] for locale in per_locale}
-        return self.translated_vector({}, depth, scope, by_locale, deadline, found)
+        return self.translated_vector({}, depth, scope, by_locale, deadline, lists.groups, found)
+
+    def _searched(
+        self,
+        wanted: Sequence[tuple[str, list[float]]],
+        depth: int,
+        scope: ScopeFilter,
+        groups: LocaleGroups,
+        deadline: Deadline,
+    ) -> list[list[ScoredChunk]]:
+        """Each (locale list, vector) of `wanted` searched in every tag of
+        its list, all as one store call (one pass over the segments), the
+        tags' hits merged by score."""
+        tags = [groups.tags_of(locale) for locale, _ in wanted]
+        queries = [
+            VectorQuery(vector, depth, replace(scope, locale=tag))
+            for (_, vector), its in zip(wanted, tags, strict=True)
+            for tag in its
+        ]
+        answers = iter(call_as("vector", self.searches.search_many, queries, deadline))
+        return [merged_by_score([next(answers) for _ in its], depth) for its in tags]
 
     def translated_vector(
         self,
@@ -310,6 +329,7 @@ class LocaleSearch:
         scope: ScopeFilter,
         by_locale: Mapping[str, list[ScoredChunk]],
         deadline: Deadline,
+        groups: LocaleGroups,
         found: Mapping[str, list[list[ScoredChunk]]] | None = None,
     ) -> tuple[list[ScoredChunk], dict[str, list[ScoredChunk]], dict[str, list[ScoredChunk]]]:
         """`by_locale` (the question's hits per locale) with each
@@ -318,15 +338,15 @@ class LocaleSearch:
         question's first), the two lists taking turns there: the channel's
         list, each locale's, and the question's own hits in each locale
         where a translation's were merged in."""
-        wanted = [locale for locale in by_locale if primary_language(locale) in vectors]
-        queries = [
-            VectorQuery(vectors[primary_language(locale)], depth, replace(scope, locale=locale))
-            for locale in wanted
+        wanted = [
+            (locale, vectors[primary_language(locale)])
+            for locale in by_locale
+            if primary_language(locale) in vectors
         ]
         lists = {locale: [hits] for locale, hits in by_locale.items()} | dict(found or {})
-        if queries:
-            answers = call_as("vector", self.searches.search_many, queries, deadline)
-            for locale, hits in zip(wanted, answers, strict=True):
+        if wanted:
+            answers = self._searched(wanted, depth, scope, groups, deadline)
+            for (locale, _), hits in zip(wanted, answers, strict=True):
                 lists[locale] = [by_locale[locale], hits]
         merged = {locale: lists[locale][0] for locale in by_locale}
         question_alone: dict[str, list[ScoredChunk]] = {}
@@ -344,19 +364,18 @@ class LocaleSearch:
         lists: LocaleLists,
         deadline: Deadline,
     ) -> dict[str, list[ScoredChunk]]:
-        """Each translation searched in each locale of its language alone, by locale."""
+        """Each translation searched in each locale list of its language
+        alone (in each of the list's tags, merged by score), by list."""
         translated: dict[str, list[ScoredChunk]] = {}
         for locale in lists.locales:
             translation = lists.translations.get(primary_language(locale))
             if translation is not None:
-                search = replace(scope, locale=locale)
-                translated[locale] = lexical_search(translation.text, depth, search, deadline)
+                found = [
+                    lexical_search(translation.text, depth, replace(scope, locale=tag), deadline)
+                    for tag in lists.groups.tags_of(locale)
+                ]
+                translated[locale] = merged_by_score(found, depth)
         return translated
-
-
-def _several(locales: tuple[str, ...]) -> tuple[str, ...]:
-    """Locales to rank apart: only when there are several."""
-    return locales if len(locales) > 1 else ()
 
 
 def _present(vector: list[float] | None) -> list[list[float]]:

@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from services.core.analysis import primary_language
 from services.core.models import ScoredChunk
+from services.retriever.locale_groups import in_list
 from services.retriever.locale_order import LocaleOrderRule
 
 T = TypeVar("T")
@@ -75,8 +76,9 @@ def needed_translations(
     every other."""
     best: dict[str, float | None] = dict.fromkeys(locales)
     for hit in cross_lingual or ():
-        if hit.chunk.locale in best and best[hit.chunk.locale] is None:
-            best[hit.chunk.locale] = hit.score
+        locale = next((name for name in best if in_list(name, hit.chunk.locale)), None)
+        if locale is not None and best[locale] is None:
+            best[locale] = hit.score
     waiting = rule.sure_to_wait(best, language) if cross_lingual is not None else frozenset()
     taking_turns = {primary_language(locale) for locale in locales if locale not in waiting}
     return {lang: text for lang, text in translations.items() if lang in taking_turns}

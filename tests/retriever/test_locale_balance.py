@@ -149,11 +149,12 @@ def _retrieve(  # type: ignore[no-untyped-def]
     question: str = "怎么申请发票",
     embedder: _Embedder | None = None,
     config: RetrievalConfig | None = None,
+    vectors: _Vectors | None = None,
     **request: object,
 ):
     """`locales`: the locales the index holds, or the read that answers them."""
     read = locales if callable(locales) else lambda *_: locales
-    vectors = _Vectors()
+    vectors = vectors or _Vectors()
     with ThreadPoolExecutor(2) as executor:
         pipeline = _pipeline(
             executor, embedder or _Embedder(languages), vectors, read, translator, lexical, config
@@ -273,15 +274,69 @@ def test_one_translation_per_language_however_many_locale_tags_share_it() -> Non
         query_language="en",
         debug=True,
     )
-    # zh and zh-CN pages share one translated text and one embedding.
+    # zh and zh-CN pages share one translated text and one embedding, and
+    # one list: each vector searched in both tags.
     assert embedder.embedded == [["where is my invoice", "invoice 发票"]]
-    assert [s.locale for s in vectors.scopes] == ["en", "zh", "zh", "zh-CN", "zh-CN"]
+    assert [s.locale for s in vectors.scopes] == ["en", "zh", "zh-CN", "zh", "zh-CN"]
     translated = TextAnalyzer().plan("invoice 发票").terms
     assert lexical.searches[1:] == [(translated, "zh"), (translated, "zh-CN")]
     assert [n for n in result.notes if n.startswith("lexical words translated")] == [
         "lexical words translated for zh pages: invoice → 发票"
     ]
-    assert any("ranked each locale apart (en, zh, zh-CN)" in note for note in result.notes)
+    assert any("ranked each locale apart (en, zh)" in note for note in result.notes)
+
+
+# English pages under two tags: `en` holds the two best, `en-US` a weaker
+# one; one Chinese page.
+_REGION_PAGES = {
+    "en": [("en-1", 0.9), ("en-2", 0.8)],
+    "en-US": [("us-1", 0.7)],
+    "zh-CN": [("zh-1", 0.6)],
+}
+
+
+class _RegionVectors(_Vectors):
+    """`_REGION_PAGES`, filtered by locale."""
+
+    def search(
+        self, vector: object, limit: int, scope: ScopeFilter, deadline: object = None
+    ) -> list[ScoredChunk]:
+        self.scopes.append(scope)
+        tags = [scope.locale] if scope.locale else list(_REGION_PAGES)
+        hits = [_scored_in(cid, tag, score) for tag in tags for cid, score in _REGION_PAGES[tag]]
+        return sorted(hits, key=lambda h: -h.score)
+
+
+def _scored_in(chunk_id: str, locale: str, score: float) -> ScoredChunk:
+    return replace(_vector(chunk_id, locale), score=score)
+
+
+def test_the_tags_of_one_language_are_one_list_and_take_no_turns_from_each_other() -> None:
+    """Ranked per tag, the en-US list's best page took the second place
+    whatever its score; as one English list it follows the better en page."""
+    vectors = _RegionVectors()
+    result, _ = _retrieve(
+        frozenset({"*"}),
+        ("en", "en-US", "zh-CN"),
+        question="where is my invoice",
+        vectors=vectors,
+        debug=True,
+    )
+    # Per tag the order was en-1, us-1, zh-1, en-2.
+    assert [h.chunk.chunk_id for h in result.hits] == ["en-1", "zh-1", "en-2", "us-1"]
+    assert [s.locale for s in vectors.scopes] == ["en", "en-US", "zh-CN"]
+    assert vectors.batches == [3]  # every tag's search in one store call
+    assert any("ranked each locale apart (en, zh-CN)" in note for note in result.notes)
+
+
+def test_a_scope_of_one_language_under_two_tags_is_ranked_as_one_list() -> None:
+    vectors = _RegionVectors()
+    result, _ = _retrieve(
+        frozenset({"*"}), ("en", "en-US"), question="where is my invoice", vectors=vectors
+    )
+    assert [s.locale for s in vectors.scopes] == [""]
+    assert [h.chunk.chunk_id for h in result.hits][:3] == ["en-1", "en-2", "us-1"]
+    assert not any("locale apart" in note for note in result.notes)
 
 
 def test_locales_come_from_the_request_s_scope() -> None:

@@ -3,7 +3,8 @@ packaged multilingual model: in an index that holds an English-only scope
 beside a bilingual one, a question scoped to the English pages is embedded
 alone (not translated, one vector search), while the bilingual scope keeps
 its cross-language ranking; a language written with several locale tags
-(zh, zh-CN) gets one translation. Observed through the debug notes, never
+(zh, zh-CN) gets one translation and one list, and a scope of one language
+under two tags (en, en-US) is ranked as one list. Observed through the debug notes, never
 through time (services.retriever.locale_balance)."""
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ NOTES_PAGES = {
     "zh/billing-faq.md": "# 账单常见问题\n\n发票在每个月第一天开具，可以在控制台的账单页面下载。",
     "zh-CN/servers.md": "# 服务器\n\n私有化部署至少需要三台服务器。",
 }
+# English pages under two tags of one language, and nothing else.
+GUIDE_PAGES = {
+    "en/install.md": "# Install\n\nRun the installer, then sign in with your account.",
+    "en/upgrade.md": "# Upgrade\n\nTo move to a new release, stop the service, replace "
+    "the binary and start it again.",
+    "en-US/uninstall.md": "# Uninstall\n\nRemove the program folder and its settings file.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +54,7 @@ def tenants(
         *markdown_pages(BILINGUAL_PAGES, scope_id="site"),
         *markdown_pages(API_PAGES, scope_id="api"),
         *markdown_pages(NOTES_PAGES, scope_id="notes"),
+        *markdown_pages(GUIDE_PAGES, scope_id="guides"),
     ]
     reply = stack.upsert(docs)
     assert reply.counts.added == len(docs)
@@ -88,14 +97,24 @@ def test_the_bilingual_scope_keeps_its_cross_language_ranking(tenants: Backgroun
     assert set(ranked) <= set(BILINGUAL_PAGES)
 
 
-def test_two_tags_of_one_language_share_one_translation(tenants: BackgroundStack) -> None:
+def test_two_tags_of_one_language_share_one_translation_and_one_list(
+    tenants: BackgroundStack,
+) -> None:
     reply = _retrieve(tenants, "Where can I download the invoice?", "notes")
     notes = list(reply.debug.notes)
-    assert any("ranked each locale apart (en, zh, zh-CN)" in note for note in notes)
+    assert any("ranked each locale apart (en, zh)" in note for note in notes)
     assert "query texts embedded: 2 (the question, into zh)" in notes
     translated = [note for note in notes if note.startswith("lexical words translated")]
     assert len(translated) == 1 and translated[0].startswith("lexical words translated for zh ")
     assert "zh/billing-faq.md" in [hit.doc_id for hit in reply.hits][:2]
+
+
+def test_one_language_under_two_tags_is_ranked_as_one_list(tenants: BackgroundStack) -> None:
+    reply = _retrieve(tenants, "How do I move to a new release?", "guides")
+    notes = list(reply.debug.notes)
+    assert "query texts embedded: 1 (the question)" in notes
+    assert not any("locale apart" in note or "translated" in note for note in notes)
+    assert reply.hits[0].doc_id == "en/upgrade.md"
 
 
 def test_a_read_of_the_scopes_locales_is_timed_and_a_cached_one_is_not(
