@@ -2,15 +2,17 @@
 
 The directory loader asks, in order: the operator's `--locale`, the page's
 front matter (`lang`, `locale`), `<html lang>`, a locale folder in the
-page's path, the script of its text; the first that answers wins. This
-module holds the three rules that need more than a lookup:
+page's path or a locale in its file name (`README.en-US.md`), the script of
+its text; the first that answers wins. This module holds the three rules
+that need more than a lookup:
 
 - `normalize_tag`: the one spelling of a tag the project uses (`zh-CN`,
   `en`, `zh-Hans`), as the bilingual data set and the Retriever's filters
   spell it, so `zh_cn`, `ZH-CN` and `zh-CN` are one locale, not three.
-- `PathLocales`: which folder names are locales. Folder names are the least
-  deliberate of the sources (`go/`, `api/`, `ml/`, `it/` are ordinary
-  folders), so the rule is conservative; see `PathLocales`.
+- `PathLocales`: which folder names (and file-name parts) are locales.
+  Folder names are the least deliberate of the sources (`go/`, `api/`,
+  `ml/`, `it/` are ordinary folders), so the rule is conservative; see
+  `PathLocales`.
 - `script_locale`: the language the script of a page's text names.
 """
 
@@ -19,10 +21,11 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from services.core.analysis.scripts import HAN_CHAR, HANGUL_CHAR, KANA_CHAR, OTHER_WORD
 from services.core.field_rules import canonical_tag_case
+from services.sources.renderings import page_stem
 
 # A tag as people write it: primary language, then subtags joined by "-" or "_".
 _TAG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
@@ -119,16 +122,22 @@ class PathLocales:
     folder name (`it`, `id`, `ml`, `no`, ...), a sibling folder is a locale
     on its own: `it/` beside `en/` is Italian, `it/` alone is a folder.
     The first locale folder from the root is the page's: `content/zh-CN/a.md`
-    is zh-CN. File names never count.
+    is zh-CN.
+
+    A page in no locale folder may carry its locale in its file name, as Hugo,
+    dumi and mkdocs-static-i18n name translations: `README.en-US.md` beside
+    `README.md`, `index.zh-CN.md` beside `index.en-US.md` (`_named_locales`).
     """
 
     def __init__(self, relpaths: Iterable[str]) -> None:
         subfolders: dict[str, set[str]] = defaultdict(set)
-        for relpath in relpaths:
+        paths = list(relpaths)
+        for relpath in paths:
             folders = relpath.split("/")[:-1]
             for depth, name in enumerate(folders):
                 subfolders["/".join(folders[:depth])].add(name)
         self._locales = {parent: _locale_folders(names) for parent, names in subfolders.items()}
+        self._named = _named_locales(paths)
 
     def _locale_folder(self, relpath: str) -> tuple[int, str] | None:
         """(depth, tag) of the first locale folder on the page's path."""
@@ -141,16 +150,52 @@ class PathLocales:
 
     def locale_of(self, relpath: str) -> str | None:
         found = self._locale_folder(relpath)
-        return found[1] if found else None
+        if found:
+            return found[1]
+        named = self._named.get(relpath)
+        return named[0] if named else None
 
     def neutral_path(self, relpath: str) -> str:
         """The path without its locale folder: `zh-CN/guide/a.md` → `guide/a.md`,
-        which `en/guide/a.md` shares."""
+        which `en/guide/a.md` shares; or without the locale in its file name:
+        `guide/a.en-US.md` → `guide/a.md`."""
         found = self._locale_folder(relpath)
         if found is None:
-            return relpath
+            named = self._named.get(relpath)
+            return named[1] if named else relpath
         parts = relpath.split("/")
         return posixpath.join(*parts[: found[0]], *parts[found[0] + 1 :])
+
+
+def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Page path → (tag, path without the tag) for the pages whose file name
+    ends in a locale tag before its format: `README.en-US.md`. As with folders
+    the rule is conservative, since a dotted name part may be a version or a
+    word (`setup.py.md`, `notes.it.md`): the part must have a tag's shape and
+    name a known language (`_folder_tag`), and another page of the same folder
+    must share the name without it (`README.md`, `README.zh-CN.md`): a
+    translation always has a twin. A bare code that is also a common word
+    (`it`, `no`, ...) needs a twin whose tag is a locale on its own."""
+    tagged: dict[str, tuple[str, str, bool]] = {}  # path → (tag, neutral path, needs a sure twin)
+    twins: dict[str, list[str]] = defaultdict(list)  # neutral path → its pages
+    for relpath in relpaths:
+        folder, _, name = relpath.rpartition("/")
+        stem = page_stem(name)
+        base, dot, part = stem.rpartition(".")
+        found = _folder_tag(part) if dot and base else None
+        neutral = posixpath.join(folder, base + name[len(stem) :])
+        if found is not None:
+            tagged[relpath] = (found[0], neutral, found[1])
+            twins[neutral].append(relpath)
+        else:
+            twins[relpath].append(relpath)
+    named: dict[str, tuple[str, str]] = {}
+    for relpath, (tag, neutral, needs_sure_twin) in tagged.items():
+        others = [p for p in twins[neutral] if p != relpath]
+        sure = [p for p in others if p in tagged and not tagged[p][2]]
+        if sure if needs_sure_twin else others:
+            named[relpath] = (tag, neutral)
+    return named
 
 
 # ------------------------------------------------------------------ script

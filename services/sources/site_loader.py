@@ -393,7 +393,8 @@ class _SiteLoad:
 
     def head_locale(self, page: _Page) -> str | None:
         """What tells a page's locale before its text: the operator's locale,
-        the page's declared one (front matter, `<html lang>`), its locale folder."""
+        the page's declared one (front matter, `<html lang>`), its locale folder
+        or file name (`README.en-US.md`)."""
         return self.locale or page.declared_locale() or self.folders.locale_of(page.relpath)
 
     def page_locale(self, page: _Page, prose: str) -> str:

@@ -9,7 +9,9 @@ them, by a key each page has:
   `translationKey`), else
 - its path without its locale folder: `en/guide/setup.md` and
   `zh-CN/guide/setup.md` both have `guide/setup.md` (and so does a
-  `guide/setup.md` of a site that keeps its default language at the root).
+  `guide/setup.md` of a site that keeps its default language at the root),
+  or without the locale in its file name: `README.en-US.md` has `README.md`,
+  as its twin `README.md` does (Hugo's translation by file name).
 
 A declared key replaces the path: a page that declares one is linked only to
 pages with the same key (and by `hreflang`), as in Hugo. Pages with the same
@@ -59,7 +61,7 @@ class PageLinks:
     """What one page says about its translations."""
 
     relpath: str
-    own_key: str  # the declared key, else the path without its locale folder
+    own_key: str  # the declared key, else the path without its locale (folder or name)
     declared: bool
     alternates: tuple[str, ...] = ()  # hreflang hrefs, as written
 

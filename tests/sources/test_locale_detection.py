@@ -70,6 +70,30 @@ def test_locale_folders_are_read_conservatively() -> None:
     assert folders.neutral_path("go/f.md") == "go/f.md"
 
 
+def test_a_locale_in_a_file_name_counts_beside_a_twin() -> None:
+    paths = [
+        "button/README.md", "button/README.en-US.md",  # mand-mobile, dumi
+        "guide/index.zh-CN.md", "guide/index.en-US.md",
+        "about.md", "about.fr.md", "about.it.md",  # Hugo: `it` beside a sure `fr`
+        "notes.md", "notes.it.md",  # `it` beside no sure tag: a word
+        "lone.fr.md",  # no twin
+        "setup.py.md", "setup.md", "v1.2.md", "v1.md",  # not languages
+        "zh-CN/x.md", "en/x.md", "en/y.zh-CN.md", "en/y.md",  # a folder first
+    ]  # fmt: skip
+    names = PathLocales(paths)
+    found = {p: names.locale_of(p) for p in paths if names.locale_of(p)}
+    assert found == {
+        "button/README.en-US.md": "en-US", "guide/index.zh-CN.md": "zh-CN",
+        "guide/index.en-US.md": "en-US", "about.fr.md": "fr", "about.it.md": "it",
+        "zh-CN/x.md": "zh-CN", "en/x.md": "en", "en/y.zh-CN.md": "en", "en/y.md": "en",
+    }  # fmt: skip
+    assert names.neutral_path("button/README.en-US.md") == "button/README.md"
+    assert names.neutral_path("guide/index.zh-CN.md") == "guide/index.md"
+    assert names.neutral_path("about.fr.md") == "about.md"
+    assert names.neutral_path("notes.it.md") == "notes.it.md"
+    assert names.neutral_path("button/README.md") == "button/README.md"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

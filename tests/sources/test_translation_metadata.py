@@ -73,6 +73,29 @@ def test_same_path_under_locale_folders(tmp_path: Path) -> None:
         validate_document(doc, DocumentLimits())
 
 
+def test_a_locale_in_the_file_name_links_the_twins(tmp_path: Path) -> None:
+    """mand-mobile's layout: the Chinese README and its English twin
+    `README.en-US.md` (Hugo and dumi name translations the same way)."""
+    write(tmp_path, {
+        "components/button/README.md": "# Button 按钮\n\n用于开始一个即时操作。\n",
+        "components/button/README.en-US.md": "# Button\n\nStarts an action at once.\n",
+        "components/tip/README.md": "# Tip 提示\n\n用于展示一段提示文字。\n",
+    })  # fmt: skip
+    docs = load(tmp_path)
+    english = docs["components/button/README.en-US.md"]
+    assert english.locale == "en-US"
+    assert docs["components/button/README.md"].locale == "zh"  # by its script
+    assert links(english) == [
+        {
+            "locale": "zh",
+            "url": BASE + "components/button/README.md",
+            "doc_id": "components/button/README.md",
+        }
+    ]
+    assert [t["locale"] for t in links(docs["components/button/README.md"])] == ["en-US"]
+    assert TRANSLATIONS_KEY not in docs["components/tip/README.md"].metadata
+
+
 def test_an_id_prefix_is_in_every_id_and_translation_not_in_urls(tmp_path: Path) -> None:
     """Two sites in two scopes both hold `index.md`, and ids are unique across
     scopes: a prefix keeps them apart, and translations name the prefixed ids."""
