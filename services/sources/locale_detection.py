@@ -157,14 +157,44 @@ class PathLocales:
 
     def neutral_path(self, relpath: str) -> str:
         """The path without its locale folder: `zh-CN/guide/a.md` → `guide/a.md`,
-        which `en/guide/a.md` shares; or without the locale in its file name:
-        `guide/a.en-US.md` → `guide/a.md`."""
+        which `en/guide/a.md` shares (a Docusaurus translation under `i18n/`:
+        the path of the page it translates, `_docusaurus_source`); or without
+        the locale in its file name: `guide/a.en-US.md` → `guide/a.md`."""
         found = self._locale_folder(relpath)
         if found is None:
             named = self._named.get(relpath)
             return named[1] if named else relpath
         parts = relpath.split("/")
-        return posixpath.join(*parts[: found[0]], *parts[found[0] + 1 :])
+        return _docusaurus_source(posixpath.join(*parts[: found[0]], *parts[found[0] + 1 :]))
+
+
+# Docusaurus keeps a translation under `i18n/<locale>/<plugin>/…`, away from the
+# page it translates: docs' `current/` (and `version-X/`), the blog, the pages.
+_DOCUSAURUS = re.compile(
+    r"(?P<root>(?:.*/)?)i18n/docusaurus-plugin-content-(?P<plugin>docs|blog|pages)/(?P<rest>.+)"
+)
+_DOCUSAURUS_PLUGIN_PATHS = {"blog": "blog/", "pages": "src/pages/"}
+
+
+def _docusaurus_source(path: str) -> str:
+    """A Docusaurus translation's path (its locale folder already out) as the
+    path of the page it translates: `i18n/docusaurus-plugin-content-docs/
+    current/intro.md` → `docs/intro.md`, `…-docs/version-2.0/a.md` →
+    `versioned_docs/version-2.0/a.md`, `…-blog/x.md` → `blog/x.md`, `…-pages/
+    y.md` → `src/pages/y.md` (Docusaurus's default folders); any other path
+    as it is."""
+    found = _DOCUSAURUS.fullmatch(path)
+    if found is None:
+        return path
+    root, plugin, rest = found["root"], found["plugin"], found["rest"]
+    if plugin != "docs":
+        return root + _DOCUSAURUS_PLUGIN_PATHS[plugin] + rest
+    version, _, inside = rest.partition("/")
+    if not inside:
+        return path
+    if version == "current":
+        return f"{root}docs/{inside}"
+    return f"{root}versioned_docs/{rest}" if version.startswith("version-") else path
 
 
 def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:

@@ -94,6 +94,22 @@ def test_a_locale_in_a_file_name_counts_beside_a_twin() -> None:
     assert names.neutral_path("button/README.md") == "button/README.md"
 
 
+def test_a_docusaurus_translation_s_neutral_path_is_the_page_it_translates() -> None:
+    i18n = "site/i18n/zh-Hans/docusaurus-plugin-content-"
+    paths = [
+        f"{i18n}docs/current/guide/a.md", f"{i18n}docs/version-2.0/a.md",
+        f"{i18n}blog/post.md", f"{i18n}pages/about.md", f"{i18n}docs/other/a.md",
+        "site/docs/guide/a.md",
+    ]  # fmt: skip
+    folders = PathLocales(paths)
+    assert [folders.neutral_path(p) for p in paths] == [
+        "site/docs/guide/a.md", "site/versioned_docs/version-2.0/a.md", "site/blog/post.md",
+        "site/src/pages/about.md", "site/i18n/docusaurus-plugin-content-docs/other/a.md",
+        "site/docs/guide/a.md",
+    ]  # fmt: skip
+    assert folders.locale_of(paths[0]) == "zh-Hans"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -96,6 +96,27 @@ def test_a_locale_in_the_file_name_links_the_twins(tmp_path: Path) -> None:
     assert TRANSLATIONS_KEY not in docs["components/tip/README.md"].metadata
 
 
+def test_a_docusaurus_translation_is_linked_to_the_page_it_translates(tmp_path: Path) -> None:
+    """Docusaurus keeps translations under `i18n/<locale>/<plugin>/`, not
+    beside the pages: docs' `current/` is `docs/`, the blog is `blog/`."""
+    write(tmp_path, {
+        "docs/intro.md": "# Introduction\n\nWhat the tool does.\n",
+        "i18n/zh-Hans/docusaurus-plugin-content-docs/current/intro.md": "# 介绍\n\n工具的用途。\n",
+        "blog/2024-05-01-release.md": "# Release 2.0\n\nWhat changed.\n",
+        "i18n/zh-Hans/docusaurus-plugin-content-blog/2024-05-01-release.md":
+            "# 2.0 版本发布\n\n改了什么。\n",
+        "i18n/zh-Hans/docusaurus-plugin-content-docs/current/alone.md": "# 单独\n\n没有原文。\n",
+    })  # fmt: skip
+    docs = load(tmp_path)
+    chinese = "i18n/zh-Hans/docusaurus-plugin-content-docs/current/intro.md"
+    assert docs[chinese].locale == "zh-Hans"
+    assert [t["doc_id"] for t in links(docs["docs/intro.md"])] == [chinese]
+    assert [t["doc_id"] for t in links(docs[chinese])] == ["docs/intro.md"]
+    assert [t["locale"] for t in links(docs["blog/2024-05-01-release.md"])] == ["zh-Hans"]
+    alone = "i18n/zh-Hans/docusaurus-plugin-content-docs/current/alone.md"
+    assert TRANSLATIONS_KEY not in docs[alone].metadata
+
+
 def test_an_id_prefix_is_in_every_id_and_translation_not_in_urls(tmp_path: Path) -> None:
     """Two sites in two scopes both hold `index.md`, and ids are unique across
     scopes: a prefix keeps them apart, and translations name the prefixed ids."""
