@@ -84,9 +84,17 @@ _FOLDER_TAG = re.compile(
 )
 
 
+# Country codes sites name a language by (`cn/`, `guide.cn.mdx` for Chinese:
+# Nextra's SWR and Next.js sites, many VuePress ones); no language has these codes.
+_COUNTRY_NAMED = {"cn": "zh-CN", "tw": "zh-TW", "jp": "ja", "kr": "ko"}
+
+
 def _folder_tag(name: str) -> tuple[str, bool] | None:
     """(normalised tag, needs a sibling locale folder) for a locale-shaped
-    folder name of a known language; None for any other name."""
+    folder name of a known language, or a country code sites use for one
+    (`cn`: as a bare code that is also a word); None for any other name."""
+    if named := _COUNTRY_NAMED.get(name.lower()):
+        return named, True
     shape = _FOLDER_TAG.fullmatch(name.lower())
     if shape is None or shape["language"] not in _KNOWN_LANGUAGES:
         return None
@@ -205,7 +213,8 @@ def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
     name a known language (`_folder_tag`), and another page of the same folder
     must share the name without it (`README.md`, `README.zh-CN.md`): a
     translation always has a twin. A bare code that is also a common word
-    (`it`, `no`, ...) needs a twin whose tag is a locale on its own."""
+    (`it`, `no`, ...) needs a twin whose tag is a locale on its own; a
+    country code sites name a language by (`cn`) does not."""
     tagged: dict[str, tuple[str, str, bool]] = {}  # path → (tag, neutral path, needs a sure twin)
     twins: dict[str, list[str]] = defaultdict(list)  # neutral path → its pages
     for relpath in relpaths:
@@ -215,7 +224,10 @@ def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
         found = _folder_tag(part) if dot and base else None
         neutral = posixpath.join(folder, base + name[len(stem) :])
         if found is not None:
-            tagged[relpath] = (found[0], neutral, found[1])
+            # A country code in a file name is no word: `guide.cn.mdx` beside
+            # `guide.mdx` is a Chinese twin.
+            needs_sure_twin = found[1] and part.lower() not in _COUNTRY_NAMED
+            tagged[relpath] = (found[0], neutral, needs_sure_twin)
             twins[neutral].append(relpath)
         else:
             twins[relpath].append(relpath)

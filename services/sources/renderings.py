@@ -38,12 +38,15 @@ from services.sources.compressed_pages import page_name
 PREFERENCE = {
     ".md": 0,
     ".markdown": 0,
+    ".mdx": 0,
     ".html": 1,
     ".htm": 1,
     **dict.fromkeys((".txt", ".rst", ".adoc", ".asciidoc"), 2),
 }
 # Suffixes that name the markup of a source saved as text (`x.rst.txt`).
-SOURCE_MARKUP = (".rst", ".rest", ".adoc", ".asciidoc", ".md", ".markdown", ".textile", ".org")
+SOURCE_MARKUP = (
+    ".rst", ".rest", ".adoc", ".asciidoc", ".md", ".markdown", ".mdx", ".textile", ".org",
+)  # fmt: skip
 # The share of the smaller rendering's words found in the other's. Measured
 # on the third-party corpus (reST / AsciiDoc / Markdown against their HTML):
 # 151 true pairs, lowest 0.61 (a short table of contents the HTML spells

@@ -42,6 +42,7 @@ from services.sources.aggregates import ListedFile, single_page_editions
 from services.sources.compressed_pages import page_bytes, page_name, page_size
 from services.sources.html_head import HtmlHead, read_html_head
 from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
+from services.sources.mdx_pages import MDX_SUFFIX, mdx_as_markdown
 from services.sources.renderings import PageWords, other_renderings, visible_html_text, words
 from services.sources.site_walk import (
     MAX_FILE_BYTES,
@@ -91,7 +92,7 @@ def load_directory(
     fallback_encoding: str = "",
     id_prefix: str = "",
 ) -> Iterator[Document | LoadError]:
-    """Every .md/.markdown/.html/.htm/.txt/.rst/.adoc/.asciidoc file under
+    """Every .md/.markdown/.mdx/.html/.htm/.txt/.rst/.adoc/.asciidoc file under
     `root`, in sorted path order, each also as `.gz` (`compressed_pages`).
 
     Hidden files and folders (name starting with ".") are skipped; symbolic
@@ -280,6 +281,8 @@ def _read_page(file: SiteFile, fallback_encoding: str) -> _Page:
     raw, modified = read_regular_file(file.path, file.identity)
     raw = page_bytes(file.relpath, raw, MAX_FILE_BYTES)
     text = normalize_newlines(decode_text(raw, content_type, fallback_encoding))
+    if page_name(file.relpath).lower().endswith(MDX_SUFFIX):
+        text = mdx_as_markdown(text)
     is_markdown, is_html = content_type is ContentType.MARKDOWN, content_type is ContentType.HTML
     front = read_front_matter(text)[0] if is_markdown else FrontMatter()
     head = read_html_head(text) if is_html else HtmlHead()

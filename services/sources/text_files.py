@@ -15,6 +15,9 @@ from services.sources.compressed_pages import COMPRESSED_SUFFIX, page_name
 _SUFFIX_TYPES = {
     ".md": ContentType.MARKDOWN,
     ".markdown": ContentType.MARKDOWN,
+    # MDX: Markdown with JavaScript, read as the Markdown a reader sees
+    # (services.sources.mdx_pages).
+    ".mdx": ContentType.MARKDOWN,
     ".html": ContentType.HTML,
     ".htm": ContentType.HTML,
     ".txt": ContentType.TEXT,

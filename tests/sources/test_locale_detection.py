@@ -94,6 +94,16 @@ def test_a_locale_in_a_file_name_counts_beside_a_twin() -> None:
     assert names.neutral_path("button/README.md") == "button/README.md"
 
 
+def test_a_country_code_sites_name_chinese_by_is_read_as_its_language() -> None:
+    """Nextra's SWR site names its Chinese pages `getting-started.cn.mdx`;
+    some sites keep them in `cn/` beside `en/`."""
+    paths = ["docs/start.mdx", "docs/start.cn.mdx", "cn/a.md", "en/a.md", "x/cn/b.md", "y.jp.md"]
+    found = PathLocales(paths)
+    # `x/cn/` has no sibling locale folder, `y.jp.md` no twin: ordinary names.
+    assert [found.locale_of(p) for p in paths] == [None, "zh-CN", "zh-CN", "en", None, None]
+    assert found.neutral_path("docs/start.cn.mdx") == "docs/start.mdx"
+
+
 def test_a_docusaurus_translation_s_neutral_path_is_the_page_it_translates() -> None:
     i18n = "site/i18n/zh-Hans/docusaurus-plugin-content-"
     paths = [
