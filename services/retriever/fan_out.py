@@ -30,8 +30,8 @@ from services.retriever.channels import (
     skipped_by_rule,
 )
 from services.retriever.language import LanguageRule
-from services.retriever.locale_balance import LocaleLists, LocaleSearch
-from services.retriever.locale_groups import LocaleGroups
+from services.retriever.locale_balance import LocaleLists, LocaleSearch, filter_scopes
+from services.retriever.locale_groups import LocaleGroups, merged_by_score
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.scope_locales import scope_key
 from services.retriever.stages import StageRecorder
@@ -381,7 +381,12 @@ class _Searches:
             # `search_plan`: the plan was made with the store's own analyzer
             # (services.retriever.prepare), so the store need not analyse
             # the query again.
-            hits = self.fan_out.lexical.search_plan(prepared.plan, depth, scope, end)
+            lexical = self.fan_out.lexical
+            found = [
+                lexical.search_plan(prepared.plan, depth, each, end)
+                for each in filter_scopes(scope, self.asked.groups)
+            ]
+            hits = merged_by_score(found, depth)
             span.set_attribute("rag.hits", len(hits))
             translated = self.fan_out.locale_search.translated_lexical(
                 depth, scope, self._lexical_text, self.asked, end
@@ -403,7 +408,7 @@ class _Searches:
         scopes = [replace(prepared.scope, locale=tag) for tag in tags]
         searches = [
             VectorQuery(vector, prepared.depth, scope, using=SECOND_VECTOR)
-            for scope in scopes or [prepared.scope]
+            for scope in scopes or filter_scopes(prepared.scope, self.asked.groups)
         ]
         found = call_as("cross_lingual", fan_out.vectors.search_many, searches, self.searches_end)
         # One list over a scope of several locales (the first model does not rank them

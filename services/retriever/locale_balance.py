@@ -48,7 +48,12 @@ from services.core.deadline import Deadline
 from services.core.models import ScopeFilter, ScoredChunk
 from services.retriever.channels import call_as
 from services.retriever.fusion import ListFuser
-from services.retriever.locale_groups import LocaleGroups, in_list, merged_by_score
+from services.retriever.locale_groups import (
+    LocaleGroups,
+    in_list,
+    merged_by_score,
+    widened_filter,
+)
 from services.retriever.locale_order import HeadEvidence, LocaleOrderRule, OrderDecision
 from services.retriever.locale_turns import (
     interleaved,
@@ -240,23 +245,29 @@ class LocaleSearch:
 
     def cached_locales(self, scope: ScopeFilter) -> LocaleGroups | None:
         """The locale lists to rank apart without a read (None: a read is due)."""
-        if not self.balances(scope) or self.locales is None:
+        if not self._reads(scope) or self.locales is None:
             return LocaleGroups()
         found = self.locales.cached(scope)
-        return None if found is None else LocaleGroups.of(found)
+        return None if found is None else _groups(scope, found)
 
     def read_locales(self, scope: ScopeFilter, deadline: Deadline) -> LocaleGroups:
         """The locale lists to rank apart: one per language the scope's
-        locales name, when more than one (services.retriever.locale_groups)."""
-        if not self.balances(scope) or self.locales is None:
+        locales name, when more than one (services.retriever.locale_groups);
+        or, for a request with a locale filter, the tags it selects."""
+        if not self._reads(scope) or self.locales is None:
             return LocaleGroups()
-        return LocaleGroups.of(self.locales.current(scope, deadline))
+        return _groups(scope, self.locales.current(scope, deadline))
 
     def last_locales(self, scope: ScopeFilter) -> LocaleGroups:
         """As `read_locales` from the last reading (a read that ran out of time)."""
-        if not self.balances(scope) or self.locales is None:
+        if not self._reads(scope) or self.locales is None:
             return LocaleGroups()
-        return LocaleGroups.of(self.locales.last(scope))
+        return _groups(scope, self.locales.last(scope))
+
+    def _reads(self, scope: ScopeFilter) -> bool:
+        """Whether the scope's locales are read: to rank them apart, or to
+        widen a locale filter (whatever the model)."""
+        return self.balances(scope) or (self.locales is not None and bool(scope.locale))
 
     def translate(
         self, query: str, language: str, locales: tuple[str, ...]
@@ -289,8 +300,10 @@ class LocaleSearch:
         language), the question's and the translation's hits take turns
         (and the question's alone come third, by locale)."""
         if not lists.locales:
-            only = [VectorQuery(vectors[0], depth, scope)]
-            return call_as("vector", self.searches.search_many, only, deadline)[0], {}, {}
+            scopes = filter_scopes(scope, lists.groups)
+            only = [VectorQuery(vectors[0], depth, each) for each in scopes]
+            found = call_as("vector", self.searches.search_many, only, deadline)
+            return merged_by_score(found, depth), {}, {}
         by_language = dict(zip(lists.translations, vectors[1:], strict=True))
         per_locale = {
             locale: [vectors[0], *_present(by_language.get(primary_language(locale)))]
@@ -376,6 +389,17 @@ class LocaleSearch:
                 ]
                 translated[locale] = merged_by_score(found, depth)
         return translated
+
+
+def _groups(scope: ScopeFilter, held: tuple[str, ...]) -> LocaleGroups:
+    if scope.locale:
+        return LocaleGroups(filter_tags=widened_filter(scope.locale, held))
+    return LocaleGroups.of(held)
+
+
+def filter_scopes(scope: ScopeFilter, groups: LocaleGroups) -> list[ScopeFilter]:
+    """The scope searched, or one per tag its locale filter was widened to."""
+    return [replace(scope, locale=tag) for tag in groups.filter_tags] or [scope]
 
 
 def _present(vector: list[float] | None) -> list[list[float]]:

@@ -31,9 +31,12 @@ from services.core.models import ScoredChunk
 
 @dataclass(frozen=True)
 class LocaleGroups:
-    """The lists to rank apart (their names, in order) and each one's tags."""
+    """The lists to rank apart (their names, in order) and each one's tags;
+    for a request whose locale filter names none of the scope's tags exactly,
+    the tags it selects instead (`widened_filter`; empty: the filter as given)."""
 
     tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    filter_tags: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, locales: Iterable[str]) -> LocaleGroups:
@@ -57,6 +60,27 @@ class LocaleGroups:
     def name_of(self, locale: str) -> str | None:
         """The list a page of `locale` belongs to (None: no list holds it)."""
         return next((name for name in self.tags if in_list(name, locale)), None)
+
+
+def widened_filter(wanted: str, held: Iterable[str]) -> tuple[str, ...]:
+    """The tags a locale filter of `wanted` selects among a scope's `held`
+    ones when none is `wanted` itself: those of its language that it widens
+    or narrows, subtag by subtag (`zh` selects `zh-CN` and `zh-Hans`, `zh-CN`
+    selects `zh`, never `zh-TW`), as BCP 47 filtering and lookup's fallback
+    to a shorter tag would. A caller asking for `zh-CN` on a site whose
+    Chinese pages say `zh` (the loader's reading of their script) meant
+    those pages, not none. () when `wanted` is held, or nothing matches."""
+    held = set(held)
+    if not wanted or wanted in held:
+        return ()
+    asked = wanted.lower().split("-")
+
+    def selected(tag: str) -> bool:
+        parts = tag.lower().split("-")
+        shared = min(len(parts), len(asked))
+        return bool(tag) and parts[:shared] == asked[:shared]
+
+    return tuple(sorted(tag for tag in held if selected(tag)))
 
 
 def _name(language: str, tags: Sequence[str]) -> str:

@@ -196,6 +196,11 @@ class RetrievalPipeline:
         )
         notes = [note for note in said if note]
         lists = candidates.locales
+        if widened := lists.groups.filter_tags:
+            notes.append(
+                f"locale filter {prepared.scope.locale!r}: no page carries that tag; searched "
+                f"the pages tagged {', '.join(widened)} (its language, a tag wider or narrower)"
+            )
         if lists.vector and searched.vector.ok:
             notes.append(balance_note(list(lists.vector), bool(lists.translated), lists.order))
             if debug:

@@ -218,6 +218,22 @@ def test_one_list_where_balancing_cannot_matter() -> None:
     assert [s.locale for s in vectors.scopes] == [""]
 
 
+def test_a_locale_filter_no_page_carries_searches_the_tags_of_its_language() -> None:
+    """`zh` asked, the scope's Chinese pages tagged `zh-CN`: those, in every
+    channel, with a note; a filter a page carries is searched as given."""
+    lexical = _Lexical()
+    result, vectors = _retrieve(
+        frozenset({"*"}), ("en", "zh-CN"), lexical=lexical, scope=ScopeFilter(locale="zh")
+    )
+    assert [s.locale for s in vectors.scopes] == ["zh-CN"]
+    assert [locale for _, locale in lexical.searches] == ["zh-CN"]
+    assert [h.chunk.chunk_id for h in result.hits] == ["zh-1", "zh-2"]
+    assert any(n.startswith("locale filter 'zh': no page carries that tag") for n in result.notes)
+    kept, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"), scope=ScopeFilter(locale="zh-CN"))
+    assert [s.locale for s in vectors.scopes] == ["zh-CN"]
+    assert not any(n.startswith("locale filter") for n in kept.notes)
+
+
 def test_balancing_can_be_turned_off() -> None:
     config = replace(RetrievalConfig(), vector_locale_balance=LocaleBalance.OFF)
     result, vectors = _retrieve(frozenset({"*"}), ("en", "zh-CN"), question="发票", config=config)

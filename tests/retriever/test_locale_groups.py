@@ -7,7 +7,12 @@ from dataclasses import replace
 import pytest
 
 from services.core.models import ScoredChunk
-from services.retriever.locale_groups import LocaleGroups, in_list, merged_by_score
+from services.retriever.locale_groups import (
+    LocaleGroups,
+    in_list,
+    merged_by_score,
+    widened_filter,
+)
 from services.retriever.locale_order import LocaleOrderRule
 from services.retriever.translation_deferral import needed_translations
 from tests.retriever.factories import scored
@@ -69,3 +74,14 @@ def test_a_grouped_list_reads_its_best_cross_lingual_cosine_from_any_of_its_tags
     assert needed == {}
     near = [_hit("en-1", "en", 0.6), _hit("zh-1", "zh-CN", 0.55)]
     assert needed_translations(rule, "en", ("en", "zh"), {"zh": "译文"}, near) == {"zh": "译文"}
+
+
+def test_a_locale_filter_no_page_carries_selects_its_language_s_wider_or_narrower_tags() -> None:
+    held = ["en", "zh-CN", "zh-Hans", "zh-TW"]
+    assert widened_filter("zh-CN", held) == ()  # held: searched as given
+    assert widened_filter("zh", held) == ("zh-CN", "zh-Hans", "zh-TW")
+    assert widened_filter("zh-CN", ["en", "zh"]) == ("zh",)
+    assert widened_filter("zh-CN", ["zh-TW", "zh-Hans"]) == ()  # another region or script
+    assert widened_filter("en-US", ["en", "en-GB"]) == ("en",)
+    assert widened_filter("fr", held) == ()
+    assert widened_filter("", held) == ()

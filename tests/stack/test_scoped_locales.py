@@ -117,6 +117,33 @@ def test_one_language_under_two_tags_is_ranked_as_one_list(tenants: BackgroundSt
     assert reply.hits[0].doc_id == "en/upgrade.md"
 
 
+def test_a_locale_filter_no_page_carries_finds_the_pages_of_its_language(
+    tenants: BackgroundStack,
+) -> None:
+    """A caller asking for `zh` where the pages say `zh-CN`, or for `en-US`
+    where they say `en`, meant those pages: they are searched, and a note
+    says which tags were."""
+    for scope_id, asked, held in (("site", "zh", "zh-CN"), ("api", "en-US", "en")):
+        reply = tenants.retrieve(
+            "发票在哪里下载" if asked == "zh" else "Where do I download an invoice?",
+            top_k=3,
+            debug=True,
+            filter=rpb.ScopeFilter(scope_id=scope_id, locale=asked),
+        )
+        assert not reply.degraded and reply.hits
+        assert {hit.locale for hit in reply.hits} == {held}
+        note = (
+            f"locale filter {asked!r}: no page carries that tag; searched the pages tagged {held}"
+        )
+        assert any(n.startswith(note) for n in reply.debug.notes)
+    invoices = tenants.retrieve(
+        "Where do I download an invoice?",
+        top_k=1,
+        filter=rpb.ScopeFilter(scope_id="api", locale="en-US"),
+    )
+    assert invoices.hits[0].doc_id == "en/webhooks.md"
+
+
 def test_a_read_of_the_scopes_locales_is_timed_and_a_cached_one_is_not(
     tenants: BackgroundStack,
 ) -> None:
