@@ -187,7 +187,7 @@ def replay(
 def reordered(rule: LocaleOrderRule, query: Query, hits: list[Seen]) -> tuple[list[Seen], bool]:
     """The answer with its locale lists re-taken in the rule's order."""
     from services.core.analysis import detect_language
-    from services.retriever.locale_balance import interleaved
+    from services.retriever.locale_turns import interleaved
 
     lists: dict[str, list[Seen]] = {}
     for hit in hits:

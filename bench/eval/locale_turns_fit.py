@@ -35,8 +35,9 @@ from bench.eval.third_party_answers import ANSWERS as THIRD_PARTY_ANSWERS
 from bench.eval.third_party_answers import QUERIES as THIRD_PARTY_QUERIES
 from bench.eval.third_party_data import read_queries
 from services.core.analysis import detect_language
-from services.retriever.locale_balance import interleaved, other_language
+from services.retriever.locale_balance import other_language
 from services.retriever.locale_order import HeadEvidence, LocaleOrderRule
+from services.retriever.locale_turns import interleaved
 
 RESULTS_FILE = "locale-turns-fit.json"
 H_GRID = (-0.02, 0.0, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.1, 0.15)

@@ -30,8 +30,9 @@ from services.retriever.channels import (
     skipped_by_rule,
 )
 from services.retriever.language import LanguageRule
-from services.retriever.locale_balance import LocaleLists, LocaleSearch, filter_scopes
+from services.retriever.locale_balance import LocaleLists
 from services.retriever.locale_groups import LocaleGroups, merged_by_score
+from services.retriever.locale_search import LocaleSearch, filter_scopes
 from services.retriever.requests import PreparedQuery, RetrievalConfig
 from services.retriever.scope_locales import scope_key
 from services.retriever.stages import StageRecorder

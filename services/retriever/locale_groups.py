@@ -104,3 +104,14 @@ def merged_by_score(lists: Sequence[list[ScoredChunk]], limit: int) -> list[Scor
     distinct = {hit.chunk.chunk_id: hit for hits in lists for hit in hits}
     by_score = sorted(distinct.values(), key=lambda hit: (-hit.score, hit.chunk.chunk_id))
     return lead_holder(by_score)[:limit]
+
+
+def distinct_hits(hits: list[ScoredChunk]) -> list[ScoredChunk]:
+    """Each chunk once, where it first appears."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        if hit.chunk.chunk_id not in seen:
+            seen.add(hit.chunk.chunk_id)
+            kept.append(hit)
+    return kept

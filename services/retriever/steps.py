@@ -21,7 +21,8 @@ from services.retriever.fan_out import ChannelFanOut
 from services.retriever.fusion import RerankBlend
 from services.retriever.hit_rows import HitRows
 from services.retriever.language import EVERY_LANGUAGE, LanguageRule
-from services.retriever.locale_balance import LocaleBalance, LocaleSearch
+from services.retriever.locale_balance import LocaleBalance
+from services.retriever.locale_search import LocaleSearch
 from services.retriever.metrics import RetrievalMetrics
 from services.retriever.page_keys import PageTokenKeys
 from services.retriever.prepare import CommittedScope, QueryPreparer
