@@ -59,7 +59,7 @@ class LocaleGroups:
 
     def name_of(self, locale: str) -> str | None:
         """The list a page of `locale` belongs to (None: no list holds it)."""
-        return next((name for name in self.tags if in_list(name, locale)), None)
+        return list_of(locale, self.tags)
 
 
 def widened_filter(wanted: str, held: Iterable[str]) -> tuple[str, ...]:
@@ -91,6 +91,11 @@ def in_list(name: str, locale: str) -> bool:
     """Whether a page of `locale` belongs to the list `name`: lists are
     languages, so the same primary language (`en-US` is in `en`'s list)."""
     return primary_language(locale) == primary_language(name)
+
+
+def list_of(locale: str, names: Iterable[str]) -> str | None:
+    """Which of the lists `names` a page of `locale` belongs to (`in_list`)."""
+    return next((name for name in names if in_list(name, locale)), None)
 
 
 def merged_by_score(lists: Sequence[list[ScoredChunk]], limit: int) -> list[ScoredChunk]:

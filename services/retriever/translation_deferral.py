@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from services.core.analysis import primary_language
 from services.core.models import ScoredChunk
-from services.retriever.locale_groups import in_list
+from services.retriever.locale_groups import list_of
 from services.retriever.locale_order import LocaleOrderRule
 
 T = TypeVar("T")
@@ -76,7 +76,7 @@ def needed_translations(
     every other."""
     best: dict[str, float | None] = dict.fromkeys(locales)
     for hit in cross_lingual or ():
-        locale = next((name for name in best if in_list(name, hit.chunk.locale)), None)
+        locale = list_of(hit.chunk.locale, best)
         if locale is not None and best[locale] is None:
             best[locale] = hit.score
     waiting = rule.sure_to_wait(best, language) if cross_lingual is not None else frozenset()

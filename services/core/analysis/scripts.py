@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from enum import StrEnum
+from functools import lru_cache
 
 # Han (unified ideographs, extension A, compatibility, extensions B+).
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
@@ -63,6 +64,9 @@ def word_language(word: str) -> str:
     return "en"
 
 
+# Called for every hit of every locale list on the query path, over the few
+# tags an index holds: cached, as a dictionary lookup.
+@lru_cache(maxsize=1024)
 def primary_language(tag: str) -> str:
     """`zh-CN` → `zh`, `EN_us` → `en`: locales and language tags compare by
     their primary subtag."""
