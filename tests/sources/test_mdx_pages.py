@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.core.models import ContentType, Document
 from services.sources.loaders import load_directory
-from services.sources.mdx_pages import mdx_as_markdown
+from services.sources.mdx_pages import MAX_TAG_CHARS, mdx_as_markdown
 
 pytestmark = pytest.mark.unit
 
@@ -93,3 +95,30 @@ def test_a_folder_of_mdx_pages_is_loaded_as_markdown(tmp_path: Path) -> None:
     assert page.content_type is ContentType.MARKDOWN
     assert page.title == "Install the CLI" and "<TabItem" not in page.text
     assert set(docs) == {"docs/install.mdx", "docs/intro.md"}
+
+
+@given(extra=st.integers(min_value=-3, max_value=3))
+def test_a_tag_closes_only_within_its_bound(extra: int) -> None:
+    """Around `MAX_TAG_CHARS`: a tag whose `>` comes within the bound goes,
+    one past it stays text (its closing tag, short, still goes)."""
+    # From the end of the name to the `>`: ` title="` (8), the value, `"` (1).
+    value = "x" * (MAX_TAG_CHARS - 10 + extra)
+    page = f'<Tabs title="{value}">body</Tabs>'
+    read = mdx_as_markdown(page)
+    assert read == ("body" if 9 + len(value) < MAX_TAG_CHARS else page[: -len("</Tabs>")])
+
+
+_PROSE = st.text(alphabet=st.sampled_from(list("ab <>/{}*\"'`=.Tx\n")), max_size=300)
+
+
+@given(before=_PROSE, code=_PROSE, after=_PROSE)
+def test_code_is_kept_and_nothing_is_added_whatever_the_prose(
+    before: str, code: str, after: str
+) -> None:
+    """Any prose around a fenced block, up to the page's end: the block comes
+    back as written, and the page is never longer than it was."""
+    block = "~~~~\n" + code.replace("~", "") + "\n~~~~\n"
+    # No fence opens before the block: the prose holds no `~` or backtick run.
+    page = before.replace("~", "").replace("`", "") + "\n\n" + block + after.replace("~", "")
+    read = mdx_as_markdown(page)
+    assert block in read and len(read) <= len(page)
