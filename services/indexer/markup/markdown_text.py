@@ -14,6 +14,9 @@ markup and keeps every character of content:
   inline links lose their target, and when they keep it).
 - HTML tags become their text (`markdown_html`, which also says what counts
   as a tag: `Vec<String>` does not).
+- What site generators add to Markdown goes: a heading's `{#anchor}`,
+  `::: tip` container fences (their custom title stays), Hugo shortcodes
+  (their `text` stays) (`site_syntax`).
 - Code is never touched: fenced blocks (also inside list items), indented
   code blocks outside lists and inline code spans stay byte for byte, so a
   comment or a tag inside code survives.
@@ -54,6 +57,7 @@ from services.indexer.markup.markdown_links import (
     reduce_links,
     take_definitions,
 )
+from services.indexer.markup.site_syntax import reduce_site_syntax
 
 _FENCE_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
@@ -100,7 +104,8 @@ def _clean_once(text: str) -> str:
         defined |= labels
     changed = start > 0
     for i, protected in prose.items():
-        cleaned = spans.restore(reduce_html(reduce_links(protected, defined, spans.label_key)))
+        reduced = reduce_html(reduce_links(reduce_site_syntax(protected), defined, spans.label_key))
+        cleaned = spans.restore(reduced)
         if cleaned != "\n".join(segments[i].lines):
             segments[i].lines, changed = cleaned.split("\n"), True
     return _joined(segments) if changed else text

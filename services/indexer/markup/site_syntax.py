@@ -1,0 +1,85 @@
+"""The syntax documentation-site generators add to Markdown, reduced to what a reader sees.
+
+Generators extend Markdown with constructs their renderer consumes and no
+reader ever sees:
+
+- a heading's attribute block, `## Computed Properties {#computed-properties}`
+  (VitePress, VuePress, Docusaurus, Hugo, MkDocs' attr_list, Pandoc, and
+  kramdown's `{: #id}`): the anchor the page links to. The Vue.js guide puts
+  one after every heading, in every language, so its Chinese headings read
+  `计算属性 {#computed-properties}` and each chunk's heading path carries the
+  English slug;
+- container fences, `::: tip`, `::: warning 注意`, `:::note[Title]`,
+  `::: {.callout}` and the closing `:::` (markdown-it-container in VitePress
+  and VuePress, Docusaurus admonitions, Pandoc fenced divs): the box is drawn,
+  its custom title shown, the fence itself never;
+- Hugo shortcodes, `{{< glossary_tooltip text="Pod" term_id="pod" >}}`,
+  `{{% note %}}`, `{{< /note >}}` (the Kubernetes site, in every language):
+  the renderer replaces each; what a reader sees of one is its `text`,
+  `title` or `label`, else nothing.
+
+Left as written they put slugs, container types and template syntax into
+the text a question is compared with, and into heading paths. Each construct
+is recognised on one line and only in prose (code is never passed here), and
+its replacement is a part of it, so no character is added. Every pattern is
+bounded, so a line of 1 MB of openings is scanned in linear time.
+"""
+
+from __future__ import annotations
+
+import re
+
+# An ATX heading line, and the attribute block that may end it: `{#id .class
+# key=value}`, `{: #id}`, `{.class}`, after a space.
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}[ \t][^\n]*", re.MULTILINE)
+_ATTRIBUTE_BLOCK = re.compile(r"[ \t]\{:?[ \t]*[#.][^{}\n]{0,200}\}[ \t]*")
+# A container fence: three or more colons opening a line, a type word or an
+# attribute block, then the title the box shows (`[Title]` in Docusaurus 3).
+# Possessive runs: a line of a million colons is not re-read per colon.
+_CONTAINER_FENCE = re.compile(
+    r"^ {0,3}:{3,}+[ \t]*+(?:\{[^{}\n]{0,200}\}|[A-Za-z][\w-]{0,40}+)?[ \t]*+"
+    r"(?:\[(?P<bracketed>[^\]\n]{0,200})\][^\n]{0,200}|(?P<title>[^\n]{0,200}))$",
+    re.MULTILINE,
+)
+# `{{< name args >}}` / `{{% name args %}}` on one line, closing ones
+# (`{{< /name >}}`) too. No brace inside, so one shortcode's scan stops at
+# the next one's opening and a line of openings is read once.
+_SHORTCODE = re.compile(
+    r"\{\{(?:<(?P<angled>[ \t]*/?[ \t]*[A-Za-z0-9_][\w./-]{0,80}+[^\n{}]{0,400}?)>"
+    r"|%(?P<percent>[ \t]*/?[ \t]*[A-Za-z0-9_][\w./-]{0,80}+[^\n{}]{0,400}?)%)\}\}"
+)
+_SHOWN_ARGUMENT = re.compile(
+    r"""(?:^|[ \t])(?:text|title|label)[ \t]*=[ \t]*"""
+    r"""(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)')"""
+)
+
+
+def reduce_site_syntax(text: str) -> str:
+    """`text` (prose) with its generator syntax reduced (see the module docstring)."""
+    if "{" in text:
+        text = _HEADING_LINE.sub(_without_attributes, text)
+        text = _SHORTCODE.sub(_shortcode_text, text)
+    if ":::" in text:
+        text = _CONTAINER_FENCE.sub(_container_title, text)
+    return text
+
+
+def _without_attributes(heading: re.Match[str]) -> str:
+    """The heading line without the attribute block at its end, if it has one."""
+    line = heading.group()
+    opening = line.rfind("{", 0, len(line) - 1)
+    block = _ATTRIBUTE_BLOCK.fullmatch(line, opening - 1) if opening > 0 else None
+    return line if block is None else line[: opening - 1].rstrip(" \t")
+
+
+def _shortcode_text(shortcode: re.Match[str]) -> str:
+    inside = shortcode.group("angled") or shortcode.group("percent")
+    shown = _SHOWN_ARGUMENT.search(inside)
+    if shown is None:
+        return ""
+    return shown.group("double") if shown.group("double") is not None else shown.group("single")
+
+
+def _container_title(fence: re.Match[str]) -> str:
+    title = fence.group("bracketed")
+    return (title if title is not None else fence.group("title") or "").strip()

@@ -1,0 +1,179 @@
+"""What documentation-site generators add to Markdown, reduced to what a reader sees (unit)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.core.models import ContentType, Document
+from services.indexer.chunking import Chunker
+from services.indexer.markup.markdown_text import clean_markdown
+from services.indexer.markup.site_syntax import reduce_site_syntax
+from services.indexer.planning import document_chunks
+
+pytestmark = pytest.mark.unit
+
+# A VitePress page of the Vue.js guide's Chinese translation, as written.
+VITEPRESS_PAGE = """# 计算属性 {#computed-properties}
+
+## 基础示例 {#basic-example}
+
+模板中的表达式虽然方便，但也只能用来做简单的操作。
+
+::: tip 提示
+计算属性值会基于其响应式依赖被缓存。
+:::
+
+::: warning
+不要在 getter 中做异步请求。
+:::
+
+```vue-html
+<span>{{ author.books.length > 0 ? 'Yes' : 'No' }}</span>
+```
+"""
+
+# A page of the Kubernetes site's Chinese localisation, as written.
+HUGO_PAGE = """## 使用 Pod   {#working-with-pods}
+
+**Pod** 是一组（一个或多个）{{< glossary_tooltip text="容器" term_id="container" >}}。
+
+{{< note >}}
+重启 Pod 中的容器不应与重启 Pod 混淆。
+{{< /note >}}
+
+{{% code_sample file="pods/simple-pod.yaml" %}}
+"""
+
+
+def test_vitepress_anchors_and_containers_go_titles_and_code_stay() -> None:
+    cleaned = clean_markdown(VITEPRESS_PAGE)
+    assert cleaned.startswith("# 计算属性\n\n## 基础示例\n")
+    assert "提示\n计算属性值会基于其响应式依赖被缓存。" in cleaned
+    assert ":::" not in cleaned and "warning" not in cleaned and "{#" not in cleaned
+    assert "<span>{{ author.books.length > 0 ? 'Yes' : 'No' }}</span>" in cleaned
+
+
+def test_hugo_shortcodes_leave_the_text_a_reader_sees() -> None:
+    cleaned = clean_markdown(HUGO_PAGE)
+    assert cleaned == (
+        "## 使用 Pod\n\n**Pod** 是一组（一个或多个）容器。\n\n"
+        "重启 Pod 中的容器不应与重启 Pod 混淆。\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("heading", "read"),
+    [
+        ("## Install {#install}", "## Install"),
+        ("### `v-if` {#v-if}", "### `v-if`"),
+        ("## Options { #options .wide }", "## Options"),
+        ("## Setup {: #setup}", "## Setup"),
+        ("## Notes {.note}", "## Notes"),
+        ("## 配置 {#config}   ", "## 配置"),
+        ("## Two {#a} {#b}", "## Two"),
+    ],
+)
+def test_a_heading_loses_its_attribute_block(heading: str, read: str) -> None:
+    assert clean_markdown(heading + "\n\nText.") == read + "\n\nText."
+
+
+@pytest.mark.parametrize(
+    ("fence", "read"),
+    [
+        (":::", ""),
+        ("::: tip", ""),
+        (":::tip", ""),
+        ("::: warning 注意", "注意"),
+        (":::note Read this first", "Read this first"),
+        (":::tip[Before you start]", "Before you start"),
+        ("::: {.callout-note}", ""),
+        (":::: code-group", ""),
+        ("::: details Click to expand", "Click to expand"),
+    ],
+)
+def test_a_container_fence_leaves_its_title(fence: str, read: str) -> None:
+    assert reduce_site_syntax(fence) == read
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ('A {{< glossary_tooltip text="Pod" term_id="pod" >}} runs.', "A Pod runs."),
+        ("A {{< tooltip title='Node' >}} runs.", "A Node runs."),
+        ('{{< figure src="a.png" label="The plan" >}}', "The plan"),
+        ('Version {{< param "version" >}} is out.', "Version  is out."),
+        ("{{% note %}}Careful.{{% /note %}}", "Careful."),
+        ("{{< tab name=Linux >}}", ""),
+    ],
+)
+def test_a_shortcode_leaves_its_shown_argument(text: str, read: str) -> None:
+    assert reduce_site_syntax(text) == read
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "## A set {a, b}",  # no `#` or `.` opens it: not an attribute block
+        "#hashtag {#x}",  # no space after the `#`: not a heading
+        "Anchors look like `{#id}` and {#id} in prose.",
+        "Interpolate {{ message }} and {{ a < b }} in a template.",  # Vue, Jinja: not Hugo
+        "Use :: for a literal block, and a ::: b in a line.",
+        "A {{< shortcode that never closes",
+    ],
+)
+def test_text_that_only_looks_like_generator_syntax_stays(text: str) -> None:
+    assert clean_markdown(text) == text
+
+
+def test_code_keeps_every_construct() -> None:
+    page = (
+        "Use `{{< note >}}` or `## A {#a}`.\n\n"
+        "```markdown\n## Title {#title}\n::: tip\n{{< note >}}\n:::\n```\n"
+    )
+    assert clean_markdown(page) == page
+
+
+def test_chunks_carry_headings_without_anchors() -> None:
+    doc = Document(
+        doc_id="guide/computed.md",
+        text=VITEPRESS_PAGE,
+        scope_id="s",
+        locale="zh-CN",
+        content_type=ContentType.MARKDOWN,
+    )
+    chunks = document_chunks(Chunker(), doc)
+    assert chunks and all("{#" not in c.heading_path + c.text for c in chunks)
+    assert chunks[0].heading_path.startswith("计算属性")
+
+
+@pytest.mark.timeout(120)  # the hang guard: a rescan from every opening would take hours
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "# " + " " * 1_000_000 + "{#x",
+        "# " + "{#" * 500_000,
+        ":" * 1_000_000 + "x" * 300,
+        "{{<" * 333_333,
+        ("{{< " + "x" * 399) * 2_500,
+        "{{% a" * 200_000,
+    ],
+)
+def test_hostile_lines_are_read_in_linear_time(hostile: str) -> None:
+    reduced = reduce_site_syntax(hostile)
+    assert len(reduced) <= len(hostile)
+
+
+_FRAGMENTS = st.sampled_from(
+    ["{#a}", "{: #b}", "{.c}", "{", "}", ":::", "::: tip T", "[T]", "{{<", ">}}", "{{%",
+     "%}}", " x ", 'text="t"', "/", "## ", "# ", "\n", " ", "`", "```\n", "中文"]
+)  # fmt: skip
+
+
+@given(page=st.lists(_FRAGMENTS, max_size=30).map("".join))
+def test_reducing_adds_no_character_and_cleaning_reaches_a_fixpoint(page: str) -> None:
+    reduced = reduce_site_syntax(page)
+    assert set(reduced) <= set(page) and len(reduced) <= len(page)
+    cleaned = clean_markdown(page)
+    assert clean_markdown(cleaned) == cleaned
