@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from services.core.models import Document, StoredChunk
-from services.indexer.identity import content_hash, metadata_hash
+from services.indexer.identity import chunk_hash, metadata_hash
 from services.storage.base import LexicalStore, VectorStore, unrequested_deadline
 from services.storage.storage import Storage
 from services.storage.visibility import committed_generation
@@ -73,7 +73,7 @@ def summarize(row: StoredChunk) -> RowSummary:
         row.scope_id,
         # Re-hashed from the stored text and heading path (the planner's chunk
         # hash), not the stored hash field: text changed under an old hash shows.
-        content_hash(row.heading_path + "\n" + row.text),
+        chunk_hash(row.heading_path, row.text),
         metadata_hash(document),
         row.generation,
     )
@@ -138,9 +138,9 @@ def read_snapshot(storage: Storage, progress: ProgressFn) -> IndexSnapshot:
     snapshot = IndexSnapshot(committed_generation(manifest, unrequested_deadline()))
     for entry in manifest.entries():
         snapshot.documents += 1
-        for chunk_id, chunk_hash in zip(entry.chunk_ids, entry.chunk_hashes, strict=True):
+        for chunk_id, stored_hash in zip(entry.chunk_ids, entry.chunk_hashes, strict=True):
             snapshot.expected[chunk_id] = RowSummary(
-                entry.doc_id, entry.locale, entry.scope_id, chunk_hash, entry.metadata_hash
+                entry.doc_id, entry.locale, entry.scope_id, stored_hash, entry.metadata_hash
             )
         if snapshot.documents % 1000 == 0:
             progress(AuditProgress("manifest", snapshot.documents, 0))

@@ -11,6 +11,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
+from services.core.embedded_text import HEADING_PATH_SEPARATOR
 from services.indexer.heading_syntax import SpannedTitles, TextSyntax, atx_heading
 
 
@@ -290,7 +291,7 @@ def _heading_paths(headings: list[Heading]) -> list[str]:
     stack: list[Heading] = []
     for heading in headings:
         stack = [h for h in stack if h.level < heading.level] + [heading]
-        paths.append(" > ".join(h.title for h in stack if h.title))
+        paths.append(HEADING_PATH_SEPARATOR.join(h.title for h in stack if h.title))
     return paths
 
 

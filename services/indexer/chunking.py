@@ -59,7 +59,10 @@ __all__ = ["Chunker", "ChunkingParams", "Heading", "TextSpan", "TextSyntax", "it
 # AsciiDoc in plain text). The version is part of every document's content
 # hash, so the next run re-plans each document; only chunks whose text or
 # heading path changed are embedded again.
-CHUNKER_VERSION = "struct-v3"
+# struct-v4: a chunk that opens with its own heading is embedded under its
+# parents' titles (services.core.embedded_text); its chunk hash says so
+# (identity.chunk_hash), so the re-plan embeds exactly those chunks again.
+CHUNKER_VERSION = "struct-v4"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from services.core.embedded_text import parent_titles
 from services.core.models import Document
 
 
@@ -22,6 +23,15 @@ def chunk_id(locale: str, doc_id: str, index: int) -> str:
 def content_hash(text: str) -> str:
     """Tells whether a chunk's (or document's) text changed."""
     return _sha256(text)[:32]
+
+
+def chunk_hash(heading_path: str, text: str) -> str:
+    """Tells whether a chunk must be embedded again: its heading path and text,
+    and for a chunk that opens with its own heading under parent titles, that
+    those titles are embedded before it (services.core.embedded_text, since
+    struct-v4): an index written before embeds exactly those chunks again."""
+    key = heading_path + "\n" + text
+    return content_hash("parents\n" + key if parent_titles(heading_path, text) else key)
 
 
 def metadata_hash(doc: Document) -> str:

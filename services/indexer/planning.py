@@ -28,7 +28,7 @@ from services.core.models import Chunk, ChunkPayload, Document
 from services.core.query_text import holds_content
 from services.indexer.body import body_syntax, normalize_body
 from services.indexer.chunking import Chunker, TextSpan, TextSyntax
-from services.indexer.identity import chunk_id, content_hash, metadata_hash
+from services.indexer.identity import chunk_hash, chunk_id, content_hash, metadata_hash
 from services.indexer.validation import DocumentLimits, validate_document
 from services.indexer.work_budget import WorkMeter
 from services.runtime.security.callers import ScopeGrant
@@ -350,7 +350,7 @@ def document_chunks(
             doc_id=doc.doc_id,
             position=index,
             text=span.text,
-            content_hash=content_hash(span.heading_path + "\n" + span.text),
+            content_hash=chunk_hash(span.heading_path, span.text),
             url=doc.url,
             title=doc.title,
             heading_path=span.heading_path,

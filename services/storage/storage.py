@@ -33,6 +33,7 @@ import numpy as np
 
 from services.core.analysis import TextAnalyzer
 from services.core.deadline import Deadline
+from services.core.embedded_text import embedding_text as embedding_text
 from services.core.models import Chunk, ChunkPayload, StoredChunk
 from services.storage.base import LexicalStore, VectorStore
 from services.storage.disk_room import DiskRoom
@@ -63,14 +64,6 @@ class AtomicRuns(Protocol):
     (`postgres_run.RunConnection`)."""
 
     def transaction(self) -> AbstractContextManager[None]: ...
-
-
-def embedding_text(chunk: Chunk | StoredChunk) -> str:
-    """What the encoder sees: the heading path gives a chunk its topic, and it
-    is part of the chunk's content hash, so changing it re-embeds."""
-    if chunk.heading_path and not chunk.text.lstrip().startswith("#"):
-        return f"{chunk.heading_path}\n\n{chunk.text}"
-    return chunk.text
 
 
 def chunk_from_stored(row: StoredChunk) -> Chunk:

@@ -382,7 +382,7 @@ def test_params_describe_themselves() -> None:
         "target_chars": 500,
         "overlap_chars": 100,
         "max_slack_chars": 50,
-        "version": "struct-v3",
+        "version": "struct-v4",
         "max_chars": 550,
     }
 

@@ -11,7 +11,9 @@ import pytest
 
 from services.core.models import ContentType, Document, ScopeFilter
 from services.embedding.embedder import Embedder
+from services.indexer import planning
 from services.indexer.app import build_indexing_pipeline
+from services.indexer.identity import content_hash
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.settings import IndexerSettings
@@ -198,3 +200,26 @@ def test_bad_documents_are_rejected_alone(pipeline: IndexingPipeline) -> None:
     assert states(report)[5] is DocState.ADDED
     assert states(report)[6] is DocState.REJECTED and "twice" in errors[6]
     assert pipeline.manifest.count(deadline=unrequested_deadline()) == 1
+
+
+def test_an_index_written_before_struct_v4_embeds_again_only_chunks_under_parent_titles(
+    pipeline: IndexingPipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """struct-v4 embeds a chunk that opens with its own heading under its
+    parents' titles: an index the previous release wrote re-embeds exactly
+    those chunks on its next sync, not the others."""
+    page = "# Guide\n\n" + "Opening words of the guide. " * 12 + "\n\n" + LONG
+    with monkeypatch.context() as previous_release:  # its chunk hash and chunker version
+        previous_release.setattr(
+            planning, "chunk_hash", lambda path, text: content_hash(path + "\n" + text)
+        )
+        key = pipeline.planner._params_key.replace("struct-v4", "struct-v3")
+        previous_release.setattr(pipeline.planner, "_params_key", key)
+        pipeline.upsert([doc("a", page)])
+    again = pipeline.upsert([doc("a", page)])
+    (plan,) = again.plans
+    under_parents = [c for c in plan.chunks if c.text.startswith("## ")]
+    assert plan.state is DocState.CHANGED and under_parents
+    assert [c.chunk_id for c in plan.to_embed] == [c.chunk_id for c in under_parents]
+    assert all(c.heading_path.startswith("Guide > Part") for c in plan.to_embed)
+    assert states(pipeline.upsert([doc("a", page)])) == [DocState.UNCHANGED]

@@ -24,7 +24,7 @@ from services.core.models import Chunk, ChunkPayload, Document, ScopeFilter, Sto
 from services.embedding.embedder import Embedder
 from services.indexer.app import build_indexing_pipeline
 from services.indexer.audit import LEXICAL, VECTORS, AuditReport, Finding
-from services.indexer.identity import chunk_id, content_hash, metadata_hash
+from services.indexer.identity import chunk_hash, chunk_id, metadata_hash
 from services.indexer.pipeline import IndexingPipeline
 from services.indexer.planning import DocState
 from services.indexer.settings import IndexerSettings
@@ -186,7 +186,7 @@ def stray_chunk(generation: int) -> Chunk:
         doc_id="stray",
         position=0,
         text=text,
-        content_hash=content_hash("\n" + text),
+        content_hash=chunk_hash("", text),
         url="https://x.test/stray",
         title="Stray",
         scope_id="site",
@@ -288,7 +288,7 @@ def test_text_drift_is_rewritten_from_the_other_store(index: Index, store: str) 
     drifted = replace(
         chunk_from_stored(row),
         text=new_text,
-        content_hash=content_hash(row.heading_path + "\n" + new_text),
+        content_hash=chunk_hash(row.heading_path, new_text),
     )
     index.write(store, drifted)
     assert (
