@@ -4,10 +4,10 @@ A chunk's heading path (`Guide > Components > Props`) gives its text a
 topic: "declare them with an object" means nothing without "Props". A chunk
 that does not open with a heading is embedded under its whole path. One that
 opens with its own heading carries the last title already, and until
-`struct-v4` it was embedded with nothing above it (546 of the 1,039 chunks of
-the Vue.js guide, 769 of 3,031 on the third-party question set's pages), so a section of a page
-titled "Conditional Rendering" that opened with "## `v-show`" was embedded
-without the page's subject. It is now embedded under its parents' titles:
+`struct-v4` it was embedded with nothing above it (546 of the 1,039 chunks
+of the Vue.js guide, 769 of 3,031 on the third-party question set's pages),
+so a section of a page titled "Conditional Rendering" that opened with
+"## `v-show`" was embedded without the page's subject. It is now embedded under its parents' titles:
 
     Conditional Rendering
 
@@ -36,16 +36,15 @@ class TitledText(Protocol):
 def parent_titles(heading_path: str, text: str) -> str:
     """The titles above a chunk that opens with its own heading (the path
     without its last title), else ""."""
-    if not text.lstrip().startswith("#"):
-        return ""
-    return heading_path.rpartition(HEADING_PATH_SEPARATOR)[0]
+    return heading_path.rpartition(HEADING_PATH_SEPARATOR)[0] if _opens_with_heading(text) else ""
 
 
 def embedding_text(chunk: TitledText) -> str:
     """What the encoder sees (see the module docstring)."""
-    if not chunk.heading_path:
-        return chunk.text
-    if not chunk.text.lstrip().startswith("#"):
-        return f"{chunk.heading_path}\n\n{chunk.text}"
-    parents = parent_titles(chunk.heading_path, chunk.text)
-    return f"{parents}\n\n{chunk.text}" if parents else chunk.text
+    path, text = chunk.heading_path, chunk.text
+    above = parent_titles(path, text) if _opens_with_heading(text) else path
+    return f"{above}\n\n{text}" if above else text
+
+
+def _opens_with_heading(text: str) -> bool:
+    return text.lstrip().startswith("#")

@@ -16,7 +16,9 @@ reader ever sees:
 - Hugo shortcodes, `{{< glossary_tooltip text="Pod" term_id="pod" >}}`,
   `{{% note %}}`, `{{< /note >}}` (the Kubernetes site, in every language):
   the renderer replaces each; what a reader sees of one is its `text`,
-  `title` or `label`, else nothing.
+  `title` or `label`, else nothing. `ref` and `relref` write a link's
+  target (`[Pods]({{< ref "pods.md" >}})`): they leave the path, so the link
+  reads as its text as any other link does.
 
 Left as written they put slugs, container types and template syntax into
 the text a question is compared with, and into heading paths. Each construct
@@ -48,10 +50,9 @@ _SHORTCODE = re.compile(
     r"\{\{(?:<(?P<angled>[ \t]*/?[ \t]*[A-Za-z0-9_][\w./-]{0,80}+[^\n{}]{0,400}?)>"
     r"|%(?P<percent>[ \t]*/?[ \t]*[A-Za-z0-9_][\w./-]{0,80}+[^\n{}]{0,400}?)%)\}\}"
 )
-_SHOWN_ARGUMENT = re.compile(
-    r"""(?:^|[ \t])(?:text|title|label)[ \t]*=[ \t]*"""
-    r"""(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)')"""
-)
+_QUOTED = r"""(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)')"""
+_LINK_TARGET = re.compile(r"[ \t]*(?:rel)?ref[ \t]+" + _QUOTED)
+_SHOWN_ARGUMENT = re.compile(r"(?:^|[ \t])(?:text|title|label)[ \t]*=[ \t]*" + _QUOTED)
 
 
 def reduce_site_syntax(text: str) -> str:
@@ -74,7 +75,7 @@ def _without_attributes(heading: re.Match[str]) -> str:
 
 def _shortcode_text(shortcode: re.Match[str]) -> str:
     inside = shortcode.group("angled") or shortcode.group("percent")
-    shown = _SHOWN_ARGUMENT.search(inside)
+    shown = _LINK_TARGET.match(inside) or _SHOWN_ARGUMENT.search(inside)
     if shown is None:
         return ""
     return shown.group("double") if shown.group("double") is not None else shown.group("single")

@@ -106,10 +106,16 @@ def test_a_container_fence_leaves_its_title(fence: str, read: str) -> None:
         ('Version {{< param "version" >}} is out.', "Version  is out."),
         ("{{% note %}}Careful.{{% /note %}}", "Careful."),
         ("{{< tab name=Linux >}}", ""),
+        ('See {{< ref "pods.md" >}}.', "See pods.md."),
     ],
 )
 def test_a_shortcode_leaves_its_shown_argument(text: str, read: str) -> None:
     assert reduce_site_syntax(text) == read
+
+
+def test_a_link_written_with_a_reference_shortcode_reads_as_its_text() -> None:
+    page = 'See [the Pods page]({{< ref "pods.md" >}}) and [the API]({{< relref "/docs/api" >}}).'
+    assert clean_markdown(page) == "See the Pods page and the API."
 
 
 @pytest.mark.parametrize(
