@@ -31,24 +31,34 @@ from __future__ import annotations
 
 import re
 
+# The longest construct read, in characters: an attribute block's or a
+# container title's content, and a shortcode's arguments. Anything longer is
+# not what a generator writes and stays as text; the bounds also keep every
+# scan linear.
+MAX_ATTRIBUTE_CHARS = 200
+MAX_SHORTCODE_CHARS = 400
+
 # An ATX heading line, and the attribute block that may end it: `{#id .class
 # key=value}`, `{: #id}`, `{.class}`, after a space.
 _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}[ \t][^\n]*", re.MULTILINE)
-_ATTRIBUTE_BLOCK = re.compile(r"[ \t]\{:?[ \t]*[#.][^{}\n]{0,200}\}[ \t]*")
+_ATTRIBUTE_BLOCK = re.compile(rf"[ \t]\{{:?[ \t]*[#.][^{{}}\n]{{0,{MAX_ATTRIBUTE_CHARS}}}\}}[ \t]*")
 # A container fence: three or more colons opening a line, a type word or an
 # attribute block, then the title the box shows (`[Title]` in Docusaurus 3).
 # Possessive runs: a line of a million colons is not re-read per colon.
+_UP_TO = f"{{0,{MAX_ATTRIBUTE_CHARS}}}"
 _CONTAINER_FENCE = re.compile(
-    r"^ {0,3}:{3,}+[ \t]*+(?:\{[^{}\n]{0,200}\}|[A-Za-z][\w-]{0,40}+)?[ \t]*+"
-    r"(?:\[(?P<bracketed>[^\]\n]{0,200})\][^\n]{0,200}|(?P<title>[^\n]{0,200}))$",
+    rf"^ {{0,3}}:{{3,}}+[ \t]*+(?:\{{[^{{}}\n]{_UP_TO}\}}|[A-Za-z][\w-]{{0,40}}+)?[ \t]*+"
+    rf"(?:\[(?P<bracketed>[^\]\n]{_UP_TO})\][^\n]{_UP_TO}|(?P<title>[^\n]{_UP_TO}))$",
     re.MULTILINE,
 )
 # `{{< name args >}}` / `{{% name args %}}` on one line, closing ones
 # (`{{< /name >}}`) too. No brace inside, so one shortcode's scan stops at
 # the next one's opening and a line of openings is read once.
+_SHORTCODE_INSIDE = (
+    rf"[ \t]*/?[ \t]*[A-Za-z0-9_][\w./-]{{0,80}}+[^\n{{}}]{{0,{MAX_SHORTCODE_CHARS}}}?"
+)
 _SHORTCODE = re.compile(
-    r"\{\{(?:<(?P<angled>[ \t]*/?[ \t]*[A-Za-z0-9_][\w./-]{0,80}+[^\n{}]{0,400}?)>"
-    r"|%(?P<percent>[ \t]*/?[ \t]*[A-Za-z0-9_][\w./-]{0,80}+[^\n{}]{0,400}?)%)\}\}"
+    rf"\{{\{{(?:<(?P<angled>{_SHORTCODE_INSIDE})>|%(?P<percent>{_SHORTCODE_INSIDE})%)\}}\}}"
 )
 _QUOTED = r"""(?:"(?P<double>[^"\n]*)"|'(?P<single>[^'\n]*)')"""
 _LINK_TARGET = re.compile(r"[ \t]*(?:rel)?ref[ \t]+" + _QUOTED)

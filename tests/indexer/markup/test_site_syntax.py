@@ -9,7 +9,11 @@ from hypothesis import strategies as st
 from services.core.models import ContentType, Document
 from services.indexer.chunking import Chunker
 from services.indexer.markup.markdown_text import clean_markdown
-from services.indexer.markup.site_syntax import reduce_site_syntax
+from services.indexer.markup.site_syntax import (
+    MAX_ATTRIBUTE_CHARS,
+    MAX_SHORTCODE_CHARS,
+    reduce_site_syntax,
+)
 from services.indexer.planning import document_chunks
 
 pytestmark = pytest.mark.unit
@@ -169,6 +173,22 @@ def test_chunks_carry_headings_without_anchors() -> None:
 def test_hostile_lines_are_read_in_linear_time(hostile: str) -> None:
     reduced = reduce_site_syntax(hostile)
     assert len(reduced) <= len(hostile)
+
+
+@given(extra=st.integers(min_value=-3, max_value=3))
+def test_each_construct_is_read_only_within_its_bound(extra: int) -> None:
+    """Around the bounds: an anchor, a container title and a shortcode one
+    character within go (the title stays), one past stays as written."""
+    anchor = "x" * (MAX_ATTRIBUTE_CHARS + extra)  # after the `#`
+    heading = f"## Title {{#{anchor}}}"
+    assert reduce_site_syntax(heading) == ("## Title" if extra <= 0 else heading)
+    title = "t" * (MAX_ATTRIBUTE_CHARS + extra)
+    fence = f"::: tip {title}"
+    assert reduce_site_syntax(fence) == (title if extra <= 0 else fence)
+    # Inside `{{<` and `>}}`: " x " and the arguments, then " ".
+    arguments = "a" * (MAX_SHORTCODE_CHARS - 2 + extra)
+    shortcode = f"{{{{< x {arguments} >}}}}"
+    assert reduce_site_syntax(shortcode) == ("" if extra <= 0 else shortcode)
 
 
 _FRAGMENTS = st.sampled_from(
