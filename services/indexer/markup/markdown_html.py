@@ -16,11 +16,17 @@ when they are unmistakably HTML:
 - the tag is well formed: attributes as `name`, `name=value` or quoted
   values on one line, and `a<b`, `x -> y`, `<https://...>` never are.
 
-Block elements become paragraph breaks, `<br>` a line break (both a space
-inside a table row, where a line break would end the row), `<img>` its alt
-text, `<script>`/`<style>` vanish with their content, and any other element
-leaves only its content. Character references (`&amp;`) stay as written, as
-everywhere else in Markdown text.
+A component of the site's framework written in a Markdown page (VitePress
+and VuePress pages hold Vue components: `<VueSchoolLink href="…" title="…"/>`,
+`<ClientOnly>…</ClientOnly>`, `<Badge text="beta"/>`; Docusaurus `.md` pages
+JSX ones) is a tag as well: a capitalised name with a lower-case letter in it,
+when the tag cannot be a type name, a placeholder or a value's printed form:
+it closes itself (`<Demo />`), is a closing tag (`</ClientOnly>`), or is
+closed later on the page. `Vec<String>`, a synopsis's `<Maildir>` and a
+Python repr in prose (`<Mock name='m'>`) stay text. The reader sees what the
+component renders, which the page does not hold, so the tag goes with its
+attributes, and what stands between an opening and a closing tag stays
+(.mdx pages have their own reader, services.sources.mdx_pages).
 """
 
 from __future__ import annotations
@@ -54,8 +60,9 @@ _BLOCKS = frozenset({
     "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"
 })  # fmt: skip
 
+# An attribute's name may also open with Vue's shorthands (`@click`, `#header`).
 _ATTRIBUTE = (
-    r"""(?:\s+[A-Za-z_:][-A-Za-z0-9_:.]*(?:\s*=\s*(?:"[^"\n]*"|'[^'\n]*'|[^\s"'=<>`]+))?)"""
+    r"""(?:\s+[A-Za-z_:@#][-A-Za-z0-9_:.]*(?:\s*=\s*(?:"[^"\n]*"|'[^'\n]*'|[^\s"'=<>`]+))?)"""
 )
 # `indent`: a tag that opens a line takes the line's indentation with it, so
 # the text of an indented HTML block (`  <img alt="logo">`) starts the line.
@@ -68,6 +75,7 @@ _SCRIPT_OR_STYLE = re.compile(r"(?<!\\)<(script|style|SCRIPT|STYLE)(?:\s[^<>]*)?
 _CLOSING = re.compile(r"(?<!\\)</([A-Za-z][A-Za-z0-9]*)\s*>")
 _ALT = re.compile(r"""\salt\s*=\s*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s"'=<>`]+))""", re.I)
 _WORD_CHAR = re.compile(r"\w")
+_COMPONENT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*")
 _TABLE_ROW = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
 
 
@@ -108,11 +116,20 @@ def is_html_tag(tag: re.Match[str], closings: dict[str, int]) -> bool:
     """Whether a `TAG` match is an HTML tag, not text that looks like one
     (`closings`: `last_closings` of the text searched)."""
     name = tag.group("opening") or tag.group("closing")
+    if _COMPONENT_NAME.fullmatch(name):
+        return _is_component(tag, name.lower(), closings)
     if name.lower() not in HTML_ELEMENTS:
         return False
     if not (name.islower() or (len(name) > 1 and name.isupper())):
         return False
     return not _type_parameter(tag, name.lower(), closings)
+
+
+def _is_component(tag: re.Match[str], name: str, closings: dict[str, int]) -> bool:
+    """Whether a tag with a component's name is one (module docstring)."""
+    if tag.group("closing") or tag.group(0).endswith("/>"):
+        return True
+    return closings.get(name, -1) > tag.end()
 
 
 def tag_start(tag: re.Match[str]) -> int:

@@ -17,7 +17,7 @@ from services.indexer.chunking import Chunker, ChunkingParams
 from services.indexer.markup import markdown_text
 from services.indexer.markup.front_matter import read_front_matter
 from services.indexer.markup.html_markdown import html_to_markdown
-from services.indexer.markup.markdown_text import MAX_PASSES, clean_markdown
+from services.indexer.markup.markdown_text import MAX_PASSES, clean_markdown, escape_markup
 from services.indexer.planning import DocState, Planner, document_chunks, indexable_spans
 from services.indexer.settings import IndexerSettings
 from services.indexer.validation import DocumentLimits
@@ -203,10 +203,34 @@ def test_html_table_rows_and_breaks_inside_pipe_tables() -> None:
     assert clean_markdown(page) == "| name | notes |\n|---|---|\n| a | one two bold |\n"
 
 
+def test_components_of_a_site_framework_leave_their_content() -> None:
+    # As the Vue.js guide writes them for VitePress (vuejs/docs).
+    page = (
+        "# Events\n\n"
+        '<VueSchoolLink href="https://vueschool.io/lessons/emits" title="Free Lesson"/>\n\n'
+        "Emit an event.\n\n<SwitchComponent use-KeepAlive @change=\"log\" />\n\n"
+        '<ClientOnly>\n  <Teleport to="body">\n\nModal text.\n\n  </Teleport>\n</ClientOnly>\n\n'
+        '## Props <Badge text="beta" />\n\n```vue\n<MyButton @click="go" />\n```\n'
+    )
+    expected = (
+        "# Events\n\nEmit an event.\n\nModal text.\n\n## Props\n\n"
+        '```vue\n<MyButton @click="go" />\n```\n'
+    )
+    assert clean_markdown(page) == expected
+
+
+def test_an_html_pages_text_that_reads_as_a_component_stays_text() -> None:
+    # A page converted from HTML escapes it; the Markdown cleaning then keeps it.
+    text = "Run <Tool /> then </Tool> and <Box>it</Box>."
+    assert clean_markdown(escape_markup(text)) == escape_markup(text)
+    assert "\\<Tool />" in escape_markup(text)
+
+
 @pytest.mark.parametrize(
     "text",
     [
         "A `Vec<String>` or a Vec<String> outside code.\n",
+        "A List<Item> of <Item>s, mailsplit <Maildir>, and <Mock name='m' id='1'>.\n",
         "Generic <T> and Option<Box<dyn Error>> and Array<Object> or Promise<object>.\n",
         "If a<b and b>c, then x -> y and <- z; chunkSize=800.\n",
         "An autolink <https://example.com> and <mailto:a@b.test>.\n",
@@ -399,7 +423,8 @@ _FRAGMENTS = [
     "<b>", "</b>", "<br>", "<div>", "</div>", '<img alt="z" src="p">', "<script>s</script>",
     "Vec<String>", "a<b", "x -> y", "| c |", "---", "title: t", "中文", "\\", "#", "- ",
     "[![b](i.svg)](l.html)", "<details>", "<summary>", "<T>", "&amp;", "[^1]: f", "<",
-    ">", "[", "]", "(", ")", "!", ":", "word", "Array<object>", "</object>",
+    ">", "[", "]", "(", ")", "!", ":", "word", "Array<object>", "</object>", "<Demo />",
+    '<Link to="x"/>', "<ClientOnly>", "</ClientOnly>", "List<Item>", "</Item>",
 ]  # fmt: skip
 _pages = st.lists(
     st.one_of(
