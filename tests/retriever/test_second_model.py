@@ -1,4 +1,4 @@
-"""Where the second vector's channel runs (services.retriever.fan_out.SecondModel):
+"""Where the second vector's channel runs (services.retriever.second_model.SecondModel):
 a model of several languages crosses them; a model of one language is a second
 voice for its own language's questions over its own language's pages (unit,
 stand-in models that declare only their languages)."""
@@ -12,7 +12,7 @@ import pytest
 
 from services.core.models import ScoredChunk
 from services.embedding.packaged_models import ENGLISH, MUSE_LANGUAGES
-from services.retriever.fan_out import SecondModel
+from services.retriever.second_model import SecondModel
 from tests.storage.harness import make_chunk
 
 pytestmark = pytest.mark.unit
