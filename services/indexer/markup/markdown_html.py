@@ -11,8 +11,9 @@ when they are unmistakably HTML:
   case when longer than one letter (`<DIV>`): `<T>`, `<String>` and
   `Array<Object>` are text;
 - an opening tag glued to a word (`Promise<object>`, `a<b and b>c`) is a
-  type parameter or a comparison, unless the element is void (`word<br>`)
-  or closed later on (`x<sub>2</sub>`);
+  type parameter or a comparison, unless the element is void (`word<br>`),
+  the tag closes itself (`Props<sup class="badge" />`) or it is closed
+  later on (`x<sub>2</sub>`);
 - the tag is well formed: attributes as `name`, `name=value` or quoted
   values on one line, and `a<b`, `x -> y`, `<https://...>` never are.
 
@@ -129,7 +130,7 @@ def _is_component(tag: re.Match[str], name: str, closings: dict[str, int]) -> bo
     """Whether a tag with a component's name is one (module docstring)."""
     if tag.group("closing") or tag.group(0).endswith("/>"):
         return True
-    return closings.get(name, -1) > tag.end()
+    return closings.get(name, -1) >= tag.end()
 
 
 def tag_start(tag: re.Match[str]) -> int:
@@ -138,8 +139,9 @@ def tag_start(tag: re.Match[str]) -> int:
 
 
 def _type_parameter(tag: re.Match[str], name: str, closings: dict[str, int]) -> bool:
-    """`Promise<object>`, `a<b and b>c`: an opening tag right after a word, never closed."""
-    if tag.group("closing") or name in _VOID:
+    """`Promise<object>`, `a<b and b>c`: an opening tag right after a word, never
+    closed. A tag that closes itself is none (`Props<sup class="badge" />`)."""
+    if tag.group("closing") or name in _VOID or tag.group(0).endswith("/>"):
         return False
     start = tag_start(tag)
     if start == 0 or not _WORD_CHAR.match(tag.string, start - 1):

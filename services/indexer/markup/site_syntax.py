@@ -11,8 +11,11 @@ reader ever sees:
   English slug;
 - container fences, `::: tip`, `::: warning 注意`, `:::note[Title]`,
   `::: {.callout}` and the closing `:::` (markdown-it-container in VitePress
-  and VuePress, Docusaurus admonitions, Pandoc fenced divs): the box is drawn,
-  its custom title shown, the fence itself never;
+  and VuePress, Docusaurus admonitions, Pandoc fenced divs), also indented
+  inside a list item: the box is drawn, its custom title shown, the fence
+  itself never;
+- a table of contents marker alone on its line, `[[toc]]` or `[TOC]`: the
+  generator draws the page's headings there, which the page holds anyway;
 - Hugo shortcodes, `{{< glossary_tooltip text="Pod" term_id="pod" >}}`,
   `{{% note %}}`, `{{< /note >}}` (the Kubernetes site, in every language):
   the renderer replaces each; what a reader sees of one is its `text`,
@@ -39,15 +42,24 @@ MAX_ATTRIBUTE_CHARS = 200
 MAX_SHORTCODE_CHARS = 400
 
 # An ATX heading line, and the attribute block that may end it: `{#id .class
-# key=value}`, `{: #id}`, `{.class}`, after a space.
+# key=value}`, `{: #id}`, `{.class}`, after the title (with or without a
+# space: the Vue.js guide's Chinese pages write `该选哪一个？{#which-to-choose}`).
+# A block with no title before it is the title: Svelte's docs head sections
+# `## {#if ...}`, its template syntax. VitePress lets a site choose other
+# delimiters: Pinia's and Vue Router's Chinese pages write `## 安装 %{#installation}%`.
 _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}[ \t][^\n]*", re.MULTILINE)
-_ATTRIBUTE_BLOCK = re.compile(rf"[ \t]\{{:?[ \t]*[#.][^{{}}\n]{{0,{MAX_ATTRIBUTE_CHARS}}}\}}[ \t]*")
+_HEADING_MARKS = re.compile(r" {0,3}#{1,6}")
+_INSIDE_BLOCK = rf":?[ \t]*[#.][^{{}}\n]{{0,{MAX_ATTRIBUTE_CHARS}}}"
+_ATTRIBUTE_BLOCK = re.compile(rf"(?:\{{{_INSIDE_BLOCK}\}}|%\{{{_INSIDE_BLOCK}\}}%)[ \t]*")
+# A table of contents the generator draws in place of a marker line
+# (`[[toc]]` in VitePress and VuePress, `[TOC]` in Python-Markdown and others).
+_TOC_MARKER = re.compile(r"^[ \t]*(?:\[\[toc\]\]|\[toc\])[ \t]*$", re.MULTILINE | re.IGNORECASE)
 # A container fence: three or more colons opening a line, a type word or an
 # attribute block, then the title the box shows (`[Title]` in Docusaurus 3).
 # Possessive runs: a line of a million colons is not re-read per colon.
 _UP_TO = f"{{0,{MAX_ATTRIBUTE_CHARS}}}"
 _CONTAINER_FENCE = re.compile(
-    rf"^ {{0,3}}:{{3,}}+[ \t]*+(?:\{{[^{{}}\n]{_UP_TO}\}}|[A-Za-z][\w-]{{0,40}}+)?[ \t]*+"
+    rf"^[ \t]*+:{{3,}}+[ \t]*+(?:\{{[^{{}}\n]{_UP_TO}\}}|[A-Za-z][\w-]{{0,40}}+)?[ \t]*+"
     rf"(?:\[(?P<bracketed>[^\]\n]{_UP_TO})\][^\n]{_UP_TO}|(?P<title>[^\n]{_UP_TO}))$",
     re.MULTILINE,
 )
@@ -72,6 +84,8 @@ def reduce_site_syntax(text: str) -> str:
         text = _SHORTCODE.sub(_shortcode_text, text)
     if ":::" in text:
         text = _CONTAINER_FENCE.sub(_container_title, text)
+    if "[" in text:
+        text = _TOC_MARKER.sub("", text)
     return text
 
 
@@ -79,8 +93,13 @@ def _without_attributes(heading: re.Match[str]) -> str:
     """The heading line without the attribute block at its end, if it has one."""
     line = heading.group()
     opening = line.rfind("{", 0, len(line) - 1)
-    block = _ATTRIBUTE_BLOCK.fullmatch(line, opening - 1) if opening > 0 else None
-    return line if block is None else line[: opening - 1].rstrip(" \t")
+    if opening > 0 and line[opening - 1] == "%":
+        opening -= 1
+    block = _ATTRIBUTE_BLOCK.fullmatch(line, opening) if opening > 0 else None
+    title = line[:opening].rstrip(" \t")
+    if block is None or _HEADING_MARKS.fullmatch(title):
+        return line
+    return title
 
 
 def _shortcode_text(shortcode: re.Match[str]) -> str:

@@ -208,15 +208,22 @@ def test_components_of_a_site_framework_leave_their_content() -> None:
     page = (
         "# Events\n\n"
         '<VueSchoolLink href="https://vueschool.io/lessons/emits" title="Free Lesson"/>\n\n'
-        "Emit an event.\n\n<SwitchComponent use-KeepAlive @change=\"log\" />\n\n"
+        'Emit an event.\n\n<SwitchComponent use-KeepAlive @change="log" />\n\n'
         '<ClientOnly>\n  <Teleport to="body">\n\nModal text.\n\n  </Teleport>\n</ClientOnly>\n\n'
         '## Props <Badge text="beta" />\n\n```vue\n<MyButton @click="go" />\n```\n'
+        "<VueMasteryLogoLink></VueMasteryLogoLink>\n"
     )
     expected = (
         "# Events\n\nEmit an event.\n\nModal text.\n\n## Props\n\n"
         '```vue\n<MyButton @click="go" />\n```\n'
     )
     assert clean_markdown(page) == expected
+
+
+def test_a_self_closing_tag_after_a_word_is_a_tag() -> None:
+    # The Vue.js guide's TypeScript badge after a heading's last word.
+    page = '### Typing Functional Components<sup class="vt-badge ts" />\n\nText.'
+    assert clean_markdown(page) == "### Typing Functional Components\n\nText."
 
 
 def test_an_html_pages_text_that_reads_as_a_component_stays_text() -> None:

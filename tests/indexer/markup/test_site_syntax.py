@@ -77,6 +77,10 @@ def test_hugo_shortcodes_leave_the_text_a_reader_sees() -> None:
         ("## Notes {.note}", "## Notes"),
         ("## 配置 {#config}   ", "## 配置"),
         ("## Two {#a} {#b}", "## Two"),
+        ("### 该选哪一个？{#which-to-choose}", "### 该选哪一个？"),
+        ("## Setup{#setup}", "## Setup"),
+        ("## 安装 %{#installation}%", "## 安装"),
+        ("## Store 是什么？%{#what-is-a-store}%", "## Store 是什么？"),
     ],
 )
 def test_a_heading_loses_its_attribute_block(heading: str, read: str) -> None:
@@ -95,6 +99,8 @@ def test_a_heading_loses_its_attribute_block(heading: str, read: str) -> None:
         ("::: {.callout-note}", ""),
         (":::: code-group", ""),
         ("::: details Click to expand", "Click to expand"),
+        ("    :::tip", ""),  # inside a list item
+        ("\t:::", ""),
     ],
 )
 def test_a_container_fence_leaves_its_title(fence: str, read: str) -> None:
@@ -117,6 +123,13 @@ def test_a_shortcode_leaves_its_shown_argument(text: str, read: str) -> None:
     assert reduce_site_syntax(text) == read
 
 
+def test_a_table_of_contents_marker_goes() -> None:
+    assert clean_markdown("# Parsers\n\n[[toc]]\n\n## Custom\n\nText.") == (
+        "# Parsers\n\n## Custom\n\nText."
+    )
+    assert clean_markdown("Intro.\n\n[TOC]\n\nText.") == "Intro.\n\nText."
+
+
 def test_a_link_written_with_a_reference_shortcode_reads_as_its_text() -> None:
     page = 'See [the Pods page]({{< ref "pods.md" >}}) and [the API]({{< relref "/docs/api" >}}).'
     assert clean_markdown(page) == "See the Pods page and the API."
@@ -126,6 +139,10 @@ def test_a_link_written_with_a_reference_shortcode_reads_as_its_text() -> None:
     "text",
     [
         "## A set {a, b}",  # no `#` or `.` opens it: not an attribute block
+        "## {#if ...}",  # Svelte's template syntax as the whole title
+        "### {#each list as item}",
+        "## 100%{#x} sure",  # not at the end of the heading
+        "See [[toc]] inline, or [TOC] in a sentence.",
         "#hashtag {#x}",  # no space after the `#`: not a heading
         "Anchors look like `{#id}` and {#id} in prose.",
         "Interpolate {{ message }} and {{ a < b }} in a template.",  # Vue, Jinja: not Hugo
