@@ -34,6 +34,8 @@ HOSTILE_LINES = {
     "link after <target>": "[a](<b>" + " " * RUN + "x",
     "definition": "[a]:" + " " * RUN + "<",
     "definition title": "[a]: x" + " " * RUN + "y",
+    "bracketed link text": "[ " + "[a] " * (RUN // 4) + "x",
+    "bracketed texts never closed": ("[ " + "[a] " * 50) * (RUN // 200),
 }
 
 

@@ -17,10 +17,10 @@ nothing else, filed under the page's last heading.
   shows snippets, evidence cites the page's own URL), and targets, often
   relative (`util.md#...`), only add noise to BM25 and the embedding. Only
   a target that looks like an address counts (a letter or digit and one of
-  `/.#:?`, or `<...>`): the same syntax turns up in text that is not really
-  Markdown, such as `[Ca(2+)](i)` (intracellular calcium) in a SciFact
-  abstract indexed under its title as a Markdown heading, where the
-  parenthesis is content. `[LICENSE](LICENSE)` therefore stays as written.
+  `/.#:?`, a path such as `/` or `./`, or `<...>`): the same syntax turns up
+  in text that is not really Markdown, such as `[Ca(2+)](i)` (intracellular
+  calcium) in a SciFact abstract indexed under its title as a Markdown
+  heading, where the parenthesis is content. `[LICENSE](LICENSE)` therefore stays as written.
 - Images become their alt text (by the same rule); a line made only of
   linked images is a row of badges (build status, version, licence) and is
   dropped.
@@ -32,6 +32,13 @@ import re
 from collections.abc import Callable
 
 _TEXT = r"(?P<text>(?:\\.|[^\[\]\\]){0,999})"
+# An inline link's text may also hold balanced brackets, one level deep, as
+# CommonMark allows and changelogs write (`[[#14119] fix: …](https://…)`). A
+# bracketed part that is itself a link or reference (`(` or `[` after it) is
+# not taken, so `[a [b](u) c](v)` leaves the inner link to be read first; and
+# only inline links: a manual's `[MMDDhhmm[[CC]YY][.ss]]` is no reference.
+_BRACKETED = r"\[(?:\\.|[^\[\]\\]){0,80}\](?![(\[])"
+_BRACKETED_TEXT = rf"(?P<text>(?:\\.|[^\[\]\\]|{_BRACKETED}){{0,999}})"
 # Blanks are taken possessively (`\s*+`): a target, a title and the blanks
 # around them otherwise share out a long run of blanks in every possible way
 # before the match fails (`[a](` + 20,000 spaces + `x` took 10 s, holding the
@@ -44,6 +51,7 @@ _DESTINATION = (
 _LABEL = r"\[(?P<label>(?:\\.|[^\[\]\\]){0,999})\]"
 _IMAGE = re.compile(rf"(?<!\\)!\[{_TEXT}\](?:{_DESTINATION}|{_LABEL})?", re.DOTALL)
 _LINK = re.compile(rf"(?<![\\!])\[{_TEXT}\](?:{_DESTINATION}|{_LABEL})?", re.DOTALL)
+_BRACKETED_LINK = re.compile(rf"(?<![\\!])\[{_BRACKETED_TEXT}\]{_DESTINATION}", re.DOTALL)
 DEFINITION = re.compile(  # possessive blanks, as in _DESTINATION
     r"^ {0,3}\[(?!\^)(?P<label>(?:\\.|[^\[\]\\]){1,999})\]:[ \t]*+\n?[ \t]*+"
     r"(?:<[^<>\n]*>|[^\s<>]\S*+)"
@@ -86,7 +94,8 @@ def reduce_links(text: str, defined: set[str], key: LabelKey) -> str:
         return link.group("text") if key(reference) in defined else link.group(0)
 
     # Images first: in `[![logo](a.png)](b)` the image is the link's text.
-    return _LINK.sub(replace, _IMAGE.sub(replace, text))
+    text = _LINK.sub(replace, _IMAGE.sub(replace, text))
+    return _BRACKETED_LINK.sub(replace, text) if "[" in text else text
 
 
 def normalize_label(label: str) -> str:
@@ -99,6 +108,7 @@ def bracket_starts(text: str) -> set[int]:
     (references without a definition excluded: they are literal anyway)."""
     starts = {m.start() + 1 for m in _IMAGE.finditer(text) if _has_target(m)}
     starts |= {m.start() for m in _LINK.finditer(text) if _has_target(m)}
+    starts |= {m.start() for m in _BRACKETED_LINK.finditer(text) if _has_target(m)}
     starts |= {text.index("[", m.start()) for m in DEFINITION.finditer(text)}
     return starts
 
@@ -112,6 +122,6 @@ def _has_target(link: re.Match[str]) -> bool:
 def _is_address(destination: str) -> bool:
     """Whether an inline link's destination (title included) looks like one."""
     target = next(iter(destination.split()), "")
-    if target.startswith("<"):
+    if target.startswith(("<", "/", "./", "../")):  # `(/)`: the site's root
         return True
     return any(c.isalnum() for c in target) and any(c in "/.#:?" for c in target)

@@ -220,6 +220,20 @@ def test_components_of_a_site_framework_leave_their_content() -> None:
     assert clean_markdown(page) == expected
 
 
+def test_a_links_text_may_hold_brackets() -> None:
+    # A changelog's line, as Vite's migration guide writes them.
+    page = "- [[#14119] refactor!: merge types](https://github.com/vitejs/vite/pull/14119)\n"
+    assert clean_markdown(page) == "- [#14119] refactor!: merge types\n"
+    # A link inside a link's text is read first; the outer one keeps its rule.
+    assert clean_markdown("[a [b](https://u.test) c](LICENSE)") == "[a b c](LICENSE)"
+    assert clean_markdown("x [a] [b] y") == "x [a] [b] y"
+
+
+def test_a_link_to_the_sites_root_reads_as_its_text() -> None:
+    page = "翻译版本：[简体中文](/)、[English](../)、[here](./)"
+    assert clean_markdown(page) == "翻译版本：简体中文、English、here"
+
+
 def test_a_self_closing_tag_after_a_word_is_a_tag() -> None:
     # The Vue.js guide's TypeScript badge after a heading's last word.
     page = '### Typing Functional Components<sup class="vt-badge ts" />\n\nText.'
