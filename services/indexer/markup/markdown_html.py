@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterable
 
 HTML_ELEMENTS = frozenset({
     "a", "abbr", "address", "area", "article", "aside", "audio", "b", "base", "bdi", "bdo",
@@ -80,10 +81,14 @@ _COMPONENT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*")
 _TABLE_ROW = re.compile(r"^[ \t]*\|.*$", re.MULTILINE)
 
 
-def reduce_html(text: str) -> str:
-    """`text` with its HTML elements reduced to their text (see the module docstring)."""
+def reduce_html(text: str, closed_after: Iterable[str] = ()) -> str:
+    """`text` with its HTML elements reduced to their text (see the module
+    docstring). `closed_after`: the element names the page closes after
+    `text` (in a later block of prose: an opening tag and its closing tag
+    often stand on either side of a code block)."""
     text = _without_scripts(text)
     closings, rows = last_closings(text), _TableRows(text)
+    closings |= dict.fromkeys(closed_after, len(text))
     return TAG.sub(lambda tag: _tag_replacement(tag, closings, rows), text)
 
 

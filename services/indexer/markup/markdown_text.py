@@ -103,12 +103,24 @@ def _clean_once(text: str) -> str:
         prose[i], labels = take_definitions(protected, spans.label_key)
         defined |= labels
     changed = start > 0
+    closed_after = _closed_after(prose)
     for i, protected in prose.items():
-        reduced = reduce_html(reduce_links(reduce_site_syntax(protected), defined, spans.label_key))
+        linked = reduce_links(reduce_site_syntax(protected), defined, spans.label_key)
+        reduced = reduce_html(linked, closed_after[i])
         cleaned = spans.restore(reduced)
         if cleaned != "\n".join(segments[i].lines):
             segments[i].lines, changed = cleaned.split("\n"), True
     return _joined(segments) if changed else text
+
+
+def _closed_after(prose: dict[int, str]) -> dict[int, set[str]]:
+    """Segment index → the element names closed in the prose segments after it."""
+    after: dict[int, set[str]] = {}
+    closed: set[str] = set()
+    for i in sorted(prose, reverse=True):
+        after[i] = set(closed)
+        closed |= last_closings(prose[i]).keys()
+    return after
 
 
 def _joined(segments: list[_Segment]) -> str:

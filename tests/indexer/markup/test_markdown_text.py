@@ -220,6 +220,16 @@ def test_components_of_a_site_framework_leave_their_content() -> None:
     assert clean_markdown(page) == expected
 
 
+def test_a_component_closed_after_a_code_block_is_a_tag() -> None:
+    # TiDB's docs (pingcap/docs-cn) put code between a tab group's tags.
+    page = (
+        '<SimpleTab groupId="os">\n\n<div label="macOS">\n\n```bash\nbrew install mysql\n```\n\n'
+        "</div>\n\n</SimpleTab>\n\nText with a Vec<Item> in it.\n"
+    )
+    expected = "```bash\nbrew install mysql\n```\n\nText with a Vec<Item> in it.\n"
+    assert clean_markdown(page) == expected
+
+
 def test_a_links_text_may_hold_brackets() -> None:
     # A changelog's line, as Vite's migration guide writes them.
     page = "- [[#14119] refactor!: merge types](https://github.com/vitejs/vite/pull/14119)\n"
