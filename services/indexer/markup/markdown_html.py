@@ -27,7 +27,7 @@ closed later on the page. `Vec<String>`, a synopsis's `<Maildir>` and a
 Python repr in prose (`<Mock name='m'>`) stay text. The reader sees what the
 component renders, which the page does not hold, so the tag goes with its
 attributes, and what stands between an opening and a closing tag stays
-(.mdx pages have their own reader, services.sources.mdx_pages).
+(.mdx pages are read apart, by the folder loader, before this cleaning).
 """
 
 from __future__ import annotations
