@@ -63,6 +63,10 @@ _FENCE_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
 _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+# MkDocs' admonitions (`!!! note "Title"`), collapsible blocks (`??? tip`) and
+# content tabs (`=== "pip"`): their body is indented by four spaces and is
+# prose (or fenced code), as a list item's continuation is, not indented code.
+_INDENTED_CONTAINER = re.compile(r" {0,3}(?:!!!|\?\?\?\+?|===[!+]?)[ \t]+\S")
 _BLOCK_COMMENT = re.compile(r" {0,3}<!--")
 _COMMENT_OPEN = re.compile(r"(?<!\\)<!--")
 _INLINE_START = re.compile(r"<!--|`+")
@@ -196,7 +200,7 @@ class _BlockScanner:
         return True
 
     def _track_context(self, line: str, offset: int) -> None:
-        if _LIST_ITEM.match(line):
+        if _LIST_ITEM.match(line) or _INDENTED_CONTAINER.match(line):
             self.in_list = True
         elif _indent(line) == 0 and (self.after_blank or _HEADING.match(line)):
             self.in_list = False

@@ -14,6 +14,14 @@ reader ever sees:
   and VuePress, Docusaurus admonitions, Pandoc fenced divs), also indented
   inside a list item: the box is drawn, its custom title shown, the fence
   itself never;
+- MkDocs' admonitions and content tabs, `!!! warning "注意"`, `??? tip`,
+  `=== "pip"` (Python-Markdown's admonition, pymdownx.details and
+  pymdownx.tabbed, as Material for MkDocs sites write them): the box or tab
+  is drawn with its title, the marker and the type never (the indented body
+  is read as prose: services.indexer.markup.markdown_text); and the same
+  blocks in pymdownx.blocks' syntax, `/// tip | 提示` to `///`, `//// tab |
+  Python 3.10+` to `////` (FastAPI's docs, in every language), whose title
+  stays;
 - a table of contents marker alone on its line, `[[toc]]` or `[TOC]`: the
   generator draws the page's headings there, which the page holds anyway;
 - Hugo shortcodes, `{{< glossary_tooltip text="Pod" term_id="pod" >}}`,
@@ -51,6 +59,19 @@ _HEADING_LINE = re.compile(r"^ {0,3}#{1,6}[ \t][^\n]*", re.MULTILINE)
 _HEADING_MARKS = re.compile(r" {0,3}#{1,6}")
 _INSIDE_BLOCK = rf":?[ \t]*[#.][^{{}}\n]{{0,{MAX_ATTRIBUTE_CHARS}}}"
 _ATTRIBUTE_BLOCK = re.compile(rf"(?:\{{{_INSIDE_BLOCK}\}}|%\{{{_INSIDE_BLOCK}\}}%)[ \t]*")
+# `!!! type [classes] "Title"`, `???+ type`, `=== "Tab"`: a type and up to
+# three more class words, then the title in double quotes, if any.
+_MKDOCS_BLOCK = re.compile(
+    r"^[ \t]*+(?:(?:!!!|\?\?\?\+?)(?:[ \t]++[A-Za-z][\w-]{0,40}+){1,4}+(?=[ \t]*+(?:\"|$))"
+    rf'|===[!+]?(?=[ \t]*+"))(?:[ \t]*+"(?P<title>[^"\n]{{0,{MAX_ATTRIBUTE_CHARS}}})")?[ \t]*+$',
+    re.MULTILINE,
+)
+# `/// type | Title` opening a block, `///` closing it (three or more slashes).
+_SLASH_BLOCK = re.compile(
+    r"^[ \t]*+/{3,}+(?:[ \t]*+[A-Za-z][\w-]{0,40}+)?"
+    rf"(?:[ \t]*+\|[ \t]*+(?P<title>[^\n]{{0,{MAX_ATTRIBUTE_CHARS}}}))?[ \t]*+$",
+    re.MULTILINE,
+)
 # A table of contents the generator draws in place of a marker line
 # (`[[toc]]` in VitePress and VuePress, `[TOC]` in Python-Markdown and others).
 _TOC_MARKER = re.compile(r"^[ \t]*(?:\[\[toc\]\]|\[toc\])[ \t]*$", re.MULTILINE | re.IGNORECASE)
@@ -86,7 +107,15 @@ def reduce_site_syntax(text: str) -> str:
         text = _CONTAINER_FENCE.sub(_container_title, text)
     if "[" in text:
         text = _TOC_MARKER.sub("", text)
+    if "!!!" in text or "???" in text or "===" in text:
+        text = _MKDOCS_BLOCK.sub(_block_title, text)
+    if "///" in text:
+        text = _SLASH_BLOCK.sub(_block_title, text)
     return text
+
+
+def _block_title(block: re.Match[str]) -> str:
+    return (block.group("title") or "").strip()
 
 
 def _without_attributes(heading: re.Match[str]) -> str:

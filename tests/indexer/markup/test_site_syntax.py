@@ -101,6 +101,18 @@ def test_a_heading_loses_its_attribute_block(heading: str, read: str) -> None:
         ("::: details Click to expand", "Click to expand"),
         ("    :::tip", ""),  # inside a list item
         ("\t:::", ""),
+        ('!!! warning "注意"', "注意"),  # MkDocs (Material) admonitions and tabs
+        ("!!! note", ""),
+        ('!!! note inline end "Aside"', "Aside"),
+        ('??? tip "Click to expand"', "Click to expand"),
+        ("???+ example", ""),
+        ('=== "pip"', "pip"),
+        ('===+ "Tab 2"', "Tab 2"),
+        ("/// tip | 提示", "提示"),  # pymdownx.blocks, as FastAPI's docs write them
+        ("/// warning", ""),
+        ("///", ""),
+        ("//// tab | Python 3.10+", "Python 3.10+"),
+        ("////", ""),
     ],
 )
 def test_a_container_fence_leaves_its_title(fence: str, read: str) -> None:
@@ -123,6 +135,19 @@ def test_a_shortcode_leaves_its_shown_argument(text: str, read: str) -> None:
     assert reduce_site_syntax(text) == read
 
 
+def test_an_admonitions_indented_body_is_prose() -> None:
+    page = (
+        '# Setup\n\n!!! warning "注意"\n\n    Do not use [the old API](https://x.test/api).\n\n'
+        '=== "pip"\n\n    ```bash\n    pip install foo\n    ```\n\n'
+        "Text.\n\n    indented code [a](https://z.test)\n"
+    )
+    assert clean_markdown(page) == (
+        "# Setup\n\n注意\n\n    Do not use the old API.\n\n"
+        "pip\n\n    ```bash\n    pip install foo\n    ```\n\n"
+        "Text.\n\n    indented code [a](https://z.test)\n"
+    )
+
+
 def test_a_table_of_contents_marker_goes() -> None:
     assert clean_markdown("# Parsers\n\n[[toc]]\n\n## Custom\n\nText.") == (
         "# Parsers\n\n## Custom\n\nText."
@@ -143,6 +168,10 @@ def test_a_link_written_with_a_reference_shortcode_reads_as_its_text() -> None:
         "### {#each list as item}",
         "## 100%{#x} sure",  # not at the end of the heading
         "See [[toc]] inline, or [TOC] in a sentence.",
+        "A setext title\n===\n\nText.",  # `===` alone underlines a title
+        "/// Returns the sum, a Rust doc comment quoted in prose",
+        "a /// b",
+        'Say "!!! note" or === in prose; !!! "untyped"',
         "#hashtag {#x}",  # no space after the `#`: not a heading
         "Anchors look like `{#id}` and {#id} in prose.",
         "Interpolate {{ message }} and {{ a < b }} in a template.",  # Vue, Jinja: not Hugo
@@ -185,6 +214,11 @@ def test_chunks_carry_headings_without_anchors() -> None:
         "{{<" * 333_333,
         ("{{< " + "x" * 399) * 2_500,
         "{{% a" * 200_000,
+        "!!! a" * 200_000,
+        '=== "' * 200_000,
+        "!!!" + " a" * 400_000,
+        "///" * 300_000,
+        "/// a |" + " " * 400_000 + "x",
     ],
 )
 def test_hostile_lines_are_read_in_linear_time(hostile: str) -> None:
@@ -210,7 +244,9 @@ def test_each_construct_is_read_only_within_its_bound(extra: int) -> None:
 
 _FRAGMENTS = st.sampled_from(
     ["{#a}", "{: #b}", "{.c}", "{", "}", ":::", "::: tip T", "[T]", "{{<", ">}}", "{{%",
-     "%}}", " x ", 'text="t"', "/", "## ", "# ", "\n", " ", "`", "```\n", "中文"]
+     "%}}", " x ", 'text="t"', "/", "## ", "# ", "\n", " ", "`", "```\n", "中文", "!!! ",
+     "??? ", "===", '"', "note", "    ", "[[toc]]", "%{#d}%", "///",
+     " | "]
 )  # fmt: skip
 
 
