@@ -20,7 +20,8 @@ nothing else, filed under the page's last heading.
   `/.#:?`, a path such as `/` or `./`, or `<...>`): the same syntax turns up
   in text that is not really Markdown, such as `[Ca(2+)](i)` (intracellular
   calcium) in a SciFact abstract indexed under its title as a Markdown
-  heading, where the parenthesis is content. `[LICENSE](LICENSE)` therefore stays as written.
+  heading, where the parenthesis is content. `[LICENSE](LICENSE)` therefore
+  stays as written.
 - Images become their alt text (by the same rule); a line made only of
   linked images is a row of badges (build status, version, licence) and is
   dropped.

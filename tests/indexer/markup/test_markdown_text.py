@@ -239,6 +239,15 @@ def test_a_links_text_may_hold_brackets() -> None:
     assert clean_markdown("x [a] [b] y") == "x [a] [b] y"
 
 
+@given(extra=st.integers(min_value=-3, max_value=3))
+def test_a_bracketed_part_of_a_links_text_is_read_within_its_bound(extra: int) -> None:
+    """80 characters inside a bracketed part of a link's text (markdown_links):
+    within, the link reads as its text; one past, it stays as written."""
+    inner = "x" * (80 + extra)
+    page = f"[[{inner}] fix](https://e.test/1)"
+    assert clean_markdown(page) == (f"[{inner}] fix" if extra <= 0 else page)
+
+
 def test_a_link_to_the_sites_root_reads_as_its_text() -> None:
     page = "翻译版本：[简体中文](/)、[English](../)、[here](./)"
     assert clean_markdown(page) == "翻译版本：简体中文、English、here"

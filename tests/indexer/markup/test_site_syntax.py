@@ -228,8 +228,9 @@ def test_hostile_lines_are_read_in_linear_time(hostile: str) -> None:
 
 @given(extra=st.integers(min_value=-3, max_value=3))
 def test_each_construct_is_read_only_within_its_bound(extra: int) -> None:
-    """Around the bounds: an anchor, a container title and a shortcode one
-    character within go (the title stays), one past stays as written."""
+    """Around the bounds: an anchor (either delimiters), a container's,
+    admonition's, tab's or block's title and a shortcode one character within
+    go (the title stays), one past stays as written."""
     anchor = "x" * (MAX_ATTRIBUTE_CHARS + extra)  # after the `#`
     heading = f"## Title {{#{anchor}}}"
     assert reduce_site_syntax(heading) == ("## Title" if extra <= 0 else heading)
@@ -240,6 +241,14 @@ def test_each_construct_is_read_only_within_its_bound(extra: int) -> None:
     arguments = "a" * (MAX_SHORTCODE_CHARS - 2 + extra)
     shortcode = f"{{{{< x {arguments} >}}}}"
     assert reduce_site_syntax(shortcode) == ("" if extra <= 0 else shortcode)
+    delimited = f"## Title %{{#{anchor}}}%"
+    assert reduce_site_syntax(delimited) == ("## Title" if extra <= 0 else delimited)
+    admonition = f'!!! note "{title}"'
+    assert reduce_site_syntax(admonition) == (title if extra <= 0 else admonition)
+    tab = f'=== "{title}"'
+    assert reduce_site_syntax(tab) == (title if extra <= 0 else tab)
+    block = f"/// tip | {title}"
+    assert reduce_site_syntax(block) == (title if extra <= 0 else block)
 
 
 _FRAGMENTS = st.sampled_from(
