@@ -70,29 +70,46 @@ def planned_pages(site: dict[str, dict[str, list[str]]]) -> list[tuple[str, str,
     return pages
 
 
-def stage(out: Path) -> int:
+def stage(out: Path, roff: bool = False) -> int:
+    """The site as HTML, or with `roff` as the manual pages' own source files
+    (`pages/<locale>/<section>/<name>.<section>.gz`, the loader reads roff:
+    services.sources.manual_pages), the questions judged on those names."""
     site = json.loads((DATASET / "site.json").read_text(encoding="utf-8"))
     shutil.rmtree(out / "pages", ignore_errors=True)
     pages = planned_pages(site)
+    names: dict[str, str] = {}
     for locale, section, name in pages:
-        target = out / "pages" / locale / section / f"{name}.html"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render(manual_page(locale, section, name), locale), encoding="utf-8")
-    shutil.copyfile(DATASET / "queries.jsonl", out / "queries.jsonl")
+        source = manual_page(locale, section, name)
+        folder = out / "pages" / locale / section
+        folder.mkdir(parents=True, exist_ok=True)
+        if roff:
+            target = folder / f"{name}.{section}{'.gz' if source.suffix == '.gz' else ''}"
+            shutil.copyfile(source, target)
+            names[f"{locale}/{section}/{name}.html"] = f"{locale}/{section}/{target.name}"
+        else:
+            (folder / f"{name}.html").write_text(render(source, locale), encoding="utf-8")
+    with (out / "queries.jsonl").open("w", encoding="utf-8") as written:
+        for line in (DATASET / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+            question = json.loads(line)
+            question["relevant"] = {names.get(k, k): v for k, v in question["relevant"].items()}
+            written.write(json.dumps(question, ensure_ascii=False) + "\n")
     return len(pages)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the dataset folder to write")
+    parser.add_argument(
+        "--roff", action="store_true", help="the pages' roff sources instead of mandoc's HTML"
+    )
     args = parser.parse_args(argv)
-    if shutil.which("mandoc") is None:
+    if shutil.which("mandoc") is None and not args.roff:
         print(
             "mandoc is not installed (Debian: apt-get install mandoc manpages-zh)", file=sys.stderr
         )
         return 2
     try:
-        count = stage(args.out)
+        count = stage(args.out, roff=args.roff)
     except (FileNotFoundError, subprocess.SubprocessError) as exc:
         print(f"cannot stage the site: {exc}", file=sys.stderr)
         return 1

@@ -11,6 +11,7 @@ from services.core.errors import InvalidArgument
 from services.core.models import ContentType
 from services.indexer.body import normalize_newlines as normalize_newlines
 from services.sources.compressed_pages import COMPRESSED_SUFFIX, page_name
+from services.sources.manual_pages import is_manual_page_name
 
 _SUFFIX_TYPES = {
     ".md": ContentType.MARKDOWN,
@@ -54,8 +55,11 @@ _META_CHARSET = re.compile(rb"""<meta[^<>]+charset\s*=\s*["']?([A-Za-z0-9_\-]+)"
 
 def content_type_for_filename(name: str) -> ContentType:
     """The content type a file name's suffix implies (after a `.gz`, the
-    page's: `README.md.gz` is Markdown); other suffixes are rejected."""
+    page's: `README.md.gz` is Markdown; a manual page's roff, `ls.1`, is read
+    as Markdown: services.sources.manual_pages); other suffixes are rejected."""
     content_type = _SUFFIX_TYPES.get(Path(page_name(name)).suffix.lower())
+    if content_type is None and is_manual_page_name(name):
+        return ContentType.MARKDOWN
     if content_type is None:
         supported = ", ".join(sorted(_SUFFIX_TYPES))
         raise InvalidArgument(
@@ -66,7 +70,7 @@ def content_type_for_filename(name: str) -> ContentType:
 
 
 def is_supported_name(name: str) -> bool:
-    return Path(page_name(name)).suffix.lower() in _SUFFIX_TYPES
+    return Path(page_name(name)).suffix.lower() in _SUFFIX_TYPES or is_manual_page_name(name)
 
 
 def decode_text(raw: bytes, content_type: ContentType, fallback: str = "") -> str:

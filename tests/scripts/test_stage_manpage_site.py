@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from bench.eval.bilingual_data import parse_query
-from scripts.stage_manpage_site import DATASET, manual_page, planned_pages, render
+from scripts.stage_manpage_site import DATASET, manual_page, planned_pages, render, stage
 
 pytestmark = pytest.mark.unit
 
@@ -57,3 +58,20 @@ def test_a_staged_chinese_page_is_utf8_html_with_its_language() -> None:
     assert page.startswith("<!DOCTYPE html>") and '<html lang="zh-CN">' in page
     assert "&#x" not in page  # characters, not references
     assert "磁盘" in page
+
+
+def test_the_roff_site_judges_the_same_pages_by_their_source_names(tmp_path: Path) -> None:
+    """`--roff` stages the pages' own sources (read by the loader's roff
+    reader); each question is judged on the same pages under those names."""
+    try:
+        manual_page("zh-CN", "1", "du")
+        count = stage(tmp_path, roff=True)
+    except FileNotFoundError:
+        pytest.skip("the Debian manual pages are not installed")
+    assert count == len(planned_pages(SITE))
+    staged = {str(p.relative_to(tmp_path / "pages")) for p in (tmp_path / "pages").rglob("*.*")}
+    assert "zh-CN/1/du.1.gz" in staged and not any(name.endswith(".html") for name in staged)
+    lines = (tmp_path / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    for original, record in zip(_queries(), map(json.loads, lines), strict=True):
+        assert set(record["relevant"]) <= staged, record["id"]
+        assert len(record["relevant"]) == len(original["relevant"])  # type: ignore[arg-type]

@@ -1,0 +1,295 @@
+"""Manual pages read from their roff source, as the Markdown a reader sees.
+
+A folder of manual pages (`/usr/share/man/zh_CN/man1/ls.1.gz`, a project's
+`doc/tool.8`) holds roff: text lines between control lines (`.SH NAME`,
+`.TP`, `.Op Fl v`) and escapes (services.sources.roff_escapes). A reader
+sees the page rendered, so both macro packages manual pages are written in
+are read here, in one pass, line by line:
+
+- man(7) (GNU and Linux pages, help2man's output, manpages-zh): `.TH` names
+  the page (its H1: `LS(1)`, as man and mandoc title it), `.SH`/`.SS` are its
+  sections, `.PP`/`.TP`/`.IP` its paragraphs and tagged items, `.B`, `.BR`
+  and their kin its fonts (the words stay, joined as the macro joins them),
+  `.nf`/`.EX` blocks its examples (kept as code);
+- mdoc(7) (BSD pages: OpenSSH's `scp.1`, `ssh_config.5`): `.Dt` names the
+  page, `.Sh`/`.Ss` are its sections, and each semantic macro shows what it
+  stands for: `.Fl v` `-v`, `.Xr ssh 1` `ssh(1)`, `.Op ...` `[...]`,
+  `.Nm` the page's name, `.Nd` its one-line description.
+
+What draws or defines rather than shows (macro definitions `.de ... ..`,
+conditionals `.if`/`.ie`/`.el` with their `\\{ ... \\}` blocks, registers,
+spacing and indentation requests, comments) goes; an unknown request goes
+with its line, since its arguments are settings, not text. Tables (`.TS`)
+keep their cells, separated by ` | `. The Markdown is escaped where roff text
+would read as Markdown syntax (a line opening with `#`), so the page's
+words reach the index as written. Every line is read once: linear time.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+
+from services.sources.compressed_pages import page_name
+from services.sources.manual_macros import MDOC_INLINE, mdoc_words
+from services.sources.roff_escapes import without_escapes
+
+# `ls.1`, `printf.3p`, `openssl.1ssl`, `Carp.3perl` (and each `.gz`); a shared
+# library's `libfoo.so.1` is no page.
+_PAGE_NAME = re.compile(r"^(?!.*\.so\.)[^.].*\.[1-9][a-z]{0,6}$", re.IGNORECASE)
+# Why a page that shows nothing is left out: most are `.so man1/foo.1`, another
+# name for a page the folder holds (every `man3` has hundreds).
+MANUAL_ALIAS_NOTE = "a manual page that shows no text of its own (an alias: `.so` of another page)"
+_FONT_JOINED = frozenset({"BR", "RB", "BI", "IB", "IR", "RI"})
+_FONT_SPACED = frozenset({"B", "I", "SM", "SB"})
+_PARAGRAPH = frozenset({"PP", "LP", "P", "HP", "Pp", "Lp", "sp", "Bl", "El", "Bd", "Ed", "Rs"})
+# Requests and macros whose arguments are settings (a date, spacing on or off).
+_SETTINGS = frozenset({"Dd", "Os", "Sm", "Bk", "Ek"})
+_CODE_START = frozenset({"nf", "EX"})
+_CODE_END = frozenset({"fi", "EE"})
+_END_OF_DEFINITION = re.compile(r"^\.[ \t]*\.[ \t]*$")
+_BLOCK_OPEN = re.compile(r"\\\{")
+_BLOCK_CLOSE = re.compile(r"\\\}")
+
+
+def is_manual_page_name(name: str) -> bool:
+    """A file named like a manual page: `<name>.<section digit>[suffix]`, or
+    that compressed (`ls.1.gz`)."""
+    return bool(_PAGE_NAME.match(page_name(name).rsplit("/", 1)[-1]))
+
+
+def manual_page_markdown(source: str) -> str:
+    """The page as Markdown (module docstring); text without a single roff
+    control line comes back with only its escapes read."""
+    return "\n".join(_ManualPage().lines(source.splitlines())).strip() + "\n"
+
+
+class _ManualPage:
+    """The reading state of one page: the title and name seen, whether the
+    line is inside a code block, a table, a definition or a conditional."""
+
+    def __init__(self) -> None:
+        self.name = ""  # mdoc's `.Nm` name, for the bare `.Nm` that repeats it
+        self.code = False
+        self.table: str | None = None  # None outside; "format" before the format's `.`
+        self.skip_until = ""  # `..` ends a `.de`/`.ig` block
+        self.braces = 0  # open `\{` of a conditional's block
+        self.tag_next = False  # `.TP`: the next text line is the item's tag
+        self.heading_next = ""  # `.SH` alone: the next text line is the heading
+        self.prefix = ""  # a list item's marker, put before the next text line
+        self.last_ie = True  # whether the last `.ie` was taken (its `.el` is not)
+        # Macros the page defines (`.de URL`) → whether their text shows an argument.
+        self.defined: dict[str, bool] = {}
+        self.defining = ""  # the macro whose definition is being skipped
+
+    def lines(self, source: list[str]) -> Iterator[str]:
+        for line in source:
+            yield from self._line(line)
+        if self.code:
+            yield "```"
+
+    def _line(self, line: str) -> Iterator[str]:
+        if self.skip_until:
+            # `..` ends a definition, also written `.  .` inside an indented block.
+            if _END_OF_DEFINITION.match(line):
+                self.skip_until = self.defining = ""
+            elif self.defining and line[:1] not in (".", "'") and "\\$" in line:
+                self.defined[self.defining] = True
+            return
+        if self.braces:
+            self.braces += len(_BLOCK_OPEN.findall(line)) - len(_BLOCK_CLOSE.findall(line))
+            self.braces = max(self.braces, 0)
+            return
+        line = _uncommented(line)
+        if line[:1] in (".", "'"):
+            for shown in self._request(line[1:].strip()):
+                # A macro's text (`.BR \-r ", " \-\-recursive`) may be a `.TP` tag.
+                self.tag_next = self.tag_next and not shown.strip()
+                yield shown
+        elif self.table is not None:
+            yield from self._table_line(line)
+        elif self.code:
+            yield without_escapes(line)
+        else:
+            yield from self._text(without_escapes(line))
+
+    def _text(self, text: str) -> Iterator[str]:
+        if not text.strip():
+            yield ""
+            return
+        if self.heading_next:
+            yield f"\n{self.heading_next} {text.strip()}"
+            self.heading_next = ""
+            return
+        self.tag_next = False
+        yield self.prefix + _markdown_safe(text)
+        self.prefix = ""
+
+    def _request(self, body: str) -> Iterator[str]:
+        name, _, rest = body.partition(" ")
+        if not name:
+            return
+        if name in ("if", "ie", "el", "while"):
+            yield from self._conditional(name, rest)
+        elif name in ("de", "de1", "am", "ig"):
+            self.skip_until = ".."
+            if name != "ig" and (defined := _arguments(rest)):
+                self.defining = defined[0]
+                self.defined.setdefault(self.defining, False)
+        elif self.defined.get(name):
+            # The page's own macro whose text shows its arguments (`.URL
+            # https://… "the site"`); others (pod2man's `.IX` index entries,
+            # rst2man's `.INDENT 3.5`) show nothing, as unknown requests.
+            yield _markdown_safe(_words(rest))
+        elif name == "TS":
+            self.table = "options"
+        elif name == "TE":
+            self.table = None
+        elif name in _CODE_START or name in _CODE_END:
+            yield from self._code(name in _CODE_START)
+        elif name == "Bd" and ("-literal" in rest or "-unfilled" in rest):
+            yield from self._code(True)
+        elif name == "Ed" and self.code:
+            yield from self._code(False)
+        else:
+            yield from self._macro(name, rest.strip())
+
+    def _conditional(self, name: str, rest: str) -> Iterator[str]:
+        """A conditional's body read when its condition holds as man renders
+        the page (nroff, groff), skipped otherwise or when it cannot be told."""
+        if name == "el":
+            taken, body = not self.last_ie, rest
+        else:
+            taken, body = condition(rest) if name != "while" else (False, rest)
+            if name == "ie":
+                self.last_ie = taken
+        body = body.strip()
+        if body.startswith("\\{"):
+            if not taken:
+                opened = len(_BLOCK_OPEN.findall(body)) - len(_BLOCK_CLOSE.findall(body))
+                self.braces = max(opened, 0)
+                return
+            body = body[2:].strip()
+        if taken and body and body not in ("\\", "\\}"):
+            yield from self._line(body)
+
+    def _code(self, start: bool) -> Iterator[str]:
+        if start != self.code:
+            self.code = start
+            yield "```" if start else "```\n"
+
+    def _macro(self, name: str, rest: str) -> Iterator[str]:
+        if name in ("SH", "Sh", "SS", "Ss"):
+            yield from self._code(False)
+            level = "##" if name in ("SH", "Sh") else "###"
+            if heading := _words(rest):
+                yield f"\n{level} {heading}"
+            else:
+                self.heading_next = level
+        elif name in ("TH", "Dt"):
+            title, section = [*_arguments(rest), "", ""][:2]
+            self.name = self.name or title.lower()
+            yield f"# {without_escapes(title)}({section})" if section else f"# {title}"
+        elif name in _PARAGRAPH:
+            yield ""
+        elif name in _SETTINGS:
+            return
+        elif name in ("TP", "It", "IP", "TQ"):
+            yield from self._item(name, rest)
+        elif name == "br":
+            yield "  "  # a Markdown line break: the next text starts a line
+        elif name in _FONT_JOINED:
+            yield _markdown_safe("".join(without_escapes(a) for a in _arguments(rest)))
+        elif name in _FONT_SPACED:
+            yield _markdown_safe(_words(rest))
+        elif name in ("UR", "MT", "UE", "ME", "SY", "OP", "YS"):
+            yield from self._link_or_synopsis(name, rest)
+        elif name in MDOC_INLINE:
+            yield from self._mdoc(name, rest)
+
+    def _item(self, name: str, rest: str) -> Iterator[str]:
+        yield ""
+        if name in ("TP", "TQ"):
+            self.tag_next = name == "TP"
+            return
+        tag = self._mdoc_line(rest) if name == "It" else _words(" ".join(_arguments(rest)[:1]))
+        if tag in ("\u2022", "*", "-", "o"):
+            self.prefix = "- "
+        elif tag:
+            yield _markdown_safe(tag)
+
+    def _link_or_synopsis(self, name: str, rest: str) -> Iterator[str]:
+        arguments = [without_escapes(a) for a in _arguments(rest)]
+        if name == "OP":
+            yield "[" + " ".join(arguments) + "]"
+        elif name in ("SY", "UE", "ME") and arguments:
+            yield " ".join(arguments)
+
+    def _mdoc(self, name: str, rest: str) -> Iterator[str]:
+        if name == "Nm" and rest and not self.name:
+            self.name = _arguments(rest)[0]
+        if text := self._mdoc_line(f"{name} {rest}"):
+            yield _markdown_safe(text)
+
+    def _mdoc_line(self, line: str) -> str:
+        return mdoc_words([without_escapes(a) for a in _arguments(line)], self.name)
+
+    def _table_line(self, line: str) -> Iterator[str]:
+        if self.table == "options" and not line.rstrip().endswith(";"):
+            self.table = "format"
+        if self.table in ("options", "format"):
+            if line.rstrip().endswith("."):
+                self.table = "rows"
+            return
+        cells = [without_escapes(c).replace("T{", "").replace("T}", "") for c in line.split("\t")]
+        if row := " | ".join(cell.strip() for cell in cells if cell.strip() not in ("", "_", "=")):
+            yield _markdown_safe(row)
+
+
+def condition(rest: str) -> tuple[bool, str]:
+    """Whether a conditional's condition holds, and the body after it: `n`
+    (nroff: yes), `t`, `e`, `o` (no), groff's `\\n(.g` (yes), a string
+    comparison `'a'b'`; any other (a number expression) is taken as false."""
+    text = rest.lstrip()
+    negated = text.startswith("!")
+    text = text[1:] if negated else text
+    held = False
+    if text[:1] in ("n", "t", "e", "o") and text[1:2] in ("", " ", "\\", "."):
+        held, text = text[0] == "n", text[1:]
+    elif text.startswith(("\\n(.g", "\\n[.g]")):
+        held, text = True, text[5 if text[2] == "(" else 6 :]
+    elif text[:1] and not text[0].isalnum() and text[0] not in "\\(":
+        parts = text[1:].split(text[0], 2)
+        held, text = (parts[0] == parts[1], parts[2]) if len(parts) == 3 else (False, "")
+    else:
+        text = text.split(None, 1)[1] if len(text.split(None, 1)) == 2 else ""
+    return held != negated, text
+
+
+def _uncommented(line: str) -> str:
+    """The line without its `\\"` or `\\#` comment (an escaped backslash stays)."""
+    at = re.search(r'(?<!\\)(?:\\\\)*\\["#]', line)
+    return line[: at.start() + (len(at.group(0)) - 2)] if at else line
+
+
+def _arguments(rest: str) -> list[str]:
+    """A macro's arguments: words, or "quoted words" ("" a quote inside)."""
+    try:
+        lexer = shlex.shlex(rest.replace('""', "\x00"), posix=True)
+        lexer.whitespace_split, lexer.escape, lexer.commenters = True, "", ""
+        return [word.replace("\x00", '"') for word in lexer]
+    except ValueError:  # an unclosed quote: the words as written
+        return rest.split()
+
+
+def _words(rest: str) -> str:
+    return " ".join(without_escapes(a) for a in _arguments(rest))
+
+
+def _markdown_safe(text: str) -> str:
+    """A line of text that Markdown would not read as a heading or a fence."""
+    stripped = text.lstrip()
+    if stripped.startswith(("#", "```", "~~~")):
+        return text.replace(stripped[0], "\\" + stripped[0], 1)
+    return text

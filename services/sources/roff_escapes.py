@@ -1,0 +1,137 @@
+"""roff's escape sequences read as the characters a manual page shows.
+
+A manual page's source writes its glyphs and fonts as escapes: `\\-` for a
+hyphen a reader copies into a command line, `\\(em` for a dash, `\\fB...\\fR`
+for bold, `\\*(lq` for an opening quote, `\\,` and `\\/` (italic corrections,
+help2man writes them around every argument). What a reader sees is the
+glyph, or nothing: a font change, a size change, a motion, a number
+register's value (unknowable without running the page's macros), a
+zero-width break point. One regular-expression pass replaces every escape;
+an escape this table does not know shows nothing, rather than its letters.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Special characters by their roff names (groff_char(7)), those manual pages use.
+GLYPHS = {
+    "em": "\u2014",
+    "en": "\u2013",
+    "hy": "-",
+    "mi": "-",
+    "-": "-",
+    "bu": "\u2022",
+    "aq": "'",
+    "dq": '"',
+    "lq": "\u201c",
+    "rq": "\u201d",
+    "oq": "\u2018",
+    "cq": "\u2019",
+    "Fo": "\u00ab",
+    "Fc": "\u00bb",
+    "fo": "\u2039",
+    "fc": "\u203a",
+    "co": "\u00a9",
+    "rg": "\u00ae",
+    "tm": "\u2122",
+    "R": "\u00ae",
+    "Tm": "\u2122",
+    "mu": "\u00d7",
+    "di": "\u00f7",
+    "+-": "\u00b1",
+    "<=": "\u2264",
+    ">=": "\u2265",
+    "!=": "\u2260",
+    "==": "\u2261",
+    "->": "\u2192",
+    "<-": "\u2190",
+    "<>": "\u2194",
+    "ua": "\u2191",
+    "da": "\u2193",
+    "de": "\u00b0",
+    "ga": "`",
+    "ha": "^",
+    "ti": "~",
+    "ba": "|",
+    "bv": "|",
+    "br": "|",
+    "rs": "\\",
+    "sl": "/",
+    "pl": "+",
+    "eq": "=",
+    "sq": "\u25a1",
+    "ci": "\u25cb",
+    "ss": "\u00df",
+    "ae": "\u00e6",
+    "oe": "\u0153",
+    "Aq": "'",
+    "Lq": "\u201c",
+    "Rq": "\u201d",
+}
+_SIMPLE = {
+    "-": "-",
+    "e": "\\",
+    "\\": "\\",
+    ".": ".",
+    "'": "'",
+    "`": "`",
+    " ": " ",
+    "~": " ",
+    "0": " ",
+    "_": "_",
+    "t": "\t",
+}
+# `\X'…'` escapes whose quoted argument is drawn or measured, never shown.
+_QUOTED = "bCDhHlLNoRSvwXZ"
+_NAME = r"(?:\(..|\[[^\]\n]{0,40}\]|.)"
+ESCAPE = re.compile(
+    r"\\(?:"
+    rf"(?P<quoted>[{_QUOTED}])'(?P<argument>[^'\n]{{0,200}})'"
+    rf"|(?P<named>[*fFgkmMnVY]){_NAME}"
+    r"|s[+-]?(?:\(..|\[[^\]\n]{0,40}\]|\d{1,2})"
+    r"|(?P<glyph>\(..|\[[^\]\n]{1,40}\])"
+    r"|(?P<char>.)"
+    r"|$)",
+    re.MULTILINE,
+)
+
+
+def without_escapes(text: str) -> str:
+    """`text` with each escape replaced by what it shows (module docstring)."""
+    return ESCAPE.sub(_shown, text)
+
+
+def _shown(match: re.Match[str]) -> str:
+    whole = match.group(0)
+    if quoted := match.group("quoted"):
+        argument = match.group("argument")
+        return chr(int(argument)) if quoted == "N" and argument.isdigit() else ""
+    if match.group("named"):
+        # Strings (`\*(lq`) may be glyph names; fonts, registers, colours show nothing.
+        return _glyph(whole[2:]) if whole[1] == "*" else ""
+    if glyph := match.group("glyph"):
+        return _glyph(glyph)
+    char = match.group("char")
+    return _SIMPLE.get(char, "") if char is not None else ""
+
+
+def _glyph(name: str) -> str:
+    """A `(xx`, `[name]` or one-letter name as its character ("" unknown)."""
+    if name.startswith("("):
+        name = name[1:]
+    elif name.startswith("["):
+        name = name[1:-1]
+    if name.startswith(("u", "char")) and (code := _code_point(name)) is not None:
+        return chr(code)
+    return GLYPHS.get(name, "")
+
+
+def _code_point(name: str) -> int | None:
+    """`u00E9` (groff's Unicode names) or `char233`."""
+    digits, base = (name[1:], 16) if name.startswith("u") else (name[4:], 10)
+    try:
+        code = int(digits.split("_")[0], base)
+    except ValueError:
+        return None
+    return code if 0 < code < 0x110000 and not 0xD800 <= code < 0xE000 else None
