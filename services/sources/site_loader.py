@@ -42,12 +42,7 @@ from services.sources.aggregates import ListedFile, single_page_editions
 from services.sources.compressed_pages import page_bytes, page_name, page_size
 from services.sources.html_head import HtmlHead, read_html_head
 from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
-from services.sources.manual_pages import (
-    MANUAL_ALIAS_NOTE,
-    is_manual_page_name,
-    manual_page_markdown,
-)
-from services.sources.mdx_pages import MDX_SUFFIX, mdx_as_markdown
+from services.sources.page_formats import empty_page_note, text_as_read
 from services.sources.renderings import PageWords, other_renderings, visible_html_text, words
 from services.sources.site_walk import (
     MAX_FILE_BYTES,
@@ -97,9 +92,10 @@ def load_directory(
     fallback_encoding: str = "",
     id_prefix: str = "",
 ) -> Iterator[Document | LoadError]:
-    """Every .md/.markdown/.mdx/.html/.htm/.txt/.rst/.adoc/.asciidoc file and
-    every manual page (`ls.1`: `manual_pages`) under `root`, in sorted path
-    order, each also as `.gz` (`compressed_pages`).
+    """Every .md/.markdown/.mdx/.html/.htm/.txt/.rst/.adoc/.asciidoc file,
+    every manual page (`ls.1`: `manual_pages`) and Info manual (`sed.info`:
+    `info_files`) under `root`, in sorted path order, each also as `.gz`
+    (`compressed_pages`).
 
     Hidden files and folders (name starting with ".") are skipped; symbolic
     links are skipped, or with `follow_symlinks` followed only inside the
@@ -162,8 +158,8 @@ def load_directory(
             tags := template_markup(body.title, body.text)
         ):
             yield LoadError(item.relpath, template_note(tags), skipped=True)
-        elif is_manual_page_name(item.relpath) and not body.text.strip():
-            yield LoadError(item.relpath, MANUAL_ALIAS_NOTE, skipped=True)
+        elif note := empty_page_note(item.relpath, body.text):
+            yield LoadError(item.relpath, note, skipped=True)
         else:
             yield site.document(page, body)
 
@@ -289,10 +285,7 @@ def _read_page(file: SiteFile, fallback_encoding: str) -> _Page:
     raw, modified = read_regular_file(file.path, file.identity)
     raw = page_bytes(file.relpath, raw, MAX_FILE_BYTES)
     text = normalize_newlines(decode_text(raw, content_type, fallback_encoding))
-    if page_name(file.relpath).lower().endswith(MDX_SUFFIX):
-        text = mdx_as_markdown(text)
-    elif is_manual_page_name(file.relpath):
-        text = manual_page_markdown(text)
+    text = text_as_read(file.relpath, text)
     is_markdown, is_html = content_type is ContentType.MARKDOWN, content_type is ContentType.HTML
     front = read_front_matter(text)[0] if is_markdown else FrontMatter()
     head = read_html_head(text) if is_html else HtmlHead()

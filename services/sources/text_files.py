@@ -11,6 +11,7 @@ from services.core.errors import InvalidArgument
 from services.core.models import ContentType
 from services.indexer.body import normalize_newlines as normalize_newlines
 from services.sources.compressed_pages import COMPRESSED_SUFFIX, page_name
+from services.sources.info_files import is_info_name
 from services.sources.manual_pages import is_manual_page_name
 
 _SUFFIX_TYPES = {
@@ -60,6 +61,8 @@ def content_type_for_filename(name: str) -> ContentType:
     content_type = _SUFFIX_TYPES.get(Path(page_name(name)).suffix.lower())
     if content_type is None and is_manual_page_name(name):
         return ContentType.MARKDOWN
+    if content_type is None and is_info_name(name):
+        return ContentType.TEXT  # services.sources.info_files
     if content_type is None:
         supported = ", ".join(sorted(_SUFFIX_TYPES))
         raise InvalidArgument(
@@ -70,7 +73,8 @@ def content_type_for_filename(name: str) -> ContentType:
 
 
 def is_supported_name(name: str) -> bool:
-    return Path(page_name(name)).suffix.lower() in _SUFFIX_TYPES or is_manual_page_name(name)
+    suffix = Path(page_name(name)).suffix.lower()
+    return suffix in _SUFFIX_TYPES or is_manual_page_name(name) or is_info_name(name)
 
 
 def decode_text(raw: bytes, content_type: ContentType, fallback: str = "") -> str:

@@ -1,0 +1,39 @@
+"""The formats the folder loader reads by converting their text first, by
+file name: MDX pages to the Markdown a reader sees (`mdx_pages`), manual
+pages from roff (`manual_pages`), GNU Info manuals to their nodes' text
+(`info_files`); and why a page of one of them that shows nothing is left out."""
+
+from __future__ import annotations
+
+from services.sources.compressed_pages import page_name
+from services.sources.info_files import INFO_INDEX_NOTE, info_as_text, is_info_name
+from services.sources.manual_pages import (
+    MANUAL_ALIAS_NOTE,
+    is_manual_page_name,
+    manual_page_markdown,
+)
+from services.sources.mdx_pages import MDX_SUFFIX, mdx_as_markdown
+
+
+def text_as_read(relpath: str, text: str) -> str:
+    """A file's text as the loader reads it: converted where its name says
+    it is one of these formats, else as written."""
+    if page_name(relpath).lower().endswith(MDX_SUFFIX):
+        return mdx_as_markdown(text)
+    if is_manual_page_name(relpath):
+        return manual_page_markdown(text)
+    if is_info_name(relpath):
+        return info_as_text(text)
+    return text
+
+
+def empty_page_note(relpath: str, text: str) -> str | None:
+    """Why a converted page without text is skipped (a manual page that is
+    an alias, a split Info manual's index file); None: it is not skipped."""
+    if text.strip():
+        return None
+    if is_manual_page_name(relpath):
+        return MANUAL_ALIAS_NOTE
+    if is_info_name(relpath):
+        return INFO_INDEX_NOTE
+    return None

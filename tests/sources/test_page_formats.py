@@ -1,0 +1,31 @@
+"""Which converter reads a file's text, by its name (unit)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.sources.info_files import INFO_INDEX_NOTE
+from services.sources.manual_pages import MANUAL_ALIAS_NOTE
+from services.sources.page_formats import empty_page_note, text_as_read
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("relpath", "text", "read"),
+    [
+        ("docs/a.mdx", "import X from 'x'\n\n# A\n", "\n# A\n"),
+        ("man1/ls.1.gz", ".TH LS 1\n.SH NAME\nls \\- list\n", "# LS(1)\n\n## NAME\nls - list\n"),
+        ("sed.info", "\x1f\nFile: sed.info,  Node: Top\n\nsed\n***\n", "sed\n***\n"),
+        ("notes.txt", ".TH stays\n", ".TH stays\n"),
+    ],
+)
+def test_each_format_is_read_by_its_converter(relpath: str, text: str, read: str) -> None:
+    assert text_as_read(relpath, text) == read
+
+
+def test_only_an_empty_converted_page_is_skipped_with_its_reason() -> None:
+    assert empty_page_note("man3/sprintf.3", "\n") == MANUAL_ALIAS_NOTE
+    assert empty_page_note("find.info.gz", "") == INFO_INDEX_NOTE
+    assert empty_page_note("man3/printf.3", "# PRINTF(3)\n") is None
+    assert empty_page_note("empty.md", "") is None  # the Indexer names its problem
