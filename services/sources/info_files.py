@@ -10,7 +10,8 @@ section, `-` a subsection, `.` below), and often closing with a menu of the
 nodes under it (`* Menu:` and `* Overview::` lines). What a reader sees of a
 node is its text; the headers, menus, what comes before the first node (the
 installer's directory entry, a copying notice the first node repeats) and
-the tag table the reader seeks with are not shown as text. So those go, a
+the tag table the reader seeks with, and the reader's markers in a node
+(`\0\b[index\0\b]`), are not shown as text. So those go, a
 cross-reference `*Note Overview::` reads `see Overview`, and the rest stays
 plain text, whose underlined titles the chunker reads as sections
 (services.indexer.heading_syntax), the first one the page's title.
@@ -36,6 +37,10 @@ _MENU = re.compile(r"^\* Menu:.*", re.MULTILINE | re.DOTALL)
 _NOTE = re.compile(r"\*[Nn]ote[ \n]+([^:\n]{1,200})::")
 _NOTE_OPEN = re.compile(r"\*([Nn])ote([ \n])")
 _SEE = {"N": "See", "n": "see"}
+# The reader's markers inside a node (`\0\b[index\0\b]` on an index node,
+# `\0\b[image src="a.png"\0\b]`): control characters around an instruction
+# to the reader, never shown.
+_READER_MARKER = re.compile(r"\x00\x08\[[^\x00\n]{0,500}\x00\x08\]|\x00\x08")
 
 
 def is_info_name(name: str) -> bool:
@@ -60,6 +65,6 @@ def info_as_text(source: str) -> str:
 def _node(text: str) -> str:
     """A node's text without its menu (which ends the node), references read
     as a reader reads them."""
-    text = _MENU.sub("", text)
+    text = _READER_MARKER.sub("", _MENU.sub("", text))
     text = _NOTE.sub(lambda found: f"see {found.group(1)}", text)
     return _NOTE_OPEN.sub(lambda found: _SEE[found.group(1)] + found.group(2), text)

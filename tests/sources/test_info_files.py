@@ -43,6 +43,7 @@ File: sed.info,  Node: Overview,  Next: Examples,  Prev: Top,  Up: Top
 2.1 Overview
 ============
 
+\x00\x08[index\x00\x08]
 Normally sed is invoked like this (*note Examples::):
 
      sed SCRIPT INPUTFILE...
@@ -68,8 +69,9 @@ def test_a_manual_reads_as_its_nodes_text() -> None:
     assert text.startswith("GNU sed\n*******\n\nThis file documents GNU sed.\n\n2.1 Overview\n")
     assert "Normally sed is invoked like this (see Examples):\n\n     sed SCRIPT" in text
     assert "See Reporting Bugs: (sed)Bugs, for more." in text
-    for hidden in ("File: ", "Node: ", "* Menu:", "* Overview::", "INFO-DIR", "makeinfo",
-                   "Tag Table", "Local Variables", "\x1f", "\x7f"):  # fmt: skip
+    hidden_parts = ("File: ", "Node: ", "* Menu:", "* Overview::", "INFO-DIR", "makeinfo")
+    markers = ("Tag Table", "Local Variables", "\x1f", "\x7f", "\x00", "\x08", "[index]")
+    for hidden in (*hidden_parts, *markers):
         assert hidden not in text, hidden
 
 
