@@ -72,10 +72,11 @@ class _ManualPage:
     def __init__(self) -> None:
         self.name = ""  # mdoc's `.Nm` name, for the bare `.Nm` that repeats it
         self.code = False
-        self.table: str | None = None  # None outside; "format" before the format's `.`
-        self.skip_until = ""  # `..` ends a `.de`/`.ig` block
+        # A table's part: None outside one, then "options", "format" (to the
+        # line ending in `.`) and "rows".
+        self.table: str | None = None
+        self.skipping = False  # inside a `.de`/`.ig` block, which `..` ends
         self.braces = 0  # open `\{` of a conditional's block
-        self.tag_next = False  # `.TP`: the next text line is the item's tag
         self.heading_next = ""  # `.SH` alone: the next text line is the heading
         self.prefix = ""  # a list item's marker, put before the next text line
         self.last_ie = True  # whether the last `.ie` was taken (its `.el` is not)
@@ -90,10 +91,10 @@ class _ManualPage:
             yield "```"
 
     def _line(self, line: str) -> Iterator[str]:
-        if self.skip_until:
+        if self.skipping:
             # `..` ends a definition, also written `.  .` inside an indented block.
             if _END_OF_DEFINITION.match(line):
-                self.skip_until = self.defining = ""
+                self.skipping, self.defining = False, ""
             elif self.defining and line[:1] not in (".", "'") and "\\$" in line:
                 self.defined[self.defining] = True
             return
@@ -103,10 +104,7 @@ class _ManualPage:
             return
         line = _uncommented(line)
         if line[:1] in (".", "'"):
-            for shown in self._request(line[1:].strip()):
-                # A macro's text (`.BR \-r ", " \-\-recursive`) may be a `.TP` tag.
-                self.tag_next = self.tag_next and not shown.strip()
-                yield shown
+            yield from self._request(line[1:].strip())
         elif self.table is not None:
             yield from self._table_line(line)
         elif self.code:
@@ -122,7 +120,6 @@ class _ManualPage:
             yield f"\n{self.heading_next} {text.strip()}"
             self.heading_next = ""
             return
-        self.tag_next = False
         yield self.prefix + _markdown_safe(text)
         self.prefix = ""
 
@@ -133,7 +130,7 @@ class _ManualPage:
         if name in ("if", "ie", "el", "while"):
             yield from self._conditional(name, rest)
         elif name in ("de", "de1", "am", "ig"):
-            self.skip_until = ".."
+            self.skipping = True
             if name != "ig" and (defined := _arguments(rest)):
                 self.defining = defined[0]
                 self.defined.setdefault(self.defining, False)
@@ -209,9 +206,10 @@ class _ManualPage:
             yield from self._mdoc(name, rest)
 
     def _item(self, name: str, rest: str) -> Iterator[str]:
+        """A tagged or bulleted item starts a block: `.TP`'s tag is the next
+        line (text or a font macro's), `.IP`'s and `.It`'s are arguments."""
         yield ""
         if name in ("TP", "TQ"):
-            self.tag_next = name == "TP"
             return
         tag = self._mdoc_line(rest) if name == "It" else _words(" ".join(_arguments(rest)[:1]))
         if tag in ("\u2022", "*", "-", "o"):
