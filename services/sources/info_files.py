@@ -59,7 +59,7 @@ def info_as_text(source: str) -> str:
         if _INDEX_PART.match(part):
             continue
         kept.append(_node(_NODE_HEADER.sub("", part, count=1)))
-    return "\n\n".join(text.strip("\n") for text in kept if text.strip()) + "\n"
+    return "\n\n".join(part.strip("\n") for part in kept if part.strip()) + "\n"
 
 
 def _node(text: str) -> str:

@@ -1,9 +1,12 @@
 """The formats the folder loader reads by converting their text first, by
 file name: MDX pages to the Markdown a reader sees (`mdx_pages`), manual
 pages from roff (`manual_pages`), GNU Info manuals to their nodes' text
-(`info_files`); and why a page of one of them that shows nothing is left out."""
+(`info_files`), the last two without control characters; and why a page of
+one of them that shows nothing is left out."""
 
 from __future__ import annotations
+
+import re
 
 from services.sources.compressed_pages import page_name
 from services.sources.info_files import INFO_INDEX_NOTE, info_as_text, is_info_name
@@ -14,6 +17,11 @@ from services.sources.manual_pages import (
 )
 from services.sources.mdx_pages import MDX_SUFFIX, mdx_as_markdown
 
+# Control characters the source of a manual page or an Info manual may hold
+# where a reader sees nothing (a catman page's backspaces, a stray NUL, a
+# reader's marker the Info reader left): gone, rather than the page refused.
+_UNSHOWN_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
 
 def text_as_read(relpath: str, text: str) -> str:
     """A file's text as the loader reads it: converted where its name says
@@ -21,9 +29,9 @@ def text_as_read(relpath: str, text: str) -> str:
     if page_name(relpath).lower().endswith(MDX_SUFFIX):
         return mdx_as_markdown(text)
     if is_manual_page_name(relpath):
-        return manual_page_markdown(text)
+        return _UNSHOWN_CONTROLS.sub("", manual_page_markdown(text))
     if is_info_name(relpath):
-        return info_as_text(text)
+        return _UNSHOWN_CONTROLS.sub("", info_as_text(text))
     return text
 
 

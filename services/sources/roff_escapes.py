@@ -106,7 +106,7 @@ def _shown(match: re.Match[str]) -> str:
     whole = match.group(0)
     if quoted := match.group("quoted"):
         argument = match.group("argument")
-        return chr(int(argument)) if quoted == "N" and argument.isdigit() else ""
+        return _character(int(argument)) if quoted == "N" and argument.isdigit() else ""
     if match.group("named"):
         # Strings (`\*(lq`) may be glyph names; fonts, registers, colours show nothing.
         return _glyph(whole[2:]) if whole[1] == "*" else ""
@@ -123,7 +123,7 @@ def _glyph(name: str) -> str:
     elif name.startswith("["):
         name = name[1:-1]
     if name.startswith(("u", "char")) and (code := _code_point(name)) is not None:
-        return chr(code)
+        return _character(code)
     return GLYPHS.get(name, "")
 
 
@@ -134,4 +134,13 @@ def _code_point(name: str) -> int | None:
         code = int(digits.split("_")[0], base)
     except ValueError:
         return None
-    return code if 0 < code < 0x110000 and not 0xD800 <= code < 0xE000 else None
+    return code
+
+
+def _character(code: int) -> str:
+    """The character a code point names, or nothing for one no text holds (a
+    control character, a surrogate, past U+10FFFF): `\\N'99999999'` is no
+    reason to refuse a page."""
+    if code < 0x20 or 0x7F <= code < 0xA0 or 0xD800 <= code < 0xE000 or code >= 0x110000:
+        return ""
+    return chr(code)

@@ -24,6 +24,13 @@ def test_each_format_is_read_by_its_converter(relpath: str, text: str, read: str
     assert text_as_read(relpath, text) == read
 
 
+def test_control_characters_of_a_manual_page_or_info_manual_go() -> None:
+    # A form feed ends a line, as roff reads it.
+    assert text_as_read("ls.1", "a\bb\x00c\td\x7f\x0ce\n") == "abc\td\ne\n"
+    assert text_as_read("x.info", "\x1f\nFile: x,  Node: Top\n\nq\x01r\n") == "qr\n"
+    assert text_as_read("a.txt", "a\bb\n") == "a\bb\n"  # as written: the Indexer rules
+
+
 def test_only_an_empty_converted_page_is_skipped_with_its_reason() -> None:
     assert empty_page_note("man3/sprintf.3", "\n") == MANUAL_ALIAS_NOTE
     assert empty_page_note("find.info.gz", "") == INFO_INDEX_NOTE

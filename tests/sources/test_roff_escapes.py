@@ -22,7 +22,8 @@ pytestmark = pytest.mark.unit
         ("\\e \\\\ \\& \\. \\~x", "\\ \\  .  x"),
         ("\\N'65'\\w'abc'\\h'3n'\\n(.g\\n[x]\\*[unknown]", "A"),
         ("joined\\c", "joined"),
-        ("\\[u0000]\\[uD800]\\[uZZ]", ""),  # no character there: nothing shown
+        ("\\[u0000]\\[uD800]\\[uZZ]\\[u110000]", ""),  # no character there: nothing
+        ("\\N'99999999'\\N'0'\\N'27'\\N'55296'\\N'233'", "\u00e9"),
     ],
 )
 def test_each_escape_shows_its_character_or_nothing(written: str, shown: str) -> None:
