@@ -29,14 +29,18 @@ NODE_SEPARATOR = "\x1f"
 # Why a manual's file with no node text is left out: a split manual's first
 # file (`find.info`) lists its parts (`find.info-1`, …), which are read.
 INFO_INDEX_NOTE = "an Info manual's index of its parts, which are read in its place"
-_NODE_HEADER = re.compile(r"\AFile: [^\n]*Node: [^\n]*\n")
 # Parts that are the reader's index, not text: the tag table (with its end
 # marker), the list of a split manual's files, Emacs's file variables.
 _INDEX_PART = re.compile(r"\A(?:Tag Table:|End Tag Table|Indirect:|Local Variables:)")
-_MENU = re.compile(r"^\* Menu:.*", re.MULTILINE | re.DOTALL)
-_NOTE = re.compile(r"\*[Nn]ote[ \n]+([^:\n]{1,200})::")
-_NOTE_OPEN = re.compile(r"\*([Nn])ote([ \n])")
-_SEE = {"N": "See", "n": "see"}
+# A menu's entry (`* Overview::  Invocation`, `* Options: Invoking.`) and the
+# indented lines that continue its description.
+_MENU_ENTRY = re.compile(r"\* [^:\n]{1,200}:(?::|[^\n]{0,200}[.,\t])")
+_MENU_DESCRIPTION_INDENT = " " * 8
+# A cross-reference: `*note Examples::`, `*Note Bugs: (sed)Reporting Bugs,`, its
+# name maybe over two lines; a `see` already before it is not said twice.
+_NOTE = re.compile(
+    r"(?P<see>\b[Ss]ee[ \n]+)?\*(?P<n>[Nn])ote(?P<gap>[ \n]+)(?:(?P<name>[^:]{1,200})::)?"
+)
 # The reader's markers inside a node (`\0\b[index\0\b]` on an index node,
 # `\0\b[image src="a.png"\0\b]`): control characters around an instruction
 # to the reader, never shown.
@@ -49,7 +53,10 @@ def is_info_name(name: str) -> bool:
 
 
 def info_as_text(source: str) -> str:
-    """The manual's nodes as plain text (module docstring)."""
+    """The manual's nodes as plain text (module docstring); a file without
+    a node (a `.info` file that is no Info manual) as written."""
+    if NODE_SEPARATOR not in source:
+        return source
     # Before the first node: the program that made the file, the directory
     # entry and the copying notice, which the Top node repeats; a reader
     # opens the manual at its first node.
@@ -58,13 +65,39 @@ def info_as_text(source: str) -> str:
         part = part.lstrip("\n")
         if _INDEX_PART.match(part):
             continue
-        kept.append(_node(_NODE_HEADER.sub("", part, count=1)))
+        header, _, body = part.partition("\n")
+        kept.append(_node(body if header.startswith("File: ") and "Node: " in header else part))
     return "\n\n".join(part.strip("\n") for part in kept if part.strip()) + "\n"
 
 
 def _node(text: str) -> str:
-    """A node's text without its menu (which ends the node), references read
-    as a reader reads them."""
-    text = _READER_MARKER.sub("", _MENU.sub("", text))
-    text = _NOTE.sub(lambda found: f"see {found.group(1)}", text)
-    return _NOTE_OPEN.sub(lambda found: _SEE[found.group(1)] + found.group(2), text)
+    """A node's text without its menu's entries, references read as a reader
+    reads them."""
+    return _NOTE.sub(_reference, _READER_MARKER.sub("", _without_menu(text)))
+
+
+def _without_menu(text: str) -> str:
+    """The lines of a node that are not its menu: `* Menu:`, each entry and
+    its description's continuation lines go; a menu's comments, and prose
+    after the menu, stay."""
+    lines = text.split("\n")
+    try:
+        start = lines.index("* Menu:")
+    except ValueError:
+        return text
+    kept, in_entry = lines[:start], False
+    for line in lines[start + 1 :]:
+        if _MENU_ENTRY.match(line):
+            in_entry = True
+        elif not (in_entry and line.startswith(_MENU_DESCRIPTION_INDENT)):
+            in_entry = False
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _reference(found: re.Match[str]) -> str:
+    see = found.group("see") or ("See " if found.group("n") == "N" else "see ")
+    name = found.group("name")
+    if name is None:
+        return see if found.group("see") else see.rstrip() + found.group("gap")
+    return see + " ".join(name.split())

@@ -31,40 +31,14 @@ _CLOSING = {"Oc": "]", "Dc": "\u201d", "Qc": '"', "Sc": "\u2019", "Pc": ")", "Bc
 _CLOSING.update({"Bro": "", "Brc": "}"})
 _OPENING["Bro"] = "{"
 # Macros whose words show as written (semantic markup only).
-_SHOWN = frozenset(
-    {
-        "Ar",
-        "Cm",
-        "Ic",
-        "Li",
-        "Em",
-        "Sy",
-        "Pa",
-        "Va",
-        "Ev",
-        "Er",
-        "Dv",
-        "Fn",
-        "Fa",
-        "Ft",
-        "Cd",
-        "Ad",
-        "Ms",
-        "Tn",
-        "Ux",
-        "No",
-        "An",
-        "Mt",
-        "Lk",
-        "Vt",
-        "Lb",
-        "St",
-        "Sx",
-        "Tg",
-        "Nd",
-        "Pf",
-    }
-)
+_SHOWN = frozenset({
+    "Ar", "Cm", "Ic", "Li", "Em", "Sy", "Pa", "Va", "Ev", "Er", "Dv", "Fn", "Fa", "Ft", "Cd",
+    "Ad", "Ms", "Tn", "Ux", "No", "An", "Mt", "Lk", "Vt", "Lb", "St", "Sx", "Tg", "Nd", "Pf",
+})  # fmt: skip
+# One-line displays, and a reference's fields (author, title, report, date, …).
+_SHOWN_LINES = frozenset({
+    "D1", "Dl", "%A", "%B", "%C", "%D", "%I", "%J", "%N", "%O", "%P", "%Q", "%R", "%T", "%U", "%V",
+})  # fmt: skip
 # Macros that show fixed words.
 _FIXED = {
     "At": "AT&T UNIX",
@@ -106,6 +80,7 @@ MDOC_INLINE = frozenset(
         *_OPENING,
         *_CLOSING,
         *_SHOWN,
+        *_SHOWN_LINES,
         *_FIXED,
         *_SILENT,
         "Nm",

@@ -28,16 +28,18 @@ words reach the index as written. Every line is read once: linear time.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterator
 
 from services.sources.compressed_pages import page_name
 from services.sources.manual_macros import MDOC_INLINE, mdoc_words
 from services.sources.roff_escapes import without_escapes
 
-# `ls.1`, `printf.3p`, `openssl.1ssl`, `Carp.3perl` (and each `.gz`); a shared
-# library's `libfoo.so.1` is no page.
-_PAGE_NAME = re.compile(r"^(?!.*\.so\.)[^.].*\.[1-9][a-z]{0,6}$", re.IGNORECASE)
+# `ls.1`, `printf.3p`, `openssl.1ssl`, `readline.3readline`, Tcl's `.n` (and
+# each `.gz`); a shared library's `libfoo.so.1` is no page.
+_PAGE_NAME = re.compile(r"^(?!lib[^/]*\.so\.)[^.].*\.(?:[0-9][a-z]{0,10}|n)$", re.IGNORECASE)
+# A roff source names itself in its first lines: a comment, a title or a section.
+_ROFF_START = re.compile(r"^(?:\.\\\"|'\\\"|\.TH |\.Dd|\.Dt |\.SH|\.Sh |\.so )", re.MULTILINE)
+ROFF_SNIFF_CHARS = 4000
 # Why a page that shows nothing is left out: most are `.so man1/foo.1`, another
 # name for a page the folder holds (every `man3` has hundreds).
 MANUAL_ALIAS_NOTE = "a manual page that shows no text of its own (an alias: `.so` of another page)"
@@ -48,6 +50,11 @@ _PARAGRAPH = frozenset({"PP", "LP", "P", "HP", "Pp", "Lp", "sp", "Bl", "El", "Bd
 _SETTINGS = frozenset({"Dd", "Os", "Sm", "Bk", "Ek"})
 _CODE_START = frozenset({"nf", "EX"})
 _CODE_END = frozenset({"fi", "EE"})
+_TABLE_TAB = re.compile(r"tab\s*\((.)\)")
+_MAX_NESTING = 16  # conditionals in one line's condition chain (real pages: 2-3)
+# One argument: quoted (to its closing quote or the line's end), or a run of
+# non-blanks and escapes. Linear: the alternatives start differently.
+_ARGUMENT = re.compile(r'"((?:[^"]|"")*)(?:"|$)|((?:\\.|[^\s\\])+)')
 _END_OF_DEFINITION = re.compile(r"^\.[ \t]*\.[ \t]*$")
 _BLOCK_OPEN = re.compile(r"\\\{")
 _BLOCK_CLOSE = re.compile(r"\\\}")
@@ -57,6 +64,12 @@ def is_manual_page_name(name: str) -> bool:
     """A file named like a manual page: `<name>.<section digit>[suffix]`, or
     that compressed (`ls.1.gz`)."""
     return bool(_PAGE_NAME.match(page_name(name).rsplit("/", 1)[-1]))
+
+
+def is_roff(source: str) -> bool:
+    """Whether a file named like a manual page holds roff (a rotated log,
+    `changelog.1.gz`, is named like one and holds plain text)."""
+    return bool(_ROFF_START.search(source[:ROFF_SNIFF_CHARS]))
 
 
 def manual_page_markdown(source: str) -> str:
@@ -77,6 +90,9 @@ class _ManualPage:
         self.table: str | None = None
         self.skipping = False  # inside a `.de`/`.ig` block, which `..` ends
         self.braces = 0  # open `\{` of a conditional's block
+        self.nesting = 0  # conditionals whose one-line body is being read (`.if n .if t x`)
+        self.link = ""  # `.UR`/`.MT`'s address, shown at `.UE`/`.ME`
+        self.tab = "\t"  # a table's cell separator (its `tab(:)` option)
         self.heading_next = ""  # `.SH` alone: the next text line is the heading
         self.prefix = ""  # a list item's marker, put before the next text line
         self.last_ie = True  # whether the last `.ie` was taken (its `.el` is not)
@@ -93,7 +109,7 @@ class _ManualPage:
     def _line(self, line: str) -> Iterator[str]:
         if self.skipping:
             # `..` ends a definition, also written `.  .` inside an indented block.
-            if _END_OF_DEFINITION.match(line):
+            if _END_OF_DEFINITION.match(_uncommented(line)):
                 self.skipping, self.defining = False, ""
             elif self.defining and line[:1] not in (".", "'") and "\\$" in line:
                 self.defined[self.defining] = True
@@ -140,7 +156,9 @@ class _ManualPage:
             # rst2man's `.INDENT 3.5`) show nothing, as unknown requests.
             yield _markdown_safe(_words(rest))
         elif name == "TS":
-            self.table = "options"
+            self.table, self.tab = "options", "\t"
+        elif name == "T&" and self.table is not None:
+            self.table = "format"  # a new format for the rows that follow
         elif name == "TE":
             self.table = None
         elif name in _CODE_START or name in _CODE_END:
@@ -168,8 +186,12 @@ class _ManualPage:
                 self.braces = max(opened, 0)
                 return
             body = body[2:].strip()
-        if taken and body and body not in ("\\", "\\}"):
-            yield from self._line(body)
+        if taken and body and body not in ("\\", "\\}") and self.nesting < _MAX_NESTING:
+            self.nesting += 1
+            try:
+                yield from self._line(body)
+            finally:
+                self.nesting -= 1
 
     def _code(self, start: bool) -> Iterator[str]:
         if start != self.code:
@@ -221,7 +243,14 @@ class _ManualPage:
         arguments = [without_escapes(a) for a in _arguments(rest)]
         if name == "OP":
             yield "[" + " ".join(arguments) + "]"
-        elif name in ("SY", "UE", "ME") and arguments:
+        elif name in ("UR", "MT"):
+            self.link = arguments[0] if arguments else ""
+        elif name in ("UE", "ME"):
+            shown = f"<{self.link}>" if self.link else ""
+            self.link = ""
+            if shown or arguments:
+                yield shown + "".join(arguments)
+        elif name == "SY" and arguments:
             yield " ".join(arguments)
 
     def _mdoc(self, name: str, rest: str) -> Iterator[str]:
@@ -236,11 +265,15 @@ class _ManualPage:
     def _table_line(self, line: str) -> Iterator[str]:
         if self.table == "options" and not line.rstrip().endswith(";"):
             self.table = "format"
+        if self.table == "options" and (tab := _TABLE_TAB.search(line)):
+            self.tab = tab.group(1)
         if self.table in ("options", "format"):
             if line.rstrip().endswith("."):
                 self.table = "rows"
             return
-        cells = [without_escapes(c).replace("T{", "").replace("T}", "") for c in line.split("\t")]
+        cells = [
+            without_escapes(c).replace("T{", "").replace("T}", "") for c in line.split(self.tab)
+        ]
         if row := " | ".join(cell.strip() for cell in cells if cell.strip() not in ("", "_", "=")):
             yield _markdown_safe(row)
 
@@ -272,13 +305,12 @@ def _uncommented(line: str) -> str:
 
 
 def _arguments(rest: str) -> list[str]:
-    """A macro's arguments: words, or "quoted words" ("" a quote inside)."""
-    try:
-        lexer = shlex.shlex(rest.replace('""', "\x00"), posix=True)
-        lexer.whitespace_split, lexer.escape, lexer.commenters = True, "", ""
-        return [word.replace("\x00", '"') for word in lexer]
-    except ValueError:  # an unclosed quote: the words as written
-        return rest.split()
+    """A macro's arguments: words (an escaped space `\\ ` inside one), or
+    "quoted words" (`""` a quote inside; an unclosed quote runs to the end)."""
+    return [
+        found.group(1).replace('""', '"') if found.group(1) is not None else found.group(2)
+        for found in _ARGUMENT.finditer(rest)
+    ]
 
 
 def _words(rest: str) -> str:

@@ -13,6 +13,7 @@ from services.sources.info_files import INFO_INDEX_NOTE, info_as_text, is_info_n
 from services.sources.manual_pages import (
     MANUAL_ALIAS_NOTE,
     is_manual_page_name,
+    is_roff,
     manual_page_markdown,
 )
 from services.sources.mdx_pages import MDX_SUFFIX, mdx_as_markdown
@@ -28,7 +29,7 @@ def text_as_read(relpath: str, text: str) -> str:
     it is one of these formats, else as written."""
     if page_name(relpath).lower().endswith(MDX_SUFFIX):
         return mdx_as_markdown(text)
-    if is_manual_page_name(relpath):
+    if is_manual_page_name(relpath) and is_roff(text):
         return _UNSHOWN_CONTROLS.sub("", manual_page_markdown(text))
     if is_info_name(relpath):
         return _UNSHOWN_CONTROLS.sub("", info_as_text(text))

@@ -106,7 +106,8 @@ def _shown(match: re.Match[str]) -> str:
     whole = match.group(0)
     if quoted := match.group("quoted"):
         argument = match.group("argument")
-        return _character(int(argument)) if quoted == "N" and argument.isdigit() else ""
+        numeral = quoted == "N" and argument.isascii() and argument.isdigit()
+        return _character(int(argument)) if numeral else ""  # not `\\N'¹'`
     if match.group("named"):
         # Strings (`\*(lq`) may be glyph names; fonts, registers, colours show nothing.
         return _glyph(whole[2:]) if whole[1] == "*" else ""

@@ -115,3 +115,25 @@ def test_a_folder_of_info_manuals_loads_each_part_as_a_text_page(tmp_path: Path)
     assert docs["find.info-1"].title == "GNU Findutils"
     skipped = [d for d in loaded if isinstance(d, LoadError)]
     assert [(d.source, d.skipped) for d in skipped] == [("find.info", True)]
+
+
+def test_prose_after_a_menu_stays_and_references_read_once() -> None:
+    node = (
+        "\x1f\nFile: bc.info,  Node: Statements\n\n3 Statements\n************\n\n* Menu:\n\n"
+        "* Pseudo Statements::     Extensions\n                          to POSIX\n\n"
+        "Statements (as in most languages) are the units of execution.  Also see *note\n"
+        "Common\noptions::, and *note Exit status::.\n"
+    )
+    text = info_as_text(node)
+    assert "Pseudo Statements" not in text and "to POSIX" not in text
+    assert "Statements (as in most languages) are the units of execution." in text
+    assert "Also see Common options, and see Exit status." in text
+
+
+def test_a_file_named_info_without_nodes_is_read_as_written() -> None:
+    assert info_as_text("Origin: Debian\nLabel: Debian\n") == "Origin: Debian\nLabel: Debian\n"
+
+
+@pytest.mark.timeout(120)  # the hang guard: the node header's pattern backtracked
+def test_a_header_without_an_end_is_read_in_linear_time() -> None:
+    assert isinstance(info_as_text("\x1fFile: " + "Node: " * 200_000), str)

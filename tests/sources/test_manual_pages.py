@@ -205,3 +205,31 @@ def test_an_alias_page_is_skipped_naming_why(tmp_path: Path) -> None:
     skipped = [d for d in loaded if isinstance(d, LoadError)]
     assert [(d.source, d.skipped) for d in skipped] == [("man3/sprintf.3", True)]
     assert "alias" in skipped[0].reason
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        (".BI \\-p \\ pidlist\n", "-p pidlist"),  # an escaped space is no separator
+        ('.BR \\& "fill mode already on\n', "fill mode already on"),  # an unclosed quote
+        (".UR https://x.test/a\nthe site\n.UE .\n", "the site\n<https://x.test/a>."),
+        (".TS\ntab(:);\nl l.\na:b\n.T&\nl l l.\nc:d:e\n.TE\n", "a | b\nc | d | e"),
+        ('.de X\nbody\n.. \\" end of X\nafter\n', "after"),
+        (".Dl ls -l\n.%T The Title\n", "ls -l\nThe Title"),
+        (".if n " * 330 + "x\n", ""),  # past the nesting bound: not read, no recursion error
+        (".if n .if n x\n", "x"),
+    ],
+)
+def test_what_the_probe_found_reads_as_mandoc_renders_it(source: str, shown: str) -> None:
+    assert manual_page_markdown(source) == shown + "\n"
+
+
+@pytest.mark.timeout(120)  # the hang guard: shlex built a long argument in quadratic time
+@pytest.mark.parametrize("argument", ["x" * 1_000_000, '"' + "x " * 500_000])
+def test_a_long_argument_is_read_in_linear_time(argument: str) -> None:
+    assert len(manual_page_markdown(f".B {argument}\n")) >= 1_000_000
+
+
+@pytest.mark.parametrize("name", ["ld.so.8", "readline.3readline", "intro.0p", "after.n"])
+def test_pages_with_unusual_names_are_known(name: str) -> None:
+    assert is_manual_page_name(name)

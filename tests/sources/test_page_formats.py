@@ -26,9 +26,15 @@ def test_each_format_is_read_by_its_converter(relpath: str, text: str, read: str
 
 def test_control_characters_of_a_manual_page_or_info_manual_go() -> None:
     # A form feed ends a line, as roff reads it.
-    assert text_as_read("ls.1", "a\bb\x00c\td\x7f\x0ce\n") == "abc\td\ne\n"
+    assert text_as_read("ls.1", ".TH LS 1\na\bb\x00c\td\x7f\x0ce\n") == "# LS(1)\nabc\td\ne\n"
     assert text_as_read("x.info", "\x1f\nFile: x,  Node: Top\n\nq\x01r\n") == "qr\n"
     assert text_as_read("a.txt", "a\bb\n") == "a\bb\n"  # as written: the Indexer rules
+
+
+def test_a_file_named_like_a_page_that_holds_no_roff_is_read_as_written() -> None:
+    """Debian's rotated `changelog.1.gz` is named like a manual page."""
+    log = '2022-05-01  Sergey\n\t* configure.ac: \\ in AC_OUTPUT "\\n\\"\n'
+    assert text_as_read("doc/tar/changelog.1.gz", log) == log
 
 
 def test_only_an_empty_converted_page_is_skipped_with_its_reason() -> None:

@@ -33,3 +33,7 @@ def test_each_escape_shows_its_character_or_nothing(written: str, shown: str) ->
 def test_text_without_escapes_is_unchanged() -> None:
     text = "列出目录内容 (plain) text: 3 < 4 & [x]"
     assert without_escapes(text) == text
+
+
+def test_a_number_escape_of_other_digits_shows_nothing() -> None:
+    assert without_escapes("a\\N'\u00b9'b\\N'\u0663'c") == "abc"  # superscript, Arabic-Indic
