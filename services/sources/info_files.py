@@ -28,7 +28,10 @@ _INFO_NAME = re.compile(r"[^/.][^/]*\.info(?:-\d{1,4})?$", re.IGNORECASE)
 NODE_SEPARATOR = "\x1f"
 # Why a manual's file with no node text is left out: a split manual's first
 # file (`find.info`) lists its parts (`find.info-1`, …), which are read.
-INFO_INDEX_NOTE = "an Info manual's index of its parts, which are read in its place"
+INFO_INDEX_NOTE = (
+    "named like an Info manual, but holds no node of its own: a split manual's index of its "
+    "parts (which are read), or no Info manual"
+)
 # Parts that are the reader's index, not text: the tag table (with its end
 # marker), the list of a split manual's files, Emacs's file variables.
 _INDEX_PART = re.compile(r"\A(?:Tag Table:|End Tag Table|Indirect:|Local Variables:)")
@@ -53,10 +56,11 @@ def is_info_name(name: str) -> bool:
 
 
 def info_as_text(source: str) -> str:
-    """The manual's nodes as plain text (module docstring); a file without
-    a node (a `.info` file that is no Info manual) as written."""
+    """The manual's nodes as plain text (module docstring); nothing for a
+    file without a node (a `.info` file that is no Info manual, such as Qdrant's
+    `version.info`), which the loader then skips."""
     if NODE_SEPARATOR not in source:
-        return source
+        return ""
     # Before the first node: the program that made the file, the directory
     # entry and the copying notice, which the Top node repeats; a reader
     # opens the manual at its first node.

@@ -42,7 +42,10 @@ _ROFF_START = re.compile(r"^(?:\.\\\"|'\\\"|\.TH |\.Dd|\.Dt |\.SH|\.Sh |\.so )",
 ROFF_SNIFF_CHARS = 4000
 # Why a page that shows nothing is left out: most are `.so man1/foo.1`, another
 # name for a page the folder holds (every `man3` has hundreds).
-MANUAL_ALIAS_NOTE = "a manual page that shows no text of its own (an alias: `.so` of another page)"
+MANUAL_ALIAS_NOTE = (
+    "named like a manual page, but shows no text of its own (an alias: `.so` of another "
+    "page) or holds no roff"
+)
 _FONT_JOINED = frozenset({"BR", "RB", "BI", "IB", "IR", "RI"})
 _FONT_SPACED = frozenset({"B", "I", "SM", "SB"})
 _PARAGRAPH = frozenset({"PP", "LP", "P", "HP", "Pp", "Lp", "sp", "Bl", "El", "Bd", "Ed", "Rs"})

@@ -29,8 +29,10 @@ def text_as_read(relpath: str, text: str) -> str:
     it is one of these formats, else as written."""
     if page_name(relpath).lower().endswith(MDX_SUFFIX):
         return mdx_as_markdown(text)
-    if is_manual_page_name(relpath) and is_roff(text):
-        return _UNSHOWN_CONTROLS.sub("", manual_page_markdown(text))
+    if is_manual_page_name(relpath):
+        # A file named like a page that holds no roff (a rotated `changelog.1.gz`)
+        # shows nothing as a page: it is skipped, as before pages were read.
+        return _UNSHOWN_CONTROLS.sub("", manual_page_markdown(text)) if is_roff(text) else ""
     if is_info_name(relpath):
         return _UNSHOWN_CONTROLS.sub("", info_as_text(text))
     return text

@@ -31,10 +31,14 @@ def test_control_characters_of_a_manual_page_or_info_manual_go() -> None:
     assert text_as_read("a.txt", "a\bb\n") == "a\bb\n"  # as written: the Indexer rules
 
 
-def test_a_file_named_like_a_page_that_holds_no_roff_is_read_as_written() -> None:
-    """Debian's rotated `changelog.1.gz` is named like a manual page."""
+def test_a_file_named_like_a_page_or_manual_that_is_none_is_skipped() -> None:
+    """Debian's rotated `changelog.1.gz` is named like a manual page, Qdrant's
+    `version.info` like an Info manual: neither is read as one."""
     log = '2022-05-01  Sergey\n\t* configure.ac: \\ in AC_OUTPUT "\\n\\"\n'
-    assert text_as_read("doc/tar/changelog.1.gz", log) == log
+    assert text_as_read("doc/tar/changelog.1.gz", log) == ""
+    assert empty_page_note("doc/tar/changelog.1.gz", "") == MANUAL_ALIAS_NOTE
+    assert text_as_read("segments/a/version.info", "1.16.0") == ""
+    assert empty_page_note("segments/a/version.info", "") == INFO_INDEX_NOTE
 
 
 def test_only_an_empty_converted_page_is_skipped_with_its_reason() -> None:
