@@ -212,7 +212,8 @@ class _ManualPage:
         elif name in ("TH", "Dt"):
             title, section = [*_arguments(rest), "", ""][:2]
             self.name = self.name or title.lower()
-            yield f"# {without_escapes(title)}({section})" if section else f"# {title}"
+            shown = without_escapes(title)
+            yield f"# {shown}({section})" if section else f"# {shown}"
         elif name in _PARAGRAPH:
             yield ""
         elif name in _SETTINGS:

@@ -218,6 +218,7 @@ def test_an_alias_page_is_skipped_naming_why(tmp_path: Path) -> None:
         (".Dl ls -l\n.%T The Title\n", "ls -l\nThe Title"),
         (".if n " * 330 + "x\n", ""),  # past the nesting bound: not read, no recursion error
         (".if n .if n x\n", "x"),
+        (".TH \\fBtool\\fP\n", "# tool"),  # a title without a section, its escapes read
     ],
 )
 def test_what_the_probe_found_reads_as_mandoc_renders_it(source: str, shown: str) -> None:
