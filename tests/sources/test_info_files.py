@@ -8,6 +8,8 @@ import gzip
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.core.models import ContentType, Document
 from services.sources.info_files import info_as_text, is_info_name
@@ -138,3 +140,39 @@ def test_a_file_named_info_without_nodes_shows_nothing() -> None:
 @pytest.mark.timeout(120)  # the hang guard: the node header's pattern backtracked
 def test_a_header_without_an_end_is_read_in_linear_time() -> None:
     assert isinstance(info_as_text("\x1fFile: " + "Node: " * 200_000), str)
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "\x1f",
+                "\n",
+                "File: x.info,  Node: ",
+                "Node: ",
+                "* Menu:",
+                "* A::",
+                "* B: C.",
+                "*note ",
+                "*Note ",
+                "see ",
+                "::",
+                ":",
+                "Tag Table:",
+                "Indirect:",
+                "        d",
+                "\x00\x08[index\x00\x08]",
+                "\x00\x08",
+                "Title\n*****",
+                "word ",
+            ]
+        ),
+        max_size=60,
+    )
+)
+def test_any_arrangement_of_info_syntax_reads_to_nodes_text(pieces: list[str]) -> None:
+    """Every awkward arrangement of an Info file's syntax (a separator at the
+    end, a header without a line break, a menu with nothing after it, a
+    reference without its `::`): no error, no separator or marker left."""
+    text = info_as_text("".join(pieces))
+    assert "\x1f" not in text and "\x00\x08" not in text and "* Menu:" not in text
