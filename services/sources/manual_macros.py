@@ -26,10 +26,14 @@ _ENCLOSING = {
     "Brq": ("{", "}"),
     "Aq": ("<", ">"),
 }
-_OPENING = {"Oo": "[", "Do": "\u201c", "Qo": '"', "So": "\u2018", "Po": "(", "Bo": "[", "Ao": "<"}
-_CLOSING = {"Oc": "]", "Dc": "\u201d", "Qc": '"', "Sc": "\u2019", "Pc": ")", "Bc": "]", "Ac": ">"}
-_CLOSING.update({"Bro": "", "Brc": "}"})
-_OPENING["Bro"] = "{"
+_OPENING = {
+    "Oo": "[", "Do": "\u201c", "Qo": '"', "So": "\u2018", "Po": "(", "Bo": "[",
+    "Bro": "{", "Ao": "<",
+}  # fmt: skip
+_CLOSING = {
+    "Oc": "]", "Dc": "\u201d", "Qc": '"', "Sc": "\u2019", "Pc": ")", "Bc": "]",
+    "Brc": "}", "Ac": ">",
+}  # fmt: skip
 # Macros whose words show as written (semantic markup only).
 _SHOWN = frozenset({
     "Ar", "Cm", "Ic", "Li", "Em", "Sy", "Pa", "Va", "Ev", "Er", "Dv", "Fn", "Fa", "Ft", "Cd",
