@@ -77,7 +77,8 @@ def info_as_text(source: str) -> str:
 def _node(text: str) -> str:
     """A node's text without its menu's entries, references read as a reader
     reads them."""
-    return _NOTE.sub(_reference, _READER_MARKER.sub("", _without_menu(text)))
+    # The markers go first: one may stand on the menu's line.
+    return _NOTE.sub(_reference, _without_menu(_READER_MARKER.sub("", text)))
 
 
 def _without_menu(text: str) -> str:
@@ -91,8 +92,8 @@ def _without_menu(text: str) -> str:
         return text
     kept, in_entry = lines[:start], False
     for line in lines[start + 1 :]:
-        if _MENU_ENTRY.match(line):
-            in_entry = True
+        if line == "* Menu:" or _MENU_ENTRY.match(line):
+            in_entry = line != "* Menu:"
         elif not (in_entry and line.startswith(_MENU_DESCRIPTION_INDENT)):
             in_entry = False
             kept.append(line)
