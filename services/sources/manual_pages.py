@@ -19,10 +19,12 @@ are read here, in one pass, line by line:
 What draws or defines rather than shows (macro definitions `.de ... ..`,
 conditionals `.if`/`.ie`/`.el` with their `\\{ ... \\}` blocks, registers,
 spacing and indentation requests, comments) goes; an unknown request goes
-with its line, since its arguments are settings, not text. Tables (`.TS`)
-keep their cells, separated by ` | `. The Markdown is escaped where roff text
-would read as Markdown syntax (a line opening with `#`), so the page's
-words reach the index as written. Every line is read once: linear time.
+with its line, since its arguments are settings, not text. A page's strings
+(`.ds`, `.as`) are put in place of their references (`\\*(AM`) as a line is
+read, as roff copies it in. Tables (`.TS`) keep their cells, separated by
+` | `. The Markdown is escaped where roff text would read as Markdown syntax
+(a line opening with `#`), so the page's words reach the index as written.
+Every line is read once: linear time.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Iterator
 
 from services.sources.compressed_pages import page_name
 from services.sources.manual_macros import MDOC_INLINE, mdoc_words
-from services.sources.roff_escapes import without_escapes
+from services.sources.roff_escapes import RoffStrings, without_escapes
 
 # `ls.1`, `printf.3p`, `openssl.1ssl`, `readline.3readline`, Tcl's `.n` (and
 # each `.gz`); a shared library's `libfoo.so.1` is no page.
@@ -58,6 +60,7 @@ _MAX_NESTING = 16  # conditionals in one line's condition chain (real pages: 2-3
 # One argument: quoted (to its closing quote or the line's end), or a run of
 # non-blanks and escapes. Linear: the alternatives start differently.
 _ARGUMENT = re.compile(r'"((?:[^"]|"")*)(?:"|$)|((?:\\.|[^\s\\])+)')
+_REQUEST_NAME = re.compile(r"([^\s\\]+)[ \t]*(.*)")
 _END_OF_DEFINITION = re.compile(r"^\.[ \t]*\.[ \t]*$")
 _BLOCK_OPEN = re.compile(r"\\\{")
 _BLOCK_CLOSE = re.compile(r"\\\}")
@@ -102,6 +105,7 @@ class _ManualPage:
         # Macros the page defines (`.de URL`) → whether their text shows an argument.
         self.defined: dict[str, bool] = {}
         self.defining = ""  # the macro whose definition is being skipped
+        self.strings = RoffStrings()  # `.ds` strings, put in place as a line is read
 
     def lines(self, source: list[str]) -> Iterator[str]:
         for line in source:
@@ -121,7 +125,7 @@ class _ManualPage:
             self.braces += len(_BLOCK_OPEN.findall(line)) - len(_BLOCK_CLOSE.findall(line))
             self.braces = max(self.braces, 0)
             return
-        line = _uncommented(line)
+        line = self.strings.interpolated(_uncommented(line))
         if line[:1] in (".", "'"):
             yield from self._request(line[1:].strip())
         elif self.table is not None:
@@ -143,11 +147,17 @@ class _ManualPage:
         self.prefix = ""
 
     def _request(self, body: str) -> Iterator[str]:
-        name, _, rest = body.partition(" ")
-        if not name:
+        # A name ends at a blank or an escape: pod2man writes `.el\{\`.
+        named = _REQUEST_NAME.match(body)
+        if not named:
             return
+        name, rest = named.group(1), named.group(2)
         if name in ("if", "ie", "el", "while"):
             yield from self._conditional(name, rest)
+        elif name in ("ds", "ds1", "as", "as1"):
+            self.strings.define(rest, append=name.startswith("as"))
+        elif name == "rm":
+            self.strings.remove(rest)
         elif name in ("de", "de1", "am", "ig"):
             self.skipping = True
             if name != "ig" and (defined := _arguments(rest)):

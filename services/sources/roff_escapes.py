@@ -145,3 +145,57 @@ def _character(code: int) -> str:
     if code < 0x20 or 0x7F <= code < 0xA0 or 0xD800 <= code < 0xE000 or code >= 0x110000:
         return ""
     return chr(code)
+
+
+# A string's reference in copy mode: `\*x`, `\*(xx`, `\*[name]`; an escaped
+# backslash (`\\*`) is matched as its own pair so it is never read as one.
+_STRING_REFERENCE = re.compile(r"\\(?:\*(?:\((..)|\[([^\]\n]{1,40})\]|([^(\[\n]))|.)")
+MAX_STRING_CHARS = 10_000
+# A line grows at most this many times (plus `_LINE_GROWTH_FLOOR`) by its
+# strings: a page that doubles a string in each definition is no reason to
+# fill memory.
+_LINE_GROWTH = 8
+_LINE_GROWTH_FLOOR = 10_000
+
+
+class RoffStrings:
+    """The strings a page defines (`.ds Wm \\fBtop\\fR`, `.as` appends, `.rm`
+    removes), put in place of their references before a line is read, as
+    roff does when it copies a line in: top(1) writes 1,100 of its words as
+    strings. Values are kept with their escapes (read later with the line's);
+    a reference to a name the page never defined is left for
+    `without_escapes`, which knows the predefined glyph strings (`\\*(lq`)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def define(self, rest: str, append: bool = False) -> None:
+        """`.ds name value` (or `.as`): a leading `"` lets a value start with blanks."""
+        name, _, value = rest.lstrip().partition(" ")
+        if not name:
+            return
+        value = value.lstrip(" \t")
+        value = value[1:] if value.startswith('"') else value
+        if append:
+            value = self.values.get(name, "") + value
+        self.values[name] = value[:MAX_STRING_CHARS]
+
+    def remove(self, rest: str) -> None:
+        for name in rest.split():
+            self.values.pop(name, None)
+
+    def interpolated(self, line: str) -> str:
+        """`line` with each defined string's value in place of its reference."""
+        if not self.values or "\\*" not in line:
+            return line
+        budget = [_LINE_GROWTH * len(line) + _LINE_GROWTH_FLOOR]
+
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(2) or match.group(3)
+            found = self.values.get(name) if name else None
+            if found is None:
+                return match.group(0)
+            budget[0] -= len(found)
+            return found if budget[0] >= 0 else ""
+
+        return _STRING_REFERENCE.sub(value, line)

@@ -161,10 +161,32 @@ def test_manual_pages_are_known_by_their_section_suffix(name: str, is_page: bool
 @pytest.mark.timeout(120)  # the hang guard: each line is read once
 @pytest.mark.parametrize(
     "hostile",
-    [".if t \\{\\\n" * 100_000 + "x\n", "\\" * 300_000, "\\f" * 150_000, '.B "' * 100_000],
+    [
+        ".if t \\{\\\n" * 100_000 + "x\n",
+        "\\" * 300_000,
+        "\\f" * 150_000,
+        '.B "' * 100_000,
+        ".ds a x\n" + ".ds a \\*a\\*a\n" * 1_000 + "\\*a" * 10_000 + "\n",  # doubling strings
+    ],
 )
 def test_hostile_roff_is_read_in_linear_time(hostile: str) -> None:
     assert isinstance(manual_page_markdown(hostile), str)
+
+
+def test_a_pages_own_strings_show_their_words() -> None:
+    """top(1) writes 1,100 of its words as strings (`.ds`); pod2man defines
+    its quotes in an `.ie n \\{\\` ... `.el\\{\\` pair, whose second branch
+    nroff does not read."""
+    page = (
+        ".ie n \\{\\\n.    ds C` \"\"\n'br\\}\n.el\\{\\\n.    ds C`\n'br\\}\n"
+        ".ds WE \\fBtop\\fR\n.ds AM alternate\\-display mode\n.as AM s\n"
+        ".TH TOP 1\n.SH DESCRIPTION\nThe \\*(WE program has an \\*(AM; say \\*(C`q\\*(C`.\n"
+        ".SS \\*(AM\n"
+    )
+    assert manual_page_markdown(page) == (
+        "# TOP(1)\n\n## DESCRIPTION\n"
+        'The top program has an alternate-display modes; say "q".\n\n### alternate-display modes\n'
+    )
 
 
 @given(st.text(alphabet=st.sampled_from(list(".\\'\"{}()[]*fBnTHSP -\n\tab")), max_size=300))

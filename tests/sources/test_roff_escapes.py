@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.sources.roff_escapes import without_escapes
+from services.sources.roff_escapes import MAX_STRING_CHARS, RoffStrings, without_escapes
 
 pytestmark = pytest.mark.unit
 
@@ -37,3 +37,28 @@ def test_text_without_escapes_is_unchanged() -> None:
 
 def test_a_number_escape_of_other_digits_shows_nothing() -> None:
     assert without_escapes("a\\N'\u00b9'b\\N'\u0663'c") == "abc"  # superscript, Arabic-Indic
+
+
+def test_defined_strings_take_the_place_of_their_three_kinds_of_reference() -> None:
+    strings = RoffStrings()
+    strings.define("W top")
+    strings.define("AM alternate\\-display mode")
+    strings.define('Q "  quoted lead')
+    strings.define("AM  (a) ", append=False)
+    strings.define("AM more", append=True)
+    line = "\\*W, \\*(AM and \\*[Q]; \\*(lq stays, \\\\*W is a backslash"
+    assert strings.interpolated(line) == (
+        "top, (a) more and   quoted lead; \\*(lq stays, \\\\*W is a backslash"
+    )
+    strings.remove("W Q")
+    assert strings.interpolated("\\*W\\*[Q]") == "\\*W\\*[Q]"
+
+
+def test_a_string_doubled_in_each_definition_cannot_fill_memory() -> None:
+    strings = RoffStrings()
+    strings.define("a " + "x" * 50)
+    for _ in range(40):  # each value twice the last, as a page could write it
+        strings.define("a " + strings.interpolated("\\*a\\*a"))
+    assert 0 < len(strings.values["a"]) <= MAX_STRING_CHARS
+    line = "\\*a" * 10_000
+    assert len(strings.interpolated(line)) <= 8 * len(line) + 10_000 + MAX_STRING_CHARS
