@@ -1,10 +1,11 @@
 """The directory loader: a folder of pages (a site) as Documents.
 
 It walks the folder without leaving it (`site_walk`), reads every page
-twice: first only its head (front matter, `<html lang>`, hreflang links) to
-link translations across the whole folder (`translations`), then in full,
-one page at a time, so memory holds the heads, never the folder's text.
-Each page gets its own locale (`_SiteLoad.page_locale`, `locale_detection`).
+(`site_pages`) twice: first only its head (front matter, `<html lang>`,
+hreflang links) to link translations across the whole folder
+(`translations`), then in full, one page at a time, so memory holds the
+heads, never the folder's text. Each page gets its own locale
+(`_SiteLoad.page_locale`, `locale_detection`).
 
 A page linked to pages in other locales also gets each one's locale, URL
 and doc id, as `metadata["translations"]` (`services.core.translation_links`),
@@ -30,37 +31,19 @@ from pathlib import Path
 from urllib.parse import quote
 
 from services.core.errors import NotFound
-from services.core.field_rules import without_hidden_characters
 from services.core.models import ContentType, Document
 from services.core.translation_links import encode_translations
-from services.indexer.chunking import TextSyntax, iter_headings
-from services.indexer.markup.front_matter import FrontMatter, read_front_matter
-from services.indexer.markup.html_markdown import html_to_markdown
-from services.indexer.markup.markdown_text import clean_markdown
 from services.indexer.validation import DocumentLimits
 from services.sources.aggregates import ListedFile, single_page_editions
-from services.sources.compressed_pages import page_bytes, page_name, page_size
-from services.sources.html_head import HtmlHead, read_html_head
+from services.sources.compressed_pages import page_name, page_size
 from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
-from services.sources.page_formats import empty_page_note, text_as_read
+from services.sources.page_formats import empty_page_note
 from services.sources.renderings import PageWords, other_renderings, visible_html_text, words
-from services.sources.site_walk import (
-    MAX_FILE_BYTES,
-    LoadError,
-    SiteFile,
-    read_regular_file,
-    walk_site,
-)
+from services.sources.site_pages import PageBody, SitePage, one_line, page_body, read_page
+from services.sources.site_walk import LoadError, SiteFile, walk_site
 from services.sources.template_sources import template_markup, template_note
-from services.sources.text_files import (
-    content_type_for_filename,
-    decode_text,
-    describe_error,
-    is_supported_name,
-    normalize_newlines,
-)
+from services.sources.text_files import describe_error, is_supported_name
 from services.sources.translations import (
-    DECLARED_KEY_FIELDS,
     TRANSLATION_KEY,
     TRANSLATIONS_KEY,
     PageLinks,
@@ -149,8 +132,8 @@ def load_directory(
             yield LoadError(item.relpath, skip[item.relpath], skipped=True)
             continue
         try:
-            page = _read_page(item, fallback_encoding)
-            body = _body(page)
+            page = read_page(item, fallback_encoding)
+            body = page_body(page)
         except (OSError, UnicodeError, LookupError) as exc:
             yield LoadError(item.relpath, _reason(exc, fallback_encoding))
             continue
@@ -173,22 +156,22 @@ def _reason(exc: Exception, fallback_encoding: str) -> str:
 
 def _glances(
     files: list[SiteFile], fallback_encoding: str
-) -> Callable[[str], tuple[_Page, _Body] | None]:
+) -> Callable[[str], tuple[SitePage, PageBody] | None]:
     """A file and what a reader sees of it, cheaply, for comparing files
     before the load (None: unreadable, the load reports it). HTML by its
     visible text alone: converting it costs several times reading it, and a
     page kept is converted again when it is loaded."""
     file_of = {f.relpath: f for f in files}
 
-    def read(relpath: str) -> tuple[_Page, _Body] | None:
+    def read(relpath: str) -> tuple[SitePage, PageBody] | None:
         try:
-            page = _read_page(file_of[relpath], fallback_encoding)
+            page = read_page(file_of[relpath], fallback_encoding)
         except (OSError, UnicodeError, LookupError):
             return None
         if page.content_type is ContentType.HTML:
             visible = visible_html_text(page.text)
-            return page, _Body("", visible, ContentType.MARKDOWN, visible)
-        return page, _body(page)
+            return page, PageBody("", visible, ContentType.MARKDOWN, visible)
+        return page, page_body(page)
 
     return read
 
@@ -230,68 +213,6 @@ def _size(file: SiteFile) -> int:
         return 0  # the load reports it
 
 
-@dataclass(frozen=True)
-class _Page:
-    """A file as read: its text as written, and what its head declares."""
-
-    relpath: str
-    content_type: ContentType
-    text: str
-    modified: float
-    front: FrontMatter
-    head: HtmlHead
-
-    def declared_locale(self) -> str | None:
-        """Front matter `lang`, then `locale`, then `<html lang>`; malformed ones skipped."""
-        declared = [self.front.metadata.get("lang", ""), self.front.metadata.get("locale", "")]
-        for tag in (*declared, self.head.lang):
-            if tag and (normal := normalize_tag(tag)):
-                return normal
-        return None
-
-    def declared_key(self) -> str:
-        return next((v for k in DECLARED_KEY_FIELDS if (v := self.front.metadata.get(k))), "")
-
-
-@dataclass(frozen=True)
-class _Body:
-    """What a page becomes: its title, the text to index, and its prose (what
-    a reader sees: the text the title and the script are read from)."""
-
-    title: str
-    text: str
-    content_type: ContentType
-    prose: str
-
-    @property
-    def locale_text(self) -> str:
-        return f"{self.title}\n\n{self.prose}"
-
-
-def _body(page: _Page) -> _Body:
-    if page.content_type is ContentType.HTML:
-        title, text = html_to_markdown(page.text)
-        return _Body(title, text, ContentType.MARKDOWN, text)
-    if page.content_type is ContentType.MARKDOWN:
-        # The H1 as a reader sees it: not a `#` line of the YAML, no comment in it.
-        prose = clean_markdown(read_front_matter(page.text)[1])
-        return _Body(page.front.title or _first_h1(prose), page.text, page.content_type, prose)
-    # Plain text: reST and AsciiDoc sources name themselves in a top title.
-    return _Body(_first_h1(page.text, TextSyntax.PLAIN), page.text, page.content_type, page.text)
-
-
-def _read_page(file: SiteFile, fallback_encoding: str) -> _Page:
-    content_type = content_type_for_filename(file.relpath)
-    raw, modified = read_regular_file(file.path, file.identity)
-    raw = page_bytes(file.relpath, raw, MAX_FILE_BYTES)
-    text = normalize_newlines(decode_text(raw, content_type, fallback_encoding))
-    text = text_as_read(file.relpath, text)
-    is_markdown, is_html = content_type is ContentType.MARKDOWN, content_type is ContentType.HTML
-    front = read_front_matter(text)[0] if is_markdown else FrontMatter()
-    head = read_html_head(text) if is_html else HtmlHead()
-    return _Page(file.relpath, content_type, text, modified, front, head)
-
-
 @dataclass
 class _SiteLoad:
     scope_id: str
@@ -314,7 +235,7 @@ class _SiteLoad:
         head_locales: dict[str, str | None] = {}
         for file in files:
             try:
-                page = _read_page(file, self.fallback_encoding)
+                page = read_page(file, self.fallback_encoding)
             except (OSError, UnicodeDecodeError, LookupError):
                 continue
             declared = page.declared_key()
@@ -349,12 +270,12 @@ class _SiteLoad:
     def _text_locale(self, file: SiteFile) -> str | None:
         """The locale of a page its head does not tell: its text is read again."""
         try:
-            page = _read_page(file, self.fallback_encoding)
+            page = read_page(file, self.fallback_encoding)
         except (OSError, UnicodeDecodeError, LookupError):
             return None  # the second pass reports it
-        return self.page_locale(page, _body(page).locale_text)
+        return self.page_locale(page, page_body(page).locale_text)
 
-    def document(self, page: _Page, body: _Body) -> Document:
+    def document(self, page: SitePage, body: PageBody) -> Document:
         # Front matter is read from Markdown only (empty otherwise); `path` and
         # `translations` are the loader's own.
         metadata = {**page.front.metadata, "path": page.relpath}
@@ -368,7 +289,7 @@ class _SiteLoad:
             doc_id=self.id_prefix + page.relpath,
             text=body.text,
             url=self.page_url(page.relpath),
-            title=_one_line(body.title) or _one_line(Path(page_name(page.relpath)).stem),
+            title=one_line(body.title) or one_line(Path(page_name(page.relpath)).stem),
             locale=locale,
             scope_id=self.scope_id,
             metadata=metadata,
@@ -397,24 +318,12 @@ class _SiteLoad:
         # would be refused: a url is http(s) or relative, docs/security.md).
         return self.base_url + quote(relpath) if self.base_url else quote(relpath)
 
-    def head_locale(self, page: _Page) -> str | None:
+    def head_locale(self, page: SitePage) -> str | None:
         """What tells a page's locale before its text: the operator's locale,
         the page's declared one (front matter, `<html lang>`), its locale folder
         or file name (`README.en-US.md`)."""
         return self.locale or page.declared_locale() or self.folders.locale_of(page.relpath)
 
-    def page_locale(self, page: _Page, prose: str) -> str:
+    def page_locale(self, page: SitePage, prose: str) -> str:
         """The first that answers: `head_locale`, the script of its prose, the default."""
         return self.head_locale(page) or script_locale(prose) or self.default_locale
-
-
-def _first_h1(text: str, syntax: TextSyntax = TextSyntax.MARKDOWN) -> str:
-    return next((h.title for h in iter_headings(text, syntax) if h.level == 1 and h.title), "")
-
-
-def _one_line(title: str) -> str:
-    """A title read from a page, made the one-line text the Indexer accepts
-    (services.core.field_rules): line breaks folded, invisible characters
-    such as a zero-width space or a soft hyphen in a heading dropped, rather
-    than the whole page refused for what its author cannot see."""
-    return without_hidden_characters(" ".join(title.split()))

@@ -115,7 +115,7 @@ def test_a_file_that_expands_past_the_limit_is_refused_after_reading_that_much(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     limit = 64 * 1024
-    monkeypatch.setattr("services.sources.site_loader.MAX_FILE_BYTES", limit)
+    monkeypatch.setattr("services.sources.site_pages.MAX_FILE_BYTES", limit)
     # 16 MiB of one byte compresses to ~16 KiB: a bomb in miniature.
     bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
     data = bomb.compress(b"a" * (16 * 1024 * 1024)) + bomb.flush()

@@ -35,13 +35,13 @@ def load(root: Path, **options: object) -> dict[str, Document]:
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The relative path of every page the loader reads, in order."""
     reads: list[str] = []
-    read_page = site_loader._read_page
+    read_page = site_loader.read_page
 
     def counting(file: site_loader.SiteFile, fallback_encoding: str) -> object:
         reads.append(file.relpath)
         return read_page(file, fallback_encoding)
 
-    monkeypatch.setattr(site_loader, "_read_page", counting)
+    monkeypatch.setattr(site_loader, "read_page", counting)
     return reads
 
 
