@@ -111,9 +111,12 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     ingest = sub.add_parser(
         "ingest",
-        help="index a directory (md/html/txt/rst/adoc, also .gz) or a BEIR JSONL file",
-        description="Index a directory (md/html/txt/rst/adoc pages, each also gzip-compressed "
-        "as .gz; hidden files and symbolic links are skipped) or a BEIR JSONL file. "
+        help="index a directory (md/mdx/html/txt/rst/adoc, manual pages, Info manuals, README "
+        "and its kin; also .gz) or a BEIR JSONL file",
+        description="Index a directory (md/mdx/html/txt/rst/adoc pages, manual pages, GNU Info "
+        "manuals and plain-text files named by convention such as README, NEWS or "
+        "changelog.Debian; each also gzip-compressed as .gz; hidden files and symbolic links "
+        "are skipped) or a BEIR JSONL file. "
         "Each page of a directory gets its own locale unless "
         "--locale is given, and pages that translate each other share "
         "metadata translation_key and list each other (locale, url, doc_id) in metadata "

@@ -35,14 +35,14 @@ from services.core.models import ContentType, Document
 from services.core.translation_links import encode_translations
 from services.indexer.validation import DocumentLimits
 from services.sources.aggregates import ListedFile, single_page_editions
-from services.sources.compressed_pages import page_name, page_size
+from services.sources.compressed_pages import page_size
 from services.sources.locale_detection import PathLocales, normalize_tag, script_locale
 from services.sources.page_formats import empty_page_note
 from services.sources.renderings import PageWords, other_renderings, visible_html_text, words
 from services.sources.site_pages import PageBody, SitePage, one_line, page_body, read_page
 from services.sources.site_walk import LoadError, SiteFile, walk_site
 from services.sources.template_sources import template_markup, template_note
-from services.sources.text_files import describe_error, is_supported_name
+from services.sources.text_files import describe_error, is_supported_name, name_as_title
 from services.sources.translations import (
     TRANSLATION_KEY,
     TRANSLATIONS_KEY,
@@ -289,7 +289,7 @@ class _SiteLoad:
             doc_id=self.id_prefix + page.relpath,
             text=body.text,
             url=self.page_url(page.relpath),
-            title=one_line(body.title) or one_line(Path(page_name(page.relpath)).stem),
+            title=one_line(body.title) or one_line(name_as_title(page.relpath)),
             locale=locale,
             scope_id=self.scope_id,
             metadata=metadata,

@@ -22,6 +22,12 @@ from services.sources.site_walk import MAX_FILE_BYTES, SiteFile, read_regular_fi
 from services.sources.text_files import content_type_for_filename, decode_text, normalize_newlines
 from services.sources.translations import DECLARED_KEY_FIELDS
 
+# A plain text's title is at its top: reST gives level 1 to the first style of
+# underline it meets, so a changelog's first underlined line, 80,000
+# characters in (bash's CHANGES), would be its title. Before it may come a
+# mail header or a comment block (git's how-tos: up to 663 characters).
+PLAIN_TITLE_WITHIN = 2_000
+
 
 @dataclass(frozen=True)
 class SitePage:
@@ -70,7 +76,8 @@ def page_body(page: SitePage) -> PageBody:
         prose = clean_markdown(read_front_matter(page.text)[1])
         return PageBody(page.front.title or first_h1(prose), page.text, page.content_type, prose)
     # Plain text: reST and AsciiDoc sources name themselves in a top title.
-    return PageBody(first_h1(page.text, TextSyntax.PLAIN), page.text, page.content_type, page.text)
+    title = first_h1(page.text, TextSyntax.PLAIN, within=PLAIN_TITLE_WITHIN)
+    return PageBody(title, page.text, page.content_type, page.text)
 
 
 def read_page(file: SiteFile, fallback_encoding: str) -> SitePage:
@@ -85,8 +92,10 @@ def read_page(file: SiteFile, fallback_encoding: str) -> SitePage:
     return SitePage(file.relpath, content_type, text, modified, front, head)
 
 
-def first_h1(text: str, syntax: TextSyntax = TextSyntax.MARKDOWN) -> str:
-    return next((h.title for h in iter_headings(text, syntax) if h.level == 1 and h.title), "")
+def first_h1(text: str, syntax: TextSyntax = TextSyntax.MARKDOWN, within: int | None = None) -> str:
+    """The first level-1 title, "" without one (or none starting `within` characters)."""
+    found = next((h for h in iter_headings(text, syntax) if h.level == 1 and h.title), None)
+    return found.title if found and (within is None or found.offset < within) else ""
 
 
 def one_line(title: str) -> str:

@@ -18,8 +18,9 @@ before their bytes are read.
 Every refusal is a `LoadError` for that path, never an exception: the rest of
 the folder loads. Hidden files and folders (".name") are skipped silently;
 files of types the loader does not read are counted, and the walk reports
-them as one skipped entry for the folder, naming a few (Debian's
-`changelog.gz`, `README` and `copyright` were left out without a word).
+them as one skipped entry for the folder, naming a few, those likeliest to
+be documents first (`inputrc.arrows`, `MAILING-LIST`: a name without a
+suffix, or gzip-compressed).
 """
 
 from __future__ import annotations
@@ -192,8 +193,8 @@ class _Walk:
 
 def unread_note(relpaths: list[str]) -> str:
     """What the report says of the files not read: how many, and a few of
-    them, those likeliest to be documents first (no suffix, or gzip: a
-    `README`, a `changelog.gz`)."""
+    them, those likeliest to be documents first (no suffix, or gzip:
+    `MAILING-LIST`, `COMPAT.gz`)."""
 
     def likely_text(relpath: str) -> bool:
         name = relpath.rsplit("/", 1)[-1]

@@ -4,6 +4,7 @@ failure to read is described to the operator (shared by the loaders)."""
 from __future__ import annotations
 
 import codecs
+import mimetypes
 import re
 from pathlib import Path
 
@@ -29,6 +30,28 @@ _SUFFIX_TYPES = {
     ".adoc": ContentType.TEXT,
     ".asciidoc": ContentType.TEXT,
 }
+# Plain-text files named by convention rather than by a suffix, as source
+# releases and Debian's /usr/share/doc/<package> ship them: `README`, `NEWS.gz`,
+# `FAQ`, `LICENSE-MIT`, `README.Debian`, `changelog.Debian.amd64.gz`,
+# `COPYING.LIB`. A dotted tail is read too, unless it ends in a suffix of
+# another format (`license.js`, `INSTALL.sh`, `todo.py`, `notes.pdf`): Python's
+# own table of types (not the machine's), and the code and data suffixes it
+# lacks. A site's component `notice-calendar.tsx` is no notice.
+_CONVENTIONAL_NAME = re.compile(
+    r"(?:readme|news|faq|intro|changes|changelog|history|release[-_]?notes|todo|authors"
+    r"|contributors|credits|thanks|maintainers|install|hacking|contributing|bugs|notes"
+    r"|usage|upgrading|security|copying|license|licence|copyright|notice)"
+    r"(?:[-_][A-Za-z0-9]+)?(?:\.[A-Za-z0-9][A-Za-z0-9-]*)*",
+    re.IGNORECASE,
+)
+_KNOWN_TYPES = mimetypes.MimeTypes()
+_OTHER_FORMATS = frozenset(
+    [
+        ".ts", ".tsx", ".jsx", ".mjs", ".cjs", ".vue", ".svelte", ".go", ".rs", ".kt", ".swift",
+        ".scala", ".rb", ".php", ".lua", ".sh", ".bash", ".zsh", ".ps1", ".bat", ".cmd", ".toml",
+        ".yaml", ".yml", ".lock", ".ini", ".cfg", ".json5", ".jsonc", ".map", ".snap",
+    ]
+)  # fmt: skip
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),
     (codecs.BOM_UTF16_LE, "utf-16"),
@@ -63,18 +86,44 @@ def content_type_for_filename(name: str) -> ContentType:
         return ContentType.MARKDOWN
     if content_type is None and is_info_name(name):
         return ContentType.TEXT  # services.sources.info_files
+    if content_type is None and is_conventional_text_name(name):
+        return ContentType.TEXT
     if content_type is None:
         supported = ", ".join(sorted(_SUFFIX_TYPES))
         raise InvalidArgument(
-            f"unsupported file type {name!r}: expected one of {supported} "
-            f"(each also gzip-compressed, ending in {COMPRESSED_SUFFIX})"
+            f"unsupported file type {name!r}: expected one of {supported}, a manual page, "
+            "an Info manual or a plain-text file named by convention (README, NEWS, ...), "
+            f"each also gzip-compressed, ending in {COMPRESSED_SUFFIX}"
         )
     return content_type
 
 
 def is_supported_name(name: str) -> bool:
     suffix = Path(page_name(name)).suffix.lower()
-    return suffix in _SUFFIX_TYPES or is_manual_page_name(name) or is_info_name(name)
+    return (
+        suffix in _SUFFIX_TYPES
+        or is_manual_page_name(name)
+        or is_info_name(name)
+        or is_conventional_text_name(name)
+    )
+
+
+def is_conventional_text_name(name: str) -> bool:
+    """`README`, `NEWS.Debian.gz`, `LICENSE-MIT`: text by its name (above)."""
+    page = Path(page_name(name)).name
+    suffix = Path(page).suffix.lower()
+    return bool(_CONVENTIONAL_NAME.fullmatch(page)) and (
+        not suffix
+        or (suffix not in _OTHER_FORMATS and _KNOWN_TYPES.guess_type(page, strict=False)[0] is None)
+    )
+
+
+def name_as_title(name: str) -> str:
+    """A page's title when its text names none: the file name without its
+    format's suffix (`guide.md` → `guide`), whole when it has none of ours
+    (`README.Debian`)."""
+    page = Path(page_name(name)).name
+    return Path(page).stem if Path(page).suffix.lower() in _SUFFIX_TYPES else page
 
 
 def decode_text(raw: bytes, content_type: ContentType, fallback: str = "") -> str:

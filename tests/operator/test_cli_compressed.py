@@ -37,19 +37,22 @@ def test_compressed_pages_are_indexed_and_found(stack: BackgroundStack, tmp_path
         path = docs / (f"{relpath}.gz" if compressed else relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(gzip.compress(text.encode()) if compressed else text.encode())
-    (docs / "redis-server" / "changelog.Debian.gz").write_bytes(gzip.compress(b"redis (7.0)"))
+    changelog = b"redis (5:7.0.15-1) bookworm; urgency=medium\n\n  * Fix the replica handshake.\n"
+    (docs / "redis-server" / "changelog.Debian.gz").write_bytes(gzip.compress(changelog))
+    (docs / "redis-server" / "redis.conf.png").write_bytes(b"\x89PNG")
     (docs / "man-db" / "NEWS.md.gz").write_bytes(gzip.compress(b"# News\n" * 500)[:40])
 
     done = cli(stack, "ingest", str(docs), "--scope", "debian-doc")
     assert done.returncode == 1  # one file could not be read: reported, the rest indexed
-    assert counts(done.stdout)["added"] == 3
+    assert counts(done.stdout)["added"] == 4  # Debian's changelog, named by convention, too
     assert "rejected man-db/NEWS.md.gz: cannot read: not readable as gzip" in done.stderr
-    # Debian's changelog names no page type: not read, and the report says so.
+    # An image names no page type: not read, and the report says so.
     assert "skipped .: 1 file(s) not read" in done.stderr
-    assert '"Loading a folder"): redis-server/changelog.Debian.gz' in done.stderr
+    assert '"Loading a folder"): redis-server/redis.conf.png' in done.stderr
     for question, page in (
         ("how do I cap the memory redis uses", "redis-server/README.md.gz"),
         ("which uid does the nobody account have", "base-passwd/users-and-groups.txt.gz"),
+        ("which Debian upload fixed the replica handshake", "redis-server/changelog.Debian.gz"),
     ):
         hits = stack.retrieve(question, top_k=3, disable_rerank=True).hits
         assert hits[0].doc_id == page

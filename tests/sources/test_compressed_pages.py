@@ -68,14 +68,21 @@ def test_a_folder_of_compressed_pages_is_loaded_as_their_pages(tmp_path: Path) -
     write(tmp_path, "redis/README.md.gz", gzip.compress(README.encode()))
     page = "<html><head><title>Changes</title></head><body><h1>3.12</h1><p>Faster.</p></body>"
     write(tmp_path, "python/changelog.html.gz", gzip.compress(page.encode()))
-    write(tmp_path, "python/changelog.Debian.gz", gzip.compress(b"not a page"))
+    write(tmp_path, "python/changelog.Debian.gz", gzip.compress(b"python3 (3.11.2-6)\n"))
     write(tmp_path, "notes.txt.gz", gzip.compress("plain notes\n".encode("utf-16")))
+    write(tmp_path, "python/COMPAT.gz", gzip.compress(b"compatibility notes\n"))
     docs, errors = load(tmp_path)
-    assert sorted(docs) == ["notes.txt.gz", "python/changelog.html.gz", "redis/README.md.gz"]
-    # changelog.Debian.gz is no page type: not read, and the report says so.
+    assert sorted(docs) == [
+        "notes.txt.gz",
+        "python/changelog.Debian.gz",
+        "python/changelog.html.gz",
+        "redis/README.md.gz",
+    ]
+    assert docs["python/changelog.Debian.gz"].content_type is ContentType.TEXT
+    # COMPAT.gz is no page type nor a conventional name: not read, and the report says so.
     assert {source: error.reason for source, error in errors.items()} == {
         ".": "1 file(s) not read: not of a type the folder loader reads (docs/indexing.md, "
-        '"Loading a folder"): python/changelog.Debian.gz'
+        '"Loading a folder"): python/COMPAT.gz'
     }
     readme = docs["redis/README.md.gz"]
     assert (readme.text, readme.title, readme.content_type) == (
@@ -262,16 +269,16 @@ def test_a_line_over_the_limit_is_refused_alone_without_being_held(
 
 
 def test_files_the_loader_does_not_read_are_reported_documents_first(tmp_path: Path) -> None:
-    """Debian's /usr/share/doc/<package>: `README`, `copyright` and `changelog.gz`
-    are not pages the loader reads; the report names them before the assets
-    and says how many were left out (they were left out without a word)."""
+    """Debian's /usr/share/doc/<package>: `MAILING-LIST`, `COMPAT.gz` and
+    `inputrc.arrows` are not pages the loader reads; the report names the
+    likeliest documents before the assets and says how many were left out."""
     write(tmp_path, "guide.md", b"# Guide\n\nText.\n")
-    for name in ("a.png", "b.css", "c.js", "nginx/README", "copyright", "changelog.gz"):
+    for name in ("a.png", "b.css", "c.js", "nginx/MAILING-LIST", "COMPAT.gz", "RBASH"):
         write(tmp_path, name, b"x")
     docs, errors = load(tmp_path)
     assert sorted(docs) == ["guide.md"]
     assert errors["."].skipped
     assert errors["."].reason.endswith(
-        ": changelog.gz, copyright, nginx/README, a.png, b.css and 1 more"
+        ": COMPAT.gz, RBASH, nginx/MAILING-LIST, a.png, b.css and 1 more"
     )
     assert errors["."].reason.startswith("6 file(s) not read")

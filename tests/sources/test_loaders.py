@@ -122,7 +122,7 @@ def test_content_type_from_suffix(name: str, expected: ContentType) -> None:
     assert content_type_for_filename(name) is expected
 
 
-@pytest.mark.parametrize("name", ["a.pdf", "README", "a.md.bak"])
+@pytest.mark.parametrize("name", ["a.pdf", "MAILING-LIST", "a.md.bak"])
 def test_unsupported_suffix_is_rejected(name: str) -> None:
     with pytest.raises(InvalidArgument, match="unsupported file type"):
         content_type_for_filename(name)

@@ -1,0 +1,82 @@
+"""Files as text (unit): which names are read, and a package's documentation
+folder as Debian ships it (/usr/share/doc/<package>), whose plain-text files
+are named by convention, not by a suffix."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from services.core.models import ContentType, Document
+from services.sources.loaders import LoadError, load_directory
+from services.sources.text_files import (
+    content_type_for_filename,
+    is_conventional_text_name,
+    name_as_title,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "README",
+        "NEWS.gz",
+        "FAQ",
+        "ChangeLog",
+        "README.Debian",
+        "changelog.Debian.amd64.gz",
+        "COPYING.LIB",
+        "LICENSE-MIT",
+        "RELEASE_NOTES",
+        "README.abs-guide",
+        "copyright",
+    ],
+)
+def test_conventional_documentation_names_are_plain_text(name: str) -> None:
+    assert is_conventional_text_name(name)
+    assert content_type_for_filename(name) is ContentType.TEXT
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["license.js", "todo.py", "INSTALL.sh", "install.ts", "notice-calendar.tsx", "notes.pdf",
+     "SECURITY.yml", "readme.vue", "licenses", "Makefile", "news.component.tsx"],
+)  # fmt: skip
+def test_code_and_other_formats_named_alike_are_not(name: str) -> None:
+    assert not is_conventional_text_name(name)
+
+
+def test_a_title_from_the_name_keeps_a_tail_that_is_no_format() -> None:
+    assert name_as_title("guide/intro.md") == "intro"
+    assert name_as_title("README.Debian") == "README.Debian"
+    assert name_as_title("doc/NEWS.gz") == "NEWS"
+
+
+def test_a_debian_documentation_folder_loads_its_conventional_files(tmp_path: Path) -> None:
+    """bash's folder: a README with an underlined title, a compressed NEWS, a
+    changelog whose first underlined line is deep inside (no title), a
+    `copyright`; a script and an unknown file are reported, not read."""
+    (tmp_path / "README").write_text("Introduction\n============\n\nThis is GNU Bash.\n")
+    news = "This is a terse description of the new features.\n\nnew: `wait -p`\n"
+    (tmp_path / "NEWS.gz").write_bytes(gzip.compress(news.encode()))
+    entries = "".join(f"{n}. Fixed a bug in the parser, entry {n}.\n\n" for n in range(200))
+    changes = entries + "4.  New Features in Readline\n----------------------------\n\nx\n"
+    (tmp_path / "CHANGES").write_text(changes)
+    (tmp_path / "copyright").write_text("Format: https://www.debian.org/doc/packaging-manuals/\n")
+    (tmp_path / "install.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "inputrc.arrows").write_text("set editing-mode vi\n")
+    loaded = list(load_directory(tmp_path, scope_id="bash"))
+    docs = {d.doc_id: d for d in loaded if isinstance(d, Document)}
+    assert {doc_id: d.title for doc_id, d in docs.items()} == {
+        "CHANGES": "CHANGES",
+        "NEWS.gz": "NEWS",
+        "README": "Introduction",
+        "copyright": "copyright",
+    }
+    assert docs["NEWS.gz"].text == news and docs["NEWS.gz"].content_type is ContentType.TEXT
+    (skipped,) = [e for e in loaded if isinstance(e, LoadError)]
+    assert skipped.skipped and "inputrc.arrows, install.sh" in skipped.reason
