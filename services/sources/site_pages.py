@@ -6,6 +6,7 @@ in full when the page is loaded."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from services.core.field_rules import without_hidden_characters
@@ -27,6 +28,8 @@ from services.sources.translations import DECLARED_KEY_FIELDS
 # characters in (bash's CHANGES), would be its title. Before it may come a
 # mail header or a comment block (git's how-tos: up to 663 characters).
 PLAIN_TITLE_WITHIN = 2_000
+# A `#` title (not reST's overline of `#`, which is a title's own line).
+_ATX_LINE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,7 @@ def page_body(page: SitePage) -> PageBody:
         prose = clean_markdown(read_front_matter(page.text)[1])
         return PageBody(page.front.title or first_h1(prose), page.text, page.content_type, prose)
     # Plain text: reST and AsciiDoc sources name themselves in a top title.
-    title = first_h1(page.text, TextSyntax.PLAIN, within=PLAIN_TITLE_WITHIN)
-    return PageBody(title, page.text, page.content_type, page.text)
+    return PageBody(plain_title(page.text), page.text, page.content_type, page.text)
 
 
 def read_page(file: SiteFile, fallback_encoding: str) -> SitePage:
@@ -92,10 +94,21 @@ def read_page(file: SiteFile, fallback_encoding: str) -> SitePage:
     return SitePage(file.relpath, content_type, text, modified, front, head)
 
 
-def first_h1(text: str, syntax: TextSyntax = TextSyntax.MARKDOWN, within: int | None = None) -> str:
-    """The first level-1 title, "" without one (or none starting `within` characters)."""
-    found = next((h for h in iter_headings(text, syntax) if h.level == 1 and h.title), None)
-    return found.title if found and (within is None or found.offset < within) else ""
+def first_h1(text: str, syntax: TextSyntax = TextSyntax.MARKDOWN) -> str:
+    return next((h.title for h in iter_headings(text, syntax) if h.level == 1 and h.title), "")
+
+
+def plain_title(text: str) -> str:
+    """A plain text's title: its first level-1 title if that is at its top
+    (`PLAIN_TITLE_WITHIN`); a `#` line only as its first line, since plain
+    text writes comments that way too (Debian's changelogs end in `# Older
+    entries have been removed from this changelog.`)."""
+    found = next((h for h in iter_headings(text, TextSyntax.PLAIN) if h.level == 1), None)
+    if found is None or not found.title or found.offset >= PLAIN_TITLE_WITHIN:
+        return ""
+    if _ATX_LINE.match(text, found.offset) and text[: found.offset].strip():
+        return ""
+    return found.title
 
 
 def one_line(title: str) -> str:

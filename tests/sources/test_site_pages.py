@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.core.models import ContentType
-from services.sources.site_pages import first_h1, one_line, page_body, read_page
+from services.sources.site_pages import first_h1, one_line, page_body, plain_title, read_page
 from services.sources.site_walk import SiteFile
 
 pytestmark = pytest.mark.unit
@@ -37,3 +37,22 @@ def test_a_title_becomes_one_visible_line() -> None:
     assert one_line("Crash\n  safety\u200b: runs\u00ad") == "Crash safety: runs"
     assert first_h1("## Section\n\n# Title\n") == "Title"
     assert first_h1("no heading at all") == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("Logging HOWTO\n=============\n\nText.\n", "Logging HOWTO"),
+        (
+            "#" * 16 + "\n  The Tutorial\n" + "#" * 16 + "\n\nText.\n",
+            "The Tutorial",
+        ),  # reST overline
+        ("From: a@b\nDate: 2008\n\nHow to\n======\n\nText.\n", "How to"),  # git's how-tos
+        ("# Title\n\nText.\n", "Title"),
+        # Debian's changelog ends in a `#` comment; bash's CHANGES underlines a line deep inside.
+        ("* Fix.\n\n -- A <a@b>\n\n# Older entries have been removed.\n", ""),
+        ("entry.\n\n" * 400 + "4. New Features\n---------------\n", ""),
+    ],
+)
+def test_a_plain_texts_title_is_at_its_top(text: str, title: str) -> None:
+    assert plain_title(text) == title
