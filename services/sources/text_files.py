@@ -120,10 +120,11 @@ def is_conventional_text_name(name: str) -> bool:
 
 def name_as_title(name: str) -> str:
     """A page's title when its text names none: the file name without its
-    format's suffix (`guide.md` → `guide`), whole when it has none of ours
-    (`README.Debian`)."""
+    format's suffix (`guide.md` → `guide`, `ls.1` → `ls`), whole when it is
+    named by convention (`README.Debian`)."""
     page = Path(page_name(name)).name
-    return Path(page).stem if Path(page).suffix.lower() in _SUFFIX_TYPES else page
+    named_by_suffix = Path(page).suffix.lower() in _SUFFIX_TYPES
+    return Path(page).stem if named_by_suffix or not is_conventional_text_name(name) else page
 
 
 def decode_text(raw: bytes, content_type: ContentType, fallback: str = "") -> str:

@@ -54,6 +54,7 @@ def test_a_title_from_the_name_keeps_a_tail_that_is_no_format() -> None:
     assert name_as_title("guide/intro.md") == "intro"
     assert name_as_title("README.Debian") == "README.Debian"
     assert name_as_title("doc/NEWS.gz") == "NEWS"
+    assert name_as_title("man1/ls.1.gz") == "ls"
 
 
 def test_a_debian_documentation_folder_loads_its_conventional_files(tmp_path: Path) -> None:
