@@ -41,7 +41,7 @@ _CONVENTIONAL_NAME = re.compile(
     r"(?:readme|news|faq|intro|changes|changelog|history|release[-_]?notes|todo|authors"
     r"|contributors|credits|thanks|maintainers|install|hacking|contributing|bugs|notes"
     r"|usage|upgrading|security|copying|license|licence|copyright|notice)"
-    r"(?:[-_][A-Za-z0-9]+)?(?:\.[A-Za-z0-9][A-Za-z0-9-]*)*",
+    r"(?:[-_][A-Za-z0-9]+)?(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*",
     re.IGNORECASE,
 )
 _KNOWN_TYPES = mimetypes.MimeTypes()

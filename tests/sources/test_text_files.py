@@ -81,3 +81,14 @@ def test_a_debian_documentation_folder_loads_its_conventional_files(tmp_path: Pa
     assert docs["NEWS.gz"].text == news and docs["NEWS.gz"].content_type is ContentType.TEXT
     (skipped,) = [e for e in loaded if isinstance(e, LoadError)]
     assert skipped.skipped and "inputrc.arrows, install.sh" in skipped.reason
+
+
+def test_a_readme_and_its_translation_by_name_are_linked(tmp_path: Path) -> None:
+    (tmp_path / "README").write_text("Hello\n=====\n\nThis program prints a greeting.\n")
+    (tmp_path / "README.zh_CN").write_text("你好\n====\n\n这个程序打印一句问候。\n")
+    docs = {d.doc_id: d for d in load_directory(tmp_path, scope_id="x") if isinstance(d, Document)}
+    assert {doc_id: (d.locale, d.title) for doc_id, d in docs.items()} == {
+        "README": ("en", "Hello"),
+        "README.zh_CN": ("zh-CN", "你好"),
+    }
+    assert '"doc_id":"README.zh_CN"' in docs["README"].metadata["translations"]
