@@ -76,9 +76,10 @@ def load_directory(
     id_prefix: str = "",
 ) -> Iterator[Document | LoadError]:
     """Every .md/.markdown/.mdx/.html/.htm/.txt/.rst/.adoc/.asciidoc file,
-    every manual page (`ls.1`: `manual_pages`) and Info manual (`sed.info`:
-    `info_files`) under `root`, in sorted path order, each also as `.gz`
-    (`compressed_pages`).
+    every manual page (`ls.1`: `manual_pages`), Info manual (`sed.info`:
+    `info_files`) and plain text named by convention (`README`,
+    `changelog.Debian`: `text_files`) under `root`, in sorted path order,
+    each also as `.gz` (`compressed_pages`).
 
     Hidden files and folders (name starting with ".") are skipped; symbolic
     links are skipped, or with `follow_symlinks` followed only inside the
