@@ -34,7 +34,12 @@ from collections.abc import Iterator
 
 from services.sources.compressed_pages import page_name
 from services.sources.manual_macros import MDOC_INLINE, mdoc_words
-from services.sources.roff_escapes import RoffStrings, without_escapes
+from services.sources.roff_escapes import (
+    PAGE_GROWTH,
+    PAGE_GROWTH_FLOOR,
+    RoffStrings,
+    without_escapes,
+)
 
 # `ls.1`, `printf.3p`, `openssl.1ssl`, `readline.3readline`, Tcl's `.n` (and
 # each `.gz`); a shared library's `libfoo.so.1` is no page.
@@ -61,6 +66,8 @@ _MAX_NESTING = 16  # conditionals in one line's condition chain (real pages: 2-3
 # non-blanks and escapes. Linear: the alternatives start differently.
 _ARGUMENT = re.compile(r'"((?:[^"]|"")*)(?:"|$)|((?:\\.|[^\s\\])+)')
 _REQUEST_NAME = re.compile(r"([^\s\\]+)[ \t]*(.*)")
+# A string definition that a trailing `\` continues onto the next line (top(1)).
+_CONTINUED_DEFINITION = re.compile(r"[.'][ \t]*(?:ds|as)1?[ \t]")
 _END_OF_DEFINITION = re.compile(r"^\.[ \t]*\.[ \t]*$")
 _BLOCK_OPEN = re.compile(r"\\\{")
 _BLOCK_CLOSE = re.compile(r"\\\}")
@@ -81,14 +88,15 @@ def is_roff(source: str) -> bool:
 def manual_page_markdown(source: str) -> str:
     """The page as Markdown (module docstring); text without a single roff
     control line comes back with only its escapes read."""
-    return "\n".join(_ManualPage().lines(source.splitlines())).strip() + "\n"
+    budget = PAGE_GROWTH * len(source) + PAGE_GROWTH_FLOOR
+    return "\n".join(_ManualPage(budget).lines(source.splitlines())).strip() + "\n"
 
 
 class _ManualPage:
     """The reading state of one page: the title and name seen, whether the
     line is inside a code block, a table, a definition or a conditional."""
 
-    def __init__(self) -> None:
+    def __init__(self, strings_budget: int) -> None:
         self.name = ""  # mdoc's `.Nm` name, for the bare `.Nm` that repeats it
         self.code = False
         # A table's part: None outside one, then "options", "format" (to the
@@ -105,11 +113,21 @@ class _ManualPage:
         # Macros the page defines (`.de URL`) → whether their text shows an argument.
         self.defined: dict[str, bool] = {}
         self.defining = ""  # the macro whose definition is being skipped
-        self.strings = RoffStrings()  # `.ds` strings, put in place as a line is read
+        # `.ds` strings, put in place once as each line is read.
+        self.strings = RoffStrings(strings_budget)
 
     def lines(self, source: list[str]) -> Iterator[str]:
+        continued: list[str] = []  # `.ds ZX one \` goes on with the next line
         for line in source:
-            yield from self._line(line)
+            if _CONTINUED_DEFINITION.match(continued[0] if continued else line) and (
+                _ends_escaped(line)
+            ):
+                continued.append(line[:-1])
+                continue
+            yield from self._line("".join(continued) + line)
+            continued = []
+        if continued:
+            yield from self._line("".join(continued))
         if self.code:
             yield "```"
 
@@ -125,7 +143,9 @@ class _ManualPage:
             self.braces += len(_BLOCK_OPEN.findall(line)) - len(_BLOCK_CLOSE.findall(line))
             self.braces = max(self.braces, 0)
             return
-        line = self.strings.interpolated(_uncommented(line))
+        line = _uncommented(line)
+        if not self.nesting:  # once per line: a conditional's body is not copied in again
+            line = self.strings.interpolated(line)
         if line[:1] in (".", "'"):
             yield from self._request(line[1:].strip())
         elif self.table is not None:
@@ -310,6 +330,11 @@ def condition(rest: str) -> tuple[bool, str]:
     else:
         text = text.split(None, 1)[1] if len(text.split(None, 1)) == 2 else ""
     return held != negated, text
+
+
+def _ends_escaped(line: str) -> bool:
+    """Whether the line ends in a backslash that escapes its line break."""
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
 def _uncommented(line: str) -> str:

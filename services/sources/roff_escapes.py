@@ -151,11 +151,12 @@ def _character(code: int) -> str:
 # backslash (`\\*`) is matched as its own pair so it is never read as one.
 _STRING_REFERENCE = re.compile(r"\\(?:\*(?:\((..)|\[([^\]\n]{1,40})\]|([^(\[\n]))|.)")
 MAX_STRING_CHARS = 10_000
-# A line grows at most this many times (plus `_LINE_GROWTH_FLOOR`) by its
-# strings: a page that doubles a string in each definition is no reason to
-# fill memory.
-_LINE_GROWTH = 8
-_LINE_GROWTH_FLOOR = 10_000
+# What a page's strings may add to it in all, a few times its own size: a page
+# that doubles a string in each definition, or references a long one on every
+# line, is no reason to fill memory (the rest of its references show nothing).
+PAGE_GROWTH = 4
+PAGE_GROWTH_FLOOR = 100_000
+_DEFINITION = re.compile(r"(\S+)[ \t]*(.*)")
 
 
 class RoffStrings:
@@ -164,17 +165,20 @@ class RoffStrings:
     roff does when it copies a line in: top(1) writes 1,100 of its words as
     strings. Values are kept with their escapes (read later with the line's);
     a reference to a name the page never defined is left for
-    `without_escapes`, which knows the predefined glyph strings (`\\*(lq`)."""
+    `without_escapes`, which knows the predefined glyph strings (`\\*(lq`).
+    Each line is read once (`interpolated` is not applied to its own output),
+    so the cost is linear in the page and `budget` characters at most."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int = PAGE_GROWTH_FLOOR) -> None:
         self.values: dict[str, str] = {}
+        self.budget = budget
 
     def define(self, rest: str, append: bool = False) -> None:
         """`.ds name value` (or `.as`): a leading `"` lets a value start with blanks."""
-        name, _, value = rest.lstrip().partition(" ")
-        if not name:
+        found = _DEFINITION.match(rest.lstrip())  # trailing blanks are the value's
+        if not found:
             return
-        value = value.lstrip(" \t")
+        name, value = found.group(1), found.group(2)
         value = value[1:] if value.startswith('"') else value
         if append:
             value = self.values.get(name, "") + value
@@ -188,14 +192,12 @@ class RoffStrings:
         """`line` with each defined string's value in place of its reference."""
         if not self.values or "\\*" not in line:
             return line
-        budget = [_LINE_GROWTH * len(line) + _LINE_GROWTH_FLOOR]
+        return _STRING_REFERENCE.sub(self._value, line)
 
-        def value(match: re.Match[str]) -> str:
-            name = match.group(1) or match.group(2) or match.group(3)
-            found = self.values.get(name) if name else None
-            if found is None:
-                return match.group(0)
-            budget[0] -= len(found)
-            return found if budget[0] >= 0 else ""
-
-        return _STRING_REFERENCE.sub(value, line)
+    def _value(self, match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2) or match.group(3)
+        found = self.values.get(name) if name else None
+        if found is None:
+            return match.group(0)
+        self.budget -= len(found)
+        return found if self.budget >= 0 else ""
