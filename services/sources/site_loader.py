@@ -42,7 +42,14 @@ from services.sources.renderings import PageWords, other_renderings, visible_htm
 from services.sources.site_pages import PageBody, SitePage, one_line, page_body, read_page
 from services.sources.site_walk import LoadError, SiteFile, walk_site
 from services.sources.template_sources import template_markup, template_note
-from services.sources.text_files import describe_error, is_supported_name, name_as_title
+from services.sources.text_files import (
+    CONVENTIONAL_UNDECODED_NOTE,
+    conventional_text_note,
+    describe_error,
+    is_named_by_convention,
+    is_supported_name,
+    name_as_title,
+)
 from services.sources.translations import (
     TRANSLATION_KEY,
     TRANSLATIONS_KEY,
@@ -136,9 +143,11 @@ def load_directory(
             page = read_page(item, fallback_encoding)
             body = page_body(page)
         except (OSError, UnicodeError, LookupError) as exc:
-            yield LoadError(item.relpath, _reason(exc, fallback_encoding))
+            yield _unread(item.relpath, exc, fallback_encoding)
             continue
-        if page.content_type is ContentType.HTML and (
+        if note := conventional_text_note(item.relpath, page.text):
+            yield LoadError(item.relpath, note, skipped=True)
+        elif page.content_type is ContentType.HTML and (
             tags := template_markup(body.title, body.text)
         ):
             yield LoadError(item.relpath, template_note(tags), skipped=True)
@@ -146,6 +155,16 @@ def load_directory(
             yield LoadError(item.relpath, note, skipped=True)
         else:
             yield site.document(page, body)
+
+
+def _unread(relpath: str, exc: Exception, fallback_encoding: str) -> LoadError:
+    """A file that could not be read; one read as text only by its name that
+    is not text in the encoding asked for is left out by rule, not failed: it
+    may be binary, and a failure would keep `ingest --sync` from removing
+    anything, run after run."""
+    if isinstance(exc, UnicodeError) and is_named_by_convention(relpath):
+        return LoadError(relpath, CONVENTIONAL_UNDECODED_NOTE, skipped=True)
+    return LoadError(relpath, _reason(exc, fallback_encoding))
 
 
 def _reason(exc: Exception, fallback_encoding: str) -> str:

@@ -30,6 +30,7 @@ from services.sources.translations import DECLARED_KEY_FIELDS
 PLAIN_TITLE_WITHIN = 2_000
 # A `#` title (not reST's overline of `#`, which is a title's own line).
 _ATX_LINE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)", re.MULTILINE)
+_COMMENT_LINE = re.compile(r"#(?:[ \t]|$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,20 @@ def plain_title(text: str) -> str:
     found = next((h for h in iter_headings(text, TextSyntax.PLAIN) if h.level == 1), None)
     if found is None or not found.title or found.offset >= PLAIN_TITLE_WITHIN:
         return ""
-    if _ATX_LINE.match(text, found.offset) and text[: found.offset].strip():
-        return ""
+    if _ATX_LINE.match(text, found.offset) and (
+        text[: found.offset].strip() or _COMMENT_LINE.match(text, _next_line(text, found.offset))
+    ):
+        return ""  # a comment, or the first line of a block of them (`# Copyright …`, `#`)
     return found.title
+
+
+def _next_line(text: str, offset: int) -> int:
+    """Where the first non-blank line after the one at `offset` starts."""
+    end = text.find("\n", offset)
+    if end < 0:
+        return len(text)
+    rest = text[end + 1 :]
+    return end + 1 + (len(rest) - len(rest.lstrip("\n \t")))
 
 
 def one_line(title: str) -> str:

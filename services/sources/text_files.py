@@ -33,25 +33,39 @@ _SUFFIX_TYPES = {
 # Plain-text files named by convention rather than by a suffix, as source
 # releases and Debian's /usr/share/doc/<package> ship them: `README`, `NEWS.gz`,
 # `FAQ`, `LICENSE-MIT`, `README.Debian`, `changelog.Debian.amd64.gz`,
-# `COPYING.LIB`. A dotted tail is read too, unless it ends in a suffix of
-# another format (`license.js`, `INSTALL.sh`, `todo.py`, `notes.pdf`): Python's
-# own table of types (not the machine's), and the code and data suffixes it
-# lacks. A site's component `notice-calendar.tsx` is no notice.
+# `COPYING.LIB`, `README.zh_CN`. A tail is read too, unless it ends in a suffix
+# of another format (`license.js`, `INSTALL.sh`, `todo.py`, `Install.pm`,
+# `NEWS.xz`): Python's own table of types (not the machine's), and the code,
+# data and archive suffixes it lacks. What such a file holds is checked too
+# (`conventional_text_note`): a script or binary data is no document.
 _CONVENTIONAL_NAME = re.compile(
     r"(?:readme|news|faq|intro|changes|changelog|history|release[-_]?notes|todo|authors"
     r"|contributors|credits|thanks|maintainers|install|hacking|contributing|bugs|notes"
     r"|usage|upgrading|security|copying|license|licence|copyright|notice)"
-    r"(?:[-_][A-Za-z0-9]+)?(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*",
+    r"(?:[-_][A-Za-z0-9+]+)*(?:\.[A-Za-z0-9][A-Za-z0-9_+-]*)*",
     re.IGNORECASE,
 )
 _KNOWN_TYPES = mimetypes.MimeTypes()
 _OTHER_FORMATS = frozenset(
     [
-        ".ts", ".tsx", ".jsx", ".mjs", ".cjs", ".vue", ".svelte", ".go", ".rs", ".kt", ".swift",
-        ".scala", ".rb", ".php", ".lua", ".sh", ".bash", ".zsh", ".ps1", ".bat", ".cmd", ".toml",
-        ".yaml", ".yml", ".lock", ".ini", ".cfg", ".json5", ".jsonc", ".map", ".snap",
+        ".7z", ".ac", ".am", ".asm", ".awk", ".bash", ".bat", ".bib", ".bz2", ".cc", ".cfg",
+        ".cjs", ".class", ".clj", ".cmake", ".cmd", ".coffee", ".conf", ".cpp", ".cs", ".cxx",
+        ".dat", ".db", ".deb", ".dmg", ".egg", ".el", ".elc", ".gem", ".go", ".gradle", ".graphql",
+        ".hpp", ".hs", ".img", ".ini", ".iso", ".jar", ".java", ".json5", ".jsonc", ".jsx", ".kt",
+        ".less", ".lock", ".lua", ".lz", ".lzma", ".m4", ".map", ".mjs", ".mk", ".mo", ".npy",
+        ".npz", ".otf", ".php", ".pickle", ".pkl", ".pm", ".po", ".properties", ".proto", ".ps1",
+        ".pyi", ".rb", ".rpm", ".rs", ".sass", ".scala", ".scss", ".sh", ".snap", ".sql",
+        ".sqlite", ".sty", ".svelte", ".swift", ".toml", ".ts", ".tsx", ".ttf", ".vim", ".vue",
+        ".whl", ".woff", ".woff2", ".xs", ".xz", ".yaml", ".yml", ".zsh", ".zst",
     ]
 )  # fmt: skip
+_NOT_TEXT_NOTE = "named like a plain-text document, but {what}: left out"
+CONVENTIONAL_UNDECODED_NOTE = _NOT_TEXT_NOTE.format(
+    what="not UTF-8 (one in a legacy encoding is read with --fallback-encoding)"
+)
+_SNIFF_CHARS = 8192
+# Control characters no text holds (a form feed, an escape in a coloured log do).
+_BINARY_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),
     (codecs.BOM_UTF16_LE, "utf-16"),
@@ -118,13 +132,36 @@ def is_conventional_text_name(name: str) -> bool:
     )
 
 
+def conventional_text_note(name: str, text: str) -> str | None:
+    """Why a file read as text only by its conventional name is left out: it
+    holds a script (`install-sh`) or binary data; None when it is text."""
+    if not is_named_by_convention(name):
+        return None
+    head = text[:_SNIFF_CHARS]
+    if head.startswith("#!"):
+        return _NOT_TEXT_NOTE.format(what="a script")
+    if "\x00" in head or len(_BINARY_CONTROLS.findall(head)) > len(head) // 100:
+        return _NOT_TEXT_NOTE.format(what="binary data")
+    return None
+
+
+def is_named_by_convention(name: str) -> bool:
+    """Whether a file is read as text by its conventional name alone (no
+    suffix of a format read, no manual page or Info manual name)."""
+    return (
+        Path(page_name(name)).suffix.lower() not in _SUFFIX_TYPES
+        and not is_manual_page_name(name)
+        and not is_info_name(name)
+        and is_conventional_text_name(name)
+    )
+
+
 def name_as_title(name: str) -> str:
     """A page's title when its text names none: the file name without its
     format's suffix (`guide.md` → `guide`, `ls.1` → `ls`), whole when it is
     named by convention (`README.Debian`)."""
     page = Path(page_name(name)).name
-    named_by_suffix = Path(page).suffix.lower() in _SUFFIX_TYPES
-    return Path(page).stem if named_by_suffix or not is_conventional_text_name(name) else page
+    return page if is_named_by_convention(name) else Path(page).stem
 
 
 def decode_text(raw: bytes, content_type: ContentType, fallback: str = "") -> str:

@@ -49,6 +49,7 @@ def test_a_title_becomes_one_visible_line() -> None:
         ),  # reST overline
         ("From: a@b\nDate: 2008\n\nHow to\n======\n\nText.\n", "How to"),  # git's how-tos
         ("# Title\n\nText.\n", "Title"),
+        ("# Copyright (C) 2000 FSF\n#\n# Permission to copy.\n\nText.\n", ""),  # a comment block
         # Debian's changelog ends in a `#` comment; bash's CHANGES underlines a line deep inside.
         ("* Fix.\n\n -- A <a@b>\n\n# Older entries have been removed.\n", ""),
         ("entry.\n\n" * 400 + "4. New Features\n---------------\n", ""),

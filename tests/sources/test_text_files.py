@@ -34,6 +34,11 @@ pytestmark = pytest.mark.unit
         "RELEASE_NOTES",
         "README.abs-guide",
         "copyright",
+        "README_MISSING_SYSCALL_OR_IOCTL.gz",
+        "COPYING-GPL-3",
+        "README.C++",
+        "changelog.libstdc++.gz",
+        "README.zh_CN",
     ],
 )
 def test_conventional_documentation_names_are_plain_text(name: str) -> None:
@@ -44,7 +49,8 @@ def test_conventional_documentation_names_are_plain_text(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     ["license.js", "todo.py", "INSTALL.sh", "install.ts", "notice-calendar.tsx", "notes.pdf",
-     "SECURITY.yml", "readme.vue", "licenses", "Makefile", "news.component.tsx"],
+     "SECURITY.yml", "readme.vue", "licenses", "Makefile", "news.component.tsx", "Install.pm",
+     "install.pyi", "usage.proto", "NEWS.xz", "history.db", "notes.pkl", "LICENSE.java"],
 )  # fmt: skip
 def test_code_and_other_formats_named_alike_are_not(name: str) -> None:
     assert not is_conventional_text_name(name)
@@ -70,6 +76,9 @@ def test_a_debian_documentation_folder_loads_its_conventional_files(tmp_path: Pa
     (tmp_path / "copyright").write_text("Format: https://www.debian.org/doc/packaging-manuals/\n")
     (tmp_path / "install.sh").write_text("#!/bin/sh\n")
     (tmp_path / "inputrc.arrows").write_text("set editing-mode vi\n")
+    (tmp_path / "install-sh").write_text("#!/bin/sh\n# install - install a program\n")
+    (tmp_path / "NEWS.Debian").write_bytes(b"SQLite format 3\x00\x10\x00\x01\x01")
+    (tmp_path / "AUTHORS").write_bytes("Ram\u00f3n, Bj\u00f6rn\n".encode("latin-1"))
     loaded = list(load_directory(tmp_path, scope_id="bash"))
     docs = {d.doc_id: d for d in loaded if isinstance(d, Document)}
     assert {doc_id: d.title for doc_id, d in docs.items()} == {
@@ -79,8 +88,18 @@ def test_a_debian_documentation_folder_loads_its_conventional_files(tmp_path: Pa
         "copyright": "copyright",
     }
     assert docs["NEWS.gz"].text == news and docs["NEWS.gz"].content_type is ContentType.TEXT
-    (skipped,) = [e for e in loaded if isinstance(e, LoadError)]
-    assert skipped.skipped and "inputrc.arrows, install.sh" in skipped.reason
+    # Left out by rule, never failed: a failure would keep `ingest --sync` from removing.
+    errors = {e.source: e.reason for e in loaded if isinstance(e, LoadError) and e.skipped}
+    assert len(errors) == len([e for e in loaded if isinstance(e, LoadError)]) == 4
+    assert "inputrc.arrows, install.sh" in errors["."]
+    assert errors["install-sh"].endswith("but a script: left out")
+    assert errors["NEWS.Debian"].endswith("but binary data: left out")
+    assert (
+        "not UTF-8 (one in a legacy encoding is read with --fallback-encoding)" in errors["AUTHORS"]
+    )
+    latin = list(load_directory(tmp_path, scope_id="bash", fallback_encoding="latin-1"))
+    assert any(isinstance(d, Document) and d.text == "Ram\u00f3n, Bj\u00f6rn\n" for d in latin)
+    assert not any(isinstance(d, Document) and d.doc_id == "NEWS.Debian" for d in latin)
 
 
 def test_a_readme_and_its_translation_by_name_are_linked(tmp_path: Path) -> None:
