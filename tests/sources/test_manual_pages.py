@@ -8,7 +8,7 @@ import gzip
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.models import ContentType, Document
@@ -262,3 +262,34 @@ def test_a_long_argument_is_read_in_linear_time(argument: str) -> None:
 @pytest.mark.parametrize("name", ["ld.so.8", "readline.3readline", "intro.0p", "after.n"])
 def test_pages_with_unusual_names_are_known(name: str) -> None:
     assert is_manual_page_name(name)
+
+
+_STRING_LINES = st.sampled_from(
+    [
+        ".ds A \\*A\\*A",
+        ".ds B " + "x" * 9_000,
+        "\\*B" * 20,
+        '.as A "\\*B',
+        ".rm A",
+        ".ds C one \\",
+        "two",
+        ".if n .if n .if n \\*A\\*(B\\*[C]",
+        ".ie n \\{\\",
+        ".el\\{\\",
+        "\\}",
+        "\\*A \\*B \\*(C",
+        ".TS",
+        ".TE",
+        "",
+    ]
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(_STRING_LINES, max_size=60))
+def test_any_arrangement_of_strings_reads_within_the_pages_bound(lines: list[str]) -> None:
+    """Definitions, appends, removals, self-references, continuations and
+    nested conditionals in any order: read without error, and what the
+    strings add stays within the page's bound (roff_escapes.PAGE_GROWTH)."""
+    page = "\n".join(lines) + "\n"
+    assert len(manual_page_markdown(page)) <= 5 * len(page) + 100_000

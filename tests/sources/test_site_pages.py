@@ -7,9 +7,18 @@ import gzip
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.core.models import ContentType
-from services.sources.site_pages import first_h1, one_line, page_body, plain_title, read_page
+from services.sources.site_pages import (
+    PLAIN_TITLE_WITHIN,
+    first_h1,
+    one_line,
+    page_body,
+    plain_title,
+    read_page,
+)
 from services.sources.site_walk import SiteFile
 
 pytestmark = pytest.mark.unit
@@ -57,3 +66,28 @@ def test_a_title_becomes_one_visible_line() -> None:
 )
 def test_a_plain_texts_title_is_at_its_top(text: str, title: str) -> None:
     assert plain_title(text) == title
+
+
+_TEXT_LINES = st.sampled_from(
+    ["Title", "=====", "-----", "# Heading", "#", "## Sub", "", "Prose line.", "x" * 1_100]
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(_TEXT_LINES, max_size=30))
+def test_any_arrangement_of_titles_and_prose_gives_one_of_its_lines(lines: list[str]) -> None:
+    """Underlines, `#` lines, comments and prose in any order: read without
+    error, and a title found is one of the text's lines (its `#` taken off)."""
+    text = "\n".join(lines) + "\n"
+    title = plain_title(text)
+    assert not title or any(line.lstrip("# ") == title for line in text.splitlines())
+
+
+@given(st.integers(0, 2 * PLAIN_TITLE_WITHIN), st.sampled_from(["Title\n=====\n", "# Title\n"]))
+def test_a_title_counts_only_when_it_starts_near_the_top(filler: int, title: str) -> None:
+    """Around the limit: prose of `filler` characters, then a title."""
+    prose = ("word " * (filler // 5 + 1))[:filler].strip()
+    text = f"{prose}\n\n{title}\nText.\n" if prose else f"{title}\nText.\n"
+    starts = text.index("Title")
+    near_top = starts < PLAIN_TITLE_WITHIN and (title.startswith("Title") or not prose)
+    assert plain_title(text) == ("Title" if near_top else "")
