@@ -7,6 +7,7 @@ import codecs
 import mimetypes
 import re
 from pathlib import Path
+from typing import Literal
 
 from services.core.errors import InvalidArgument
 from services.core.models import ContentType
@@ -59,6 +60,7 @@ _OTHER_FORMATS = frozenset(
         ".whl", ".woff", ".woff2", ".xs", ".xz", ".yaml", ".yml", ".zsh", ".zst",
     ]
 )  # fmt: skip
+_ReadBy = Literal["suffix", "manual page", "info", "convention"]
 _NOT_TEXT_NOTE = "named like a plain-text document, but {what}: left out"
 CONVENTIONAL_UNDECODED_NOTE = _NOT_TEXT_NOTE.format(
     what="not UTF-8 (one in a legacy encoding is read with --fallback-encoding)"
@@ -95,31 +97,40 @@ def content_type_for_filename(name: str) -> ContentType:
     """The content type a file name's suffix implies (after a `.gz`, the
     page's: `README.md.gz` is Markdown; a manual page's roff, `ls.1`, is read
     as Markdown: services.sources.manual_pages); other suffixes are rejected."""
-    content_type = _SUFFIX_TYPES.get(Path(page_name(name)).suffix.lower())
-    if content_type is None and is_manual_page_name(name):
-        return ContentType.MARKDOWN
-    if content_type is None and is_info_name(name):
-        return ContentType.TEXT  # services.sources.info_files
-    if content_type is None and is_conventional_text_name(name):
-        return ContentType.TEXT
-    if content_type is None:
+    found = _reading_by_name(name)
+    if found is None:
         supported = ", ".join(sorted(_SUFFIX_TYPES))
         raise InvalidArgument(
             f"unsupported file type {name!r}: expected one of {supported}, a manual page, "
             "an Info manual or a plain-text file named by convention (README, NEWS, ...), "
             f"each also gzip-compressed, ending in {COMPRESSED_SUFFIX}"
         )
-    return content_type
+    return found[0]
 
 
 def is_supported_name(name: str) -> bool:
-    suffix = Path(page_name(name)).suffix.lower()
-    return (
-        suffix in _SUFFIX_TYPES
-        or is_manual_page_name(name)
-        or is_info_name(name)
-        or is_conventional_text_name(name)
-    )
+    return _reading_by_name(name) is not None
+
+
+def is_named_by_convention(name: str) -> bool:
+    """Whether a file is read as text by its conventional name alone (no
+    suffix of a format read, no manual page or Info manual name)."""
+    found = _reading_by_name(name)
+    return found is not None and found[1] == "convention"
+
+
+def _reading_by_name(name: str) -> tuple[ContentType, _ReadBy] | None:
+    """How a file is read, by its name, and why, in this order: a format's
+    suffix, a manual page's name, an Info manual's, a conventional name."""
+    if content_type := _SUFFIX_TYPES.get(Path(page_name(name)).suffix.lower()):
+        return content_type, "suffix"
+    if is_manual_page_name(name):
+        return ContentType.MARKDOWN, "manual page"
+    if is_info_name(name):
+        return ContentType.TEXT, "info"  # services.sources.info_files
+    if is_conventional_text_name(name):
+        return ContentType.TEXT, "convention"
+    return None
 
 
 def is_conventional_text_name(name: str) -> bool:
@@ -143,17 +154,6 @@ def conventional_text_note(name: str, text: str) -> str | None:
     if "\x00" in head or len(_BINARY_CONTROLS.findall(head)) > len(head) // 100:
         return _NOT_TEXT_NOTE.format(what="binary data")
     return None
-
-
-def is_named_by_convention(name: str) -> bool:
-    """Whether a file is read as text by its conventional name alone (no
-    suffix of a format read, no manual page or Info manual name)."""
-    return (
-        Path(page_name(name)).suffix.lower() not in _SUFFIX_TYPES
-        and not is_manual_page_name(name)
-        and not is_info_name(name)
-        and is_conventional_text_name(name)
-    )
 
 
 def name_as_title(name: str) -> str:
