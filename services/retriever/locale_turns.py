@@ -82,7 +82,7 @@ def one_place_per_translation(
         group = group_of.get(doc)
         if group is not None and group not in opened:
             opened.add(group)
-            first = first_of[keeper[group]]
+            first = first_of[keeper[group]]  # every group has two pages here, so a keeper
             if first != i:  # the kept version takes the group's first place
                 placed.append(hits[first])
                 lifted.add(first)
@@ -94,28 +94,39 @@ def one_place_per_translation(
 
 
 def _translation_groups(hits: list[FusedHit]) -> dict[str, str]:
-    """doc_id → its group (the sorted ids of the page and its versions), for
-    pages with at least one other version in `hits`."""
+    """doc_id → its group (the sorted ids of the pages linked to it, either
+    way, among `hits`), for pages with at least one other version here.
+
+    Links are followed both ways, and through other pages: a page's list may
+    be cut at its size limit (`translations` holds at most so many
+    characters, so on a site in many languages each page names only some of
+    the others), and after a partial ingest one side may still name a page
+    the other no longer names. Naming each page's group after its own list
+    gave such pages groups of their own, with no page kept for them."""
     present = {h.chunk.doc_id for h in hits}
-    group_of: dict[str, str] = {}
+    parent: dict[str, str] = {}
+
+    def root(doc: str) -> str:
+        while parent.setdefault(doc, doc) != doc:
+            parent[doc] = parent[parent[doc]]  # path halving
+            doc = parent[doc]
+        return doc
+
     for hit in hits:
-        doc = hit.chunk.doc_id
-        if doc in group_of:
-            continue
-        versions = {
-            t.doc_id for t in decode_translations(hit.chunk.metadata.get(TRANSLATIONS_KEY, ""))
-        } & present
-        if versions - {doc}:
-            group_of[doc] = "\n".join(sorted(versions | {doc}))
-    return group_of
+        links = decode_translations(hit.chunk.metadata.get(TRANSLATIONS_KEY, ""))
+        for other in {t.doc_id for t in links} & present - {hit.chunk.doc_id}:
+            parent[root(other)] = root(hit.chunk.doc_id)
+    members: dict[str, set[str]] = {}
+    for doc in parent:
+        members.setdefault(root(doc), set()).add(doc)
+    return {doc: "\n".join(sorted(group)) for group in members.values() for doc in group}
 
 
 def _keepers(
     hits: list[FusedHit], group_of: dict[str, str], prefer: Callable[[str], bool]
 ) -> dict[str, str]:
     """group → the doc_id that keeps a place: the first ranked in a preferred
-    locale, else the first ranked. A group seen from one side only (links
-    that disagree) keeps every page."""
+    locale, else the first ranked."""
     members: dict[str, list[FusedHit]] = {}
     seen: set[str] = set()
     for hit in hits:
@@ -125,8 +136,6 @@ def _keepers(
             members.setdefault(group, []).append(hit)
     keeper: dict[str, str] = {}
     for group, docs in members.items():
-        if len(docs) < 2:
-            continue
         chosen = next((h for h in docs if prefer(h.chunk.locale)), docs[0])
         keeper[group] = chosen.chunk.doc_id
     return keeper

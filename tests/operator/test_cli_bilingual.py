@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.contract.genproto.rag.retriever.v1 import retriever_pb2 as rpb
+from services.embedding.embedder import Embedder
 from tests.operator.test_cli import cli, counts
 from tests.support.stack import BackgroundStack
 
@@ -69,3 +70,33 @@ def test_a_legacy_chinese_page_is_read_with_the_fallback_encoding(
         filter=rpb.ScopeFilter(scope_id="legacy"),
     ).hits  # fmt: skip
     assert hits[0].doc_id == "rate-limits.md" and "600" in hits[0].text
+
+
+def test_a_site_in_many_languages_whose_links_are_cut_is_served(
+    e5_embedder: Embedder, tmp_path: Path
+) -> None:
+    """Five languages and a long base URL: each page's `translations` holds
+    only some of its versions (the loader bounds it), so the links are one-
+    sided. Found by a probe: every Retrieve of such a scope failed with
+    INTERNAL (a KeyError in the step that gives a page and its translations
+    one place)."""
+    site = tmp_path / "many"
+    for locale in ("en", "de", "fr", "ja", "zh-CN"):
+        (site / locale).mkdir(parents=True)
+        (site / locale / "a.md").write_text(
+            f"# Capybara ({locale})\n\nThe capybara guide explains capybara-init.\n"
+        )
+        (site / locale / "b.md").write_text(f"# Walrus ({locale})\n\nThe walrus page.\n")
+    base_url = "https://docs.example.com/" + "x" * 300 + "/"
+    # The multilingual model: with it the locales are ranked apart and the step runs.
+    stack = BackgroundStack(tmp_path / "data", e5_embedder).start()
+    try:
+        done = cli(stack, "ingest", str(site), "--scope", "many", "--base-url", base_url)
+        assert done.returncode == 0, done.stderr
+        assert "translations left out" in done.stderr  # the lists were cut
+        hits = stack.retrieve(
+            "capybara guide", top_k=4, disable_rerank=True, filter=rpb.ScopeFilter(scope_id="many")
+        ).hits
+    finally:
+        stack.stop()
+    assert [h.doc_id for h in hits[:2]] == ["en/a.md", "en/b.md"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.core.translation_links import TRANSLATIONS_KEY, Translation, encode_translations
@@ -103,5 +103,53 @@ def test_every_hit_kept_once(picks: list[tuple[int, str]]) -> None:
         for i, (page, locale) in enumerate(picks)
         for other in ["en" if locale != "en" else "zh-CN"]
     ]
+    ordered, _ = one_place_per_translation(hits, _chinese_first)
+    assert sorted(h.chunk.chunk_id for h in ordered) == sorted(h.chunk.chunk_id for h in hits)
+
+
+def test_pages_whose_lists_were_cut_still_take_one_place() -> None:
+    """Five versions, each list cut to two of the other four (the loader
+    bounds `translations`): the links reach every version only together.
+    Found by a probe: each page had a group of its own, and the first page
+    moved back raised KeyError, so every Retrieve of the scope failed."""
+    locales = ["de", "en", "fr", "ja", "zh-CN"]
+    pair = [
+        _page("b1", "zh-CN/b", "zh-CN", {"en": "en/b"}),
+        _page("b2", "en/b", "en", {"zh-CN": "zh-CN/b"}),
+    ]
+    cut = [
+        _page(f"a{i}", f"{loc}/a", loc, {o: f"{o}/a" for o in (locales * 2)[i + 1 : i + 3]})
+        for i, loc in enumerate(locales)
+    ]
+    ordered, moved = one_place_per_translation(pair + cut, lambda locale: locale == "en")
+    assert [h.chunk.doc_id for h in ordered][:2] == ["en/b", "en/a"] and moved == 5
+
+
+def test_a_link_seen_from_one_side_only_joins_the_two_pages() -> None:
+    """A stale page still names its old translation, which no longer names it
+    (one page of a pair re-ingested, the other kept by a skipped sync)."""
+    hits = [
+        _page("a", "zh-CN/guide", "zh-CN", {}),
+        _page("b", "en/tar", "en", {}),
+        _page("c", "en/guide", "en", {"zh-CN": "zh-CN/guide"}),
+    ]
+    ordered, moved = one_place_per_translation(hits, lambda locale: locale == "en")
+    assert [h.chunk.chunk_id for h in ordered] == ["c", "b", "a"] and moved == 1
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["en", "zh-CN"])), max_size=12),
+    st.sets(st.integers(0, 11)),
+)
+def test_any_links_keep_every_hit_once(picks: list[tuple[int, str]], unlinked: set[int]) -> None:
+    """Links as a partial or stale index leaves them: some pages no longer
+    name their translation, which still names them. Nothing is lost or
+    repeated, and nothing raises (one-sided links did: KeyError)."""
+    hits = []
+    for i, (page, locale) in enumerate(picks):
+        other = "en" if locale != "en" else "zh-CN"
+        links = {} if i in unlinked else {other: f"{other}/p{page}"}
+        hits.append(_page(f"c{i}", f"{locale}/p{page}", locale, links))
     ordered, _ = one_place_per_translation(hits, _chinese_first)
     assert sorted(h.chunk.chunk_id for h in ordered) == sorted(h.chunk.chunk_id for h in hits)
