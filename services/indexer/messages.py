@@ -80,6 +80,7 @@ def report_to_proto(report: IndexReport) -> pb.UpsertResponse:
     outcomes = [
         pb.DocumentOutcome(
             doc_id=p.doc_id,
+            locale=p.locale,
             state=_STATES[p.state],
             chunks=len(p.entry.chunk_ids) if p.entry else 0,
             chunks_embedded=len(p.to_embed),

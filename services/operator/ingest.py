@@ -20,7 +20,7 @@ from tqdm import tqdm
 from rag_client import Aborted, IndexerClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import EmptyDocument, InvalidArgument, NotFound
-from services.core.field_rules import CONTROL_CHARACTERS
+from services.core.field_rules import CONTROL_CHARACTERS, canonical_language_tag
 from services.core.models import ContentType, Document
 from services.operator.source_options import DEFAULT_LOCALE, max_document_chars_from_env
 from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
@@ -180,10 +180,14 @@ class Ingest:
             # An empty mount or a wrong folder would otherwise remove every
             # page of the scope, and say "done".
             self.sync_refused = True
+            holds = (
+                "every page of the source is indexed in another scope"
+                if self.owned_elsewhere
+                else "the source holds no page with anything to index"
+            )
             self.sync_skipped = (
-                "sync refused: the source holds no page with anything to index, so it would "
-                f"remove every page of scope {self.args.scope!r}; nothing was removed "
-                "(--allow-empty-sync empties the scope)"
+                f"sync refused: {holds}, so it would remove every page of scope "
+                f"{self.args.scope!r}; nothing was removed (--allow-empty-sync empties the scope)"
             )
         elif self.args.sync:
             self._sync()
@@ -244,15 +248,27 @@ class Ingest:
         progress = self.client.upsert_stream(
             documents, dry_run=self.args.dry_run, deadline=self.args.timeout
         )
+        not_kept: set[tuple[str, str]] = set()
         for message in progress:
             bar.update(done_before + message.documents_done - bar.n)
             if message.HasField("result"):
-                self._add(message.result)
+                not_kept |= self._add(message.result)
                 if self.first_generation is None:
                     self.first_generation = message.result.committed_generation
-        self.kept.extend(pb.DocumentKey(doc_id=d.doc_id, locale=d.locale) for d in batch)
+        self.kept.extend(
+            pb.DocumentKey(doc_id=d.doc_id, locale=d.locale)
+            for d in batch
+            if (d.doc_id, canonical_language_tag(d.locale or "en")) not in not_kept
+        )
 
-    def _add(self, reply: pb.UpsertResponse) -> None:
+    def _add(self, reply: pb.UpsertResponse) -> set[tuple[str, str]]:
+        """Count `reply`; the keys of the documents the Sync must not keep:
+        a page with nothing to index now (its indexed version is no longer
+        the folder's: kept, it was served on), and a page the Indexer holds
+        in another scope (not this scope's to keep; counted as a page, a
+        wrong folder --synced into a scope whose pages all live elsewhere
+        passed the empty-source guard and emptied the scope)."""
+        not_kept: set[tuple[str, str]] = set()
         for name in _COUNT_FIELDS:
             self.totals[name] += getattr(reply.counts, name)
         for outcome in reply.outcomes:
@@ -262,12 +278,17 @@ class Ingest:
                 self.skipped.append(f"{outcome.doc_id}: {outcome.error}")
                 self.totals["rejected"] -= 1
                 self.pages -= 1
+                not_kept.add((outcome.doc_id, outcome.locale))
             elif outcome.state == pb.DOCUMENT_STATE_REJECTED:
                 self.rejected.append(f"{outcome.doc_id}: {outcome.error}")
-                self.owned_elsewhere += outcome.error_code == OWNED_ELSEWHERE_CODE
+                if outcome.error_code == OWNED_ELSEWHERE_CODE:
+                    self.owned_elsewhere += 1
+                    self.pages -= 1
+                    not_kept.add((outcome.doc_id, outcome.locale))
             elif outcome.state != pb.DOCUMENT_STATE_UNCHANGED:
                 state = pb.DocumentState.Name(outcome.state).removeprefix("DOCUMENT_STATE_")
                 self.differing.append((outcome.doc_id, state.lower()))
+        return not_kept
 
     def _report(self) -> None:
         self.totals["skipped"] = len(self.skipped)  # each listed below

@@ -158,6 +158,7 @@ class DocumentOutcome(_message.Message):
     CHUNKS_DELETED_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    LOCALE_FIELD_NUMBER: _builtins.int
     doc_id: _builtins.str
     state: Global___DocumentState.ValueType
     chunks: _builtins.int
@@ -168,6 +169,11 @@ class DocumentOutcome(_message.Message):
     """for REJECTED: INVALID_ARGUMENT, EMPTY_DOCUMENT (nothing to index), NOT_FOUND"""
     error: _builtins.str
     """names the field and the limit"""
+    locale: _builtins.str
+    """The document's locale as the Indexer keys it (a canonical tag): with
+    doc_id, the key a Sync's keep list names. Empty for a removal the caller
+    cannot make (NOT_FOUND), which names nothing but the doc_id.
+    """
     def __init__(
         self,
         *,
@@ -178,10 +184,11 @@ class DocumentOutcome(_message.Message):
         chunks_deleted: _builtins.int = ...,
         error_code: _builtins.str = ...,
         error: _builtins.str = ...,
+        locale: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "chunks_deleted", b"chunks_deleted", "chunks_embedded", b"chunks_embedded", "doc_id", b"doc_id", "error", b"error", "error_code", b"error_code", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "chunks_deleted", b"chunks_deleted", "chunks_embedded", b"chunks_embedded", "doc_id", b"doc_id", "error", b"error", "error_code", b"error_code", "locale", b"locale", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
