@@ -162,9 +162,23 @@ def _unread(relpath: str, exc: Exception, fallback_encoding: str) -> LoadError:
     is not text in the encoding asked for is left out by rule, not failed: it
     may be binary, and a failure would keep `ingest --sync` from removing
     anything, run after run."""
-    if isinstance(exc, UnicodeError) and is_named_by_convention(relpath):
+    if (
+        isinstance(exc, UnicodeError)
+        and is_named_by_convention(relpath)
+        and not _cut_inside_a_character(exc)
+    ):
         return LoadError(relpath, CONVENTIONAL_UNDECODED_NOTE, skipped=True)
     return LoadError(relpath, _reason(exc, fallback_encoding))
+
+
+def _cut_inside_a_character(exc: Exception) -> bool:
+    """UTF-8 up to its last bytes, which begin a character they do not end:
+    a save caught half-written (unread, so --sync removes nothing), not a
+    file in another encoding, which fails earlier or shows no UTF-8
+    character before its end."""
+    if not isinstance(exc, UnicodeDecodeError) or exc.reason != "unexpected end of data":
+        return False
+    return any(byte >= 0x80 for byte in exc.object[: exc.start])
 
 
 def _reason(exc: Exception, fallback_encoding: str) -> str:
@@ -250,13 +264,19 @@ class _SiteLoad:
     def link_translations(self, files: list[SiteFile]) -> None:
         """A first pass over the files: only their heads (and the locale they
         tell) are kept, so memory stays small; a file that cannot be read is
-        reported by the second."""
+        reported by the second, and linked here by its path alone."""
         pages: list[PageLinks] = []
         head_locales: dict[str, str | None] = {}
         for file in files:
             try:
                 page = read_page(file, self.fallback_encoding)
             except (OSError, UnicodeDecodeError, LookupError):
+                # Linked by what needs no read (its path, its folder's or
+                # name's locale): its indexed version stays (the Sync is
+                # skipped) and names its partners, which must keep naming it.
+                key = self.folders.neutral_path(file.relpath)
+                pages.append(PageLinks(file.relpath, key, False, ()))
+                head_locales[file.relpath] = self.locale or self.folders.locale_of(file.relpath)
                 continue
             declared = page.declared_key()
             own_key = declared or self.folders.neutral_path(page.relpath)

@@ -111,3 +111,17 @@ def test_a_readme_and_its_translation_by_name_are_linked(tmp_path: Path) -> None
         "README.zh_CN": ("zh-CN", "你好"),
     }
     assert '"doc_id":"README.zh_CN"' in docs["README"].metadata["translations"]
+
+
+def test_a_conventional_file_cut_inside_a_character_is_unread_not_left_out(
+    tmp_path: Path,
+) -> None:
+    """A README caught mid-save is no legacy file: reported as unreadable (so
+    --sync removes nothing), not left out by rule (so --sync removed the
+    indexed one: probe). A Latin-1 file ending in an accent stays left out."""
+    (tmp_path / "README.zh_CN").write_bytes("你好\n====\n\n这个程序打印".encode()[:-1])
+    (tmp_path / "AUTHORS").write_bytes("Authors: Jos\u00e9".encode("latin-1"))
+    loaded = [e for e in load_directory(tmp_path, scope_id="x") if isinstance(e, LoadError)]
+    assert {e.source: e.skipped for e in loaded} == {"README.zh_CN": False, "AUTHORS": True}
+    (cut,) = [e for e in loaded if e.source == "README.zh_CN"]
+    assert "cannot decode" in cut.reason

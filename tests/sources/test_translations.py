@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.core.models import Document
+from services.core.translation_links import TRANSLATIONS_KEY, decode_translations
 from services.sources.loaders import load_directory
 from services.sources.translations import (
     TRANSLATION_KEY,
@@ -137,3 +138,19 @@ def test_translations_stay_in_their_scope_and_skip_the_same_locale() -> None:
     assert [t.doc_id for t in found[("a", "en/k", "en")]] == ["en-US/k", "zh/k", "zh/k2"]
     assert [t.doc_id for t in found[("a", "zh/k", "zh")]] == ["en/k", "en-US/k"]
     assert found[("b", "zh/k", "zh")] == () and found[("", "plain", "en")] == ()
+
+
+def test_a_page_that_cannot_be_read_now_keeps_its_partners_links(tmp_path: Path) -> None:
+    """Half-saved (cut inside a character): the load reports it and --sync
+    removes nothing, so its indexed version stays; its translation must keep
+    naming it. A probe found the partner rewritten without the link, while
+    the stale page still named the partner."""
+    write(tmp_path, {"en/guide.md": "# Guide\n\nInstall it.\n"})
+    (tmp_path / "zh-CN").mkdir()
+    (tmp_path / "zh-CN" / "guide.md").write_bytes("# 指南\n\n安装服务".encode()[:-1])
+    items = list(load_directory(tmp_path, scope_id="s"))
+    assert [i.source for i in items if not isinstance(i, Document)] == ["zh-CN/guide.md"]
+    (english,) = [i for i in items if isinstance(i, Document)]
+    assert english.metadata[TRANSLATION_KEY] == "guide.md"
+    linked = decode_translations(english.metadata[TRANSLATIONS_KEY])
+    assert [(t.locale, t.doc_id) for t in linked] == [("zh-CN", "zh-CN/guide.md")]
