@@ -205,6 +205,10 @@ def _docusaurus_source(path: str) -> str:
     return f"{root}versioned_docs/{rest}" if version.startswith("version-") else path
 
 
+# A tag's script or region part: `zh_CN`, `pt-BR`, `zh-Hans`, `es-419`.
+_REGION_OR_SCRIPT = re.compile(r"[-_](?:[A-Za-z]{2}|[A-Za-z]{4}|[0-9]{3})$")
+
+
 def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
     """Page path → (tag, path without the tag) for the pages whose file name
     ends in a locale tag before its format: `README.en-US.md`. As with folders
@@ -212,18 +216,26 @@ def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
     word (`setup.py.md`, `notes.it.md`): the part must have a tag's shape and
     name a known language (`_folder_tag`), and another page of the same folder
     must share the name without it (`README.md`, `README.zh-CN.md`): a
-    translation always has a twin. A bare code that is also a common word
-    (`it`, `no`, ...) needs a twin whose tag is a locale on its own; a
-    country code sites name a language by (`cn`) does not."""
+    translation always has a twin, unless its tag has a script or a region
+    (`README.zh_CN`, `guide.pt-BR.md`), a shape no version or word has. A
+    bare code that is also a common word (`it`, `no`, ...) needs a twin whose
+    tag is a locale on its own; a country code sites name a language by
+    (`cn`) does not."""
     tagged: dict[str, tuple[str, str, bool]] = {}  # path → (tag, neutral path, needs a sure twin)
     twins: dict[str, list[str]] = defaultdict(list)  # neutral path → its pages
+    named: dict[str, tuple[str, str]] = {}
     for relpath in relpaths:
         folder, _, name = relpath.rpartition("/")
         stem = page_stem(name)
         base, dot, part = stem.rpartition(".")
         found = _folder_tag(part) if dot and base else None
         neutral = posixpath.join(folder, base + name[len(stem) :])
-        if found is not None:
+        if found is not None and _REGION_OR_SCRIPT.search(part):
+            # `README.zh_CN`, `guide.pt-BR.md`: no version or word has that
+            # shape, and a page's locale must not hang on its twin being
+            # there (removing `README` re-keyed `README.zh_CN` as `zh`).
+            named[relpath] = (found[0], neutral)
+        elif found is not None:
             # A country code in a file name is no word: `guide.cn.mdx` beside
             # `guide.mdx` is a Chinese twin.
             needs_sure_twin = found[1] and part.lower() not in _COUNTRY_NAMED
@@ -231,7 +243,6 @@ def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
             twins[neutral].append(relpath)
         else:
             twins[relpath].append(relpath)
-    named: dict[str, tuple[str, str]] = {}
     for relpath, (tag, neutral, needs_sure_twin) in tagged.items():
         others = [p for p in twins[neutral] if p != relpath]
         sure = [p for p in others if p in tagged and not tagged[p][2]]

@@ -217,3 +217,18 @@ def test_each_page_takes_the_first_source_that_answers(site: Path) -> None:
 
 def test_an_explicit_locale_overrides_every_page(site: Path) -> None:
     assert set(locales(site, locale="pt_br").values()) == {"pt-BR"}
+
+
+def test_a_tag_with_a_region_or_script_in_a_file_name_needs_no_twin() -> None:
+    """`README.zh_CN` is Chinese (China) with or without its `README`: a
+    probe saw removing (or renaming) the twin re-key the page as `zh` by its
+    script, re-embedded, and no longer found by a `zh-CN` filter. A bare tag
+    still needs its twin (`lone.fr.md` is a name)."""
+    alone = ["README.zh_CN", "guide.pt-BR.md", "intro.zh-Hans.md", "lone.fr.md", "x.es-419.md"]
+    names = PathLocales(alone)
+    assert [names.locale_of(p) for p in alone] == ["zh-CN", "pt-BR", "zh-Hans", None, "es-419"]
+    assert names.neutral_path("README.zh_CN") == "README"
+    assert names.neutral_path("guide.pt-BR.md") == "guide.md"
+    with_twin = PathLocales(["README", "README.zh_CN"])
+    assert with_twin.locale_of("README.zh_CN") == "zh-CN"
+    assert with_twin.neutral_path("README.zh_CN") == "README"
