@@ -15,12 +15,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import regex
 from tqdm import tqdm
 
 from rag_client import Aborted, IndexerClient
 from services.contract.genproto.rag.indexer.v1 import indexer_pb2 as pb
 from services.core.errors import EmptyDocument, InvalidArgument, NotFound
-from services.core.field_rules import CONTROL_CHARACTERS, canonical_language_tag
+from services.core.field_rules import canonical_language_tag
 from services.core.models import ContentType, Document
 from services.operator.source_options import DEFAULT_LOCALE, max_document_chars_from_env
 from services.sources.loaders import LoadError, load_beir_jsonl, load_directory
@@ -40,12 +41,15 @@ _CONTENT = {
 }
 _COUNT_FIELDS = [f.name for f in pb.PlanCounts.DESCRIPTOR.fields]
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What `printable` escapes: CONTROL_CHARACTERS and the format characters (Cf).
+_UNPRINTABLE = regex.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\p{Cf}]")
 
 
 def printable(text: str) -> str:
-    """`text` with control characters as escapes: a file named `a\x1b[2Jb.md`
-    must not clear the operator's terminal, nor a newline forge a report line."""
-    return CONTROL_CHARACTERS.sub(lambda m: repr(m.group())[1:-1], text)
+    """`text` with control and format characters as escapes: a file named
+    `a\x1b[2Jb.md` must not clear the operator's terminal, a newline forge a
+    report line, nor a bidi override (U+202E) reorder the rest of it."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def document_to_proto(doc: Document) -> pb.Document:
@@ -143,7 +147,7 @@ class Ingest:
         self.totals = dict.fromkeys([*_COUNT_FIELDS, "skipped"], 0)
         self.rejected: list[str] = []
         self.skipped: list[str] = []  # left out by rule (a link, a FIFO): reported, not failures
-        self.unread = 0  # sources that could not be read (files, folders)
+        self.unread: list[str] = []  # sources that could not be read (files, folders)
         self.sync_skipped = ""
         self.sync_refused = False
         self.pages = 0  # documents of the source with something to index
@@ -172,9 +176,11 @@ class Ingest:
             # but could not be read this time (mid-save, a permission, a
             # folder that cannot be listed) is absent from the keep list, and
             # the Sync would remove its indexed pages.
+            named = ", ".join(map(printable, self.unread[:3])) + (", ..." * (len(self.unread) > 3))
             self.sync_skipped = (
-                f"sync skipped: {self.unread} source(s) could not be read, so what is gone "
-                "cannot be told from what was unreadable; nothing was removed"
+                f"sync skipped: {len(self.unread)} source(s) could not be read ({named}), so "
+                "what is gone cannot be told from what was unreadable; nothing was removed "
+                "(make them readable, or move them out of the source, and run it again)"
             )
         elif self.args.sync and not self.pages and not getattr(self.args, "allow_empty_sync", 0):
             # An empty mount or a wrong folder would otherwise remove every
@@ -218,7 +224,7 @@ class Ingest:
                 continue
             if isinstance(item, LoadError):
                 self._rejected_here(f"{item.source}: {item.reason}")
-                self.unread += 1
+                self.unread.append(item.source)
                 continue
             problem = unsendable(item, self.max_document_chars)
             if problem is None:
@@ -231,7 +237,7 @@ class Ingest:
             self._rejected_here(f"{_SURROGATE.sub('?', item.doc_id)}: {problem}")
             self.pages += 1
             if _SURROGATE.search(item.doc_id + item.locale):
-                self.unread += 1
+                self.unread.append(_SURROGATE.sub("?", item.doc_id))
             else:
                 self.kept.append(pb.DocumentKey(doc_id=item.doc_id, locale=item.locale))
 

@@ -8,6 +8,7 @@ import argparse
 import os
 
 from services.core.errors import InvalidArgument
+from services.core.web_url import WEB_URL_RULE, web_url_problem
 from services.indexer.validation import DocumentLimits, check_new_doc_id, check_scope_id
 from services.sources.locale_detection import normalize_tag
 from services.sources.site_loader import FALLBACK_ENCODING_OPTION
@@ -32,7 +33,12 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
         "a locale folder in its path (en/, zh-CN/), else the script of its text, else "
         f"{DEFAULT_LOCALE}; a BEIR file is {DEFAULT_LOCALE}",
     )
-    p.add_argument("--base-url", default="", help="URL prefix for directory documents")
+    p.add_argument(
+        "--base-url",
+        type=_base_url,
+        default="",
+        help=f"URL prefix for directory documents ({WEB_URL_RULE})",
+    )
     p.add_argument(
         "--id-prefix",
         type=_id_prefix,
@@ -118,6 +124,14 @@ def _scope_id(value: str) -> str:
         check_scope_id("--scope", value, DocumentLimits())
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _base_url(value: str) -> str:
+    """`--base-url` checked as the Indexer checks a page's url, before
+    anything is read: else every page was refused in turn (exit status 1)."""
+    if problem := web_url_problem(value):
+        raise argparse.ArgumentTypeError(f"{problem}: {WEB_URL_RULE}")
     return value
 
 

@@ -95,7 +95,7 @@ def test_sync_after_a_read_error_removes_nothing(stack: BackgroundStack, tmp_pat
     synced = cli(stack, "ingest", str(source), "--scope", "site", "--sync")
     assert synced.returncode == 1
     assert "b.md: cannot decode" in synced.stderr
-    assert "sync skipped: 1 source(s) could not be read" in synced.stderr
+    assert "sync skipped: 1 source(s) could not be read (b.md)" in synced.stderr
     assert counts(synced.stdout)["removed"] == 0
     assert int(json.loads(cli(stack, "stats").stdout)["documents"]) == 2
 

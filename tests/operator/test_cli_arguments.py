@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from services.operator import cli
+from services.operator.ingest import printable
 
 pytestmark = pytest.mark.unit
 
@@ -204,3 +205,27 @@ def test_a_bad_addr_argument_is_named_as_the_option(capsys: pytest.CaptureFixtur
     code = cli.main(["--addr", "localhost", "stats"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("configuration error: --addr: 'localhost' is not")
+
+
+@pytest.mark.parametrize(
+    ("base_url", "words"),
+    [
+        ("ftp://mirror.example/docs/", "scheme 'ftp' is not allowed"),
+        ("//cdn.example/docs/", "a scheme-relative URL (//host) is not allowed"),
+        ("https://user:pw@docs.example/", "credentials"),
+    ],
+)
+def test_a_base_url_the_indexer_would_refuse_is_refused_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, base_url: str, words: str
+) -> None:
+    """Else every page was refused in turn by the Indexer, exit status 1 (probe)."""
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", "--base-url", base_url)
+    assert code == 2 and "argument --base-url" in err and words in err
+
+
+def test_a_report_line_escapes_what_would_reorder_or_rewrite_the_terminal() -> None:
+    """A bidi override in a file name turned the rest of its report line
+    around (probe); control characters were escaped already."""
+    assert printable("a\u202eb.md: rejected") == "a\\u202eb.md: rejected"
+    assert printable("x\x1b[2J\ny") == "x\\x1b[2J\\ny"
+    assert printable("指南 guide.md") == "指南 guide.md"
