@@ -173,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = parser().parse_args(argv)
+    command_line = parser()
+    args = command_line.parse_args(argv)
+    if getattr(args, "allow_empty_sync", False) and not args.sync:
+        # Alone it would do nothing: the operator meant a sync, or no override.
+        command_line.error("argument --allow-empty-sync: only with --sync")
     for typo in misspelt_settings():
         print(f"warning: {typo.message()}", file=sys.stderr)
     try:

@@ -229,3 +229,10 @@ def test_a_report_line_escapes_what_would_reorder_or_rewrite_the_terminal() -> N
     assert printable("a\u202eb.md: rejected") == "a\\u202eb.md: rejected"
     assert printable("x\x1b[2J\ny") == "x\\x1b[2J\\ny"
     assert printable("指南 guide.md") == "指南 guide.md"
+
+
+def test_allowing_an_empty_sync_without_a_sync_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, err = run(capsys, "ingest", str(tmp_path), "--scope", "s", "--allow-empty-sync")
+    assert code == 2 and "argument --allow-empty-sync: only with --sync" in err
