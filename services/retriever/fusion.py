@@ -143,19 +143,19 @@ def _tie_break_key(hit: FusedHit) -> tuple[float, int, int, str]:
 
 
 def cap_per_document(hits: Sequence[FusedHit], max_per_doc: int) -> list[FusedHit]:
-    """Keep the order, but at most `max_per_doc` hits of any one doc_id.
+    """Keep the order, but at most `max_per_doc` hits of any one page (`FusedHit.page`).
 
     Without a cap, one long page whose chunks all match crowds every other
     source out of the top results.
     """
     if max_per_doc < 1:
         raise InvalidArgument(f"max chunks per document must be at least 1, got {max_per_doc}")
-    kept_per_doc: dict[str, int] = {}
+    kept_per_doc: dict[tuple[str, str], int] = {}
     kept: list[FusedHit] = []
     for hit in hits:
-        count = kept_per_doc.get(hit.chunk.doc_id, 0)
+        count = kept_per_doc.get(hit.page, 0)
         if count < max_per_doc:
-            kept_per_doc[hit.chunk.doc_id] = count + 1
+            kept_per_doc[hit.page] = count + 1
             kept.append(hit)
     return kept
 

@@ -16,7 +16,12 @@ a language:
   index) gives scores that compare across tags;
 - a list is named by its tag when its language has one tag in the scope
   (`zh-CN`, as before), else by the language (`en` for `en` + `en-US`); a
-  page is in the list of its language (`in_list`), whatever its tag.
+  page is in the list of its language (`in_list`), whatever its tag;
+- a scope of more than `MAX_LANGUAGES_APART` languages, or `MAX_TAGS_APART`
+  tags, is ranked as one list: each list costs its searches and a fusion
+  per request, and a writer of one scope could upsert pages under a
+  thousand tags (a probe: 1,500 languages took 4.8 s of fusion per
+  Retrieve, on the event loop every other request waits for).
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ from services.core.analysis import primary_language
 from services.core.exact_match import lead_holder
 from services.core.models import ScoredChunk
 
+# Documentation sites translate into a dozen or two languages (Python's docs:
+# 12 with English); each list ranked apart is a search per tag and a fusion.
+MAX_LANGUAGES_APART = 24
+MAX_TAGS_APART = 48
+
 
 @dataclass(frozen=True)
 class LocaleGroups:
@@ -37,17 +47,33 @@ class LocaleGroups:
 
     tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     filter_tags: tuple[str, ...] = ()
+    # Languages and tags of a scope too crowded to rank apart (0: it was not).
+    crowded: tuple[int, int] = (0, 0)
 
     @classmethod
     def of(cls, locales: Iterable[str]) -> LocaleGroups:
         """The groups of the tags a scope holds; none when they name one
-        language (or none): the request is then ranked as one list."""
+        language (or none), or too many: the request is then ranked as one list."""
         by_language: dict[str, list[str]] = {}
-        for tag in sorted(set(locales) - {""}):
+        tags = sorted(set(locales) - {""})
+        for tag in tags:
             by_language.setdefault(primary_language(tag), []).append(tag)
         if len(by_language) < 2:
             return cls()
+        if len(by_language) > MAX_LANGUAGES_APART or len(tags) > MAX_TAGS_APART:
+            return cls(crowded=(len(by_language), len(tags)))
         return cls({_name(lang, tags): tuple(tags) for lang, tags in by_language.items()})
+
+    def crowded_note(self) -> str:
+        """Why a scope of several languages was ranked as one list ("": it was not)."""
+        languages, tags = self.crowded
+        if not languages:
+            return ""
+        return (
+            f"locales ranked as one list: the scope holds {languages} languages under {tags} "
+            f"tags, more than are ranked apart ({MAX_LANGUAGES_APART} languages, "
+            f"{MAX_TAGS_APART} tags)"
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -80,7 +106,8 @@ def widened_filter(wanted: str, held: Iterable[str]) -> tuple[str, ...]:
         shared = min(len(parts), len(asked))
         return bool(tag) and parts[:shared] == asked[:shared]
 
-    return tuple(sorted(tag for tag in held if selected(tag)))
+    # Bounded as the lists ranked apart are: each tag is a search of its own.
+    return tuple(sorted(tag for tag in held if selected(tag)))[:MAX_TAGS_APART]
 
 
 def _name(language: str, tags: Sequence[str]) -> str:

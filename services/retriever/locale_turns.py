@@ -37,11 +37,11 @@ def _document_turns(hits: list[FusedHit]) -> list[list[FusedHit]]:
     document join the last turn."""
     turns: list[list[FusedHit]] = []
     pending: list[FusedHit] = []
-    placed: set[str] = set()
+    placed: set[tuple[str, str]] = set()
     for hit in hits:
         pending.append(hit)
-        if hit.chunk.doc_id not in placed:
-            placed.add(hit.chunk.doc_id)
+        if hit.page not in placed:
+            placed.add(hit.page)
             turns.append(pending)
             pending = []
     if pending and turns:
@@ -53,89 +53,76 @@ def one_place_per_translation(
     hits: list[FusedHit], prefer: Callable[[str], bool]
 ) -> tuple[list[FusedHit], int]:
     """A page and its translation (linked by `metadata["translations"]`,
-    services.core.translation_links) take one place between them, not two:
-    the version in the reader's language (`prefer(locale)`; else the one
-    ranked first) takes the better of their places, and the other versions'
-    chunks follow every other hit. Returns the order and how many pages were
-    moved back.
+    services.core.translation_links, either way; or one doc_id of the scope
+    in two locales) take one place between them, not two: a version in
+    another language than the reader's (`prefer(locale)` false) whose
+    version in the reader's language is among the hits follows every other
+    hit, and that version takes the better of their places. Returns the
+    order and how many versions were moved back.
 
     Why: on a fully translated site the turns gave the second place to the
     first page's own translation on 11 of 27 same-language questions of a
     man-page site (zh-CN + en), and put the answer's translation above the
     answer on 3; the hit already links its other versions (`translations`),
-    so the reader loses nothing. A page with no version in the question's
-    language is never moved: crossing languages is unchanged."""
-    group_of = _translation_groups(hits)
-    keeper = _keepers(hits, group_of, prefer)
-    moved_back = {doc for doc, group in group_of.items() if keeper.get(group, doc) != doc}
-    if not moved_back:
-        return hits, 0
-    first_of: dict[str, int] = {}
+    so the reader loses nothing. A page in the reader's language is never
+    moved (several may name one translation: each is a page of its own), nor
+    one with no version in it here: crossing languages is unchanged. Links
+    are read one step, either way: a page's list may be cut at its size limit
+    or one side stale after a partial ingest (groups keyed by each page's own
+    list raised KeyError on such links, failing every Retrieve of the scope;
+    groups closed over the links merged a whole chained site into one)."""
+    first_of: dict[_Version, int] = {}
     for i, hit in enumerate(hits):
-        first_of.setdefault(hit.chunk.doc_id, i)
+        first_of.setdefault(_version(hit), i)
+    keeper_of = _keepers(hits, first_of, prefer)
+    if not keeper_of:
+        return hits, 0
     placed: list[FusedHit] = []
     later: list[FusedHit] = []
-    opened: set[str] = set()
     lifted: set[int] = set()
     for i, hit in enumerate(hits):
-        doc = hit.chunk.doc_id
-        group = group_of.get(doc)
-        if group is not None and group not in opened:
-            opened.add(group)
-            first = first_of[keeper[group]]  # every group has two pages here, so a keeper
-            if first != i:  # the kept version takes the group's first place
-                placed.append(hits[first])
-                lifted.add(first)
-        if doc in moved_back:
-            later.append(hit)
-        elif i not in lifted:
-            placed.append(hit)
-    return placed + later, len(moved_back)
+        keeper = keeper_of.get(_version(hit))
+        if keeper is None:
+            if i not in lifted:
+                placed.append(hit)
+            continue
+        first = first_of[keeper]
+        if first > i and first not in lifted:  # the reader's version takes this place
+            placed.append(hits[first])
+            lifted.add(first)
+        later.append(hit)
+    return placed + later, len(keeper_of)
 
 
-def _translation_groups(hits: list[FusedHit]) -> dict[str, str]:
-    """doc_id → its group (the sorted ids of the pages linked to it, either
-    way, among `hits`), for pages with at least one other version here.
+_Version = tuple[str, str, str]  # scope_id, doc_id, locale: one language version of a page
 
-    Links are followed both ways, and through other pages: a page's list may
-    be cut at its size limit (`translations` holds at most so many
-    characters, so on a site in many languages each page names only some of
-    the others), and after a partial ingest one side may still name a page
-    the other no longer names. Naming each page's group after its own list
-    gave such pages groups of their own, with no page kept for them."""
-    present = {h.chunk.doc_id for h in hits}
-    parent: dict[str, str] = {}
 
-    def root(doc: str) -> str:
-        while parent.setdefault(doc, doc) != doc:
-            parent[doc] = parent[parent[doc]]  # path halving
-            doc = parent[doc]
-        return doc
-
-    for hit in hits:
-        links = decode_translations(hit.chunk.metadata.get(TRANSLATIONS_KEY, ""))
-        for other in {t.doc_id for t in links} & present - {hit.chunk.doc_id}:
-            parent[root(other)] = root(hit.chunk.doc_id)
-    members: dict[str, set[str]] = {}
-    for doc in parent:
-        members.setdefault(root(doc), set()).add(doc)
-    return {doc: "\n".join(sorted(group)) for group in members.values() for doc in group}
+def _version(hit: FusedHit) -> _Version:
+    return (hit.chunk.scope_id, hit.chunk.doc_id, hit.chunk.locale)
 
 
 def _keepers(
-    hits: list[FusedHit], group_of: dict[str, str], prefer: Callable[[str], bool]
-) -> dict[str, str]:
-    """group → the doc_id that keeps a place: the first ranked in a preferred
-    locale, else the first ranked."""
-    members: dict[str, list[FusedHit]] = {}
-    seen: set[str] = set()
-    for hit in hits:
-        group = group_of.get(hit.chunk.doc_id)
-        if group is not None and hit.chunk.doc_id not in seen:
-            seen.add(hit.chunk.doc_id)
-            members.setdefault(group, []).append(hit)
-    keeper: dict[str, str] = {}
-    for group, docs in members.items():
-        chosen = next((h for h in docs if prefer(h.chunk.locale)), docs[0])
-        keeper[group] = chosen.chunk.doc_id
-    return keeper
+    hits: list[FusedHit], first_of: dict[_Version, int], prefer: Callable[[str], bool]
+) -> dict[_Version, _Version]:
+    """Each version not in the reader's language → its best-ranked linked
+    version in the reader's language, where one is among the hits."""
+    by_page: dict[tuple[str, str], list[_Version]] = {}
+    for version in first_of:
+        by_page.setdefault(version[:2], []).append(version)
+    linked: dict[_Version, set[_Version]] = {version: set() for version in first_of}
+    for version in first_of:
+        scope, doc, locale = version
+        named = decode_translations(
+            hits[first_of[version]].chunk.metadata.get(TRANSLATIONS_KEY, "")
+        )
+        for page in {doc} | {t.doc_id for t in named}:
+            for other in by_page.get((scope, page), ()):
+                if other[2] != locale:
+                    linked[version].add(other)
+                    linked[other].add(version)
+    keeper_of: dict[_Version, _Version] = {}
+    for version, others in linked.items():
+        readers = [other for other in others if prefer(other[2])]
+        if readers and not prefer(version[2]):
+            keeper_of[version] = min(readers, key=first_of.__getitem__)
+    return keeper_of

@@ -26,9 +26,9 @@ def group_by_document(
     """The `groups` documents of the ranking after the first `skip`, each with
     up to `size` of its chunks; every hit numbered with its document's group
     rank (counted from the first document of the ranking)."""
-    by_document: dict[str, list[FusedHit]] = {}
+    by_document: dict[tuple[str, str], list[FusedHit]] = {}
     for hit in hits:
-        members = by_document.setdefault(hit.chunk.doc_id, [])
+        members = by_document.setdefault(hit.page, [])
         if len(members) < size:
             members.append(hit)
     chosen = list(by_document.values())[skip : skip + groups]
@@ -50,7 +50,7 @@ def page_of(hits: Sequence[FusedHit], offset: int, size: int, group_size: int = 
     end = offset + size
     if not group_size:
         return Page(list(hits[offset:end]), offset, end if end < len(hits) else None)
-    documents = len({hit.chunk.doc_id for hit in hits})
+    documents = len({hit.page for hit in hits})
     before = len(group_by_document(hits, offset, group_size))
     page = group_by_document(hits, size, group_size, skip=offset)
     return Page(page, before, end if end < documents else None)

@@ -196,6 +196,8 @@ class RetrievalPipeline:
         )
         notes = [note for note in said if note]
         lists = candidates.locales
+        if crowded := lists.groups.crowded_note():
+            notes.append(crowded)
         if widened := lists.groups.filter_tags:
             notes.append(
                 f"locale filter {prepared.scope.locale!r}: no page carries that tag; searched "

@@ -49,6 +49,15 @@ class FusedHit:
     boost_reasons: tuple[str, ...] = ()  # one line per boost that applied
 
     @property
+    def page(self) -> tuple[str, str]:
+        """The page the hit is a chunk of, as the per-document cap and grouped
+        pages count: (scope_id, doc_id). One doc_id in two locales of a scope
+        is one page in two languages; in two scopes, two pages (the Indexer
+        keys a document by doc_id and locale, so two scopes may each hold
+        `index.html` in their own)."""
+        return (self.chunk.scope_id, self.chunk.doc_id)
+
+    @property
     def reranked(self) -> bool:
         return self.rerank_score is not None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -253,6 +254,16 @@ def test_cap_keeps_order_and_best_chunks_per_document() -> None:
     hits = [hit(f"c{i}", doc_id=doc) for i, doc in enumerate("AABACBAC")]
     capped = cap_per_document(hits, 2)
     assert ids(capped) == ["c0", "c1", "c2", "c4", "c5", "c7"]
+
+
+def test_the_cap_counts_a_page_per_scope_and_its_locales_as_one() -> None:
+    """Two scopes may each hold `index.html` (the Indexer keys a document by
+    doc_id and locale): a request over both kept one of them (probe). In one
+    scope, one doc_id in two locales is one page in two languages."""
+    first = hit("a", doc_id="index.html")
+    other_scope = replace(first, chunk=replace(first.chunk, chunk_id="b", scope_id="zh-site"))
+    other_locale = replace(first, chunk=replace(first.chunk, chunk_id="c", locale="zh-CN"))
+    assert ids(cap_per_document([first, other_scope, other_locale], 1)) == ["a", "b"]
 
 
 def test_cap_rejects_nonpositive() -> None:

@@ -153,3 +153,49 @@ def test_any_links_keep_every_hit_once(picks: list[tuple[int, str]], unlinked: s
         hits.append(_page(f"c{i}", f"{locale}/p{page}", locale, links))
     ordered, _ = one_place_per_translation(hits, _chinese_first)
     assert sorted(h.chunk.chunk_id for h in ordered) == sorted(h.chunk.chunk_id for h in hits)
+
+
+def test_pages_in_the_readers_language_naming_one_translation_all_keep_their_places() -> None:
+    """Four Chinese pages each name the English overview as their version (a
+    probe: grouped by the links closed over, three of them went after every
+    English hit for a Chinese question)."""
+    hits = [_page(f"z{i}", f"zh-CN/p{i}", "zh-CN", {"en": "en/overview"}) for i in range(4)]
+    hits.insert(2, _page("o", "en/overview", "en", {}))
+    hits.append(_page("x", "en/pricing", "en", {}))
+    ordered, moved = one_place_per_translation(hits, _chinese_first)
+    assert [h.chunk.chunk_id for h in ordered] == ["z0", "z1", "z2", "z3", "x", "o"]
+    assert moved == 1
+
+
+def test_one_doc_id_in_two_locales_of_a_scope_is_one_page_in_two_languages() -> None:
+    """As the Indexer keys a document (doc_id, locale): an API writer may
+    give a page's translation the page's own id. In another scope the same
+    id is another page."""
+    en = _page("a", "setup", "en", {})
+    zh = replace(en, chunk=replace(en.chunk, chunk_id="b", locale="zh-CN"))
+    elsewhere = replace(zh, chunk=replace(zh.chunk, chunk_id="c", scope_id="other"))
+    ordered, moved = one_place_per_translation([zh, elsewhere, en], lambda loc: loc == "en")
+    assert [h.chunk.chunk_id for h in ordered] == ["a", "c", "b"] and moved == 1
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["en", "zh-CN", "ja"])), max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=16),
+)
+def test_a_page_in_the_readers_language_only_ever_moves_up(
+    picks: list[tuple[int, str]], links: list[tuple[int, int]]
+) -> None:
+    """Any links (one way, fanning in, chained, to a page's own id): every hit
+    kept once, and none in the reader's language placed lower than it ranked."""
+    names = [f"{locale}/p{page}" for page, locale in picks]
+    hits = []
+    for i, (_, locale) in enumerate(picks):
+        named = {picks[b][1]: names[b] for a, b in links if a == i and b < len(names)}
+        hits.append(_page(f"c{i}", names[i], locale, named))
+    ordered, _ = one_place_per_translation(hits, _chinese_first)
+    ids = [h.chunk.chunk_id for h in ordered]
+    assert sorted(ids) == sorted(h.chunk.chunk_id for h in hits)
+    for i, each in enumerate(hits):
+        if _chinese_first(each.chunk.locale):
+            assert ids.index(each.chunk.chunk_id) <= i

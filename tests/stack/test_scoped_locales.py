@@ -159,3 +159,50 @@ def test_a_read_of_the_scopes_locales_is_timed_and_a_cached_one_is_not(
         pytest.skip("the two requests took longer than the locale refresh")
     assert "locales" not in [t.stage for t in cached.timings]
     assert [hit.doc_id for hit in cached.hits] == ["en/invoices.md"]
+
+
+BABEL = [
+    "de",
+    "fr",
+    "es",
+    "it",
+    "pt",
+    "nl",
+    "sv",
+    "da",
+    "fi",
+    "pl",
+    "cs",
+    "sk",
+    "hu",
+    "ro",
+    "bg",
+    "el",
+    "tr",
+    "ru",
+    "uk",
+    "ar",
+    "he",
+    "hi",
+    "th",
+    "vi",
+    "id",
+    "ko",
+    "ja",
+]
+
+
+def test_a_scope_of_too_many_languages_is_ranked_as_one_list(tenants: BackgroundStack) -> None:
+    """Each language ranked apart is a search and a fusion per Retrieve: a
+    writer of one scope upserting pages under 1,500 tags made each Retrieve
+    spend seconds on the event loop every request shares (a probe). Over the
+    bound the scope is ranked as one list, and the notes say so."""
+    pages = {f"{lang}/p.md": f"# {lang}\n\nNotes on the {lang} release." for lang in BABEL}
+    pages["en/hangar.md"] = "# Hangar\n\nThe zeppelin hangar opens at dawn for inspections."
+    reply = tenants.upsert(markdown_pages(pages, scope_id="babel"))
+    assert reply.counts.added == len(pages)
+    answer = _retrieve(tenants, "When does the zeppelin hangar open?", "babel")
+    assert answer.hits[0].doc_id == "en/hangar.md"
+    notes = list(answer.debug.notes)
+    assert any(f"the scope holds {len(pages)} languages" in note for note in notes)
+    assert not any("ranked each locale apart" in note for note in notes)
