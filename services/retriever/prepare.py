@@ -47,7 +47,7 @@ class QueryPreparer:
             raise InvalidArgument("intent: current_page needs page_url")
         scope = request.scope
         if intent is Intent.CURRENT_PAGE:
-            scope = replace(scope, urls=(request.page_url,), doc_ids=())
+            scope = current_page_scope(scope, request.page_url)
         plan = self.analyzer.plan(query)
         language = self.language_rule.decide(
             query,
@@ -61,6 +61,19 @@ class QueryPreparer:
             channels = channels - {Channel.VECTOR}
         shape = query_shape(query)
         return PreparedQuery(query, plan, intent, scope, top_k, depth, language, channels, shape)
+
+
+def current_page_scope(scope: ScopeFilter, page_url: str) -> ScopeFilter:
+    """The request's scope narrowed to the page, never widened: its doc_ids
+    still hold (the stores match both), and a page outside its urls is
+    refused. The urls used to be replaced, and doc_ids dropped, so a filter a
+    gateway sets as an allow-list was bypassed by naming another page (probe)."""
+    if scope.urls and page_url not in scope.urls:
+        raise InvalidArgument(
+            "page_url: not among filter.urls (a current-page request reads its page only "
+            "where the filter allows it)"
+        )
+    return replace(scope, urls=(page_url,))
 
 
 class CommittedScope:

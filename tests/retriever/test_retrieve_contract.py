@@ -219,6 +219,29 @@ def test_forced_current_page_intent_ignores_the_wording(stack: BackgroundStack) 
     assert missing.page_status == rpb.PAGE_STATUS_NOT_INDEXED and not missing.hits
 
 
+def test_a_current_page_request_stays_within_the_callers_filter(stack: BackgroundStack) -> None:
+    """The page is read where the filter allows it: a doc_ids or urls filter
+    (a gateway's allow-list) was replaced by the page, so naming another page
+    read it (probe)."""
+    page = url_of("billing.md")
+    inside = stack.retrieve(
+        "summarize this page", page_url=page, filter=rpb.ScopeFilter(doc_ids=["billing.md"])
+    )
+    assert inside.page_status == rpb.PAGE_STATUS_INDEXED and inside.hits
+    outside = stack.retrieve(
+        "summarize this page", page_url=page, filter=rpb.ScopeFilter(doc_ids=["backups.md"])
+    )
+    assert outside.page_status == rpb.PAGE_STATUS_NOT_INDEXED and not outside.hits
+    with pytest.raises(grpc.RpcError) as err:
+        stack.retrieve(
+            "summarize this page",
+            page_url=page,
+            filter=rpb.ScopeFilter(urls=[url_of("backups.md")]),
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "page_url: not among filter.urls" in (err.value.details() or "")
+
+
 def test_forced_current_page_without_page_url_is_invalid(stack: BackgroundStack) -> None:
     with pytest.raises(grpc.RpcError) as err:
         stack.retrieve("anything", intent=rpb.INTENT_CURRENT_PAGE)
