@@ -177,7 +177,8 @@ class LocaleOrderRule:
         other = [h for h in heads.values() if primary_language(h.locale) != language]
         if self.order_by is LocaleOrder.QUESTION_FIRST or not own or not other:
             ranked = [*_by_fused(own), *_by_fused(other)]
-            return OrderDecision(_names(ranked), f"{ranked[0].locale} leads: question's language")
+            why = "question's language" if own else "best fused score, none in the question's"
+            return OrderDecision(_names(ranked), f"{ranked[0].locale} leads: {why}")
         if all(h.cross_lingual is not None for h in heads.values()):
             decision = self._weigh_cross_lingual(_by_cross_lingual(own), _by_cross_lingual(other))
             return _with_waiting(_kept_for_twin(decision, heads, language), heads, self.wait_gap)

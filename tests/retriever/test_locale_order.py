@@ -285,3 +285,14 @@ def test_a_locale_far_below_the_leader_is_sure_to_wait_before_any_vector_search(
     assert rule.sure_to_wait({"en": 0.2, "zh": 0.7}, "en") == set()  # zh may lead
     assert rule.sure_to_wait({"en": 0.7, "zh": None}, "en") == set()  # no reading for zh
     assert LocaleOrderRule(wait_gap=2).sure_to_wait({"en": 0.7, "zh": 0.2}, "en") == set()
+
+
+def test_the_note_says_why_a_list_leads_when_none_is_in_the_question_s_language() -> None:
+    """An English question over French and German pages: the note said
+    "fr leads: question's language" (probe)."""
+    heads = {
+        "de": HeadEvidence("de", cosine=0.7, lexical=False, fused_score=0.02),
+        "fr": HeadEvidence("fr", cosine=0.8, lexical=True, fused_score=0.03),
+    }
+    decision = LocaleOrderRule().order(heads, "en")
+    assert decision.reason == "fr leads: best fused score, none in the question's"
