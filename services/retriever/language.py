@@ -32,7 +32,7 @@ from services.retriever.types import Channel
 
 EVERY_LANGUAGE = "*"
 # Primary subtags that name no language (BCP 47: private use, special codes).
-_NOT_A_LANGUAGE = frozenset({UNDETERMINED, "mul", "zxx", "mis", "x", "i"})
+NOT_A_LANGUAGE = frozenset({UNDETERMINED, "mul", "zxx", "mis", "x", "i"})
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")
 
 
@@ -56,7 +56,7 @@ class LanguageRule:
         self.unread_weight = unread_weight
 
     def reads(self, language: str) -> bool:
-        if language in _NOT_A_LANGUAGE or not _LANGUAGE_CODE.match(language):
+        if language in NOT_A_LANGUAGE or not _LANGUAGE_CODE.match(language):
             return True  # nothing says the model cannot read it
         return EVERY_LANGUAGE in self.model_languages or language in self.model_languages
 

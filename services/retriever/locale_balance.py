@@ -46,6 +46,7 @@ from services.core.analysis import UNDETERMINED, primary_language
 from services.core.analysis.query_translation import Translation
 from services.core.models import ScoredChunk
 from services.retriever.fusion import ListFuser
+from services.retriever.language import NOT_A_LANGUAGE
 from services.retriever.locale_groups import LocaleGroups, distinct_hits, in_list
 from services.retriever.locale_order import HeadEvidence, LocaleOrderRule, OrderDecision
 from services.retriever.locale_turns import interleaved_documents, one_place_per_translation
@@ -104,10 +105,14 @@ class LocaleLists:
 
 def other_language(query_language: str, locale: str) -> bool:
     """Whether `locale`'s pages are in another language than a question in
-    `query_language` ("" or undetermined: no language, so never)."""
+    `query_language` ("" or undetermined: no language, so never). Pages
+    tagged as no language (`und`, `mul`, `zxx`) are in none other: the
+    question's words count there (they counted by exact identifiers only,
+    and such a page lost to unrelated ones: probe)."""
     if query_language in ("", UNDETERMINED):
         return False
-    return primary_language(locale) != query_language
+    language = primary_language(locale)
+    return language != query_language and language not in NOT_A_LANGUAGE
 
 
 def fuse_locales(

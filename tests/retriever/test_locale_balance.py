@@ -204,6 +204,18 @@ def test_across_languages_only_identifiers_count_lexically() -> None:
     assert {c.channel for c in by_id["en-b"].channels} == {Channel.VECTOR, Channel.LEXICAL}
 
 
+@pytest.mark.parametrize("no_language", ["und", "mul", "zxx"])
+def test_the_question_s_words_count_on_pages_tagged_as_no_language(no_language: str) -> None:
+    """A page tagged as no language is in no other language than the
+    question's: its words matched and counted for nothing (a probe saw the
+    only page holding them ranked below an unrelated English one)."""
+    vector = {"en": [_vector("en-a", "en")], no_language: [_vector("x-a", no_language)]}
+    lexical = [_lexical("x-a", no_language)]
+    fused, _ = fuse_locales(RrfFuser(), vector, lexical, "en", None)
+    by_id = {h.chunk.chunk_id: h for h in fused}
+    assert {c.channel for c in by_id["x-a"].channels} == {Channel.VECTOR, Channel.LEXICAL}
+
+
 def test_a_question_without_language_puts_the_best_locale_first() -> None:
     vector = {"en": [_vector("en-a", "en")], "zh-CN": [_vector("zh-a", "zh-CN")]}
     lexical = [_lexical("en-a", "en", exact=("429",))]
