@@ -288,6 +288,9 @@ def gateway_settings(retriever_addr: str, **overrides: Any) -> GatewaySettings:
         "gateway_breaker_fail_max": 3,
         "gateway_breaker_reset_s": 1.0,
         "gateway_request_deadline_s": 2.0,
+        # A health answer may wait on a loaded CI machine (a first /readyz past
+        # the 1 s default said 503 there); tests of the timeout set their own.
+        "gateway_readiness_timeout_s": 15.0,
         "gateway_metrics_port": 0,  # a free port: tests run side by side
     }
     values.update(overrides)
