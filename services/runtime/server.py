@@ -51,6 +51,8 @@ class ServerOptions:
     # Connections accepted at once; more are closed by gRPC on arrival, so peers
     # cannot take the descriptors the stores need (services/runtime/open_files.py).
     max_connections: int = 1024
+    # Calls run at once; more are refused by gRPC with RESOURCE_EXHAUSTED.
+    max_concurrent_rpcs: int = 256
 
     @classmethod
     def from_settings(cls, settings: Any, port: int) -> ServerOptions:
@@ -62,6 +64,7 @@ class ServerOptions:
             shutdown_grace_s=settings.shutdown_grace_s,
             security=ServerSecurity.from_settings(settings),
             max_connections=settings.grpc_max_connections,
+            max_concurrent_rpcs=settings.grpc_max_concurrent_rpcs,
         )
 
 
@@ -127,6 +130,10 @@ class GrpcServer:
                 # (probe). Off, the second bind fails and is named.
                 ("grpc.so_reuseport", 0),
             ],
+            # A burst beyond it is refused at once, not queued unseen: a probe's
+            # 1,000 calls waited up to 30 s each, the default deadline counting
+            # only from their handler's start.
+            maximum_concurrent_rpcs=options.max_concurrent_rpcs,
             # Every call is observed (refusals too); callers are identified
             # before anything else is said about their request; whatever
             # ends a call, its request is freed with it (request_memory).

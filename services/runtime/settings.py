@@ -90,6 +90,14 @@ class GrpcServiceSettings(BaseServiceSettings):
         "own files (an error if the hard limit is lower), so idle connections cannot take the "
         "descriptors the stores need",
     )
+    grpc_max_concurrent_rpcs: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="Calls each gRPC server runs at once; one more is refused at once with "
+        "RESOURCE_EXHAUSTED, which a client may retry later (without a bound a burst of a "
+        "thousand queued unseen, each past its deadline before its handler started)",
+    )
     metrics_enabled: bool = Field(
         True,
         description="Serve Prometheus metrics on a listener of their own (the service's "
