@@ -47,6 +47,10 @@ ALLOWED = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.DEADLINE_EXCEEDED,
         grpc.StatusCode.UNAVAILABLE,
+        # A Sync whose `no_sync_since` predates another sync of its scope
+        # (services/indexer/sync_guard.py): the request meets the index's
+        # state, as FAILED_PRECONDITION does (a random run drew one).
+        grpc.StatusCode.ABORTED,
     }
 )
 CALL_TIMEOUT_S = 60
