@@ -107,6 +107,13 @@ def _folder_tag(name: str) -> tuple[str, bool] | None:
     return tag, bare and shape["language"] in _AMBIGUOUS_LANGUAGES
 
 
+def _has_script_or_region(name: str) -> bool:
+    """Whether a locale-shaped name has a script or region part (`zh_CN`,
+    `pt-BR`, `zh-Hans`, `es-419`), read by the folder rule's own shape."""
+    shape = _FOLDER_TAG.fullmatch(name.lower())
+    return shape is not None and bool(shape["script"] or shape["region"])
+
+
 def _locale_folders(names: Iterable[str]) -> dict[str, str]:
     """Folder name → tag for the locale folders among one folder's subfolders."""
     shaped = {name: found for name in names if (found := _folder_tag(name))}
@@ -205,10 +212,6 @@ def _docusaurus_source(path: str) -> str:
     return f"{root}versioned_docs/{rest}" if version.startswith("version-") else path
 
 
-# A tag's script or region part: `zh_CN`, `pt-BR`, `zh-Hans`, `es-419`.
-_REGION_OR_SCRIPT = re.compile(r"[-_](?:[A-Za-z]{2}|[A-Za-z]{4}|[0-9]{3})$")
-
-
 def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
     """Page path → (tag, path without the tag) for the pages whose file name
     ends in a locale tag before its format: `README.en-US.md`. As with folders
@@ -230,7 +233,7 @@ def _named_locales(relpaths: Sequence[str]) -> dict[str, tuple[str, str]]:
         base, dot, part = stem.rpartition(".")
         found = _folder_tag(part) if dot and base else None
         neutral = posixpath.join(folder, base + name[len(stem) :])
-        if found is not None and _REGION_OR_SCRIPT.search(part):
+        if found is not None and _has_script_or_region(part):
             # `README.zh_CN`, `guide.pt-BR.md`: no version or word has that
             # shape, and a page's locale must not hang on its twin being
             # there (removing `README` re-keyed `README.zh_CN` as `zh`).
